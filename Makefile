@@ -1,0 +1,52 @@
+# The two commands a new user runs (README.md): `make run` and `make test`.
+# Everything else here is a wrapper around scripts/ and CMake presets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+BIN := build/release/llmtrain
+JOBS ?= $(shell nproc)
+# CI=true (set by the CI runner) turns warnings into errors.
+WERROR := $(if $(CI),ON,OFF)
+PRESET_CONFIG := build/release/CMakeCache.txt
+
+.PHONY: setup build configure run test test-full test-asan fuzz data clean lint bench image
+
+setup:
+	@bash scripts/setup.sh
+
+$(PRESET_CONFIG):
+	cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null
+
+configure:
+	cmake --preset release -DLLMTRAIN_WERROR=$(WERROR)
+
+build: $(PRESET_CONFIG)
+	@if [ "$$(grep -c '^LLMTRAIN_WERROR:BOOL=$(WERROR)$$' $(PRESET_CONFIG))" = 0 ]; then cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null; fi
+	cmake --build --preset release -j $(JOBS)
+	@ln -sf build/release/compile_commands.json compile_commands.json
+
+# The main job: set up, build, prepare the default corpus, then the default preset.
+run: setup build
+	@bash scripts/run_main.sh
+
+# Every test except the GPU ones (labels unit, reference, integration).
+test: setup build
+	cd build/release && ctest --output-on-failure --label-exclude gpu -j $(JOBS) --timeout 900
+
+# What does not fit the 30-minute CI budget: sanitizers and longer fuzzing.
+test-full: test test-asan fuzz
+
+test-asan: setup
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan -j $(JOBS)
+	cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --label-exclude 'gpu|reference' -j $(JOBS) --timeout 1800
+
+fuzz: setup
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz -j $(JOBS)
+	bash scripts/run_fuzzers.sh build/fuzz 120
+
+lint:
+	git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format --dry-run -Werror
+
+clean:
+	rm -rf build compile_commands.json

@@ -1,0 +1,17 @@
+# Third-party libraries, all from Debian 12 packages (scripts/setup.sh installs them).
+# docs/architecture.md has one line per dependency saying why.
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(yaml-cpp REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(fmt REQUIRED)
+if(LLMTRAIN_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+# yaml-cpp 0.7's exported target is `yaml-cpp` (no namespace); newer ones add yaml-cpp::yaml-cpp.
+if(TARGET yaml-cpp::yaml-cpp)
+  set(LLMT_YAML_TARGET yaml-cpp::yaml-cpp)
+else()
+  set(LLMT_YAML_TARGET yaml-cpp)
+endif()

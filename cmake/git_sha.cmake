@@ -1,0 +1,17 @@
+# Run at build time: writes OUT with the current git SHA, rewriting it only when it changed.
+execute_process(COMMAND git -C ${SRC} rev-parse --short=12 HEAD OUTPUT_VARIABLE sha
+                OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 OR sha STREQUAL "")
+  set(sha "unknown")
+endif()
+execute_process(COMMAND git -C ${SRC} status --porcelain --untracked-files=no OUTPUT_VARIABLE dirty ERROR_QUIET)
+if(NOT dirty STREQUAL "" AND NOT sha STREQUAL "unknown")
+  set(sha "${sha}-dirty")
+endif()
+set(content "#pragma once\n#define LLMT_GIT_SHA \"${sha}\"\n")
+if(EXISTS ${OUT})
+  file(READ ${OUT} old)
+endif()
+if(NOT "${old}" STREQUAL "${content}")
+  file(WRITE ${OUT} "${content}")
+endif()

@@ -1,0 +1,25 @@
+// Subcommand registration. Each src/cli/<name>.cpp defines one register_<name>() that adds a CLI11
+// subcommand whose callback calls into a layer and prints (human, or one JSON document with --json).
+// Callbacks throw llmt::Error subclasses; main.cpp maps them to exit codes (README "Exit codes").
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace llmt::cli {
+
+// Shared by all subcommands of one invocation.
+struct Runtime {
+    int exit_code = 0;              // set by a callback that finishes without throwing
+    std::vector<std::string> argv;  // the process's argv, for run metadata
+};
+
+void register_version(CLI::App& app, Runtime& rt);
+void register_validate(CLI::App& app, Runtime& rt);
+void register_print_config(CLI::App& app, Runtime& rt);
+
+}  // namespace llmt::cli

@@ -1,0 +1,151 @@
+// `llmtrain data prepare` (corpus -> llm.c token shards + manifest) and `llmtrain data inspect`
+// (check shards: header, size, every id; optionally decode them). docs/formats/shards.md, docs/data.md.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "data/prepare.h"
+#include "data/shard.h"
+#include "data/tokenizer.h"
+
+namespace llmt::cli {
+namespace {
+
+struct PrepareArgs {
+    std::vector<std::string> inputs;
+    std::string format = "text";
+    std::string text_field = "text";
+    std::string doc_separator = "blank";
+    std::string tokenizer = "gpt2";
+    std::string out;
+    double val_fraction = 0.005;
+    uint64_t shard_tokens = 100'000'000;
+    int threads = 0;
+    uint64_t seed = 0;
+    bool quiet = false;
+    bool json = false;
+};
+
+void add_prepare(CLI::App& data, Runtime& rt) {
+    auto a = std::make_shared<PrepareArgs>();
+    auto* cmd = data.add_subcommand("prepare", "Tokenize text/JSONL corpora into llm.c token shards with a train/val split by document");
+    cmd->add_option("--input", a->inputs, "input files or directories (recursive; .gz is decompressed); repeatable")
+        ->required()
+        ->expected(1, -1);
+    cmd->add_option("--format", a->format, "input format: text or jsonl")->check(CLI::IsMember({"text", "jsonl"}))->capture_default_str();
+    cmd->add_option("--text-field", a->text_field, "jsonl: the string field holding each document")->capture_default_str();
+    cmd->add_option("--doc-separator", a->doc_separator,
+                    "text: 'blank' (a blank-line run ends a document), 'file' (one document per file), or a line that "
+                    "separates documents, e.g. '%'")
+        ->capture_default_str();
+    cmd->add_option("--tokenizer", a->tokenizer, "tokenizer: gpt2 or a path (.tiktoken, tokenizer.json, vocab.json+merges.txt)")
+        ->capture_default_str();
+    cmd->add_option("--out", a->out, "output directory (earlier train_*/val_* shards and manifest.json there are replaced)")->required();
+    cmd->add_option("--val-fraction", a->val_fraction, "expected share of documents held out for validation, in [0, 1)")
+        ->capture_default_str();
+    cmd->add_option("--shard-tokens", a->shard_tokens, "tokens per shard file")->capture_default_str();
+    cmd->add_option("--threads", a->threads, "encoding threads (0 = all cores)")->capture_default_str();
+    cmd->add_option("--seed", a->seed, "seed of the train/val split")->capture_default_str();
+    cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
+    cmd->add_flag("--json", a->json, "print the manifest as one JSON document on stdout");
+    cmd->callback([a, &rt] {
+        data::PrepareOptions o;
+        o.inputs = a->inputs;
+        o.corpus.format = data::parse_input_format(a->format);
+        o.corpus.text_field = a->text_field;
+        o.corpus.doc_separator = a->doc_separator;
+        o.tokenizer = a->tokenizer;
+        o.out_dir = a->out;
+        o.val_fraction = a->val_fraction;
+        o.shard_tokens = a->shard_tokens;
+        o.threads = a->threads;
+        o.seed = a->seed;
+        o.progress = !a->quiet;
+        const auto m = data::prepare_shards(o);
+        if (a->json) {
+            fmt::print("{}\n", m.dump());
+        } else {
+            for (const char* s : {"train", "val"}) {
+                const auto& sp = m["splits"][s];
+                fmt::print("{:5}: {} documents, {} tokens, {} shard(s)\n", s, sp["documents"].get<uint64_t>(),
+                           sp["tokens"].get<uint64_t>(), sp["shards"].size());
+            }
+            fmt::print("wrote {}/manifest.json\n", a->out);
+        }
+        rt.exit_code = 0;
+    });
+}
+
+struct InspectArgs {
+    std::vector<std::string> files;
+    std::string shard_format = "llmc";
+    std::string tokenizer = "gpt2";
+    std::size_t vocab_size = 0;
+    bool decode = false;
+    bool json = false;
+};
+
+void add_inspect(CLI::App& data, Runtime& rt) {
+    auto a = std::make_shared<InspectArgs>();
+    auto* cmd = data.add_subcommand("inspect", "Check token shards (header, size, every id < vocab size); print counts or the decoded text");
+    cmd->add_option("files", a->files, "shard files")->required()->expected(1, -1);
+    cmd->add_option("--shard-format", a->shard_format, "llmc (256 x int32 header) or nanogpt (header-less uint16)")
+        ->check(CLI::IsMember({"llmc", "nanogpt"}))
+        ->capture_default_str();
+    cmd->add_option("--tokenizer", a->tokenizer, "tokenizer that gives the vocabulary size (and decodes with --decode)")
+        ->capture_default_str();
+    cmd->add_option("--vocab-size", a->vocab_size, "check ids against this size instead of the tokenizer's (no tokenizer loaded)");
+    cmd->add_flag("--decode", a->decode, "print the decoded text of the shards, in order, on stdout");
+    cmd->add_flag("--json", a->json, "print one JSON document");
+    cmd->callback([a, &rt] {
+        if (a->decode && a->vocab_size) throw UsageError("--decode needs a tokenizer; drop --vocab-size");
+        std::optional<data::Tokenizer> tok;
+        std::size_t vocab = a->vocab_size;
+        if (!vocab) {
+            tok.emplace(data::Tokenizer::load(a->tokenizer));
+            vocab = tok->vocab_size();
+        }
+        const auto fmt_kind = data::parse_shard_format(a->shard_format);
+        nlohmann::ordered_json out = nlohmann::ordered_json::array();
+        for (const auto& f : a->files) {
+            auto s = data::Shard::open(f, fmt_kind, vocab);
+            s.validate();
+            if (a->decode) {
+                std::vector<uint32_t> ids(s.size());
+                for (std::size_t i = 0; i < s.size(); ++i) ids[i] = s.at(i);
+                const std::string text = tok->decode(ids);
+                std::fwrite(text.data(), 1, text.size(), stdout);
+                continue;
+            }
+            std::size_t eots = 0;
+            if (tok) {
+                for (std::size_t i = 0; i < s.size(); ++i) eots += s.at(i) == tok->eot_token();
+            }
+            out.push_back({{"file", f}, {"tokens", s.size()}, {"token_bytes", s.token_bytes()}, {"vocab_size", vocab}});
+            if (tok) out.back()["eot_tokens"] = eots;
+            if (!a->json) {
+                fmt::print("{}: {} tokens (uint{}), all ids < {}{}\n", f, s.size(), 8 * s.token_bytes(), vocab,
+                           tok ? fmt::format(", {} end-of-text tokens", eots) : "");
+            }
+        }
+        if (a->json && !a->decode) fmt::print("{}\n", out.dump());
+        rt.exit_code = 0;
+    });
+}
+
+}  // namespace
+
+void register_data(CLI::App& app, Runtime& rt) {
+    auto* data = app.add_subcommand("data", "Prepare and inspect token shards");
+    data->require_subcommand(1);
+    add_prepare(*data, rt);
+    add_inspect(*data, rt);
+}
+
+}  // namespace llmt::cli

@@ -1,0 +1,67 @@
+// `llmtrain validate` and `llmtrain print-config`: strict config checking and the resolved config.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+
+#include "cli/command.h"
+#include "cli/config_options.h"
+#include "config/emit.h"
+#include "config/loader.h"
+
+namespace llmt::cli {
+namespace {
+
+nlohmann::ordered_json issues_json(const config::ConfigValidationError& e) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (const auto& i : e.issues()) arr.push_back({{"key", i.key}, {"where", i.where}, {"message", i.message}});
+    return arr;
+}
+
+}  // namespace
+
+void register_validate(CLI::App& app, Runtime& rt) {
+    auto* cmd = app.add_subcommand("validate", "Check a config strictly; report every problem with its key path");
+    auto opts = add_config_options(cmd);
+    auto json = std::make_shared<bool>(false);
+    cmd->add_flag("--json", *json, "print one JSON document {ok, config, errors}");
+    cmd->callback([opts, json, &rt] {
+        try {
+            auto cfg = load_config(*opts);
+            if (*json) {
+                nlohmann::ordered_json j = {{"ok", true}, {"config", opts->path}, {"errors", nlohmann::json::array()}};
+                fmt::print("{}\n", j.dump());
+            } else {
+                fmt::print(stderr, "{}: ok\n", opts->path);
+            }
+            rt.exit_code = 0;
+        } catch (const config::ConfigValidationError& e) {
+            if (!*json) throw;
+            nlohmann::ordered_json j = {{"ok", false}, {"config", opts->path}, {"errors", issues_json(e)}};
+            fmt::print("{}\n", j.dump());
+            fmt::print(stderr, "llmtrain: error: {}\n", e.what());
+            rt.exit_code = 2;
+        }
+    });
+}
+
+void register_print_config(CLI::App& app, Runtime& rt) {
+    auto* cmd = app.add_subcommand("print-config", "Print the resolved config with every default materialized");
+    auto opts = add_config_options(cmd);
+    auto json = std::make_shared<bool>(false);
+    auto bare = std::make_shared<bool>(false);
+    cmd->add_flag("--json", *json, "print JSON instead of YAML");
+    cmd->add_flag("--no-comments", *bare, "YAML without the one-line doc comment per key");
+    cmd->callback([opts, json, bare, &rt] {
+        auto cfg = load_config(*opts);
+        if (*json) {
+            fmt::print("{}\n", cfg.resolved.dump(2));
+        } else {
+            fmt::print("# resolved from {}\n{}", opts->path, config::to_yaml(cfg.resolved, !*bare));
+        }
+        rt.exit_code = 0;
+    });
+}
+
+}  // namespace llmt::cli

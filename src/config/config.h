@@ -1,0 +1,109 @@
+// The resolved, validated configuration as typed structs (DESIGN.md §3). Produced only by the loader
+// (config/loader.h), so every value here has passed the schema and the cross-field checks.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llmt::config {
+
+struct RunConfig {
+    std::string name;
+    uint64_t seed = 0;
+    std::string device;  // cpu | cuda | auto
+    bool deterministic = false;
+    int threads = 0;
+};
+
+struct ModelConfig {
+    std::string arch;
+    int n_layer = 0, n_head = 0, n_kv_head = 0, d_model = 0, d_ff = 0;
+    int block_size = 0;
+    int vocab_size = 0;
+    int vocab_pad_multiple = 1;
+    float dropout = 0.f;
+    bool tie_embeddings = true;
+    float norm_eps = 1e-5f;
+    std::string init_from;  // "scratch" or a path
+
+    // vocab_size rounded up to vocab_pad_multiple (the width of the embedding and logit tables).
+    int padded_vocab_size() const {
+        return (vocab_size + vocab_pad_multiple - 1) / vocab_pad_multiple * vocab_pad_multiple;
+    }
+};
+
+struct LoraConfig {
+    int r = 0;
+    double alpha = 16.0;
+    double dropout = 0.0;
+    std::vector<std::string> target_modules;
+};
+
+struct DataConfig {
+    std::string source;  // shards | text | jsonl
+    std::vector<std::string> paths;
+    std::string text_field;
+    std::string tokenizer;
+    double val_fraction = 0.0;
+    std::string cache_dir;
+    std::string train_shards, val_shards;
+    std::string shard_format;  // llmc | nanogpt
+    bool shuffle = true;
+};
+
+struct TrainerConfig {
+    int64_t max_steps = 0;
+    int micro_batch_size = 0;
+    int grad_accum_steps = 1;
+    double lr = 0, min_lr = 0;
+    int64_t warmup_steps = 0;
+    std::string schedule;  // cosine | linear | constant
+    double weight_decay = 0;
+    bool decay_embeddings = false;
+    std::array<double, 2> betas{0.9, 0.95};
+    double eps = 1e-8;
+    double max_grad_norm = 1.0;
+    std::string precision;  // fp32 | bf16
+    std::string recompute;  // none | gelu | all
+    int64_t log_every_steps = 1, eval_every_steps = 0, eval_steps = 1, save_every_steps = 0;
+    int keep_last = 1;
+};
+
+struct DistConfig {
+    std::string backend;  // auto | gloo | nccl
+    double timeout_sec = 300;
+    double bucket_mb = 25;
+    bool overlap = true;
+    int zero_stage = 0;
+};
+
+struct TrackingConfig {
+    bool jsonl = true;
+    std::string mlflow_dir, tensorboard_dir;
+};
+
+struct OutputConfig {
+    std::string root_dir;
+    std::string run_id;
+};
+
+struct Config {
+    int schema_version = 1;
+    RunConfig run;
+    ModelConfig model;
+    LoraConfig lora;
+    DataConfig data;
+    TrainerConfig trainer;
+    DistConfig dist;
+    TrackingConfig tracking;
+    OutputConfig output;
+
+    std::string source;              // the file (or "<string>") it was loaded from
+    nlohmann::ordered_json resolved;  // every key with defaults materialized, in schema order
+};
+
+}  // namespace llmt::config

@@ -1,0 +1,513 @@
+#include "config/loader.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+
+#include "config/schema.h"
+#include "config/typed.h"
+#include "core/fs.h"
+#include "core/strings.h"
+
+namespace llmt::config {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+std::string format_issues(const std::string& source, const std::vector<ConfigIssue>& issues) {
+    std::string s = fmt::format("invalid config '{}' ({} problem{}):", source, issues.size(),
+                                issues.size() == 1 ? "" : "s");
+    for (const auto& i : issues) {
+        s += "\n  " + i.where + ": ";
+        if (!i.key.empty()) s += "`" + i.key + "`: ";
+        s += i.message;
+    }
+    return s;
+}
+
+// Collects issues while validating one config.
+class Validator {
+public:
+    explicit Validator(std::string source) : source_(std::move(source)) {}
+
+    void add(std::string key, std::string where, std::string message) {
+        issues_.push_back({std::move(key), std::move(where), std::move(message)});
+    }
+    std::string where(const YAML::Node& n) const {
+        const auto m = n.Mark();
+        if (m.is_null()) return source_;
+        return fmt::format("{}:{}:{}", source_, m.line + 1, m.column + 1);
+    }
+    std::string where_line(int line, int col) const { return fmt::format("{}:{}:{}", source_, line, col); }
+    bool ok() const { return issues_.empty(); }
+    // Throws every issue, in file order (line, then column); --set and whole-file issues last.
+    [[noreturn]] void raise() {
+        auto pos = [this](const ConfigIssue& i) {
+            long line = 1L << 40, col = 0;
+            if (i.where.rfind(source_ + ":", 0) == 0)
+                std::sscanf(i.where.c_str() + source_.size() + 1, "%ld:%ld", &line, &col);
+            return std::pair{line, col};
+        };
+        std::stable_sort(issues_.begin(), issues_.end(),
+                         [&](const ConfigIssue& a, const ConfigIssue& b) { return pos(a) < pos(b); });
+        throw ConfigValidationError(source_, issues_);
+    }
+    const std::string& source() const { return source_; }
+
+private:
+    std::string source_;
+    std::vector<ConfigIssue> issues_;
+};
+
+// ---- raw-text checks that YAML parsers handle badly ----
+
+bool precheck_text(std::string_view text, Validator& v) {
+    if (text.find('\0') != std::string_view::npos) {
+        v.add("", v.source(), fmt::format("this is a binary file (NUL byte at offset {}), expected YAML text",
+                                          text.find('\0')));
+        return false;
+    }
+    if (std::size_t bad = first_invalid_utf8(text); bad != std::string_view::npos) {
+        int line = 1, col = 1;
+        for (std::size_t i = 0; i < bad; ++i) {
+            if (text[i] == '\n') {
+                ++line;
+                col = 1;
+            } else {
+                ++col;
+            }
+        }
+        v.add("", v.where_line(line, col),
+              fmt::format("invalid UTF-8 (byte 0x{:02x} at offset {}); config files must be UTF-8 text",
+                          static_cast<unsigned char>(text[bad]), bad));
+        return false;
+    }
+    // YAML forbids tabs in indentation; yaml-cpp's own message for it is cryptic.
+    int line = 1;
+    for (std::size_t i = 0; i < text.size();) {
+        std::size_t end = text.find('\n', i);
+        if (end == std::string_view::npos) end = text.size();
+        std::string_view l = text.substr(i, end - i);
+        std::size_t k = 0;
+        while (k < l.size() && (l[k] == ' ' || l[k] == '\t')) ++k;
+        std::size_t tab = l.substr(0, k).find('\t');
+        if (tab != std::string_view::npos && k < l.size() && l[k] != '#') {
+            v.add("", v.where_line(line, static_cast<int>(tab) + 1),
+                  "tab character used for indentation; YAML requires spaces");
+            return false;
+        }
+        ++line;
+        i = end + 1;
+    }
+    // Flow-collection nesting deeper than any config needs: refuse before the recursive parser sees it.
+    int depth = 0, max_depth = 0;
+    for (char c : text) {
+        if (c == '[' || c == '{') max_depth = std::max(max_depth, ++depth);
+        if ((c == ']' || c == '}') && depth > 0) --depth;
+    }
+    if (max_depth > 32) {
+        v.add("", v.source(), fmt::format("nesting {} levels deep; a config is at most a few levels deep", max_depth));
+        return false;
+    }
+    return true;
+}
+
+std::string describe_found(const YAML::Node& n) {
+    switch (n.Type()) {
+        case YAML::NodeType::Null:
+            return "nothing (null)";
+        case YAML::NodeType::Sequence:
+            return "a list";
+        case YAML::NodeType::Map:
+            return "a mapping";
+        case YAML::NodeType::Scalar: {
+            std::string s = n.Scalar();
+            if (s.size() > 60) s = s.substr(0, 57) + "...";
+            return n.Tag() == "!" ? fmt::format("the quoted string \"{}\"", s) : fmt::format("`{}`", s);
+        }
+        default:
+            return "an undefined value";
+    }
+}
+
+bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
+
+std::optional<double> parse_number(const YAML::Node& n) {
+    if (!n.IsScalar() || is_quoted(n)) return std::nullopt;
+    static const std::regex kNum(R"(^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$)");
+    const std::string& s = n.Scalar();
+    if (!std::regex_match(s, kNum)) return std::nullopt;
+    double x = std::strtod(s.c_str(), nullptr);
+    if (!std::isfinite(x)) return std::nullopt;
+    return x;
+}
+
+bool in_range(const FieldSpec& f, double x) {
+    if (f.min_exclusive ? !(x > f.min) : !(x >= f.min)) return false;
+    return x <= f.max;
+}
+
+// Validates one value against its field; returns the JSON value or nullopt (issue recorded).
+std::optional<ordered_json> convert(const FieldSpec& f, const YAML::Node& n, const std::string& where,
+                                    Validator& v) {
+    auto bad = [&](const std::string& extra = "") -> std::optional<ordered_json> {
+        v.add(f.path, where,
+              fmt::format("expected {}, found {}{}", describe_expected(f), describe_found(n), extra));
+        return std::nullopt;
+    };
+    if (n.IsNull() && !f.derived_note.empty()) return ordered_json(nullptr);  // derive later
+    switch (f.type) {
+        case FieldType::kInt: {
+            auto x = parse_number(n);
+            if (!x || *x != std::floor(*x) || std::abs(*x) > 9007199254740991.0 || !in_range(f, *x)) return bad();
+            return ordered_json(static_cast<int64_t>(*x));
+        }
+        case FieldType::kFloat: {
+            auto x = parse_number(n);
+            if (!x || !in_range(f, *x)) return bad();
+            return ordered_json(*x);
+        }
+        case FieldType::kBool: {
+            if (n.IsScalar() && !is_quoted(n)) {
+                const std::string& s = n.Scalar();
+                if (s == "true" || s == "True" || s == "TRUE") return ordered_json(true);
+                if (s == "false" || s == "False" || s == "FALSE") return ordered_json(false);
+                if (s == "yes" || s == "no" || s == "on" || s == "off" || s == "y" || s == "n")
+                    return bad(" (YAML 1.2 booleans are spelled true/false)");
+            }
+            return bad();
+        }
+        case FieldType::kString:
+            if (!n.IsScalar()) return bad();
+            return ordered_json(n.Scalar());
+        case FieldType::kEnum:
+            if (n.IsScalar()) {
+                for (const auto& c : f.choices)
+                    if (c == n.Scalar()) return ordered_json(c);
+                if (auto near = nearest_match(n.Scalar(), f.choices))
+                    return bad(fmt::format("; did you mean `{}`?", *near));
+            }
+            return bad();
+        case FieldType::kFloatList: {
+            if (!n.IsSequence()) return bad();
+            if (f.list_len >= 0 && static_cast<int>(n.size()) != f.list_len)
+                return bad(fmt::format(" with {} element{}", n.size(), n.size() == 1 ? "" : "s"));
+            ordered_json arr = ordered_json::array();
+            for (const auto& e : n) {
+                auto x = parse_number(e);
+                if (!x || !in_range(f, *x)) {
+                    v.add(f.path, v.where(e).empty() ? where : where,
+                          fmt::format("expected {}, found the element {}", describe_expected(f), describe_found(e)));
+                    return std::nullopt;
+                }
+                arr.push_back(*x);
+            }
+            return arr;
+        }
+        case FieldType::kStringList: {
+            if (n.IsScalar() && !is_quoted(n) && n.Scalar().empty()) return ordered_json::array();
+            if (!n.IsSequence()) return bad();
+            ordered_json arr = ordered_json::array();
+            for (const auto& e : n) {
+                if (!e.IsScalar()) return bad(fmt::format(" (element {} is {})", arr.size(), describe_found(e)));
+                arr.push_back(e.Scalar());
+            }
+            return arr;
+        }
+    }
+    return bad();
+}
+
+// Duplicate keys are silently merged by many YAML loaders; we refuse them.
+void check_duplicates(const YAML::Node& n, const std::string& prefix, Validator& v, int depth = 0) {
+    if (depth > 64) return;
+    if (n.IsMap()) {
+        std::map<std::string, YAML::Node> seen;
+        for (auto it = n.begin(); it != n.end(); ++it) {
+            std::string k = it->first.IsScalar() ? it->first.Scalar() : "<complex key>";
+            std::string path = prefix.empty() ? k : prefix + "." + k;
+            auto [pos, inserted] = seen.emplace(k, it->first);
+            if (!inserted) {
+                v.add(path, v.where(it->first),
+                      fmt::format("duplicate key (first defined at line {})", pos->second.Mark().line + 1));
+            }
+            check_duplicates(it->second, path, v, depth + 1);
+        }
+    } else if (n.IsSequence()) {
+        for (const auto& e : n) check_duplicates(e, prefix, v, depth + 1);
+    }
+}
+
+std::vector<std::string> keys_of_section(const std::string& section) {
+    std::vector<std::string> out;
+    for (const auto& f : schema_fields()) {
+        auto dot = f.path.find('.');
+        if (dot != std::string::npos && f.path.substr(0, dot) == section) out.push_back(f.path.substr(dot + 1));
+    }
+    return out;
+}
+
+std::vector<std::string> top_level_names() {
+    std::vector<std::string> out = schema_sections();
+    for (const auto& f : schema_fields())
+        if (f.path.find('.') == std::string::npos) out.push_back(f.path);
+    return out;
+}
+
+std::vector<std::string> all_paths() {
+    std::vector<std::string> out;
+    for (const auto& f : schema_fields()) out.push_back(f.path);
+    return out;
+}
+
+std::string unknown_key_message(const std::string& path, const std::string& leaf,
+                                const std::vector<std::string>& siblings, const std::string& section) {
+    std::string msg = "unknown key";
+    if (auto near = nearest_match(leaf, siblings)) {
+        msg += fmt::format("; did you mean `{}`?", section.empty() ? *near : section + "." + *near);
+    } else if (auto anywhere = nearest_match(path, all_paths())) {
+        msg += fmt::format("; did you mean `{}`?", *anywhere);
+    } else {
+        std::string list;
+        for (std::size_t i = 0; i < siblings.size(); ++i) list += (i ? ", " : "") + siblings[i];
+        msg += section.empty() ? fmt::format("; the top level has: {}", list)
+                               : fmt::format("; `{}` has: {}", section, list);
+    }
+    return msg;
+}
+
+struct Origin {
+    YAML::Node node;
+    std::string where;
+};
+
+// Applies one "--set a.b=value" to the tree, recording where each key came from.
+void apply_set(YAML::Node& root, const std::string& kv, std::map<std::string, std::string>& set_origin,
+               Validator& v) {
+    std::string where = "--set " + kv;
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+        v.add("", where, "expected KEY=VALUE, e.g. --set trainer.lr=3e-4");
+        return;
+    }
+    std::string key(trim(std::string_view(kv).substr(0, eq)));
+    std::string value = kv.substr(eq + 1);
+    if (!find_field(key)) {
+        auto dot = key.find('.');
+        std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
+        std::string leaf = dot == std::string::npos ? key : key.substr(dot + 1);
+        bool known_section = false;
+        for (const auto& s : schema_sections()) known_section |= s == section;
+        v.add(key, where,
+              unknown_key_message(key, known_section ? leaf : key,
+                                  known_section ? keys_of_section(section) : all_paths(),
+                                  known_section ? section : ""));
+        return;
+    }
+    YAML::Node parsed;
+    try {
+        parsed = YAML::Load(value);
+    } catch (const YAML::Exception& e) {
+        v.add(key, where, fmt::format("cannot parse the value as YAML: {}", e.msg));
+        return;
+    }
+    auto dot = key.find('.');
+    if (dot == std::string::npos) {
+        root[key] = parsed;
+    } else {
+        std::string section = key.substr(0, dot);
+        if (root[section] && !root[section].IsMap() && !root[section].IsNull()) {
+            v.add(section, where, "cannot apply: the section in the file is not a mapping");
+            return;
+        }
+        root[section][key.substr(dot + 1)] = parsed;
+    }
+    set_origin[key] = where;
+}
+
+int64_t as_i(const ordered_json& j) { return j.get<int64_t>(); }
+
+void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v) {
+    auto at = [&](const std::string& path) -> std::string {
+        auto it = loc.find(path);
+        return it == loc.end() ? v.source() + " (default)" : it->second;
+    };
+    auto& m = r["model"];
+    auto& t = r["trainer"];
+    // Derived defaults first.
+    if (m["n_kv_head"].is_null()) m["n_kv_head"] = m["n_head"];
+    if (m["d_ff"].is_null()) m["d_ff"] = 4 * as_i(m["d_model"]);
+
+    if (as_i(m["d_model"]) % as_i(m["n_head"]) != 0)
+        v.add("model.d_model", at("model.d_model"),
+              fmt::format("must be divisible by model.n_head ({} % {} = {})", as_i(m["d_model"]), as_i(m["n_head"]),
+                          as_i(m["d_model"]) % as_i(m["n_head"])));
+    if (as_i(m["n_head"]) % as_i(m["n_kv_head"]) != 0)
+        v.add("model.n_kv_head", at("model.n_kv_head"),
+              fmt::format("model.n_head ({}) must be a multiple of model.n_kv_head ({})", as_i(m["n_head"]),
+                          as_i(m["n_kv_head"])));
+    if (as_i(m["n_kv_head"]) != as_i(m["n_head"]) && m["arch"] == "gpt2")
+        v.add("model.n_kv_head", at("model.n_kv_head"),
+              fmt::format("gpt2 uses full multi-head attention: must equal model.n_head ({})", as_i(m["n_head"])));
+    if (as_i(t["warmup_steps"]) > as_i(t["max_steps"]))
+        v.add("trainer.warmup_steps", at("trainer.warmup_steps"),
+              fmt::format("must be <= trainer.max_steps ({}), found {}", as_i(t["max_steps"]), as_i(t["warmup_steps"])));
+    if (t["min_lr"].get<double>() > t["lr"].get<double>())
+        v.add("trainer.min_lr", at("trainer.min_lr"),
+              fmt::format("must be <= trainer.lr ({}), found {}", t["lr"].get<double>(), t["min_lr"].get<double>()));
+    if (r["dist"]["backend"] == "nccl" && r["run"]["device"] != "cuda")
+        v.add("dist.backend", at("dist.backend"),
+              fmt::format("nccl needs run.device: cuda (found run.device: {})", r["run"]["device"].get<std::string>()));
+    auto& d = r["data"];
+    if (d["source"] == "shards") {
+        if (d["train_shards"].get<std::string>().empty())
+            v.add("data.train_shards", at("data.source"), "data.source is shards, so data.train_shards (a glob) is required");
+        if (d["val_shards"].get<std::string>().empty() && as_i(t["eval_every_steps"]) > 0)
+            v.add("data.val_shards", at("trainer.eval_every_steps"),
+                  "evaluation is on (trainer.eval_every_steps > 0), so data.val_shards (a glob) is required; "
+                  "set trainer.eval_every_steps: 0 to train without evaluation");
+    } else if (d["paths"].empty()) {
+        v.add("data.paths", at("data.source"),
+              fmt::format("data.source is {}, so data.paths needs at least one file or directory",
+                          d["source"].get<std::string>()));
+    }
+    static const std::regex kName("^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$");
+    for (const char* key : {"run.name", "output.run_id"}) {
+        auto dot = std::string(key).find('.');
+        std::string s = r[std::string(key).substr(0, dot)][std::string(key).substr(dot + 1)];
+        if (std::string(key) == "output.run_id" && s.empty()) continue;
+        if (!std::regex_match(s, kName) || s.find("..") != std::string::npos)
+            v.add(key, at(key),
+                  fmt::format("expected 1-63 characters of letters, digits, '_', '.', '-' starting with a letter or "
+                              "digit (it names a directory), found \"{}\"",
+                              s));
+    }
+    if (r["output"]["root_dir"].get<std::string>().empty())
+        v.add("output.root_dir", at("output.root_dir"), "must not be empty");
+}
+
+}  // namespace
+
+ConfigValidationError::ConfigValidationError(std::string source, std::vector<ConfigIssue> issues)
+    : ConfigError(format_issues(source, issues)), source_(std::move(source)), issues_(std::move(issues)) {}
+
+Config load_config_string(std::string_view text, const std::string& source_name, const std::vector<std::string>& sets) {
+    Validator v(source_name);
+    if (text.size() > kMaxConfigBytes) {
+        v.add("", source_name,
+              fmt::format("file is {} bytes; configs are limited to {} bytes", text.size(), kMaxConfigBytes));
+        v.raise();
+    }
+    if (!precheck_text(text, v)) v.raise();
+
+    YAML::Node root;
+    try {
+        root = YAML::Load(std::string(text));
+    } catch (const YAML::DeepRecursion& e) {
+        v.add("", v.where_line(e.mark.line + 1, e.mark.column + 1),
+              fmt::format("nested {} levels deep; a config is at most a few levels deep", e.depth()));
+        v.raise();
+    } catch (const YAML::Exception& e) {
+        v.add("", e.mark.is_null() ? source_name : v.where_line(e.mark.line + 1, e.mark.column + 1),
+              fmt::format("not valid YAML: {}", e.msg));
+        v.raise();
+    }
+    if (root.IsNull()) {
+        v.add("", source_name,
+              "the config is empty; expected a mapping with the sections run, model, data, trainer, ... "
+              "(see configs/presets/)");
+        v.raise();
+    }
+    if (!root.IsMap()) {
+        v.add("", v.where(root),
+              fmt::format("the top level is {}; expected a mapping with the sections run, model, data, trainer, ...",
+                          describe_found(root)));
+        v.raise();
+    }
+    check_duplicates(root, "", v);
+    if (!v.ok()) v.raise();
+
+    std::map<std::string, std::string> set_origin;
+    for (const auto& s : sets) apply_set(root, s, set_origin, v);
+
+    // Walk the tree: every key must be known.
+    std::map<std::string, YAML::Node> values;  // path -> node
+    std::map<std::string, std::string> loc;    // path -> where (file:line:col or --set)
+    const auto sections = schema_sections();
+    for (auto it = root.begin(); it != root.end(); ++it) {
+        const std::string k = it->first.Scalar();
+        bool is_section = std::find(sections.begin(), sections.end(), k) != sections.end();
+        if (!is_section) {
+            if (find_field(k)) {
+                values[k] = it->second;
+                loc[k] = set_origin.count(k) ? set_origin[k] : v.where(it->first);
+            } else {
+                v.add(k, v.where(it->first), unknown_key_message(k, k, top_level_names(), ""));
+            }
+            continue;
+        }
+        const YAML::Node& sec = it->second;
+        if (sec.IsNull()) continue;  // "trainer:" with nothing under it: all defaults
+        if (!sec.IsMap()) {
+            v.add(k, v.where(it->second), fmt::format("expected a mapping of keys, found {}", describe_found(sec)));
+            continue;
+        }
+        for (auto jt = sec.begin(); jt != sec.end(); ++jt) {
+            std::string leaf = jt->first.IsScalar() ? jt->first.Scalar() : "<complex key>";
+            std::string path = k + "." + leaf;
+            if (!find_field(path)) {
+                v.add(path, v.where(jt->first), unknown_key_message(path, leaf, keys_of_section(k), k));
+                continue;
+            }
+            values[path] = jt->second;
+            loc[path] = set_origin.count(path) ? set_origin[path] : v.where(jt->first);
+        }
+    }
+
+    // Materialize every field: the given value, or its default.
+    ordered_json resolved = ordered_json::object();
+    bool all_typed = true;
+    for (const auto& f : schema_fields()) {
+        ordered_json value = f.default_value;
+        if (auto it = values.find(f.path); it != values.end()) {
+            if (auto c = convert(f, it->second, loc[f.path], v)) {
+                value = *c;
+            } else {
+                all_typed = false;
+            }
+        }
+        auto dot = f.path.find('.');
+        if (dot == std::string::npos) {
+            resolved[f.path] = value;
+        } else {
+            resolved[f.path.substr(0, dot)][f.path.substr(dot + 1)] = value;
+        }
+    }
+    if (all_typed) cross_checks(resolved, loc, v);
+    if (!v.ok()) v.raise();
+
+    Config cfg = from_resolved(resolved);
+    cfg.source = source_name;
+    return cfg;
+}
+
+Config load_config_file(const std::filesystem::path& path, const std::vector<std::string>& sets) {
+    std::string text;
+    try {
+        text = read_file(path, kMaxConfigBytes);
+    } catch (const InputError& e) {
+        throw ConfigValidationError(path.string(), {{"", path.string(), e.what()}});
+    } catch (const IoError& e) {
+        throw ConfigValidationError(path.string(), {{"", path.string(), e.what()}});
+    }
+    return load_config_string(text, path.string(), sets);
+}
+
+}  // namespace llmt::config

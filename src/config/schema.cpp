@@ -1,0 +1,229 @@
+#include "config/schema.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace llmt::config {
+namespace {
+
+using nlohmann::ordered_json;
+
+FieldSpec int_field(std::string path, ordered_json def, double min, double max, std::string doc) {
+    FieldSpec f;
+    f.path = std::move(path);
+    f.type = FieldType::kInt;
+    f.default_value = std::move(def);
+    f.min = min;
+    f.max = max;
+    f.doc = std::move(doc);
+    return f;
+}
+FieldSpec float_field(std::string path, double def, double min, double max, bool min_excl, std::string doc) {
+    FieldSpec f;
+    f.path = std::move(path);
+    f.type = FieldType::kFloat;
+    f.default_value = def;
+    f.min = min;
+    f.max = max;
+    f.min_exclusive = min_excl;
+    f.doc = std::move(doc);
+    return f;
+}
+FieldSpec bool_field(std::string path, bool def, std::string doc) {
+    FieldSpec f;
+    f.path = std::move(path);
+    f.type = FieldType::kBool;
+    f.default_value = def;
+    f.doc = std::move(doc);
+    return f;
+}
+FieldSpec string_field(std::string path, std::string def, std::string doc) {
+    FieldSpec f;
+    f.path = std::move(path);
+    f.type = FieldType::kString;
+    f.default_value = std::move(def);
+    f.doc = std::move(doc);
+    return f;
+}
+FieldSpec enum_field(std::string path, std::string def, std::vector<std::string> choices, std::string doc) {
+    FieldSpec f;
+    f.path = std::move(path);
+    f.type = FieldType::kEnum;
+    f.default_value = std::move(def);
+    f.choices = std::move(choices);
+    f.doc = std::move(doc);
+    return f;
+}
+FieldSpec derived(FieldSpec f, std::string note) {
+    f.default_value = nullptr;
+    f.derived_note = std::move(note);
+    return f;
+}
+
+constexpr double kInf = 1e300;
+
+std::vector<FieldSpec> build() {
+    std::vector<FieldSpec> v;
+    v.push_back(int_field("schema_version", kSchemaVersion, kSchemaVersion, kSchemaVersion,
+                          "version of this config format; must be 1"));
+    // run
+    v.push_back(string_field("run.name", "llmtrain", "name of the run; prefix of generated run ids"));
+    v.push_back(int_field("run.seed", 1337, 0, 9007199254740991.0, "seed of every random stream (init, data order, dropout)"));
+    v.push_back(enum_field("run.device", "auto", {"cpu", "cuda", "auto"}, "where to train; auto picks cuda when a GPU is present"));
+    v.push_back(bool_field("run.deterministic", false, "bit-reproducible runs (fixed reduction order; may be slower)"));
+    v.push_back(int_field("run.threads", 0, 0, 4096, "CPU threads per process; 0 = all available cores"));
+    // model
+    v.push_back(enum_field("model.arch", "gpt2", {"gpt2"}, "model family"));
+    v.push_back(int_field("model.n_layer", 12, 1, 1024, "number of transformer blocks"));
+    v.push_back(int_field("model.n_head", 12, 1, 1024, "attention heads"));
+    v.push_back(derived(int_field("model.n_kv_head", nullptr, 1, 1024, "key/value heads (grouped-query attention)"), "model.n_head"));
+    v.push_back(int_field("model.d_model", 768, 1, 65536, "embedding width"));
+    v.push_back(derived(int_field("model.d_ff", nullptr, 1, 1048576, "MLP hidden width"), "4 x model.d_model"));
+    v.push_back(int_field("model.block_size", 1024, 1, 1048576, "context length in tokens"));
+    v.push_back(int_field("model.vocab_size", 50257, 1, 16777216, "vocabulary size of the tokenizer"));
+    v.push_back(int_field("model.vocab_pad_multiple", 128, 1, 65536,
+                          "the embedding/logit tables are padded to a multiple of this for speed; padding is never predicted"));
+    v.push_back(float_field("model.dropout", 0.0, 0.0, 0.999, false, "dropout probability during training"));
+    v.push_back(bool_field("model.tie_embeddings", true, "share the token embedding with the output projection"));
+    v.push_back(float_field("model.norm_eps", 1e-5, 0.0, 1.0, true, "epsilon of LayerNorm"));
+    v.push_back(string_field("model.init_from", "scratch",
+                             "'scratch' or a path to a Hugging Face safetensors file / model directory"));
+    // lora
+    v.push_back(int_field("lora.r", 0, 0, 65536, "LoRA rank; 0 disables LoRA"));
+    v.push_back(float_field("lora.alpha", 16.0, 0.0, kInf, true, "LoRA scaling numerator (scale = alpha / r)"));
+    v.push_back(float_field("lora.dropout", 0.0, 0.0, 0.999, false, "dropout on the LoRA input"));
+    {
+        FieldSpec f;
+        f.path = "lora.target_modules";
+        f.type = FieldType::kStringList;
+        f.default_value = ordered_json::array({"c_attn"});
+        f.doc = "modules that get adapters (Hugging Face names: c_attn, c_proj, c_fc)";
+        v.push_back(f);
+    }
+    // data
+    v.push_back(enum_field("data.source", "shards", {"shards", "text", "jsonl"},
+                           "shards: prepared token shards; text/jsonl: raw corpora tokenized into data.cache_dir"));
+    {
+        FieldSpec f;
+        f.path = "data.paths";
+        f.type = FieldType::kStringList;
+        f.default_value = ordered_json::array();
+        f.doc = "input files or directories for source text/jsonl";
+        v.push_back(f);
+    }
+    v.push_back(string_field("data.text_field", "text", "JSONL field that holds the document text"));
+    v.push_back(string_field("data.tokenizer", "gpt2", "'gpt2' or a path to a .tiktoken / tokenizer.json file"));
+    v.push_back(float_field("data.val_fraction", 0.005, 0.0, 0.999, false, "share of documents held out for validation"));
+    v.push_back(string_field("data.cache_dir", "data/cache", "where tokenized text/jsonl sources are cached"));
+    v.push_back(string_field("data.train_shards", "", "glob of training shards (source: shards)"));
+    v.push_back(string_field("data.val_shards", "", "glob of validation shards (source: shards)"));
+    v.push_back(enum_field("data.shard_format", "llmc", {"llmc", "nanogpt"},
+                           "llmc: llm.c .bin with a 1 KiB header; nanogpt: header-less uint16 train.bin/val.bin"));
+    v.push_back(bool_field("data.shuffle", true, "shuffle training windows each epoch (by seed and epoch)"));
+    // trainer
+    v.push_back(int_field("trainer.max_steps", 1000, 1, 1e15, "optimizer steps to train"));
+    v.push_back(int_field("trainer.micro_batch_size", 8, 1, 1048576, "sequences per micro-batch per process"));
+    v.push_back(int_field("trainer.grad_accum_steps", 1, 1, 1048576, "micro-batches accumulated per optimizer step"));
+    v.push_back(float_field("trainer.lr", 6e-4, 0.0, kInf, true, "peak learning rate"));
+    v.push_back(float_field("trainer.min_lr", 6e-5, 0.0, kInf, false, "final learning rate of the decay"));
+    v.push_back(int_field("trainer.warmup_steps", 100, 0, 1e15, "linear warmup steps"));
+    v.push_back(enum_field("trainer.schedule", "cosine", {"cosine", "linear", "constant"}, "learning-rate decay after warmup"));
+    v.push_back(float_field("trainer.weight_decay", 0.1, 0.0, kInf, false, "AdamW decoupled weight decay (2-D weights only)"));
+    v.push_back(bool_field("trainer.decay_embeddings", false, "also apply weight decay to the embedding tables"));
+    {
+        FieldSpec f;
+        f.path = "trainer.betas";
+        f.type = FieldType::kFloatList;
+        f.default_value = ordered_json::array({0.9, 0.95});
+        f.min = 0.0;
+        f.max = 0.999999;
+        f.list_len = 2;
+        f.doc = "AdamW beta1, beta2";
+        v.push_back(f);
+    }
+    v.push_back(float_field("trainer.eps", 1e-8, 0.0, 1.0, true, "AdamW epsilon"));
+    v.push_back(float_field("trainer.max_grad_norm", 1.0, 0.0, kInf, false, "global gradient-norm clip; 0 disables"));
+    v.push_back(enum_field("trainer.precision", "fp32", {"fp32", "bf16"}, "compute precision (master weights stay fp32)"));
+    v.push_back(enum_field("trainer.recompute", "none", {"none", "gelu", "all"}, "activation recomputation to save memory"));
+    v.push_back(int_field("trainer.log_every_steps", 10, 1, 1e15, "steps between metric lines"));
+    v.push_back(int_field("trainer.eval_every_steps", 250, 0, 1e15, "steps between evaluations; 0 = off"));
+    v.push_back(int_field("trainer.eval_steps", 20, 1, 1e15, "validation batches per evaluation"));
+    v.push_back(int_field("trainer.save_every_steps", 1000, 0, 1e15, "steps between checkpoints; 0 = only at the end"));
+    v.push_back(int_field("trainer.keep_last", 3, 1, 1e9, "checkpoints kept (the best one is kept besides)"));
+    // dist
+    v.push_back(enum_field("dist.backend", "auto", {"auto", "gloo", "nccl"}, "collectives: gloo (CPU), nccl (GPU), auto by device"));
+    v.push_back(float_field("dist.timeout_sec", 300.0, 0.0, kInf, true, "a peer silent this long is an error, never a hang"));
+    v.push_back(float_field("dist.bucket_mb", 25.0, 0.0, kInf, true, "gradient all-reduce bucket size in MiB"));
+    v.push_back(bool_field("dist.overlap", true, "all-reduce buckets while backward still runs"));
+    v.push_back(int_field("dist.zero_stage", 0, 0, 1, "1 shards optimizer state across ranks (ZeRO-1)"));
+    // tracking
+    v.push_back(bool_field("tracking.jsonl", true, "write metrics.jsonl in the run directory"));
+    v.push_back(string_field("tracking.mlflow_dir", "", "MLflow file-store directory; empty = off"));
+    v.push_back(string_field("tracking.tensorboard_dir", "", "TensorBoard log directory; empty = off"));
+    // output
+    v.push_back(string_field("output.root_dir", "runs", "parent directory of run directories"));
+    v.push_back(string_field("output.run_id", "", "run directory name; empty = <run.name>-<UTC time>-<random>"));
+    return v;
+}
+
+}  // namespace
+
+const std::vector<FieldSpec>& schema_fields() {
+    static const std::vector<FieldSpec> fields = build();
+    return fields;
+}
+
+const FieldSpec* find_field(const std::string& path) {
+    for (const auto& f : schema_fields())
+        if (f.path == path) return &f;
+    return nullptr;
+}
+
+const std::vector<std::string>& schema_sections() {
+    static const std::vector<std::string> sections = {"run",     "model", "lora",     "data",
+                                                      "trainer", "dist",  "tracking", "output"};
+    return sections;
+}
+
+namespace {
+std::string fmt_num(double x) {
+    if (x == static_cast<double>(static_cast<long long>(x)) && std::abs(x) < 1e15)
+        return fmt::format("{}", static_cast<long long>(x));
+    return fmt::format("{}", x);
+}
+std::string range_text(const FieldSpec& f) {
+    bool has_min = f.min > -1e299, has_max = f.max < 1e299;
+    if (has_min && has_max && f.min == f.max) return fmt::format(" equal to {}", fmt_num(f.min));
+    std::string s;
+    if (has_min) s += fmt::format(" {} {}", f.min_exclusive ? ">" : ">=", fmt_num(f.min));
+    if (has_max) s += fmt::format("{} <= {}", has_min ? " and" : "", fmt_num(f.max));
+    return s;
+}
+}  // namespace
+
+std::string describe_expected(const FieldSpec& f) {
+    switch (f.type) {
+        case FieldType::kInt:
+            return "an integer" + range_text(f);
+        case FieldType::kFloat:
+            return "a number" + range_text(f);
+        case FieldType::kBool:
+            return "true or false";
+        case FieldType::kString:
+            return "a string";
+        case FieldType::kEnum: {
+            std::string s = "one of ";
+            for (std::size_t i = 0; i < f.choices.size(); ++i) s += (i ? ", " : "") + f.choices[i];
+            return s;
+        }
+        case FieldType::kFloatList:
+            return fmt::format("a list of {}numbers{}", f.list_len > 0 ? fmt::format("{} ", f.list_len) : "",
+                               range_text(f).empty() ? "" : ", each" + range_text(f));
+        case FieldType::kStringList:
+            return "a list of strings";
+    }
+    return "?";
+}
+
+}  // namespace llmt::config

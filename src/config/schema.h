@@ -1,0 +1,44 @@
+// The config schema (DESIGN.md §3): every key with its type, default, range and one line of doc.
+// The loader validates against it, print-config materializes every default from it, and `--set`
+// overrides go through it, so the three cannot drift apart.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace llmt::config {
+
+enum class FieldType { kInt, kFloat, kBool, kString, kEnum, kFloatList, kStringList };
+
+struct FieldSpec {
+    std::string path;  // "trainer.lr"
+    FieldType type = FieldType::kString;
+    // Default value; null means "derived from other keys" (see derived_note) or "required".
+    nlohmann::ordered_json default_value;
+    bool required = false;
+    double min = -1e300;  // inclusive bounds for numbers (and for each element of float lists)
+    double max = 1e300;
+    bool min_exclusive = false;
+    std::vector<std::string> choices;  // for kEnum
+    int list_len = -1;                 // exact length for lists, -1 = any
+    std::string derived_note;          // "n_head" for model.n_kv_head, ...
+    std::string doc;
+};
+
+// All fields, in the order print-config prints them.
+const std::vector<FieldSpec>& schema_fields();
+
+// The field at `path`, or nullptr.
+const FieldSpec* find_field(const std::string& path);
+
+// Section names in order: run, model, lora, data, trainer, dist, tracking, output.
+const std::vector<std::string>& schema_sections();
+
+// "an integer >= 1", "one of cpu, cuda, auto", ... for error messages.
+std::string describe_expected(const FieldSpec& f);
+
+inline constexpr int kSchemaVersion = 1;
+
+}  // namespace llmt::config

@@ -1,0 +1,89 @@
+#include "config/typed.h"
+
+namespace llmt::config {
+
+Config from_resolved(const nlohmann::ordered_json& r) {
+    Config c;
+    c.resolved = r;
+    c.schema_version = r.at("schema_version").get<int>();
+
+    const auto& run = r.at("run");
+    c.run.name = run.at("name");
+    c.run.seed = run.at("seed").get<uint64_t>();
+    c.run.device = run.at("device");
+    c.run.deterministic = run.at("deterministic");
+    c.run.threads = run.at("threads");
+
+    const auto& m = r.at("model");
+    c.model.arch = m.at("arch");
+    c.model.n_layer = m.at("n_layer");
+    c.model.n_head = m.at("n_head");
+    c.model.n_kv_head = m.at("n_kv_head");
+    c.model.d_model = m.at("d_model");
+    c.model.d_ff = m.at("d_ff");
+    c.model.block_size = m.at("block_size");
+    c.model.vocab_size = m.at("vocab_size");
+    c.model.vocab_pad_multiple = m.at("vocab_pad_multiple");
+    c.model.dropout = m.at("dropout").get<float>();
+    c.model.tie_embeddings = m.at("tie_embeddings");
+    c.model.norm_eps = m.at("norm_eps").get<float>();
+    c.model.init_from = m.at("init_from");
+
+    const auto& l = r.at("lora");
+    c.lora.r = l.at("r");
+    c.lora.alpha = l.at("alpha");
+    c.lora.dropout = l.at("dropout");
+    c.lora.target_modules = l.at("target_modules").get<std::vector<std::string>>();
+
+    const auto& d = r.at("data");
+    c.data.source = d.at("source");
+    c.data.paths = d.at("paths").get<std::vector<std::string>>();
+    c.data.text_field = d.at("text_field");
+    c.data.tokenizer = d.at("tokenizer");
+    c.data.val_fraction = d.at("val_fraction");
+    c.data.cache_dir = d.at("cache_dir");
+    c.data.train_shards = d.at("train_shards");
+    c.data.val_shards = d.at("val_shards");
+    c.data.shard_format = d.at("shard_format");
+    c.data.shuffle = d.at("shuffle");
+
+    const auto& t = r.at("trainer");
+    c.trainer.max_steps = t.at("max_steps");
+    c.trainer.micro_batch_size = t.at("micro_batch_size");
+    c.trainer.grad_accum_steps = t.at("grad_accum_steps");
+    c.trainer.lr = t.at("lr");
+    c.trainer.min_lr = t.at("min_lr");
+    c.trainer.warmup_steps = t.at("warmup_steps");
+    c.trainer.schedule = t.at("schedule");
+    c.trainer.weight_decay = t.at("weight_decay");
+    c.trainer.decay_embeddings = t.at("decay_embeddings");
+    c.trainer.betas = {t.at("betas").at(0).get<double>(), t.at("betas").at(1).get<double>()};
+    c.trainer.eps = t.at("eps");
+    c.trainer.max_grad_norm = t.at("max_grad_norm");
+    c.trainer.precision = t.at("precision");
+    c.trainer.recompute = t.at("recompute");
+    c.trainer.log_every_steps = t.at("log_every_steps");
+    c.trainer.eval_every_steps = t.at("eval_every_steps");
+    c.trainer.eval_steps = t.at("eval_steps");
+    c.trainer.save_every_steps = t.at("save_every_steps");
+    c.trainer.keep_last = t.at("keep_last");
+
+    const auto& ds = r.at("dist");
+    c.dist.backend = ds.at("backend");
+    c.dist.timeout_sec = ds.at("timeout_sec");
+    c.dist.bucket_mb = ds.at("bucket_mb");
+    c.dist.overlap = ds.at("overlap");
+    c.dist.zero_stage = ds.at("zero_stage");
+
+    const auto& tr = r.at("tracking");
+    c.tracking.jsonl = tr.at("jsonl");
+    c.tracking.mlflow_dir = tr.at("mlflow_dir");
+    c.tracking.tensorboard_dir = tr.at("tensorboard_dir");
+
+    const auto& o = r.at("output");
+    c.output.root_dir = o.at("root_dir");
+    c.output.run_id = o.at("run_id");
+    return c;
+}
+
+}  // namespace llmt::config

@@ -1,0 +1,115 @@
+#include "core/fs.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace llmt {
+namespace {
+
+[[noreturn]] void throw_io(const std::string& what, const std::filesystem::path& path, int err) {
+    throw IoError(fmt::format("{} '{}': {}", what, path.string(), std::strerror(err)));
+}
+
+class Fd {
+public:
+    explicit Fd(int fd) : fd_(fd) {}
+    ~Fd() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    int get() const { return fd_; }
+    int release() {
+        int f = fd_;
+        fd_ = -1;
+        return f;
+    }
+
+private:
+    int fd_;
+};
+
+}  // namespace
+
+std::string read_file(const std::filesystem::path& path, std::size_t max_bytes) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) throw_io("cannot open", path, errno);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) throw_io("cannot stat", path, errno);
+    if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("'{}' is a directory, expected a file", path.string()));
+    if (S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) > max_bytes) {
+        throw InputError(fmt::format("'{}' is {} bytes; files of this kind are limited to {} bytes",
+                                     path.string(), st.st_size, max_bytes));
+    }
+    std::string out;
+    char buf[1 << 16];
+    for (;;) {
+        ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            throw_io("cannot read", path, errno);
+        }
+        if (n == 0) break;
+        out.append(buf, static_cast<std::size_t>(n));
+        if (out.size() > max_bytes) {
+            throw InputError(fmt::format("'{}' is larger than the limit of {} bytes for files of this kind",
+                                         path.string(), max_bytes));
+        }
+    }
+    return out;
+}
+
+void fsync_path(const std::filesystem::path& path) {
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) throw_io("cannot open for fsync", path, errno);
+    if (::fsync(fd.get()) != 0) throw_io("cannot fsync", path, errno);
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view data) {
+    std::filesystem::path tmp = path;
+    tmp += fmt::format(".tmp.{}", ::getpid());
+    {
+        Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        if (fd.get() < 0) throw_io("cannot create", tmp, errno);
+        const char* p = data.data();
+        std::size_t left = data.size();
+        while (left > 0) {
+            ssize_t n = ::write(fd.get(), p, left);
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                int err = errno;
+                ::unlink(tmp.c_str());
+                throw_io("cannot write", tmp, err);
+            }
+            p += n;
+            left -= static_cast<std::size_t>(n);
+        }
+        if (::fsync(fd.get()) != 0) {
+            int err = errno;
+            ::unlink(tmp.c_str());
+            throw_io("cannot fsync", tmp, err);
+        }
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        int err = errno;
+        ::unlink(tmp.c_str());
+        throw_io("cannot rename into place", path, err);
+    }
+    auto dir = path.parent_path();
+    fsync_path(dir.empty() ? std::filesystem::path(".") : dir);
+}
+
+void make_dirs(const std::filesystem::path& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw IoError(fmt::format("cannot create directory '{}': {}", dir.string(), ec.message()));
+}
+
+}  // namespace llmt
