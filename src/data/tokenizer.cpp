@@ -1,0 +1,482 @@
+// GPT-2 byte-level BPE: building the lookup tables, the merge loop (tiktoken's byte_pair_merge: merge the
+// adjacent pair whose concatenation has the lowest rank, leftmost on ties), a per-thread word cache,
+// decode, and the multi-threaded batch and large-text encoders.
+#include "data/tokenizer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <queue>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "data/tokenizer_pretokenize.h"
+#include "data/tokenizer_vocab.h"
+
+namespace llmt::data {
+namespace {
+
+std::atomic<uint64_t> g_next_serial{1};
+
+std::size_t pow2_at_least(std::size_t n) {
+    std::size_t p = 16;
+    while (p < n) p <<= 1;
+    return p;
+}
+
+// Words (pieces) a thread has encoded recently -> their ids. Owned by one thread (thread_local below),
+// tied to one TokenizerImpl by serial; cleared when full, which keeps it simple and bounded (~2 MB).
+class WordCache {
+public:
+    static constexpr std::size_t kMaxWordBytes = 64;
+
+    void reset(uint64_t owner) {
+        owner_ = owner;
+        clear();
+    }
+    uint64_t owner() const { return owner_; }
+
+    // Appends the cached ids of `word` to `out`; false when absent.
+    bool lookup(std::string_view word, uint64_t h, std::vector<uint32_t>& out) const {
+        if (slots_.empty()) return false;
+        for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
+            const Slot& s = slots_[i];
+            if (s.key_len == kEmpty) return false;
+            if (s.hash == static_cast<uint32_t>(h >> 32) && s.key_len == word.size() &&
+                std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+                out.insert(out.end(), vals_.begin() + s.val_off, vals_.begin() + s.val_off + s.val_len);
+                return true;
+            }
+        }
+    }
+
+    void insert(std::string_view word, uint64_t h, const uint32_t* ids, std::size_t n) {
+        if (slots_.empty()) {
+            slots_.assign(kSlots, Slot{});
+            mask_ = kSlots - 1;
+        }
+        if (count_ >= kSlots / 2) clear();
+        std::size_t i = h & mask_;
+        while (slots_[i].key_len != kEmpty) i = (i + 1) & mask_;
+        slots_[i] = Slot{static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(keys_.size()),
+                         static_cast<uint32_t>(word.size()), static_cast<uint32_t>(vals_.size()),
+                         static_cast<uint32_t>(n)};
+        keys_.append(word);
+        vals_.insert(vals_.end(), ids, ids + n);
+        ++count_;
+    }
+
+private:
+    static constexpr std::size_t kSlots = std::size_t{1} << 15;
+    static constexpr uint32_t kEmpty = 0xFFFFFFFFu;
+    struct Slot {
+        uint32_t hash = 0, key_off = 0, key_len = kEmpty, val_off = 0, val_len = 0;
+    };
+    void clear() {
+        if (!slots_.empty()) std::fill(slots_.begin(), slots_.end(), Slot{});
+        keys_.clear();
+        vals_.clear();
+        count_ = 0;
+    }
+    uint64_t owner_ = 0;
+    std::vector<Slot> slots_;
+    std::size_t mask_ = 0, count_ = 0;
+    std::string keys_;
+    std::vector<uint32_t> vals_;
+};
+
+struct EncodeState {
+    WordCache cache;
+    std::vector<uint32_t> scratch;
+};
+
+EncodeState& thread_state(const TokenizerImpl& impl) {
+    thread_local EncodeState state;
+    if (state.cache.owner() != impl.serial) state.cache.reset(impl.serial);
+    return state;
+}
+
+// Short words: tiktoken's scan (find the lowest-ranked pair, merge, rescore its two neighbours).
+// Quadratic in the word length but with tiny constants; used up to kShortWord bytes.
+constexpr std::size_t kShortWord = 48;
+
+void bpe_short(const TokenizerImpl& v, const unsigned char* p, std::size_t n, std::vector<uint32_t>& out) {
+    uint32_t ids[kShortWord];
+    uint32_t rank[kShortWord];  // rank[i]: rank of merging ids[i] with ids[i + 1]
+    for (std::size_t i = 0; i < n; ++i) ids[i] = v.byte_id[p[i]];
+    for (std::size_t i = 0; i + 1 < n; ++i) rank[i] = v.find_pair(ids[i], ids[i + 1]);
+    std::size_t m = n;
+    while (m > 1) {
+        std::size_t best = 0;
+        uint32_t best_rank = kNoToken;
+        for (std::size_t i = 0; i + 1 < m; ++i) {
+            if (rank[i] < best_rank) {
+                best_rank = rank[i];
+                best = i;
+            }
+        }
+        if (best_rank == kNoToken) break;
+        ids[best] = best_rank;  // ranks are ids
+        for (std::size_t i = best + 1; i + 1 < m; ++i) {
+            ids[i] = ids[i + 1];
+            rank[i] = rank[i + 1];
+        }
+        --m;
+        if (best > 0) rank[best - 1] = v.find_pair(ids[best - 1], ids[best]);
+        rank[best] = best + 1 < m ? v.find_pair(ids[best], ids[best + 1]) : kNoToken;
+    }
+    out.insert(out.end(), ids, ids + m);
+}
+
+// Long words (runs of spaces, long letter strings): a doubly linked list of parts and a min-heap of
+// (rank, position) with lazy deletion, O(n log n). The heap order (rank, then position) picks the
+// same pair as tiktoken's scan: the lowest rank, leftmost among equals. A heap entry is stale when its
+// part is gone or the part's current pair rank differs (a part's pair only grows, so its rank changes).
+void bpe_long(const TokenizerImpl& v, const unsigned char* p, std::size_t n, std::vector<uint32_t>& out) {
+    std::vector<uint32_t> ids(n), rank(n), next(n), prev(n);
+    using Entry = std::pair<uint32_t, uint32_t>;  // (rank, position)
+    std::vector<Entry> heap_storage;
+    heap_storage.reserve(n);
+    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap(std::greater<Entry>{},
+                                                                          std::move(heap_storage));
+    for (std::size_t i = 0; i < n; ++i) {
+        ids[i] = v.byte_id[p[i]];
+        next[i] = static_cast<uint32_t>(i + 1);
+        prev[i] = static_cast<uint32_t>(i) - 1;  // wraps to kNoToken for i == 0
+    }
+    for (std::size_t i = 0; i + 1 < n; ++i) {
+        rank[i] = v.find_pair(ids[i], ids[i + 1]);
+        if (rank[i] != kNoToken) heap.emplace(rank[i], static_cast<uint32_t>(i));
+    }
+    rank[n - 1] = kNoToken;
+    const uint32_t end = static_cast<uint32_t>(n);
+    while (!heap.empty()) {
+        const auto [r, i] = heap.top();
+        heap.pop();
+        if (ids[i] == kNoToken || rank[i] != r) continue;
+        const uint32_t j = next[i];
+        ids[i] = r;
+        ids[j] = kNoToken;
+        next[i] = next[j];
+        if (next[i] != end) prev[next[i]] = i;
+        rank[i] = next[i] != end ? v.find_pair(ids[i], ids[next[i]]) : kNoToken;
+        if (rank[i] != kNoToken) heap.emplace(rank[i], i);
+        if (prev[i] != kNoToken) {
+            const uint32_t h = prev[i];
+            rank[h] = v.find_pair(ids[h], ids[i]);
+            if (rank[h] != kNoToken) heap.emplace(rank[h], h);
+        }
+    }
+    for (uint32_t i = 0; i != end; i = next[i]) out.push_back(ids[i]);
+}
+
+void encode_piece(const TokenizerImpl& v, std::string_view piece, EncodeState& st, std::vector<uint32_t>& out) {
+    const auto* p = reinterpret_cast<const unsigned char*>(piece.data());
+    const std::size_t n = piece.size();
+    if (n == 1) {
+        out.push_back(v.byte_id[p[0]]);
+        return;
+    }
+    const uint64_t h = hash_bytes(p, n);
+    // A piece that is itself a token is that token (tiktoken checks this before merging, too).
+    const uint32_t whole = v.find_token(p, n, h);
+    if (whole != kNoToken) {
+        out.push_back(whole);
+        return;
+    }
+    const bool cacheable = n <= WordCache::kMaxWordBytes;
+    if (cacheable && st.cache.lookup(piece, h, out)) return;
+    const std::size_t start = out.size();
+    if (n <= kShortWord)
+        bpe_short(v, p, n, out);
+    else
+        bpe_long(v, p, n, out);
+    if (cacheable) st.cache.insert(piece, h, out.data() + start, out.size() - start);
+}
+
+void encode_ordinary_into(const TokenizerImpl& v, std::string_view text, std::vector<uint32_t>& out) {
+    EncodeState& st = thread_state(v);
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        const std::size_t e = gpt2_next_piece(text, pos);
+        encode_piece(v, text.substr(pos, e - pos), st, out);
+        pos = e;
+    }
+}
+
+// Earliest special token at or after `from` (the first listed wins at equal positions); npos if none.
+std::size_t find_special(const TokenizerImpl& v, std::string_view text, std::size_t from, std::size_t* which) {
+    std::size_t best = std::string_view::npos;
+    for (std::size_t k = 0; k < v.specials.size(); ++k) {
+        const std::size_t at = text.find(v.specials[k].first, from);
+        if (at < best) {
+            best = at;
+            *which = k;
+        }
+    }
+    return best;
+}
+
+int resolve_threads(int threads) {
+    if (threads > 0) return threads;
+    const unsigned hc = std::thread::hardware_concurrency();
+    return hc == 0 ? 1 : static_cast<int>(hc);
+}
+
+// Runs fn(i) for i in [0, n) on `threads` threads, handing out indices in blocks; rethrows the first error.
+template <typename Fn>
+void parallel_for(std::size_t n, int threads, Fn fn) {
+    threads = std::min<int>(threads, static_cast<int>(std::max<std::size_t>(n, 1)));
+    if (threads <= 1) {
+        for (std::size_t i = 0; i < n; ++i) fn(i);
+        return;
+    }
+    const std::size_t block = std::clamp<std::size_t>(n / (static_cast<std::size_t>(threads) * 16), 1, 64);
+    std::atomic<std::size_t> next{0};
+    std::exception_ptr error;
+    std::atomic<bool> failed{false};
+    auto worker = [&] {
+        try {
+            for (;;) {
+                const std::size_t b = next.fetch_add(block);
+                if (b >= n || failed.load(std::memory_order_relaxed)) break;
+                for (std::size_t i = b; i < std::min(n, b + block); ++i) fn(i);
+            }
+        } catch (...) {
+            if (!failed.exchange(true)) error = std::current_exception();
+        }
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (auto& t : pool) t.join();
+    if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+TokenizerImpl TokenizerImpl::build(RankList list) {
+    TokenizerImpl v;
+    v.source_path = std::move(list.source_path);
+    v.source_sha256 = std::move(list.source_sha256);
+    const std::string& src = v.source_path;
+    uint32_t max_id = 0;
+    for (const auto& [bytes, id] : list.ranks) {
+        if (id == kNoToken) throw FormatError(fmt::format("{}: token id {} is out of range", src, id));
+        max_id = std::max(max_id, id);
+    }
+    for (const auto& [text, id] : list.specials) {
+        if (id == kNoToken) throw FormatError(fmt::format("{}: token id {} is out of range", src, id));
+        max_id = std::max(max_id, id);
+    }
+    if (list.ranks.empty()) throw FormatError(fmt::format("{}: no tokens", src));
+    v.vocab_size = std::size_t{max_id} + 1;
+    v.off.assign(v.vocab_size, 0);
+    v.len.assign(v.vocab_size, 0);
+    v.kind.assign(v.vocab_size, 0);
+    std::size_t arena_bytes = 0;
+    for (const auto& r : list.ranks) arena_bytes += r.first.size();
+    for (const auto& s : list.specials) arena_bytes += s.first.size();
+    v.arena.reserve(arena_bytes);
+    auto add = [&](const std::string& bytes, uint32_t id, uint8_t kind) {
+        if (v.kind[id] != 0) throw FormatError(fmt::format("{}: token id {} appears twice", src, id));
+        if (bytes.empty()) throw FormatError(fmt::format("{}: token id {} has no bytes", src, id));
+        v.kind[id] = kind;
+        v.off[id] = static_cast<uint32_t>(v.arena.size());
+        v.len[id] = static_cast<uint32_t>(bytes.size());
+        v.arena += bytes;
+    };
+    for (const auto& [bytes, id] : list.ranks) add(bytes, id, 1);
+    for (const auto& [text, id] : list.specials) add(text, id, 2);
+
+    const std::size_t nslots = pow2_at_least(list.ranks.size() * 2);
+    v.token_slots.assign(nslots, kNoToken);
+    v.token_mask = nslots - 1;
+    for (const auto& [bytes, id] : list.ranks) {
+        const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+        const uint64_t h = hash_bytes(p, bytes.size());
+        if (v.find_token(p, bytes.size(), h) != kNoToken) {
+            throw FormatError(fmt::format("{}: token id {} has the same bytes as token id {}", src, id,
+                                          v.find_token(p, bytes.size(), h)));
+        }
+        uint64_t i = h & v.token_mask;
+        while (v.token_slots[i] != kNoToken) i = (i + 1) & v.token_mask;
+        v.token_slots[i] = id;
+    }
+    for (int b = 0; b < 256; ++b) {
+        const unsigned char c = static_cast<unsigned char>(b);
+        v.byte_id[b] = v.find_token(&c, 1, hash_bytes(&c, 1));
+        if (v.byte_id[b] == kNoToken) {
+            throw FormatError(fmt::format("{}: no token for the single byte 0x{:02x}; a byte-level BPE vocabulary "
+                                          "needs all 256",
+                                          src, b));
+        }
+    }
+    // Every split of every token into two tokens is a pair the merge loop may look up.
+    std::vector<std::pair<uint64_t, uint32_t>> pairs;
+    for (const auto& [bytes, id] : list.ranks) {
+        const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+        for (std::size_t k = 1; k < bytes.size(); ++k) {
+            const uint32_t a = v.find_token(p, k, hash_bytes(p, k));
+            if (a == kNoToken) continue;
+            const uint32_t b = v.find_token(p + k, bytes.size() - k, hash_bytes(p + k, bytes.size() - k));
+            if (b == kNoToken) continue;
+            pairs.emplace_back((uint64_t{a} << 32) | b, id);
+        }
+    }
+    const std::size_t npairs = pow2_at_least(pairs.size() * 2);
+    v.pair_keys.assign(npairs, ~uint64_t{0});
+    v.pair_vals.assign(npairs, kNoToken);
+    v.pair_mask = npairs - 1;
+    for (const auto& [key, id] : pairs) {
+        uint64_t i = pair_hash(key) & v.pair_mask;
+        while (v.pair_keys[i] != ~uint64_t{0}) i = (i + 1) & v.pair_mask;
+        v.pair_keys[i] = key;
+        v.pair_vals[i] = id;
+    }
+    v.specials = std::move(list.specials);
+    for (const auto& [text, id] : v.specials)
+        if (text == "<|endoftext|>") v.eot = id;
+    if (v.eot == kNoToken) throw FormatError(fmt::format("{}: no <|endoftext|> special token", src));
+    v.serial = g_next_serial.fetch_add(1);
+    return v;
+}
+
+Tokenizer::Tokenizer(std::shared_ptr<const TokenizerImpl> impl) : impl_(std::move(impl)) {}
+
+std::vector<uint32_t> Tokenizer::encode_ordinary(std::string_view text) const {
+    std::vector<uint32_t> out;
+    out.reserve(text.size() / 3 + 8);
+    encode_ordinary_into(*impl_, text, out);
+    return out;
+}
+
+void Tokenizer::encode_into(std::string_view text, bool allow_special, std::vector<uint32_t>& out) const {
+    if (!allow_special) {
+        encode_ordinary_into(*impl_, text, out);
+        return;
+    }
+    std::size_t pos = 0;
+    for (;;) {
+        std::size_t which = 0;
+        const std::size_t at = find_special(*impl_, text, pos, &which);
+        if (at == std::string_view::npos) break;
+        encode_ordinary_into(*impl_, text.substr(pos, at - pos), out);
+        out.push_back(impl_->specials[which].second);
+        pos = at + impl_->specials[which].first.size();
+    }
+    encode_ordinary_into(*impl_, text.substr(pos), out);
+}
+
+std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
+    std::vector<uint32_t> out;
+    out.reserve(text.size() / 3 + 8);
+    encode_into(text, allow_special, out);
+    return out;
+}
+
+std::string_view Tokenizer::token_bytes(uint32_t id) const {
+    if (id >= impl_->vocab_size || impl_->kind[id] == 0) {
+        throw InputError(fmt::format("token id {} is not in the vocabulary of {} (size {})", id,
+                                     impl_->source_path, impl_->vocab_size));
+    }
+    return impl_->bytes_of(id);
+}
+
+std::string Tokenizer::decode(std::span<const uint32_t> ids) const {
+    std::string out;
+    out.reserve(ids.size() * 4);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        const uint32_t id = ids[i];
+        if (id >= impl_->vocab_size || impl_->kind[id] == 0) {
+            throw InputError(fmt::format("token id {} (at index {}) is not in the vocabulary of {} (size {})", id, i,
+                                         impl_->source_path, impl_->vocab_size));
+        }
+        out.append(impl_->arena, impl_->off[id], impl_->len[id]);
+    }
+    return out;
+}
+
+uint32_t Tokenizer::eot_token() const { return impl_->eot; }
+std::size_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
+const std::string& Tokenizer::source_sha256() const { return impl_->source_sha256; }
+const std::string& Tokenizer::source_path() const { return impl_->source_path; }
+const std::vector<std::pair<std::string, uint32_t>>& Tokenizer::special_tokens() const { return impl_->specials; }
+
+std::vector<std::vector<uint32_t>> encode_batch(const Tokenizer& tok, const std::vector<std::string_view>& docs,
+                                                bool allow_special, int threads) {
+    std::vector<std::vector<uint32_t>> out(docs.size());
+    parallel_for(docs.size(), resolve_threads(threads),
+                 [&](std::size_t i) { out[i] = tok.encode(docs[i], allow_special); });
+    return out;
+}
+
+std::vector<uint32_t> encode_parallel(const Tokenizer& tok, std::string_view text, bool allow_special, int threads,
+                                      std::size_t min_chunk_bytes) {
+    threads = resolve_threads(threads);
+    if (threads <= 1 || text.size() < 2 * std::max<std::size_t>(min_chunk_bytes, 1)) {
+        return tok.encode(text, allow_special);
+    }
+    // Jobs: chunks encoded ordinarily, each followed by an optional special token id.
+    struct Job {
+        std::string_view text;
+        uint32_t special;
+    };
+    std::vector<Job> jobs;
+    const std::size_t target = std::max(min_chunk_bytes, text.size() / (static_cast<std::size_t>(threads) * 8));
+    auto printable = [](char c) { return c > ' ' && c < 0x7F; };
+    // Cuts `part` after '\n' at safe points: with printable ASCII on both sides, the '\n' is a one-character
+    // whitespace run, so it is a piece of its own (at the end of a chunk too) and the next piece starts
+    // after it whatever follows; the regex never looks behind.
+    auto add_ordinary = [&](std::string_view part, uint32_t special) {
+        while (part.size() > 2 * target) {
+            std::size_t cut = std::string_view::npos;
+            for (std::size_t at = part.find('\n', target); at != std::string_view::npos && at + 1 < part.size();
+                 at = part.find('\n', at + 1)) {
+                if (at > 0 && printable(part[at - 1]) && printable(part[at + 1])) {
+                    cut = at + 1;
+                    break;
+                }
+            }
+            if (cut == std::string_view::npos || part.size() - cut < target / 2) break;
+            jobs.push_back({part.substr(0, cut), kNoToken});
+            part.remove_prefix(cut);
+        }
+        jobs.push_back({part, special});
+    };
+    // Specials are recognised (with allow_special) exactly as encode_into() does: earliest first.
+    const auto& specials = tok.special_tokens();
+    std::size_t pos = 0;
+    for (;;) {
+        std::size_t at = std::string_view::npos;
+        std::size_t which = 0;
+        for (std::size_t k = 0; allow_special && k < specials.size(); ++k) {
+            const std::size_t f = text.find(specials[k].first, pos);
+            if (f < at) {
+                at = f;
+                which = k;
+            }
+        }
+        if (at == std::string_view::npos) {
+            add_ordinary(text.substr(pos), kNoToken);
+            break;
+        }
+        add_ordinary(text.substr(pos, at - pos), specials[which].second);
+        pos = at + specials[which].first.size();
+    }
+    std::vector<std::vector<uint32_t>> parts(jobs.size());
+    parallel_for(jobs.size(), threads, [&](std::size_t i) {
+        parts[i] = tok.encode_ordinary(jobs[i].text);
+        if (jobs[i].special != kNoToken) parts[i].push_back(jobs[i].special);
+    });
+    std::size_t total = 0;
+    for (const auto& p : parts) total += p.size();
+    std::vector<uint32_t> out;
+    out.reserve(total);
+    for (const auto& p : parts) out.insert(out.end(), p.begin(), p.end());
+    return out;
+}
+
+}  // namespace llmt::data

@@ -1,0 +1,98 @@
+// Internal to the tokenizer: the loaded vocabulary (token bytes <-> ids), the pair table the merge loop
+// uses, and the loaders for the three file formats. Not part of the public API (tokenizer.h).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace llmt::data {
+
+inline uint64_t hash_bytes(const unsigned char* p, std::size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (n * 0xff51afd7ed558ccdull);
+    while (n >= 8) {
+        uint64_t w;
+        std::memcpy(&w, p, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+        p += 8;
+        n -= 8;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        std::memcpy(&w, p, n);
+        h = (h ^ w) * 0x94d049bb133111ebull;
+    }
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    return h ^ (h >> 32);
+}
+inline uint64_t hash_bytes(std::string_view s) {
+    return hash_bytes(reinterpret_cast<const unsigned char*>(s.data()), s.size());
+}
+
+constexpr uint32_t kNoToken = 0xFFFFFFFFu;
+
+// What a loader produces: mergeable tokens with their ranks (= ids), special tokens with their ids.
+struct RankList {
+    std::vector<std::pair<std::string, uint32_t>> ranks;
+    std::vector<std::pair<std::string, uint32_t>> specials;
+    std::string source_path;
+    std::string source_sha256;
+};
+
+// Immutable after build(); shared by all copies of a Tokenizer.
+struct TokenizerImpl {
+    // Token bytes by id: arena_[off_[id], off_[id] + len_[id]); ids that are gaps have kind 0.
+    std::string arena;
+    std::vector<uint32_t> off, len;
+    std::vector<uint8_t> kind;  // 0 = absent, 1 = mergeable, 2 = special
+    // bytes -> id over mergeable tokens: open addressing, slots hold ids.
+    std::vector<uint32_t> token_slots;
+    uint64_t token_mask = 0;
+    // (left id, right id) -> id of their concatenation, when that is a mergeable token.
+    std::vector<uint64_t> pair_keys;
+    std::vector<uint32_t> pair_vals;
+    uint64_t pair_mask = 0;
+    uint32_t byte_id[256] = {};
+    std::vector<std::pair<std::string, uint32_t>> specials;
+    uint32_t eot = kNoToken;
+    std::size_t vocab_size = 0;
+    uint64_t serial = 0;  // distinguishes instances for the per-thread word caches
+    std::string source_path, source_sha256;
+
+    std::string_view bytes_of(uint32_t id) const { return {arena.data() + off[id], len[id]}; }
+
+    uint32_t find_token(const unsigned char* p, std::size_t n, uint64_t h) const {
+        for (uint64_t i = h & token_mask;; i = (i + 1) & token_mask) {
+            const uint32_t id = token_slots[i];
+            if (id == kNoToken) return kNoToken;
+            if (len[id] == n && std::memcmp(arena.data() + off[id], p, n) == 0) return id;
+        }
+    }
+    static uint64_t pair_hash(uint64_t key) {
+        const uint64_t h = key * 0x9E3779B97F4A7C15ull;
+        return h ^ (h >> 29);
+    }
+    uint32_t find_pair(uint32_t a, uint32_t b) const {
+        const uint64_t key = (uint64_t{a} << 32) | b;
+        for (uint64_t i = pair_hash(key) & pair_mask;; i = (i + 1) & pair_mask) {
+            if (pair_keys[i] == key) return pair_vals[i];
+            if (pair_keys[i] == ~uint64_t{0}) return kNoToken;
+        }
+    }
+
+    // Validates the list (unique ranks and bytes, all 256 single bytes present, an <|endoftext|>
+    // special) and builds the tables. Throws FormatError naming `list.source_path`.
+    static TokenizerImpl build(RankList list);
+};
+
+// Loaders (tokenizer_load.cpp). Each throws FormatError naming the file and line / key.
+RankList load_tiktoken_file(const std::string& path);
+RankList load_hf_tokenizer_json(const std::string& path);
+RankList load_vocab_merges(const std::string& vocab_path, const std::string& merges_path);
+
+}  // namespace llmt::data
