@@ -1,7 +1,9 @@
 # Third-party libraries, all from Debian 12 packages (scripts/setup.sh installs them).
 # docs/architecture.md has one line per dependency saying why.
 find_package(Threads REQUIRED)
-find_package(OpenMP REQUIRED COMPONENTS CXX)
+if(NOT LLMTRAIN_FUZZ)
+  find_package(OpenMP REQUIRED COMPONENTS CXX)  # clang's OpenMP runtime is not installed; fuzz builds skip it
+endif()
 find_package(yaml-cpp REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)

@@ -18,6 +18,7 @@ function(llmt_add_test name)
   add_executable(${name} ${A_SOURCES})
   target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${LLMT_WARNINGS}>)
   target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_compile_definitions(${name} PRIVATE
     LLMT_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     LLMT_BINARY_DIR="${PROJECT_BINARY_DIR}"

@@ -1,0 +1,148 @@
+// The CLI through the real binary: exit codes (0 ok, 2 bad input), --json on stdout, messages on stderr.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/schema.h"
+#include "support/subprocess.h"
+
+namespace {
+
+using llmt::testing::llmtrain_bin;
+using llmt::testing::ProcResult;
+using llmt::testing::run_process;
+
+const std::string kPreset = std::string(LLMT_SOURCE_DIR) + "/configs/presets/gpt2_tiny_cpu.yaml";
+
+ProcResult llmtrain(std::vector<std::string> args) {
+    args.insert(args.begin(), llmtrain_bin());
+    return run_process(args, "", 60);
+}
+
+class CliTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = std::filesystem::temp_directory_path() /
+               ("llmt_cli_" + std::to_string(::getpid()) + "_" +
+                ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        std::filesystem::create_directories(dir_);
+    }
+    void TearDown() override { std::filesystem::remove_all(dir_); }
+    std::string write(const std::string& name, const std::string& content) {
+        auto p = dir_ / name;
+        std::ofstream(p, std::ios::binary) << content;
+        return p.string();
+    }
+    std::filesystem::path dir_;
+};
+
+TEST_F(CliTest, HelpDocumentsExitCodes) {
+    auto r = llmtrain({"--help"});
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_NE(r.out.find("Exit codes"), std::string::npos);
+    EXPECT_NE(r.out.find("validate"), std::string::npos);
+}
+
+TEST_F(CliTest, NoSubcommandOrUnknownFlagIsUsageError) {
+    EXPECT_EQ(llmtrain({}).exit_code, 2);
+    auto r = llmtrain({"validate", "--config", kPreset, "--bogus"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--bogus"), std::string::npos);
+    EXPECT_EQ(llmtrain({"validate"}).exit_code, 2);  // --config is required
+}
+
+TEST_F(CliTest, VersionJson) {
+    auto r = llmtrain({"version", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    for (const char* k : {"version", "git_sha", "build_type", "cuda", "blas"}) EXPECT_TRUE(j.contains(k)) << k;
+}
+
+TEST_F(CliTest, ValidatePresetOk) {
+    auto r = llmtrain({"validate", "--config", kPreset});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    r = llmtrain({"validate", "--config", kPreset, "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(nlohmann::json::parse(r.out)["ok"].get<bool>());
+}
+
+TEST_F(CliTest, PrintConfigJsonHasEveryKey) {
+    auto r = llmtrain({"print-config", "--config", kPreset, "--json", "--set", "trainer.lr=3e-4"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);  // exactly one JSON document on stdout
+    EXPECT_DOUBLE_EQ(j["trainer"]["lr"].get<double>(), 3e-4);
+    for (const auto& f : llmt::config::schema_fields()) {
+        auto dot = f.path.find('.');
+        bool has = dot == std::string::npos ? j.contains(f.path)
+                                            : j[f.path.substr(0, dot)].contains(f.path.substr(dot + 1));
+        EXPECT_TRUE(has) << f.path;
+    }
+}
+
+TEST_F(CliTest, PrintConfigYamlValidatesAgain) {
+    auto r = llmtrain({"print-config", "--config", kPreset});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto again = write("again.yaml", r.out);
+    auto v = llmtrain({"print-config", "--config", again, "--json"});
+    auto orig = llmtrain({"print-config", "--config", kPreset, "--json"});
+    ASSERT_EQ(v.exit_code, 0) << v.err;
+    EXPECT_EQ(nlohmann::json::parse(v.out), nlohmann::json::parse(orig.out));
+}
+
+TEST_F(CliTest, SetWorksOnEveryConfigSubcommand) {
+    for (const char* cmd : {"validate", "print-config"}) {
+        auto r = llmtrain({cmd, "--config", kPreset, "--set", "trainer.lr=oops"});
+        EXPECT_EQ(r.exit_code, 2) << cmd;
+        EXPECT_NE(r.err.find("--set trainer.lr=oops"), std::string::npos) << r.err;
+    }
+}
+
+// Each bad input: exit 2 (never a signal, never 0) and a message naming the problem.
+TEST_F(CliTest, BadInputsExitTwoWithAMessage) {
+    std::string big(10 << 20, 'a');
+    std::string deep = "a: ";
+    for (int i = 0; i < 3000; ++i) deep += "[";
+    std::string binary;
+    for (int i = 0; i < 4096; ++i) binary.push_back(static_cast<char>((i * 7919) & 0xFF));
+    struct Case {
+        std::string name, content, expect;
+    } cases[] = {
+        {"empty.yaml", "", "empty"},
+        {"list.yaml", "- a\n- b\n", "top level is a list"},
+        {"binary.yaml", binary, "binary"},
+        {"big.yaml", big, "limited to"},
+        {"deep.yaml", deep, "deep"},
+        {"dup.yaml", "trainer:\n  lr: 1\n  lr: 2\n", "duplicate key"},
+        {"tabs.yaml", "trainer:\n\tlr: 1\n", "tab character"},
+        {"latin1.yaml", "run:\n  name: caf\xe9\n", "invalid UTF-8"},
+        {"unknown.yaml", "trainer:\n  lr_warmup: 5\n", "did you mean `trainer.warmup_steps`"},
+    };
+    for (const auto& c : cases) {
+        auto path = write(c.name, c.content);
+        for (bool json : {false, true}) {
+            std::vector<std::string> args = {"validate", "--config", path};
+            if (json) args.push_back("--json");
+            auto r = llmtrain(args);
+            SCOPED_TRACE(c.name + (json ? " --json" : ""));
+            EXPECT_FALSE(r.signaled) << "signal " << r.signal;
+            EXPECT_EQ(r.exit_code, 2) << r.err;
+            EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+            EXPECT_NE(r.err.find(c.name), std::string::npos) << "message should name the file: " << r.err;
+            if (json) {
+                auto j = nlohmann::json::parse(r.out);
+                EXPECT_FALSE(j["ok"].get<bool>());
+                EXPECT_FALSE(j["errors"].empty());
+            }
+        }
+    }
+    auto r = llmtrain({"validate", "--config", (dir_ / "missing.yaml").string()});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("missing.yaml"), std::string::npos);
+    r = llmtrain({"validate", "--config", dir_.string()});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("directory"), std::string::npos);
+}
+
+}  // namespace

@@ -1,0 +1,223 @@
+// Strict config loading: every bad input is refused with its key path and location, all at once.
+#include "config/loader.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/emit.h"
+#include "config/schema.h"
+
+namespace llmt::config {
+namespace {
+
+const std::string kMinimal = R"(schema_version: 1
+model:
+  n_layer: 2
+  n_head: 4
+  d_model: 64
+  block_size: 32
+data:
+  train_shards: data/train_*.bin
+  val_shards: data/val_*.bin
+)";
+
+// Loads and returns the issues (fails the test if it loads).
+std::vector<ConfigIssue> issues_of(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+    try {
+        load_config_string(yaml, "t.yaml", sets);
+    } catch (const ConfigValidationError& e) {
+        EXPECT_FALSE(e.issues().empty());
+        return e.issues();
+    }
+    ADD_FAILURE() << "config loaded but should have been refused:\n" << yaml;
+    return {};
+}
+
+std::string joined(const std::vector<ConfigIssue>& issues) {
+    std::string s;
+    for (const auto& i : issues) s += i.where + " | " + i.key + " | " + i.message + "\n";
+    return s;
+}
+
+TEST(ConfigLoader, PresetsValidate) {
+    for (const auto& e : std::filesystem::directory_iterator(std::string(LLMT_SOURCE_DIR) + "/configs/presets")) {
+        SCOPED_TRACE(e.path());
+        EXPECT_NO_THROW(load_config_file(e.path()));
+    }
+}
+
+TEST(ConfigLoader, DerivedDefaults) {
+    Config c = load_config_string(kMinimal, "t.yaml");
+    EXPECT_EQ(c.model.n_kv_head, 4);
+    EXPECT_EQ(c.model.d_ff, 256);
+    EXPECT_EQ(c.model.padded_vocab_size(), 50304);  // 50257 rounded up to a multiple of 128
+    EXPECT_EQ(c.resolved["model"]["d_ff"], 256);
+    EXPECT_DOUBLE_EQ(c.trainer.betas[1], 0.95);
+}
+
+TEST(ConfigLoader, EveryDefaultIsMaterialized) {
+    Config c = load_config_string(kMinimal, "t.yaml");
+    for (const auto& f : schema_fields()) {
+        auto dot = f.path.find('.');
+        const auto& v = dot == std::string::npos ? c.resolved[f.path]
+                                                 : c.resolved[f.path.substr(0, dot)][f.path.substr(dot + 1)];
+        EXPECT_FALSE(v.is_null()) << f.path;
+    }
+}
+
+TEST(ConfigLoader, UnknownKeySuggestsNearest) {
+    auto is = issues_of(kMinimal + "trainer:\n  lr_warmup: 10\n");
+    ASSERT_EQ(is.size(), 1u) << joined(is);
+    EXPECT_EQ(is[0].key, "trainer.lr_warmup");
+    EXPECT_EQ(is[0].where, "t.yaml:11:3");
+    EXPECT_NE(is[0].message.find("did you mean `trainer.warmup_steps`?"), std::string::npos) << is[0].message;
+
+    is = issues_of(kMinimal + "trainer:\n  max_step: 10\n");
+    EXPECT_NE(is[0].message.find("`trainer.max_steps`"), std::string::npos) << is[0].message;
+
+    is = issues_of(kMinimal + "trainr:\n  lr: 0.1\n");
+    EXPECT_EQ(is[0].key, "trainr");
+    EXPECT_NE(is[0].message.find("`trainer`"), std::string::npos) << is[0].message;
+}
+
+TEST(ConfigLoader, WrongTypeNamesPathLocationExpectedAndFound) {
+    auto is = issues_of(kMinimal + "trainer:\n  lr: fast\n");
+    ASSERT_EQ(is.size(), 1u);
+    EXPECT_EQ(is[0].key, "trainer.lr");
+    EXPECT_EQ(is[0].where, "t.yaml:11:3");
+    EXPECT_NE(is[0].message.find("expected a number > 0"), std::string::npos);
+    EXPECT_NE(is[0].message.find("found `fast`"), std::string::npos);
+}
+
+TEST(ConfigLoader, QuotedNumberIsNotANumber) {
+    auto is = issues_of(kMinimal + "trainer:\n  max_steps: \"100\"\n");
+    EXPECT_NE(is[0].message.find("quoted string"), std::string::npos);
+}
+
+TEST(ConfigLoader, AllErrorsReportedTogetherInFileOrder) {
+    auto is = issues_of(kMinimal +
+                        "trainer:\n  lr: -1\n  bogus: 1\n  betas: [0.9]\n  schedule: cosin\nrun:\n  device: gpu\n"
+                        "  deterministic: yes\n");
+    ASSERT_EQ(is.size(), 6u) << joined(is);
+    EXPECT_EQ(is[0].key, "trainer.lr");
+    EXPECT_EQ(is[1].key, "trainer.bogus");
+    EXPECT_EQ(is[2].key, "trainer.betas");
+    EXPECT_EQ(is[3].key, "trainer.schedule");
+    EXPECT_NE(is[3].message.find("did you mean `cosine`"), std::string::npos);
+    EXPECT_EQ(is[4].key, "run.device");
+    EXPECT_EQ(is[5].key, "run.deterministic");
+    EXPECT_NE(is[5].message.find("true/false"), std::string::npos);
+}
+
+TEST(ConfigLoader, RangesAndIntegers) {
+    EXPECT_EQ(issues_of(kMinimal + "trainer:\n  max_steps: 0\n")[0].key, "trainer.max_steps");
+    EXPECT_EQ(issues_of(kMinimal + "trainer:\n  max_steps: 2.5\n")[0].key, "trainer.max_steps");
+    EXPECT_EQ(issues_of(kMinimal + "lora:\n  dropout: 1.5\n")[0].key, "lora.dropout");
+    EXPECT_EQ(issues_of(kMinimal + "dist:\n  zero_stage: 2\n")[0].key, "dist.zero_stage");
+    EXPECT_EQ(issues_of(kMinimal + "trainer:\n  lr: .nan\n")[0].key, "trainer.lr");
+    EXPECT_EQ(issues_of("schema_version: 2\n" + kMinimal.substr(kMinimal.find('\n') + 1))[0].key, "schema_version");
+    // Integral floats are accepted for integers (1e4 steps is a common way to write it).
+    Config c = load_config_string(kMinimal + "trainer:\n  max_steps: 1e4\n  warmup_steps: 10\n", "t.yaml");
+    EXPECT_EQ(c.trainer.max_steps, 10000);
+}
+
+TEST(ConfigLoader, CrossFieldChecks) {
+    // Duplicate sections are refused, so each case is a whole config on this base.
+    std::string base = R"(data:
+  train_shards: a
+  val_shards: b
+)";
+    auto one = [&](const std::string& body) {
+        try {
+            load_config_string(base + body, "t.yaml");
+        } catch (const ConfigValidationError& e) {
+            return e.issues().at(0).key + ": " + e.issues().at(0).message;
+        }
+        return std::string("loaded");
+    };
+    EXPECT_EQ(one("model:\n  d_model: 100\n  n_head: 3\n").rfind("model.d_model: must be divisible", 0), 0u);
+    EXPECT_EQ(one("trainer:\n  warmup_steps: 20\n  max_steps: 10\n").rfind("trainer.warmup_steps", 0), 0u);
+    EXPECT_EQ(one("trainer:\n  lr: 1e-4\n  min_lr: 1e-3\n").rfind("trainer.min_lr", 0), 0u);
+    EXPECT_EQ(one("dist:\n  backend: nccl\nrun:\n  device: cpu\n").rfind("dist.backend", 0), 0u);
+    EXPECT_EQ(one("model:\n  n_head: 4\n  n_kv_head: 3\n  d_model: 64\n").rfind("model.n_kv_head", 0), 0u);
+    EXPECT_EQ(one("run:\n  name: ../etc\n").rfind("run.name", 0), 0u);
+    EXPECT_EQ(one("output:\n  run_id: a/b\n").rfind("output.run_id", 0), 0u);
+    // Evaluation off: no validation shards needed. 0 means off for eval/save cadence.
+    EXPECT_EQ(one("trainer:\n  eval_every_steps: 0\n  save_every_steps: 0\n").substr(0, 6), "loaded");
+}
+
+TEST(ConfigLoader, ShardsSourceNeedsShards) {
+    auto is = issues_of("model:\n  n_layer: 1\n");
+    EXPECT_EQ(is[0].key, "data.train_shards");
+    is = issues_of("data:\n  source: text\n");
+    EXPECT_EQ(is[0].key, "data.paths");
+}
+
+TEST(ConfigLoader, FileProblems) {
+    EXPECT_NE(issues_of("")[0].message.find("empty"), std::string::npos);
+    EXPECT_NE(issues_of("# only a comment\n")[0].message.find("empty"), std::string::npos);
+    EXPECT_NE(issues_of("- a\n- b\n")[0].message.find("top level is a list"), std::string::npos);
+    EXPECT_NE(issues_of("just a string\n")[0].message.find("top level is"), std::string::npos);
+    EXPECT_NE(issues_of(std::string("a: b\0c", 6))[0].message.find("binary"), std::string::npos);
+    EXPECT_NE(issues_of("run:\n  name: \xff\n")[0].message.find("invalid UTF-8"), std::string::npos);
+    auto tab = issues_of("run:\n\tname: x\n");
+    EXPECT_EQ(tab[0].where, "t.yaml:2:1");
+    EXPECT_NE(tab[0].message.find("tab"), std::string::npos);
+    auto dup = issues_of(kMinimal + "trainer:\n  lr: 1\n  lr: 2\n");
+    EXPECT_EQ(dup[0].key, "trainer.lr");
+    EXPECT_NE(dup[0].message.find("duplicate"), std::string::npos);
+    auto dupsec = issues_of(kMinimal + "model:\n  n_layer: 3\n");
+    EXPECT_EQ(dupsec[0].key, "model");
+    EXPECT_NE(issues_of("a: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n")[0]
+                  .message.find("deep"),
+              std::string::npos);
+    std::string deep_block;
+    for (int i = 0; i < 1200; ++i) deep_block += std::string(static_cast<std::size_t>(i), ' ') + "k:\n";
+    EXPECT_NE(issues_of(deep_block)[0].message.find("deep"), std::string::npos);
+    EXPECT_NE(issues_of(std::string(kMaxConfigBytes + 1, '#'))[0].message.find("limited"), std::string::npos);
+    EXPECT_NE(issues_of("run: [1, 2\n")[0].message.find("not valid YAML"), std::string::npos);
+    EXPECT_NE(issues_of("run: 5\n")[0].message.find("expected a mapping"), std::string::npos);
+}
+
+TEST(ConfigLoader, MissingFileIsAnInputError) {
+    try {
+        load_config_file("/nonexistent/x.yaml");
+        FAIL();
+    } catch (const ConfigValidationError& e) {
+        EXPECT_NE(std::string(e.what()).find("/nonexistent/x.yaml"), std::string::npos);
+    }
+}
+
+TEST(ConfigLoader, SetOverrides) {
+    Config c = load_config_string(kMinimal, "t.yaml",
+                                  {"trainer.lr=3e-4", "trainer.betas=[0.8, 0.99]", "run.name=abc",
+                                   "lora.target_modules=[c_attn, c_proj]", "schema_version=1"});
+    EXPECT_DOUBLE_EQ(c.trainer.lr, 3e-4);
+    EXPECT_DOUBLE_EQ(c.trainer.betas[0], 0.8);
+    EXPECT_EQ(c.run.name, "abc");
+    EXPECT_EQ(c.lora.target_modules.size(), 2u);
+
+    auto is = issues_of(kMinimal, {"trainer.lr=abc"});
+    EXPECT_EQ(is[0].where, "--set trainer.lr=abc");
+    is = issues_of(kMinimal, {"trainer.lr_warmup=3"});
+    EXPECT_NE(is[0].message.find("trainer.warmup_steps"), std::string::npos);
+    is = issues_of(kMinimal, {"novalue"});
+    EXPECT_NE(is[0].message.find("KEY=VALUE"), std::string::npos);
+    // Overrides go through the cross-field checks too.
+    is = issues_of(kMinimal, {"trainer.warmup_steps=5000", "trainer.max_steps=10"});
+    EXPECT_EQ(is[0].key, "trainer.warmup_steps");
+    EXPECT_EQ(is[0].where, "--set trainer.warmup_steps=5000");
+}
+
+TEST(ConfigLoader, YamlOutputRoundTrips) {
+    Config c = load_config_string(kMinimal, "t.yaml", {"trainer.lr=0.0003", "model.dropout=0.1", "run.name=x-y.z"});
+    for (bool comments : {true, false}) {
+        Config again = load_config_string(to_yaml(c.resolved, comments), "again.yaml");
+        EXPECT_EQ(again.resolved, c.resolved) << to_yaml(c.resolved, comments);
+    }
+}
+
+}  // namespace
+}  // namespace llmt::config
