@@ -1,0 +1,61 @@
+// Corpus readers for `data prepare`: plain text and JSONL files, directories (recursively), gzip.
+// What a document is for each input kind is documented here and in docs/data.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace llmt::data {
+
+enum class InputFormat { kText, kJsonl };
+
+// Parses "text" / "jsonl"; throws InputError listing the choices.
+InputFormat parse_input_format(const std::string& name);
+
+struct CorpusOptions {
+    InputFormat format = InputFormat::kText;
+    std::string text_field = "text";  // JSONL: the string field holding a document
+    // Text: how a file splits into documents.
+    //   "blank" (default): a run of one or more blank lines (empty, or only spaces/tabs/CR) ends a
+    //                      document, as llm.c's tinyshakespeare prep splits on "\n\n";
+    //   "file":            each file is one document, byte for byte;
+    //   anything else S:   a line equal to S (a trailing CR ignored) ends a document, e.g. "%" for
+    //                      fortune(6) files.
+    // A document is its lines exactly as in the file (line ends included); separator lines are
+    // dropped, and documents with no bytes are skipped.
+    std::string doc_separator = "blank";
+};
+
+// Expands the --input arguments: a file is taken as given; a directory contributes every regular
+// file below it (recursively, skipping names that start with '.'), in byte-wise sorted path order.
+// Throws InputError naming a path that does not exist, or when no file is found.
+std::vector<std::filesystem::path> list_input_files(const std::vector<std::string>& inputs);
+
+// Streams the documents of one file, decompressing it when its name ends in ".gz" (gzip, multiple
+// members allowed). Also hashes the file's raw bytes as it reads them (sha256 for the manifest).
+// Errors name the file and line: IoError for read failures, FormatError for bad gzip data, a JSONL
+// line that is not a JSON object, or a missing/non-string text field.
+// Not thread-safe.
+class DocumentReader {
+public:
+    DocumentReader(const std::filesystem::path& path, const CorpusOptions& opts);
+    ~DocumentReader();
+    DocumentReader(const DocumentReader&) = delete;
+    DocumentReader& operator=(const DocumentReader&) = delete;
+
+    // Sets `doc` to the next document and returns true, or returns false at the end of the file.
+    bool next(std::string& doc);
+
+    uint64_t raw_bytes_read() const;  // bytes of the file consumed so far (compressed for .gz)
+    // The sha256 of the whole raw file; call after next() returned false.
+    std::string sha256_hex();
+
+private:
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace llmt::data
