@@ -21,5 +21,6 @@ struct Runtime {
 void register_version(CLI::App& app, Runtime& rt);
 void register_validate(CLI::App& app, Runtime& rt);
 void register_print_config(CLI::App& app, Runtime& rt);
+void register_data(CLI::App& app, Runtime& rt);
 
 }  // namespace llmt::cli

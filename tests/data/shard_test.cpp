@@ -205,7 +205,7 @@ TEST(Shard, FuzzRandomAndMutatedBytes) {
     write_shard_file(d / "seed.bin", toks, 50257);
     const std::string seed = read_bytes(d / "seed.bin");
     int ok = 0, rejected = 0;
-    for (int iter = 0; iter < 3000; ++iter) {
+    for (int iter = 0; iter < 600; ++iter) {
         std::string b;
         if (iter % 3 == 0) {  // random bytes of a random length, sometimes with a valid magic
             b.resize(rng() % 1200);
@@ -231,8 +231,8 @@ TEST(Shard, FuzzRandomAndMutatedBytes) {
         }
     }
     // Both outcomes must occur, else the mutations are not reaching the checks.
-    EXPECT_GT(ok, 100);
-    EXPECT_GT(rejected, 100);
+    EXPECT_GT(ok, 30);
+    EXPECT_GT(rejected, 30);
 }
 
 }  // namespace
