@@ -45,6 +45,20 @@ fuzz: setup
 	cmake --build --preset fuzz -j $(JOBS)
 	bash scripts/run_fuzzers.sh build/fuzz 120
 
+# The default corpus (scripts/make_corpus.sh, docs/data.md) and its GPT-2 shards, which the default
+# preset trains on. Each step is skipped when its output is newer than its input.
+CORPUS_DIR := data/corpus
+CORPUS_SHARDS := data/shards/gpt2_corpus
+data: build
+	@$(MAKE) --no-print-directory $(CORPUS_SHARDS)/manifest.json
+
+$(CORPUS_DIR)/.complete: scripts/make_corpus.sh
+	bash scripts/make_corpus.sh $(CORPUS_DIR)
+
+$(CORPUS_SHARDS)/manifest.json: $(CORPUS_DIR)/.complete
+	$(BIN) data prepare --input $(CORPUS_DIR)/bible $(CORPUS_DIR)/fortunes --format text --doc-separator % \
+	  --tokenizer gpt2 --val-fraction 0.02 --seed 0 --out $(CORPUS_SHARDS)
+
 lint:
 	git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format --dry-run -Werror
 
