@@ -145,20 +145,24 @@ RankList ranks_from_merges(const std::vector<std::pair<std::string, uint32_t>>& 
         }
         list.ranks.emplace_back(one, rank++);
     }
+    // merges.txt: "FILE:LINE"; tokenizer.json: "FILE: model.merges[INDEX]".
+    auto where = [&](const Merge& m) {
+        return *where_word ? fmt::format("{}: {}[{}]", merges_name, where_word, m.where)
+                           : fmt::format("{}:{}", merges_name, m.where);
+    };
     std::string l, r;
     for (const Merge& m : merges) {
         if (!decode_byte_level(m.left, l) || !decode_byte_level(m.right, r)) {
-            throw FormatError(fmt::format("{}:{} {}: merge \"{} {}\" has a character outside GPT-2's byte-level "
-                                          "alphabet",
-                                          merges_name, where_word, m.where, m.left, m.right));
+            throw FormatError(fmt::format("{}: merge \"{} {}\" has a character outside GPT-2's byte-level alphabet",
+                                          where(m), m.left, m.right));
         }
         const std::string merged = l + r;
         auto it = ids.find(merged);
         if (it == ids.end() || it->second != rank) {
             throw FormatError(fmt::format(
-                "{}:{} {}: merge \"{} {}\" gives rank {} but {} has {} for \"{}{}\"; only vocabularies whose ids "
+                "{}: merge \"{} {}\" gives rank {} but {} has {} for \"{}{}\"; only vocabularies whose ids "
                 "follow the merge order (like GPT-2's) give the same tokens under rank-based BPE",
-                merges_name, where_word, m.where, m.left, m.right, rank, vocab_name,
+                where(m), m.left, m.right, rank, vocab_name,
                 it == ids.end() ? std::string("no id") : fmt::format("id {}", it->second), m.left, m.right));
         }
         list.ranks.emplace_back(merged, rank++);
@@ -306,7 +310,7 @@ RankList load_hf_tokenizer_json(const std::string& path) {
             }
         }
     }
-    RankList list = ranks_from_merges(vocab, merges, path + " (model.vocab)", path, " model.merges index");
+    RankList list = ranks_from_merges(vocab, merges, path + " (model.vocab)", path, "model.merges");
     list.source_path = path;
     list.source_sha256 = sha256_hex(data);
     return list;
