@@ -1,0 +1,78 @@
+// Arena: layout, one aligned allocation, named views (core/arena.h).
+#include "core/arena.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace llmt {
+
+void Arena::FreeDeleter::operator()(void* p) const { std::free(p); }
+
+size_t Arena::add(std::string name, std::vector<int64_t> shape, DType dtype) {
+    LLMT_CHECK(!allocated(), "arena: cannot add view '{}' after allocate()", name);
+    LLMT_CHECK(!by_name_.count(name), "arena: duplicate view name '{}'", name);
+    LLMT_CHECK(shape.size() <= static_cast<size_t>(Tensor::kMaxDims),
+               "arena: view '{}' has {} dims, at most {} supported", name, shape.size(),
+               Tensor::kMaxDims);
+    size_t n = 1;
+    for (int64_t d : shape) {
+        LLMT_CHECK(d >= 0, "arena: view '{}' has negative extent {}", name, d);
+        n *= static_cast<size_t>(d);
+    }
+    Entry e;
+    e.name = std::move(name);
+    e.shape = std::move(shape);
+    e.dtype = dtype;
+    e.offset = total_;
+    e.nbytes = n * dtype_size(dtype);
+    total_ += (e.nbytes + kAlignment - 1) / kAlignment * kAlignment;
+    by_name_.emplace(e.name, entries_.size());
+    entries_.push_back(std::move(e));
+    return entries_.size() - 1;
+}
+
+void Arena::allocate(bool zero_fill) {
+    LLMT_CHECK(!allocated(), "arena: allocate() called twice");
+    size_t bytes = total_ == 0 ? kAlignment : total_;  // total_ is already a multiple of kAlignment
+    void* p = std::aligned_alloc(kAlignment, bytes);
+    if (!p) throw std::bad_alloc();
+    buffer_.reset(static_cast<std::byte*>(p));
+    if (zero_fill) zero();
+}
+
+Arena Arena::mirror() const {
+    Arena m;
+    m.entries_ = entries_;
+    m.by_name_ = by_name_;
+    m.total_ = total_;
+    m.allocate(true);
+    return m;
+}
+
+size_t Arena::index(std::string_view name) const {
+    auto it = by_name_.find(std::string(name));
+    LLMT_CHECK(it != by_name_.end(), "arena: no view named '{}' ({} views)", name, entries_.size());
+    return it->second;
+}
+
+bool Arena::contains(std::string_view name) const { return by_name_.count(std::string(name)) != 0; }
+
+Tensor Arena::view(size_t i) const {
+    LLMT_CHECK(allocated(), "arena: view {} requested before allocate()", i);
+    LLMT_CHECK(i < entries_.size(), "arena: view index {} out of range ({} views)", i, entries_.size());
+    const Entry& e = entries_[i];
+    Tensor t;
+    t.data = buffer_.get() + e.offset;
+    t.ndim = static_cast<int>(e.shape.size());
+    for (size_t d = 0; d < e.shape.size(); ++d) t.shape[d] = e.shape[d];
+    t.dtype = e.dtype;
+    t.device = Device::kCpu;
+    return t;
+}
+
+void Arena::zero() {
+    if (buffer_) std::memset(buffer_.get(), 0, total_);
+}
+
+}  // namespace llmt

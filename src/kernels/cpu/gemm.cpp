@@ -1,0 +1,107 @@
+// GEMM backend dispatch: OpenBLAS cblas_sgemm and oneDNN dnnl_sgemm (both row-major here).
+#include "kernels/cpu/gemm.h"
+
+#include <cblas.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "core/check.h"
+#include "core/error.h"
+
+#if LLMT_HAVE_ONEDNN
+#include <dnnl.h>
+#endif
+
+namespace llmt::kernels::cpu {
+namespace {
+
+GemmBackend default_backend() {
+#if LLMT_HAVE_ONEDNN
+    // bench/gemm: oneDNN is 2-3x faster than OpenBLAS (pinned to its AVX2 kernels) on every GPT-2
+    // training shape measured on the AVX-512 EPYC these numbers come from (docs/benchmarks.md).
+    return GemmBackend::kOneDnn;
+#else
+    return GemmBackend::kOpenBlas;
+#endif
+}
+
+GemmBackend initial_backend() {
+    const char* env = std::getenv("LLMTRAIN_GEMM");
+    if (env && *env) return parse_gemm_backend(env, "environment variable LLMTRAIN_GEMM");
+    return default_backend();
+}
+
+std::atomic<int>& current() {
+    static std::atomic<int> v{static_cast<int>(initial_backend())};
+    return v;
+}
+
+}  // namespace
+
+GemmBackend parse_gemm_backend(std::string_view name, std::string_view what) {
+    if (name == "openblas") return GemmBackend::kOpenBlas;
+    if (name == "onednn") {
+        LLMT_CHECK(gemm_backend_available(GemmBackend::kOneDnn),
+                   "{}: 'onednn' requested but this build has no oneDNN (hint: install libdnnl-dev "
+                   "and rebuild, or use 'openblas')",
+                   what);
+        return GemmBackend::kOneDnn;
+    }
+    throw InputError(fmt::format("{}: unknown GEMM backend '{}'; expected 'openblas' or 'onednn'",
+                                 what, name));
+}
+
+bool gemm_backend_available(GemmBackend backend) {
+    return backend == GemmBackend::kOpenBlas || LLMT_HAVE_ONEDNN;
+}
+
+GemmBackend gemm_backend() { return static_cast<GemmBackend>(current().load()); }
+
+void set_gemm_backend(GemmBackend backend) {
+    LLMT_CHECK_AS(DeviceError, gemm_backend_available(backend), "GEMM backend '{}' is not compiled in",
+                  gemm_backend_name(backend));
+    current().store(static_cast<int>(backend));
+}
+
+const char* gemm_backend_name(GemmBackend backend) {
+    return backend == GemmBackend::kOneDnn ? "onednn" : "openblas";
+}
+
+const char* gemm_backend_name() { return gemm_backend_name(gemm_backend()); }
+
+void sgemm_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                float* C, int64_t ldc) {
+    if (M == 0 || N == 0) return;
+    if (K == 0) {
+        // Both libraries accept K == 0, but not every version skips reading C when beta == 0.
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++) C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
+        return;
+    }
+    if (backend == GemmBackend::kOneDnn) {
+#if LLMT_HAVE_ONEDNN
+        const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
+                                            lda, B, ldb, beta, C, ldc);
+        LLMT_CHECK_AS(DeviceError, st == dnnl_success,
+                      "dnnl_sgemm failed with status {} (M={} N={} K={} lda={} ldb={} ldc={})",
+                      static_cast<int>(st), M, N, K, lda, ldb, ldc);
+        return;
+#else
+        throw DeviceError("GEMM backend 'onednn' is not compiled in");
+#endif
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+                static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
+                static_cast<int>(lda), B, static_cast<int>(ldb), beta, C,
+                static_cast<int>(ldc));
+}
+
+void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+    sgemm_with(gemm_backend(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace llmt::kernels::cpu

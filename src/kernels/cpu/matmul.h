@@ -1,0 +1,18 @@
+// Linear layer out = inp @ weight^T + bias with weight stored (OC, C) as torch.nn.Linear does; forward
+// and backward on the GEMM backend of gemm.h (llm.c train_gpt2.c matmul_*).
+// Legend: B batch, T time, C input channels, OC output channels; BT = B*T rows.
+// Grad convention (src/kernels/README.md): dinp = (activation grad, overwritten); dweight, dbias +=.
+#pragma once
+
+namespace llmt::kernels::cpu {
+
+// out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC); bias may be null.
+void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
+                    int OC);
+
+// dinp (BT,C) = dout @ weight; dweight (OC,C) += dout^T @ inp; dbias (OC) += column sums of dout.
+// dout (BT,OC); inp (BT,C); weight (OC,C). dinp and dbias may be null (not computed).
+void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                     const float* weight, int BT, int C, int OC);
+
+}  // namespace llmt::kernels::cpu

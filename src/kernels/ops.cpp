@@ -1,0 +1,338 @@
+// Validation and device dispatch for kernels/ops.h.
+#include "kernels/ops.h"
+
+#include <initializer_list>
+#include <string>
+
+#include "core/build_info.h"
+#include "core/check.h"
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/classifier.h"
+#include "kernels/cpu/encoder.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/cpu/residual.h"
+
+namespace llmt::kernels {
+namespace {
+
+struct Arg {
+    const char* name;
+    const Tensor& t;
+};
+
+// All present tensors on one device; returns it. CUDA tensors throw until the CUDA backend lands.
+Device check_device(const char* op, std::initializer_list<Arg> args) {
+    bool first = true;
+    Device dev = Device::kCpu;
+    for (const Arg& a : args) {
+        if (a.t.empty()) continue;
+        if (first) {
+            dev = a.t.device;
+            first = false;
+        }
+        LLMT_CHECK(a.t.device == dev, "{}: argument '{}' is on {} but the others are on {}", op, a.name,
+                   device_name(a.t.device), device_name(dev));
+    }
+    if (dev == Device::kCuda) {
+        if (LLMT_CUDA_ENABLED) {
+            throw DeviceError(fmt::format("{}: the CUDA backend of this op is not implemented yet", op));
+        }
+        throw DeviceError(fmt::format("{}: built without CUDA", op));
+    }
+    return dev;
+}
+
+void check_present(const char* op, const char* name, const Tensor& t) {
+    LLMT_CHECK(!t.empty(), "{}: argument '{}' is missing (null data)", op, name);
+}
+
+void check_dtype(const char* op, const char* name, const Tensor& t, DType dt) {
+    LLMT_CHECK(t.dtype == dt, "{}: argument '{}' must be {}, got {}", op, name, dtype_name(dt),
+               t.describe());
+}
+
+// Checks ndim and every extent that is >= 0 in `want` (-1: any).
+void check_shape(const char* op, const char* name, const Tensor& t, std::initializer_list<int64_t> want) {
+    check_present(op, name, t);
+    bool ok = t.ndim == static_cast<int>(want.size());
+    int i = 0;
+    for (int64_t w : want) {
+        if (ok && w >= 0 && t.dim(i) != w) ok = false;
+        ++i;
+    }
+    if (!ok) {
+        std::string s = "(";
+        i = 0;
+        for (int64_t w : want) s += (i++ ? ", " : "") + (w >= 0 ? std::to_string(w) : std::string("*"));
+        s += ")";
+        throw InputError(fmt::format("{}: argument '{}' must have shape {}, got {}", op, name, s,
+                                     t.describe()));
+    }
+}
+
+void check_f32(const char* op, std::initializer_list<Arg> args) {
+    for (const Arg& a : args)
+        if (!a.t.empty()) check_dtype(op, a.name, a.t, DType::kF32);
+}
+
+int as_int(const char* op, const char* what, int64_t v) {
+    LLMT_CHECK(v >= 0 && v <= INT32_MAX, "{}: {} = {} out of range", op, what, v);
+    return static_cast<int>(v);
+}
+
+float* f(const Tensor& t) { return static_cast<float*>(t.data); }
+const int32_t* ids(const Tensor& t) { return static_cast<const int32_t*>(t.data); }
+
+}  // namespace
+
+void encoder_forward(Tensor out, Tensor inp, Tensor wte, Tensor wpe) {
+    const char* op = "encoder_forward";
+    check_device(op, {{"out", out}, {"inp", inp}, {"wte", wte}, {"wpe", wpe}});
+    check_shape(op, "out", out, {-1, -1, -1});
+    const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
+    check_shape(op, "inp", inp, {B, T});
+    check_shape(op, "wte", wte, {-1, C});
+    check_shape(op, "wpe", wpe, {-1, C});
+    LLMT_CHECK(wpe.dim(0) >= T, "{}: wpe has {} positions, sequence length is {}", op, wpe.dim(0), T);
+    check_f32(op, {{"out", out}, {"wte", wte}, {"wpe", wpe}});
+    check_dtype(op, "inp", inp, DType::kI32);
+    const int32_t* p = ids(inp);
+    for (int64_t i = 0; i < B * T; i++)
+        LLMT_CHECK(p[i] >= 0 && p[i] < wte.dim(0), "{}: token id {} at position {} is outside [0, {})", op,
+                   p[i], i, wte.dim(0));
+    cpu::encoder_forward(f(out), p, f(wte), f(wpe), as_int(op, "B", B), as_int(op, "T", T),
+                         as_int(op, "C", C));
+}
+
+void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp) {
+    const char* op = "encoder_backward";
+    check_device(op, {{"dwte", dwte}, {"dwpe", dwpe}, {"dout", dout}, {"inp", inp}});
+    check_shape(op, "dout", dout, {-1, -1, -1});
+    const int64_t B = dout.dim(0), T = dout.dim(1), C = dout.dim(2);
+    check_shape(op, "inp", inp, {B, T});
+    check_shape(op, "dwte", dwte, {-1, C});
+    check_shape(op, "dwpe", dwpe, {-1, C});
+    LLMT_CHECK(dwpe.dim(0) >= T, "{}: dwpe has {} positions, sequence length is {}", op, dwpe.dim(0), T);
+    check_f32(op, {{"dwte", dwte}, {"dwpe", dwpe}, {"dout", dout}});
+    check_dtype(op, "inp", inp, DType::kI32);
+    const int32_t* p = ids(inp);
+    for (int64_t i = 0; i < B * T; i++)
+        LLMT_CHECK(p[i] >= 0 && p[i] < dwte.dim(0), "{}: token id {} at position {} is outside [0, {})",
+                   op, p[i], i, dwte.dim(0));
+    cpu::encoder_backward(f(dwte), f(dwpe), f(dout), p, as_int(op, "B", B), as_int(op, "T", T),
+                          as_int(op, "C", C));
+}
+
+void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) {
+    const char* op = "layernorm_forward";
+    check_device(op, {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"inp", inp}, {"weight", weight},
+                      {"bias", bias}});
+    check_shape(op, "inp", inp, {-1, -1, -1});
+    const int64_t B = inp.dim(0), T = inp.dim(1), C = inp.dim(2);
+    check_shape(op, "out", out, {B, T, C});
+    check_shape(op, "mean", mean, {B, T});
+    check_shape(op, "rstd", rstd, {B, T});
+    check_shape(op, "weight", weight, {C});
+    check_shape(op, "bias", bias, {C});
+    check_f32(op, {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"inp", inp}, {"weight", weight},
+                   {"bias", bias}});
+    cpu::layernorm_forward(f(out), f(mean), f(rstd), f(inp), f(weight), f(bias), as_int(op, "B", B),
+                           as_int(op, "T", T), as_int(op, "C", C));
+}
+
+void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                        Tensor mean, Tensor rstd) {
+    const char* op = "layernorm_backward";
+    check_device(op, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp},
+                      {"weight", weight}, {"mean", mean}, {"rstd", rstd}});
+    check_shape(op, "inp", inp, {-1, -1, -1});
+    const int64_t B = inp.dim(0), T = inp.dim(1), C = inp.dim(2);
+    check_shape(op, "dinp", dinp, {B, T, C});
+    check_shape(op, "dout", dout, {B, T, C});
+    check_shape(op, "dweight", dweight, {C});
+    check_shape(op, "dbias", dbias, {C});
+    check_shape(op, "weight", weight, {C});
+    check_shape(op, "mean", mean, {B, T});
+    check_shape(op, "rstd", rstd, {B, T});
+    check_f32(op, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp},
+                   {"weight", weight}, {"mean", mean}, {"rstd", rstd}});
+    cpu::layernorm_backward(f(dinp), f(dweight), f(dbias), f(dout), f(inp), f(weight), f(mean), f(rstd),
+                            as_int(op, "B", B), as_int(op, "T", T), as_int(op, "C", C));
+}
+
+void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
+    const char* op = "matmul_forward";
+    check_device(op, {{"out", out}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
+    check_shape(op, "weight", weight, {-1, -1});
+    const int64_t OC = weight.dim(0), C = weight.dim(1);
+    check_present(op, "inp", inp);
+    check_present(op, "out", out);
+    LLMT_CHECK(inp.ndim >= 1 && inp.dim(-1) == C, "{}: inp must end in C = {}, got {}", op, C,
+               inp.describe());
+    LLMT_CHECK(out.ndim == inp.ndim && out.dim(-1) == OC && out.numel() / OC == inp.numel() / C,
+               "{}: out must be inp's leading dims x OC = {}, got {} for inp {}", op, OC, out.describe(),
+               inp.describe());
+    if (!bias.empty()) check_shape(op, "bias", bias, {OC});
+    check_f32(op, {{"out", out}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
+    cpu::matmul_forward(f(out), f(inp), f(weight), bias.empty() ? nullptr : f(bias),
+                        as_int(op, "rows", inp.numel() / C), as_int(op, "C", C), as_int(op, "OC", OC));
+}
+
+void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) {
+    const char* op = "matmul_backward";
+    check_device(op, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp},
+                      {"weight", weight}});
+    check_shape(op, "weight", weight, {-1, -1});
+    const int64_t OC = weight.dim(0), C = weight.dim(1);
+    check_shape(op, "dweight", dweight, {OC, C});
+    check_present(op, "inp", inp);
+    check_present(op, "dout", dout);
+    LLMT_CHECK(inp.ndim >= 1 && inp.dim(-1) == C, "{}: inp must end in C = {}, got {}", op, C,
+               inp.describe());
+    const int64_t rows = inp.numel() / C;
+    LLMT_CHECK(dout.ndim == inp.ndim && dout.dim(-1) == OC && dout.numel() / OC == rows,
+               "{}: dout must be inp's leading dims x OC = {}, got {}", op, OC, dout.describe());
+    if (!dinp.empty())
+        LLMT_CHECK(dinp.ndim == inp.ndim && dinp.numel() == inp.numel() && dinp.dim(-1) == C,
+                   "{}: dinp must have inp's shape {}, got {}", op, inp.describe(), dinp.describe());
+    if (!dbias.empty()) check_shape(op, "dbias", dbias, {OC});
+    check_f32(op, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp},
+                   {"weight", weight}});
+    cpu::matmul_backward(dinp.empty() ? nullptr : f(dinp), f(dweight), dbias.empty() ? nullptr : f(dbias),
+                         f(dout), f(inp), f(weight), as_int(op, "rows", rows), as_int(op, "C", C),
+                         as_int(op, "OC", OC));
+}
+
+void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH) {
+    const char* op = "attention_forward";
+    check_device(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
+    check_shape(op, "out", out, {-1, -1, -1});
+    const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
+    LLMT_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
+    check_shape(op, "lse", lse, {B, NH, T});
+    check_shape(op, "qkv", qkv, {B, T, 3 * C});
+    check_f32(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
+    cpu::attention_forward(f(out), f(lse), f(qkv), as_int(op, "B", B), as_int(op, "T", T),
+                           as_int(op, "C", C), NH);
+}
+
+void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH) {
+    const char* op = "attention_backward";
+    check_device(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
+    check_shape(op, "out", out, {-1, -1, -1});
+    const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
+    LLMT_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
+    check_shape(op, "dout", dout, {B, T, C});
+    check_shape(op, "lse", lse, {B, NH, T});
+    check_shape(op, "qkv", qkv, {B, T, 3 * C});
+    check_shape(op, "dqkv", dqkv, {B, T, 3 * C});
+    check_f32(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
+    cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
+                            as_int(op, "T", T), as_int(op, "C", C), NH);
+}
+
+namespace {
+void check_same_numel(const char* op, std::initializer_list<Arg> args) {
+    const Tensor& first = args.begin()->t;
+    for (const Arg& a : args) {
+        check_present(op, a.name, a.t);
+        LLMT_CHECK(a.t.numel() == first.numel(), "{}: argument '{}' has {} elements, expected {} ({})", op,
+                   a.name, a.t.numel(), first.numel(), args.begin()->name);
+    }
+    check_f32(op, args);
+}
+}  // namespace
+
+void gelu_forward(Tensor out, Tensor inp) {
+    check_device("gelu_forward", {{"out", out}, {"inp", inp}});
+    check_same_numel("gelu_forward", {{"out", out}, {"inp", inp}});
+    cpu::gelu_forward(f(out), f(inp), static_cast<size_t>(inp.numel()));
+}
+
+void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) {
+    check_device("gelu_backward", {{"dinp", dinp}, {"inp", inp}, {"dout", dout}});
+    check_same_numel("gelu_backward", {{"dinp", dinp}, {"inp", inp}, {"dout", dout}});
+    cpu::gelu_backward(f(dinp), f(inp), f(dout), static_cast<size_t>(inp.numel()));
+}
+
+void residual_forward(Tensor out, Tensor inp1, Tensor inp2) {
+    check_device("residual_forward", {{"out", out}, {"inp1", inp1}, {"inp2", inp2}});
+    check_same_numel("residual_forward", {{"out", out}, {"inp1", inp1}, {"inp2", inp2}});
+    cpu::residual_forward(f(out), f(inp1), f(inp2), static_cast<size_t>(out.numel()));
+}
+
+void residual_backward(Tensor dinp1, Tensor dinp2, Tensor dout) {
+    check_device("residual_backward", {{"dinp1", dinp1}, {"dinp2", dinp2}, {"dout", dout}});
+    check_same_numel("residual_backward", {{"dinp1", dinp1}, {"dinp2", dinp2}, {"dout", dout}});
+    cpu::residual_backward(f(dinp1), f(dinp2), f(dout), static_cast<size_t>(dout.numel()));
+}
+
+namespace {
+// Shared checks of the classifier ops; returns {B, T, Vp}.
+std::array<int, 3> check_classifier(const char* op, const Tensor& losses, const Tensor& logits,
+                                    const Tensor& targets, int V) {
+    check_device(op, {{"losses", losses}, {"logits", logits}, {"targets", targets}});
+    check_shape(op, "logits", logits, {-1, -1, -1});
+    const int64_t B = logits.dim(0), T = logits.dim(1), Vp = logits.dim(2);
+    LLMT_CHECK(V > 0 && V <= Vp, "{}: V = {} must be in [1, Vp = {}]", op, V, Vp);
+    check_shape(op, "losses", losses, {B, T});
+    check_shape(op, "targets", targets, {B, T});
+    check_f32(op, {{"losses", losses}, {"logits", logits}});
+    check_dtype(op, "targets", targets, DType::kI32);
+    const int32_t* y = ids(targets);
+    for (int64_t i = 0; i < B * T; i++)
+        LLMT_CHECK(y[i] < V, "{}: target {} at position {} is >= V = {}", op, y[i], i, V);
+    return {as_int(op, "B", B), as_int(op, "T", T), as_int(op, "Vp", Vp)};
+}
+}  // namespace
+
+void classifier_forward(Tensor losses, Tensor logits, Tensor targets, int V) {
+    const auto [B, T, Vp] = check_classifier("classifier_forward", losses, logits, targets, V);
+    cpu::classifier_forward(f(losses), f(logits), ids(targets), B, T, V, Vp);
+}
+
+void classifier_forward_backward(Tensor losses, Tensor logits, Tensor targets, float dloss_scale, int V) {
+    const auto [B, T, Vp] = check_classifier("classifier_forward_backward", losses, logits, targets, V);
+    cpu::classifier_forward_backward(f(losses), f(logits), ids(targets), dloss_scale, B, T, V, Vp);
+}
+
+void softmax_forward(Tensor probs, Tensor logits, int V) {
+    const char* op = "softmax_forward";
+    check_device(op, {{"probs", probs}, {"logits", logits}});
+    check_shape(op, "logits", logits, {-1, -1, -1});
+    const int64_t B = logits.dim(0), T = logits.dim(1), Vp = logits.dim(2);
+    LLMT_CHECK(V > 0 && V <= Vp, "{}: V = {} must be in [1, Vp = {}]", op, V, Vp);
+    check_shape(op, "probs", probs, {B, T, Vp});
+    check_f32(op, {{"probs", probs}, {"logits", logits}});
+    cpu::softmax_forward(f(probs), f(logits), as_int(op, "B", B), as_int(op, "T", T), V,
+                         as_int(op, "Vp", Vp));
+}
+
+void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp) {
+    const char* op = "adamw_update";
+    check_device(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
+    check_same_numel(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
+    LLMT_CHECK(hp.step >= 1, "{}: step must be >= 1, got {}", op, hp.step);
+    cpu::adamw_update(f(params), f(m), f(v), f(grads), static_cast<size_t>(params.numel()), hp);
+}
+
+double sum_squares(Tensor x) {
+    check_device("sum_squares", {{"x", x}});
+    check_same_numel("sum_squares", {{"x", x}});
+    return cpu::sum_squares(f(x), static_cast<size_t>(x.numel()));
+}
+
+void scale_inplace(Tensor x, float s) {
+    check_device("scale_inplace", {{"x", x}});
+    check_same_numel("scale_inplace", {{"x", x}});
+    cpu::scale_inplace(f(x), static_cast<size_t>(x.numel()), s);
+}
+
+const char* gemm_backend_name() { return cpu::gemm_backend_name(); }
+
+}  // namespace llmt::kernels

@@ -1,0 +1,62 @@
+// Tensor-level entry points of every kernel: the only kernels header models include. Each call
+// validates shapes, dtypes and devices once (InputError naming the op, the argument and what was
+// expected), then dispatches on Tensor::device to kernels::cpu (kernels::cuda with the CUDA backend;
+// until then a CUDA tensor throws DeviceError). Semantics and grad conventions are those of the cpu/
+// headers named beside each group; src/kernels/README.md has the conventions.
+// Legend: B batch, T time, C channels, OC output channels, NH heads, V vocab, Vp padded vocab.
+// All float tensors are f32; token ids and targets are i32. An empty Tensor means "not present".
+#pragma once
+
+#include "core/tensor.h"
+#include "kernels/adamw_params.h"
+
+namespace llmt::kernels {
+
+// cpu/encoder.h. out (B,T,C); inp (B,T) ids in [0,V); wte (V,C); wpe (maxT>=T, C).
+void encoder_forward(Tensor out, Tensor inp, Tensor wte, Tensor wpe);
+// dwte (V,C) +=, dwpe (maxT,C) +=; dout (B,T,C); inp (B,T).
+void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp);
+
+// cpu/layernorm.h. out (B,T,C), mean (B,T), rstd (B,T); inp (B,T,C); weight, bias (C).
+void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias);
+// dinp (B,T,C) += (residual stream); dweight, dbias (C) +=.
+void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                        Tensor mean, Tensor rstd);
+
+// cpu/matmul.h. out (...,OC) = inp (...,C) @ weight (OC,C)^T + bias (OC); leading dims are flattened.
+// bias may be empty.
+void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias);
+// dinp (...,C) = (may be empty: not computed); dweight (OC,C) +=; dbias (OC) += (may be empty).
+void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight);
+
+// cpu/attention.h. out (B,T,C), lse (B,NH,T); qkv (B,T,3C); C divisible by NH.
+void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH);
+// dqkv (B,T,3C) =; dout (B,T,C); qkv, out, lse from the forward.
+void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH);
+
+// cpu/gelu.h. Same-shape tensors; out may alias inp, dinp may alias dout. dinp =.
+void gelu_forward(Tensor out, Tensor inp);
+void gelu_backward(Tensor dinp, Tensor inp, Tensor dout);
+
+// cpu/residual.h. Same-shape tensors. Backward accumulates: dinp1 +=, dinp2 += (residual stream).
+void residual_forward(Tensor out, Tensor inp1, Tensor inp2);
+void residual_backward(Tensor dinp1, Tensor dinp2, Tensor dout);
+
+// cpu/classifier.h. losses (B,T); logits (B,T,Vp); targets (B,T) in [0,V) or < 0 (ignored); V <= Vp.
+void classifier_forward(Tensor losses, Tensor logits, Tensor targets, int V);
+// As above, and overwrites logits with dlogits = (softmax - onehot) * dloss_scale (0 in padding).
+void classifier_forward_backward(Tensor losses, Tensor logits, Tensor targets, float dloss_scale, int V);
+// probs (B,T,Vp) = softmax over the first V columns; probs may alias logits.
+void softmax_forward(Tensor probs, Tensor logits, int V);
+
+// cpu/adamw.h. params, m, v, grads: same element count (any shape).
+void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp);
+
+// cpu/reduce.h. Sum of squares in fp64 (global grad norm = sqrt of the sum over tensors); scale.
+double sum_squares(Tensor x);
+void scale_inplace(Tensor x, float s);
+
+// Name of the CPU GEMM backend in use ("onednn" / "openblas"), for `llmtrain version` and logs.
+const char* gemm_backend_name();
+
+}  // namespace llmt::kernels

@@ -1,0 +1,298 @@
+// The fp32 CPU kernels against the fp64 references of ref_ops.h (whose backward formulas
+// gradcheck_test.cpp verifies by finite differences), including the grad conventions: parameter grads
+// +=, activation grads =, residual-stream grads +=. Sizes include odd extents to hit SIMD tails.
+// Tolerances: fp32 rounding is 6e-8 per operation; with dot products of <= 100 terms and the ~2 ulp exp
+// of simd.h, errors relative to the output's scale stay below ~1e-6. 2e-5 leaves margin for summation
+// order (OpenMP, GEMM blocking) while any indexing or formula mistake gives errors of order 1.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/cpu/adamw.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/classifier.h"
+#include "kernels/cpu/encoder.h"
+#include "kernels/cpu/gelu.h"
+#include "kernels/cpu/layernorm.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/reduce.h"
+#include "kernels/cpu/residual.h"
+#include "kernels/cpu/simd.h"
+#include "ref_ops.h"
+#include "test_util.h"
+
+namespace llmt::kernels {
+namespace {
+
+using test::cast;
+using test::randint;
+using test::randn;
+using test::rel_err;
+constexpr double kTol = 2e-5;
+
+// Runs body once per SIMD path this CPU has (scalar, AVX2, AVX-512), then restores the default.
+template <typename Fn>
+void for_each_isa(Fn body) {
+    const cpu::simd::Isa saved = cpu::simd::isa();
+    for (cpu::simd::Isa want : {cpu::simd::Isa::kScalar, cpu::simd::Isa::kAvx2, cpu::simd::Isa::kAvx512}) {
+        const cpu::simd::Isa got = cpu::simd::set_isa(want);
+        if (got != want) continue;
+        SCOPED_TRACE(cpu::simd::isa_name(got));
+        body();
+    }
+    cpu::simd::set_isa(saved);
+}
+
+// a[i] - b[i] for the += checks: what the kernel added on top of a known prefill.
+std::vector<float> minus(const std::vector<float>& a, const std::vector<float>& b) {
+    std::vector<float> r(a.size());
+    for (size_t i = 0; i < a.size(); i++) r[i] = a[i] - b[i];
+    return r;
+}
+
+TEST(Kernels, Encoder) {
+    const int B = 3, T = 7, C = 19, V = 11, maxT = 9;
+    auto wte = randn(V * C, 1), wpe = randn(maxT * C, 2), dout = randn(B * T * C, 3);
+    auto inp = randint(B * T, V, 4);
+    std::vector<float> out(B * T * C);
+    cpu::encoder_forward(out.data(), inp.data(), wte.data(), wpe.data(), B, T, C);
+    std::vector<double> ref_out(out.size());
+    auto wte_d = cast<double>(wte), wpe_d = cast<double>(wpe);
+    ref::encoder_forward(ref_out.data(), inp.data(), wte_d.data(), wpe_d.data(), B, T, C);
+    EXPECT_LT(rel_err(out, ref_out), kTol);
+
+    auto dwte0 = randn(V * C, 5), dwpe0 = randn(maxT * C, 6);  // prefill: parameter grads accumulate
+    auto dwte = dwte0, dwpe = dwpe0;
+    cpu::encoder_backward(dwte.data(), dwpe.data(), dout.data(), inp.data(), B, T, C);
+    std::vector<double> rdwte(V * C, 0.0), rdwpe(maxT * C, 0.0);
+    auto dout_d = cast<double>(dout);
+    ref::encoder_backward(rdwte.data(), rdwpe.data(), dout_d.data(), inp.data(), B, T, C);
+    EXPECT_LT(rel_err(minus(dwte, dwte0), rdwte), kTol);
+    EXPECT_LT(rel_err(minus(dwpe, dwpe0), rdwpe), kTol);
+}
+
+TEST(Kernels, LayerNorm) {
+    const int B = 2, T = 5, C = 67;
+    auto x = randn(B * T * C, 7, 2.0f), w = randn(C, 8), b = randn(C, 9), dout = randn(B * T * C, 10);
+    for (auto& v : x) v += 3.0f;  // a mean far from 0 checks the two-pass variance
+    std::vector<float> out(x.size()), mean(B * T), rstd(B * T);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), B, T, C);
+    auto xd = cast<double>(x), wd = cast<double>(w), bd = cast<double>(b), dd = cast<double>(dout);
+    std::vector<double> rout(x.size()), rmean(B * T), rrstd(B * T);
+    ref::layernorm_forward(rout.data(), rmean.data(), rrstd.data(), xd.data(), wd.data(), bd.data(), B * T, C);
+    EXPECT_LT(rel_err(out, rout), kTol);
+    EXPECT_LT(rel_err(mean, rmean), kTol);
+    EXPECT_LT(rel_err(rstd, rrstd), kTol);
+
+    auto dx0 = randn(x.size(), 11), dw0 = randn(C, 12), db0 = randn(C, 13);
+    auto dx = dx0, dw = dw0, db = db0;
+    cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                            rstd.data(), B, T, C);
+    std::vector<double> rdx(x.size()), rdw(C), rdb(C);
+    ref::layernorm_backward(rdx.data(), rdw.data(), rdb.data(), dd.data(), xd.data(), wd.data(), B * T, C);
+    EXPECT_LT(rel_err(minus(dx, dx0), rdx), kTol);  // residual stream: +=
+    EXPECT_LT(rel_err(minus(dw, dw0), rdw), kTol);
+    EXPECT_LT(rel_err(minus(db, db0), rdb), kTol);
+}
+
+class MatmulShapes : public ::testing::TestWithParam<std::tuple<int, int, int, bool>> {};
+
+TEST_P(MatmulShapes, ForwardBackward) {
+    const auto [N, C, OC, with_bias] = GetParam();
+    auto x = randn(N * C, 14), w = randn(OC * C, 15), b = randn(OC, 16), dout = randn(N * OC, 17);
+    std::vector<float> out(N * OC, NAN);  // beta = 0 must not read the old contents
+    cpu::matmul_forward(out.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, N, C, OC);
+    auto xd = cast<double>(x), wd = cast<double>(w), bd = cast<double>(b), dd = cast<double>(dout);
+    std::vector<double> rout(N * OC);
+    ref::matmul_forward(rout.data(), xd.data(), wd.data(), with_bias ? bd.data() : nullptr, N, C, OC);
+    EXPECT_LT(rel_err(out, rout), kTol);
+
+    std::vector<float> dx(N * C, NAN);  // activation grad: =
+    auto dw0 = randn(OC * C, 18), db0 = randn(OC, 19);
+    auto dw = dw0, db = db0;
+    cpu::matmul_backward(dx.data(), dw.data(), with_bias ? db.data() : nullptr, dout.data(), x.data(),
+                         w.data(), N, C, OC);
+    std::vector<double> rdx(N * C), rdw(OC * C), rdb(OC);
+    ref::matmul_backward(rdx.data(), rdw.data(), rdb.data(), dd.data(), xd.data(), wd.data(), N, C, OC);
+    EXPECT_LT(rel_err(dx, rdx), kTol);
+    EXPECT_LT(rel_err(minus(dw, dw0), rdw), kTol);
+    if (with_bias) {
+        EXPECT_LT(rel_err(minus(db, db0), rdb), kTol);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, MatmulShapes,
+                         ::testing::Values(std::make_tuple(1, 1, 1, true), std::make_tuple(3, 17, 5, true),
+                                           std::make_tuple(64, 63, 65, false),
+                                           std::make_tuple(33, 48, 300, true),
+                                           std::make_tuple(17, 3, 1, true)));
+
+class AttentionShapes : public ::testing::TestWithParam<std::tuple<int, int, int, int>> {};
+
+TEST_P(AttentionShapes, ForwardBackward) {
+    const auto [B, T, C, NH] = GetParam();
+    auto qkv = randn(static_cast<size_t>(B) * T * 3 * C, 20), dout = randn(static_cast<size_t>(B) * T * C, 21);
+    std::vector<float> out(dout.size()), lse(static_cast<size_t>(B) * NH * T);
+    cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+    auto qd = cast<double>(qkv), dd = cast<double>(dout);
+    std::vector<double> rout(out.size()), att;
+    ref::attention_forward(rout.data(), att, qd.data(), B, T, C, NH);
+    EXPECT_LT(rel_err(out, rout), kTol);
+
+    std::vector<float> dqkv(qkv.size(), NAN);  // activation grad: =
+    cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
+    std::vector<double> rdqkv(qkv.size());
+    ref::attention_backward(rdqkv.data(), dd.data(), qd.data(), att, B, T, C, NH);
+    EXPECT_LT(rel_err(dqkv, rdqkv), kTol);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, AttentionShapes,
+                         ::testing::Values(std::make_tuple(1, 1, 4, 1), std::make_tuple(2, 7, 12, 3),
+                                           std::make_tuple(3, 65, 64, 4), std::make_tuple(1, 17, 34, 2)));
+
+TEST(Kernels, AttentionLargeScoresStable) {
+    // Scores of several hundred: a softmax without max-subtraction overflows fp32 exp here.
+    const int B = 1, T = 9, C = 8, NH = 1;
+    auto qkv = randn(B * T * 3 * C, 22, 10.0f);
+    std::vector<float> out(B * T * C), lse(B * NH * T);
+    cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+    auto qd = cast<double>(qkv);
+    std::vector<double> rout(out.size()), att;
+    ref::attention_forward(rout.data(), att, qd.data(), B, T, C, NH);
+    for (float v : out) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_LT(rel_err(out, rout), 1e-4);  // scores ~ 1e3 in fp32 lose ~1e-4 relative in exp's argument
+}
+
+TEST(Kernels, Gelu) {
+    const size_t N = 3 * 8192 + 21;  // several OpenMP blocks plus a SIMD tail
+    auto x = randn(N, 23, 3.0f), dout = randn(N, 24);
+    x[0] = 0.0f;
+    x[1] = 20.0f;
+    x[2] = -20.0f;  // saturated tanh on both sides
+    for_each_isa([&] {
+        std::vector<float> out(N), dx(N);
+        cpu::gelu_forward(out.data(), x.data(), N);
+        cpu::gelu_backward(dx.data(), x.data(), dout.data(), N);
+        std::vector<double> rout(N), rdx(N);
+        for (size_t i = 0; i < N; i++) {
+            rout[i] = ref::gelu(static_cast<double>(x[i]));
+            rdx[i] = ref::gelu_grad(static_cast<double>(x[i])) * dout[i];
+        }
+        EXPECT_LT(rel_err(out, rout), kTol);
+        EXPECT_LT(rel_err(dx, rdx), kTol);
+        // In place, as the model runs it.
+        auto y = x;
+        cpu::gelu_forward(y.data(), y.data(), N);
+        EXPECT_EQ(y, out);
+    });
+}
+
+TEST(Kernels, Residual) {
+    const size_t N = 1001;
+    auto a = randn(N, 25), b = randn(N, 26), d = randn(N, 27), d1 = randn(N, 28), d2 = randn(N, 29);
+    std::vector<float> out(N);
+    cpu::residual_forward(out.data(), a.data(), b.data(), N);
+    auto e1 = d1, e2 = d2;
+    cpu::residual_backward(e1.data(), e2.data(), d.data(), N);
+    for (size_t i = 0; i < N; i++) {
+        EXPECT_EQ(out[i], a[i] + b[i]);
+        EXPECT_EQ(e1[i], d1[i] + d[i]);  // residual stream: +=
+        EXPECT_EQ(e2[i], d2[i] + d[i]);
+    }
+}
+
+class ClassifierShapes : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(ClassifierShapes, LossAndGrad) {
+    const auto [N, V, Vp] = GetParam();
+    auto logits = randn(static_cast<size_t>(N) * Vp, 30, 4.0f);
+    auto y = randint(N, V, 31);
+    y[0] = V - 1;
+    if (N > 2) y[2] = -1;  // ignored position
+    const float scale = 1.0f / N;
+    auto ld = cast<double>(logits);
+    std::vector<double> rloss(N), rdlogits(logits.size());
+    ref::classifier<double>(rloss.data(), rdlogits.data(), ld.data(), y.data(), scale, N, V, Vp);
+
+    for_each_isa([&] {
+        std::vector<float> loss(N, NAN);
+        cpu::classifier_forward(loss.data(), logits.data(), y.data(), 1, N, V, Vp);
+        EXPECT_LT(rel_err(loss, rloss), kTol);
+
+        std::vector<float> loss2(N, NAN);
+        auto buf = logits;
+        cpu::classifier_forward_backward(loss2.data(), buf.data(), y.data(), scale, 1, N, V, Vp);
+        EXPECT_LT(rel_err(loss2, rloss), kTol);
+        EXPECT_LT(rel_err(buf, rdlogits), kTol);
+        for (int r = 0; r < N; r++)
+            for (int i = V; i < Vp; i++) ASSERT_EQ(buf[static_cast<size_t>(r) * Vp + i], 0.0f);
+
+        std::vector<float> probs(logits.size());
+        cpu::softmax_forward(probs.data(), logits.data(), 1, N, V, Vp);
+        for (int r = 0; r < N; r++) {
+            double s = 0;
+            for (int i = 0; i < Vp; i++) s += probs[static_cast<size_t>(r) * Vp + i];
+            EXPECT_NEAR(s, 1.0, 1e-5);
+        }
+    });
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, ClassifierShapes,
+                         ::testing::Values(std::make_tuple(1, 1, 1), std::make_tuple(3, 17, 17),
+                                           std::make_tuple(5, 37, 48), std::make_tuple(4, 1000, 1024),
+                                           std::make_tuple(7, 50257, 50304)));
+
+TEST(Kernels, ClassifierExtremeLogits) {
+    for_each_isa([] {
+        // Logits of +-1e4: exp must not overflow and the loss must equal the margin.
+        const int V = 5;
+        std::vector<float> logits = {1e4f, -1e4f, 0.0f, 1e4f - 3.0f, 5.0f};
+        std::vector<int32_t> y = {3};
+        std::vector<float> loss(1);
+        cpu::classifier_forward(loss.data(), logits.data(), y.data(), 1, 1, V, V);
+        EXPECT_NEAR(loss[0], 3.0 + std::log1p(std::exp(-3.0)), 1e-3);
+    });
+}
+
+TEST(Kernels, AdamW) {
+    const size_t N = 40000 + 7;
+    auto p = randn(N, 32), m = randn(N, 33, 0.1f), g = randn(N, 34);
+    auto v = randn(N, 35, 0.1f);
+    for (auto& x : v) x = x * x;
+    AdamWParams hp;
+    hp.lr = 3e-3f;
+    hp.beta1 = 0.9f;
+    hp.beta2 = 0.95f;
+    hp.eps = 1e-8f;
+    hp.weight_decay = 0.1f;
+    hp.grad_scale = 0.5f;
+    hp.step = 7;
+    auto p2 = p, m2 = m, v2 = v;
+    cpu::adamw_update(p2.data(), m2.data(), v2.data(), g.data(), N, hp);
+    std::vector<double> rp(N), rm(N), rv(N);
+    const double bc1 = 1 - std::pow(0.9, 7), bc2 = 1 - std::pow(0.95, 7);
+    for (size_t i = 0; i < N; i++) {
+        const double gi = 0.5 * g[i];
+        rm[i] = 0.9 * m[i] + 0.1 * gi;
+        rv[i] = 0.95 * v[i] + 0.05 * gi * gi;
+        const double pi = p[i] * (1 - 3e-3 * 0.1);
+        rp[i] = pi - 3e-3 / bc1 * rm[i] / (std::sqrt(rv[i]) / std::sqrt(bc2) + 1e-8);
+    }
+    EXPECT_LT(rel_err(m2, rm), kTol);
+    EXPECT_LT(rel_err(v2, rv), kTol);
+    EXPECT_LT(rel_err(minus(p2, p), minus(cast<float>(rp), p)), 1e-4);  // the update itself, ~lr in size
+    EXPECT_LT(rel_err(p2, rp), kTol);
+}
+
+TEST(Kernels, SumSquaresAndScale) {
+    const size_t N = 3 * 65536 + 5;
+    auto x = randn(N, 36);
+    double ref = 0;
+    for (float v : x) ref += static_cast<double>(v) * v;
+    EXPECT_NEAR(cpu::sum_squares(x.data(), N), ref, 1e-9 * ref);  // fp64 accumulation
+    cpu::scale_inplace(x.data(), N, 0.5f);
+    EXPECT_NEAR(cpu::sum_squares(x.data(), N), 0.25 * ref, 1e-9 * ref);
+}
+
+}  // namespace
+}  // namespace llmt::kernels

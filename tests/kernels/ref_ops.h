@@ -1,0 +1,220 @@
+// Plain reference implementations of every kernel, templated on the element type so the tests can run
+// them in fp64 (for finite-difference gradient checks) and compare the fp32 kernels against them.
+// Deliberately naive (llm.c train_gpt2.c style, full T x T attention matrices): a second,
+// independently written formulation of each op. All gradients here are written with `=`.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace llmt::kernels::ref {
+
+template <typename F>
+void encoder_forward(F* out, const int32_t* inp, const F* wte, const F* wpe, int B, int T, int C) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++)
+                out[(b * T + t) * C + c] = wte[inp[b * T + t] * C + c] + wpe[t * C + c];
+}
+
+// dwte, dwpe accumulate (+=), as the real kernel.
+template <typename F>
+void encoder_backward(F* dwte, F* dwpe, const F* dout, const int32_t* inp, int B, int T, int C) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                dwte[inp[b * T + t] * C + c] += dout[(b * T + t) * C + c];
+                dwpe[t * C + c] += dout[(b * T + t) * C + c];
+            }
+}
+
+template <typename F>
+void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* w, const F* bias, int N, int C) {
+    for (int r = 0; r < N; r++) {
+        const F* x = inp + r * C;
+        F m = 0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        F v = 0;
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        const F s = F(1) / std::sqrt(v + F(1e-5));
+        for (int c = 0; c < C; c++) out[r * C + c] = (x[c] - m) * s * w[c] + bias[c];
+        mean[r] = m;
+        rstd[r] = s;
+    }
+}
+
+// Gradients overwritten (=).
+template <typename F>
+void layernorm_backward(F* dinp, F* dw, F* db, const F* dout, const F* inp, const F* w, int N, int C) {
+    for (int c = 0; c < C; c++) dw[c] = db[c] = 0;
+    for (int r = 0; r < N; r++) {
+        const F* x = inp + r * C;
+        const F* dy = dout + r * C;
+        F m = 0;
+        for (int c = 0; c < C; c++) m += x[c];
+        m /= C;
+        F v = 0;
+        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+        v /= C;
+        const F s = F(1) / std::sqrt(v + F(1e-5));
+        // Direct chain rule through n_c = (x_c - m) s: dx_i = s (g_i - mean(g) - n_i mean(g n)), g = dy w.
+        F mg = 0, mgn = 0;
+        for (int c = 0; c < C; c++) {
+            mg += dy[c] * w[c];
+            mgn += dy[c] * w[c] * (x[c] - m) * s;
+        }
+        mg /= C;
+        mgn /= C;
+        for (int c = 0; c < C; c++) {
+            const F n = (x[c] - m) * s;
+            dinp[r * C + c] = s * (dy[c] * w[c] - mg - n * mgn);
+            dw[c] += dy[c] * n;
+            db[c] += dy[c];
+        }
+    }
+}
+
+template <typename F>
+void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int N, int C, int OC) {
+    for (int r = 0; r < N; r++)
+        for (int o = 0; o < OC; o++) {
+            F s = bias ? bias[o] : F(0);
+            for (int c = 0; c < C; c++) s += inp[r * C + c] * w[o * C + c];
+            out[r * OC + o] = s;
+        }
+}
+
+template <typename F>
+void matmul_backward(F* dinp, F* dw, F* db, const F* dout, const F* inp, const F* w, int N, int C, int OC) {
+    for (int r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) {
+            F s = 0;
+            for (int o = 0; o < OC; o++) s += dout[r * OC + o] * w[o * C + c];
+            dinp[r * C + c] = s;
+        }
+    for (int o = 0; o < OC; o++) {
+        for (int c = 0; c < C; c++) {
+            F s = 0;
+            for (int r = 0; r < N; r++) s += dout[r * OC + o] * inp[r * C + c];
+            dw[o * C + c] = s;
+        }
+        if (db) {
+            F s = 0;
+            for (int r = 0; r < N; r++) s += dout[r * OC + o];
+            db[o] = s;
+        }
+    }
+}
+
+// att (B,NH,T,T) probabilities (0 above the diagonal), out (B,T,C).
+template <typename F>
+void attention_forward(F* out, std::vector<F>& att, const F* qkv, int B, int T, int C, int NH) {
+    const int HS = C / NH;
+    const F scale = F(1) / std::sqrt(F(HS));
+    att.assign(static_cast<size_t>(B) * NH * T * T, F(0));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const F* q = qkv + (b * T + t) * 3 * C + h * HS;
+                F* a = att.data() + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
+                F mx = -1e30;
+                for (int j = 0; j <= t; j++) {
+                    const F* k = qkv + (b * T + j) * 3 * C + C + h * HS;
+                    F s = 0;
+                    for (int i = 0; i < HS; i++) s += q[i] * k[i];
+                    a[j] = s * scale;
+                    mx = a[j] > mx ? a[j] : mx;
+                }
+                F sum = 0;
+                for (int j = 0; j <= t; j++) sum += (a[j] = std::exp(a[j] - mx));
+                for (int j = 0; j <= t; j++) a[j] /= sum;
+                F* o = out + (b * T + t) * C + h * HS;
+                for (int i = 0; i < HS; i++) {
+                    F s = 0;
+                    for (int j = 0; j <= t; j++) s += a[j] * qkv[(b * T + j) * 3 * C + 2 * C + h * HS + i];
+                    o[i] = s;
+                }
+            }
+}
+
+template <typename F>
+void attention_backward(F* dqkv, const F* dout, const F* qkv, const std::vector<F>& att, int B, int T, int C,
+                        int NH) {
+    const int HS = C / NH;
+    const F scale = F(1) / std::sqrt(F(HS));
+    for (size_t i = 0; i < static_cast<size_t>(B) * T * 3 * C; i++) dqkv[i] = 0;
+    std::vector<F> datt(static_cast<size_t>(T)), dpre(static_cast<size_t>(T));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const F* a = att.data() + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
+                const F* dy = dout + (b * T + t) * C + h * HS;
+                for (int j = 0; j <= t; j++) {
+                    const F* v = qkv + (b * T + j) * 3 * C + 2 * C + h * HS;
+                    F* dv = dqkv + (b * T + j) * 3 * C + 2 * C + h * HS;
+                    F s = 0;
+                    for (int i = 0; i < HS; i++) {
+                        s += dy[i] * v[i];
+                        dv[i] += a[j] * dy[i];
+                    }
+                    datt[j] = s;
+                }
+                for (int j = 0; j <= t; j++) {  // softmax backward: dpre_j = sum_k a_k (delta_jk - a_j) datt_k
+                    F s = 0;
+                    for (int k = 0; k <= t; k++) s += a[k] * ((j == k ? F(1) : F(0)) - a[j]) * datt[k];
+                    dpre[j] = s;
+                }
+                const F* q = qkv + (b * T + t) * 3 * C + h * HS;
+                F* dq = dqkv + (b * T + t) * 3 * C + h * HS;
+                for (int j = 0; j <= t; j++) {
+                    const F* k = qkv + (b * T + j) * 3 * C + C + h * HS;
+                    F* dk = dqkv + (b * T + j) * 3 * C + C + h * HS;
+                    for (int i = 0; i < HS; i++) {
+                        dq[i] += dpre[j] * scale * k[i];
+                        dk[i] += dpre[j] * scale * q[i];
+                    }
+                }
+            }
+}
+
+template <typename F>
+F gelu(F x) {
+    const F s = std::sqrt(F(2) / F(M_PI));
+    return F(0.5) * x * (F(1) + std::tanh(s * (x + F(0.044715) * x * x * x)));
+}
+
+template <typename F>
+F gelu_grad(F x) {
+    const F s = std::sqrt(F(2) / F(M_PI));
+    const F u = s * (x + F(0.044715) * x * x * x);
+    const F t = std::tanh(u);
+    return F(0.5) * (F(1) + t) + F(0.5) * x * (F(1) - t * t) * s * (F(1) + F(3) * F(0.044715) * x * x);
+}
+
+// losses (N), dlogits (N,Vp) = (softmax - onehot) * scale over the first V columns, 0 elsewhere.
+template <typename F>
+void classifier(F* losses, F* dlogits, const F* logits, const int32_t* y, F scale, int N, int V, int Vp) {
+    for (int r = 0; r < N; r++) {
+        const F* x = logits + static_cast<size_t>(r) * Vp;
+        F mx = -1e30;
+        for (int i = 0; i < V; i++) mx = x[i] > mx ? x[i] : mx;
+        F sum = 0;
+        for (int i = 0; i < V; i++) sum += std::exp(x[i] - mx);
+        if (y[r] < 0) {
+            losses[r] = 0;
+        } else {
+            losses[r] = std::log(sum) + mx - x[y[r]];
+        }
+        if (!dlogits) continue;
+        for (int i = 0; i < Vp; i++) {
+            F g = 0;
+            if (y[r] >= 0 && i < V) g = (std::exp(x[i] - mx) / sum - (i == y[r] ? F(1) : F(0))) * scale;
+            dlogits[static_cast<size_t>(r) * Vp + i] = g;
+        }
+    }
+}
+
+}  // namespace llmt::kernels::ref
