@@ -1,0 +1,159 @@
+// AdamW over an arena slice (adamw.h). The per-element math lives in kernels/cpu/adamw.cpp; this file
+// maps parameter slots to contiguous runs and owns the state and its checkpoint form.
+#include "optim/adamw.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <set>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "core/tensor.h"
+#include "kernels/ops.h"
+
+namespace llmt::optim {
+namespace {
+
+constexpr const char* kFormat = "llmtrain.adamw.v1";
+
+std::size_t numel_of(const ParamSlot& s) {
+    std::size_t n = 1;
+    for (auto d : s.shape) {
+        LLMT_CHECK(d >= 0, "AdamW: parameter '{}' has negative extent in shape {}", s.name, shape_str(s.shape));
+        n *= static_cast<std::size_t>(d);
+    }
+    return n;
+}
+
+Tensor flat(float* p, std::size_t n) { return Tensor(p, {static_cast<std::int64_t>(n)}); }
+
+}  // namespace
+
+AdamW::AdamW(std::vector<ParamSlot> slots, std::size_t arena_numel, AdamWConfig cfg, ArenaSlice slice)
+    : slots_(std::move(slots)), arena_numel_(arena_numel), cfg_(cfg) {
+    begin_ = slice.begin;
+    end_ = slice.end == SIZE_MAX ? arena_numel : slice.end;
+    LLMT_CHECK(begin_ < end_ && end_ <= arena_numel, "AdamW: slice [{}, {}) is empty or outside the arena of {} elements",
+               slice.begin, end_, arena_numel);
+    LLMT_CHECK(cfg.beta1 >= 0 && cfg.beta1 < 1 && cfg.beta2 >= 0 && cfg.beta2 < 1,
+               "AdamW: betas must be in [0, 1), got ({}, {})", cfg.beta1, cfg.beta2);
+    LLMT_CHECK(cfg.eps > 0, "AdamW: eps must be > 0, got {}", cfg.eps);
+
+    std::set<std::string> names;
+    std::vector<std::size_t> order(slots_.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return slots_[a].offset < slots_[b].offset; });
+    std::size_t prev_end = 0;
+    const ParamSlot* prev = nullptr;
+    for (std::size_t i : order) {
+        const ParamSlot& s = slots_[i];
+        LLMT_CHECK(!s.name.empty() && s.name != "step", "AdamW: parameter name '{}' is reserved or empty", s.name);
+        LLMT_CHECK(names.insert(s.name).second, "AdamW: parameter '{}' listed twice", s.name);
+        const std::size_t n = numel_of(s);
+        LLMT_CHECK(s.offset + n <= arena_numel, "AdamW: parameter '{}' [{}, {}) leaves the arena of {} elements",
+                   s.name, s.offset, s.offset + n, arena_numel);
+        LLMT_CHECK(prev == nullptr || s.offset >= prev_end, "AdamW: parameter '{}' at {} overlaps '{}' (ends at {})",
+                   s.name, s.offset, prev ? prev->name : "", prev_end);
+        prev = &s;
+        prev_end = s.offset + n;
+        const std::size_t b = std::max(s.offset, begin_), e = std::min(s.offset + n, end_);
+        if (b >= e) continue;
+        pieces_.push_back({i, b, e, b == s.offset && e == s.offset + n});
+        if (!runs_.empty() && runs_.back().end == b && runs_.back().decay == s.decay) {
+            runs_.back().end = e;
+        } else {
+            runs_.push_back({b, e, s.decay});
+        }
+    }
+    m_.assign(end_ - begin_, 0.0f);
+    v_.assign(end_ - begin_, 0.0f);
+}
+
+void AdamW::step(float* params, const float* grads, float lr, float grad_scale) {
+    ++step_;
+    kernels::AdamWParams hp;
+    hp.lr = lr;
+    hp.beta1 = cfg_.beta1;
+    hp.beta2 = cfg_.beta2;
+    hp.eps = cfg_.eps;
+    hp.grad_scale = grad_scale;
+    hp.step = static_cast<long>(step_);
+    for (const Run& r : runs_) {
+        hp.weight_decay = r.decay ? cfg_.weight_decay : 0.0f;
+        const std::size_t n = r.end - r.begin, o = r.begin - begin_;
+        kernels::adamw_update(flat(params + r.begin, n), flat(m_.data() + o, n), flat(v_.data() + o, n),
+                              flat(const_cast<float*>(grads) + r.begin, n), hp);
+    }
+}
+
+std::vector<TensorSpec> AdamW::state_specs() const {
+    std::vector<TensorSpec> out;
+    out.reserve(2 * pieces_.size() + 1);
+    for (const Piece& p : pieces_) {
+        const ParamSlot& s = slots_[p.slot];
+        Shape shape = p.whole ? s.shape : Shape{static_cast<std::int64_t>(p.end - p.begin)};
+        out.push_back({s.name + ".exp_avg", StDType::kF32, shape});
+        out.push_back({s.name + ".exp_avg_sq", StDType::kF32, shape});
+    }
+    out.push_back({"step", StDType::kI64, {}});
+    return out;
+}
+
+std::vector<TensorRef> AdamW::state_tensors() const {
+    std::vector<TensorSpec> specs = state_specs();
+    std::vector<TensorRef> out;
+    out.reserve(specs.size());
+    for (std::size_t i = 0; i < pieces_.size(); ++i) {
+        const std::size_t o = pieces_[i].begin - begin_;
+        out.push_back({specs[2 * i].name, StDType::kF32, specs[2 * i].shape, m_.data() + o});
+        out.push_back({specs[2 * i + 1].name, StDType::kF32, specs[2 * i + 1].shape, v_.data() + o});
+    }
+    out.push_back({"step", StDType::kI64, {}, &step_});
+    return out;
+}
+
+std::map<std::string, std::string> AdamW::state_metadata() const {
+    return {{"format", kFormat},
+            {"arena_numel", std::to_string(arena_numel_)},
+            {"slice_begin", std::to_string(begin_)},
+            {"slice_end", std::to_string(end_)}};
+}
+
+void AdamW::load_state(const SafetensorsFile& file) {
+    std::vector<std::string> diffs;
+    const auto& meta = file.metadata();
+    for (const auto& [k, want] : state_metadata()) {
+        auto it = meta.find(k);
+        if (it == meta.end()) {
+            diffs.push_back(fmt::format("metadata '{}' missing (expected '{}')", k, want));
+        } else if (it->second != want) {
+            diffs.push_back(fmt::format("metadata '{}' is '{}', expected '{}'", k, it->second, want));
+        }
+    }
+    const std::vector<TensorSpec> specs = state_specs();
+    for (auto& d : diff_tensors(file, specs)) diffs.push_back(std::move(d));
+    if (!diffs.empty()) {
+        throw CheckpointError(fmt::format("optimizer state '{}' does not match this model/optimizer ({} difference{}):\n  {}",
+                                          file.path(), diffs.size(), diffs.size() == 1 ? "" : "s",
+                                          fmt::join(diffs, "\n  ")));
+    }
+    std::int64_t step = 0;
+    file.read_exact("step", StDType::kI64, {}, &step);
+    if (step < 0) throw CheckpointError(fmt::format("optimizer state '{}': step is {}, expected >= 0", file.path(), step));
+    // Read into fresh buffers first so a failure leaves this optimizer unchanged.
+    std::vector<float> m(m_.size(), 0.0f), v(v_.size(), 0.0f);
+    for (std::size_t i = 0; i < pieces_.size(); ++i) {
+        const std::size_t o = pieces_[i].begin - begin_;
+        file.read_exact(specs[2 * i].name, StDType::kF32, specs[2 * i].shape, m.data() + o);
+        file.read_exact(specs[2 * i + 1].name, StDType::kF32, specs[2 * i + 1].shape, v.data() + o);
+    }
+    m_ = std::move(m);
+    v_ = std::move(v);
+    step_ = step;
+}
+
+}  // namespace llmt::optim

@@ -1,0 +1,91 @@
+// AdamW over a flat fp32 parameter arena (Loshchilov & Hutter 2019; the update is torch.optim.AdamW's,
+// computed by kernels::adamw_update). The optimizer owns a [begin, end) slice of the arena — the whole
+// arena for plain training, one rank's shard under ZeRO-1 — and keeps fp32 m and v for that slice only.
+// Checkpoint layout of its state: docs/formats/checkpoint.md ("optimizer.safetensors").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+
+namespace llmt::optim {
+
+// One parameter tensor inside the arena, as the model's parameter table describes it.
+struct ParamSlot {
+    std::string name;   // Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight"
+    Shape shape;        // numel(shape) elements starting at `offset`
+    std::size_t offset = 0;
+    bool decay = false;  // weight decay applies (2-D weights); false for biases, norms, embeddings
+};
+
+struct AdamWConfig {
+    float beta1 = 0.9f;
+    float beta2 = 0.95f;
+    float eps = 1e-8f;
+    float weight_decay = 0.1f;  // applied (decoupled: p *= 1 - lr*wd) to slots with decay == true
+};
+
+// Elements [begin, end) of the arena. end == SIZE_MAX means "to the end of the arena".
+struct ArenaSlice {
+    std::size_t begin = 0;
+    std::size_t end = SIZE_MAX;
+};
+
+// Not thread-safe; one instance per rank. The arena pointers passed to step() are not retained.
+class AdamW {
+public:
+    // Throws InputError when slots overlap, leave the arena, repeat a name, have a negative extent,
+    // or when the slice is empty or outside the arena. Slots may leave gaps (padding); gap elements
+    // are never touched. A slot that straddles a slice boundary is updated for its part inside.
+    AdamW(std::vector<ParamSlot> slots, std::size_t arena_numel, AdamWConfig cfg, ArenaSlice slice = {});
+
+    // One optimizer step on params[begin, end) from grads[begin, end) (both full-arena pointers):
+    // g = grads * grad_scale (the clipping coefficient), then the AdamW update with step count t+1.
+    void step(float* params, const float* grads, float lr, float grad_scale = 1.0f);
+
+    std::int64_t step_count() const { return step_; }
+    const AdamWConfig& config() const { return cfg_; }
+    std::size_t begin() const { return begin_; }
+    std::size_t end() const { return end_; }
+    const std::vector<ParamSlot>& slots() const { return slots_; }
+
+    // The state as named tensors for optimizer.safetensors: "<param>.exp_avg", "<param>.exp_avg_sq"
+    // (the param's shape, or [k] for the k elements of a slot cut by the slice), and "step" (I64 []).
+    // The refs point into this object and stay valid until the next step() or load_state().
+    std::vector<TensorRef> state_tensors() const;
+    // Names, dtypes and shapes state_tensors() produces (what load_state() expects).
+    std::vector<TensorSpec> state_specs() const;
+    // Metadata to store beside the state: format tag, arena size and slice bounds.
+    std::map<std::string, std::string> state_metadata() const;
+
+    // Restores m, v and the step count from a file written from state_tensors()/state_metadata().
+    // Throws CheckpointError listing every difference (missing/unexpected names, shapes, dtypes,
+    // slice/arena mismatch) and changes nothing in that case.
+    void load_state(const SafetensorsFile& file);
+
+private:
+    struct Piece {  // the part of one slot inside the slice
+        std::size_t slot;
+        std::size_t begin, end;  // arena indices
+        bool whole;              // the slot lies entirely inside the slice
+    };
+    struct Run {  // adjacent pieces with the same decay flag: one kernel call
+        std::size_t begin, end;
+        bool decay;
+    };
+
+    std::vector<ParamSlot> slots_;
+    std::size_t arena_numel_;
+    AdamWConfig cfg_;
+    std::size_t begin_, end_;
+    std::vector<Piece> pieces_;
+    std::vector<Run> runs_;
+    std::vector<float> m_, v_;  // (end - begin), indexed by arena index - begin
+    std::int64_t step_ = 0;
+};
+
+}  // namespace llmt::optim
