@@ -13,6 +13,7 @@
 #include "core/sha256.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_pretokenize.h"
+#include "fuzz/tokenizer_fuzz_body.h"
 
 namespace llmt::data {
 namespace {
@@ -62,6 +63,9 @@ TEST(TokenizerReference, AllCasesOfTokenizerCasesJsonl) {
             const auto want_pieces = c["pieces"].get<std::vector<std::string>>();
             const auto pieces = gpt2_pretokenize(text);
             EXPECT_EQ(std::vector<std::string>(pieces.begin(), pieces.end()), want_pieces) << "case " << name;
+            // The fuzz oracle (a literal transcription of the regex) is checked against tiktoken too.
+            const auto oracle = fuzz::oracle_pretokenize(text);
+            EXPECT_EQ(std::vector<std::string>(oracle.begin(), oracle.end()), want_pieces) << "oracle, case " << name;
             // encode(text, false) is encode_ordinary
             EXPECT_EQ(gpt2().encode(text, false), want) << "case " << name;
         }
