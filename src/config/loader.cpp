@@ -454,7 +454,7 @@ Config load_config_string(std::string_view text, const std::string& source_name,
             }
             continue;
         }
-        const YAML::Node& sec = it->second;
+        const YAML::Node sec = it->second;  // a copy: the iterator yields a temporary
         if (sec.IsNull()) continue;  // "trainer:" with nothing under it: all defaults
         if (!sec.IsMap()) {
             v.add(k, v.where(it->second), fmt::format("expected a mapping of keys, found {}", describe_found(sec)));
