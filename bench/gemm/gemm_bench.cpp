@@ -1,0 +1,117 @@
+// Times cpu::sgemm_with on both backends (OpenBLAS, oneDNN) for the GEMMs of one GPT-2 training step
+// (forward out = inp @ W^T, backward dinp = dout @ W and dW += dout^T @ inp) at a given config, plus a
+// 2048^3 product; prints median GFLOP/s per backend and the oneDNN/OpenBLAS ratio, and the whole
+// step's GEMM time per backend. Also checks the two backends agree on every shape.
+// Usage: gemm_bench [--bt 2048] [--c 256] [--vp 50304] [--reps 5]
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "kernels/cpu/gemm.h"
+
+using llmt::kernels::cpu::GemmBackend;
+using llmt::kernels::cpu::sgemm_with;
+
+namespace {
+
+struct Shape {
+    std::string name;
+    bool ta, tb;
+    int64_t M, N, K;
+    int per_step;  // how many times one training step runs it (layers)
+};
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int64_t BT = 2048, C = 256, Vp = 50304;
+    int L = 4, reps = 5;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!std::strcmp(argv[i], "--bt")) BT = std::stoll(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--c")) C = std::stoll(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--vp")) Vp = std::stoll(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--layers")) L = std::stoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--reps")) reps = std::stoi(argv[i + 1]);
+        else {
+            std::fprintf(stderr, "usage: %s [--bt N] [--c N] [--vp N] [--layers N] [--reps N]\n", argv[0]);
+            return 2;
+        }
+    }
+    std::vector<Shape> shapes;
+    auto linear = [&](const std::string& name, int64_t OC, int64_t IC, int n) {
+        shapes.push_back({name + " fwd", false, true, BT, OC, IC, n});        // inp @ W^T
+        shapes.push_back({name + " bwd dinp", false, false, BT, IC, OC, n});  // dout @ W
+        shapes.push_back({name + " bwd dW", true, false, OC, IC, BT, n});     // dout^T @ inp
+    };
+    linear("qkv", 3 * C, C, L);
+    linear("attproj", C, C, L);
+    linear("fc", 4 * C, C, L);
+    linear("fcproj", C, 4 * C, L);
+    linear("lm_head", Vp, C, 1);
+    shapes.push_back({"square 2048^3", false, false, 2048, 2048, 2048, 0});
+
+    std::printf("gemm_bench: BT=%lld C=%lld Vp=%lld layers=%d, %d threads, cpu: %s\n",
+                static_cast<long long>(BT), static_cast<long long>(C), static_cast<long long>(Vp), L,
+                omp_get_max_threads(), llmt::cpu_features().describe().c_str());
+    std::printf("%-20s %6s %6s %6s %12s %12s %7s %9s\n", "shape", "M", "N", "K", "openblas", "onednn",
+                "ratio", "maxdiff");
+    double step_s[2] = {0, 0};
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    for (const Shape& s : shapes) {
+        const int64_t rowsA = s.ta ? s.K : s.M, colsA = s.ta ? s.M : s.K;
+        const int64_t rowsB = s.tb ? s.N : s.K, colsB = s.tb ? s.K : s.N;
+        std::vector<float> A(static_cast<size_t>(rowsA * colsA)), B(static_cast<size_t>(rowsB * colsB));
+        for (auto& x : A) x = d(rng);
+        for (auto& x : B) x = d(rng);
+        std::vector<float> Cm[2];
+        double gflops[2];
+        for (int be = 0; be < 2; be++) {
+            const GemmBackend backend = be == 0 ? GemmBackend::kOpenBlas : GemmBackend::kOneDnn;
+            if (!llmt::kernels::cpu::gemm_backend_available(backend)) {
+                gflops[be] = 0;
+                continue;
+            }
+            Cm[be].assign(static_cast<size_t>(s.M * s.N), 0.0f);
+            std::vector<double> t;
+            for (int r = 0; r < reps + 1; r++) {  // first run warms up (page faults, JIT, thread pool)
+                const double t0 = now_s();
+                sgemm_with(backend, s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), colsA, B.data(), colsB, 0.0f,
+                           Cm[be].data(), s.N);
+                if (r > 0) t.push_back(now_s() - t0);
+            }
+            const double sec = median(t);
+            gflops[be] = 2.0 * s.M * s.N * s.K / sec * 1e-9;
+            step_s[be] += sec * s.per_step;
+        }
+        double maxdiff = 0, scale = 1e-30;
+        if (!Cm[0].empty() && !Cm[1].empty())
+            for (size_t i = 0; i < Cm[0].size(); i++) {
+                maxdiff = std::max(maxdiff, static_cast<double>(std::fabs(Cm[0][i] - Cm[1][i])));
+                scale = std::max(scale, static_cast<double>(std::fabs(Cm[0][i])));
+            }
+        std::printf("%-20s %6lld %6lld %6lld %12.1f %12.1f %7.2f %9.1e\n", s.name.c_str(),
+                    static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K),
+                    gflops[0], gflops[1], gflops[0] > 0 ? gflops[1] / gflops[0] : 0.0, maxdiff / scale);
+    }
+    std::printf("one training step's GEMMs: openblas %.1f ms, onednn %.1f ms, ratio %.2f\n", step_s[0] * 1e3,
+                step_s[1] * 1e3, step_s[1] > 0 ? step_s[0] / step_s[1] : 0.0);
+    return 0;
+}
