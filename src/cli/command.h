@@ -22,5 +22,6 @@ void register_version(CLI::App& app, Runtime& rt);
 void register_validate(CLI::App& app, Runtime& rt);
 void register_print_config(CLI::App& app, Runtime& rt);
 void register_data(CLI::App& app, Runtime& rt);
+void register_tokenize(CLI::App& app, Runtime& rt);  // tokenize + detokenize
 
 }  // namespace llmt::cli

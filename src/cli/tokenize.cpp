@@ -1,0 +1,136 @@
+// `llmtrain tokenize` (stdin bytes -> GPT-2 token ids, one per line or one JSON array) and
+// `llmtrain detokenize` (ids as a JSON array or whitespace-separated -> the bytes on stdout).
+// Tokenizer semantics: src/data/tokenizer.h (tiktoken gpt2; without --allow-special, encode_ordinary).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "data/tokenizer.h"
+
+namespace llmt::cli {
+namespace {
+
+std::string read_stdin() {
+    std::string data;
+    char buf[1 << 16];
+    for (;;) {
+        const std::size_t n = std::fread(buf, 1, sizeof buf, stdin);
+        data.append(buf, n);
+        if (n < sizeof buf) {
+            if (std::ferror(stdin)) throw IoError(fmt::format("reading stdin: {}", std::strerror(errno)));
+            break;
+        }
+    }
+    return data;
+}
+
+void write_stdout(std::string_view s) {
+    if (std::fwrite(s.data(), 1, s.size(), stdout) != s.size() || std::fflush(stdout) != 0)
+        throw IoError(fmt::format("writing stdout: {}", std::strerror(errno)));
+}
+
+// Ids from text: a JSON array of non-negative integers, or whitespace-separated decimal integers.
+std::vector<uint32_t> parse_ids(const std::string& in) {
+    std::vector<uint32_t> ids;
+    const std::size_t first = in.find_first_not_of(" \t\r\n");
+    if (first != std::string::npos && in[first] == '[') {
+        nlohmann::json j;
+        try {
+            j = nlohmann::json::parse(in);
+        } catch (const nlohmann::json::parse_error& e) {
+            throw InputError(fmt::format("stdin: not a valid JSON array of ids (at byte {}): {}", e.byte, e.what()));
+        }
+        if (!j.is_array()) throw InputError("stdin: expected a JSON array of ids");
+        ids.reserve(j.size());
+        for (std::size_t i = 0; i < j.size(); ++i) {
+            if (!j[i].is_number_unsigned() || j[i].get<uint64_t>() > UINT32_MAX)
+                throw InputError(fmt::format("stdin: element {} ({}) is not a token id (a non-negative integer)", i,
+                                             j[i].dump()));
+            ids.push_back(j[i].get<uint32_t>());
+        }
+        return ids;
+    }
+    std::size_t pos = 0;
+    while (true) {
+        pos = in.find_first_not_of(" \t\r\n", pos);
+        if (pos == std::string::npos) break;
+        std::size_t end = in.find_first_of(" \t\r\n", pos);
+        if (end == std::string::npos) end = in.size();
+        const std::string_view word(in.data() + pos, end - pos);
+        uint64_t v = 0;
+        bool ok = !word.empty() && word.size() <= 10;
+        for (char c : word) {
+            ok = ok && c >= '0' && c <= '9';
+            v = v * 10 + static_cast<uint64_t>(c - '0');
+        }
+        if (!ok || v > UINT32_MAX)
+            throw InputError(fmt::format("stdin: \"{}\" (byte {}, id number {}) is not a token id; expected "
+                                         "whitespace-separated non-negative integers or a JSON array",
+                                         word.substr(0, 40), pos, ids.size()));
+        ids.push_back(static_cast<uint32_t>(v));
+        pos = end;
+    }
+    return ids;
+}
+
+struct TokenizeArgs {
+    std::string tokenizer = "gpt2";
+    bool json = false;
+    bool allow_special = false;
+    int threads = 0;
+};
+
+}  // namespace
+
+void register_tokenize(CLI::App& app, Runtime& rt) {
+    auto a = std::make_shared<TokenizeArgs>();
+    auto* tok_cmd = app.add_subcommand("tokenize", "Encode stdin (all of it, as bytes) to GPT-2 token ids on stdout");
+    tok_cmd->add_option("--tokenizer", a->tokenizer,
+                        "gpt2, or a path: .tiktoken, tokenizer.json, or a directory/prefix with vocab.json + merges.txt")
+        ->capture_default_str();
+    tok_cmd->add_flag("--json", a->json, "print one JSON array instead of one id per line");
+    tok_cmd->add_flag("--allow-special", a->allow_special,
+                      "recognise special tokens (<|endoftext|> -> 50256); without it they are ordinary text");
+    tok_cmd->add_option("--threads", a->threads, "encoding threads (0 = all cores); the ids do not depend on it")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    tok_cmd->callback([a, &rt] {
+        const auto tok = data::Tokenizer::load(a->tokenizer);
+        const std::string text = read_stdin();
+        const auto ids = data::encode_parallel(tok, text, a->allow_special, a->threads);
+        fmt::memory_buffer out;
+        if (a->json) {
+            out.push_back('[');
+            for (std::size_t i = 0; i < ids.size(); ++i) {
+                if (i) out.push_back(',');
+                fmt::format_to(std::back_inserter(out), "{}", ids[i]);
+            }
+            out.append(std::string_view("]\n"));
+        } else {
+            for (uint32_t id : ids) fmt::format_to(std::back_inserter(out), "{}\n", id);
+        }
+        write_stdout(std::string_view(out.data(), out.size()));
+        rt.exit_code = 0;
+    });
+
+    auto b = std::make_shared<std::string>("gpt2");
+    auto* detok_cmd = app.add_subcommand(
+        "detokenize", "Decode token ids on stdin (a JSON array or whitespace-separated) to bytes on stdout");
+    detok_cmd->add_option("--tokenizer", *b, "gpt2, or a path (as for tokenize)")->capture_default_str();
+    detok_cmd->callback([b, &rt] {
+        const auto tok = data::Tokenizer::load(*b);
+        const auto ids = parse_ids(read_stdin());
+        write_stdout(tok.decode(ids));  // throws InputError naming an unknown id and its index
+        rt.exit_code = 0;
+    });
+}
+
+}  // namespace llmt::cli
