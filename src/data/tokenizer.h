@@ -64,6 +64,6 @@ std::vector<std::vector<uint32_t>> encode_batch(const Tokenizer& tok, const std:
 // to start a new piece whatever follows (a '\n' between two printable ASCII characters), into chunks of
 // at least `min_chunk_bytes`; a text without such points is encoded on one thread.
 std::vector<uint32_t> encode_parallel(const Tokenizer& tok, std::string_view text, bool allow_special, int threads,
-                                      std::size_t min_chunk_bytes = std::size_t{1} << 20);
+                                      std::size_t min_chunk_bytes = std::size_t{256} << 10);
 
 }  // namespace llmt::data

@@ -1,0 +1,37 @@
+// Times the npm peers on the same corpus as tokenizer_bench: OpenAI's `tiktoken` (Rust core compiled to
+// WASM, encode_ordinary) and `gpt-tokenizer` (pure JavaScript), single thread, best of N runs.
+// Prints one JSON object per line. Usage: node peers.mjs CORPUS REPEAT  (run by run.sh, which sets
+// NODE_PATH to bench/.npm/node_modules).
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+
+const [corpusPath, repeatArg] = process.argv.slice(2);
+const repeat = Number(repeatArg || 5);
+const bytes = readFileSync(corpusPath);
+const text = bytes.toString('utf8');
+const require = createRequire(process.env.NODE_PATH + '/');
+
+function time(name, version, encode) {
+  let best = Infinity, first = 0, tokens = 0;
+  for (let r = 0; r < repeat; r++) {
+    const t0 = process.hrtime.bigint();
+    const ids = encode(text);
+    const s = Number(process.hrtime.bigint() - t0) / 1e9;
+    if (r === 0) first = s;
+    best = Math.min(best, s);
+    tokens = ids.length;
+  }
+  console.log(JSON.stringify({ what: name, version, threads: 1, mb_per_s: +(bytes.length / best / 1e6).toFixed(2),
+                               first_run_mb_per_s: +(bytes.length / first / 1e6).toFixed(2), tokens, bytes: bytes.length }));
+}
+
+const tiktoken = require('tiktoken');
+const versionOf = (pkg) => JSON.parse(readFileSync(`${process.env.NODE_PATH}/${pkg}/package.json`, 'utf8')).version;
+const tkVersion = versionOf('tiktoken');
+const enc = tiktoken.get_encoding('gpt2');
+time('tiktoken', tkVersion, (t) => enc.encode_ordinary(t));
+enc.free();
+
+const gptTokVersion = versionOf('gpt-tokenizer');
+const gptTok = await import(require.resolve('gpt-tokenizer/encoding/r50k_base'));
+time('gpt-tokenizer', gptTokVersion, (t) => gptTok.encode(t));

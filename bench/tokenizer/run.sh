@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Tokenizer benchmark, one command: our GPT-2 encoder (1 thread, 2 threads, all cores) and the npm peers
+# tiktoken (encode_ordinary) and gpt-tokenizer on the 6.98 MB reference corpus (KJV Bible + fortunes),
+# in one run on this machine. Prints MB/s for each and our ratio to the fastest peer.
+# Usage: bench/tokenizer/run.sh [BUILD_DIR (default build/release)]   env: REPEAT (default 5)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build/release}
+repeat=${REPEAT:-5}
+
+bash scripts/setup.d/10-tokenizer.sh
+bash bench/tokenizer/setup.sh
+cmake --build "$build" --target tokenizer_bench >/dev/null
+
+# The reference corpus (the recipe of ../shared/data/make_corpus.sh; needs bible-kjv, fortunes, fortunes-min).
+corpus="$build/bench/tokenizer_corpus.txt"
+want=1021d9575220966c33be32eff97cf202baefa4cfeb22204620168f7ab1cc174c
+if [ ! -f "$corpus" ] || [ "$(sha256sum "$corpus" | cut -d' ' -f1)" != "$want" ]; then
+  mkdir -p "$(dirname "$corpus")"
+  {
+    bible -f Gen1:1-Rev22:21 </dev/null
+    dpkg -L fortunes fortunes-min | grep -E '^/usr/share/games/fortunes/[^./]+$' | LC_ALL=C sort -u | xargs cat
+  } >"$corpus"
+  got=$(sha256sum "$corpus" | cut -d' ' -f1)
+  [ "$got" = "$want" ] || echo "run.sh: warning: corpus sha256 $got is not the reference corpus's $want" >&2
+fi
+
+threads="1,2"
+[ "$(nproc)" -gt 2 ] && threads="$threads,$(nproc)"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+ours=$("$build/bench/tokenizer/tokenizer_bench" "$corpus" --tokenizer gpt2 --threads "$threads" --repeat "$repeat")
+peers=$(NODE_PATH="$PWD/bench/.npm/node_modules" node bench/tokenizer/peers.mjs "$corpus" "$repeat")
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
+OURS="$ours" PEERS="$peers" node -e '
+const rows = (process.env.OURS + "\n" + process.env.PEERS).split("\n").filter(Boolean).map(JSON.parse);
+const load = rows.find(r => r.what === "load");
+const enc = rows.filter(r => r.what !== "load");
+const peers = enc.filter(r => r.what !== "llmtrain");
+const fastest = peers.reduce((a, b) => (b.mb_per_s > a.mb_per_s ? b : a));
+console.log(`corpus: ${enc[0].bytes} bytes; best of '"$repeat"' runs; llmtrain tokenizer load ${(load.seconds * 1000).toFixed(0)} ms`);
+console.log("| encoder | threads | MB/s | tokens | vs fastest peer |");
+console.log("|---|---:|---:|---:|---:|");
+for (const r of enc) {
+  const name = r.what === "llmtrain" ? "llmtrain" : `${r.what} ${r.version} (npm)`;
+  console.log(`| ${name} | ${r.threads} | ${r.mb_per_s.toFixed(2)} | ${r.tokens} | ${(r.mb_per_s / fastest.mb_per_s).toFixed(2)}x |`);
+}
+const bad = enc.filter(r => r.tokens !== enc[0].tokens);
+if (bad.length) { console.error("token counts differ: " + bad.map(r => r.what).join(", ")); process.exit(1); }
+'
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average before ${load_before}, after ${load_after}"
