@@ -1,0 +1,301 @@
+#include "models/gpt2.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "config/config.h"
+#include "core/check.h"
+#include "core/rng.h"
+#include "kernels/ops.h"
+
+namespace llmt::models {
+
+namespace {
+
+// Activation buffers of one forward pass, in arena order. Per layer: the ones backward reads.
+const char* const kLayerActs[] = {"ln1", "ln1_mean", "ln1_rstd", "qkv", "atty", "lse", "attproj", "residual2",
+                                  "ln2", "ln2_mean", "ln2_rstd", "fch", "fch_gelu", "fcproj", "residual3"};
+
+}  // namespace
+
+Gpt2Config Gpt2Config::from(const config::ModelConfig& m) {
+    LLMT_CHECK(m.arch == "gpt2", "model.arch: expected gpt2, found {}", m.arch);
+    LLMT_CHECK(m.dropout == 0.f,
+               "model.dropout: {} is not supported by this version of the CPU engine; set model.dropout: 0",
+               m.dropout);
+    Gpt2Config c;
+    c.n_layer = m.n_layer;
+    c.n_head = m.n_head;
+    c.d_model = m.d_model;
+    c.d_ff = m.d_ff;
+    c.block_size = m.block_size;
+    c.vocab_size = m.vocab_size;
+    c.padded_vocab = m.padded_vocab_size();
+    c.tie_embeddings = m.tie_embeddings;
+    c.norm_eps = m.norm_eps;
+    return c;
+}
+
+double Gpt2Config::flops_per_token(int T) const {
+    double C = d_model, L = n_layer;
+    double n = static_cast<double>(vocab_size) * C + static_cast<double>(block_size) * C +
+               L * (4 * C + (3 * C * C + 3 * C) + (C * C + C) + 2 * (C * d_ff) + d_ff + C) + 2 * C;
+    if (!tie_embeddings) n += static_cast<double>(vocab_size) * C;
+    return 6 * n + 12 * L * C * T;
+}
+
+Gpt2::Gpt2(const Gpt2Config& cfg) : cfg_(cfg) {
+    LLMT_CHECK(cfg.n_layer > 0 && cfg.n_head > 0 && cfg.d_model > 0 && cfg.d_ff > 0 && cfg.block_size > 0 &&
+                   cfg.vocab_size > 0 && cfg.padded_vocab >= cfg.vocab_size,
+               "gpt2: invalid sizes (n_layer {}, n_head {}, d_model {}, d_ff {}, block_size {}, vocab {}/{})",
+               cfg.n_layer, cfg.n_head, cfg.d_model, cfg.d_ff, cfg.block_size, cfg.vocab_size, cfg.padded_vocab);
+    LLMT_CHECK(cfg.d_model % cfg.n_head == 0, "gpt2: d_model {} not divisible by n_head {}", cfg.d_model,
+               cfg.n_head);
+    const int64_t C = cfg.d_model, F = cfg.d_ff, Vp = cfg.padded_vocab;
+    auto add = [&](std::string name, std::vector<int64_t> shape, ParamInit init, ParamKind kind, bool transposed,
+                   int64_t hf_rows = -1) {
+        specs_.push_back({std::move(name), std::move(shape), init, kind, transposed, hf_rows});
+    };
+    add("transformer.wte.weight", {Vp, C}, ParamInit::kNormal, ParamKind::kEmbedding, false, cfg.vocab_size);
+    add("transformer.wpe.weight", {cfg.block_size, C}, ParamInit::kNormal, ParamKind::kEmbedding, false);
+    for (int l = 0; l < cfg.n_layer; ++l) {
+        std::string p = fmt::format("transformer.h.{}.", l);
+        add(p + "ln_1.weight", {C}, ParamInit::kOnes, ParamKind::kNorm, false);
+        add(p + "ln_1.bias", {C}, ParamInit::kZeros, ParamKind::kNorm, false);
+        add(p + "attn.c_attn.weight", {3 * C, C}, ParamInit::kNormal, ParamKind::kWeight, true);
+        add(p + "attn.c_attn.bias", {3 * C}, ParamInit::kZeros, ParamKind::kBias, false);
+        add(p + "attn.c_proj.weight", {C, C}, ParamInit::kNormalResidual, ParamKind::kWeight, true);
+        add(p + "attn.c_proj.bias", {C}, ParamInit::kZeros, ParamKind::kBias, false);
+        add(p + "ln_2.weight", {C}, ParamInit::kOnes, ParamKind::kNorm, false);
+        add(p + "ln_2.bias", {C}, ParamInit::kZeros, ParamKind::kNorm, false);
+        add(p + "mlp.c_fc.weight", {F, C}, ParamInit::kNormal, ParamKind::kWeight, true);
+        add(p + "mlp.c_fc.bias", {F}, ParamInit::kZeros, ParamKind::kBias, false);
+        add(p + "mlp.c_proj.weight", {C, F}, ParamInit::kNormalResidual, ParamKind::kWeight, true);
+        add(p + "mlp.c_proj.bias", {C}, ParamInit::kZeros, ParamKind::kBias, false);
+    }
+    add("transformer.ln_f.weight", {C}, ParamInit::kOnes, ParamKind::kNorm, false);
+    add("transformer.ln_f.bias", {C}, ParamInit::kZeros, ParamKind::kNorm, false);
+    if (!cfg.tie_embeddings)
+        add("lm_head.weight", {Vp, C}, ParamInit::kNormal, ParamKind::kWeight, false, cfg.vocab_size);
+    for (const auto& s : specs_) params_.add(s.name, s.shape);
+    params_.allocate(true);
+    grads_ = params_.mirror();
+}
+
+int64_t Gpt2::num_parameters() const {
+    int64_t n = 0;
+    for (const auto& s : specs_) {
+        int64_t rows = s.hf_rows >= 0 ? s.hf_rows : s.shape[0];
+        int64_t k = rows;
+        for (size_t i = 1; i < s.shape.size(); ++i) k *= s.shape[i];
+        n += k;
+    }
+    return n;
+}
+
+void Gpt2::init_random(uint64_t seed) {
+    const double std_resid = 0.02 / std::sqrt(2.0 * cfg_.n_layer);
+    for (size_t i = 0; i < specs_.size(); ++i) {
+        const auto& s = specs_[i];
+        Tensor t = params_.view(i);
+        float* p = t.ptr<float>();
+        int64_t n = t.numel();
+        switch (s.init) {
+            case ParamInit::kZeros: std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); break;
+            case ParamInit::kOnes:
+                for (int64_t k = 0; k < n; ++k) p[k] = 1.f;
+                break;
+            case ParamInit::kNormal:
+            case ParamInit::kNormalResidual: {
+                double sd = s.init == ParamInit::kNormal ? 0.02 : std_resid;
+                CounterRng rng(seed, i);  // one stream per tensor: independent of threads and order
+                int64_t live = n;
+                if (s.hf_rows >= 0) live = s.hf_rows * (n / s.shape[0]);  // padding rows stay 0
+#pragma omp parallel for schedule(static)
+                for (int64_t k = 0; k < live; ++k) p[k] = static_cast<float>(sd * rng.normal(static_cast<uint64_t>(k)));
+                std::memset(p + live, 0, static_cast<size_t>(n - live) * sizeof(float));
+                break;
+            }
+        }
+    }
+}
+
+void Gpt2::ensure_activations(int B, int T) {
+    if (acts_.allocated() && static_cast<int64_t>(B) * T <= static_cast<int64_t>(act_B_) * act_T_) return;
+    const int64_t BT = static_cast<int64_t>(B) * T, C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head;
+    Arena a;
+    auto add = [&](const std::string& name, int64_t n) { a.add(name, {n}); };
+    add("encoded", BT * C);
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+        for (const char* nm : kLayerActs) {
+            std::string k = fmt::format("h{}.{}", l, nm);
+            std::string s(nm);
+            int64_t n = BT * C;
+            if (s == "ln1_mean" || s == "ln1_rstd" || s == "ln2_mean" || s == "ln2_rstd") n = BT;
+            else if (s == "qkv") n = BT * 3 * C;
+            else if (s == "lse") n = BT * NH;
+            else if (s == "fch" || s == "fch_gelu") n = BT * F;
+            add(k, n);
+        }
+    }
+    add("lnf", BT * C);
+    add("lnf_mean", BT);
+    add("lnf_rstd", BT);
+    add("logits", BT * cfg_.padded_vocab);
+    add("losses", BT);
+    // Backward scratch, reused by every layer (llm.c's CUDA layout): the residual-stream gradient and
+    // one buffer per activation width.
+    add("d_residual", BT * C);
+    add("d_c", BT * C);
+    add("d_c2", BT * C);
+    add("d_qkv", BT * 3 * C);
+    add("d_f", BT * F);
+    add("d_f2", BT * F);
+    a.allocate(false);
+    acts_ = std::move(a);
+    act_B_ = B;
+    act_T_ = T;
+}
+
+namespace {
+
+// A (B,T,...) view of the first B*T*width floats of an activation buffer.
+Tensor btc(const Arena& a, const std::string& name, int B, int T, int64_t width) {
+    return Tensor(a.view(name).data, {B, T, width});
+}
+Tensor bt(const Arena& a, const std::string& name, int B, int T) { return Tensor(a.view(name).data, {B, T}); }
+
+}  // namespace
+
+float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale) {
+    LLMT_CHECK(B > 0 && T > 0, "gpt2 forward: B and T must be positive (B {}, T {})", B, T);
+    LLMT_CHECK(T <= cfg_.block_size, "gpt2 forward: sequence length {} exceeds model.block_size {}", T,
+               cfg_.block_size);
+    LLMT_CHECK(!train || targets, "gpt2 forward: training needs targets");
+    ensure_activations(B, T);
+    B_ = B;
+    T_ = T;
+    const int64_t C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head, Vp = cfg_.padded_vocab;
+    const int V = cfg_.vocab_size;
+    inputs_.assign(inputs, inputs + static_cast<int64_t>(B) * T);
+    Tensor inp(inputs_.data(), {B, T}, DType::kI32);
+
+    auto P = [&](const std::string& n) { return params_.view(n); };
+    kernels::encoder_forward(btc(acts_, "encoded", B, T, C), inp, P("transformer.wte.weight"),
+                             P("transformer.wpe.weight"));
+    Tensor residual = btc(acts_, "encoded", B, T, C);
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+        std::string h = fmt::format("h{}.", l), p = fmt::format("transformer.h.{}.", l);
+        auto A = [&](const char* n, int64_t w) { return btc(acts_, h + n, B, T, w); };
+        auto S = [&](const char* n) { return bt(acts_, h + n, B, T); };
+        kernels::layernorm_forward(A("ln1", C), S("ln1_mean"), S("ln1_rstd"), residual, P(p + "ln_1.weight"),
+                                   P(p + "ln_1.bias"));
+        kernels::matmul_forward(A("qkv", 3 * C), A("ln1", C), P(p + "attn.c_attn.weight"), P(p + "attn.c_attn.bias"));
+        kernels::attention_forward(A("atty", C), Tensor(acts_.view(h + "lse").data, {B, NH, T}), A("qkv", 3 * C),
+                                   static_cast<int>(NH));
+        kernels::matmul_forward(A("attproj", C), A("atty", C), P(p + "attn.c_proj.weight"), P(p + "attn.c_proj.bias"));
+        kernels::residual_forward(A("residual2", C), residual, A("attproj", C));
+        kernels::layernorm_forward(A("ln2", C), S("ln2_mean"), S("ln2_rstd"), A("residual2", C), P(p + "ln_2.weight"),
+                                   P(p + "ln_2.bias"));
+        kernels::matmul_forward(A("fch", F), A("ln2", C), P(p + "mlp.c_fc.weight"), P(p + "mlp.c_fc.bias"));
+        kernels::gelu_forward(A("fch_gelu", F), A("fch", F));
+        kernels::matmul_forward(A("fcproj", C), A("fch_gelu", F), P(p + "mlp.c_proj.weight"), P(p + "mlp.c_proj.bias"));
+        kernels::residual_forward(A("residual3", C), A("residual2", C), A("fcproj", C));
+        residual = A("residual3", C);
+    }
+    kernels::layernorm_forward(btc(acts_, "lnf", B, T, C), bt(acts_, "lnf_mean", B, T), bt(acts_, "lnf_rstd", B, T),
+                               residual, P("transformer.ln_f.weight"), P("transformer.ln_f.bias"));
+    Tensor logits = btc(acts_, "logits", B, T, Vp);
+    Tensor head = cfg_.tie_embeddings ? P("transformer.wte.weight") : P("lm_head.weight");
+    kernels::matmul_forward(logits, btc(acts_, "lnf", B, T, C), head, Tensor());
+    has_grad_ = false;
+    if (!targets) return 0.f;
+
+    Tensor tgt(const_cast<int32_t*>(targets), {B, T}, DType::kI32);
+    Tensor losses = bt(acts_, "losses", B, T);
+    int64_t counted = 0;
+    for (int64_t i = 0; i < static_cast<int64_t>(B) * T; ++i) counted += targets[i] >= 0;
+    LLMT_CHECK(counted > 0, "gpt2 forward: every target is ignored (< 0)");
+    if (train) {
+        // d(mean loss)/d(loss_i) = 1/counted, times the caller's scale (1/grad_accum, ...).
+        kernels::classifier_forward_backward(losses, logits, tgt, loss_scale / static_cast<float>(counted), V);
+        has_grad_ = true;
+    } else {
+        kernels::classifier_forward(losses, logits, tgt, V);
+    }
+    const float* lp = losses.ptr<float>();
+    double sum = 0;
+    for (int64_t i = 0; i < static_cast<int64_t>(B) * T; ++i)
+        if (targets[i] >= 0) sum += lp[i];
+    return static_cast<float>(sum / static_cast<double>(counted));
+}
+
+void Gpt2::backward() {
+    LLMT_CHECK(has_grad_, "gpt2 backward: call forward(..., train = true) first");
+    const int B = B_, T = T_;
+    const int64_t C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head, Vp = cfg_.padded_vocab;
+    auto P = [&](const std::string& n) { return params_.view(n); };
+    auto G = [&](const std::string& n) { return grads_.view(n); };
+    Tensor dres = btc(acts_, "d_residual", B, T, C);
+    Tensor dc = btc(acts_, "d_c", B, T, C), dc2 = btc(acts_, "d_c2", B, T, C);
+    Tensor dqkv = btc(acts_, "d_qkv", B, T, 3 * C);
+    Tensor df = btc(acts_, "d_f", B, T, F), df2 = btc(acts_, "d_f2", B, T, F);
+
+    // logits = lnf @ head^T: dlogits sit in the logits buffer (written by the fused classifier).
+    Tensor dlogits = btc(acts_, "logits", B, T, Vp);
+    std::string head = cfg_.tie_embeddings ? "transformer.wte.weight" : "lm_head.weight";
+    kernels::matmul_backward(dc, G(head), Tensor(), dlogits, btc(acts_, "lnf", B, T, C), P(head));
+    std::string last = cfg_.n_layer > 0 ? fmt::format("h{}.residual3", cfg_.n_layer - 1) : "encoded";
+    std::memset(dres.data, 0, dres.nbytes());  // the residual stream accumulates (+=)
+    kernels::layernorm_backward(dres, G("transformer.ln_f.weight"), G("transformer.ln_f.bias"), dc,
+                                btc(acts_, last, B, T, C), P("transformer.ln_f.weight"), bt(acts_, "lnf_mean", B, T),
+                                bt(acts_, "lnf_rstd", B, T));
+    for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+        std::string h = fmt::format("h{}.", l), p = fmt::format("transformer.h.{}.", l);
+        auto A = [&](const char* n, int64_t w) { return btc(acts_, h + n, B, T, w); };
+        auto S = [&](const char* n) { return bt(acts_, h + n, B, T); };
+        Tensor residual = l == 0 ? btc(acts_, "encoded", B, T, C) : btc(acts_, fmt::format("h{}.residual3", l - 1), B, T, C);
+        // dres holds d residual3 = d fcproj = d residual2 (residual add passes it through).
+        kernels::matmul_backward(df, G(p + "mlp.c_proj.weight"), G(p + "mlp.c_proj.bias"), dres, A("fch_gelu", F),
+                                 P(p + "mlp.c_proj.weight"));
+        kernels::gelu_backward(df2, A("fch", F), df);
+        kernels::matmul_backward(dc, G(p + "mlp.c_fc.weight"), G(p + "mlp.c_fc.bias"), df2, A("ln2", C),
+                                 P(p + "mlp.c_fc.weight"));
+        kernels::layernorm_backward(dres, G(p + "ln_2.weight"), G(p + "ln_2.bias"), dc, A("residual2", C),
+                                    P(p + "ln_2.weight"), S("ln2_mean"), S("ln2_rstd"));
+        // dres now holds d residual2 = d attproj = d residual.
+        kernels::matmul_backward(dc2, G(p + "attn.c_proj.weight"), G(p + "attn.c_proj.bias"), dres, A("atty", C),
+                                 P(p + "attn.c_proj.weight"));
+        kernels::attention_backward(dqkv, dc2, A("qkv", 3 * C), A("atty", C),
+                                    Tensor(acts_.view(h + "lse").data, {B, NH, T}), static_cast<int>(NH));
+        kernels::matmul_backward(dc, G(p + "attn.c_attn.weight"), G(p + "attn.c_attn.bias"), dqkv, A("ln1", C),
+                                 P(p + "attn.c_attn.weight"));
+        kernels::layernorm_backward(dres, G(p + "ln_1.weight"), G(p + "ln_1.bias"), dc, residual, P(p + "ln_1.weight"),
+                                    S("ln1_mean"), S("ln1_rstd"));
+    }
+    Tensor inp(inputs_.data(), {B, T}, DType::kI32);
+    kernels::encoder_backward(G("transformer.wte.weight"), G("transformer.wpe.weight"), dres, inp);
+    has_grad_ = false;
+}
+
+const float* Gpt2::logits() const { return static_cast<const float*>(acts_.view("logits").data); }
+
+const float* Gpt2::last_logits(int b) const {
+    return logits() + (static_cast<int64_t>(b) * T_ + (T_ - 1)) * cfg_.padded_vocab;
+}
+
+Gpt2::MemoryPlan Gpt2::memory_plan(int B, int T) const {
+    MemoryPlan m;
+    m.params = params_.nbytes();
+    m.grads = grads_.nbytes();
+    const int64_t BT = static_cast<int64_t>(B) * T, C = cfg_.d_model, F = cfg_.d_ff;
+    int64_t per_layer = BT * (C * 8 + 3 * C + 2 * F + 4) + BT * cfg_.n_head;
+    int64_t floats = BT * C * 2 + cfg_.n_layer * per_layer + BT * (C + 3) + BT * cfg_.padded_vocab +
+                     BT * (3 * C + 3 * C + 2 * F);
+    m.activations = static_cast<size_t>(floats) * sizeof(float);
+    return m;
+}
+
+}  // namespace llmt::models

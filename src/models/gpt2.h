@@ -1,0 +1,87 @@
+// GPT-2 (Radford et al. 2019; the layout of Hugging Face's GPT2LMHeadModel): token + position
+// embeddings, pre-LayerNorm blocks (causal self-attention, GELU-tanh MLP), final LayerNorm, logits over
+// a vocabulary padded to a multiple of 64/128 (padding never predicted). Forward and an explicit
+// backward in llm.c style, all through kernels/ops.h, so the same code drives every backend.
+// Parameters live in one arena named with Hugging Face's names (models/gpt2_params.h).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "models/param_spec.h"
+
+namespace llmt::config {
+struct ModelConfig;
+}
+
+namespace llmt::models {
+
+struct Gpt2Config {
+    int n_layer = 0, n_head = 0, d_model = 0, d_ff = 0;
+    int block_size = 0;  // maximum T
+    int vocab_size = 0;  // V: ids and targets are < V
+    int padded_vocab = 0;  // Vp >= V: width of wte / logits
+    bool tie_embeddings = true;
+    float norm_eps = 1e-5f;
+
+    static Gpt2Config from(const config::ModelConfig& m);
+    // 6N + 12 L C T: training FLOPs per token (PaLM appendix B), N counting tied weights once.
+    double flops_per_token(int T) const;
+};
+
+// Not thread-safe: one model per training process. forward/backward use OpenMP inside the kernels.
+class Gpt2 {
+public:
+    explicit Gpt2(const Gpt2Config& cfg);
+
+    const Gpt2Config& config() const { return cfg_; }
+    const std::vector<ParamSpec>& param_specs() const { return specs_; }
+    Arena& params() { return params_; }
+    Arena& grads() { return grads_; }
+    const Arena& params() const { return params_; }
+    // Number of parameters (tied weights once; the padding rows of wte not counted).
+    int64_t num_parameters() const;
+
+    // GPT-2 initialisation: N(0, 0.02) for weights and embeddings, N(0, 0.02/sqrt(2L)) for the two
+    // residual projections, zeros for biases, ones for LayerNorm weights; padding rows of wte are 0.
+    void init_random(uint64_t seed);
+
+    // Mean cross-entropy of `targets` given `inputs` (both (B,T) i32, B*T each; a target < 0 is
+    // ignored). When `train` is true the gradient of the loss times `loss_scale` is prepared for
+    // backward() (dlogits are computed in the same pass as the loss). Throws InputError for T >
+    // block_size or an id outside [0, V). Activations are sized on first use and regrown if B*T grows.
+    float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale = 1.f);
+    // Accumulates (+=) the gradients of the last train forward into grads(). Call zero_grad() per step.
+    void backward();
+    void zero_grad() { grads_.zero(); }
+
+    // Logits of the last position of every row after forward(..., targets = nullptr): (B, Vp).
+    // Used by sampling; columns >= V are padding.
+    const float* last_logits(int b) const;
+
+    // Per-layer hook for sampling/eval without targets: logits of all positions (B,T,Vp).
+    const float* logits() const;
+
+    // Memory plan: bytes of parameters, gradients and activations for (B, T).
+    struct MemoryPlan {
+        size_t params = 0, grads = 0, activations = 0;
+    };
+    MemoryPlan memory_plan(int B, int T) const;
+
+private:
+    void ensure_activations(int B, int T);
+
+    Gpt2Config cfg_;
+    std::vector<ParamSpec> specs_;
+    Arena params_, grads_;
+    Arena acts_;
+    int act_B_ = 0, act_T_ = 0;  // the (B, T) of the allocated activation arena
+    int B_ = 0, T_ = 0;          // of the last forward
+    bool has_grad_ = false;      // the last forward prepared dlogits
+    std::vector<int32_t> inputs_;
+};
+
+}  // namespace llmt::models

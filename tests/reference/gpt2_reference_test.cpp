@@ -1,0 +1,68 @@
+// GPT-2 against PyTorch (tools/ref/gpt2_ref.py, float64): a HF-layout safetensors file written by
+// PyTorch loads into our model, and our fp32 loss and every parameter gradient match.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/fs.h"
+#include "core/safetensors.h"
+#include "models/gpt2.h"
+#include "models/gpt2_io.h"
+#include "support/subprocess.h"
+
+namespace llmt::models {
+namespace {
+
+TEST(Gpt2Reference, LossAndEveryGradientMatchPyTorch) {
+    const int L = 2, C = 64, NH = 4, T = 32, B = 4, V = 50257;
+    auto dir = std::filesystem::temp_directory_path() / ("llmt_gpt2_ref_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    auto r = testing::run_process({"/usr/bin/python3", std::string(LLMT_SOURCE_DIR) + "/tools/ref/gpt2_ref.py",
+                                   dir.string(), std::to_string(L), std::to_string(C), std::to_string(NH),
+                                   std::to_string(T), std::to_string(B), std::to_string(V), "20261126"},
+                                  "", 600);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+
+    Gpt2Config cfg{L, NH, C, 4 * C, T, V, 50304, true, 1e-5f};
+    Gpt2 model(cfg);
+    gpt2_load_hf(model, model.params(), SafetensorsFile::open(dir / "weights.safetensors"));
+    auto batch = SafetensorsFile::open(dir / "batch.safetensors");
+    std::vector<int32_t> inputs(B * T), targets(B * T);
+    batch.read_exact("inputs", StDType::kI32, {B, T}, inputs.data());
+    batch.read_exact("targets", StDType::kI32, {B, T}, targets.data());
+
+    model.zero_grad();
+    float loss = model.forward(inputs.data(), targets.data(), B, T, /*train=*/true);
+    model.backward();
+    double ref_loss = std::stod(read_file(dir / "loss.txt"));
+    // fp32 against float64: the loss is a mean of ~128 log-softmaxes over 50k logits; 1e-5 relative
+    // is ~100x the fp32 rounding of such sums and far below any real error.
+    EXPECT_NEAR(loss, ref_loss, 1e-5 * std::abs(ref_loss));
+
+    // Our gradients in HF layout, compared per tensor by relative L2 error.
+    std::vector<std::vector<float>> scratch;
+    auto ours = gpt2_hf_tensors(model, model.grads(), scratch);
+    auto ref = SafetensorsFile::open(dir / "grads.safetensors");
+    ASSERT_EQ(ours.size(), ref.size());
+    for (const auto& t : ours) {
+        SCOPED_TRACE(t.name);
+        const auto& info = ref.info(t.name);
+        ASSERT_EQ(info.shape, t.shape);
+        std::vector<float> want(info.numel);
+        ref.read_f32(t.name, want.data(), info.shape);
+        const float* got = static_cast<const float*>(t.data);
+        double num = 0, den = 0;
+        for (size_t i = 0; i < want.size(); ++i) {
+            num += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
+            den += static_cast<double>(want[i]) * want[i];
+        }
+        // The bound: relative error under 1e-4 for fp32 against the fp64 reference.
+        EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), 1e-4);
+    }
+    std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace llmt::models
