@@ -82,7 +82,7 @@ TEST_P(GemmTest, ZeroK) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, GemmTest, ::testing::Values(GemmBackend::kOpenBlas, GemmBackend::kOneDnn),
-                         [](const auto& info) { return std::string(gemm_backend_name(info.param)); });
+                         [](const auto& p) { return std::string(gemm_backend_name(p.param)); });
 
 TEST(Gemm, ParseBackend) {
     EXPECT_EQ(parse_gemm_backend("openblas", "test"), GemmBackend::kOpenBlas);

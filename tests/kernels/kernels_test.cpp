@@ -13,6 +13,7 @@
 #include "kernels/cpu/classifier.h"
 #include "kernels/cpu/encoder.h"
 #include "kernels/cpu/gelu.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/reduce.h"
@@ -132,23 +133,32 @@ class AttentionShapes : public ::testing::TestWithParam<std::tuple<int, int, int
 TEST_P(AttentionShapes, ForwardBackward) {
     const auto [B, T, C, NH] = GetParam();
     auto qkv = randn(static_cast<size_t>(B) * T * 3 * C, 20), dout = randn(static_cast<size_t>(B) * T * C, 21);
-    std::vector<float> out(dout.size()), lse(static_cast<size_t>(B) * NH * T);
-    cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
-    auto qd = cast<double>(qkv), dd = cast<double>(dout);
-    std::vector<double> rout(out.size()), att;
-    ref::attention_forward(rout.data(), att, qd.data(), B, T, C, NH);
-    EXPECT_LT(rel_err(out, rout), kTol);
+    // The GEMM backend picks the formulation: oneDNN -> blocked GEMM tiles, OpenBLAS -> row-wise loops.
+    const cpu::GemmBackend saved = cpu::gemm_backend();
+    for (cpu::GemmBackend be : {cpu::GemmBackend::kOpenBlas, cpu::GemmBackend::kOneDnn}) {
+        if (!cpu::gemm_backend_available(be)) continue;
+        cpu::set_gemm_backend(be);
+        SCOPED_TRACE(cpu::gemm_backend_name(be));
+        std::vector<float> out(dout.size()), lse(static_cast<size_t>(B) * NH * T);
+        cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+        auto qd = cast<double>(qkv), dd = cast<double>(dout);
+        std::vector<double> rout(out.size()), att;
+        ref::attention_forward(rout.data(), att, qd.data(), B, T, C, NH);
+        EXPECT_LT(rel_err(out, rout), kTol);
 
-    std::vector<float> dqkv(qkv.size(), NAN);  // activation grad: =
-    cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
-    std::vector<double> rdqkv(qkv.size());
-    ref::attention_backward(rdqkv.data(), dd.data(), qd.data(), att, B, T, C, NH);
-    EXPECT_LT(rel_err(dqkv, rdqkv), kTol);
+        std::vector<float> dqkv(qkv.size(), NAN);  // activation grad: =
+        cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
+        std::vector<double> rdqkv(qkv.size());
+        ref::attention_backward(rdqkv.data(), dd.data(), qd.data(), att, B, T, C, NH);
+        EXPECT_LT(rel_err(dqkv, rdqkv), kTol);
+    }
+    cpu::set_gemm_backend(saved);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionShapes,
                          ::testing::Values(std::make_tuple(1, 1, 4, 1), std::make_tuple(2, 7, 12, 3),
-                                           std::make_tuple(3, 65, 64, 4), std::make_tuple(1, 17, 34, 2)));
+                                           std::make_tuple(3, 65, 64, 4), std::make_tuple(1, 17, 34, 2),
+                                           std::make_tuple(2, 130, 32, 2)));  // 3 query blocks, ragged
 
 TEST(Kernels, AttentionLargeScoresStable) {
     // Scores of several hundred: a softmax without max-subtraction overflows fp32 exp here.

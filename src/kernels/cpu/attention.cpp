@@ -1,14 +1,25 @@
 // Causal self-attention forward/backward (attention.h). Each (batch, head) pair is one task: it reads
 // its q/k/v columns, writes its own out/dqkv columns, so tasks never share a written float.
+// Two formulations of the same math:
+//  * blocked (FlashAttention-2's loop order): per block of kBq query rows, the scores against keys
+//    0..t0+kBq (one kBq x T tile per thread), softmax in the tile, and every product as a single-threaded
+//    GEMM on strided views of qkv; used when the GEMM backend can run serially inside the OpenMP region
+//    (oneDNN, gemm.h sgemm_serial).
+//  * row-wise: one query row at a time with dot/axpy loops (OpenBLAS builds, and the readable
+//    reference). Both save lse and recompute probabilities in backward.
 #include "kernels/cpu/attention.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstddef>
 #include <cstring>
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/cpu/vec.h"
 
 namespace llmt::kernels::cpu {
 namespace {
@@ -82,21 +93,95 @@ void attention_backward_head(float* dqkv, const float* dout, const float* qkv, c
     }
 }
 
+constexpr int kBq = 64;  // query rows per block: a 64 x T tile (64 KB at T = 256) per thread
+
+// Blocked forward for one (b, h). S holds kBq * T floats.
+void attention_forward_head_blocked(float* out, float* lse, const float* qkv, float* S, int T, int C, int HS,
+                                    float scale) {
+    const int64_t C3 = 3 * static_cast<int64_t>(C);
+    for (int t0 = 0; t0 < T; t0 += kBq) {
+        const int nq = std::min(kBq, T - t0), nk = t0 + nq;
+        // S (nq, nk) = scale * Q[t0:t0+nq] K[0:nk]^T
+        sgemm_serial(false, true, nq, nk, HS, scale, qkv + t0 * C3, C3, qkv + C, C3, 0.0f, S, nk);
+        for (int i = 0; i < nq; i++) {
+            float* row = S + static_cast<size_t>(i) * nk;
+            const int n = t0 + i + 1;  // causal: keys 0..t0+i
+            const float m = vec::row_max(row, n);
+            const float sum = vec::row_exp_sum(row, row, n, m);
+            vec::row_scale(row, n, 1.0f / sum);
+            if (n < nk) std::memset(row + n, 0, sizeof(float) * static_cast<size_t>(nk - n));
+            lse[t0 + i] = m + std::log(sum);
+        }
+        // out[t0:t0+nq] = P V[0:nk]
+        sgemm_serial(false, false, nq, HS, nk, 1.0f, S, nk, qkv + 2 * C, C3, 0.0f,
+                     out + static_cast<int64_t>(t0) * C, C);
+    }
+}
+
+// dS = P * (dP - D) * scale over the causal prefix n, 0 beyond it (up to nk).
+LLMT_CPU_CLONES
+void softmax_grad_row(float* dp, const float* p, int n, int nk, float D, float scale) {
+#pragma omp simd
+    for (int j = 0; j < n; j++) dp[j] = p[j] * (dp[j] - D) * scale;
+    for (int j = n; j < nk; j++) dp[j] = 0.0f;
+}
+
+// Blocked backward for one (b, h). P and dP hold kBq * T floats each.
+void attention_backward_head_blocked(float* dqkv, const float* dout, const float* qkv, const float* out,
+                                     const float* lse, float* P, float* dP, int T, int C, int HS, float scale) {
+    const int64_t C3 = 3 * static_cast<int64_t>(C);
+    for (int t = 0; t < T; t++) {  // dk, dv accumulate over query blocks
+        std::memset(dqkv + t * C3 + C, 0, sizeof(float) * static_cast<size_t>(HS));
+        std::memset(dqkv + t * C3 + 2 * C, 0, sizeof(float) * static_cast<size_t>(HS));
+    }
+    for (int t0 = 0; t0 < T; t0 += kBq) {
+        const int nq = std::min(kBq, T - t0), nk = t0 + nq;
+        const float* q = qkv + t0 * C3;
+        const float* dy = dout + static_cast<int64_t>(t0) * C;
+        sgemm_serial(false, true, nq, nk, HS, scale, q, C3, qkv + C, C3, 0.0f, P, nk);
+        for (int i = 0; i < nq; i++) {  // P = exp(S - lse), 0 above the diagonal
+            float* row = P + static_cast<size_t>(i) * nk;
+            const int n = t0 + i + 1;
+            vec::row_exp_sum(row, row, n, lse[t0 + i]);
+            if (n < nk) std::memset(row + n, 0, sizeof(float) * static_cast<size_t>(nk - n));
+        }
+        // dP (nq, nk) = dO V^T
+        sgemm_serial(false, true, nq, nk, HS, 1.0f, dy, C, qkv + 2 * C, C3, 0.0f, dP, nk);
+        for (int i = 0; i < nq; i++) {
+            const float D = dot(dy + static_cast<int64_t>(i) * C, out + static_cast<int64_t>(t0 + i) * C, HS);
+            softmax_grad_row(dP + static_cast<size_t>(i) * nk, P + static_cast<size_t>(i) * nk, t0 + i + 1, nk, D,
+                             scale);
+        }
+        // dQ = dS K (=);  dK += dS^T Q;  dV += P^T dO
+        sgemm_serial(false, false, nq, HS, nk, 1.0f, dP, nk, qkv + C, C3, 0.0f, dqkv + t0 * C3, C3);
+        sgemm_serial(true, false, nk, HS, nq, 1.0f, dP, nk, q, C3, 1.0f, dqkv + C, C3);
+        sgemm_serial(true, false, nk, HS, nq, 1.0f, P, nk, dy, C, 1.0f, dqkv + 2 * C, C3);
+    }
+}
+
+// The blocked path needs a GEMM that stays on the calling thread inside the parallel region.
+bool use_blocked() {
+    float a = 1.0f, b = 1.0f, c = 0.0f;
+    return sgemm_serial(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
+}
+
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+    const bool blocked = use_blocked();
 #pragma omp parallel
     {
-        std::vector<float> scores(static_cast<size_t>(T));
+        std::vector<float> scratch(static_cast<size_t>(blocked ? kBq : 1) * T);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
-                attention_forward_head(out + static_cast<size_t>(b) * T * C + h * HS,
-                                       lse + (static_cast<size_t>(b) * NH + h) * T,
-                                       qkv + static_cast<size_t>(b) * T * 3 * C + h * HS, scores.data(), T,
-                                       C, HS, scale);
+                float* o = out + static_cast<size_t>(b) * T * C + h * HS;
+                float* l = lse + (static_cast<size_t>(b) * NH + h) * T;
+                const float* x = qkv + static_cast<size_t>(b) * T * 3 * C + h * HS;
+                if (blocked) attention_forward_head_blocked(o, l, x, scratch.data(), T, C, HS, scale);
+                else attention_forward_head(o, l, x, scratch.data(), T, C, HS, scale);
             }
         }
     }
@@ -106,13 +191,26 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                         const float* lse, int B, int T, int C, int NH) {
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-#pragma omp parallel for collapse(2) schedule(static)
-    for (int b = 0; b < B; b++) {
-        for (int h = 0; h < NH; h++) {
-            const size_t bt = static_cast<size_t>(b) * T;
-            attention_backward_head(dqkv + bt * 3 * C + h * HS, dout + bt * C + h * HS,
-                                    qkv + bt * 3 * C + h * HS, out + bt * C + h * HS,
-                                    lse + (static_cast<size_t>(b) * NH + h) * T, T, C, HS, scale);
+    const bool blocked = use_blocked();
+#pragma omp parallel
+    {
+        std::vector<float> scratch(blocked ? 2 * static_cast<size_t>(kBq) * T : 0);
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                const size_t bt = static_cast<size_t>(b) * T;
+                float* d = dqkv + bt * 3 * C + h * HS;
+                const float* dy = dout + bt * C + h * HS;
+                const float* x = qkv + bt * 3 * C + h * HS;
+                const float* o = out + bt * C + h * HS;
+                const float* l = lse + (static_cast<size_t>(b) * NH + h) * T;
+                if (blocked) {
+                    attention_backward_head_blocked(d, dy, x, o, l, scratch.data(),
+                                                    scratch.data() + static_cast<size_t>(kBq) * T, T, C, HS, scale);
+                } else {
+                    attention_backward_head(d, dy, x, o, l, T, C, HS, scale);
+                }
+            }
         }
     }
 }

@@ -99,6 +99,23 @@ void sgemm_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t M, int6
                 static_cast<int>(ldc));
 }
 
+bool sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+#if LLMT_HAVE_ONEDNN
+    if (gemm_backend() != GemmBackend::kOneDnn) return false;
+    if (M == 0 || N == 0) return true;
+    // No throwing inside parallel regions: a failed call is an internal error (shapes are validated).
+    const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A, lda, B,
+                                        ldb, beta, C, ldc);
+    LLMT_ASSERT(st == dnnl_success);
+    return true;
+#else
+    (void)trans_a, (void)trans_b, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
+    (void)ldb, (void)beta, (void)C, (void)ldc;
+    return false;
+#endif
+}
+
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
     sgemm_with(gemm_backend(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -24,6 +24,13 @@ void sgemm_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t M, int6
                 float alpha, const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
                 float* C, int64_t ldc);
 
+// C = alpha op(A) op(B) + beta C on the calling thread only, for GEMMs issued from inside an OpenMP
+// parallel region (attention's per-head blocks). Only oneDNN guarantees this (it runs single-threaded
+// inside a parallel region); returns false without computing when oneDNN is not the current backend, and
+// the caller takes its non-GEMM path.
+bool sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                  int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
 // Current backend: LLMTRAIN_GEMM if set (InputError on an unknown value), else the default.
 GemmBackend gemm_backend();
 void set_gemm_backend(GemmBackend backend);
