@@ -5,6 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
 #include <exception>
 #include <queue>
 #include <thread>
@@ -27,7 +30,8 @@ std::size_t pow2_at_least(std::size_t n) {
 }
 
 // Words (pieces) a thread has encoded recently -> their ids. Owned by one thread (thread_local below),
-// tied to one TokenizerImpl by serial; cleared when full, which keeps it simple and bounded (~2 MB).
+// tied to one TokenizerImpl by serial; cleared when it holds 64K words, which keeps it simple and bounded
+// (~4 MB a thread). The KJV + fortunes corpus has ~30K distinct multi-token words.
 class WordCache {
 public:
     static constexpr std::size_t kMaxWordBytes = 64;
@@ -45,7 +49,7 @@ public:
             const Slot& s = slots_[i];
             if (s.key_len == kEmpty) return false;
             if (s.hash == static_cast<uint32_t>(h >> 32) && s.key_len == word.size() &&
-                std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+                bytes_equal(keys_.data() + s.key_off, word.data(), word.size())) {
                 out.insert(out.end(), vals_.begin() + s.val_off, vals_.begin() + s.val_off + s.val_len);
                 return true;
             }
@@ -69,7 +73,7 @@ public:
     }
 
 private:
-    static constexpr std::size_t kSlots = std::size_t{1} << 15;
+    static constexpr std::size_t kSlots = std::size_t{1} << 17;
     static constexpr uint32_t kEmpty = 0xFFFFFFFFu;
     struct Slot {
         uint32_t hash = 0, key_off = 0, key_len = kEmpty, val_off = 0, val_len = 0;
@@ -225,6 +229,63 @@ int resolve_threads(int threads) {
     return hc == 0 ? 1 : static_cast<int>(hc);
 }
 
+// Process-wide encoding threads, started on first use and kept, so that their per-thread word caches stay
+// warm from one encode_batch / encode_parallel call to the next (a data pipeline calls it per batch).
+// One job at a time (callers queue on job_mutex_); the calling thread works as one of the job's threads.
+// Never destroyed: its threads wait on a condition variable until the process exits.
+class EncodePool {
+public:
+    static EncodePool& instance() {
+        static EncodePool* pool = new EncodePool;  // leaked on purpose (see above)
+        return *pool;
+    }
+
+    // Runs body() on `n` threads at once (n - 1 pool threads and the caller); body must not throw.
+    void run(int n, const std::function<void()>& body) {
+        std::lock_guard<std::mutex> job(job_mutex_);
+        const int helpers = n - 1;
+        {
+            std::lock_guard<std::mutex> lk(m_);
+            while (static_cast<int>(threads_.size()) < helpers) {
+                const int idx = static_cast<int>(threads_.size());
+                threads_.emplace_back([this, idx] { work(idx); });
+            }
+            body_ = &body;
+            wanted_ = helpers;
+            running_ = helpers;
+            ++generation_;
+        }
+        cv_.notify_all();
+        body();
+        std::unique_lock<std::mutex> lk(m_);
+        done_.wait(lk, [this] { return running_ == 0; });
+        body_ = nullptr;
+    }
+
+private:
+    void work(int idx) {
+        uint64_t seen = 0;
+        std::unique_lock<std::mutex> lk(m_);
+        for (;;) {
+            cv_.wait(lk, [&] { return generation_ != seen && idx < wanted_; });
+            seen = generation_;
+            const std::function<void()>* body = body_;
+            lk.unlock();
+            (*body)();
+            lk.lock();
+            if (--running_ == 0) done_.notify_all();
+        }
+    }
+
+    std::mutex job_mutex_;
+    std::mutex m_;
+    std::condition_variable cv_, done_;
+    std::vector<std::thread> threads_;
+    const std::function<void()>* body_ = nullptr;
+    uint64_t generation_ = 0;
+    int wanted_ = 0, running_ = 0;
+};
+
 // Runs fn(i) for i in [0, n) on `threads` threads, handing out indices in blocks; rethrows the first error.
 template <typename Fn>
 void parallel_for(std::size_t n, int threads, Fn fn) {
@@ -237,7 +298,7 @@ void parallel_for(std::size_t n, int threads, Fn fn) {
     std::atomic<std::size_t> next{0};
     std::exception_ptr error;
     std::atomic<bool> failed{false};
-    auto worker = [&] {
+    const std::function<void()> worker = [&] {
         try {
             for (;;) {
                 const std::size_t b = next.fetch_add(block);
@@ -248,10 +309,7 @@ void parallel_for(std::size_t n, int threads, Fn fn) {
             if (!failed.exchange(true)) error = std::current_exception();
         }
     };
-    std::vector<std::thread> pool;
-    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-    worker();
-    for (auto& t : pool) t.join();
+    EncodePool::instance().run(threads, worker);
     if (error) std::rethrow_exception(error);
 }
 
@@ -292,7 +350,7 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
     for (const auto& [text, id] : list.specials) add(text, id, 2);
 
     const std::size_t nslots = pow2_at_least(list.ranks.size() * 2);
-    v.token_slots.assign(nslots, kNoToken);
+    v.token_slots.assign(nslots, kEmptySlot);
     v.token_mask = nslots - 1;
     for (const auto& [bytes, id] : list.ranks) {
         const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
@@ -302,8 +360,8 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
                                           v.find_token(p, bytes.size(), h)));
         }
         uint64_t i = h & v.token_mask;
-        while (v.token_slots[i] != kNoToken) i = (i + 1) & v.token_mask;
-        v.token_slots[i] = id;
+        while (v.token_slots[i] != kEmptySlot) i = (i + 1) & v.token_mask;
+        v.token_slots[i] = (h >> 32 << 32) | id;
     }
     for (int b = 0; b < 256; ++b) {
         const unsigned char c = static_cast<unsigned char>(b);

@@ -30,6 +30,23 @@ inline uint64_t hash_bytes(const unsigned char* p, std::size_t n) {
     h *= 0xbf58476d1ce4e5b9ull;
     return h ^ (h >> 32);
 }
+// memcmp(a, b, n) == 0 for the short strings tokens are, without a libc call.
+inline bool bytes_equal(const void* a, const void* b, std::size_t n) {
+    const auto* p = static_cast<const unsigned char*>(a);
+    const auto* q = static_cast<const unsigned char*>(b);
+    while (n >= 8) {
+        uint64_t x, y;
+        std::memcpy(&x, p, 8);
+        std::memcpy(&y, q, 8);
+        if (x != y) return false;
+        p += 8;
+        q += 8;
+        n -= 8;
+    }
+    for (std::size_t i = 0; i < n; ++i)
+        if (p[i] != q[i]) return false;
+    return true;
+}
 inline uint64_t hash_bytes(std::string_view s) {
     return hash_bytes(reinterpret_cast<const unsigned char*>(s.data()), s.size());
 }
@@ -50,8 +67,9 @@ struct TokenizerImpl {
     std::string arena;
     std::vector<uint32_t> off, len;
     std::vector<uint8_t> kind;  // 0 = absent, 1 = mergeable, 2 = special
-    // bytes -> id over mergeable tokens: open addressing, slots hold ids.
-    std::vector<uint32_t> token_slots;
+    // bytes -> id over mergeable tokens: open addressing; a slot holds (hash tag << 32 | id), or kEmptySlot.
+    static constexpr uint64_t kEmptySlot = ~uint64_t{0};
+    std::vector<uint64_t> token_slots;
     uint64_t token_mask = 0;
     // (left id, right id) -> id of their concatenation, when that is a mergeable token.
     std::vector<uint64_t> pair_keys;
@@ -67,10 +85,13 @@ struct TokenizerImpl {
     std::string_view bytes_of(uint32_t id) const { return {arena.data() + off[id], len[id]}; }
 
     uint32_t find_token(const unsigned char* p, std::size_t n, uint64_t h) const {
+        const uint32_t tag = static_cast<uint32_t>(h >> 32);
         for (uint64_t i = h & token_mask;; i = (i + 1) & token_mask) {
-            const uint32_t id = token_slots[i];
-            if (id == kNoToken) return kNoToken;
-            if (len[id] == n && std::memcmp(arena.data() + off[id], p, n) == 0) return id;
+            const uint64_t slot = token_slots[i];
+            if (slot == kEmptySlot) return kNoToken;
+            const auto id = static_cast<uint32_t>(slot);
+            if (static_cast<uint32_t>(slot >> 32) == tag && len[id] == n && bytes_equal(arena.data() + off[id], p, n))
+                return id;
         }
     }
     static uint64_t pair_hash(uint64_t key) {
