@@ -9,6 +9,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/classifier.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/encoder.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
@@ -270,6 +271,20 @@ void residual_backward(Tensor dinp1, Tensor dinp2, Tensor dout) {
     check_device("residual_backward", {{"dinp1", dinp1}, {"dinp2", dinp2}, {"dout", dout}});
     check_same_numel("residual_backward", {{"dinp1", dinp1}, {"dinp2", dinp2}, {"dout", dout}});
     cpu::residual_backward(f(dinp1), f(dinp2), f(dout), static_cast<size_t>(dout.numel()));
+}
+
+void dropout_forward(Tensor out, Tensor inp, float p, uint64_t seed) {
+    check_device("dropout_forward", {{"out", out}, {"inp", inp}});
+    check_same_numel("dropout_forward", {{"out", out}, {"inp", inp}});
+    LLMT_CHECK(p >= 0.0f && p < 1.0f, "dropout_forward: p = {} must be in [0, 1)", p);
+    cpu::dropout_forward(f(out), f(inp), p, seed, static_cast<size_t>(inp.numel()));
+}
+
+void dropout_backward(Tensor dinp, Tensor dout, float p, uint64_t seed) {
+    check_device("dropout_backward", {{"dinp", dinp}, {"dout", dout}});
+    check_same_numel("dropout_backward", {{"dinp", dinp}, {"dout", dout}});
+    LLMT_CHECK(p >= 0.0f && p < 1.0f, "dropout_backward: p = {} must be in [0, 1)", p);
+    cpu::dropout_backward(f(dinp), f(dout), p, seed, static_cast<size_t>(dout.numel()));
 }
 
 namespace {

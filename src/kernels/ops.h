@@ -7,6 +7,8 @@
 // All float tensors are f32; token ids and targets are i32. An empty Tensor means "not present".
 #pragma once
 
+#include <cstdint>
+
 #include "core/tensor.h"
 #include "kernels/adamw_params.h"
 
@@ -41,6 +43,10 @@ void gelu_backward(Tensor dinp, Tensor inp, Tensor dout);
 // cpu/residual.h. Same-shape tensors. Backward accumulates: dinp1 +=, dinp2 += (residual stream).
 void residual_forward(Tensor out, Tensor inp1, Tensor inp2);
 void residual_backward(Tensor dinp1, Tensor dinp2, Tensor dout);
+
+// cpu/dropout.h. Same-shape tensors; p in [0, 1); the backward takes the forward's (p, seed). dinp =.
+void dropout_forward(Tensor out, Tensor inp, float p, uint64_t seed);
+void dropout_backward(Tensor dinp, Tensor dout, float p, uint64_t seed);
 
 // cpu/classifier.h. losses (B,T); logits (B,T,Vp); targets (B,T) in [0,V) or < 0 (ignored); V <= Vp.
 void classifier_forward(Tensor losses, Tensor logits, Tensor targets, int V);

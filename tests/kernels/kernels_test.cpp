@@ -11,6 +11,7 @@
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/classifier.h"
+#include "kernels/cpu/dropout.h"
 #include "kernels/cpu/encoder.h"
 #include "kernels/cpu/gelu.h"
 #include "kernels/cpu/gemm.h"
@@ -292,6 +293,30 @@ TEST(Kernels, AdamW) {
     EXPECT_LT(rel_err(v2, rv), kTol);
     EXPECT_LT(rel_err(minus(p2, p), minus(cast<float>(rp), p)), 1e-4);  // the update itself, ~lr in size
     EXPECT_LT(rel_err(p2, rp), kTol);
+}
+
+TEST(Kernels, Dropout) {
+    const size_t N = 100003;
+    auto x = randn(N, 40), d = randn(N, 41);
+    for (auto& v : x) v = std::fabs(v) + 0.1f;  // nonzero, so a zero output means "dropped"
+    const float p = 0.25f;
+    std::vector<float> y(N), dx(N);
+    cpu::dropout_forward(y.data(), x.data(), p, 42, N);
+    cpu::dropout_backward(dx.data(), d.data(), p, 42, N);
+    size_t kept = 0;
+    for (size_t i = 0; i < N; i++) {
+        const bool keep = y[i] != 0.0f;
+        kept += keep;
+        ASSERT_FLOAT_EQ(y[i], keep ? x[i] / (1 - p) : 0.0f);
+        ASSERT_FLOAT_EQ(dx[i], keep ? d[i] / (1 - p) : 0.0f);  // the backward recomputes the same mask
+    }
+    // Binomial(N, 0.75): sd = sqrt(N * 0.75 * 0.25) ~ 137, so +-1% (1000) is > 7 sd.
+    EXPECT_NEAR(static_cast<double>(kept) / N, 1 - p, 0.01);
+    std::vector<float> y2(N);
+    cpu::dropout_forward(y2.data(), x.data(), p, 43, N);
+    EXPECT_NE(y, y2);  // another seed, another mask
+    cpu::dropout_forward(y2.data(), x.data(), 0.0f, 43, N);
+    EXPECT_EQ(y2, x);  // p = 0 is the identity
 }
 
 TEST(Kernels, SumSquaresAndScale) {
