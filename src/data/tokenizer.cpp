@@ -338,10 +338,10 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
     for (const auto& r : list.ranks) arena_bytes += r.first.size();
     for (const auto& s : list.specials) arena_bytes += s.first.size();
     v.arena.reserve(arena_bytes);
-    auto add = [&](const std::string& bytes, uint32_t id, uint8_t kind) {
+    auto add = [&](const std::string& bytes, uint32_t id, uint8_t token_kind) {
         if (v.kind[id] != 0) throw FormatError(fmt::format("{}: token id {} appears twice", src, id));
         if (bytes.empty()) throw FormatError(fmt::format("{}: token id {} has no bytes", src, id));
-        v.kind[id] = kind;
+        v.kind[id] = token_kind;
         v.off[id] = static_cast<uint32_t>(v.arena.size());
         v.len[id] = static_cast<uint32_t>(bytes.size());
         v.arena += bytes;
