@@ -237,6 +237,21 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
                             as_int(op, "T", T), as_int(op, "C", C), NH);
 }
 
+void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH) {
+    const char* op = "attention_forward_cached";
+    check_device(op, {{"out", out}, {"qkv", qkv}});
+    check_shape(op, "out", out, {-1, -1, -1});
+    const int64_t B = out.dim(0), Tq = out.dim(1), C = out.dim(2);
+    LLMT_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
+    check_shape(op, "qkv", qkv, {B, -1, 3 * C});
+    const int64_t Tmax = qkv.dim(1);
+    LLMT_CHECK(t0 >= 0 && t0 + Tq <= Tmax, "{}: positions {}..{} exceed the cache of {} positions", op, t0,
+               t0 + Tq - 1, Tmax);
+    check_f32(op, {{"out", out}, {"qkv", qkv}});
+    cpu::attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
+                                  as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH);
+}
+
 namespace {
 void check_same_numel(const char* op, std::initializer_list<Arg> args) {
     const Tensor& first = args.begin()->t;

@@ -36,6 +36,10 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH);
 // dqkv (B,T,3C) =; dout (B,T,C); qkv, out, lse from the forward.
 void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH);
 
+// Inference with a KV cache (cpu/attention.h): out (B,Tq,C) for query positions t0..t0+Tq-1 of
+// qkv (B,Tmax,3C), t0 + Tq <= Tmax.
+void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH);
+
 // cpu/gelu.h. Same-shape tensors; out may alias inp, dinp may alias dout. dinp =.
 void gelu_forward(Tensor out, Tensor inp);
 void gelu_backward(Tensor dinp, Tensor inp, Tensor dout);

@@ -6,6 +6,7 @@
 // order (OpenMP, GEMM blocking) while any indexing or formula mistake gives errors of order 1.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/adamw.h"
@@ -160,6 +161,24 @@ INSTANTIATE_TEST_SUITE_P(Kernels, AttentionShapes,
                          ::testing::Values(std::make_tuple(1, 1, 4, 1), std::make_tuple(2, 7, 12, 3),
                                            std::make_tuple(3, 65, 64, 4), std::make_tuple(1, 17, 34, 2),
                                            std::make_tuple(2, 130, 32, 2)));  // 3 query blocks, ragged
+
+TEST(Kernels, AttentionCachedMatchesFull) {
+    // Decoding positions t0..t0+Tq-1 against a cache longer than needed equals the full forward's rows.
+    const int B = 2, Tmax = 40, C = 32, NH = 4, t0 = 29, Tq = 3, T = t0 + Tq;
+    auto qkv = randn(static_cast<size_t>(B) * Tmax * 3 * C, 50);
+    std::vector<float> full(static_cast<size_t>(B) * T * C), lse(static_cast<size_t>(B) * NH * T);
+    std::vector<float> packed(static_cast<size_t>(B) * T * 3 * C);  // the first T positions, contiguous
+    for (int b = 0; b < B; b++)
+        std::copy_n(qkv.begin() + static_cast<long>(b) * Tmax * 3 * C, T * 3 * C,
+                    packed.begin() + static_cast<long>(b) * T * 3 * C);
+    cpu::attention_forward(full.data(), lse.data(), packed.data(), B, T, C, NH);
+    std::vector<float> out(static_cast<size_t>(B) * Tq * C);
+    cpu::attention_forward_cached(out.data(), qkv.data(), B, t0, Tq, Tmax, C, NH);
+    for (int b = 0; b < B; b++)
+        for (int i = 0; i < Tq * C; i++)
+            ASSERT_NEAR(out[static_cast<size_t>(b) * Tq * C + i], full[(static_cast<size_t>(b) * T + t0) * C + i],
+                        1e-5);  // same math, different summation order (GEMM tiles vs loops)
+}
 
 TEST(Kernels, AttentionLargeScoresStable) {
     // Scores of several hundred: a softmax without max-subtraction overflows fp32 exp here.

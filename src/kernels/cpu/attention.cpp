@@ -38,10 +38,11 @@ inline void axpy(float* y, float a, const float* x, int n) {
 
 // One (b, h): rows t = 0..T-1 of this head. `scores` holds T floats.
 LLMT_CPU_CLONES
-void attention_forward_head(float* out, float* lse, const float* qkv, float* scores, int T, int C, int HS,
+// Query rows t0..t1-1 (keys 0..t each); out and lse (nullable) are indexed from t0.
+void attention_forward_head(float* out, float* lse, const float* qkv, float* scores, int t0, int t1, int C, int HS,
                             float scale) {
     const size_t C3 = 3 * static_cast<size_t>(C);
-    for (int t = 0; t < T; t++) {
+    for (int t = t0; t < t1; t++) {
         const float* q = qkv + t * C3;
         float mx = -std::numeric_limits<float>::infinity();
         for (int j = 0; j <= t; j++) {
@@ -56,10 +57,10 @@ void attention_forward_head(float* out, float* lse, const float* qkv, float* sco
             sum += e;
         }
         const float inv = 1.0f / sum;
-        float* o = out + static_cast<size_t>(t) * C;
+        float* o = out + static_cast<size_t>(t - t0) * C;
         std::memset(o, 0, sizeof(float) * static_cast<size_t>(HS));
         for (int j = 0; j <= t; j++) axpy(o, scores[j] * inv, qkv + j * C3 + 2 * C, HS);
-        lse[t] = mx + std::log(sum);
+        if (lse) lse[t - t0] = mx + std::log(sum);
     }
 }
 
@@ -181,7 +182,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
                 float* l = lse + (static_cast<size_t>(b) * NH + h) * T;
                 const float* x = qkv + static_cast<size_t>(b) * T * 3 * C + h * HS;
                 if (blocked) attention_forward_head_blocked(o, l, x, scratch.data(), T, C, HS, scale);
-                else attention_forward_head(o, l, x, scratch.data(), T, C, HS, scale);
+                else attention_forward_head(o, l, x, scratch.data(), 0, T, C, HS, scale);
             }
         }
     }
@@ -210,6 +211,24 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                 } else {
                     attention_backward_head(d, dy, x, o, l, T, C, HS, scale);
                 }
+            }
+        }
+    }
+}
+
+void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH) {
+    const int HS = C / NH;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+    // Decoding: Tq is small (often 1), so the row-wise loop; parallel over (b, h).
+#pragma omp parallel
+    {
+        std::vector<float> scores(static_cast<size_t>(t0 + Tq));
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++) {
+            for (int h = 0; h < NH; h++) {
+                attention_forward_head(out + static_cast<size_t>(b) * Tq * C + h * HS, nullptr,
+                                       qkv + static_cast<size_t>(b) * Tmax * 3 * C + h * HS, scores.data(), t0,
+                                       t0 + Tq, C, HS, scale);
             }
         }
     }

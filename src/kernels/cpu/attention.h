@@ -17,4 +17,9 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
                         const float* lse, int B, int T, int C, int NH);
 
+// Inference with a KV cache: qkv (B,Tmax,3C) holds q/k/v of positions 0..t0+Tq-1 (rows beyond are not
+// read); out (B,Tq,C) = attention of the query rows t0..t0+Tq-1, each against keys 0..its position.
+// Equal to rows t0.. of attention_forward over the first t0+Tq positions. No backward.
+void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH);
+
 }  // namespace llmt::kernels::cpu
