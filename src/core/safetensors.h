@@ -60,7 +60,8 @@ struct TensorSpec {
 
 // An opened, fully validated safetensors file. The bytes are mmapped (or owned, for from_bytes); every
 // accessor works on validated offsets only. Immutable after construction: safe to read from several
-// threads. Movable, not copyable.
+// threads. Movable, not copyable. The mapping assumes nobody truncates the file while it is open
+// (our writers never modify a file in place: they rename a new one over it).
 class SafetensorsFile {
 public:
     // Opens and validates `path`. Throws IoError when it cannot be read and FormatError (naming the

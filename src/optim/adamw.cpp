@@ -144,15 +144,13 @@ void AdamW::load_state(const SafetensorsFile& file) {
     std::int64_t step = 0;
     file.read_exact("step", StDType::kI64, {}, &step);
     if (step < 0) throw CheckpointError(fmt::format("optimizer state '{}': step is {}, expected >= 0", file.path(), step));
-    // Read into fresh buffers first so a failure leaves this optimizer unchanged.
-    std::vector<float> m(m_.size(), 0.0f), v(v_.size(), 0.0f);
+    // Every name, dtype and shape was checked above, so the reads below cannot fail half-way: read
+    // straight into m_ and v_ (no second 2 x 4 bytes/param allocation, whose page faults are slow).
     for (std::size_t i = 0; i < pieces_.size(); ++i) {
         const std::size_t o = pieces_[i].begin - begin_;
-        file.read_exact(specs[2 * i].name, StDType::kF32, specs[2 * i].shape, m.data() + o);
-        file.read_exact(specs[2 * i + 1].name, StDType::kF32, specs[2 * i + 1].shape, v.data() + o);
+        file.read_exact(specs[2 * i].name, StDType::kF32, specs[2 * i].shape, m_.data() + o);
+        file.read_exact(specs[2 * i + 1].name, StDType::kF32, specs[2 * i + 1].shape, v_.data() + o);
     }
-    m_ = std::move(m);
-    v_ = std::move(v);
     step_ = step;
 }
 
