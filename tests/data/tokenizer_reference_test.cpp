@@ -123,5 +123,51 @@ TEST(TokenizerReference, WholeCorpusParallelChunks) {
     expect_same_ids(encode_parallel(gpt2(), text, true, 3, 64 << 10), reference_ids());  // no specials in it
 }
 
+
+// Every code point U+0000..U+10FFFF (surrogates excepted), each in the contexts the pre-tokenizer
+// branches on: "c a c 1 c SPACE c c ! c LF" (no spaces between; 1,112,064 lines, 33 MB). The expected ids
+// are those of npm tiktoken 1.0.22 (OpenAI's Rust core as WASM, the same regex engine as Python
+// tiktoken), recorded as the sha256 of their little-endian uint32 bytes, computed on 2026-11-26 with
+//   node -e "const t=require('./bench/.npm/node_modules/tiktoken').get_encoding('gpt2');
+//            process.stdout.write(Buffer.from(new Uint32Array(t.encode_ordinary(TEXT)).buffer))" | sha256sum
+// This pins the Unicode letter/number/space tables to tiktoken's for every code point, not just the
+// ones tokenizer_cases.jsonl happens to hold. On a mismatch, rerun that with bench/tokenizer/setup.sh's
+// packages to find the first differing id.
+TEST(TokenizerReference, EveryCodePointMatchesNpmTiktoken) {
+    std::string text;
+    text.reserve(34u << 20);
+    auto put = [&](uint32_t cp) {
+        if (cp < 0x80) {
+            text.push_back(static_cast<char>(cp));
+        } else if (cp < 0x800) {
+            text.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+            text.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+        } else if (cp < 0x10000) {
+            text.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+            text.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+            text.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+        } else {
+            text.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+            text.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+            text.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+            text.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+        }
+    };
+    for (uint32_t cp = 0; cp < 0x110000; ++cp) {
+        if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+        for (uint32_t x : {cp, uint32_t{'a'}, cp, uint32_t{'1'}, cp, uint32_t{' '}, cp, cp, uint32_t{'!'}, cp,
+                           uint32_t{'\n'}})
+            put(x);
+    }
+    ASSERT_EQ(sha256_hex(text), "04b48ee034f72168a5019a9760fe5a9894574969f34aba4829d4bd78279b0b02");
+    const auto ids = encode_parallel(gpt2(), text, false, 2);
+    std::string bytes(ids.size() * 4, '\0');
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        for (int k = 0; k < 4; ++k) bytes[4 * i + k] = static_cast<char>((ids[i] >> (8 * k)) & 0xFF);
+    }
+    EXPECT_EQ(ids.size(), 31631779u);
+    EXPECT_EQ(sha256_hex(bytes), "0b12181fa3d78ca0908b543e00a6ae527f75c7dfa5291253f9c1e24bd412327a");
+}
+
 }  // namespace
 }  // namespace llmt::data
