@@ -359,7 +359,7 @@ void SafetensorsFile::read_f32(std::string_view name, float* dst, const Shape& e
     const std::uint8_t* src = bytes() + t.offset;
     switch (t.dtype) {
         case StDType::kF32:
-            std::memcpy(dst, src, t.nbytes);
+            if (t.nbytes) std::memcpy(dst, src, t.nbytes);  // dst may be null for an empty tensor
             return;
         case StDType::kBF16:
             for (std::uint64_t i = 0; i < t.numel; ++i) {
@@ -397,7 +397,7 @@ void SafetensorsFile::read_exact(std::string_view name, StDType dtype, const Sha
                                       st_dtype_name(t.dtype), shape_str(t.shape), st_dtype_name(dtype),
                                       shape_str(expected_shape)));
     }
-    std::memcpy(dst, bytes() + t.offset, t.nbytes);
+    if (t.nbytes) std::memcpy(dst, bytes() + t.offset, t.nbytes);  // dst may be null for an empty tensor
 }
 
 std::vector<std::string> diff_tensors(const SafetensorsFile& file, const std::vector<TensorSpec>& expected,
