@@ -350,7 +350,7 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
     for (const auto& [text, id] : list.specials) add(text, id, 2);
 
     const std::size_t nslots = pow2_at_least(list.ranks.size() * 2);
-    v.token_slots.assign(nslots, kEmptySlot);
+    v.token_slots.assign(nslots, TokenSlot{});
     v.token_mask = nslots - 1;
     for (const auto& [bytes, id] : list.ranks) {
         const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
@@ -360,8 +360,10 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
                                           v.find_token(p, bytes.size(), h)));
         }
         uint64_t i = h & v.token_mask;
-        while (v.token_slots[i] != kEmptySlot) i = (i + 1) & v.token_mask;
-        v.token_slots[i] = (h >> 32 << 32) | id;
+        while (v.token_slots[i].id != kNoToken) i = (i + 1) & v.token_mask;
+        if (bytes.size() > 0xFFFF)
+            throw FormatError(fmt::format("{}: token id {} is {} bytes long (at most 65535)", src, id, bytes.size()));
+        v.token_slots[i] = TokenSlot{head_of(p, bytes.size()), id, static_cast<uint16_t>(bytes.size()), tag_of(h)};
     }
     for (int b = 0; b < 256; ++b) {
         const unsigned char c = static_cast<unsigned char>(b);

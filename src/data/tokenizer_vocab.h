@@ -67,9 +67,15 @@ struct TokenizerImpl {
     std::string arena;
     std::vector<uint32_t> off, len;
     std::vector<uint8_t> kind;  // 0 = absent, 1 = mergeable, 2 = special
-    // bytes -> id over mergeable tokens: open addressing; a slot holds (hash tag << 32 | id), or kEmptySlot.
-    static constexpr uint64_t kEmptySlot = ~uint64_t{0};
-    std::vector<uint64_t> token_slots;
+    // bytes -> id over mergeable tokens, open addressing. A slot carries the token's first 8 bytes, length
+    // and a hash tag, so that most lookups (GPT-2 tokens average ~6 bytes) touch one slot and nothing else.
+    struct TokenSlot {
+        uint64_t head = 0;  // first min(8, len) bytes, zero-padded
+        uint32_t id = kNoToken;
+        uint16_t len = 0;
+        uint16_t tag = 0;
+    };
+    std::vector<TokenSlot> token_slots;
     uint64_t token_mask = 0;
     // (left id, right id) -> id of their concatenation, when that is a mergeable token.
     std::vector<uint64_t> pair_keys;
@@ -84,14 +90,26 @@ struct TokenizerImpl {
 
     std::string_view bytes_of(uint32_t id) const { return {arena.data() + off[id], len[id]}; }
 
+    static uint64_t head_of(const unsigned char* p, std::size_t n) {
+        uint64_t w = 0;
+        if (n >= 8) {
+            std::memcpy(&w, p, 8);
+        } else {
+            for (std::size_t i = 0; i < n; ++i) w |= uint64_t{p[i]} << (8 * i);
+        }
+        return w;
+    }
+    static uint16_t tag_of(uint64_t h) { return static_cast<uint16_t>(h >> 48); }
+
     uint32_t find_token(const unsigned char* p, std::size_t n, uint64_t h) const {
-        const uint32_t tag = static_cast<uint32_t>(h >> 32);
+        const uint64_t head = head_of(p, n);
+        const uint16_t tag = tag_of(h);
         for (uint64_t i = h & token_mask;; i = (i + 1) & token_mask) {
-            const uint64_t slot = token_slots[i];
-            if (slot == kEmptySlot) return kNoToken;
-            const auto id = static_cast<uint32_t>(slot);
-            if (static_cast<uint32_t>(slot >> 32) == tag && len[id] == n && bytes_equal(arena.data() + off[id], p, n))
-                return id;
+            const TokenSlot& slot = token_slots[i];
+            if (slot.id == kNoToken) return kNoToken;
+            if (slot.tag == tag && slot.len == n && slot.head == head &&
+                (n <= 8 || bytes_equal(arena.data() + off[slot.id] + 8, p + 8, n - 8)))
+                return slot.id;
         }
     }
     static uint64_t pair_hash(uint64_t key) {
