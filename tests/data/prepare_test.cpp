@@ -1,6 +1,6 @@
 // `llmtrain data prepare` end to end through the real binary (LLMTRAIN_BIN): text, directory, .gz
 // and JSONL inputs -> shards whose decoded text is the documents, each preceded by <|endoftext|>,
-// split by document as is_val_document() says; manifest contents; determinism; errors.
+// split by document as is_val_document() says; manifest contents; determinism; errors; `data inspect`.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <zlib.h>
@@ -218,6 +218,36 @@ TEST(DataPrepare, ErrorsExitWithCode2AndNameFileAndLine) {
     expect_fail({"--input", (d / "one.txt").string()}, "only 1 document");
     expect_fail({"--input", (d / "one.txt").string(), "--val-fraction", "1"}, "--val-fraction");
     expect_fail({"--input", (d / "one.txt").string(), "--format", "csv"}, "csv");
+}
+
+TEST(DataInspect, ChecksShardsDecodesThemAndRejectsCorruptOnes) {
+    TempDir d;
+    write_bytes(d / "a.txt", "hello world\n\nsecond document\n");
+    auto r = run(d, {"data", "prepare", "--input", (d / "a.txt").string(), "--tokenizer", kTokenizer, "--out", (d / "out").string(),
+                     "--val-fraction", "0", "--quiet"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const std::string shard = (d / "out/train_000000.bin").string();
+    r = run(d, {"data", "inspect", "--tokenizer", kTokenizer, "--decode", shard});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, "<|endoftext|>hello world\n<|endoftext|>second document\n");
+    r = run(d, {"data", "inspect", "--tokenizer", kTokenizer, "--json", shard});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j[0]["eot_tokens"], 2);
+    EXPECT_EQ(j[0]["token_bytes"], 2);
+    // An id >= vocab in the last token: exit 2, the message names the file and the token's offset.
+    std::string bytes = read_bytes(shard);
+    const std::size_t last = bytes.size() - 2;
+    bytes[last] = '\xff';
+    bytes[last + 1] = '\xff';
+    write_bytes(d / "bad.bin", bytes);
+    r = run(d, {"data", "inspect", "--vocab-size", "50257", (d / "bad.bin").string()});
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_NE(r.err.find((d / "bad.bin").string() + ": at byte offset " + std::to_string(last) + ":"), std::string::npos) << r.err;
+    write_bytes(d / "short.bin", bytes.substr(0, 1000));
+    r = run(d, {"data", "inspect", "--vocab-size", "50257", (d / "short.bin").string()});
+    EXPECT_EQ(r.rc, 2) << r.err;
+    EXPECT_NE(r.err.find("at byte offset 1000:"), std::string::npos) << r.err;
 }
 
 }  // namespace
