@@ -143,6 +143,14 @@ double rel_err(const std::vector<A>& a, const std::vector<double>& b) {
     return num / den;
 }
 
+// Checks one output and prints its error, so the margin under kTol shows in the test log.
+template <typename A>
+void expect_close(const std::vector<A>& got, const std::vector<double>& want, const char* name) {
+    const double e = rel_err(got, want);
+    std::printf("  %-12s rel err %.2e\n", name, e);
+    EXPECT_LT(e, kTol) << name;
+}
+
 // Mutable copies of the inputs (the kernels write in place, e.g. the classifier's logits).
 std::vector<float> in(const std::string& n) { return Ref::get().in(n); }
 std::vector<int32_t> ids(const std::string& n) { return Ref::get().ids(n); }
@@ -158,9 +166,9 @@ void check_Encoder(const Ref& r) {
     std::vector<float> out(static_cast<size_t>(B) * T * C), dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
     encoder_forward(t(out, {B, T, C}), t(ids_, {B, T}), t(wte, {V, C}), t(wpe, {T + 3, C}));
     encoder_backward(t(dwte, {V, C}), t(dwpe, {T + 3, C}), t(dout, {B, T, C}), t(ids_, {B, T}));
-    EXPECT_LT(rel_err(out, r.out("enc_out")), kTol);
-    EXPECT_LT(rel_err(dwte, r.out("enc_dwte")), kTol);
-    EXPECT_LT(rel_err(dwpe, r.out("enc_dwpe")), kTol);
+    expect_close(out, r.out("enc_out"), "enc_out");
+    expect_close(dwte, r.out("enc_dwte"), "enc_dwte");
+    expect_close(dwpe, r.out("enc_dwpe"), "enc_dwpe");
 }
 
 void check_LayerNorm(const Ref& r) {
@@ -169,12 +177,12 @@ void check_LayerNorm(const Ref& r) {
     layernorm_forward(t(out, {B, T, C}), t(mean, {B, T}), t(rstd, {B, T}), t(x, {B, T, C}), t(w, {C}), t(b, {C}));
     layernorm_backward(t(dx, {B, T, C}), t(dw, {C}), t(db, {C}), t(dout, {B, T, C}), t(x, {B, T, C}), t(w, {C}),
                        t(mean, {B, T}), t(rstd, {B, T}));
-    EXPECT_LT(rel_err(out, r.out("ln_out")), kTol);
-    EXPECT_LT(rel_err(mean, r.out("ln_mean")), kTol);
-    EXPECT_LT(rel_err(rstd, r.out("ln_rstd")), kTol);
-    EXPECT_LT(rel_err(dx, r.out("ln_dx")), kTol);
-    EXPECT_LT(rel_err(dw, r.out("ln_dw")), kTol);
-    EXPECT_LT(rel_err(db, r.out("ln_db")), kTol);
+    expect_close(out, r.out("ln_out"), "ln_out");
+    expect_close(mean, r.out("ln_mean"), "ln_mean");
+    expect_close(rstd, r.out("ln_rstd"), "ln_rstd");
+    expect_close(dx, r.out("ln_dx"), "ln_dx");
+    expect_close(dw, r.out("ln_dw"), "ln_dw");
+    expect_close(db, r.out("ln_db"), "ln_db");
 }
 
 void check_Matmul(const Ref& r) {
@@ -183,10 +191,10 @@ void check_Matmul(const Ref& r) {
     matmul_forward(t(out, {B, T, OC}), t(x, {B, T, C}), t(w, {OC, C}), t(b, {OC}));
     matmul_backward(t(dx, {B, T, C}), t(dw, {OC, C}), t(db, {OC}), t(dout, {B, T, OC}), t(x, {B, T, C}),
                     t(w, {OC, C}));
-    EXPECT_LT(rel_err(out, r.out("mm_out")), kTol);
-    EXPECT_LT(rel_err(dx, r.out("mm_dx")), kTol);
-    EXPECT_LT(rel_err(dw, r.out("mm_dw")), kTol);
-    EXPECT_LT(rel_err(db, r.out("mm_db")), kTol);
+    expect_close(out, r.out("mm_out"), "mm_out");
+    expect_close(dx, r.out("mm_dx"), "mm_dx");
+    expect_close(dw, r.out("mm_dw"), "mm_dw");
+    expect_close(db, r.out("mm_db"), "mm_db");
 }
 
 void check_Attention(const Ref& r) {
@@ -195,9 +203,9 @@ void check_Attention(const Ref& r) {
     attention_forward(t(out, {B, T, C}), t(lse, {B, NH, T}), t(qkv, {B, T, 3 * C}), NH);
     attention_backward(t(dqkv, {B, T, 3 * C}), t(dout, {B, T, C}), t(qkv, {B, T, 3 * C}), t(out, {B, T, C}),
                        t(lse, {B, NH, T}), NH);
-    EXPECT_LT(rel_err(out, r.out("att_out")), kTol);
-    EXPECT_LT(rel_err(lse, r.out("att_lse")), kTol);
-    EXPECT_LT(rel_err(dqkv, r.out("att_dqkv")), kTol);
+    expect_close(out, r.out("att_out"), "att_out");
+    expect_close(lse, r.out("att_lse"), "att_lse");
+    expect_close(dqkv, r.out("att_dqkv"), "att_dqkv");
 }
 
 void check_Gelu(const Ref& r) {
@@ -205,8 +213,8 @@ void check_Gelu(const Ref& r) {
     std::vector<float> out(x.size()), dx(x.size());
     gelu_forward(t(out, {B, T, OC}), t(x, {B, T, OC}));
     gelu_backward(t(dx, {B, T, OC}), t(x, {B, T, OC}), t(dout, {B, T, OC}));
-    EXPECT_LT(rel_err(out, r.out("gelu_out")), kTol);
-    EXPECT_LT(rel_err(dx, r.out("gelu_dx")), kTol);
+    expect_close(out, r.out("gelu_out"), "gelu_out");
+    expect_close(dx, r.out("gelu_dx"), "gelu_dx");
 }
 
 void check_Classifier(const Ref& r) {
@@ -214,13 +222,13 @@ void check_Classifier(const Ref& r) {
     auto y = ids("cls_targets");
     std::vector<float> losses(B * T), probs(logits.size());
     classifier_forward(t(losses, {B, T}), t(logits, {B, T, Vp}), t(y, {B, T}), V);
-    EXPECT_LT(rel_err(losses, r.out("cls_losses")), kTol);
+    expect_close(losses, r.out("cls_losses"), "cls_losses");
     softmax_forward(t(probs, {B, T, Vp}), t(logits, {B, T, Vp}), V);
-    EXPECT_LT(rel_err(probs, r.out("cls_probs")), kTol);
+    expect_close(probs, r.out("cls_probs"), "cls_probs");
     std::vector<float> losses2(B * T);
     classifier_forward_backward(t(losses2, {B, T}), t(logits, {B, T, Vp}), t(y, {B, T}), kDlossScale, V);
-    EXPECT_LT(rel_err(losses2, r.out("cls_losses")), kTol);
-    EXPECT_LT(rel_err(logits, r.out("cls_dlogits")), kTol);  // logits now hold dlogits
+    expect_close(losses2, r.out("cls_losses"), "cls_losses");
+    expect_close(logits, r.out("cls_dlogits"), "cls_dlogits");  // logits now hold dlogits
 }
 
 void check_AdamW(const Ref& r) {
@@ -235,9 +243,9 @@ void check_AdamW(const Ref& r) {
     hp.grad_scale = 0.5f;
     const auto p0 = p;
     adamw_update(t(p, {kAdamN}), t(m, {kAdamN}), t(v, {kAdamN}), t(g, {kAdamN}), hp);
-    EXPECT_LT(rel_err(m, r.out("adam_m")), kTol);
-    EXPECT_LT(rel_err(v, r.out("adam_v")), kTol);
-    EXPECT_LT(rel_err(p, r.out("adam_p")), kTol);
+    expect_close(m, r.out("adam_m"), "adam_m");
+    expect_close(v, r.out("adam_v"), "adam_v");
+    expect_close(p, r.out("adam_p"), "adam_p");
     // The update alone (about lr in size) must match too, not just the parameter it is added to.
     auto rp = r.out("adam_p");
     std::vector<float> dp(p.size());
