@@ -330,6 +330,8 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
         max_id = std::max(max_id, id);
     }
     if (list.ranks.empty()) throw FormatError(fmt::format("{}: no tokens", src));
+    // Tables are sized by the largest id; a vocabulary of more than 16M ids is a corrupt file, not a model.
+    if (max_id >= (1u << 24)) throw FormatError(fmt::format("{}: token id {} is too large (at most 16777215)", src, max_id));
     v.vocab_size = std::size_t{max_id} + 1;
     v.off.assign(v.vocab_size, 0);
     v.len.assign(v.vocab_size, 0);

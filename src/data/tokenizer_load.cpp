@@ -248,7 +248,8 @@ RankList load_tiktoken_file(const std::string& path) {
     return list;
 }
 
-RankList load_hf_tokenizer_json(const std::string& path) {
+namespace {
+RankList load_hf_tokenizer_json_unchecked(const std::string& path) {
     const std::string data = read_file(path);
     nlohmann::json j;
     try {
@@ -314,6 +315,15 @@ RankList load_hf_tokenizer_json(const std::string& path) {
     list.source_path = path;
     list.source_sha256 = sha256_hex(data);
     return list;
+}
+}  // namespace
+
+RankList load_hf_tokenizer_json(const std::string& path) {
+    try {
+        return load_hf_tokenizer_json_unchecked(path);
+    } catch (const nlohmann::json::exception& e) {  // a value of the wrong JSON type somewhere
+        throw FormatError(fmt::format("{}: unexpected JSON value: {}", path, e.what()));
+    }
 }
 
 RankList load_vocab_merges(const std::string& vocab_path, const std::string& merges_path) {

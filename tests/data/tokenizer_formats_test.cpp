@@ -205,6 +205,10 @@ TEST(TokenizerFormats, HuggingFaceTokenizerJson) {
     } catch (const FormatError& e) {
         EXPECT_NE(std::string(e.what()).find("pre_tokenizer"), std::string::npos) << e.what();
     }
+    j["pre_tokenizer"]["add_prefix_space"] = false;
+    j["added_tokens"][0]["id"] = "fifty";  // a wrong JSON type deep inside is a FormatError too
+    write_file_atomic(dir.path / "type.json", j.dump());
+    EXPECT_THROW(Tokenizer::load((dir.path / "type.json").string()), FormatError);
     write_file_atomic(dir.path / "broken.json", "{\"model\": ");
     EXPECT_THROW(Tokenizer::load((dir.path / "broken.json").string()), FormatError);
 }

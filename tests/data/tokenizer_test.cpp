@@ -227,6 +227,9 @@ TEST(TokenizerLoad, CorruptTiktokenNamesFileAndLine) {
     write_file_atomic(dir.path / "dup.tiktoken", good + "YWJjZGVmZ2g= 5\n");
     msg = error_of((dir.path / "dup.tiktoken").string());
     EXPECT_NE(msg.find("token id 5 appears twice"), std::string::npos) << msg;
+    write_file_atomic(dir.path / "huge.tiktoken", good + "YWJjZGVmZ2g= 999999999\n");
+    msg = error_of((dir.path / "huge.tiktoken").string());
+    EXPECT_NE(msg.find("is too large (at most 16777215)"), std::string::npos) << msg;
     write_file_atomic(dir.path / "empty.tiktoken", "\n");
     msg = error_of((dir.path / "empty.tiktoken").string());
     EXPECT_NE(msg.find("no tokens"), std::string::npos) << msg;
