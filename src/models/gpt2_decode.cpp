@@ -1,0 +1,98 @@
+// Gpt2Decoder: the same op sequence as Gpt2::forward (models/gpt2.cpp), on the n new positions only,
+// with attention over the cached qkv rows of every earlier position.
+#include "models/gpt2_decode.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace llmt::models {
+
+Gpt2Decoder::Gpt2Decoder(const Gpt2& model, int max_T) : model_(model) {
+    const Gpt2Config& c = model.config();
+    max_T_ = max_T == 0 ? c.block_size : max_T;
+    LLMT_CHECK(max_T_ > 0 && max_T_ <= c.block_size, "decoder: cache of {} positions; expected 1..model.block_size ({})",
+               max_T_, c.block_size);
+    const int64_t T = max_T_, C = c.d_model, F = c.d_ff;
+    for (int l = 0; l < c.n_layer; ++l) cache_.add(fmt::format("h{}.qkv", l), {1, T, 3 * C});
+    cache_.allocate(false);  // rows are written before they are read (positions < pos_ only)
+    for (const char* n : {"x", "ln", "atty", "proj", "res2", "res3"}) scratch_.add(n, {T * C});
+    for (const char* n : {"fch", "fch_gelu"}) scratch_.add(n, {T * F});
+    scratch_.add("mean", {T});
+    scratch_.add("rstd", {T});
+    scratch_.add("logits", {c.padded_vocab});
+    scratch_.allocate(false);
+}
+
+const float* Gpt2Decoder::prefill(std::span<const int32_t> ids) {
+    LLMT_CHECK(!ids.empty(), "decoder: prefill needs at least one token");
+    LLMT_CHECK(static_cast<int64_t>(ids.size()) <= max_T_,
+               "decoder: prompt of {} tokens exceeds the context of {} positions (model.block_size {})", ids.size(),
+               max_T_, model_.config().block_size);
+    pos_ = 0;
+    started_ = true;
+    return run(ids.data(), static_cast<int>(ids.size()));
+}
+
+const float* Gpt2Decoder::step(int32_t id) {
+    LLMT_CHECK(started_, "decoder: step() before prefill()");
+    LLMT_CHECK(pos_ < max_T_,
+               "decoder: position {} is beyond the context of {} positions (model.block_size {}); start a new "
+               "sequence with a shorter prefix",
+               pos_, max_T_, model_.config().block_size);
+    return run(&id, 1);
+}
+
+const float* Gpt2Decoder::run(const int32_t* ids, int n) {
+    const Gpt2Config& c = model_.config();
+    const int64_t C = c.d_model, F = c.d_ff, Vp = c.padded_vocab;
+    const int t0 = pos_;
+    for (int i = 0; i < n; ++i)
+        LLMT_CHECK(ids[i] >= 0 && ids[i] < c.vocab_size, "decoder: token id {} at position {} is outside [0, {})",
+                   ids[i], t0 + i, c.vocab_size);
+    const Arena& P = model_.params();
+    auto S = [&](const char* name, int64_t w) { return Tensor(scratch_.view(name).data, {1, n, w}); };
+    Tensor mean(scratch_.view("mean").data, {1, n}), rstd(scratch_.view("rstd").data, {1, n});
+
+    // Positions t0.. use rows t0.. of the position table.
+    Tensor wpe = P.view("transformer.wpe.weight");
+    Tensor wpe_from(static_cast<float*>(wpe.data) + static_cast<int64_t>(t0) * C, {c.block_size - t0, C});
+    Tensor inp(const_cast<int32_t*>(ids), {1, n}, DType::kI32);
+    kernels::encoder_forward(S("x", C), inp, P.view("transformer.wte.weight"), wpe_from);
+
+    Tensor residual = S("x", C);
+    for (int l = 0; l < c.n_layer; ++l) {
+        const std::string p = fmt::format("transformer.h.{}.", l);
+        auto W = [&](const char* name) { return P.view(p + name); };
+        Tensor cache = cache_.view(fmt::format("h{}.qkv", l));  // (1, max_T, 3C)
+        Tensor qkv_new(static_cast<float*>(cache.data) + static_cast<int64_t>(t0) * 3 * C, {1, n, 3 * C});
+        kernels::layernorm_forward(S("ln", C), mean, rstd, residual, W("ln_1.weight"), W("ln_1.bias"));
+        kernels::matmul_forward(qkv_new, S("ln", C), W("attn.c_attn.weight"), W("attn.c_attn.bias"));
+        kernels::attention_forward_cached(S("atty", C), cache, t0, c.n_head);
+        kernels::matmul_forward(S("proj", C), S("atty", C), W("attn.c_proj.weight"), W("attn.c_proj.bias"));
+        kernels::residual_forward(S("res2", C), residual, S("proj", C));
+        kernels::layernorm_forward(S("ln", C), mean, rstd, S("res2", C), W("ln_2.weight"), W("ln_2.bias"));
+        kernels::matmul_forward(S("fch", F), S("ln", C), W("mlp.c_fc.weight"), W("mlp.c_fc.bias"));
+        kernels::gelu_forward(S("fch_gelu", F), S("fch", F));
+        kernels::matmul_forward(S("proj", C), S("fch_gelu", F), W("mlp.c_proj.weight"), W("mlp.c_proj.bias"));
+        // res3 is the next layer's input; that layer reads it (ln_1, res2 = res3 + attn) before rewriting it.
+        kernels::residual_forward(S("res3", C), S("res2", C), S("proj", C));
+        residual = S("res3", C);
+    }
+    // Only the last position's logits are needed: final LayerNorm and the head on one row.
+    const float* last = residual.ptr<float>() + static_cast<int64_t>(n - 1) * C;
+    Tensor last_row(const_cast<float*>(last), {1, 1, C});
+    Tensor ln_row(scratch_.view("ln").data, {1, 1, C});
+    Tensor mean1(scratch_.view("mean").data, {1, 1}), rstd1(scratch_.view("rstd").data, {1, 1});
+    kernels::layernorm_forward(ln_row, mean1, rstd1, last_row, P.view("transformer.ln_f.weight"),
+                               P.view("transformer.ln_f.bias"));
+    Tensor logits(scratch_.view("logits").data, {1, 1, Vp});
+    Tensor head = c.tie_embeddings ? P.view("transformer.wte.weight") : P.view("lm_head.weight");
+    kernels::matmul_forward(logits, ln_row, head, Tensor());
+    pos_ = t0 + n;
+    return logits.ptr<float>();
+}
+
+}  // namespace llmt::models
