@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
     llmt::cli::register_print_config(app, rt);
     llmt::cli::register_data(app, rt);
     llmt::cli::register_tokenize(app, rt);
+    llmt::cli::register_generate(app, rt);
 
     try {
         app.parse(argc, argv);

@@ -31,12 +31,16 @@ int32_t Sampler::sample(const float* logits) {
     }
     cand_.resize(static_cast<size_t>(V_));
     for (int32_t i = 0; i < V_; ++i) cand_[static_cast<size_t>(i)] = {logits[i], i};
-    if (k < V_) std::nth_element(cand_.begin(), cand_.begin() + (k - 1), cand_.end(), before);
-    cand_.resize(static_cast<size_t>(k));
-    std::sort(cand_.begin(), cand_.end(), before);
-    // softmax(logit / T) over the candidates in double, max subtracted (cand_[0] is the max).
+    if (k < V_) {
+        // The k best in one total order (sorted, so the cumulative walk below is seed-stable).
+        std::nth_element(cand_.begin(), cand_.begin() + (k - 1), cand_.end(), before);
+        cand_.resize(static_cast<size_t>(k));
+        std::sort(cand_.begin(), cand_.end(), before);
+    }  // else every id, in id order: no sort needed (a 50k-id sort per token costs more than the model)
+    // softmax(logit / T) over the candidates in double, max subtracted.
     const double inv_t = 1.0 / static_cast<double>(opts_.temperature);
-    const double mx = cand_[0].first;
+    double mx = cand_[0].first;
+    for (const auto& c : cand_) mx = std::max(mx, static_cast<double>(c.first));
     LLMT_CHECK(std::isfinite(mx), "sampler: the largest logit is {} (the model's weights are not finite?)", mx);
     double total = 0;
     std::vector<double>& w = weights_;
