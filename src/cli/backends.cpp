@@ -1,7 +1,9 @@
 #include "cli/backends.h"
 
+#include "kernels/ops.h"
+
 namespace llmt::cli {
 
-std::string blas_in_use() { return "none"; }
+std::string blas_in_use() { return kernels::gemm_backend_name(); }
 
 }  // namespace llmt::cli

@@ -23,6 +23,8 @@ void register_validate(CLI::App& app, Runtime& rt);
 void register_print_config(CLI::App& app, Runtime& rt);
 void register_data(CLI::App& app, Runtime& rt);
 void register_tokenize(CLI::App& app, Runtime& rt);  // tokenize + detokenize
+void register_train(CLI::App& app, Runtime& rt);
+void register_eval(CLI::App& app, Runtime& rt);
 void register_generate(CLI::App& app, Runtime& rt);
 
 }  // namespace llmt::cli

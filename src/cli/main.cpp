@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
     llmt::cli::register_print_config(app, rt);
     llmt::cli::register_data(app, rt);
     llmt::cli::register_tokenize(app, rt);
+    llmt::cli::register_train(app, rt);
+    llmt::cli::register_eval(app, rt);
     llmt::cli::register_generate(app, rt);
 
     try {

@@ -1,11 +1,13 @@
 #include "core/fs.h"
 
 #include <fcntl.h>
+#include <glob.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
@@ -104,6 +106,20 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view data)
     }
     auto dir = path.parent_path();
     fsync_path(dir.empty() ? std::filesystem::path(".") : dir);
+}
+
+std::vector<std::string> expand_glob(const std::string& pattern) {
+    glob_t g{};
+    int rc = ::glob(pattern.c_str(), GLOB_NOSORT, nullptr, &g);
+    std::vector<std::string> out;
+    if (rc == 0) {
+        for (size_t i = 0; i < g.gl_pathc; ++i) out.emplace_back(g.gl_pathv[i]);
+    }
+    ::globfree(&g);
+    if (rc != 0 && rc != GLOB_NOMATCH)
+        throw InputError(fmt::format("cannot expand the pattern '{}' (glob error {})", pattern, rc));
+    std::sort(out.begin(), out.end());
+    return out;
 }
 
 void make_dirs(const std::filesystem::path& dir) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace llmt {
 
@@ -19,6 +20,10 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view data)
 
 // fsync a file or a directory by path. Throws IoError.
 void fsync_path(const std::filesystem::path& path);
+
+// Paths matching a shell glob (glob(3)), sorted. An empty result is not an error here; callers
+// decide. Throws InputError for a malformed pattern.
+std::vector<std::string> expand_glob(const std::string& pattern);
 
 // Creates `dir` and its parents with the given mode (default 0755). Throws IoError.
 void make_dirs(const std::filesystem::path& dir);

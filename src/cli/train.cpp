@@ -1,0 +1,54 @@
+// `llmtrain train` and `llmtrain eval`: thin wrappers over train/trainer.h.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/command.h"
+#include "cli/config_options.h"
+#include "train/trainer.h"
+
+namespace llmt::cli {
+
+void register_train(CLI::App& app, Runtime& rt) {
+    auto* cmd = app.add_subcommand("train", "Train a model from a config (checkpoints, resume, graceful SIGTERM)");
+    auto opts = add_config_options(cmd);
+    auto resume = std::make_shared<std::string>();
+    auto dry = std::make_shared<bool>(false);
+    auto json = std::make_shared<bool>(false);
+    auto stop_at = std::make_shared<int64_t>(0);
+    cmd->add_option("--stop-at-step", *stop_at,
+                    "stop after this optimizer step with a checkpoint (exit 0); the LR schedule still runs to "
+                    "trainer.max_steps, so a later --resume continues exactly")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--resume", *resume,
+                    "continue a run: auto | RUN_ID | runs/RUN_ID | PATH/TO/checkpoints/step_N (auto resumes "
+                    "output.run_id if it has a checkpoint, else starts it)");
+    cmd->add_flag("--dry-run", *dry, "one forward pass: parameter count, memory plan and loss; no update, no files");
+    cmd->add_flag("--json", *json, "print the summary as one JSON document on stdout");
+    cmd->callback([opts, resume, dry, json, stop_at, &rt] {
+        train::TrainOptions to{load_config(*opts), *resume, *dry, rt.argv, true, *stop_at};
+        auto result = train::run_training(to);
+        if (*json || *dry) fmt::print("{}\n", result.summary.dump(*json ? -1 : 2));
+        rt.exit_code = result.exit_code;
+    });
+}
+
+void register_eval(CLI::App& app, Runtime& rt) {
+    auto* cmd = app.add_subcommand("eval", "Validation loss of a checkpoint (or model.init_from), as training computes it");
+    auto opts = add_config_options(cmd);
+    auto ckpt = std::make_shared<std::string>();
+    auto json = std::make_shared<bool>(false);
+    cmd->add_option("--checkpoint", *ckpt, "a checkpoints/step_N directory, a checkpoints/ directory or a run directory");
+    cmd->add_flag("--json", *json, "print {\"val_loss\": x, \"tokens\": n} as one JSON document");
+    cmd->callback([opts, ckpt, json, &rt] {
+        auto r = train::run_evaluation(load_config(*opts), *ckpt);
+        if (*json) {
+            fmt::print("{}\n", r.dump());
+        } else {
+            fmt::print("val_loss {:.6f} over {} tokens ({} batches) of {}\n", r["val_loss"].get<double>(),
+                       r["tokens"].get<int64_t>(), r["batches"].get<int64_t>(), r["weights"].get<std::string>());
+        }
+        rt.exit_code = 0;
+    });
+}
+
+}  // namespace llmt::cli

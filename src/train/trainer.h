@@ -1,0 +1,42 @@
+// The training loop (issue 4): data -> GPT-2 forward/backward -> clip -> AdamW, with logging, evaluation,
+// checkpoints, exact resume and graceful stop. One entry point so the CLI, the launcher's workers, pods
+// and the job queue all start training the same way.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace llmt::train {
+
+struct TrainOptions {
+    config::Config cfg;
+    // "" (new run), "auto" (resume output.run_id if it has a checkpoint, else start it), a run id under
+    // output.root_dir, a run directory, or a checkpoints/step_N directory.
+    std::string resume;
+    bool dry_run = false;           // one forward pass: parameter count, memory plan, loss; no update
+    std::vector<std::string> argv;  // recorded in meta.json
+    bool progress = true;           // progress bar when stderr is a terminal
+    // Stop after this optimizer step (checkpoint, exit 0) while the schedule still runs to max_steps:
+    // a run split into parts (time-limited jobs, tests of exact resume). 0 = off.
+    int64_t stop_at_step = 0;
+};
+
+// What a finished (or stopped) run reports; also written to summary.json.
+struct TrainResult {
+    int exit_code = 0;  // 0, or 128 + signal when stopped by SIGINT/SIGTERM
+    nlohmann::ordered_json summary;
+};
+
+// Runs training to trainer.max_steps (or until SIGTERM/SIGINT). Throws InputError for bad input
+// (missing shards, a checkpoint of another model, ...), Error subclasses for runtime failures.
+TrainResult run_training(const TrainOptions& opts);
+
+// `llmtrain eval`: the validation loss as the trainer computes it, for `checkpoint` (a step dir, run
+// dir or checkpoints dir), else model.init_from. Returns {"val_loss", "tokens", "batches"}.
+nlohmann::ordered_json run_evaluation(const config::Config& cfg, const std::string& checkpoint);
+
+}  // namespace llmt::train
