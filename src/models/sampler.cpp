@@ -29,8 +29,8 @@ int32_t Sampler::sample(const float* logits) {
         ++counter_;  // one draw per token either way, so mixing modes never shifts later draws
         return best;
     }
-    cand_.resize(static_cast<size_t>(V_));
-    for (int32_t i = 0; i < V_; ++i) cand_[static_cast<size_t>(i)] = {logits[i], i};
+    cand_.clear();  // keeps its capacity: no allocation per token
+    for (int32_t i = 0; i < V_; ++i) cand_.emplace_back(logits[i], i);
     if (k < V_) {
         // The k best in one total order (sorted, so the cumulative walk below is seed-stable).
         std::nth_element(cand_.begin(), cand_.begin() + (k - 1), cand_.end(), before);
