@@ -1,10 +1,21 @@
 #!/usr/bin/env bash
-# The main job of `make run`: checks and prints the default preset's resolved config.
-# (The training engine replaces this with training the default preset on the default corpus.)
+# The main job of `make run` (after setup and build): prepare the default corpus, train the default
+# preset (gpt2_tiny_cpu: 4 layers, d=256, T=256 on 2 cores) and print a sample from the trained model.
+# Each `make run` is a new run under runs/; RUN_ID=... reuses one (resumed if it has a checkpoint).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/release/llmtrain
 PRESET=configs/presets/gpt2_tiny_cpu.yaml
+RUN_ID=${RUN_ID:-gpt2-tiny-$(date -u +%Y%m%dT%H%M%SZ)}
+
+make --no-print-directory data
 "$BIN" version
 "$BIN" validate --config "$PRESET"
-"$BIN" print-config --config "$PRESET"
+"$BIN" train --config "$PRESET" --set output.run_id="$RUN_ID" --resume auto
+echo
+echo "== summary (runs/$RUN_ID/summary.json)"
+cat "runs/$RUN_ID/summary.json"
+echo
+echo "== sample (llmtrain generate --checkpoint runs/$RUN_ID --prompt 'And God said')"
+"$BIN" generate --checkpoint "runs/$RUN_ID" --prompt "And God said" --max-new-tokens 60 --temperature 0.8 --top-k 40 --seed 1337 --set run.threads=1
+echo

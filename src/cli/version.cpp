@@ -5,6 +5,7 @@
 
 #include "cli/command.h"
 #include "cli/backends.h"
+#include "core/cpu_features.h"
 #include "core/version.h"
 
 namespace llmt::cli {
@@ -18,11 +19,12 @@ void register_version(CLI::App& app, Runtime& rt) {
         if (*json) {
             nlohmann::ordered_json j = {{"version", b.version},   {"git_sha", b.git_sha},
                                         {"build_type", b.build_type}, {"cuda", b.cuda},
-                                        {"blas", blas_in_use()}};
+                                        {"blas", blas_in_use()}, {"cpu", cpu_features().describe()}};
             fmt::print("{}\n", j.dump());
         } else {
-            fmt::print("llmtrain {}\ngit sha:    {}\nbuild type: {}\ncuda:       {}\nblas:       {}\n", b.version,
-                       b.git_sha, b.build_type, b.cuda ? "on" : "off", blas_in_use());
+            fmt::print("llmtrain {}\ngit sha:    {}\nbuild type: {}\ncuda:       {}\nblas:       {}\ncpu:        {}\n",
+                       b.version, b.git_sha, b.build_type, b.cuda ? "on" : "off", blas_in_use(),
+                       cpu_features().describe());
         }
         rt.exit_code = 0;
     });

@@ -44,9 +44,11 @@ public:
     using Error::Error;
 };
 
-class CheckpointError : public Error {
+// A checkpoint that is missing, corrupt or belongs to another model: bad input named by the user
+// (--resume, --checkpoint, model.init_from), so exit code 2.
+class CheckpointError : public InputError {
 public:
-    using Error::Error;
+    using InputError::InputError;
 };
 
 // Distributed failures; DistTimeout when a peer did not answer within the timeout.
