@@ -61,7 +61,9 @@ TEST(Arena, LayoutAlignmentViews) {
 
 TEST(CpuFeatures, Consistent) {
     const CpuFeatures& f = cpu_features();
-    if (f.avx512f) EXPECT_TRUE(f.avx2);
+    if (f.avx512f) {
+        EXPECT_TRUE(f.avx2);
+    }
     EXPECT_FALSE(f.describe().empty());
 }
 
