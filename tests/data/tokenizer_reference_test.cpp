@@ -2,6 +2,7 @@
 // tokenizer_cases.jsonl (ids and, for ordinary mode, the pre-token pieces) and the whole 6.98 MB
 // reference corpus (built by make_corpus.sh from Debian packages; ids in corpus.tokens.u32le).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -82,8 +83,10 @@ std::string reference_corpus() {
     const std::filesystem::path path = std::filesystem::path(LLMT_BINARY_DIR) / "tokenizer_corpus.txt";
     std::error_code ec;
     if (!std::filesystem::exists(path, ec) || sha256_file(path) != kSha) {
-        const std::string cmd = "sh " + kShared + "make_corpus.sh " + path.string() + ".tmp && mv " + path.string() +
-                                ".tmp " + path.string();
+        // A temp name per process: ctest -j runs several tests of this file at once, and a shared temp
+        // name made one test's mv fail while the other was writing it.
+        const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
+        const std::string cmd = "sh " + kShared + "make_corpus.sh " + tmp + " && mv " + tmp + " " + path.string();
         EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
     }
     std::string text = read_file(path);
