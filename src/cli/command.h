@@ -26,5 +26,6 @@ void register_tokenize(CLI::App& app, Runtime& rt);  // tokenize + detokenize
 void register_train(CLI::App& app, Runtime& rt);
 void register_eval(CLI::App& app, Runtime& rt);
 void register_generate(CLI::App& app, Runtime& rt);
+void register_launch(CLI::App& app, Runtime& rt);
 
 }  // namespace llmt::cli
