@@ -51,7 +51,8 @@ void register_launch(CLI::App& app, Runtime& rt) {
                                 "MASTER_PORT, 29500)");
     cmd->add_flag("--standalone", a->standalone, "one node on 127.0.0.1 with a free port (several jobs side by side)");
     cmd->add_option("--max-restarts,--max_restarts", a->max_restarts,
-                    "restart all workers up to this many times when one fails (train resumes with --resume auto)")
+                    "restart all workers up to this many times when one fails (train is resumed with --resume auto, "
+                    "which needs output.run_id)")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--kill-grace-s", a->kill_grace_s,
                     "seconds between SIGTERM and SIGKILL when stopping workers (default 30)")
@@ -61,6 +62,10 @@ void register_launch(CLI::App& app, Runtime& rt) {
                                 "(like torchrun's --no-python)");
     cmd->add_flag("--dry-run", a->dry_run, "print the resolved node environment and each worker's command; run nothing");
     cmd->add_option("command", a->command, "the worker's command after --, e.g. -- train --config F");
+    cmd->footer(
+        "Exit code: 0 when every worker exits 0; else the first failing worker's code (128 + signal number for a\n"
+        "signal, 127 when the program cannot be run); 128 + signal when a SIGTERM/SIGINT to the launcher stopped\n"
+        "workers that then exited 0. Each output line of worker k is prefixed \"[rank k] \". docs/distributed.md");
 
     cmd->callback([a, &rt] {
         launch::NodeFlags flags;
