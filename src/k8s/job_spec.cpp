@@ -79,7 +79,7 @@ bool is_env_name(const std::string& s) {
 // overwritten or, worse, contradict the flags.
 bool is_reserved_env(const std::string& s) {
     static const char* const kReserved[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                                            "MASTER_PORT", "JOB_COMPLETION_INDEX", "POD_INDEX", "HF_TOKEN",
+                                            "MASTER_PORT", "JOB_COMPLETION_INDEX", "LLMTRAIN_POD_INDEX", "HF_TOKEN",
                                             "HUGGING_FACE_HUB_TOKEN"};
     for (const char* r : kReserved)
         if (s == r) return true;

@@ -110,9 +110,10 @@ PodTemplate pod_template(const JobSpec& s, const Names& n, const std::string& re
         c.env.push_back(
             EnvVar::field("JOB_COMPLETION_INDEX", "metadata.annotations['batch.kubernetes.io/job-completion-index']"));
     } else if (s.kind == Kind::StatefulSet) {
-        // Kubernetes >= 1.28 labels StatefulSet pods with their ordinal; the launcher falls back to the
-        // host name's trailing -N where the label (and so this value) is missing.
-        c.env.push_back(EnvVar::field("POD_INDEX", "metadata.labels['apps.kubernetes.io/pod-index']"));
+        // Kubernetes >= 1.28 labels StatefulSet pods with their ordinal; the launcher reads it from
+        // LLMTRAIN_POD_INDEX (src/launch/node_env.h kPodIndexEnv) and falls back to the host name's
+        // trailing -N where the label is missing (the downward API then gives "", read as unset).
+        c.env.push_back(EnvVar::field("LLMTRAIN_POD_INDEX", "metadata.labels['apps.kubernetes.io/pod-index']"));
     }
     for (auto& e : common_env(s)) c.env.push_back(std::move(e));
     c.ports.push_back({s.kind == Kind::PyTorchJob ? "pytorchjob-port" : "rendezvous", s.master_port});
@@ -296,7 +297,7 @@ std::vector<std::string> launcher_args(const JobSpec& s) {
             a.insert(a.end(), {"--nnodes", nnodes, "--node-rank", "$(JOB_COMPLETION_INDEX)", "--nproc-per-node", nproc,
                                "--master-addr", n.master_addr, "--master-port", port});
             break;
-        case Kind::StatefulSet:  // node rank from POD_INDEX, else the host name's -N
+        case Kind::StatefulSet:  // node rank from LLMTRAIN_POD_INDEX, else the host name's -N
             a.insert(a.end(), {"--nnodes", nnodes, "--nproc-per-node", nproc, "--master-addr", n.master_addr,
                                "--master-port", port});
             break;
