@@ -3,26 +3,22 @@
 // harness's reason, only where the kernel refuses network namespaces.
 #include <gtest/gtest.h>
 
-#include "support/subprocess.h"
+#include "support/netns_hosts.h"
 
 namespace {
 
 using llmt::testing::llmtrain_bin;
+using llmt::testing::run_on_hosts;
 using llmt::testing::run_process;
 
 #define EXPECT_HAS(hay, needle) EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
 
-const std::string kHarness = std::string(LLMT_SOURCE_DIR) + "/tests/support/netns_hosts.sh";
-
-llmt::testing::ProcResult on_two_hosts(const std::string& command) {
-    return run_process({"bash", kHarness, "-n", "2", "-t", "90", "--", command}, "", 150);
-}
-
 TEST(MultiHost, RankOneReachesRankZeroByHostName) {
-    auto r = on_two_hosts(llmtrain_bin() +
+    auto h = run_on_hosts(llmtrain_bin() +
                           " launch --nnodes 2 --node-rank $NETNS_HOST_INDEX --nproc-per-node 1 --master-addr host-0 "
                           "--master-port 29400 --exec " LLMT_TCP_PING_BIN);
-    if (r.exit_code == 77) GTEST_SKIP() << r.out;
+    if (h.skipped) GTEST_SKIP() << h.skip_reason;
+    const auto& r = h.proc;
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_HAS(r.out, "[host-0] [rank 0] rank 0 of 2 on host-0, master host-0:29400\n");
     EXPECT_HAS(r.out, "[host-1] [rank 1] rank 1 reached host-0 (10.213.0.2): ack from rank 0 on host-0\n");
@@ -32,9 +28,10 @@ TEST(MultiHost, RankOneReachesRankZeroByHostName) {
 
 TEST(MultiHost, NodeRankFromTheHostNameWithTwoWorkersEach) {
     // No --node-rank: host-0/host-1 give it, as a StatefulSet pod's name does. Ranks 1..3 all reach rank 0.
-    auto r = on_two_hosts(llmtrain_bin() +
+    auto h = run_on_hosts(llmtrain_bin() +
                           " launch --nnodes 2 --nproc-per-node 2 --master-addr host-0 --master-port 29401 --exec " LLMT_TCP_PING_BIN);
-    if (r.exit_code == 77) GTEST_SKIP() << r.out;
+    if (h.skipped) GTEST_SKIP() << h.skip_reason;
+    const auto& r = h.proc;
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_HAS(r.out, "[host-1] llmtrain launch: nnodes=2 (--nnodes) node_rank=1 (hostname 'host-1')");
     EXPECT_HAS(r.out, "[host-0] [rank 1] rank 1 reached host-0 (10.213.0.2)");
@@ -44,15 +41,16 @@ TEST(MultiHost, NodeRankFromTheHostNameWithTwoWorkersEach) {
 }
 
 TEST(MultiHost, HarnessReportsAFailingHostAndCleansUp) {
-    auto r = run_process({"bash", kHarness, "-n", "2", "-t", "30", "--",
-                          "echo \"I am $(hostname) at $NETNS_HOST_IP\"; ip -o link show | grep -c . ; "
-                          "[ $NETNS_HOST_INDEX = 0 ] || exit 9"},
-                         "", 60);
-    if (r.exit_code == 77) GTEST_SKIP() << r.out;
+    auto h = run_on_hosts("echo \"I am $(hostname) at $NETNS_HOST_IP\"; ip -o link show | grep -c . ; "
+                          "getent hosts job-1.svc; [ $NETNS_HOST_INDEX = 0 ] || exit 9",
+                          2, 30, {"job-%d.svc"});
+    if (h.skipped) GTEST_SKIP() << h.skip_reason;
+    const auto& r = h.proc;
     EXPECT_EQ(r.exit_code, 9) << r.out << r.err;
     EXPECT_HAS(r.out, "[host-0] I am host-0 at 10.213.0.2\n");
     EXPECT_HAS(r.out, "[host-1] I am host-1 at 10.213.0.3\n");
     EXPECT_HAS(r.out, "[host-1] 2\n");  // lo and eth0: a namespace of its own
+    EXPECT_HAS(r.out, "[host-0] 10.213.0.3      host-1 job-1.svc\n");  // the alias, in every host's /etc/hosts
     EXPECT_HAS(r.out, "netns_hosts.sh: host-1 exited with 9");
     // Nothing of this run is left. Other runs may exist at the same time, so look for this run's names:
     // namespaces llmt-<id>-*, bridge lb<id>, veths lv<id>*/lp<id>*, /etc/netns/llmt-<id>-*.
