@@ -5,9 +5,14 @@
 #include <cstring>
 #include <new>
 
+#include "core/device_memory.h"
+
 namespace llmt {
 
-void Arena::FreeDeleter::operator()(void* p) const { std::free(p); }
+void Arena::FreeDeleter::operator()(void* p) const {
+    if (device == Device::kCpu) std::free(p);
+    else device_memory(device).free(p);
+}
 
 size_t Arena::add(std::string name, std::vector<int64_t> shape, DType dtype) {
     LLMT_CHECK(!allocated(), "arena: cannot add view '{}' after allocate()", name);
@@ -32,12 +37,17 @@ size_t Arena::add(std::string name, std::vector<int64_t> shape, DType dtype) {
     return entries_.size() - 1;
 }
 
-void Arena::allocate(bool zero_fill) {
+void Arena::allocate(bool zero_fill, Device dev) {
     LLMT_CHECK(!allocated(), "arena: allocate() called twice");
     size_t bytes = total_ == 0 ? kAlignment : total_;  // total_ is already a multiple of kAlignment
-    void* p = std::aligned_alloc(kAlignment, bytes);
-    if (!p) throw std::bad_alloc();
-    buffer_.reset(static_cast<std::byte*>(p));
+    void* p = nullptr;
+    if (dev == Device::kCpu) {
+        p = std::aligned_alloc(kAlignment, bytes);
+        if (!p) throw std::bad_alloc();
+    } else {
+        p = device_memory(dev).alloc(bytes);  // cudaMalloc: 256-byte aligned, a multiple of kAlignment
+    }
+    buffer_ = std::unique_ptr<std::byte, FreeDeleter>(static_cast<std::byte*>(p), FreeDeleter{dev});
     if (zero_fill) zero();
 }
 
@@ -46,7 +56,7 @@ Arena Arena::mirror() const {
     m.entries_ = entries_;
     m.by_name_ = by_name_;
     m.total_ = total_;
-    m.allocate(true);
+    m.allocate(true, device());
     return m;
 }
 
@@ -67,12 +77,14 @@ Tensor Arena::view(size_t i) const {
     t.ndim = static_cast<int>(e.shape.size());
     for (size_t d = 0; d < e.shape.size(); ++d) t.shape[d] = e.shape[d];
     t.dtype = e.dtype;
-    t.device = Device::kCpu;
+    t.device = device();
     return t;
 }
 
 void Arena::zero() {
-    if (buffer_) std::memset(buffer_.get(), 0, total_);
+    if (!buffer_) return;
+    if (device() == Device::kCpu) std::memset(buffer_.get(), 0, total_);
+    else device_memory(device()).zero(buffer_.get(), total_);
 }
 
 }  // namespace llmt

@@ -40,18 +40,21 @@ public:
     // than 4 dims, or when called after allocate().
     size_t add(std::string name, std::vector<int64_t> shape, DType dtype = DType::kF32);
 
-    // Allocates the buffer (CPU memory; the CUDA backend brings its own allocator). zero=false leaves
-    // the memory uninitialised, for activation arenas every byte of which a forward pass writes.
-    // Throws InputError if already allocated, IoError-free: std::bad_alloc on exhaustion.
-    void allocate(bool zero = true);
+    // Allocates the buffer on `device`: CPU memory, or device memory through the functions the backend
+    // registered (core/device_memory.h; DeviceError when none is). zero=false leaves the memory
+    // uninitialised, for activation arenas every byte of which a forward pass writes.
+    // Throws InputError if already allocated, IoError-free: std::bad_alloc (CPU) or DeviceError on
+    // exhaustion.
+    void allocate(bool zero = true, Device device = Device::kCpu);
 
-    // A new, allocated (and zeroed) arena with the same layout.
+    // A new, allocated (and zeroed) arena with the same layout on the same device.
     Arena mirror() const;
 
     bool allocated() const { return buffer_ != nullptr; }
     size_t size() const { return entries_.size(); }
     size_t nbytes() const { return total_; }  // whole buffer including alignment gaps
     void* data() const { return buffer_.get(); }
+    Device device() const { return buffer_.get_deleter().device; }
     const Entry& entry(size_t i) const { return entries_.at(i); }
     const std::vector<Entry>& entries() const { return entries_; }
     // Index of a view by name; throws InputError naming the missing view.
@@ -62,11 +65,16 @@ public:
     Tensor view(size_t i) const;
     Tensor view(std::string_view name) const { return view(index(name)); }
 
-    // Sets every byte (gaps included) to zero.
+    // Sets every byte (gaps included) to zero (on the device for device arenas; synchronous).
     void zero();
 
 private:
     struct FreeDeleter {
+        // Constructors, not a member initialiser: unique_ptr needs it default-constructible while
+        // Arena is still incomplete.
+        FreeDeleter() noexcept : device(Device::kCpu) {}
+        explicit FreeDeleter(Device d) noexcept : device(d) {}
+        Device device;
         void operator()(void* p) const;
     };
     std::vector<Entry> entries_;

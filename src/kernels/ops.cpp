@@ -1,6 +1,7 @@
 // Validation and device dispatch for kernels/ops.h.
 #include "kernels/ops.h"
 
+#include <cstring>
 #include <initializer_list>
 #include <string>
 
@@ -15,18 +16,41 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/peak_flops.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/residual.h"
 
+#if LLMT_CUDA_ENABLED
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/classifier.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/encoder.h"
+#include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/matmul.h"
+#include "kernels/cuda/optim.h"
+#include "kernels/cuda/runtime.h"
+// `return cuda::op(...)` when the tensors are on the GPU (check_device refused them in a CPU-only build).
+#define LLMT_ON_CUDA(dev, call) \
+    if ((dev) == Device::kCuda) return cuda::call
+#else
+#define LLMT_ON_CUDA(dev, call) (void)(dev)
+#endif
+
 namespace llmt::kernels {
 namespace {
+
+#if LLMT_CUDA_ENABLED
+// Arena buffers on Device::kCuda allocate through cudaMalloc (core/device_memory.h). Registering only
+// stores function pointers; no CUDA call happens before the first allocation.
+const bool kCudaMemoryRegistered = (cuda::register_memory(), true);
+#endif
 
 struct Arg {
     const char* name;
     const Tensor& t;
 };
 
-// All present tensors on one device; returns it. CUDA tensors throw until the CUDA backend lands.
+// All present tensors on one device; returns it. CUDA tensors throw in a build without CUDA.
 Device check_device(const char* op, std::initializer_list<Arg> args) {
     bool first = true;
     Device dev = Device::kCpu;
@@ -39,12 +63,7 @@ Device check_device(const char* op, std::initializer_list<Arg> args) {
         LLMT_CHECK(a.t.device == dev, "{}: argument '{}' is on {} but the others are on {}", op, a.name,
                    device_name(a.t.device), device_name(dev));
     }
-    if (dev == Device::kCuda) {
-        if (LLMT_CUDA_ENABLED) {
-            throw DeviceError(fmt::format("{}: the CUDA backend of this op is not implemented yet", op));
-        }
-        throw DeviceError(fmt::format("{}: built without CUDA", op));
-    }
+    if (dev == Device::kCuda && !LLMT_CUDA_ENABLED) throw DeviceError(fmt::format("{}: built without CUDA", op));
     return dev;
 }
 
@@ -102,6 +121,8 @@ void encoder_forward(Tensor out, Tensor inp, Tensor wte, Tensor wpe) {
     LLMT_CHECK(wpe.dim(0) >= T, "{}: wpe has {} positions, sequence length is {}", op, wpe.dim(0), T);
     check_f32(op, {{"out", out}, {"wte", wte}, {"wpe", wpe}});
     check_dtype(op, "inp", inp, DType::kI32);
+    LLMT_ON_CUDA(out.device, encoder_forward(f(out), ids(inp), f(wte), f(wpe), as_int(op, "B", B),
+                                             as_int(op, "T", T), as_int(op, "C", C), cuda::stream()));
     const int32_t* p = ids(inp);
     for (int64_t i = 0; i < B * T; i++)
         LLMT_CHECK(p[i] >= 0 && p[i] < wte.dim(0), "{}: token id {} at position {} is outside [0, {})", op,
@@ -121,6 +142,8 @@ void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp) {
     LLMT_CHECK(dwpe.dim(0) >= T, "{}: dwpe has {} positions, sequence length is {}", op, dwpe.dim(0), T);
     check_f32(op, {{"dwte", dwte}, {"dwpe", dwpe}, {"dout", dout}});
     check_dtype(op, "inp", inp, DType::kI32);
+    LLMT_ON_CUDA(dout.device, encoder_backward(f(dwte), f(dwpe), f(dout), ids(inp), as_int(op, "B", B),
+                                               as_int(op, "T", T), as_int(op, "C", C), cuda::stream()));
     const int32_t* p = ids(inp);
     for (int64_t i = 0; i < B * T; i++)
         LLMT_CHECK(p[i] >= 0 && p[i] < dwte.dim(0), "{}: token id {} at position {} is outside [0, {})",
@@ -142,6 +165,9 @@ void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor 
     check_shape(op, "bias", bias, {C});
     check_f32(op, {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"inp", inp}, {"weight", weight},
                    {"bias", bias}});
+    LLMT_ON_CUDA(inp.device, layernorm_forward(f(out), f(mean), f(rstd), f(inp), f(weight), f(bias),
+                                               as_int(op, "B", B), as_int(op, "T", T), as_int(op, "C", C),
+                                               cuda::stream()));
     cpu::layernorm_forward(f(out), f(mean), f(rstd), f(inp), f(weight), f(bias), as_int(op, "B", B),
                            as_int(op, "T", T), as_int(op, "C", C));
 }
@@ -162,6 +188,9 @@ void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, 
     check_shape(op, "rstd", rstd, {B, T});
     check_f32(op, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp},
                    {"weight", weight}, {"mean", mean}, {"rstd", rstd}});
+    LLMT_ON_CUDA(inp.device, layernorm_backward(f(dinp), f(dweight), f(dbias), f(dout), f(inp), f(weight),
+                                                f(mean), f(rstd), as_int(op, "B", B), as_int(op, "T", T),
+                                                as_int(op, "C", C), cuda::stream()));
     cpu::layernorm_backward(f(dinp), f(dweight), f(dbias), f(dout), f(inp), f(weight), f(mean), f(rstd),
                             as_int(op, "B", B), as_int(op, "T", T), as_int(op, "C", C));
 }
@@ -180,6 +209,9 @@ void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
                inp.describe());
     if (!bias.empty()) check_shape(op, "bias", bias, {OC});
     check_f32(op, {{"out", out}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
+    LLMT_ON_CUDA(inp.device, matmul_forward(f(out), f(inp), f(weight), bias.empty() ? nullptr : f(bias),
+                                            as_int(op, "rows", inp.numel() / C), as_int(op, "C", C),
+                                            as_int(op, "OC", OC), cuda::stream()));
     cpu::matmul_forward(f(out), f(inp), f(weight), bias.empty() ? nullptr : f(bias),
                         as_int(op, "rows", inp.numel() / C), as_int(op, "C", C), as_int(op, "OC", OC));
 }
@@ -204,6 +236,10 @@ void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
     if (!dbias.empty()) check_shape(op, "dbias", dbias, {OC});
     check_f32(op, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp},
                    {"weight", weight}});
+    LLMT_ON_CUDA(inp.device, matmul_backward(dinp.empty() ? nullptr : f(dinp), f(dweight),
+                                             dbias.empty() ? nullptr : f(dbias), f(dout), f(inp), f(weight),
+                                             as_int(op, "rows", rows), as_int(op, "C", C), as_int(op, "OC", OC),
+                                             cuda::stream()));
     cpu::matmul_backward(dinp.empty() ? nullptr : f(dinp), f(dweight), dbias.empty() ? nullptr : f(dbias),
                          f(dout), f(inp), f(weight), as_int(op, "rows", rows), as_int(op, "C", C),
                          as_int(op, "OC", OC));
@@ -218,6 +254,8 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH) {
     check_shape(op, "lse", lse, {B, NH, T});
     check_shape(op, "qkv", qkv, {B, T, 3 * C});
     check_f32(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
+    LLMT_ON_CUDA(qkv.device, attention_forward(f(out), f(lse), f(qkv), as_int(op, "B", B), as_int(op, "T", T),
+                                               as_int(op, "C", C), NH, cuda::stream()));
     cpu::attention_forward(f(out), f(lse), f(qkv), as_int(op, "B", B), as_int(op, "T", T),
                            as_int(op, "C", C), NH);
 }
@@ -233,6 +271,8 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
     check_shape(op, "qkv", qkv, {B, T, 3 * C});
     check_shape(op, "dqkv", dqkv, {B, T, 3 * C});
     check_f32(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
+    LLMT_ON_CUDA(qkv.device, attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
+                                                as_int(op, "T", T), as_int(op, "C", C), NH, cuda::stream()));
     cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
                             as_int(op, "T", T), as_int(op, "C", C), NH);
 }
@@ -248,6 +288,9 @@ void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH) {
     LLMT_CHECK(t0 >= 0 && t0 + Tq <= Tmax, "{}: positions {}..{} exceed the cache of {} positions", op, t0,
                t0 + Tq - 1, Tmax);
     check_f32(op, {{"out", out}, {"qkv", qkv}});
+    LLMT_ON_CUDA(qkv.device, attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
+                                                      as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH,
+                                                      cuda::stream()));
     cpu::attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
                                   as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH);
 }
@@ -265,40 +308,46 @@ void check_same_numel(const char* op, std::initializer_list<Arg> args) {
 }  // namespace
 
 void gelu_forward(Tensor out, Tensor inp) {
-    check_device("gelu_forward", {{"out", out}, {"inp", inp}});
+    const Device dev = check_device("gelu_forward", {{"out", out}, {"inp", inp}});
     check_same_numel("gelu_forward", {{"out", out}, {"inp", inp}});
+    LLMT_ON_CUDA(dev, gelu_forward(f(out), f(inp), static_cast<size_t>(inp.numel()), cuda::stream()));
     cpu::gelu_forward(f(out), f(inp), static_cast<size_t>(inp.numel()));
 }
 
 void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) {
-    check_device("gelu_backward", {{"dinp", dinp}, {"inp", inp}, {"dout", dout}});
+    const Device dev = check_device("gelu_backward", {{"dinp", dinp}, {"inp", inp}, {"dout", dout}});
     check_same_numel("gelu_backward", {{"dinp", dinp}, {"inp", inp}, {"dout", dout}});
+    LLMT_ON_CUDA(dev, gelu_backward(f(dinp), f(inp), f(dout), static_cast<size_t>(inp.numel()), cuda::stream()));
     cpu::gelu_backward(f(dinp), f(inp), f(dout), static_cast<size_t>(inp.numel()));
 }
 
 void residual_forward(Tensor out, Tensor inp1, Tensor inp2) {
-    check_device("residual_forward", {{"out", out}, {"inp1", inp1}, {"inp2", inp2}});
+    const Device dev = check_device("residual_forward", {{"out", out}, {"inp1", inp1}, {"inp2", inp2}});
     check_same_numel("residual_forward", {{"out", out}, {"inp1", inp1}, {"inp2", inp2}});
+    LLMT_ON_CUDA(dev, residual_forward(f(out), f(inp1), f(inp2), static_cast<size_t>(out.numel()), cuda::stream()));
     cpu::residual_forward(f(out), f(inp1), f(inp2), static_cast<size_t>(out.numel()));
 }
 
 void residual_backward(Tensor dinp1, Tensor dinp2, Tensor dout) {
-    check_device("residual_backward", {{"dinp1", dinp1}, {"dinp2", dinp2}, {"dout", dout}});
+    const Device dev = check_device("residual_backward", {{"dinp1", dinp1}, {"dinp2", dinp2}, {"dout", dout}});
     check_same_numel("residual_backward", {{"dinp1", dinp1}, {"dinp2", dinp2}, {"dout", dout}});
+    LLMT_ON_CUDA(dev, residual_backward(f(dinp1), f(dinp2), f(dout), static_cast<size_t>(dout.numel()), cuda::stream()));
     cpu::residual_backward(f(dinp1), f(dinp2), f(dout), static_cast<size_t>(dout.numel()));
 }
 
 void dropout_forward(Tensor out, Tensor inp, float p, uint64_t seed) {
-    check_device("dropout_forward", {{"out", out}, {"inp", inp}});
+    const Device dev = check_device("dropout_forward", {{"out", out}, {"inp", inp}});
     check_same_numel("dropout_forward", {{"out", out}, {"inp", inp}});
     LLMT_CHECK(p >= 0.0f && p < 1.0f, "dropout_forward: p = {} must be in [0, 1)", p);
+    LLMT_ON_CUDA(dev, dropout_forward(f(out), f(inp), p, seed, static_cast<size_t>(inp.numel()), cuda::stream()));
     cpu::dropout_forward(f(out), f(inp), p, seed, static_cast<size_t>(inp.numel()));
 }
 
 void dropout_backward(Tensor dinp, Tensor dout, float p, uint64_t seed) {
-    check_device("dropout_backward", {{"dinp", dinp}, {"dout", dout}});
+    const Device dev = check_device("dropout_backward", {{"dinp", dinp}, {"dout", dout}});
     check_same_numel("dropout_backward", {{"dinp", dinp}, {"dout", dout}});
     LLMT_CHECK(p >= 0.0f && p < 1.0f, "dropout_backward: p = {} must be in [0, 1)", p);
+    LLMT_ON_CUDA(dev, dropout_backward(f(dinp), f(dout), p, seed, static_cast<size_t>(dout.numel()), cuda::stream()));
     cpu::dropout_backward(f(dinp), f(dout), p, seed, static_cast<size_t>(dout.numel()));
 }
 
@@ -314,20 +363,25 @@ std::array<int, 3> check_classifier(const char* op, const Tensor& losses, const 
     check_shape(op, "targets", targets, {B, T});
     check_f32(op, {{"losses", losses}, {"logits", logits}});
     check_dtype(op, "targets", targets, DType::kI32);
-    const int32_t* y = ids(targets);
-    for (int64_t i = 0; i < B * T; i++)
-        LLMT_CHECK(y[i] < V, "{}: target {} at position {} is >= V = {}", op, y[i], i, V);
+    if (logits.device == Device::kCpu) {  // device targets are not read back; the caller validated them
+        const int32_t* y = ids(targets);
+        for (int64_t i = 0; i < B * T; i++)
+            LLMT_CHECK(y[i] < V, "{}: target {} at position {} is >= V = {}", op, y[i], i, V);
+    }
     return {as_int(op, "B", B), as_int(op, "T", T), as_int(op, "Vp", Vp)};
 }
 }  // namespace
 
 void classifier_forward(Tensor losses, Tensor logits, Tensor targets, int V) {
     const auto [B, T, Vp] = check_classifier("classifier_forward", losses, logits, targets, V);
+    LLMT_ON_CUDA(logits.device, classifier_forward(f(losses), f(logits), ids(targets), B, T, V, Vp, cuda::stream()));
     cpu::classifier_forward(f(losses), f(logits), ids(targets), B, T, V, Vp);
 }
 
 void classifier_forward_backward(Tensor losses, Tensor logits, Tensor targets, float dloss_scale, int V) {
     const auto [B, T, Vp] = check_classifier("classifier_forward_backward", losses, logits, targets, V);
+    LLMT_ON_CUDA(logits.device, classifier_forward_backward(f(losses), f(logits), ids(targets), dloss_scale, B, T, V,
+                                                            Vp, cuda::stream()));
     cpu::classifier_forward_backward(f(losses), f(logits), ids(targets), dloss_scale, B, T, V, Vp);
 }
 
@@ -339,6 +393,8 @@ void softmax_forward(Tensor probs, Tensor logits, int V) {
     LLMT_CHECK(V > 0 && V <= Vp, "{}: V = {} must be in [1, Vp = {}]", op, V, Vp);
     check_shape(op, "probs", probs, {B, T, Vp});
     check_f32(op, {{"probs", probs}, {"logits", logits}});
+    LLMT_ON_CUDA(logits.device, softmax_forward(f(probs), f(logits), as_int(op, "B", B), as_int(op, "T", T), V,
+                                                as_int(op, "Vp", Vp), cuda::stream()));
     cpu::softmax_forward(f(probs), f(logits), as_int(op, "B", B), as_int(op, "T", T), V,
                          as_int(op, "Vp", Vp));
 }
@@ -348,21 +404,74 @@ void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWPa
     check_device(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
     check_same_numel(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
     LLMT_CHECK(hp.step >= 1, "{}: step must be >= 1, got {}", op, hp.step);
+    LLMT_ON_CUDA(params.device, adamw_update(f(params), f(m), f(v), f(grads), static_cast<size_t>(params.numel()),
+                                             hp, cuda::stream()));
     cpu::adamw_update(f(params), f(m), f(v), f(grads), static_cast<size_t>(params.numel()), hp);
 }
 
 double sum_squares(Tensor x) {
-    check_device("sum_squares", {{"x", x}});
+    const Device dev = check_device("sum_squares", {{"x", x}});
     check_same_numel("sum_squares", {{"x", x}});
+    LLMT_ON_CUDA(dev, sum_squares(f(x), static_cast<size_t>(x.numel()), cuda::stream()));
     return cpu::sum_squares(f(x), static_cast<size_t>(x.numel()));
 }
 
 void scale_inplace(Tensor x, float s) {
-    check_device("scale_inplace", {{"x", x}});
+    const Device dev = check_device("scale_inplace", {{"x", x}});
     check_same_numel("scale_inplace", {{"x", x}});
+    LLMT_ON_CUDA(dev, scale_inplace(f(x), static_cast<size_t>(x.numel()), s, cuda::stream()));
     cpu::scale_inplace(f(x), static_cast<size_t>(x.numel()), s);
 }
 
 const char* gemm_backend_name() { return cpu::gemm_backend_name(); }
+
+int device_count(Device device) {
+    if (device == Device::kCpu) return 1;
+#if LLMT_CUDA_ENABLED
+    return cuda::device_count();
+#else
+    return 0;
+#endif
+}
+
+void copy(Tensor dst, Tensor src) {
+    const char* op = "copy";
+    check_present(op, "dst", dst);
+    check_present(op, "src", src);
+    LLMT_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(),
+               "{}: dst {} and src {} differ in dtype or element count", op, dst.describe(), src.describe());
+    if (dst.device == Device::kCpu && src.device == Device::kCpu) {
+        if (dst.data != src.data) std::memmove(dst.data, src.data, src.nbytes());
+        return;
+    }
+#if LLMT_CUDA_ENABLED
+    cuda::copy(dst.data, src.data, src.nbytes());
+#else
+    throw DeviceError(fmt::format("{}: built without CUDA ({} -> {})", op, src.describe(), dst.describe()));
+#endif
+}
+
+void zero(Tensor t) {
+    if (t.empty()) return;
+    if (t.device == Device::kCpu) {
+        std::memset(t.data, 0, t.nbytes());
+        return;
+    }
+#if LLMT_CUDA_ENABLED
+    cuda::zero_async(t.data, t.nbytes());
+#else
+    throw DeviceError(fmt::format("zero: built without CUDA ({})", t.describe()));
+#endif
+}
+
+void synchronize(Device device) {
+#if LLMT_CUDA_ENABLED
+    if (device == Device::kCuda) cuda::synchronize();
+#else
+    (void)device;
+#endif
+}
+
+double cpu_peak_flops() { return cpu::measured_peak_flops(); }
 
 }  // namespace llmt::kernels

@@ -1,8 +1,10 @@
 // Tensor-level entry points of every kernel: the only kernels header models include. Each call
 // validates shapes, dtypes and devices once (InputError naming the op, the argument and what was
-// expected), then dispatches on Tensor::device to kernels::cpu (kernels::cuda with the CUDA backend;
-// until then a CUDA tensor throws DeviceError). Semantics and grad conventions are those of the cpu/
-// headers named beside each group; src/kernels/README.md has the conventions.
+// expected), then dispatches on Tensor::device to kernels::cpu or kernels::cuda (a CUDA tensor throws
+// DeviceError in a build without CUDA). Semantics and grad conventions are those of the cpu/ headers
+// named beside each group; src/kernels/README.md has the conventions. CUDA ops are asynchronous on the
+// backend's stream (copy() and sum_squares() synchronise); they do not read token ids or targets back to
+// range-check them, so callers validate ids on the host before copying them to the device.
 // Legend: B batch, T time, C channels, OC output channels, NH heads, V vocab, Vp padded vocab.
 // All float tensors are f32; token ids and targets are i32. An empty Tensor means "not present".
 #pragma once
@@ -65,6 +67,18 @@ void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWPa
 // cpu/reduce.h. Sum of squares in fp64 (global grad norm = sqrt of the sum over tensors); scale.
 double sum_squares(Tensor x);
 void scale_inplace(Tensor x, float s);
+
+// fp32 FMA FLOP/s of this process's CPU threads, measured once (cpu/peak_flops.h): the MFU peak.
+double cpu_peak_flops();
+
+// Device plumbing. device_count: usable devices of that kind (CPU: 1; CUDA: 0 without a driver/GPU).
+int device_count(Device device);
+// dst = src (same dtype and element count; any pair of devices; synchronous).
+void copy(Tensor dst, Tensor src);
+// Every byte of t = 0 (ordered with the device's kernels).
+void zero(Tensor t);
+// Waits for the device's queued kernels (no-op on the CPU); DeviceError on an asynchronous fault.
+void synchronize(Device device);
 
 // Name of the CPU GEMM backend in use ("onednn" / "openblas"), for `llmtrain version` and logs.
 const char* gemm_backend_name();

@@ -1,0 +1,20 @@
+// Causal multi-head self-attention on CUDA, fp32, FlashAttention-2's formulation (Dao 2023): the forward
+// streams keys with an online softmax and saves only the log-sum-exp per row; the backward recomputes
+// probabilities from it. No (T, T) matrix exists in memory. Same semantics as cpu/attention.h.
+// Legend: B batch, T time, C channels, NH heads, HS = C/NH <= 128. Scale 1/sqrt(HS). dqkv = (overwritten).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace llmt::kernels::cuda {
+
+// out (B,T,C); lse (B,NH,T); qkv (B,T,3C) with q, k, v at channel offsets 0, C, 2C.
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, cudaStream_t stream);
+// dqkv (B,T,3C) =. dout (B,T,C); qkv (B,T,3C); out (B,T,C), lse (B,NH,T) from the forward.
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
+                        int B, int T, int C, int NH, cudaStream_t stream);
+// KV-cache inference: out (B,Tq,C) for query rows t0..t0+Tq-1 of qkv (B,Tmax,3C). No backward.
+void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH,
+                              cudaStream_t stream);
+
+}  // namespace llmt::kernels::cuda

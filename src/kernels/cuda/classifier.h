@@ -1,0 +1,21 @@
+// Fused softmax + cross-entropy (+ its gradient) on CUDA; same semantics as cpu/classifier.h: one block
+// per row, an online max/sum pass and a write pass, so the (B,T,Vp) logits are read twice and written
+// once and no second logits-sized buffer exists. Legend: B batch, T time, V vocab, Vp padded vocab.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace llmt::kernels::cuda {
+
+// losses (B,T) = logsumexp(logits[:V]) - logits[target] (0 where target < 0).
+void classifier_forward(float* losses, const float* logits, const int32_t* targets, int B, int T, int V, int Vp,
+                        cudaStream_t stream);
+// As above, and logits := (softmax - onehot) * dloss_scale, 0 in padding columns and ignored rows.
+void classifier_forward_backward(float* losses, float* logits, const int32_t* targets, float dloss_scale, int B,
+                                 int T, int V, int Vp, cudaStream_t stream);
+// probs (B,T,Vp) = softmax over the first V columns, 0 in padding; may alias logits.
+void softmax_forward(float* probs, const float* logits, int B, int T, int V, int Vp, cudaStream_t stream);
+
+}  // namespace llmt::kernels::cuda

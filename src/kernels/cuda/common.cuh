@@ -1,0 +1,50 @@
+// Device helpers shared by the CUDA kernels (.cu only): warp/block reductions and launch sizing.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+namespace llmt::kernels::cuda {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    return v;
+}
+
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `scratch` holds 32 values; the call ends with a barrier, so scratch may be reused right after.
+template <typename T>
+__device__ __forceinline__ T block_sum(T v, T* scratch) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+    v = warp_sum(v);
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    T r = lane < nwarps ? scratch[lane] : T(0);
+    r = warp_sum(r);
+    __syncthreads();
+    return r;
+}
+
+inline unsigned grid_for(long n, int block, long max_blocks = 65536L * 8) {
+    long g = (n + block - 1) / block;
+    if (g < 1) g = 1;
+    return static_cast<unsigned>(g < max_blocks ? g : max_blocks);
+}
+
+}  // namespace llmt::kernels::cuda

@@ -1,0 +1,17 @@
+// LayerNorm over the last dim on CUDA (eps 1e-5, biased variance); same semantics as cpu/layernorm.h.
+// Legend: B batch, T time, C channels. dinp += (residual stream); dweight, dbias += (atomic adds).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace llmt::kernels::cuda {
+
+// out (B,T,C); mean, rstd (B,T) saved for backward; inp (B,T,C); weight, bias (C).
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                       const float* bias, int B, int T, int C, cudaStream_t stream);
+// dinp (B,T,C) +=; dweight, dbias (C) +=. dout, inp (B,T,C); weight (C); mean, rstd (B,T).
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int B, int T, int C,
+                        cudaStream_t stream);
+
+}  // namespace llmt::kernels::cuda

@@ -1,0 +1,351 @@
+// Every CUDA op of kernels/ops.h against the CPU op on fresh random inputs (a new seed each run, printed
+// so a failure can be replayed with LLMT_TEST_SEED). Label `gpu`: skipped, saying so, where no CUDA
+// device exists (or the build has no CUDA). Device tensors live in Arenas allocated on Device::kCuda, so
+// the allocator hook, copies and zero() are exercised too. Outputs the ops overwrite are poisoned with
+// NaN first, so an element the kernel forgets to write fails the comparison.
+// Each comparison prints "[cuda-vs-cpu] <op/output> max rel err" = max |gpu - cpu| / max |cpu|.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "kernels/ops.h"
+#include "kernels/test_util.h"
+
+namespace llmt::kernels {
+namespace {
+
+using test::randint;
+using test::randn;
+using test::rel_err;
+
+// fp32 tolerances. Both backends compute in fp32 with fp32 accumulators (cuBLASLt in CUBLAS_COMPUTE_32F,
+// no TF32); they differ only in summation order and in libm vs CUDA math functions (a few ulp). A sum of
+// n terms in another order differs by ~ sqrt(n) * 6e-8 relative typically:
+//  - element-wise ops (gelu, residual, dropout, adamw, scale): a few ulp => 1e-5 (seen <= 1.1e-6 on an
+//    H200, 2026-11-26: gelu_backward, whose tanh comes from different formulas on the two sides).
+//  - reductions over C, HS, K <= 300 or V = 1000 (layernorm, attention, matmul, classifier, encoder
+//    scatter): sqrt(300) * 6e-8 ~ 1e-6 => 2e-5 (seen <= 7.1e-7).
+//  - backward passes chain two or three such sums => 5e-5 (seen <= 4.9e-7).
+// A TF32 or bf16 path would fail these by orders of magnitude (~1e-3), so they do discriminate.
+constexpr double kTolElementwise = 1e-5;
+constexpr double kTolReduce = 2e-5;
+constexpr double kTolBackward = 5e-5;
+
+uint32_t base_seed() {
+    static const uint32_t s = [] {
+        const char* e = std::getenv("LLMT_TEST_SEED");
+        const uint32_t v = e ? static_cast<uint32_t>(std::strtoul(e, nullptr, 10)) : std::random_device{}();
+        std::printf("[cuda-vs-cpu] seed %u (replay with LLMT_TEST_SEED=%u)\n", v, v);
+        return v;
+    }();
+    return s;
+}
+uint32_t seed(uint32_t k) { return base_seed() * 7919u + k; }
+
+// One device tensor in its own Arena on Device::kCuda.
+class Dev {
+public:
+    explicit Dev(std::vector<int64_t> shape, DType dt = DType::kF32) {
+        arena_.add("t", std::move(shape), dt);
+        arena_.allocate(false, Device::kCuda);
+    }
+    Tensor t() const { return arena_.view(0); }
+    template <typename T>
+    void upload(const std::vector<T>& v) {
+        Tensor d = t();
+        EXPECT_EQ(static_cast<int64_t>(v.size()), d.numel());
+        copy(d, host_like(d, const_cast<T*>(v.data())));
+    }
+    template <typename T>
+    std::vector<T> download() const {
+        Tensor d = t();
+        std::vector<T> v(static_cast<size_t>(d.numel()));
+        copy(host_like(d, v.data()), d);
+        return v;
+    }
+    void poison() {
+        upload(std::vector<float>(static_cast<size_t>(t().numel()), std::numeric_limits<float>::quiet_NaN()));
+    }
+
+private:
+    static Tensor host_like(const Tensor& d, void* p) {
+        Tensor h = d;
+        h.data = p;
+        h.device = Device::kCpu;
+        return h;
+    }
+    Arena arena_;
+};
+
+// A host tensor over a vector.
+template <typename T>
+Tensor H(std::vector<T>& v, std::initializer_list<int64_t> shape, DType dt = DType::kF32) {
+    return Tensor(v.data(), shape, dt);
+}
+
+template <typename T>
+Dev D(const std::vector<T>& v, std::vector<int64_t> shape, DType dt = DType::kF32) {
+    Dev d(std::move(shape), dt);
+    d.upload(v);
+    return d;
+}
+
+void expect_close(const char* what, const std::vector<float>& gpu, const std::vector<float>& cpu, double tol) {
+    const double e = rel_err(gpu, cpu);
+    bool finite = true;
+    for (float x : gpu) finite = finite && std::isfinite(x);
+    std::printf("[cuda-vs-cpu] %-44s max rel err %.3e (tol %.0e)\n", what, e, tol);
+    EXPECT_TRUE(finite) << what << ": non-finite value (an element left unwritten?)";
+    EXPECT_LE(e, tol) << what;
+}
+
+class CudaOps : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (device_count(Device::kCuda) == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA): skipped";
+    }
+};
+
+TEST_F(CudaOps, DeviceArenaZeroCopyRoundTrip) {
+    Arena a;
+    a.add("x", {3, 5});
+    a.add("y", {7});
+    a.allocate(true, Device::kCuda);
+    EXPECT_EQ(a.device(), Device::kCuda);
+    EXPECT_EQ(a.view("x").device, Device::kCuda);
+    std::vector<float> back(15, 1.0f);
+    copy(Tensor(back.data(), {3, 5}), a.view("x"));
+    for (float v : back) EXPECT_EQ(v, 0.0f);
+    auto x = randn(15, seed(1));
+    copy(a.view("x"), Tensor(x.data(), {3, 5}));
+    Arena m = a.mirror();  // same layout, zeroed, on the device
+    EXPECT_EQ(m.device(), Device::kCuda);
+    copy(m.view("x"), a.view("x"));  // device to device
+    copy(Tensor(back.data(), {3, 5}), m.view("x"));
+    EXPECT_EQ(back, x);
+    zero(m.view("x"));
+    copy(Tensor(back.data(), {3, 5}), m.view("x"));
+    for (float v : back) EXPECT_EQ(v, 0.0f);
+}
+
+TEST_F(CudaOps, Encoder) {
+    const int B = 3, T = 37, C = 96, V = 101, maxT = 64;
+    auto inp = randint(B * T, V, seed(2));
+    auto wte = randn(V * C, seed(3)), wpe = randn(maxT * C, seed(4));
+    std::vector<float> out(B * T * C);
+    encoder_forward(H(out, {B, T, C}), H(inp, {B, T}, DType::kI32), H(wte, {V, C}), H(wpe, {maxT, C}));
+    Dev dout_({B, T, C}), dinp = D(inp, {B, T}, DType::kI32), dwte = D(wte, {V, C}), dwpe = D(wpe, {maxT, C});
+    dout_.poison();
+    encoder_forward(dout_.t(), dinp.t(), dwte.t(), dwpe.t());
+    expect_close("encoder_forward out", dout_.download<float>(), out, kTolElementwise);
+
+    auto g = randn(B * T * C, seed(5));
+    auto gwte = randn(V * C, seed(6)), gwpe = randn(maxT * C, seed(7));  // += targets start non-zero
+    Dev dg = D(g, {B, T, C}), dgwte = D(gwte, {V, C}), dgwpe = D(gwpe, {maxT, C});
+    encoder_backward(H(gwte, {V, C}), H(gwpe, {maxT, C}), H(g, {B, T, C}), H(inp, {B, T}, DType::kI32));
+    encoder_backward(dgwte.t(), dgwpe.t(), dg.t(), dinp.t());
+    expect_close("encoder_backward dwte (+=)", dgwte.download<float>(), gwte, kTolReduce);
+    expect_close("encoder_backward dwpe (+=)", dgwpe.download<float>(), gwpe, kTolReduce);
+}
+
+TEST_F(CudaOps, LayerNorm) {
+    const int B = 2, T = 41, C = 200;
+    auto x = randn(B * T * C, seed(10), 2.0f), w = randn(C, seed(11)), b = randn(C, seed(12));
+    for (size_t i = 0; i < x.size(); i++) x[i] += 0.5f;  // a non-zero mean
+    std::vector<float> out(B * T * C), mean(B * T), rstd(B * T);
+    layernorm_forward(H(out, {B, T, C}), H(mean, {B, T}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), H(b, {C}));
+    Dev dx = D(x, {B, T, C}), dw = D(w, {C}), db = D(b, {C}), dout({B, T, C}), dmean({B, T}), drstd({B, T});
+    dout.poison();
+    dmean.poison();
+    drstd.poison();
+    layernorm_forward(dout.t(), dmean.t(), drstd.t(), dx.t(), dw.t(), db.t());
+    expect_close("layernorm_forward out", dout.download<float>(), out, kTolReduce);
+    expect_close("layernorm_forward mean", dmean.download<float>(), mean, kTolReduce);
+    expect_close("layernorm_forward rstd", drstd.download<float>(), rstd, kTolReduce);
+
+    auto g = randn(B * T * C, seed(13));
+    auto gi = randn(B * T * C, seed(14)), gw = randn(C, seed(15)), gb = randn(C, seed(16));
+    Dev dg = D(g, {B, T, C}), dgi = D(gi, {B, T, C}), dgw = D(gw, {C}), dgb = D(gb, {C});
+    layernorm_backward(H(gi, {B, T, C}), H(gw, {C}), H(gb, {C}), H(g, {B, T, C}), H(x, {B, T, C}), H(w, {C}),
+                       H(mean, {B, T}), H(rstd, {B, T}));
+    layernorm_backward(dgi.t(), dgw.t(), dgb.t(), dg.t(), dx.t(), dw.t(), dmean.t(), drstd.t());
+    expect_close("layernorm_backward dinp (+=)", dgi.download<float>(), gi, kTolBackward);
+    expect_close("layernorm_backward dweight (+=)", dgw.download<float>(), gw, kTolBackward);
+    expect_close("layernorm_backward dbias (+=)", dgb.download<float>(), gb, kTolBackward);
+}
+
+void matmul_case(const char* tag, int BT, int C, int OC, bool with_bias, uint32_t s) {
+    auto x = randn(BT * C, seed(s)), w = randn(OC * C, seed(s + 1), 0.1f), b = randn(OC, seed(s + 2));
+    std::vector<float> out(BT * OC);
+    Tensor hb = with_bias ? H(b, {OC}) : Tensor();
+    matmul_forward(H(out, {BT, OC}), H(x, {BT, C}), H(w, {OC, C}), hb);
+    Dev dx = D(x, {BT, C}), dw = D(w, {OC, C}), db = D(b, {OC}), dout({BT, OC});
+    dout.poison();
+    matmul_forward(dout.t(), dx.t(), dw.t(), with_bias ? db.t() : Tensor());
+    expect_close((std::string("matmul_forward out ") + tag).c_str(), dout.download<float>(), out, kTolReduce);
+
+    auto g = randn(BT * OC, seed(s + 3)), gw = randn(OC * C, seed(s + 4)), gb = randn(OC, seed(s + 5));
+    std::vector<float> gi(BT * C);
+    Dev dg = D(g, {BT, OC}), dgi({BT, C}), dgw = D(gw, {OC, C}), dgb = D(gb, {OC});
+    dgi.poison();
+    matmul_backward(H(gi, {BT, C}), H(gw, {OC, C}), with_bias ? H(gb, {OC}) : Tensor(), H(g, {BT, OC}),
+                    H(x, {BT, C}), H(w, {OC, C}));
+    matmul_backward(dgi.t(), dgw.t(), with_bias ? dgb.t() : Tensor(), dg.t(), dx.t(), dw.t());
+    expect_close((std::string("matmul_backward dinp ") + tag).c_str(), dgi.download<float>(), gi, kTolReduce);
+    // dweight sums over BT rows; fp32 order differences over BT terms.
+    expect_close((std::string("matmul_backward dweight (+=) ") + tag).c_str(), dgw.download<float>(), gw,
+                 kTolBackward);
+    if (with_bias)
+        expect_close((std::string("matmul_backward dbias (+=) ") + tag).c_str(), dgb.download<float>(), gb,
+                     kTolBackward);
+}
+
+TEST_F(CudaOps, Matmul) {
+    matmul_case("(74x96 -> 200, bias)", 74, 96, 200, true, 20);
+    matmul_case("(300x64 -> 33, no bias)", 300, 64, 33, false, 30);
+}
+
+void attention_case(const char* tag, int B, int T, int C, int NH, uint32_t s) {
+    auto qkv = randn(B * T * 3 * C, seed(s));
+    std::vector<float> out(B * T * C), lse(B * NH * T);
+    attention_forward(H(out, {B, T, C}), H(lse, {B, NH, T}), H(qkv, {B, T, 3 * C}), NH);
+    Dev dqkv = D(qkv, {B, T, 3 * C}), dout({B, T, C}), dlse({B, NH, T});
+    dout.poison();
+    dlse.poison();
+    attention_forward(dout.t(), dlse.t(), dqkv.t(), NH);
+    expect_close((std::string("attention_forward out ") + tag).c_str(), dout.download<float>(), out, kTolReduce);
+    expect_close((std::string("attention_forward lse ") + tag).c_str(), dlse.download<float>(), lse, kTolReduce);
+
+    auto g = randn(B * T * C, seed(s + 1));
+    std::vector<float> gq(B * T * 3 * C);
+    Dev dg = D(g, {B, T, C}), dgq({B, T, 3 * C});
+    dgq.poison();
+    attention_backward(H(gq, {B, T, 3 * C}), H(g, {B, T, C}), H(qkv, {B, T, 3 * C}), H(out, {B, T, C}),
+                       H(lse, {B, NH, T}), NH);
+    attention_backward(dgq.t(), dg.t(), dqkv.t(), dout.t(), dlse.t(), NH);
+    expect_close((std::string("attention_backward dqkv ") + tag).c_str(), dgq.download<float>(), gq, kTolBackward);
+
+    // KV-cache rows t0.. of a cache of T positions.
+    const int t0 = T / 3, Tq = T - t0;
+    std::vector<float> oc(B * Tq * C);
+    attention_forward_cached(H(oc, {B, Tq, C}), H(qkv, {B, T, 3 * C}), t0, NH);
+    Dev doc({B, Tq, C});
+    doc.poison();
+    attention_forward_cached(doc.t(), dqkv.t(), t0, NH);
+    expect_close((std::string("attention_forward_cached out ") + tag).c_str(), doc.download<float>(), oc,
+                 kTolReduce);
+}
+
+TEST_F(CudaOps, Attention) {
+    attention_case("(HS 64, T 67)", 2, 67, 192, 3, 40);
+    attention_case("(HS 20, T 33)", 3, 33, 40, 2, 50);
+    attention_case("(HS 128, T 130)", 1, 130, 256, 2, 60);
+}
+
+TEST_F(CudaOps, GeluResidualDropoutScale) {
+    const int N = 100003;  // not a multiple of any block size
+    auto x = randn(N, seed(70), 3.0f), y = randn(N, seed(71)), g = randn(N, seed(72));
+    std::vector<float> out(N);
+    Dev dx = D(x, {N}), dy = D(y, {N}), dg = D(g, {N}), dout({N});
+
+    gelu_forward(H(out, {N}), H(x, {N}));
+    dout.poison();
+    gelu_forward(dout.t(), dx.t());
+    expect_close("gelu_forward", dout.download<float>(), out, kTolElementwise);
+    gelu_backward(H(out, {N}), H(x, {N}), H(g, {N}));
+    dout.poison();
+    gelu_backward(dout.t(), dx.t(), dg.t());
+    expect_close("gelu_backward", dout.download<float>(), out, kTolElementwise);
+
+    residual_forward(H(out, {N}), H(x, {N}), H(y, {N}));
+    dout.poison();
+    residual_forward(dout.t(), dx.t(), dy.t());
+    expect_close("residual_forward", dout.download<float>(), out, kTolElementwise);
+    auto a1 = randn(N, seed(73)), a2 = randn(N, seed(74));
+    Dev da1 = D(a1, {N}), da2 = D(a2, {N});
+    residual_backward(H(a1, {N}), H(a2, {N}), H(g, {N}));
+    residual_backward(da1.t(), da2.t(), dg.t());
+    expect_close("residual_backward dinp1 (+=)", da1.download<float>(), a1, kTolElementwise);
+    expect_close("residual_backward dinp2 (+=)", da2.download<float>(), a2, kTolElementwise);
+
+    const uint64_t dseed = 0x1234567ull + seed(75);
+    dropout_forward(H(out, {N}), H(x, {N}), 0.1f, dseed);
+    dout.poison();
+    dropout_forward(dout.t(), dx.t(), 0.1f, dseed);
+    auto got = dout.download<float>();
+    size_t mask_diff = 0;
+    for (int i = 0; i < N; i++) mask_diff += (got[i] == 0.0f) != (out[i] == 0.0f);
+    EXPECT_EQ(mask_diff, 0u) << "dropout masks differ between CPU and CUDA";
+    expect_close("dropout_forward (same mask)", got, out, kTolElementwise);
+    dropout_backward(H(out, {N}), H(g, {N}), 0.1f, dseed);
+    dout.poison();
+    dropout_backward(dout.t(), dg.t(), 0.1f, dseed);
+    expect_close("dropout_backward (same mask)", dout.download<float>(), out, kTolElementwise);
+
+    scale_inplace(H(x, {N}), 0.37f);
+    scale_inplace(dx.t(), 0.37f);
+    expect_close("scale_inplace", dx.download<float>(), x, kTolElementwise);
+    // Both accumulate in fp64: only the order of the additions differs.
+    const double cs = sum_squares(H(y, {N})), gs = sum_squares(dy.t());
+    std::printf("[cuda-vs-cpu] %-44s rel err %.3e (tol 1e-12)\n", "sum_squares", std::fabs(gs - cs) / cs);
+    EXPECT_LE(std::fabs(gs - cs) / cs, 1e-12);
+}
+
+TEST_F(CudaOps, Classifier) {
+    const int B = 3, T = 19, V = 1000, Vp = 1024;
+    auto logits = randn(B * T * Vp, seed(80), 3.0f);
+    auto tgt = randint(B * T, V, seed(81));
+    tgt[5] = -1;  // ignored positions
+    tgt[40] = -1;
+    std::vector<float> losses(B * T);
+    Dev dl = D(logits, {B, T, Vp}), dt = D(tgt, {B, T}, DType::kI32), dlosses({B, T});
+    classifier_forward(H(losses, {B, T}), H(logits, {B, T, Vp}), H(tgt, {B, T}, DType::kI32), V);
+    dlosses.poison();
+    classifier_forward(dlosses.t(), dl.t(), dt.t(), V);
+    expect_close("classifier_forward losses", dlosses.download<float>(), losses, kTolReduce);
+
+    std::vector<float> probs(B * T * Vp);
+    Dev dprobs({B, T, Vp});
+    dprobs.poison();
+    softmax_forward(H(probs, {B, T, Vp}), H(logits, {B, T, Vp}), V);
+    softmax_forward(dprobs.t(), dl.t(), V);
+    expect_close("softmax_forward probs", dprobs.download<float>(), probs, kTolReduce);
+
+    const float scale = 1.0f / (B * T - 2);
+    classifier_forward_backward(H(losses, {B, T}), H(logits, {B, T, Vp}), H(tgt, {B, T}, DType::kI32), scale, V);
+    dlosses.poison();
+    classifier_forward_backward(dlosses.t(), dl.t(), dt.t(), scale, V);
+    expect_close("classifier_forward_backward losses", dlosses.download<float>(), losses, kTolReduce);
+    expect_close("classifier_forward_backward dlogits", dl.download<float>(), logits, kTolReduce);
+}
+
+TEST_F(CudaOps, AdamW) {
+    const int N = 70001;
+    auto p = randn(N, seed(90)), m = randn(N, seed(91), 0.1f), g = randn(N, seed(92));
+    auto v = randn(N, seed(93), 0.1f);
+    for (auto& x : v) x = x * x;  // second moments are non-negative
+    Dev dp = D(p, {N}), dm = D(m, {N}), dv = D(v, {N}), dg = D(g, {N});
+    AdamWParams hp;
+    hp.lr = 3e-4f;
+    hp.beta2 = 0.95f;
+    hp.weight_decay = 0.1f;
+    hp.grad_scale = 0.7f;
+    hp.step = 7;
+    for (int step = 0; step < 3; step++, hp.step++) {
+        adamw_update(H(p, {N}), H(m, {N}), H(v, {N}), H(g, {N}), hp);
+        adamw_update(dp.t(), dm.t(), dv.t(), dg.t(), hp);
+    }
+    expect_close("adamw_update params (3 steps)", dp.download<float>(), p, kTolElementwise);
+    expect_close("adamw_update m", dm.download<float>(), m, kTolElementwise);
+    expect_close("adamw_update v", dv.download<float>(), v, kTolElementwise);
+}
+
+}  // namespace
+}  // namespace llmt::kernels
