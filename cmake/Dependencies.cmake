@@ -17,3 +17,10 @@ if(TARGET yaml-cpp::yaml-cpp)
 else()
   set(LLMT_YAML_TARGET yaml-cpp)
 endif()
+# Control plane (src/server): HTTP/1.1 via cpp-httplib (Debian builds it as a shared library with a
+# pkg-config file whose Cflags carry the feature defines the ABI depends on) and the SQLite job store.
+if(NOT LLMTRAIN_FUZZ)
+  find_package(PkgConfig REQUIRED)
+  pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+  find_package(SQLite3 REQUIRED)
+endif()

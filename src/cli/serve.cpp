@@ -1,0 +1,83 @@
+// `llmtrain serve`: the control plane (src/server, docs/server.md). SIGTERM/SIGINT stop serving; jobs
+// keep running in their own process groups and a restarted server re-attaches to them.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <thread>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "server/admission.h"
+#include "server/server.h"
+
+namespace llmt::cli {
+
+void register_serve(CLI::App& app, Runtime& rt) {
+    auto* cmd = app.add_subcommand("serve", "Run the control plane: REST API, job queue and executor (docs/server.md)");
+    auto o = std::make_shared<server::ServerOptions>();
+    auto listen = std::make_shared<std::string>("127.0.0.1:8080");
+    auto capacity = std::make_shared<std::string>("cpus=2,gpus=0");
+    auto db = std::make_shared<std::string>();
+    auto data_dir = std::make_shared<std::string>("llmtrain-data");
+    auto tokens = std::make_shared<std::string>();
+    auto rates = std::make_shared<std::string>();
+    auto quotas = std::make_shared<std::string>();
+    auto presets = std::make_shared<std::string>("configs/presets");
+    auto port_file = std::make_shared<std::string>();
+    cmd->add_option("--listen", *listen, "HOST:PORT to bind (port 0 picks a free one); 127.0.0.1 unless told otherwise");
+    cmd->add_option("--db", *db, "SQLite job store (default <data-dir>/jobs.sqlite)");
+    cmd->add_option("--data-dir", *data_dir, "jobs' directories, the store and the generated token (created 0700)");
+    cmd->add_option("--executor", o->executor, "where jobs run: local | kubernetes");
+    cmd->add_option("--capacity", *capacity, "what the queue admits against, e.g. cpus=2,gpus=0 (cpus=0,gpus=0 holds all)");
+    cmd->add_option("--tokens-file", *tokens, "bearer tokens, one '<token> <name> <viewer|submitter|admin>' per line");
+    cmd->add_option("--rates-file", *rates, "JSON {\"cpu_hour_usd\": x, \"gpu_hour_usd\": y} for cost estimates");
+    cmd->add_option("--quotas-file", *quotas,
+                    "JSON {\"key=value\": {\"max_running\", \"max_cpus\", \"max_gpus\", \"budget_usd\"}} per label");
+    cmd->add_option("--presets-dir", *presets, "where preset names in job configs are looked up");
+    cmd->add_option("--max-body-bytes", o->max_body_bytes, "request body size limit")->check(CLI::Range(1024, 64 << 20));
+    cmd->add_option("--kill-grace-s", o->kill_grace_s, "SIGTERM to SIGKILL grace when cancelling or timing out")
+        ->check(CLI::Range(0.0, 3600.0));
+    cmd->add_option("--port-file", *port_file, "write HOST:PORT here once listening");
+    cmd->callback([=, &rt] {
+        auto colon = listen->rfind(':');
+        if (colon == std::string::npos) throw UsageError("--listen must be HOST:PORT, got '" + *listen + "'");
+        o->host = listen->substr(0, colon);
+        try {
+            o->port = std::stoi(listen->substr(colon + 1));
+        } catch (const std::exception&) {
+            o->port = -1;
+        }
+        if (o->port < 0 || o->port > 65535) throw UsageError("--listen: bad port in '" + *listen + "'");
+        o->capacity = server::parse_capacity(*capacity);
+        o->db = *db;
+        o->data_dir = *data_dir;
+        o->tokens_file = *tokens;
+        o->rates_file = *rates;
+        o->quotas_file = *quotas;
+        o->presets_dir = *presets;
+        o->port_file = *port_file;
+
+        // Signals go to one watcher thread (blocked everywhere else, inherited by every thread).
+        sigset_t set;
+        sigemptyset(&set);
+        sigaddset(&set, SIGTERM);
+        sigaddset(&set, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &set, nullptr);
+        signal(SIGPIPE, SIG_IGN);
+        server::Server srv(*o);
+        std::thread watcher([&srv, set] {
+            int sig = 0;
+            sigwait(&set, &sig);
+            if (sig != 0) {
+                std::fprintf(stderr, "llmtrain serve: signal %d: stopping (jobs keep running)\n", sig);
+                srv.stop();
+            }
+        });
+        watcher.detach();
+        srv.run();
+        rt.exit_code = 0;
+    });
+}
+
+}  // namespace llmt::cli

@@ -1,0 +1,73 @@
+// Parsing of --capacity and --quotas-file.
+#include "server/admission.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+#include "core/error.h"
+#include "core/fs.h"
+
+namespace llmt::server {
+
+Capacity parse_capacity(const std::string& text) {
+    Capacity c;
+    std::istringstream in(text);
+    std::string part;
+    while (std::getline(in, part, ',')) {
+        auto eq = part.find('=');
+        std::string k = part.substr(0, eq), v = eq == std::string::npos ? "" : part.substr(eq + 1);
+        int n = -1;
+        try {
+            size_t used = 0;
+            n = std::stoi(v, &used);
+            if (used != v.size()) n = -1;
+        } catch (const std::exception&) {
+        }
+        if (n < 0)
+            throw UsageError(fmt::format("--capacity: '{}' is not key=count with a count >= 0 (e.g. cpus=2,gpus=0)", part));
+        if (k == "cpus")
+            c.cpus = n;
+        else if (k == "gpus")
+            c.gpus = n;
+        else
+            throw UsageError(fmt::format("--capacity: unknown resource '{}' (expected cpus, gpus)", k));
+    }
+    return c;
+}
+
+Quotas load_quotas(const std::filesystem::path& path) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(read_file(path, 1 << 20));
+    } catch (const nlohmann::json::exception& e) {
+        throw InputError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
+    }
+    if (!j.is_object()) throw InputError(path.string() + ": expected an object of \"key=value\": {limits}");
+    Quotas q;
+    for (auto& [label, limits] : j.items()) {
+        if (label.find('=') == std::string::npos || !limits.is_object())
+            throw InputError(fmt::format("{}: '{}' must be a \"key=value\" label mapped to an object", path.string(), label));
+        LabelQuota lq;
+        for (auto& [k, v] : limits.items()) {
+            if (!v.is_number() || v.get<double>() < 0)
+                throw InputError(fmt::format("{}: {}.{} must be a number >= 0", path.string(), label, k));
+            if (k == "max_running")
+                lq.max_running = v;
+            else if (k == "max_cpus")
+                lq.max_cpus = v;
+            else if (k == "max_gpus")
+                lq.max_gpus = v;
+            else if (k == "budget_usd")
+                lq.budget_usd = v;
+            else
+                throw InputError(fmt::format("{}: {}: unknown key '{}' (expected max_running, max_cpus, max_gpus, "
+                                             "budget_usd)", path.string(), label, k));
+        }
+        q[label] = lq;
+    }
+    return q;
+}
+
+}  // namespace llmt::server

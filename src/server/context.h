@@ -1,0 +1,52 @@
+// What route handlers share: options, the store, the executor, the scheduler and the metrics.
+// Route files take a ServerContext& and register their routes on the Router (routes.h).
+#pragma once
+
+#include <filesystem>
+#include <mutex>
+#include <string>
+
+#include "server/admission.h"
+#include "server/estimate.h"
+
+namespace llmt::server {
+
+class JobStore;
+class Executor;
+class Scheduler;
+class ApiMetrics;
+class Router;
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    int port = 8080;                        // 0: pick a free port (printed on stderr and to --port-file)
+    std::filesystem::path db;               // default <data_dir>/jobs.sqlite
+    std::filesystem::path data_dir = "llmtrain-data";
+    std::string executor = "local";
+    Capacity capacity;
+    std::filesystem::path tokens_file;      // default: <data_dir>/tokens, created with one admin token
+    std::filesystem::path rates_file, quotas_file;
+    std::filesystem::path presets_dir = "configs/presets";
+    std::filesystem::path port_file;        // written once listening ("host:port"), for scripts and tests
+    size_t max_body_bytes = 1 << 20;
+    double kill_grace_s = 30;
+    int threads = 32;
+};
+
+struct ServerContext {
+    ServerOptions opts;
+    Rates rates;
+    Quotas quotas;
+    JobStore& store;
+    Executor& executor;
+    Scheduler& scheduler;
+    ApiMetrics& metrics;
+    const Router* router = nullptr;  // for the OpenAPI document
+    std::mutex submit_mu;            // submit checks label budgets then inserts: one at a time
+};
+
+void register_job_routes(Router& router, ServerContext& ctx);     // routes_jobs.cpp
+void register_job_output_routes(Router& router, ServerContext& ctx);  // routes_job_output.cpp
+void register_system_routes(Router& router, ServerContext& ctx);  // routes_system.cpp
+
+}  // namespace llmt::server

@@ -1,0 +1,132 @@
+// parse_job_request: every field checked for type and range; the first problem is reported with its
+// field path (the config loader reports all of a config's problems at once).
+#include "server/job_request.h"
+
+#include <fmt/format.h>
+
+#include <regex>
+
+#include "config/emit.h"
+#include "config/loader.h"
+#include "core/fs.h"
+#include "server/api_error.h"
+
+namespace llmt::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& msg) { throw ApiError(400, "invalid_field", msg, field); }
+
+int get_int(const nlohmann::json& body, const char* key, int def, int lo, int hi) {
+    if (!body.contains(key)) return def;
+    const auto& v = body[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+        bad(key, fmt::format("{} must be an integer in [{}, {}], got {}", key, lo, hi, v.dump()));
+    return v.get<int>();
+}
+
+double get_number(const nlohmann::json& body, const char* key, double hi) {
+    if (!body.contains(key)) return 0;
+    const auto& v = body[key];
+    if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > hi)
+        bad(key, fmt::format("{} must be a number in [0, {}], got {}", key, hi, v.dump()));
+    return v.get<double>();
+}
+
+bool is_label_part(const std::string& s) {
+    static const std::regex re(R"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)");
+    return std::regex_match(s, re);
+}
+
+}  // namespace
+
+bool is_dns_label(const std::string& s) {
+    static const std::regex re(R"([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)");
+    return std::regex_match(s, re);
+}
+
+ParsedJob parse_job_request(const nlohmann::json& body, const fs::path& presets_dir) {
+    static const char* const kFields[] = {"name",     "config",        "overrides",  "nodes",
+                                          "nproc_per_node", "gpus_per_node", "priority", "max_runtime_s",
+                                          "budget_usd",     "labels",        "max_retries"};
+    for (const auto& [k, v] : body.items()) {
+        bool known = false;
+        for (const char* f : kFields) known = known || k == f;
+        if (!known)
+            bad(k, fmt::format("unknown field '{}' (expected one of: name, config, overrides, nodes, nproc_per_node, "
+                               "gpus_per_node, priority, max_runtime_s, budget_usd, labels, max_retries)",
+                               k.substr(0, 64)));
+    }
+    ParsedJob p;
+    JobSpec& s = p.spec;
+    if (!body.contains("name") || !body["name"].is_string()) bad("name", "name is required and must be a string");
+    s.name = body["name"];
+    if (!is_dns_label(s.name))
+        bad("name", fmt::format("name '{}' is not a DNS label: 1-63 characters of a-z, 0-9 and '-', starting and "
+                                "ending with a letter or digit",
+                                s.name.substr(0, 80)));
+    s.nodes = get_int(body, "nodes", 1, 1, 1024);
+    s.nproc_per_node = get_int(body, "nproc_per_node", 1, 1, 256);
+    s.gpus_per_node = get_int(body, "gpus_per_node", 0, 0, 64);
+    s.priority = get_int(body, "priority", 0, -1000, 1000);
+    s.max_retries = get_int(body, "max_retries", 2, 0, 20);
+    s.max_runtime_s = get_number(body, "max_runtime_s", 365.0 * 86400);
+    s.budget_usd = get_number(body, "budget_usd", 1e9);
+    if (body.contains("labels")) {
+        const auto& l = body["labels"];
+        if (!l.is_object() || l.size() > 32) bad("labels", "labels must be an object of at most 32 string values");
+        for (const auto& [k, v] : l.items()) {
+            if (!is_label_part(k)) bad("labels", fmt::format("label key '{}' is not [A-Za-z0-9._-], 1-63 chars", k.substr(0, 80)));
+            if (!v.is_string() || !is_label_part(v.get<std::string>()))
+                bad("labels." + k, fmt::format("label {} must be a string of [A-Za-z0-9._-], 1-63 chars", k));
+            s.labels[k] = v;
+        }
+    }
+    std::vector<std::string> sets;
+    if (body.contains("overrides")) {
+        const auto& o = body["overrides"];
+        if (!o.is_object()) bad("overrides", "overrides must be an object of {\"key.path\": value}");
+        static const std::regex key_re(R"([a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*)");
+        for (const auto& [k, v] : o.items()) {
+            if (!std::regex_match(k, key_re) || k.size() > 128)
+                bad("overrides", fmt::format("override key '{}' is not a config key path like trainer.lr", k.substr(0, 80)));
+            if (k == "output" || k.rfind("output.", 0) == 0)
+                bad("overrides." + k, "output.* is set by the server (each job runs in its own directory)");
+            if (v.is_object() || v.is_null())
+                bad("overrides." + k, "override values are scalars or lists, as with --set");
+            std::string val = v.is_string() ? v.get<std::string>() : v.dump();
+            if (val.find('\n') != std::string::npos) bad("overrides." + k, "override values are one line");
+            s.overrides[k] = val;
+            sets.push_back(k + "=" + val);
+        }
+    }
+    if (!body.contains("config")) bad("config", "config is required: a preset name, a YAML string or a JSON object");
+    const auto& c = body["config"];
+    s.config_input = c;
+    static const std::regex preset_re(R"([A-Za-z0-9_][A-Za-z0-9_.-]{0,63})");
+    if (c.is_object()) {
+        p.config = config::load_config_string(c.dump(), "request config", sets);
+    } else if (c.is_string() && std::regex_match(c.get<std::string>(), preset_re)) {
+        fs::path f = presets_dir / (c.get<std::string>() + ".yaml");
+        std::error_code ec;
+        if (!fs::is_regular_file(f, ec)) {
+            std::vector<std::string> names;
+            for (const auto& e : fs::directory_iterator(presets_dir, ec))
+                if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
+            std::sort(names.begin(), names.end());
+            bad("config", fmt::format("unknown preset '{}' (available: {})", c.get<std::string>(), fmt::join(names, ", ")));
+        }
+        p.config = config::load_config_string(read_file(f, config::kMaxConfigBytes), c.get<std::string>() + ".yaml", sets);
+    } else if (c.is_string()) {
+        if (c.get<std::string>().size() > config::kMaxConfigBytes) bad("config", "config is over 1 MiB");
+        p.config = config::load_config_string(c.get<std::string>(), "request config", sets);
+    } else {
+        bad("config", "config must be a preset name, a YAML string or a JSON object");
+    }
+    p.config_yaml = config::to_yaml(p.config.resolved, false);
+    return p;
+}
+
+}  // namespace llmt::server

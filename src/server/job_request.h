@@ -1,0 +1,28 @@
+// POST /v1/jobs and POST /v1/estimate bodies: strict parsing (unknown fields are errors), DNS-label
+// names, config from a preset name, a YAML string or a JSON object, overrides as --set would take
+// them, and the same config validation as the CLI (ConfigValidationError with key paths).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "config/config.h"
+#include "server/job.h"
+
+namespace llmt::server {
+
+struct ParsedJob {
+    JobSpec spec;
+    config::Config config;
+    std::string config_yaml;  // resolved, what the job will run with (the server adds output paths)
+};
+
+// Throws ApiError (400, naming the field) or config::ConfigValidationError.
+ParsedJob parse_job_request(const nlohmann::json& body, const std::filesystem::path& presets_dir);
+
+// RFC 1123 label: 1-63 of [a-z0-9-], starting and ending alphanumeric.
+bool is_dns_label(const std::string& s);
+
+}  // namespace llmt::server

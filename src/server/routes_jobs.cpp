@@ -1,0 +1,272 @@
+// Job routes: submit (validation, capacity, budgets, estimate), list, get, cancel.
+#include <httplib.h>
+
+#include <fmt/format.h>
+
+#include "core/fs.h"
+#include "server/api_error.h"
+#include "server/context.h"
+#include "server/estimate.h"
+#include "server/executor.h"
+#include "server/job_request.h"
+#include "server/job_views.h"
+#include "server/router.h"
+#include "server/scheduler.h"
+#include "server/store.h"
+
+namespace llmt::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const nlohmann::json kJobRequestSchema = {
+    {"type", "object"},
+    {"required", {"name", "config"}},
+    {"additionalProperties", false},
+    {"properties",
+     {{"name", {{"type", "string"}, {"pattern", "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}}},
+      {"config", {{"description", "a preset name, a YAML string or a JSON object"}}},
+      {"overrides", {{"type", "object"}, {"description", "{\"trainer.lr\": 3e-4}: as --set"}}},
+      {"nodes", {{"type", "integer"}, {"minimum", 1}}},
+      {"nproc_per_node", {{"type", "integer"}, {"minimum", 1}}},
+      {"gpus_per_node", {{"type", "integer"}, {"minimum", 0}}},
+      {"priority", {{"type", "integer"}}},
+      {"max_runtime_s", {{"type", "number"}, {"minimum", 0}}},
+      {"budget_usd", {{"type", "number"}, {"minimum", 0}}},
+      {"max_retries", {{"type", "integer"}, {"minimum", 0}}},
+      {"labels", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}}}}};
+
+nlohmann::json json_body_doc() {
+    return {{"required", true}, {"content", {{"application/json", {{"schema", kJobRequestSchema}}}}}};
+}
+
+// Validation shared by submit and estimate: the body, the executor's limits, capacity, budgets.
+struct Checked {
+    ParsedJob job;
+    nlohmann::json estimate;
+};
+
+Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool check_label_budgets) {
+    Checked c{parse_job_request(body, ctx.opts.presets_dir), {}};
+    const JobSpec& s = c.job.spec;
+    ctx.executor.validate(s);
+    const Capacity& cap = ctx.opts.capacity;
+    if (!cap.holds_everything() && (s.cpus() > cap.cpus || s.gpus() > cap.gpus))
+        throw ApiError(422, "exceeds_capacity",
+                       fmt::format("the job needs {} CPU slots and {} GPUs at once; this server has {} and {}", s.cpus(),
+                                   s.gpus(), cap.cpus, cap.gpus),
+                       s.gpus() > cap.gpus ? "gpus_per_node" : "nproc_per_node");
+    c.estimate = estimate_job(s, c.job.config, ctx.rates);
+    const double cost = c.estimate["cost_usd"];
+    if (s.budget_usd > 0 && cost > s.budget_usd)
+        throw ApiError(422, "over_budget",
+                       fmt::format("estimated cost ${:.4f} exceeds the job's budget_usd ${:.4f}", cost, s.budget_usd),
+                       "budget_usd", {{"estimate", c.estimate}, {"budget_usd", s.budget_usd}});
+    if (check_label_budgets) {
+        for (const auto& [k, v] : s.labels) {
+            auto q = ctx.quotas.find(k + "=" + v);
+            if (q == ctx.quotas.end() || q->second.budget_usd < 0) continue;
+            double used = ctx.store.label_committed_usd(k, v);
+            double left = q->second.budget_usd - used;
+            if (cost > left)
+                throw ApiError(422, "over_budget",
+                               fmt::format("estimated cost ${:.4f} exceeds label {}={}'s remaining budget ${:.4f} "
+                                           "(budget ${:.4f}, committed ${:.4f})",
+                                           cost, k, v, std::max(0.0, left), q->second.budget_usd, used),
+                               "labels." + k,
+                               {{"estimate", c.estimate}, {"label_budget_usd", q->second.budget_usd},
+                                {"label_committed_usd", used}});
+        }
+    }
+    return c;
+}
+
+nlohmann::json history_json(JobStore& store, int64_t id) {
+    nlohmann::json h = nlohmann::json::array();
+    for (const auto& e : store.history(id))
+        h.push_back({{"at", e.at}, {"state", e.state}, {"attempt", e.attempt}, {"detail", e.detail}});
+    return h;
+}
+
+// The last line of metrics.jsonl that has a loss (a progress line), or null.
+nlohmann::json latest_metrics(const fs::path& run_dir) {
+    std::error_code ec;
+    fs::path f = run_dir / "metrics.jsonl";
+    auto size = fs::file_size(f, ec);
+    if (ec) return nullptr;
+    // Read the tail only: metrics files grow with the run.
+    std::string text = read_file(f, SIZE_MAX);
+    if (size > 65536) text = text.substr(text.size() - 65536);
+    size_t end = text.size();
+    while (end > 0) {
+        size_t start = text.rfind('\n', end - 1);
+        start = start == std::string::npos ? 0 : start + 1;
+        auto line = text.substr(start, end - start);
+        if (!line.empty() && line.find("\"step\"") != std::string::npos) {
+            auto j = nlohmann::json::parse(line, nullptr, false);
+            if (!j.is_discarded()) return j;
+        }
+        if (start == 0) break;
+        end = start - 1;
+    }
+    return nullptr;
+}
+
+}  // namespace
+
+fs::path job_run_dir(const ServerContext& ctx, int64_t id) {
+    return Scheduler::job_dir(ctx.opts.data_dir, id) / "runs" / fmt::format("job-{}", id);
+}
+
+JobRecord require_job(ServerContext& ctx, int64_t id) {
+    auto j = ctx.store.get(id);
+    if (!j) throw ApiError(404, "not_found", fmt::format("no job with id {}", id), "id");
+    return *j;
+}
+
+nlohmann::json job_summary(const JobRecord& j) {
+    return {{"id", j.id},
+            {"name", j.spec.name},
+            {"state", state_name(j.state)},
+            {"priority", j.spec.priority},
+            {"labels", j.spec.labels},
+            {"attempts", j.attempts},
+            {"submitted_by", j.submitted_by},
+            {"created_at", j.created_at},
+            {"started_at", j.started_at},
+            {"finished_at", j.finished_at},
+            {"exit_code", j.exit_code ? nlohmann::json(*j.exit_code) : nlohmann::json(nullptr)},
+            {"reason", j.reason},
+            {"cancel_requested", j.cancel_requested}};
+}
+
+void register_job_routes(Router& router, ServerContext& ctx) {
+    router.add({"POST", "/v1/jobs", Role::kSubmitter, "Submit a training job",
+                {{"requestBody", json_body_doc()},
+                 {"responses", {{"201", {{"description", "queued: {id, state, estimate}"}}}}}},
+                [&ctx](Call& c) {
+                    auto body = c.json_body();
+                    std::lock_guard lock(ctx.submit_mu);  // label budgets: check and insert as one step
+                    Checked chk = check_job(ctx, body, true);
+                    JobRecord r;
+                    r.spec = chk.job.spec;
+                    r.config_yaml = chk.job.config_yaml;
+                    r.estimate = chk.estimate;
+                    r.submitted_by = c.who.name;
+                    int64_t id = ctx.store.insert(r);
+                    ctx.scheduler.wake();
+                    c.res.set_header("Location", fmt::format("/v1/jobs/{}", id));
+                    c.reply(201, {{"id", id}, {"state", "queued"}, {"estimate", chk.estimate}});
+                }});
+
+    router.add({"POST", "/v1/estimate", Role::kViewer,
+                "Estimate duration and cost of a job body without submitting it (budgets of labels not checked)",
+                {{"requestBody", json_body_doc()}}, [&ctx](Call& c) {
+                    Checked chk = check_job(ctx, c.json_body(), false);
+                    const JobSpec& s = chk.job.spec;
+                    c.reply(200, {{"estimate", chk.estimate},
+                                  {"resources", {{"cpus", s.cpus()}, {"gpus", s.gpus()}}},
+                                  {"config_valid", true}});
+                }});
+
+    router.add({"GET", "/v1/jobs", Role::kViewer, "List jobs (filter by state and label; paginated by id)",
+                {{"parameters",
+                  {{{"name", "state"}, {"in", "query"}, {"schema", {{"type", "string"}}}},
+                   {{"name", "label"}, {"in", "query"}, {"description", "key=value"}, {"schema", {{"type", "string"}}}},
+                   {{"name", "limit"}, {"in", "query"}, {"schema", {{"type", "integer"}, {"maximum", 500}}}},
+                   {{"name", "after"}, {"in", "query"}, {"description", "return jobs with id > after"},
+                    {"schema", {{"type", "integer"}}}}}}},
+                [&ctx](Call& c) {
+                    ListQuery q;
+                    if (auto s = c.query("state")) {
+                        q.state = parse_state(*s);
+                        if (!q.state)
+                            throw ApiError(400, "invalid_parameter",
+                                           "state must be one of queued, running, retrying, succeeded, failed, "
+                                           "cancelled",
+                                           "state");
+                    }
+                    if (auto l = c.query("label")) {
+                        auto eq = l->find('=');
+                        if (eq == std::string::npos || eq == 0)
+                            throw ApiError(400, "invalid_parameter", "label must be key=value", "label");
+                        q.label = {l->substr(0, eq), l->substr(eq + 1)};
+                    }
+                    q.limit = static_cast<int>(c.query_int("limit", 1, 500).value_or(50));
+                    q.after_id = c.query_int("after", 0, INT64_MAX).value_or(0);
+                    auto jobs = ctx.store.list(q);
+                    nlohmann::json out = nlohmann::json::array();
+                    for (const auto& j : jobs) out.push_back(job_summary(j));
+                    nlohmann::json next = nullptr;
+                    if (static_cast<int>(jobs.size()) == q.limit) next = jobs.back().id;
+                    c.reply(200, {{"jobs", out}, {"next_after", next}});
+                }});
+
+    router.add({"GET", "/v1/jobs/{id}", Role::kViewer,
+                "A job: spec, state history, per-rank status, latest metrics, estimated vs actual cost",
+                nlohmann::json::object(), [&ctx](Call& c) {
+                    JobRecord j = require_job(ctx, c.id_param());
+                    nlohmann::json out = job_summary(j);
+                    out["spec"] = j.spec.to_json();
+                    out["config_yaml"] = j.config_yaml;
+                    out["history"] = history_json(ctx.store, j.id);
+                    fs::path run = job_run_dir(ctx, j.id);
+                    auto latest = latest_metrics(run);
+                    out["latest_metrics"] = latest;
+                    nlohmann::json ranks = nlohmann::json::array();
+                    auto logs = ctx.executor.rank_logs(Scheduler::job_dir(ctx.opts.data_dir, j.id), j.spec);
+                    for (size_t r = 0; r < logs.size(); ++r) {
+                        std::error_code ec;
+                        ranks.push_back({{"rank", r},
+                                         {"state", state_name(j.state)},
+                                         {"log", fmt::format("/v1/jobs/{}/logs?rank={}", j.id, r)},
+                                         {"log_bytes", fs::exists(logs[r], ec) ? fs::file_size(logs[r], ec) : 0}});
+                    }
+                    out["ranks"] = ranks;
+                    // Actual cost so far: wall time of the attempts x devices x rate (device-hours billed
+                    // while running, the same unit as the estimate).
+                    double end = j.finished_at > 0 ? j.finished_at : (j.state == JobState::kRunning ? unix_now() : j.started_at);
+                    double wall = j.started_at > 0 ? std::max(0.0, end - j.started_at) : 0.0;
+                    bool gpu = j.spec.gpus_per_node > 0;
+                    double dev_h = wall / 3600 * (gpu ? j.spec.gpus() : j.spec.cpus());
+                    double rate = gpu ? ctx.rates.gpu_hour_usd : ctx.rates.cpu_hour_usd;
+                    out["estimate"] = j.estimate;
+                    out["actual"] = {{"wall_s", wall}, {"device_hours", dev_h}, {"cost_usd", dev_h * rate},
+                                     {"note", "wall time of the latest attempt"}};
+                    out["progress"] = {{"step", latest.is_object() ? latest.value("step", 0) : 0},
+                                       {"max_steps", j.estimate.value("max_steps", 0)}};
+                    c.reply(200, out);
+                }});
+
+    router.add({"POST", "/v1/jobs/{id}/cancel", Role::kSubmitter,
+                "Cancel a job (queued: at once; running: SIGTERM, checkpoint, then SIGKILL after the grace period)",
+                {{"responses", {{"202", {{"description", "{id, state, cancel_requested}"}}}}}}, [&ctx](Call& c) {
+                    JobRecord j = require_job(ctx, c.id_param());
+                    if (c.who.role < Role::kAdmin && j.submitted_by != c.who.name)
+                        throw ApiError(403, "forbidden",
+                                       fmt::format("job {} was submitted by '{}'; only they or an admin may cancel it",
+                                                   j.id, j.submitted_by));
+                    for (int tries = 0; tries < 3; ++tries) {
+                        if (is_final(j.state))
+                            throw ApiError(409, "already_final",
+                                           fmt::format("job {} is already {}", j.id, state_name(j.state)), "id");
+                        if (is_waiting(j.state)) {
+                            JobUpdate u;
+                            u.finish = true;
+                            u.reason = "cancelled by " + c.who.name + " before it ran";
+                            u.detail = *u.reason;
+                            if (ctx.store.transition(j.id, j.state, JobState::kCancelled, u)) break;
+                        } else {
+                            ctx.store.request_cancel(j.id);
+                            ctx.scheduler.wake();
+                            break;
+                        }
+                        j = require_job(ctx, j.id);  // it changed state meanwhile: look again
+                    }
+                    j = require_job(ctx, j.id);
+                    c.reply(202, {{"id", j.id}, {"state", state_name(j.state)}, {"cancel_requested", j.cancel_requested}});
+                }});
+}
+
+}  // namespace llmt::server

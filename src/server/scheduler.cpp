@@ -1,0 +1,199 @@
+// Scheduler: one thread, one pass per tick or wake-up. Every state change goes through
+// JobStore::transition, which checks the state it leaves, so a cancel racing an exit resolves to one.
+#include "server/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "config/emit.h"
+#include "config/loader.h"
+#include "core/error.h"
+#include "core/fs.h"
+
+namespace llmt::server {
+
+namespace fs = std::filesystem;
+
+Scheduler::Scheduler(JobStore& store, Executor& exec, SchedulerOptions opts)
+    : store_(store), exec_(exec), opts_(std::move(opts)) {}
+
+Scheduler::~Scheduler() { stop(); }
+
+fs::path Scheduler::job_dir(const fs::path& data_dir, int64_t id) { return data_dir / "jobs" / std::to_string(id); }
+
+void Scheduler::start() {
+    reconcile();
+    thread_ = std::thread([this] {
+        std::unique_lock lock(mu_);
+        while (!stop_) {
+            lock.unlock();
+            try {
+                tick();
+            } catch (const std::exception& e) {
+                std::fprintf(stderr, "llmtrain serve: scheduler: %s\n", e.what());
+            }
+            lock.lock();
+            cv_.wait_for(lock, std::chrono::duration<double>(opts_.tick_s), [this] { return stop_ || woken_; });
+            woken_ = false;
+        }
+    });
+}
+
+void Scheduler::stop() {
+    {
+        std::lock_guard lock(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::wake() {
+    {
+        std::lock_guard lock(mu_);
+        woken_ = true;
+    }
+    cv_.notify_all();
+}
+
+void Scheduler::reconcile() {
+    // Running jobs of a previous server process: an attempt whose supervisor is alive is re-attached
+    // (never started again); one that ended is finished by the next tick from its recorded exit status;
+    // one that vanished without a status is retried from its last checkpoint or failed.
+    for (const auto& j : store_.in_state(JobState::kRunning)) {
+        auto st = exec_.poll(j.handle);
+        if (st.kind == AttemptStatus::kRunning) {
+            store_.note(j.id, "re-attached after server restart: " + j.handle);
+            std::fprintf(stderr, "llmtrain serve: job %lld: re-attached to attempt %d\n", static_cast<long long>(j.id),
+                         j.attempts);
+        } else {
+            store_.note(j.id, "server restarted; attempt ended while it was down");
+        }
+    }
+}
+
+void Scheduler::tick() {
+    const double now = unix_now();
+    for (const auto& j : store_.in_state(JobState::kRunning)) watch(j, now);
+    admit();
+}
+
+void Scheduler::watch(const JobRecord& j, double now) {
+    AttemptStatus st = exec_.poll(j.handle);
+    if (st.kind != AttemptStatus::kRunning) {
+        finish(j, st);
+        return;
+    }
+    if (j.term_sent_at == 0) {
+        bool timeout = j.spec.max_runtime_s > 0 && now - j.started_at > j.spec.max_runtime_s;
+        if (j.cancel_requested || timeout) {
+            exec_.stop(j.handle, false);
+            store_.mark_term_sent(j.id, now, timeout && !j.cancel_requested);
+            store_.note(j.id, j.cancel_requested ? "SIGTERM sent (cancel)"
+                                                 : fmt::format("SIGTERM sent (max_runtime_s {} exceeded)",
+                                                               j.spec.max_runtime_s));
+        }
+    } else if (now - j.term_sent_at > opts_.kill_grace_s) {
+        exec_.stop(j.handle, true);
+        store_.note(j.id, fmt::format("SIGKILL sent ({} s after SIGTERM)", opts_.kill_grace_s));
+    }
+}
+
+void Scheduler::finish(const JobRecord& j, const AttemptStatus& st) {
+    JobUpdate u;
+    u.finish = true;
+    std::string what = st.kind == AttemptStatus::kExited ? fmt::format("exit code {}", st.exit_code) : st.detail;
+    if (st.kind == AttemptStatus::kExited) u.exit_code = st.exit_code;
+    JobState to;
+    if (j.cancel_requested) {
+        to = JobState::kCancelled;
+        u.reason = "cancelled (" + what + ")";
+    } else if (j.timed_out) {
+        to = JobState::kFailed;
+        u.reason = fmt::format("stopped after max_runtime_s {} ({})", j.spec.max_runtime_s, what);
+    } else if (st.kind == AttemptStatus::kExited && st.exit_code == 0) {
+        to = JobState::kSucceeded;
+        u.reason = "exit code 0";
+    } else if (st.kind == AttemptStatus::kExited && st.exit_code == 2) {
+        to = JobState::kFailed;  // bad input: another attempt would fail the same way
+        u.reason = "bad input (exit code 2; see the log)";
+    } else if (j.attempts < 1 + j.spec.max_retries) {
+        to = JobState::kRetrying;
+        u.finish = false;
+        u.reason = fmt::format("attempt {} failed ({}); retrying from the last checkpoint", j.attempts, what);
+    } else {
+        to = JobState::kFailed;
+        u.reason = fmt::format("attempt {} of {} failed ({})", j.attempts, 1 + j.spec.max_retries, what);
+    }
+    u.detail = *u.reason;
+    store_.transition(j.id, JobState::kRunning, to, u);
+}
+
+bool Scheduler::quota_allows(const JobRecord& j, const std::vector<JobRecord>& running) const {
+    for (const auto& [k, v] : j.spec.labels) {
+        auto it = opts_.quotas.find(k + "=" + v);
+        if (it == opts_.quotas.end()) continue;
+        const LabelQuota& q = it->second;
+        int jobs = 0, cpus = 0, gpus = 0;
+        for (const auto& r : running) {
+            auto l = r.spec.labels.find(k);
+            if (l == r.spec.labels.end() || l->second != v) continue;
+            ++jobs;
+            cpus += r.spec.cpus();
+            gpus += r.spec.gpus();
+        }
+        if (q.max_running >= 0 && jobs + 1 > q.max_running) return false;
+        if (q.max_cpus >= 0 && cpus + j.spec.cpus() > q.max_cpus) return false;
+        if (q.max_gpus >= 0 && gpus + j.spec.gpus() > q.max_gpus) return false;
+    }
+    return true;
+}
+
+void Scheduler::admit() {
+    if (opts_.capacity.holds_everything()) return;
+    auto running = store_.in_state(JobState::kRunning);
+    int cpus = 0, gpus = 0;
+    for (const auto& r : running) {
+        cpus += r.spec.cpus();
+        gpus += r.spec.gpus();
+    }
+    for (const auto& j : store_.waiting()) {
+        // A job held back by its label's quota does not hold up other labels.
+        if (!quota_allows(j, running)) continue;
+        // Strict order otherwise: the first job that does not fit stops admission, so a large job is
+        // never starved by smaller ones behind it.
+        if (cpus + j.spec.cpus() > opts_.capacity.cpus || gpus + j.spec.gpus() > opts_.capacity.gpus) break;
+        start_attempt(j);
+        cpus += j.spec.cpus();
+        gpus += j.spec.gpus();
+        running.push_back(j);
+    }
+}
+
+void Scheduler::start_attempt(const JobRecord& j) {
+    const fs::path dir = job_dir(opts_.data_dir, j.id);
+    const int attempt = j.attempts + 1;
+    JobUpdate u;
+    u.start_attempt = true;
+    u.detail = fmt::format("attempt {} started", attempt);
+    if (!store_.transition(j.id, j.state, JobState::kRunning, u)) return;  // cancelled meanwhile
+    try {
+        make_dirs(dir);
+        // The run directory is fixed per job, so every attempt resumes the same run (--resume auto).
+        auto cfg = config::load_config_string(
+            j.config_yaml, fmt::format("job {} config", j.id),
+            {"output.root_dir=" + (dir / "runs").string(), fmt::format("output.run_id=job-{}", j.id)});
+        AttemptRequest req{j.id, attempt, dir, dir / "config.yaml", j.spec};
+        write_file_atomic(req.config_path, config::to_yaml(cfg.resolved, false));
+        exec_.start(req, [&](const std::string& handle) { store_.set_handle(j.id, handle); });
+    } catch (const std::exception& e) {
+        JobUpdate f;
+        f.finish = true;
+        f.reason = std::string("could not start: ") + e.what();
+        f.detail = *f.reason;
+        store_.transition(j.id, JobState::kRunning, JobState::kFailed, f);
+    }
+}
+
+}  // namespace llmt::server

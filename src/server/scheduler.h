@@ -1,0 +1,58 @@
+// The scheduler thread: admits waiting jobs (priority, then submission order; gang admission against
+// capacity and label quotas), watches running attempts (exit, cancel, max_runtime_s), decides retries,
+// and on start reconciles the jobs a previous server process left running. docs/server.md "States".
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "server/admission.h"
+#include "server/executor.h"
+#include "server/store.h"
+
+namespace llmt::server {
+
+struct SchedulerOptions {
+    std::filesystem::path data_dir;   // jobs live in <data_dir>/jobs/<id>/
+    Capacity capacity;
+    Quotas quotas;
+    double kill_grace_s = 30;        // SIGTERM -> SIGKILL
+    double tick_s = 0.25;
+};
+
+// The one writer of running jobs' states besides cancel requests. Thread-safe: wake() from any thread.
+class Scheduler {
+public:
+    Scheduler(JobStore& store, Executor& exec, SchedulerOptions opts);
+    ~Scheduler();
+
+    // Reconciles jobs left running by a previous server process, then starts the thread.
+    void start();
+    void stop();
+    void wake();
+    // One pass (reconcile-free): exposed for tests that drive the scheduler by hand.
+    void tick();
+
+    static std::filesystem::path job_dir(const std::filesystem::path& data_dir, int64_t id);
+
+private:
+    void reconcile();
+    void watch(const JobRecord& j, double now);
+    void finish(const JobRecord& j, const AttemptStatus& st);
+    void admit();
+    void start_attempt(const JobRecord& j);
+    bool quota_allows(const JobRecord& j, const std::vector<JobRecord>& running) const;
+
+    JobStore& store_;
+    Executor& exec_;
+    SchedulerOptions opts_;
+    std::thread thread_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool stop_ = false, woken_ = false;
+};
+
+}  // namespace llmt::server

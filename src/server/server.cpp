@@ -1,0 +1,126 @@
+// Server wiring: options -> store, tokens, executor, scheduler, router -> cpp-httplib.
+#include "server/server.h"
+
+#include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "server/local_executor.h"
+#include "server/prom.h"
+#include "server/router.h"
+#include "server/scheduler.h"
+#include "server/store.h"
+
+namespace llmt::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::unique_ptr<Executor> make_executor(const ServerOptions& o) {
+    if (o.executor == "local") {
+        std::error_code ec;
+        fs::path self = fs::read_symlink("/proc/self/exe", ec);
+        if (ec) throw IoError("cannot find this binary via /proc/self/exe: " + ec.message());
+        return std::make_unique<LocalExecutor>(self, fs::current_path());
+    }
+    if (o.executor == "kubernetes")
+        throw UsageError("--executor kubernetes: not available in this build yet (it needs the Kubernetes layer, "
+                         "src/k8s); use --executor local");
+    throw UsageError("--executor must be local or kubernetes, got '" + o.executor + "'");
+}
+
+void make_private_dir(const fs::path& dir) {
+    make_dirs(dir);
+    if (::chmod(dir.c_str(), 0700) != 0)
+        throw IoError(fmt::format("cannot chmod 0700 {}: {}", dir.string(), std::strerror(errno)));
+}
+
+}  // namespace
+
+struct Server::Impl {
+    ServerOptions opts;
+    TokenTable tokens;
+    std::unique_ptr<JobStore> store;
+    std::unique_ptr<Executor> executor;
+    std::unique_ptr<Scheduler> scheduler;
+    ApiMetrics metrics;
+    std::unique_ptr<ServerContext> ctx;
+    std::unique_ptr<Router> router;
+    httplib::Server http;
+};
+
+Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
+    Impl& m = *impl_;
+    o.data_dir = fs::absolute(o.data_dir);
+    make_private_dir(o.data_dir);
+    make_private_dir(o.data_dir / "jobs");
+    if (o.db.empty()) o.db = o.data_dir / "jobs.sqlite";
+    if (o.tokens_file.empty()) {
+        bool created = false;
+        fs::path p = o.data_dir / "tokens";
+        m.tokens = TokenTable::load_or_create(p, &created);
+        std::fprintf(stderr, "llmtrain serve: %s admin token in %s (mode 0600); pass --tokens-file to use your own\n",
+                     created ? "created an" : "using the", p.c_str());
+    } else {
+        m.tokens = TokenTable::load(o.tokens_file);
+    }
+    Rates rates;
+    if (!o.rates_file.empty()) rates = load_rates(o.rates_file);
+    Quotas quotas;
+    if (!o.quotas_file.empty()) quotas = load_quotas(o.quotas_file);
+    m.store = std::make_unique<JobStore>(o.db);
+    m.executor = make_executor(o);
+    m.scheduler = std::make_unique<Scheduler>(
+        *m.store, *m.executor, SchedulerOptions{o.data_dir, o.capacity, quotas, o.kill_grace_s, 0.25});
+    m.opts = o;
+    m.ctx.reset(new ServerContext{o, rates, quotas, *m.store, *m.executor, *m.scheduler, m.metrics, nullptr, {}});
+    m.router = std::make_unique<Router>(m.tokens, m.metrics);
+    m.ctx->router = m.router.get();
+    register_system_routes(*m.router, *m.ctx);
+    register_job_routes(*m.router, *m.ctx);
+    register_job_output_routes(*m.router, *m.ctx);
+}
+
+Server::~Server() {
+    stop();
+}
+
+void Server::run(const std::function<void(int port)>& on_listening) {
+    Impl& m = *impl_;
+    m.http.set_payload_max_length(m.opts.max_body_bytes);
+    m.http.set_read_timeout(30);
+    m.http.set_write_timeout(30);
+    m.http.set_keep_alive_max_count(1000);
+    m.http.set_tcp_nodelay(true);
+    const int threads = m.opts.threads;
+    m.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    m.router->install(m.http);
+    int port = m.opts.port;
+    if (port == 0) {
+        port = m.http.bind_to_any_port(m.opts.host);
+        if (port < 0) throw IoError("cannot bind " + m.opts.host + " to a free port");
+    } else if (!m.http.bind_to_port(m.opts.host, port)) {
+        throw IoError(fmt::format("cannot listen on {}:{} (address in use or not available)", m.opts.host, port));
+    }
+    m.scheduler->start();
+    std::fprintf(stderr, "llmtrain serve: listening on http://%s:%d (executor %s, capacity cpus=%d,gpus=%d, data %s)\n",
+                 m.opts.host.c_str(), port, m.executor->name().c_str(), m.opts.capacity.cpus, m.opts.capacity.gpus,
+                 m.opts.data_dir.c_str());
+    if (!m.opts.port_file.empty()) write_file_atomic(m.opts.port_file, fmt::format("{}:{}\n", m.opts.host, port));
+    if (on_listening) on_listening(port);
+    m.http.listen_after_bind();
+    m.scheduler->stop();
+}
+
+void Server::stop() {
+    if (impl_) impl_->http.stop();
+}
+
+}  // namespace llmt::server
