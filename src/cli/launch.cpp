@@ -51,8 +51,8 @@ void register_launch(CLI::App& app, Runtime& rt) {
                                 "MASTER_PORT, 29500)");
     cmd->add_flag("--standalone", a->standalone, "one node on 127.0.0.1 with a free port (several jobs side by side)");
     cmd->add_option("--max-restarts,--max_restarts", a->max_restarts,
-                    "restart all workers up to this many times when one fails (train is resumed with --resume auto, "
-                    "which needs output.run_id)")
+                    "restart all workers up to this many times when one fails, except for bad input (exit 2); train is "
+                    "resumed with --resume auto, which needs output.run_id")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--kill-grace-s", a->kill_grace_s,
                     "seconds between SIGTERM and SIGKILL when stopping workers (default 30)")

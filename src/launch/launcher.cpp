@@ -35,6 +35,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int g_sig_pipe[2] = {-1, -1};
+constexpr int kBadInputExitCode = 2;  // cli/main.cpp: InputError and its subclasses
 
 void on_signal(int sig) {
     int saved = errno;
@@ -566,6 +567,14 @@ int run_launch(const LaunchOptions& opt) {
         auto r = attempt.run();
         if (r.stop_signal) return r.first_failure_code ? r.first_failure_code : 128 + r.stop_signal;
         if (r.first_failure_rank < 0) return 0;
+        // llmtrain exits 2 for bad input (config, data, a checkpoint that does not fit): the same command
+        // would fail the same way, so it is not retried (as the Kubernetes podFailurePolicy we render).
+        if (!opt.exec_program && r.first_failure_code == kBadInputExitCode && restart < opt.max_restarts) {
+            log_line(fmt::format("worker rank {} failed with exit code {} (bad input: config, arguments, data or "
+                                 "checkpoint); not restarting, a restart would fail the same way",
+                                 r.first_failure_rank, kBadInputExitCode));
+            return r.first_failure_code;
+        }
         if (restart >= opt.max_restarts) {
             log_line(fmt::format("worker rank {} failed with {}; {}", r.first_failure_rank,
                                  describe_code(r.first_failure_code),

@@ -45,6 +45,7 @@ std::optional<int> default_omp_threads(int cpu_count, int nproc_per_node);
 int pick_free_port(const std::string& addr);
 
 // Runs the workers until all succeed, or one fails with no restart left, or a stop signal ends them.
+// A worker of this binary that exits 2 (bad input) is not restarted: the same command would fail again.
 // Returns 0 when every worker of the last attempt exited 0, else the first failing worker's exit code
 // (128 + signal for a signal); 128 + signal when a SIGTERM/SIGINT to the launcher stopped workers that
 // then exited 0. Installs SIGTERM/SIGINT/SIGCHLD handlers for its duration and makes this process a child

@@ -136,6 +136,8 @@ TEST_F(LaunchTrain, AKilledWorkerIsRestartedAndResumes) {
     auto err = llmt::read_file(err_);
     EXPECT_HAS(err, "worker rank 0 (pid " + std::to_string(w) + ") failed with signal 9");
     EXPECT_HAS(err, "restarting all 1 worker(s) (restart 1 of 1) with --resume auto");
+    EXPECT_HAS(err, " train --config " + (root_ / "tiny.yaml").string() +
+                        " --set output.run_id=crash --set trainer.max_steps=60 --resume auto\n");
     EXPECT_HAS(err, "[rank 0] resume: ");
     // Same final step count as an uninterrupted run.
     auto s = summary("crash");

@@ -268,15 +268,20 @@ TEST_F(Launch, RestartsAllWorkersWithTheRestartCount) {
     EXPECT_HAS(r.err, "no restart left (--max-restarts 2)");
 }
 
-TEST_F(Launch, TrainIsRestartedWithResumeAuto) {
-    // The real `train` subcommand, failing fast on a missing config: the restart's command line is logged.
-    auto r = run_process({llmtrain_bin(), "launch", "--max-restarts", "1", "--", "train", "--config",
+TEST_F(Launch, BadInputIsNotRestarted) {
+    // The real `train` subcommand on a missing config exits 2: a restart would fail the same way.
+    auto r = run_process({llmtrain_bin(), "launch", "--max-restarts", "3", "--", "train", "--config",
                           dir_ + "/missing.yaml"},
                          "", 60);
     EXPECT_EQ(r.exit_code, 2) << r.err;  // train's exit code for bad input, passed through
-    EXPECT_HAS(r.err, "with --resume auto");
-    EXPECT_HAS(r.err, "train --config " + dir_ + "/missing.yaml --resume auto");
     EXPECT_HAS(r.err, "[rank 0] llmtrain: error:");
+    EXPECT_HAS(r.err, "not restarting, a restart would fail the same way");
+    EXPECT_EQ(r.err.find("restarting all"), std::string::npos) << r.err;
+    // An --exec program's 2 means nothing to us: restarted like any failure.
+    auto w = script("two.sh", "echo \"attempt $TORCHELASTIC_RESTART_COUNT\"; exit 2");
+    r = launch({"--max-restarts", "1"}, w);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_HAS(r.out, "[rank 0] attempt 1\n");
 }
 
 TEST_F(Launch, SigtermReachesEveryWorkerAndNothingSurvives) {
