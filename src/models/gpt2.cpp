@@ -46,7 +46,7 @@ double Gpt2Config::flops_per_token(int T) const {
     return 6 * n + 12 * L * C * T;
 }
 
-Gpt2::Gpt2(const Gpt2Config& cfg) : cfg_(cfg) {
+Gpt2::Gpt2(const Gpt2Config& cfg, Device device) : cfg_(cfg), device_(device) {
     LLMT_CHECK(cfg.n_layer > 0 && cfg.n_head > 0 && cfg.d_model > 0 && cfg.d_ff > 0 && cfg.block_size > 0 &&
                    cfg.vocab_size > 0 && cfg.padded_vocab >= cfg.vocab_size,
                "gpt2: invalid sizes (n_layer {}, n_head {}, d_model {}, d_ff {}, block_size {}, vocab {}/{})",
@@ -80,7 +80,7 @@ Gpt2::Gpt2(const Gpt2Config& cfg) : cfg_(cfg) {
     if (!cfg.tie_embeddings)
         add("lm_head.weight", {Vp, C}, ParamInit::kNormal, ParamKind::kWeight, false, cfg.vocab_size);
     for (const auto& s : specs_) params_.add(s.name, s.shape);
-    params_.allocate(true);
+    params_.allocate(true, device_);
     grads_ = params_.mirror();
 }
 
@@ -100,8 +100,10 @@ void Gpt2::init_random(uint64_t seed) {
     for (size_t i = 0; i < specs_.size(); ++i) {
         const auto& s = specs_[i];
         Tensor t = params_.view(i);
-        float* p = t.ptr<float>();
         int64_t n = t.numel();
+        // Device parameters are drawn on the host and copied: the same values on every backend.
+        std::vector<float> host(device_ == Device::kCpu ? 0 : static_cast<size_t>(n));
+        float* p = device_ == Device::kCpu ? t.ptr<float>() : host.data();
         switch (s.init) {
             case ParamInit::kZeros: std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); break;
             case ParamInit::kOnes:
@@ -119,6 +121,7 @@ void Gpt2::init_random(uint64_t seed) {
                 break;
             }
         }
+        if (device_ != Device::kCpu) kernels::copy(t, Tensor(host.data(), {n}));
     }
 }
 
@@ -153,7 +156,9 @@ void Gpt2::ensure_activations(int B, int T) {
     add("d_qkv", BT * 3 * C);
     add("d_f", BT * F);
     add("d_f2", BT * F);
-    a.allocate(false);
+    a.add("inputs", {BT}, DType::kI32);  // token ids and targets where the kernels read them
+    a.add("targets", {BT}, DType::kI32);
+    a.allocate(false, device_);
     acts_ = std::move(a);
     act_B_ = B;
     act_T_ = T;
@@ -163,9 +168,11 @@ namespace {
 
 // A (B,T,...) view of the first B*T*width floats of an activation buffer.
 Tensor btc(const Arena& a, const std::string& name, int B, int T, int64_t width) {
-    return Tensor(a.view(name).data, {B, T, width});
+    return Tensor(a.view(name).data, {B, T, width}, DType::kF32, a.device());
 }
-Tensor bt(const Arena& a, const std::string& name, int B, int T) { return Tensor(a.view(name).data, {B, T}); }
+Tensor bt(const Arena& a, const std::string& name, int B, int T, DType dt = DType::kF32) {
+    return Tensor(a.view(name).data, {B, T}, dt, a.device());
+}
 
 }  // namespace
 
@@ -180,7 +187,16 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
     const int64_t C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head, Vp = cfg_.padded_vocab;
     const int V = cfg_.vocab_size;
     inputs_.assign(inputs, inputs + static_cast<int64_t>(B) * T);
-    Tensor inp(inputs_.data(), {B, T}, DType::kI32);
+    if (device_ != Device::kCpu) {  // device kernels do not range-check ids (kernels/ops.h)
+        for (int64_t i = 0; i < static_cast<int64_t>(B) * T; ++i) {
+            LLMT_CHECK(inputs[i] >= 0 && inputs[i] < cfg_.padded_vocab,
+                       "gpt2 forward: token id {} at position {} is outside [0, {})", inputs[i], i, cfg_.padded_vocab);
+            LLMT_CHECK(!targets || targets[i] < V, "gpt2 forward: target {} at position {} is >= V = {}",
+                       targets[i], i, V);
+        }
+    }
+    Tensor inp = bt(acts_, "inputs", B, T, DType::kI32);
+    kernels::copy(inp, Tensor(inputs_.data(), {B, T}, DType::kI32));
 
     auto P = [&](const std::string& n) { return params_.view(n); };
     kernels::encoder_forward(btc(acts_, "encoded", B, T, C), inp, P("transformer.wte.weight"),
@@ -193,7 +209,7 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
         kernels::layernorm_forward(A("ln1", C), S("ln1_mean"), S("ln1_rstd"), residual, P(p + "ln_1.weight"),
                                    P(p + "ln_1.bias"));
         kernels::matmul_forward(A("qkv", 3 * C), A("ln1", C), P(p + "attn.c_attn.weight"), P(p + "attn.c_attn.bias"));
-        kernels::attention_forward(A("atty", C), Tensor(acts_.view(h + "lse").data, {B, NH, T}), A("qkv", 3 * C),
+        kernels::attention_forward(A("atty", C), Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_), A("qkv", 3 * C),
                                    static_cast<int>(NH));
         kernels::matmul_forward(A("attproj", C), A("atty", C), P(p + "attn.c_proj.weight"), P(p + "attn.c_proj.bias"));
         kernels::residual_forward(A("residual2", C), residual, A("attproj", C));
@@ -213,7 +229,8 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
     has_grad_ = false;
     if (!targets) return 0.f;
 
-    Tensor tgt(const_cast<int32_t*>(targets), {B, T}, DType::kI32);
+    Tensor tgt = bt(acts_, "targets", B, T, DType::kI32);
+    kernels::copy(tgt, Tensor(const_cast<int32_t*>(targets), {B, T}, DType::kI32));
     Tensor losses = bt(acts_, "losses", B, T);
     int64_t counted = 0;
     for (int64_t i = 0; i < static_cast<int64_t>(B) * T; ++i) counted += targets[i] >= 0;
@@ -225,7 +242,9 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
     } else {
         kernels::classifier_forward(losses, logits, tgt, V);
     }
-    const float* lp = losses.ptr<float>();
+    std::vector<float> host_losses(static_cast<size_t>(B) * T);
+    kernels::copy(Tensor(host_losses.data(), {B, T}), losses);
+    const float* lp = host_losses.data();
     double sum = 0;
     for (int64_t i = 0; i < static_cast<int64_t>(B) * T; ++i)
         if (targets[i] >= 0) sum += lp[i];
@@ -248,7 +267,7 @@ void Gpt2::backward() {
     std::string head = cfg_.tie_embeddings ? "transformer.wte.weight" : "lm_head.weight";
     kernels::matmul_backward(dc, G(head), Tensor(), dlogits, btc(acts_, "lnf", B, T, C), P(head));
     std::string last = cfg_.n_layer > 0 ? fmt::format("h{}.residual3", cfg_.n_layer - 1) : "encoded";
-    std::memset(dres.data, 0, dres.nbytes());  // the residual stream accumulates (+=)
+    kernels::zero(dres);  // the residual stream accumulates (+=)
     kernels::layernorm_backward(dres, G("transformer.ln_f.weight"), G("transformer.ln_f.bias"), dc,
                                 btc(acts_, last, B, T, C), P("transformer.ln_f.weight"), bt(acts_, "lnf_mean", B, T),
                                 bt(acts_, "lnf_rstd", B, T));
@@ -269,18 +288,21 @@ void Gpt2::backward() {
         kernels::matmul_backward(dc2, G(p + "attn.c_proj.weight"), G(p + "attn.c_proj.bias"), dres, A("atty", C),
                                  P(p + "attn.c_proj.weight"));
         kernels::attention_backward(dqkv, dc2, A("qkv", 3 * C), A("atty", C),
-                                    Tensor(acts_.view(h + "lse").data, {B, NH, T}), static_cast<int>(NH));
+                                    Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_), static_cast<int>(NH));
         kernels::matmul_backward(dc, G(p + "attn.c_attn.weight"), G(p + "attn.c_attn.bias"), dqkv, A("ln1", C),
                                  P(p + "attn.c_attn.weight"));
         kernels::layernorm_backward(dres, G(p + "ln_1.weight"), G(p + "ln_1.bias"), dc, residual, P(p + "ln_1.weight"),
                                     S("ln1_mean"), S("ln1_rstd"));
     }
-    Tensor inp(inputs_.data(), {B, T}, DType::kI32);
+    Tensor inp = bt(acts_, "inputs", B, T, DType::kI32);
     kernels::encoder_backward(G("transformer.wte.weight"), G("transformer.wpe.weight"), dres, inp);
     has_grad_ = false;
 }
 
-const float* Gpt2::logits() const { return static_cast<const float*>(acts_.view("logits").data); }
+const float* Gpt2::logits() const {
+    LLMT_CHECK(device_ == Device::kCpu, "gpt2: logits() reads host memory; this model is on {}", device_name(device_));
+    return static_cast<const float*>(acts_.view("logits").data);
+}
 
 const float* Gpt2::last_logits(int b) const {
     return logits() + (static_cast<int64_t>(b) * T_ + (T_ - 1)) * cfg_.padded_vocab;

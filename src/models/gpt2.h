@@ -35,7 +35,10 @@ struct Gpt2Config {
 // Not thread-safe: one model per training process. forward/backward use OpenMP inside the kernels.
 class Gpt2 {
 public:
-    explicit Gpt2(const Gpt2Config& cfg);
+    // Parameters, gradients and activations live on `device` (CUDA: arenas in GPU memory; the model code
+    // is the same, kernels/ops.h dispatches on the tensors' device).
+    explicit Gpt2(const Gpt2Config& cfg, Device device = Device::kCpu);
+    Device device() const { return device_; }
 
     const Gpt2Config& config() const { return cfg_; }
     const std::vector<ParamSpec>& param_specs() const { return specs_; }
@@ -58,7 +61,8 @@ public:
     void backward();
     void zero_grad() { grads_.zero(); }
 
-    // Logits of the last position of every row after forward(..., targets = nullptr): (B, Vp).
+    // Logits of the last position of every row after forward(..., targets = nullptr): (B, Vp). CPU models
+    // only (InputError otherwise).
     // Used by sampling; columns >= V are padding.
     const float* last_logits(int b) const;
 
@@ -75,6 +79,7 @@ private:
     void ensure_activations(int B, int T);
 
     Gpt2Config cfg_;
+    Device device_ = Device::kCpu;
     std::vector<ParamSpec> specs_;
     Arena params_, grads_;
     Arena acts_;

@@ -1,6 +1,8 @@
 // Linear layer on CUDA (cuda/matmul.h). cuBLASLt is column-major: a row-major (R, K) matrix is a
 // column-major (K, R) one, so each product below is written for the transposed outputs.
 // dbias is a column-sum kernel (cuBLASLt's BGRADB epilogue overwrites instead of accumulating).
+#include <cstdlib>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/runtime.h"
@@ -29,7 +31,13 @@ void lt_matmul(float* D, const float* A, const float* Bm, const float* bias, int
         }
     } cleanup{desc, la, lb, ld, pref};
 
-    LLMT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    // LLMTRAIN_CUDA_TF32=1 trades fp32 exactness (~3e-4 relative) for the tensor cores' TF32 rate.
+    static const bool tf32 = [] {
+        const char* v = std::getenv("LLMTRAIN_CUDA_TF32");
+        return v && v[0] == '1';
+    }();
+    LLMT_CUBLAS_CHECK(
+        cublasLtMatmulDescCreate(&desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     LLMT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
     LLMT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));

@@ -1,5 +1,6 @@
 // Linear layer on CUDA through cuBLASLt; same semantics as cpu/matmul.h (weight stored (OC, C)).
-// fp32 storage with fp32 compute (CUBLAS_COMPUTE_32F, no TF32) so results track the CPU backend.
+// fp32 storage with fp32 compute (CUBLAS_COMPUTE_32F, no TF32) so results track the CPU backend;
+// env LLMTRAIN_CUDA_TF32=1 switches to TF32 tensor-core compute (benchmarks).
 // Legend: BT rows, C input channels, OC output channels. dinp =; dweight, dbias +=.
 #pragma once
 
