@@ -164,7 +164,7 @@ JobSpec resolve(JobSpec s) {
     }
 
     if (!errs.empty()) {
-        std::string msg = fmt::format("cannot render a {} from these options:", kind_name(s.kind));
+        std::string msg = fmt::format("cannot render kind {} from these options:", kind_name(s.kind));
         for (const auto& e : errs) msg += "\n  - " + e;
         throw UsageError(msg);
     }
