@@ -33,7 +33,7 @@ test: setup build
 	cd build/release && ctest --output-on-failure --label-exclude gpu -j $(JOBS) --timeout 900
 
 # What does not fit the 30-minute CI budget: sanitizers and longer fuzzing.
-test-full: test test-asan fuzz
+test-full: test test-asan fuzz image
 
 test-asan: setup
 	cmake --preset asan >/dev/null
@@ -58,6 +58,11 @@ $(CORPUS_DIR)/.complete: scripts/make_corpus.sh
 $(CORPUS_SHARDS)/manifest.json: $(CORPUS_DIR)/.complete
 	$(BIN) data prepare --input $(CORPUS_DIR)/bible $(CORPUS_DIR)/fortunes --format text --doc-separator % \
 	  --tokenizer gpt2 --val-fraction 0.02 --seed 0 --out $(CORPUS_SHARDS)
+
+# The container image with podman (deploy/image/build.sh, docs/kubernetes.md): builds, reports the size,
+# runs `llmtrain version` and a few training steps in it. Slow (minutes), so only in test-full.
+image:
+	bash deploy/image/build.sh
 
 lint:
 	git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format --dry-run -Werror

@@ -21,6 +21,7 @@ PACKAGES=(
   unicode-data
   bible-kjv bible-kjv-text fortunes fortunes-min
   iproute2 procps
+  podman buildah runc debootstrap
 )
 
 missing=()
