@@ -22,9 +22,6 @@ const char* const kLayerActs[] = {"ln1", "ln1_mean", "ln1_rstd", "qkv", "atty", 
 
 Gpt2Config Gpt2Config::from(const config::ModelConfig& m) {
     LLMT_CHECK(m.arch == "gpt2", "model.arch: expected gpt2, found {}", m.arch);
-    LLMT_CHECK(m.dropout == 0.f,
-               "model.dropout: {} is not supported by this version of the CPU engine; set model.dropout: 0",
-               m.dropout);
     Gpt2Config c;
     c.n_layer = m.n_layer;
     c.n_head = m.n_head;
@@ -35,6 +32,7 @@ Gpt2Config Gpt2Config::from(const config::ModelConfig& m) {
     c.padded_vocab = m.padded_vocab_size();
     c.tie_embeddings = m.tie_embeddings;
     c.norm_eps = m.norm_eps;
+    c.dropout = m.dropout;
     return c;
 }
 
@@ -51,6 +49,7 @@ Gpt2::Gpt2(const Gpt2Config& cfg, Device device) : cfg_(cfg), device_(device) {
                    cfg.vocab_size > 0 && cfg.padded_vocab >= cfg.vocab_size,
                "gpt2: invalid sizes (n_layer {}, n_head {}, d_model {}, d_ff {}, block_size {}, vocab {}/{})",
                cfg.n_layer, cfg.n_head, cfg.d_model, cfg.d_ff, cfg.block_size, cfg.vocab_size, cfg.padded_vocab);
+    LLMT_CHECK(cfg.dropout >= 0.f && cfg.dropout < 1.f, "gpt2: dropout {} outside [0, 1)", cfg.dropout);
     LLMT_CHECK(cfg.d_model % cfg.n_head == 0, "gpt2: d_model {} not divisible by n_head {}", cfg.d_model,
                cfg.n_head);
     const int64_t C = cfg.d_model, F = cfg.d_ff, Vp = cfg.padded_vocab;
@@ -201,6 +200,13 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
     auto P = [&](const std::string& n) { return params_.view(n); };
     kernels::encoder_forward(btc(acts_, "encoded", B, T, C), inp, P("transformer.wte.weight"),
                              P("transformer.wpe.weight"));
+    // Dropout in place on the embeddings and on each residual branch before it is added; nothing that
+    // backward reads is overwritten (matmul backward reads inputs, never outputs).
+    dropped_ = train && cfg_.dropout > 0.f;
+    auto drop = [&](Tensor t, int site) {
+        if (dropped_) kernels::dropout_forward(t, t, cfg_.dropout, dropout_seed_ + static_cast<uint64_t>(site));
+    };
+    drop(btc(acts_, "encoded", B, T, C), 0);
     Tensor residual = btc(acts_, "encoded", B, T, C);
     for (int l = 0; l < cfg_.n_layer; ++l) {
         std::string h = fmt::format("h{}.", l), p = fmt::format("transformer.h.{}.", l);
@@ -212,12 +218,14 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
         kernels::attention_forward(A("atty", C), Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_), A("qkv", 3 * C),
                                    static_cast<int>(NH));
         kernels::matmul_forward(A("attproj", C), A("atty", C), P(p + "attn.c_proj.weight"), P(p + "attn.c_proj.bias"));
+        drop(A("attproj", C), 1 + 2 * l);
         kernels::residual_forward(A("residual2", C), residual, A("attproj", C));
         kernels::layernorm_forward(A("ln2", C), S("ln2_mean"), S("ln2_rstd"), A("residual2", C), P(p + "ln_2.weight"),
                                    P(p + "ln_2.bias"));
         kernels::matmul_forward(A("fch", F), A("ln2", C), P(p + "mlp.c_fc.weight"), P(p + "mlp.c_fc.bias"));
         kernels::gelu_forward(A("fch_gelu", F), A("fch", F));
         kernels::matmul_forward(A("fcproj", C), A("fch_gelu", F), P(p + "mlp.c_proj.weight"), P(p + "mlp.c_proj.bias"));
+        drop(A("fcproj", C), 2 + 2 * l);
         kernels::residual_forward(A("residual3", C), A("residual2", C), A("fcproj", C));
         residual = A("residual3", C);
     }
@@ -268,34 +276,50 @@ void Gpt2::backward() {
     kernels::matmul_backward(dc, G(head), Tensor(), dlogits, btc(acts_, "lnf", B, T, C), P(head));
     std::string last = cfg_.n_layer > 0 ? fmt::format("h{}.residual3", cfg_.n_layer - 1) : "encoded";
     kernels::zero(dres);  // the residual stream accumulates (+=)
+    // d(branch before dropout) = dropout'(d branch) with the forward's mask, into a scratch buffer: the
+    // residual stream's own gradient passes the add unchanged. Without dropout the branch sees dres.
+    auto undrop = [&](Tensor scratch, int site) {
+        if (!dropped_) return dres;
+        kernels::dropout_backward(scratch, dres, cfg_.dropout, dropout_seed_ + static_cast<uint64_t>(site));
+        return scratch;
+    };
     kernels::layernorm_backward(dres, G("transformer.ln_f.weight"), G("transformer.ln_f.bias"), dc,
                                 btc(acts_, last, B, T, C), P("transformer.ln_f.weight"), bt(acts_, "lnf_mean", B, T),
                                 bt(acts_, "lnf_rstd", B, T));
+    // The arena holds wte, wpe, the layers in order, ln_f, then lm_head: what backward has finished
+    // is always a suffix of it.
+    auto ready_from = [&](const std::string& first_param) {
+        if (grads_ready_) grads_ready_(grads_.entry(grads_.index(first_param)).offset);
+    };
+    ready_from("transformer.ln_f.weight");
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
         std::string h = fmt::format("h{}.", l), p = fmt::format("transformer.h.{}.", l);
         auto A = [&](const char* n, int64_t w) { return btc(acts_, h + n, B, T, w); };
         auto S = [&](const char* n) { return bt(acts_, h + n, B, T); };
         Tensor residual = l == 0 ? btc(acts_, "encoded", B, T, C) : btc(acts_, fmt::format("h{}.residual3", l - 1), B, T, C);
         // dres holds d residual3 = d fcproj = d residual2 (residual add passes it through).
-        kernels::matmul_backward(df, G(p + "mlp.c_proj.weight"), G(p + "mlp.c_proj.bias"), dres, A("fch_gelu", F),
-                                 P(p + "mlp.c_proj.weight"));
+        kernels::matmul_backward(df, G(p + "mlp.c_proj.weight"), G(p + "mlp.c_proj.bias"), undrop(dc, 2 + 2 * l),
+                                 A("fch_gelu", F), P(p + "mlp.c_proj.weight"));
         kernels::gelu_backward(df2, A("fch", F), df);
         kernels::matmul_backward(dc, G(p + "mlp.c_fc.weight"), G(p + "mlp.c_fc.bias"), df2, A("ln2", C),
                                  P(p + "mlp.c_fc.weight"));
         kernels::layernorm_backward(dres, G(p + "ln_2.weight"), G(p + "ln_2.bias"), dc, A("residual2", C),
                                     P(p + "ln_2.weight"), S("ln2_mean"), S("ln2_rstd"));
         // dres now holds d residual2 = d attproj = d residual.
-        kernels::matmul_backward(dc2, G(p + "attn.c_proj.weight"), G(p + "attn.c_proj.bias"), dres, A("atty", C),
-                                 P(p + "attn.c_proj.weight"));
+        kernels::matmul_backward(dc2, G(p + "attn.c_proj.weight"), G(p + "attn.c_proj.bias"), undrop(dc, 1 + 2 * l),
+                                 A("atty", C), P(p + "attn.c_proj.weight"));
         kernels::attention_backward(dqkv, dc2, A("qkv", 3 * C), A("atty", C),
                                     Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_), static_cast<int>(NH));
         kernels::matmul_backward(dc, G(p + "attn.c_attn.weight"), G(p + "attn.c_attn.bias"), dqkv, A("ln1", C),
                                  P(p + "attn.c_attn.weight"));
         kernels::layernorm_backward(dres, G(p + "ln_1.weight"), G(p + "ln_1.bias"), dc, residual, P(p + "ln_1.weight"),
                                     S("ln1_mean"), S("ln1_rstd"));
+        ready_from(p + "ln_1.weight");
     }
     Tensor inp = bt(acts_, "inputs", B, T, DType::kI32);
+    if (dropped_) kernels::dropout_backward(dres, dres, cfg_.dropout, dropout_seed_);
     kernels::encoder_backward(G("transformer.wte.weight"), G("transformer.wpe.weight"), dres, inp);
+    if (grads_ready_) grads_ready_(0);
     has_grad_ = false;
 }
 

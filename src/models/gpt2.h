@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ struct Gpt2Config {
     int padded_vocab = 0;  // Vp >= V: width of wte / logits
     bool tie_embeddings = true;
     float norm_eps = 1e-5f;
+    // Dropout probability in training (GPT-2's embd_pdrop and resid_pdrop: after the embeddings and on
+    // both residual branches). Attention-probability dropout (attn_pdrop) is not applied: the tiled
+    // attention never materialises the probabilities. 0 disables it (and costs nothing).
+    float dropout = 0.f;
 
     static Gpt2Config from(const config::ModelConfig& m);
     // 6N + 12 L C T: training FLOPs per token (PaLM appendix B), N counting tied weights once.
@@ -60,6 +65,15 @@ public:
     // Accumulates (+=) the gradients of the last train forward into grads(). Call zero_grad() per step.
     void backward();
     void zero_grad() { grads_.zero(); }
+    // Seed of the dropout masks of the next train forward (and its backward). The masks are stateless
+    // (kernels/cpu/dropout.h): site k (0 = embeddings, 1 + 2l / 2 + 2l = layer l's attention / MLP
+    // branch) uses seed + k, so the trainer derives one seed per (step, micro-step, rank) and resume
+    // reproduces the masks exactly.
+    void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
+    // Called during backward() with a byte offset into the gradient arena each time every gradient at
+    // and after it is final: after the final LayerNorm, after each layer (in reverse), 0 at the end.
+    // The data-parallel Reducer starts all-reducing those buckets while backward goes on.
+    void set_grads_ready_hook(std::function<void(size_t byte_offset)> hook) { grads_ready_ = std::move(hook); }
 
     // Logits of the last position of every row after forward(..., targets = nullptr): (B, Vp). CPU models
     // only (InputError otherwise).
@@ -86,6 +100,9 @@ private:
     int act_B_ = 0, act_T_ = 0;  // the (B, T) of the allocated activation arena
     int B_ = 0, T_ = 0;          // of the last forward
     bool has_grad_ = false;      // the last forward prepared dlogits
+    bool dropped_ = false;       // the last forward applied dropout (backward must too)
+    uint64_t dropout_seed_ = 0;
+    std::function<void(size_t)> grads_ready_;
     std::vector<int32_t> inputs_;
 };
 

@@ -12,6 +12,7 @@
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/rng.h"
 #include "core/time.h"
 #include "data/loader.h"
 #include "data/prepare_cache.h"
@@ -128,24 +129,6 @@ EvalOutput evaluate(models::Gpt2& model, const data::EvalLoader& loader, int B, 
     out.tokens = n * B * T;
     out.loss = n ? sum / static_cast<double>(n) : std::nan("");
     return out;
-}
-
-// A nominal fp32 peak for the MFU estimate on CPU: cores x 2 FMA units x SIMD lanes x 2 FLOP x clock.
-double cpu_peak_flops() {
-    double ghz = 2.5;
-    if (std::FILE* f = std::fopen("/proc/cpuinfo", "r")) {
-        char line[512];
-        while (std::fgets(line, sizeof line, f)) {
-            double mhz;
-            if (std::sscanf(line, "cpu MHz : %lf", &mhz) == 1 || std::sscanf(line, "cpu MHz\t: %lf", &mhz) == 1) {
-                ghz = mhz / 1000.0;
-                break;
-            }
-        }
-        std::fclose(f);
-    }
-    int lanes = cpu_features().has_avx512() ? 16 : 8;
-    return omp_get_max_threads() * 2.0 * lanes * 2.0 * ghz * 1e9;
 }
 
 bool stderr_is_tty() { return ::isatty(2) == 1; }
@@ -293,7 +276,7 @@ TrainResult run_training(const TrainOptions& opts) {
     };
 
     const double flops_per_token = mc.flops_per_token(T);
-    const double peak = cpu_peak_flops();
+    const double peak = kernels::cpu_peak_flops();
     const int64_t tokens_per_step = static_cast<int64_t>(B) * T * accum * world;
     std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
     float* params = static_cast<float*>(model.params().data());
@@ -331,6 +314,9 @@ TrainResult run_training(const TrainOptions& opts) {
         double loss_sum = 0;
         for (int m = 0; m < accum; ++m) {
             loader.next(x.data(), y.data());
+            // One dropout seed per (seed, step, micro-step): resume reproduces the masks.
+            model.set_dropout_seed(splitmix64(splitmix64(static_cast<uint64_t>(cfg.run.seed) ^ 0x64726f70ULL) +
+                                              static_cast<uint64_t>(step) * 4096 + static_cast<uint64_t>(m)));
             loss_sum += model.forward(x.data(), y.data(), B, T, /*train=*/true, 1.0f / static_cast<float>(accum));
             model.backward();
         }

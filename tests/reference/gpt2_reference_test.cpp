@@ -15,18 +15,25 @@
 namespace llmt::models {
 namespace {
 
-TEST(Gpt2Reference, LossAndEveryGradientMatchPyTorch) {
+// Runs the reference with dropout probability `p` (0: none) and compares loss and gradients.
+void compare_with_pytorch(float p, uint64_t dropout_seed) {
     const int L = 2, C = 64, NH = 4, T = 32, B = 4, V = 50257;
-    auto dir = std::filesystem::temp_directory_path() / ("llmt_gpt2_ref_" + std::to_string(::getpid()));
+    auto dir = std::filesystem::temp_directory_path() /
+               ("llmt_gpt2_ref_" + std::to_string(::getpid()) + "_" + std::to_string(p));
     std::filesystem::create_directories(dir);
-    auto r = testing::run_process({"/usr/bin/python3", std::string(LLMT_SOURCE_DIR) + "/tools/ref/gpt2_ref.py",
-                                   dir.string(), std::to_string(L), std::to_string(C), std::to_string(NH),
-                                   std::to_string(T), std::to_string(B), std::to_string(V), "20261126"},
-                                  "", 600);
+    std::vector<std::string> argv = {"/usr/bin/python3", std::string(LLMT_SOURCE_DIR) + "/tools/ref/gpt2_ref.py",
+                                     dir.string(), std::to_string(L), std::to_string(C), std::to_string(NH),
+                                     std::to_string(T), std::to_string(B), std::to_string(V), "20261126"};
+    if (p > 0) {
+        argv.push_back(std::to_string(p));
+        argv.push_back(std::to_string(dropout_seed));
+    }
+    auto r = testing::run_process(argv, "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.err;
 
-    Gpt2Config cfg{L, NH, C, 4 * C, T, V, 50304, true, 1e-5f};
+    Gpt2Config cfg{L, NH, C, 4 * C, T, V, 50304, true, 1e-5f, p};
     Gpt2 model(cfg);
+    model.set_dropout_seed(dropout_seed);
     gpt2_load_hf(model, model.params(), SafetensorsFile::open(dir / "weights.safetensors"));
     auto batch = SafetensorsFile::open(dir / "batch.safetensors");
     std::vector<int32_t> inputs(B * T), targets(B * T);
@@ -62,6 +69,14 @@ TEST(Gpt2Reference, LossAndEveryGradientMatchPyTorch) {
         EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), 1e-4);
     }
     std::filesystem::remove_all(dir);
+}
+
+TEST(Gpt2Reference, LossAndEveryGradientMatchPyTorch) { compare_with_pytorch(0.f, 0); }
+
+// Dropout with the engine's stateless masks, which the reference redraws from the same formula:
+// p = 0.25 is exact in binary, so both sides use the same keep threshold and scale.
+TEST(Gpt2Reference, LossAndEveryGradientMatchPyTorchWithDropout) {
+    compare_with_pytorch(0.25f, 0x1234567890ABCDEFull);
 }
 
 }  // namespace
