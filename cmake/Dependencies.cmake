@@ -11,6 +11,11 @@ find_package(fmt REQUIRED)
 if(LLMTRAIN_TESTS)
   find_package(GTest REQUIRED)
 endif()
+# Gloo (libgloo-dev) ships a CMake config exporting the imported target `gloo` (libgloo.so links its
+# own hiredis/ibverbs); the dist layer adds Threads for its communication thread.
+if(NOT LLMTRAIN_FUZZ)
+  find_package(Gloo CONFIG REQUIRED)
+endif()
 # yaml-cpp 0.7's exported target is `yaml-cpp` (no namespace); newer ones add yaml-cpp::yaml-cpp.
 if(TARGET yaml-cpp::yaml-cpp)
   set(LLMT_YAML_TARGET yaml-cpp::yaml-cpp)

@@ -1,0 +1,117 @@
+// Reducer (see reducer.h): a queue of launched buckets drained by one communication thread.
+#include "dist/reducer.h"
+
+#include <chrono>
+
+#include "core/check.h"
+#include "core/tensor.h"
+#include "dist/process_group.h"
+
+namespace llmt::dist {
+
+Reducer::Reducer(ProcessGroup& pg, void* grads, size_t nbytes, size_t bucket_bytes, bool overlap)
+    : pg_(pg), grads_(static_cast<char*>(grads)), nbytes_(nbytes), overlap_(overlap) {
+    LLMT_CHECK(nbytes % sizeof(float) == 0, "reducer: gradient buffer of {} bytes is not whole f32 values", nbytes);
+    LLMT_CHECK(grads != nullptr || nbytes == 0, "reducer: no gradient buffer");
+    size_t b = bucket_bytes / sizeof(float) * sizeof(float);
+    if (b == 0) b = sizeof(float);
+    size_t end = nbytes;
+    while (end > 0) {
+        size_t len = end >= b ? b : end;
+        buckets_.push_back({end - len, len});
+        end -= len;
+    }
+    thread_ = std::thread([this] { comm_loop(); });
+}
+
+Reducer::~Reducer() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+}
+
+void Reducer::begin_backward(bool sync) {
+    LLMT_ASSERT(!in_backward_ || !sync_);  // finish() ends every synchronised backward
+    std::lock_guard<std::mutex> lock(mu_);
+    sync_ = sync;
+    in_backward_ = true;
+    next_bucket_ = 0;
+    done_ = 0;
+    queue_.clear();
+    error_ = nullptr;
+    stats_ = Stats{};
+}
+
+void Reducer::grads_ready_from(size_t byte_offset) {
+    if (!in_backward_ || !sync_ || !overlap_) return;
+    launch_until(byte_offset);
+}
+
+void Reducer::launch_until(size_t byte_offset) {
+    size_t first = next_bucket_;
+    while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].offset >= byte_offset) ++next_bucket_;
+    if (next_bucket_ == first) return;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (size_t i = first; i < next_bucket_; ++i) queue_.push_back(i);
+    }
+    cv_.notify_all();
+}
+
+void Reducer::finish() {
+    LLMT_ASSERT(in_backward_);
+    in_backward_ = false;
+    if (!sync_) {
+        std::lock_guard<std::mutex> lock(mu_);
+        last_ = Stats{};
+        return;
+    }
+    launch_until(0);
+    auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_ == buckets_.size(); });
+    stats_.wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    last_ = stats_;
+    if (error_) std::rethrow_exception(error_);
+}
+
+Reducer::Stats Reducer::last_stats() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_;
+}
+
+void Reducer::comm_loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        size_t i = queue_.front();
+        queue_.pop_front();
+        bool failed = error_ != nullptr;
+        lock.unlock();
+        double secs = 0;
+        std::exception_ptr err;
+        if (!failed) {  // after an error the group is broken: the rest are only counted
+            const Bucket& b = buckets_[i];
+            auto t0 = std::chrono::steady_clock::now();
+            try {
+                pg_.allreduce(Tensor(grads_ + b.offset, {static_cast<int64_t>(b.nbytes / sizeof(float))}),
+                              ReduceOp::kAvg);
+            } catch (...) {
+                err = std::current_exception();
+            }
+            secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        lock.lock();
+        if (err && !error_) error_ = err;
+        if (!failed && !err) stats_.buckets++;
+        stats_.comm_s += secs;
+        ++done_;
+        if (done_ == buckets_.size()) cv_.notify_all();
+    }
+}
+
+}  // namespace llmt::dist
