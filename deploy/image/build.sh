@@ -54,7 +54,7 @@ chown 10001:10001 "$out" 2>/dev/null || chmod 0777 "$out"
 trap 'rm -rf "$out"' EXIT
 "${RUN[@]}" -v "$PWD/data/shards:/data/shards:ro" -v "$out:/out" "$TAG" \
   train --config /usr/local/share/llmtrain/configs/presets/gpt2_tiny_cpu.yaml \
-  --set trainer.max_steps=3 --set trainer.eval_every_steps=0 --set trainer.save_every_steps=3 \
+  --set trainer.max_steps=3 --set trainer.warmup_steps=1 --set trainer.eval_every_steps=0 --set trainer.save_every_steps=3 \
   --set trainer.log_every_steps=1 --set output.root_dir=/out --set output.run_id=smoke \
   --set 'data.train_shards=/data/shards/gpt2_corpus/train_*.bin' --set 'data.val_shards=/data/shards/gpt2_corpus/val_*.bin'
 test -f "$out/smoke/summary.json" && echo "image: training smoke run wrote $(ls "$out/smoke" | tr '\n' ' ')" >&2
