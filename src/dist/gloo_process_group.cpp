@@ -17,6 +17,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -131,6 +132,12 @@ GlooProcessGroup::GlooProcessGroup(Store& store, int rank, int size, std::chrono
                                    const GlooDevice& device)
     : rank_(rank), size_(size), timeout_(timeout) {
     LLMT_CHECK(size >= 1 && rank >= 0 && rank < size, "process group: rank {} outside 0..{}", rank, size - 1);
+    // A write to the socket of a peer that just died must be an error of the collective, not a
+    // SIGPIPE that kills this survivor (Python, hence torch, ignores SIGPIPE for the same reason).
+    struct sigaction old_action {};
+    if (::sigaction(SIGPIPE, nullptr, &old_action) == 0 && old_action.sa_handler == SIG_DFL) {
+        ::signal(SIGPIPE, SIG_IGN);
+    }
     gloo::transport::tcp::attr attr;
     if (!device.iface.empty()) {
         attr.iface = device.iface;
