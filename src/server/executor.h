@@ -29,6 +29,11 @@ struct AttemptStatus {
     std::string detail;
 };
 
+struct RankLog {
+    std::filesystem::path path;
+    std::string prefix;
+};
+
 class Executor {
 public:
     virtual ~Executor() = default;
@@ -44,8 +49,9 @@ public:
     virtual AttemptStatus poll(const std::string& handle) = 0;
     // Graceful stop (SIGTERM: the trainer checkpoints and exits 143) or kill (SIGKILL) of all its processes.
     virtual void stop(const std::string& handle, bool kill) = 0;
-    // Per-rank log files of a job, rank order.
-    virtual std::vector<std::filesystem::path> rank_logs(const std::filesystem::path& job_dir, const JobSpec& spec) const = 0;
+    // Where each rank's log lines are, rank order: a file, and the prefix that marks the rank's lines in
+    // it ("" = every line of the file is this rank's).
+    virtual std::vector<RankLog> rank_logs(const std::filesystem::path& job_dir, const JobSpec& spec) const = 0;
 };
 
 }  // namespace llmt::server

@@ -91,11 +91,13 @@ void LocalExecutor::validate(const JobSpec& spec) const {
                        "nproc_per_node");
 }
 
-std::vector<fs::path> LocalExecutor::rank_logs(const fs::path& job_dir, const JobSpec& spec) const {
-    // One stream per attempt's process group: the trainer (or the launcher, which prefixes each rank's
-    // lines) writes it; per-rank files appear when the launcher writes them under logs/.
-    std::vector<fs::path> out;
-    for (int r = 0; r < spec.cpus(); ++r) out.push_back(job_dir / "logs" / fmt::format("rank{}.log", r));
+std::vector<RankLog> LocalExecutor::rank_logs(const fs::path& job_dir, const JobSpec& spec) const {
+    // One stream per job: the trainer's own output, or the launcher's relay where each rank's lines
+    // start with "[rank k] " (src/launch/launcher.h).
+    const fs::path f = job_dir / "logs" / "job.log";
+    if (spec.cpus() == 1) return {{f, ""}};
+    std::vector<RankLog> out;
+    for (int r = 0; r < spec.cpus(); ++r) out.push_back({f, fmt::format("[rank {}] ", r)});
     return out;
 }
 
@@ -117,7 +119,7 @@ std::string LocalExecutor::start(const AttemptRequest& req, const std::function<
     args.push_back("auto");
 
     // Everything the children touch, built before fork.
-    const std::string log_path = (req.job_dir / "logs" / "rank0.log").string();
+    const std::string log_path = (req.job_dir / "logs" / "job.log").string();
     const std::string exit_path = (attempt_dir / "exit_code").string();
     const std::string exit_tmp = exit_path + ".tmp";
     const std::string cwd = workdir_.string();

@@ -1,7 +1,7 @@
 // Runs jobs on this machine. Each attempt is a process group led by a small supervisor (a forked copy
 // of the server that only waits) which starts `llmtrain train --resume auto` (or `llmtrain launch
 // --standalone ... -- train ...` for nproc_per_node > 1 once the binary has `launch`), appends its
-// output to <job>/logs/rank0.log and writes the exit status to <job>/attempts/<n>/exit_code. The
+// output to <job>/logs/job.log and writes the exit status to <job>/attempts/<n>/exit_code. The
 // supervisor outlives a crashed server, so a restarted server re-finds the attempt by pid + process
 // start time and still learns its exit status. docs/server.md "Local executor".
 #pragma once
@@ -26,7 +26,7 @@ public:
     std::string start(const AttemptRequest& req, const std::function<void(const std::string&)>& record) override;
     AttemptStatus poll(const std::string& handle) override;
     void stop(const std::string& handle, bool kill) override;
-    std::vector<std::filesystem::path> rank_logs(const std::filesystem::path& job_dir, const JobSpec& spec) const override;
+    std::vector<RankLog> rank_logs(const std::filesystem::path& job_dir, const JobSpec& spec) const override;
 
     bool has_launch() const { return has_launch_; }
 

@@ -36,7 +36,9 @@ std::string to_regex(const std::string& path, std::vector<std::string>* names) {
 void write_error(httplib::Response& res, int status, const std::string& code, const std::string& msg,
                  const std::string& field = "", const nlohmann::json& details = nullptr) {
     res.status = status;
-    res.set_content(error_body(code, msg, field, details).dump(), "application/json");
+    // Messages may quote the caller's bytes; invalid UTF-8 is replaced, never a reason to fail.
+    res.set_content(error_body(code, msg, field, details).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                    "application/json");
 }
 
 }  // namespace
@@ -75,7 +77,7 @@ std::optional<int64_t> Call::query_int(const std::string& key, int64_t lo, int64
 
 void Call::reply(int status, const nlohmann::json& body) {
     res.status = status;
-    res.set_content(body.dump(), "application/json");
+    res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 void Router::dispatch(const Route& r, const std::vector<std::string>& names, const httplib::Request& req,

@@ -41,19 +41,31 @@ std::string read_range(const fs::path& p, uint64_t from, uint64_t to) {
     return out;
 }
 
-// Offset where the last `lines` lines of the file start (reading at most kMaxTailBytes back).
-uint64_t tail_offset(const fs::path& p, uint64_t size, int64_t lines) {
-    uint64_t from = size > kMaxTailBytes ? size - kMaxTailBytes : 0;
-    if (lines < 0) return from;
-    std::string text = read_range(p, from, size);
+// Lines of `text` that start with `prefix` (all of it for an empty prefix).
+std::string filter_lines(const std::string& text, const std::string& prefix) {
+    if (prefix.empty()) return text;
+    std::string out;
+    size_t start = 0;
+    while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        end = end == std::string::npos ? text.size() : end + 1;
+        if (text.compare(start, prefix.size(), prefix) == 0) out.append(text, start, end - start);
+        start = end;
+    }
+    return out;
+}
+
+// The last `lines` lines of `text` (all of it for lines < 0).
+std::string last_lines(const std::string& text, int64_t lines) {
+    if (lines < 0) return text;
     size_t pos = text.size();
     if (pos > 0 && text[pos - 1] == '\n') --pos;  // the final newline ends the last line
     for (int64_t n = 0; n < lines; ++n) {
         size_t nl = pos == 0 ? std::string::npos : text.rfind('\n', pos - 1);
-        if (nl == std::string::npos) return from;
+        if (nl == std::string::npos) return text;
         pos = nl;
     }
-    return from + pos + 1;
+    return lines == 0 ? std::string() : text.substr(pos + 1);
 }
 
 fs::path safe_artifact_path(const fs::path& run_dir, const std::string& rel) {
@@ -96,35 +108,48 @@ void register_job_output_routes(Router& router, ServerContext& ctx) {
                     auto follow = c.query("follow");
                     if (follow && *follow != "true" && *follow != "false" && *follow != "1" && *follow != "0")
                         throw ApiError(400, "invalid_parameter", "follow must be true or false", "follow");
-                    fs::path path = logs[static_cast<size_t>(rank)];
+                    const RankLog log = logs[static_cast<size_t>(rank)];
                     std::error_code ec;
-                    uint64_t size = fs::exists(path, ec) ? fs::file_size(path, ec) : 0;
-                    uint64_t from = tail_offset(path, size, tail);
+                    uint64_t size = fs::exists(log.path, ec) ? fs::file_size(log.path, ec) : 0;
+                    std::string head = last_lines(
+                        filter_lines(read_range(log.path, size > kMaxTailBytes ? size - kMaxTailBytes : 0, size), log.prefix),
+                        tail);
                     if (!follow || *follow == "false" || *follow == "0") {
                         c.res.status = 200;
-                        c.res.set_content(read_range(path, from, size), "text/plain; charset=utf-8");
+                        c.res.set_content(head, "text/plain; charset=utf-8");
                         return;
                     }
                     struct Stream {
-                        fs::path path;
+                        RankLog log;
                         uint64_t pos;
                         int64_t id;
+                        std::string pending;  // the tail, sent first
                         std::chrono::steady_clock::time_point until;
                     };
                     auto st = std::make_shared<Stream>(
-                        Stream{path, from, j.id,
+                        Stream{log, size, j.id, std::move(head),
                                std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                       std::chrono::duration<double>(kFollowMaxS))});
                     c.res.status = 200;
                     c.res.set_chunked_content_provider(
                         "text/plain; charset=utf-8", [&ctx, st](size_t, httplib::DataSink& sink) {
+                            if (!st->pending.empty()) {
+                                std::string out = std::move(st->pending);
+                                st->pending.clear();
+                                return sink.write(out.data(), out.size());
+                            }
                             // Read the state before the file, so bytes written just before the job ended are sent.
                             auto job = ctx.store.get(st->id);
                             bool ended = !job || is_final(job->state);
-                            std::string chunk = read_range(st->path, st->pos, st->pos + (1 << 20));
+                            std::string chunk = read_range(st->log.path, st->pos, st->pos + (1 << 20));
+                            if (!st->log.prefix.empty()) {  // whole lines only, so each can be matched
+                                size_t nl = chunk.rfind('\n');
+                                chunk.resize(nl == std::string::npos ? 0 : nl + 1);
+                            }
                             if (!chunk.empty()) {
                                 st->pos += chunk.size();
-                                return sink.write(chunk.data(), chunk.size());
+                                std::string out = filter_lines(chunk, st->log.prefix);
+                                return out.empty() || sink.write(out.data(), out.size());
                             }
                             if (ended || std::chrono::steady_clock::now() > st->until) {
                                 sink.done();

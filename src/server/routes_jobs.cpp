@@ -221,7 +221,7 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                         ranks.push_back({{"rank", r},
                                          {"state", state_name(j.state)},
                                          {"log", fmt::format("/v1/jobs/{}/logs?rank={}", j.id, r)},
-                                         {"log_bytes", fs::exists(logs[r], ec) ? fs::file_size(logs[r], ec) : 0}});
+                                         {"log_file_bytes", fs::exists(logs[r].path, ec) ? fs::file_size(logs[r].path, ec) : 0}});
                     }
                     out["ranks"] = ranks;
                     // Actual cost so far: wall time of the attempts x devices x rate (device-hours billed
