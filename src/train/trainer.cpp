@@ -4,8 +4,11 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 
 #include "core/check.h"
@@ -16,6 +19,7 @@
 #include "core/time.h"
 #include "data/loader.h"
 #include "data/prepare_cache.h"
+#include "dist/reducer.h"
 #include "kernels/ops.h"
 #include "models/gpt2.h"
 #include "models/gpt2_io.h"
@@ -23,6 +27,7 @@
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 #include "train/checkpoint.h"
+#include "train/dist_context.h"
 #include "train/metrics.h"
 #include "train/resume.h"
 #include "train/run_dir.h"
@@ -32,7 +37,41 @@ namespace llmt::train {
 
 namespace {
 
-void log_line(const std::string& s) { fmt::print(stderr, "{}\n", s); }
+// Log lines go to stderr (rank 0 only, so a launcher's merged output shows one copy) and, once the run
+// directory exists, to logs/rank<k>.log (every rank).
+struct RankLog {
+    bool to_stderr = true;
+    std::FILE* file = nullptr;
+    ~RankLog() {
+        if (file) std::fclose(file);
+    }
+};
+RankLog& rank_log() {
+    static RankLog log;
+    return log;
+}
+
+void log_line(const std::string& s) {
+    RankLog& log = rank_log();
+    if (log.to_stderr) fmt::print(stderr, "{}\n", s);
+    if (log.file) {
+        fmt::print(log.file, "{} {}\n", utc_iso8601_now(), s);
+        std::fflush(log.file);
+    }
+}
+
+void open_rank_log(const std::filesystem::path& logs_dir, int rank) {
+    RankLog& log = rank_log();
+    if (log.file) std::fclose(log.file);
+    std::error_code ec;
+    std::filesystem::create_directories(logs_dir, ec);
+    const auto path = logs_dir / fmt::format("rank{}.log", rank);
+    log.file = std::fopen(path.c_str(), "a");
+    if (!log.file) throw IoError(fmt::format("cannot open '{}' for appending: {}", path.string(), std::strerror(errno)));
+}
+
+// ZeRO-1 optimizer shard of one rank inside a checkpoint directory.
+std::string zero_optimizer_file(int rank) { return fmt::format("optimizer.rank{}.safetensors", rank); }
 
 void apply_threads(const config::Config& cfg) {
     if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
@@ -143,10 +182,21 @@ TrainResult run_training(const TrainOptions& opts) {
     const std::string device = resolve_device(cfg);
     const auto& tc = cfg.trainer;
     const int B = tc.micro_batch_size, T = cfg.model.block_size, accum = tc.grad_accum_steps;
-    const int world = 1, rank = 0;
+    DistContext dc = opts.dry_run ? DistContext::single() : DistContext::create(cfg);
+    const int world = dc.world(), rank = dc.rank();
+    const bool zero = dc.active() && cfg.dist.zero_stage == 1;
+    rank_log().to_stderr = rank == 0;
+    if (dc.active())
+        fmt::print(stderr, "dist: rank {} of {} (local {} of {}), {} via {}:{}{}, restart {}\n", rank, world,
+                   dc.env().local_rank, dc.env().local_world_size, dc.pg().backend(), dc.env().master_addr,
+                   dc.env().master_port, zero ? ", ZeRO-1" : "", dc.env().restart_count);
 
     models::Gpt2 model = build_model(cfg);
     const auto& mc = model.config();
+    // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
+    // could differ between hosts).
+    if (dc.active())
+        dc.pg().broadcast(Tensor(model.params().data(), {static_cast<int64_t>(model.params().nbytes() / 4)}), 0);
     log_line(fmt::format("model: gpt2, {} layers, d_model {}, {} heads, block {}, vocab {} (padded {}), {:.2f}M parameters",
                          mc.n_layer, mc.d_model, mc.n_head, mc.block_size, mc.vocab_size, mc.padded_vocab,
                          static_cast<double>(model.num_parameters()) / 1e6));
@@ -201,78 +251,123 @@ TrainResult run_training(const TrainOptions& opts) {
     ac.eps = static_cast<float>(tc.eps);
     ac.weight_decay = static_cast<float>(tc.weight_decay);
     const size_t arena_numel = model.params().nbytes() / sizeof(float);
-    optim::AdamW opt(param_slots(model, tc.decay_embeddings), arena_numel, ac);
+    // ZeRO-1: rank r keeps the AdamW state of arena elements [r*shard, (r+1)*shard) only.
+    const size_t shard = zero ? (arena_numel + world - 1) / static_cast<size_t>(world) : arena_numel;
+    optim::ArenaSlice slice;
+    if (zero) slice = {static_cast<size_t>(rank) * shard, std::min(arena_numel, static_cast<size_t>(rank + 1) * shard)};
+    optim::AdamW opt(param_slots(model, tc.decay_embeddings), arena_numel, ac, slice);
     optim::LrSchedule sched{optim::parse_schedule_kind(tc.schedule), tc.lr, tc.min_lr, tc.warmup_steps, tc.max_steps};
     sched.validate();
 
-    // Run directory: new, or the one being resumed.
+    // Run directory: new, or the one being resumed. Rank 0 decides (and alone creates files); the
+    // others learn the directory and the checkpoint through the store and read the checkpoint too
+    // (the run directory is on a filesystem every rank sees: one host, or a shared volume in pods).
     std::optional<RunDir> run_dir;
     int64_t step = 0, tokens = 0;
     double best_val = std::numeric_limits<double>::infinity();
     double prior_wall = 0;
     RunMeta meta{opts.argv, world, device};
-    if (!opts.resume.empty()) {
-        ResumeTarget target = resolve_resume(opts.resume, cfg);
-        if (target.checkpoint) {
-            Checkpoint ck = load_checkpoint(*target.checkpoint);
-            ConfigDiff diff = diff_for_resume(ck.state.value("config", nlohmann::json::object()), cfg.resolved);
-            if (!diff.identity.empty()) {
-                std::string msg = fmt::format("cannot resume from '{}': its model or data differ from this config:",
-                                              ck.dir.string());
-                for (const auto& l : diff.identity) msg += "\n  " + l;
-                throw InputError(msg + "\n(hint: start a new run, or resume with the checkpoint's config.yaml)");
+    std::string ckpt_path;
+    if (rank == 0) {
+        if (!opts.resume.empty()) {
+            ResumeTarget target = resolve_resume(opts.resume, cfg);
+            if (target.checkpoint) {
+                ckpt_path = target.checkpoint->string();
+                run_dir = RunDir::open(target.run_dir);
+            } else {
+                // --resume auto and the run has no checkpoint yet: start it (reusing a directory a crash left).
+                std::error_code ec;
+                if (std::filesystem::is_directory(target.run_dir, ec) &&
+                    std::filesystem::exists(target.run_dir / "config.yaml", ec)) {
+                    run_dir = RunDir::open(target.run_dir);
+                    truncate_metrics_after(run_dir->metrics_path(), 0);
+                } else {
+                    run_dir = RunDir::create(cfg, meta);
+                }
+                log_line(fmt::format("resume auto: no checkpoint in '{}', starting the run", target.run_dir.string()));
             }
-            for (const auto& l : diff.cadence) log_line("resume: changed " + l);
-            for (const auto& l : diff.other) log_line("resume: changed " + l);
-            models::gpt2_load_hf(model, model.params(), ck.model);
+        } else {
+            run_dir = RunDir::create(cfg, meta);
+        }
+    }
+    const std::string run_path = dc.from_rank0("run_dir", rank == 0 ? run_dir->path().string() : "");
+    ckpt_path = dc.from_rank0("checkpoint", ckpt_path);
+    if (rank != 0) run_dir = RunDir::open(run_path);
+    open_rank_log(run_dir->logs_dir(), rank);
+    if (!ckpt_path.empty()) {
+        Checkpoint ck = load_checkpoint(ckpt_path);
+        ConfigDiff diff = diff_for_resume(ck.state.value("config", nlohmann::json::object()), cfg.resolved);
+        if (!diff.identity.empty()) {
+            std::string msg = fmt::format("cannot resume from '{}': its model or data differ from this config:",
+                                          ck.dir.string());
+            for (const auto& l : diff.identity) msg += "\n  " + l;
+            throw InputError(msg + "\n(hint: start a new run, or resume with the checkpoint's config.yaml)");
+        }
+        for (const auto& l : diff.cadence) log_line("resume: changed " + l);
+        for (const auto& l : diff.other) log_line("resume: changed " + l);
+        models::gpt2_load_hf(model, model.params(), ck.model);
+        const int ck_world = ck.state.value("world_size", 1), ck_zero = ck.state.value("zero_stage", 0);
+        if (zero || ck_zero == 1) {
+            LLMT_CHECK_AS(CheckpointError, zero && ck_zero == 1 && ck_world == world,
+                          "checkpoint '{}' was saved with dist.zero_stage {} by {} ranks; this run has zero_stage {} "
+                          "and {} ranks: ZeRO-1 optimizer shards resume only with the same world size and "
+                          "zero_stage (hint: relaunch with --nproc-per-node/--nnodes giving {} ranks)",
+                          ck.dir.string(), ck_zero, ck_world, zero ? 1 : 0, world, ck_world);
+            opt.load_state(SafetensorsFile::open(ck.dir / zero_optimizer_file(rank)));
+        } else {
             LLMT_CHECK_AS(CheckpointError, ck.optimizer.has_value(), "checkpoint '{}' has no {}", ck.dir.string(),
                           kOptimizerFile);
             opt.load_state(*ck.optimizer);
-            loader.restore(ck.state.at("loader"));
-            step = ck.step;
-            tokens = ck.state.value("tokens", int64_t{0});
-            if (ck.state.contains("best_val_loss") && ck.state["best_val_loss"].is_number())
-                best_val = ck.state["best_val_loss"].get<double>();
-            prior_wall = ck.state.value("wall_s", 0.0);
-            run_dir = RunDir::open(target.run_dir);
-            truncate_metrics_after(run_dir->metrics_path(), step);
-            log_line(fmt::format("resume: {} at step {} ({} tokens seen)", ck.dir.string(), step, tokens));
-        } else {
-            // --resume auto and the run has no checkpoint yet: start it (reusing a directory a crash left).
-            std::error_code ec;
-            if (std::filesystem::is_directory(target.run_dir, ec) &&
-                std::filesystem::exists(target.run_dir / "config.yaml", ec)) {
-                run_dir = RunDir::open(target.run_dir);
-                truncate_metrics_after(run_dir->metrics_path(), 0);
-            } else {
-                run_dir = RunDir::create(cfg, meta);
-            }
-            log_line(fmt::format("resume auto: no checkpoint in '{}', starting the run", target.run_dir.string()));
+            if (ck_world != world)
+                log_line(fmt::format("resume: the checkpoint was trained by {} ranks, this run has {}: the global "
+                                     "batch changes from {} to {} rows",
+                                     ck_world, world, B * accum * ck_world, B * accum * world));
         }
-    } else {
-        run_dir = RunDir::create(cfg, meta);
+        loader.restore(ck.state.at("loader"));
+        step = ck.step;
+        tokens = ck.state.value("tokens", int64_t{0});
+        if (ck.state.contains("best_val_loss") && ck.state["best_val_loss"].is_number())
+            best_val = ck.state["best_val_loss"].get<double>();
+        prior_wall = ck.state.value("wall_s", 0.0);
+        if (rank == 0) truncate_metrics_after(run_dir->metrics_path(), step);
+        log_line(fmt::format("resume: {} at step {} ({} tokens seen)", ck.dir.string(), step, tokens));
     }
     log_line(fmt::format("run: {} ({})", run_dir->run_id(), run_dir->path().string()));
-    MetricsLog metrics(cfg.tracking.jsonl ? run_dir->metrics_path() : std::filesystem::path());
+    MetricsLog metrics(cfg.tracking.jsonl && rank == 0 ? run_dir->metrics_path() : std::filesystem::path());
 
     int64_t last_saved_step = -1;
+    int saves = 0;
+    // Every rank calls save() at the same steps. Rank 0 writes the checkpoint; under ZeRO-1 every other
+    // rank first writes its optimizer shard into rank 0's temp directory, so the one atomic rename
+    // publishes all shards together.
     auto save = [&](bool mark_best) {
         last_saved_step = step;
-        std::vector<std::vector<float>> scratch;
-        auto model_tensors = models::gpt2_hf_tensors(model, model.params(), scratch);
-        nlohmann::json state = {{"tokens", tokens},
-                                {"loader", loader.state()},
-                                {"best_val_loss", std::isfinite(best_val) ? nlohmann::json(best_val) : nlohmann::json()},
-                                {"world_size", world},
-                                {"wall_s", prior_wall},
-                                {"config", cfg.resolved}};
+        ++saves;
         SaveOptions so;
         so.keep_last = tc.keep_last;
         so.mark_best = mark_best;
-        auto dir = save_checkpoint(run_dir->checkpoints_dir(), step, model_tensors, opt.state_tensors(), state, so,
-                                   {{"format", "pt"}}, opt.state_metadata());
-        models::gpt2_write_hf_config(model.config(), dir);  // so the step dir loads in transformers as is
-        return dir;
+        std::optional<CheckpointWriter> w;
+        if (rank == 0) w.emplace(run_dir->checkpoints_dir(), step, so);
+        if (zero) {
+            const std::filesystem::path tmp =
+                dc.from_rank0(fmt::format("ckpt_tmp/{}", saves), rank == 0 ? w->temp_dir().string() : "");
+            if (rank != 0) write_safetensors(tmp / zero_optimizer_file(rank), opt.state_tensors(), opt.state_metadata());
+            dc.barrier();
+        }
+        if (rank != 0) return std::filesystem::path();
+        std::vector<std::vector<float>> scratch;
+        w->write_tensors(kModelFile, models::gpt2_hf_tensors(model, model.params(), scratch), {{"format", "pt"}});
+        w->write_tensors(zero ? zero_optimizer_file(0) : kOptimizerFile, opt.state_tensors(), opt.state_metadata());
+        w->write_json(kStateFile, {{"step", step},
+                                   {"tokens", tokens},
+                                   {"loader", loader.state()},
+                                   {"best_val_loss", std::isfinite(best_val) ? nlohmann::json(best_val) : nlohmann::json()},
+                                   {"world_size", world},
+                                   {"zero_stage", zero ? 1 : 0},
+                                   {"wall_s", prior_wall},
+                                   {"config", cfg.resolved}});
+        models::gpt2_write_hf_config(model.config(), w->temp_dir());  // so the step dir loads in transformers
+        return w->commit();
     };
 
     const double flops_per_token = mc.flops_per_token(T);
@@ -289,10 +384,43 @@ TrainResult run_training(const TrainOptions& opts) {
     int64_t steps_this_run = 0;
     const bool bar = opts.progress && stderr_is_tty();
 
+    // Data parallelism: the Reducer all-reduces gradient buckets while backward runs (DDP); under
+    // ZeRO-1 gradients are reduce-scattered after the accumulation window instead, each rank updates
+    // its shard and the parameters are all-gathered.
+    std::unique_ptr<dist::Reducer> reducer;
+    if (dc.active() && !zero) {
+        const size_t bucket = static_cast<size_t>(cfg.dist.bucket_mb * 1024 * 1024);
+        reducer = std::make_unique<dist::Reducer>(dc.pg(), model.grads().data(), model.grads().nbytes(),
+                                                  std::max<size_t>(bucket, 4), cfg.dist.overlap);
+        model.set_grads_ready_hook([&](size_t offset) { reducer->grads_ready_from(offset); });
+    }
+    std::vector<float> zero_in, zero_shard;  // ZeRO-1 staging: world*shard floats and one shard
+    if (zero) {
+        zero_in.assign(shard * static_cast<size_t>(world), 0.f);
+        zero_shard.assign(shard, 0.f);
+    }
+    auto zero_reduce_grads = [&]() {  // -> grads[slice] = mean over ranks; returns the global sum of squares
+        std::memcpy(zero_in.data(), grads, arena_numel * sizeof(float));
+        dc.pg().reduce_scatter(Tensor(zero_shard.data(), {static_cast<int64_t>(shard)}),
+                               Tensor(zero_in.data(), {static_cast<int64_t>(zero_in.size())}), dist::ReduceOp::kAvg);
+        std::memcpy(grads + opt.begin(), zero_shard.data(), (opt.end() - opt.begin()) * sizeof(float));
+        float sumsq[1] = {static_cast<float>(optim::grad_sum_squares(grads + opt.begin(), opt.end() - opt.begin()))};
+        dc.pg().allreduce(Tensor(sumsq, {1}), dist::ReduceOp::kSum);
+        return static_cast<double>(sumsq[0]);
+    };
+    auto zero_gather_params = [&]() {
+        std::memcpy(zero_shard.data(), params + opt.begin(), (opt.end() - opt.begin()) * sizeof(float));
+        dc.pg().allgather(Tensor(zero_in.data(), {static_cast<int64_t>(zero_in.size())}),
+                          Tensor(zero_shard.data(), {static_cast<int64_t>(shard)}));
+        std::memcpy(params, zero_in.data(), arena_numel * sizeof(float));
+    };
+
     auto run_eval = [&]() {
         if (!eval_loader) return;
         Stopwatch sw;
         auto ev = evaluate(model, *eval_loader, B, T, tc.eval_steps);
+        ev.loss = dc.mean(ev.loss);  // every rank evaluated its rows of the same batches
+        ev.tokens *= world;
         last_val = ev.loss;
         last_eval_step = step;
         bool best = ev.loss < best_val;
@@ -315,12 +443,17 @@ TrainResult run_training(const TrainOptions& opts) {
         for (int m = 0; m < accum; ++m) {
             loader.next(x.data(), y.data());
             // One dropout seed per (seed, step, micro-step): resume reproduces the masks.
+            // One dropout seed per (seed, rank, step, micro-step): resume reproduces the masks.
             model.set_dropout_seed(splitmix64(splitmix64(static_cast<uint64_t>(cfg.run.seed) ^ 0x64726f70ULL) +
+                                              (static_cast<uint64_t>(rank) << 48) +
                                               static_cast<uint64_t>(step) * 4096 + static_cast<uint64_t>(m)));
             loss_sum += model.forward(x.data(), y.data(), B, T, /*train=*/true, 1.0f / static_cast<float>(accum));
+            if (reducer) reducer->begin_backward(/*sync=*/m == accum - 1);  // no_sync until the last micro-step
             model.backward();
+            if (reducer) reducer->finish();
         }
-        double norm = optim::global_norm_from_sumsq(optim::grad_sum_squares(grads, n_grads));
+        const double norm = optim::global_norm_from_sumsq(zero ? zero_reduce_grads()
+                                                               : optim::grad_sum_squares(grads, n_grads));
         if (!std::isfinite(norm))
             throw Error(fmt::format("step {}: the gradient norm is {} (loss {}); stopping before the weights are "
                                     "corrupted (hint: lower trainer.lr)",
@@ -328,12 +461,13 @@ TrainResult run_training(const TrainOptions& opts) {
         float coef = optim::clip_coefficient(norm, tc.max_grad_norm);
         double lr = sched.at(step);
         opt.step(params, grads, static_cast<float>(lr), coef);
+        if (zero) zero_gather_params();
         ++step;
         ++steps_this_run;
         tokens += tokens_per_step;
         double dt = sw.seconds();
         train_time += dt;
-        last_loss = loss_sum / accum;
+        last_loss = dc.mean(loss_sum / accum);
         if (step % tc.log_every_steps == 0 || step == 1 || step == tc.max_steps) {
             double tps = static_cast<double>(tokens_per_step) / dt;
             double mfu = flops_per_token * tps / peak;
@@ -346,7 +480,8 @@ TrainResult run_training(const TrainOptions& opts) {
             if (bar) fmt::print(stderr, "\r{}", line);
             else log_line(line);
         }
-        bool stop = stop_signal() != 0;
+        // A signal reaches the ranks at slightly different times: they agree to stop at the same step.
+        const bool stop = dc.mean(stop_signal() != 0 ? 1.0 : 0.0) > 0;
         if (tc.eval_every_steps > 0 && step % tc.eval_every_steps == 0 && !stop) run_eval();
         bool at_end = step == tc.max_steps || step == opts.stop_at_step;
         bool due = (tc.save_every_steps > 0 && step % tc.save_every_steps == 0) || at_end || stop;
@@ -362,8 +497,9 @@ TrainResult run_training(const TrainOptions& opts) {
             break;
         }
         if (stop) {
-            exit_code = 128 + stop_signal();
-            log_line(fmt::format("stopping on signal {} after step {}; resume with --resume {}", stop_signal(), step,
+            const int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;  // a peer's signal stops us too
+            exit_code = 128 + sig;
+            log_line(fmt::format("stopping on signal {} after step {}; resume with --resume {}", sig, step,
                                  run_dir->run_id()));
             break;
         }
@@ -383,7 +519,8 @@ TrainResult run_training(const TrainOptions& opts) {
         {"interrupted", exit_code != 0},
         {"device", device},
         {"world_size", world}};
-    write_file_atomic(run_dir->summary_path(), summary.dump(2) + "\n");
+    if (rank == 0) write_file_atomic(run_dir->summary_path(), summary.dump(2) + "\n");
+    dc.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
     return {exit_code, summary};
 }
 
