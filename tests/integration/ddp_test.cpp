@@ -77,6 +77,24 @@ pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>
     return pid;
 }
 
+// Kills (SIGKILL) and reaps the processes still registered when the test leaves its scope, so a failed
+// assertion never leaves trainers running.
+struct ProcessGuard {
+    std::vector<pid_t> pids;
+    pid_t add(pid_t p) {
+        pids.push_back(p);
+        return p;
+    }
+    ~ProcessGuard() {
+        for (pid_t p : pids) {
+            if (waitpid(p, nullptr, WNOHANG) == 0) {
+                kill(p, SIGKILL);
+                waitpid(p, nullptr, 0);
+            }
+        }
+    }
+};
+
 // waitpid with a deadline; returns the status, or kills the process and fails the test on timeout.
 int wait_for(pid_t pid, double seconds, const fs::path& log) {
     auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
@@ -235,8 +253,9 @@ TEST_F(DdpTest, KilledPeerIsAnErrorOnTheSurvivorNotAHang) {
                                         "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
                                         "MASTER_PORT=" + std::to_string(port)};
     };
-    pid_t r0 = spawn(args, env(0), root_ / "dead0.log");
-    pid_t r1 = spawn(args, env(1), root_ / "dead1.log");
+    ProcessGuard guard;
+    pid_t r0 = guard.add(spawn(args, env(0), root_ / "dead0.log"));
+    pid_t r1 = guard.add(spawn(args, env(1), root_ / "dead1.log"));
     ASSERT_TRUE(wait_until([&] { return fs::exists(root_ / "runs/dead/metrics.jsonl") && series("dead", "loss").size() >= 3; }, 120)) << llmt::read_file(root_ / "dead0.log");
     kill(r1, SIGKILL);
     waitpid(r1, nullptr, 0);
@@ -252,12 +271,13 @@ TEST_F(DdpTest, KilledPeerIsAnErrorOnTheSurvivorNotAHang) {
 
 TEST_F(DdpTest, LaunchRestartsFromTheLastCheckpoint) {
     const fs::path log = root_ / "restart.log";
-    pid_t launcher = spawn(launch(2, {"--max-restarts", "1"},
+    ProcessGuard guard;
+    pid_t launcher = guard.add(spawn(launch(2, {"--max-restarts", "1"},
                                   train_args("restart", {"--set", "trainer.max_steps=40", "--set",
                                                          "trainer.save_every_steps=5", "--set",
                                                          "trainer.micro_batch_size=4", "--set",
                                                          "trainer.eval_every_steps=0", "--resume", "auto"})),
-                           {}, log);
+                                     {}, log));
     ASSERT_TRUE(wait_until([&] { return fs::exists(root_ / "runs/restart/checkpoints/step_10/state.json"); }, 180))
         << llmt::read_file(log);
     // kill -9 one worker: a child of the launcher.
@@ -289,9 +309,10 @@ TEST_F(DdpTest, AWorkerThatStartsTwentySecondsLateStillJoins) {
                                         "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
                                         "MASTER_PORT=" + std::to_string(port)};
     };
-    pid_t r1 = spawn(args, env(1), root_ / "late1.log");  // the client first: it must retry the connection
+    ProcessGuard guard;
+    pid_t r1 = guard.add(spawn(args, env(1), root_ / "late1.log"));  // the client first: it must retry the connection
     std::this_thread::sleep_for(std::chrono::seconds(20));
-    pid_t r0 = spawn(args, env(0), root_ / "late0.log");
+    pid_t r0 = guard.add(spawn(args, env(0), root_ / "late0.log"));
     int s0 = wait_for(r0, 120, root_ / "late0.log"), s1 = wait_for(r1, 120, root_ / "late1.log");
     EXPECT_TRUE(WIFEXITED(s0) && WEXITSTATUS(s0) == 0) << llmt::read_file(root_ / "late0.log");
     EXPECT_TRUE(WIFEXITED(s1) && WEXITSTATUS(s1) == 0) << llmt::read_file(root_ / "late1.log");
