@@ -26,7 +26,7 @@ TEST(CrashTest, KillNineWithRunningAndQueuedJobLosesNothingAndRunsNothingTwice) 
     fs::path root = fs::temp_directory_path() / ("llmt_crash_" + std::to_string(::getpid()));
     fs::path shards = prepare_shards(root);
     // Long enough to still be running when the server dies, short enough for a test.
-    const int kStepsA = 150, kStepsB = 5;
+    const int kStepsA = 1000, kStepsB = 5;  // A must outlive the server's restart (~4 s at 150 steps on an idle machine)
     int64_t a = 0, b = 0;
     {
         ServeProcess srv(root / "srv", {"--capacity", "cpus=1,gpus=0"});
