@@ -22,6 +22,7 @@
 #include "core/fs.h"
 #include "support/netns_hosts.h"
 #include "support/subprocess.h"
+#include "support/train_fixture.h"
 
 namespace {
 
@@ -29,18 +30,6 @@ namespace fs = std::filesystem;
 using llmt::testing::llmtrain_bin;
 using llmt::testing::run_process;
 using Clock = std::chrono::steady_clock;
-
-std::string synthetic_corpus() {
-    std::string s;
-    const char* names[] = {"alpha", "beta", "gamma", "delta", "omega"};
-    for (int d = 0; d < 400; ++d) {
-        for (int i = 0; i < 12; ++i)
-            s += std::string("The ") + names[(d + i) % 5] + " counts " + std::to_string(i) + " and " +
-                 std::to_string(i + 1) + ".\n";
-        s += "\n";
-    }
-    return s;
-}
 
 // llmtrain followed by args.
 std::vector<std::string> with_bin(std::vector<std::string> args) {
@@ -125,10 +114,7 @@ protected:
     static void SetUpTestSuite() {
         root_ = fs::temp_directory_path() / ("llmt_ddp_" + std::to_string(::getpid()));
         fs::create_directories(root_);
-        llmt::write_file_atomic(root_ / "corpus.txt", synthetic_corpus());
-        auto r = run_process({llmtrain_bin(), "data", "prepare", "--input", (root_ / "corpus.txt").string(), "--format",
-                              "text", "--out", (root_ / "shards").string(), "--val-fraction", "0.1"},
-                             "", 300);
+        auto r = llmt::testing::prepare_synthetic_shards(root_);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         // micro_batch_size is per rank: 8 rows in one process = 2 ranks x 4 rows, the same windows.
         std::ofstream(root_ / "tiny.yaml") << R"(run: {name: d, seed: 11, device: cpu, threads: 1, deterministic: true}
@@ -156,12 +142,7 @@ dist: {timeout_sec: 30, bucket_mb: 0.01}
         return a;
     }
     static std::vector<nlohmann::json> metrics(const std::string& run_id) {
-        std::vector<nlohmann::json> out;
-        std::istringstream in(llmt::read_file(root_ / "runs" / run_id / "metrics.jsonl"));
-        std::string line;
-        while (std::getline(in, line))
-            if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-        return out;
+        return llmt::testing::read_metrics(root_ / "runs" / run_id / "metrics.jsonl");
     }
     static std::vector<double> series(const std::string& run_id, const char* key) {
         std::vector<double> v;

@@ -13,6 +13,7 @@
 
 #include "core/fs.h"
 #include "support/subprocess.h"
+#include "support/train_fixture.h"
 
 namespace {
 
@@ -21,28 +22,12 @@ using llmt::testing::llmtrain_bin;
 using llmt::testing::ProcResult;
 using llmt::testing::run_process;
 
-// A small corpus with structure a tiny model learns in a few dozen steps: counting sentences.
-std::string synthetic_corpus() {
-    std::string s;
-    const char* names[] = {"alpha", "beta", "gamma", "delta", "omega"};
-    for (int d = 0; d < 400; ++d) {
-        for (int i = 0; i < 12; ++i)
-            s += std::string("The ") + names[(d + i) % 5] + " counts " + std::to_string(i) + " and " +
-                 std::to_string(i + 1) + ".\n";
-        s += "\n";
-    }
-    return s;
-}
-
 class TrainTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
         root_ = fs::temp_directory_path() / ("llmt_train_" + std::to_string(::getpid()));
         fs::create_directories(root_);
-        llmt::write_file_atomic(root_ / "corpus.txt", synthetic_corpus());
-        auto r = run_process({llmtrain_bin(), "data", "prepare", "--input", (root_ / "corpus.txt").string(), "--format",
-                              "text", "--out", (root_ / "shards").string(), "--val-fraction", "0.1"},
-                             "", 300);
+        auto r = llmt::testing::prepare_synthetic_shards(root_);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         std::ofstream(root_ / "tiny.yaml") << R"(run: {name: t, seed: 7, device: cpu, threads: 1, deterministic: true}
 model: {n_layer: 2, n_head: 2, d_model: 32, block_size: 32, vocab_pad_multiple: 64}
@@ -60,12 +45,7 @@ trainer: {max_steps: 12, micro_batch_size: 4, grad_accum_steps: 2, lr: 3.0e-3, m
         return run_process(args, "", timeout);
     }
     static std::vector<nlohmann::json> metrics(const fs::path& run) {
-        std::vector<nlohmann::json> out;
-        std::istringstream in(llmt::read_file(run / "metrics.jsonl"));
-        std::string line;
-        while (std::getline(in, line))
-            if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-        return out;
+        return llmt::testing::read_metrics(run / "metrics.jsonl");
     }
     static std::vector<double> losses(const fs::path& run) {
         std::vector<double> v;
