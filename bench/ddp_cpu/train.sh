@@ -14,14 +14,7 @@ BIN=$BUILD/llmtrain
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-/usr/bin/python3 - "$work/train_000000.bin" <<'PY'
-import sys, numpy as np
-n = 2_000_000
-hdr = np.zeros(256, dtype=np.int32); hdr[0], hdr[1], hdr[2] = 20240520, 1, n
-rng = np.random.default_rng(0)
-with open(sys.argv[1], "wb") as f:
-    f.write(hdr.tobytes()); f.write(rng.integers(0, 50257, n, dtype=np.uint16).tobytes())
-PY
+/usr/bin/python3 bench/random_shard.py "$work/train_000000.bin"
 
 # run NAME N_LAYER D_MODEL N_HEAD NPROC THREADS OVERLAP -> "median tok/s median ms"
 run() {

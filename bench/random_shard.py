@@ -1,0 +1,15 @@
+#!/usr/bin/python3
+"""Writes a shard of 2,000,000 random GPT-2 token ids (seed 0) in llm.c's uint16 format (magic 20240520,
+version 1) for the training benchmarks: throughput does not depend on the ids' values.
+Usage: /usr/bin/python3 bench/random_shard.py OUT.bin"""
+import sys
+
+import numpy as np
+
+n = 2_000_000
+hdr = np.zeros(256, dtype=np.int32)
+hdr[0], hdr[1], hdr[2] = 20240520, 1, n
+rng = np.random.default_rng(0)
+with open(sys.argv[1], "wb") as f:
+    f.write(hdr.tobytes())
+    f.write(rng.integers(0, 50257, n, dtype=np.uint16).tobytes())
