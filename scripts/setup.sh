@@ -22,6 +22,7 @@ PACKAGES=(
   bible-kjv bible-kjv-text fortunes fortunes-min
   iproute2 procps
   podman buildah runc debootstrap
+  chromium
 )
 
 missing=()

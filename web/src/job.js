@@ -1,0 +1,117 @@
+// One job (#/jobs/{id}): state, progress, estimated vs actual cost, live loss / learning-rate /
+// tokens-per-second charts (GET metrics?since_step=), per-rank status, the log tail (polled with
+// ?tail=) and the state history. Polls every 2 s until the job is final, then once more.
+import * as api from './api.js';
+import { MetricChart } from './charts.js';
+import { h, fmtDuration, fmtUsd, fmtTime, progressCell, stateBadge, FINAL } from './dom.js';
+
+const LOG_LINES = 200;
+
+export function jobPage(main, signal, id) {
+  const title = h('h2', {}, `Job ${id}`);
+  const facts = h('dl', { class: 'facts' });
+  const cancel = h('button', { type: 'button', id: 'cancel', hidden: true }, 'Cancel job');
+  const error = h('p', { class: 'error', hidden: true });
+  const chartEls = [h('div', { class: 'chart', id: 'chart-loss' }), h('div', { class: 'chart', id: 'chart-lr' }),
+    h('div', { class: 'chart', id: 'chart-tps' })];
+  const pointsNote = h('p', { class: 'muted', id: 'points-note' });
+  const ranks = h('tbody');
+  const history = h('tbody');
+  const rankSel = h('select', { id: 'log-rank' }, h('option', { value: '0' }, 'rank 0'));
+  const log = h('pre', { id: 'log', class: 'log' });
+  main.replaceChildren(
+    h('section', { class: 'card' }, h('div', { class: 'row' }, title, cancel), error, facts),
+    h('section', { class: 'card' }, h('h3', {}, 'Metrics'), h('div', { class: 'charts' }, ...chartEls), pointsNote),
+    h('section', { class: 'card' }, h('h3', {}, 'Ranks'),
+      h('table', {}, h('thead', {}, h('tr', {}, ['rank', 'state', 'log bytes'].map((c) => h('th', {}, c)))), ranks)),
+    h('section', { class: 'card' }, h('div', { class: 'row' }, h('h3', {}, `Log (last ${LOG_LINES} lines)`), rankSel), log),
+    h('section', { class: 'card' }, h('h3', {}, 'History'),
+      h('table', {}, h('thead', {}, h('tr', {}, ['at', 'state', 'attempt', 'detail'].map((c) => h('th', {}, c)))), history)));
+
+  const charts = {
+    loss: new MetricChart(chartEls[0], 'loss', ['loss', 'val_loss'], ['train loss', 'val loss']),
+    lr: new MetricChart(chartEls[1], 'learning rate', ['lr'], ['lr'], (v) => (v === 0 ? '0' : v.toExponential(1))),
+    tps: new MetricChart(chartEls[2], 'tokens/s', ['tokens_per_sec'], ['tokens/s']),
+  };
+  window.llmtDash.charts = charts;  // the dashboard test reads the drawn data from here
+  const onResize = () => Object.values(charts).forEach((c) => c.resize());
+  window.addEventListener('resize', onResize);
+  signal.addEventListener('abort', () => {
+    window.removeEventListener('resize', onResize);
+    Object.values(charts).forEach((c) => c.destroy());
+    if (window.llmtDash.charts === charts) window.llmtDash.charts = null;
+  });
+
+  let lastStep = -1;
+  let doneLoaded = false;  // a final job is loaded once more after it became final, then not polled
+  let job = null;
+
+  cancel.addEventListener('click', async () => {
+    cancel.disabled = true;
+    try {
+      await api.post(`/v1/jobs/${id}/cancel`, {});
+      await refresh();
+    } catch (e) {
+      error.textContent = `cancel: ${e.message}`;
+      error.hidden = false;
+    } finally {
+      cancel.disabled = false;
+    }
+  });
+  rankSel.addEventListener('change', () => refreshLog().catch(() => {}));
+
+  async function refreshLog() {
+    const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    log.textContent = await api.getText(`/v1/jobs/${id}/logs?rank=${rankSel.value}&tail=${LOG_LINES}`);
+    if (atBottom) log.scrollTop = log.scrollHeight;
+  }
+
+  function renderFacts(j) {
+    const est = j.estimate || {};
+    const act = j.actual || {};
+    const rows = [
+      ['state', stateBadge(j.state)],
+      ['progress', progressCell(j)],
+      ['cost so far', `${fmtUsd(act.cost_usd)} (${fmtDuration(act.wall_s)} wall, ${(act.device_hours ?? 0).toFixed(4)} device-hours)`],
+      ['estimate', typeof est.cost_usd === 'number'
+        ? `${fmtUsd(est.cost_usd)}, ${fmtDuration(est.duration_s)}${est.source ? ` (source: ${est.source})` : ''}`
+        : `none${est.source ? ` (${est.source}${est.reason ? `: ${est.reason}` : ''})` : ''}`],
+      ['resources', `${j.spec?.nodes ?? 1} node(s) × ${j.spec?.nproc_per_node ?? 1} proc, ${j.spec?.gpus_per_node ?? 0} GPU/node`],
+      ['attempts', String(j.attempts)],
+      ['exit code', j.exit_code === null ? '—' : String(j.exit_code)],
+      ['reason', j.reason || '—'],
+      ['submitted', `${fmtTime(j.created_at)} by ${j.submitted_by}`],
+      ['labels', Object.entries(j.labels || {}).map(([k, v]) => `${k}=${v}`).join(', ') || '—'],
+    ];
+    facts.replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+  }
+
+  async function refresh() {
+    if (doneLoaded) return;
+    const j = await api.get(`/v1/jobs/${id}`);
+    if (signal.aborted) return;
+    job = j;
+    const final = FINAL.has(j.state);
+    title.textContent = `Job ${j.id}: ${j.name}`;
+    document.title = `${j.name} · llmtrain`;
+    cancel.hidden = final;
+    renderFacts(j);
+    ranks.replaceChildren(...j.ranks.map((r) => h('tr', {},
+      h('td', {}, String(r.rank)), h('td', {}, stateBadge(r.state)), h('td', { class: 'num' }, String(r.log_file_bytes)))));
+    if (rankSel.options.length !== j.ranks.length)
+      rankSel.replaceChildren(...j.ranks.map((r) => h('option', { value: String(r.rank) }, `rank ${r.rank}`)));
+    history.replaceChildren(...j.history.map((e) => h('tr', {},
+      h('td', {}, fmtTime(e.at)), h('td', {}, stateBadge(e.state)), h('td', {}, String(e.attempt)), h('td', {}, e.detail))));
+    // The last step is asked for again: its val line is written after its train line and may have
+    // been missing from the previous answer.
+    const m = await api.get(`/v1/jobs/${id}/metrics?since_step=${Math.max(-1, lastStep - 1)}`);
+    if (signal.aborted) return;
+    for (const c of Object.values(charts)) c.add(m.points);
+    lastStep = Math.max(lastStep, m.last_step);
+    const [train, val] = charts.loss.counts();
+    pointsNote.textContent = `${train} train-loss point(s), ${val} val-loss point(s), last step ${lastStep < 0 ? '—' : lastStep}`;
+    await refreshLog();
+    if (final) doneLoaded = true;
+  }
+  return { refresh, intervalMs: 2000, job: () => job };
+}
