@@ -1,0 +1,130 @@
+// Times our bf16 causal flash attention (kernels/cuda/flash_attention.h), forward and backward separately,
+// with CUDA events: median over --iters runs after --warmup runs, on random bf16 inputs (never zeros).
+// FLOPs follow FlashAttention's convention: forward 4*B*NH*T^2*hs / 2 (causal), backward 2.5x that.
+// Prints one human line and, with --json FILE, {"fwd_ms", "bwd_ms", "fwd_tflops", "bwd_tflops", ...}.
+// Usage: attention_gpu_bench [--B 16] [--T 1024] [--NH 12] [--hs 64] [--iters 50] [--warmup 10] [--json F]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/flash_attention.h"
+#include "kernels/cuda/runtime.h"
+
+namespace {
+
+using llmt::kernels::cuda::flash_attention_backward;
+using llmt::kernels::cuda::flash_attention_forward;
+
+uint16_t to_bf16(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
+
+__nv_bfloat16* random_device_bf16(size_t n, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    std::vector<uint16_t> h(n);
+    for (auto& x : h) x = to_bf16(d(rng));
+    void* p = nullptr;
+    LLMT_CUDA_CHECK(cudaMalloc(&p, n * 2));
+    LLMT_CUDA_CHECK(cudaMemcpy(p, h.data(), n * 2, cudaMemcpyHostToDevice));
+    return static_cast<__nv_bfloat16*>(p);
+}
+
+template <typename F>
+double median_ms(int warmup, int iters, cudaStream_t s, F&& f) {
+    for (int i = 0; i < warmup; i++) f();
+    std::vector<cudaEvent_t> ev(2 * iters);
+    for (auto& e : ev) LLMT_CUDA_CHECK(cudaEventCreate(&e));
+    for (int i = 0; i < iters; i++) {
+        LLMT_CUDA_CHECK(cudaEventRecord(ev[2 * i], s));
+        f();
+        LLMT_CUDA_CHECK(cudaEventRecord(ev[2 * i + 1], s));
+    }
+    LLMT_CUDA_CHECK(cudaStreamSynchronize(s));
+    std::vector<double> ms(iters);
+    for (int i = 0; i < iters; i++) {
+        float t = 0;
+        LLMT_CUDA_CHECK(cudaEventElapsedTime(&t, ev[2 * i], ev[2 * i + 1]));
+        ms[i] = t;
+    }
+    for (auto& e : ev) cudaEventDestroy(e);
+    std::sort(ms.begin(), ms.end());
+    return ms[iters / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int B = 16, T = 1024, NH = 12, hs = 64, iters = 50, warmup = 10;
+    std::string json;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string a = argv[i];
+        const char* v = argv[i + 1];
+        if (a == "--B") B = std::atoi(v);
+        else if (a == "--T") T = std::atoi(v);
+        else if (a == "--NH") NH = std::atoi(v);
+        else if (a == "--hs") hs = std::atoi(v);
+        else if (a == "--iters") iters = std::max(1, std::atoi(v));
+        else if (a == "--warmup") warmup = std::atoi(v);
+        else if (a == "--json") json = v;
+        else {
+            std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+            return 2;
+        }
+    }
+    try {
+        const int C = NH * hs;
+        const size_t n_qkv = static_cast<size_t>(B) * T * 3 * C, n_out = static_cast<size_t>(B) * T * C;
+        cudaStream_t s = llmt::kernels::cuda::stream();
+        __nv_bfloat16* qkv = random_device_bf16(n_qkv, 1);
+        __nv_bfloat16* dout = random_device_bf16(n_out, 2);
+        __nv_bfloat16 *out = nullptr, *dqkv = nullptr;
+        float* lse = nullptr;
+        LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&out), n_out * 2));
+        LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dqkv), n_qkv * 2));
+        LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&lse), static_cast<size_t>(B) * NH * T * 4));
+
+        const double fwd = median_ms(warmup, iters, s, [&] { flash_attention_forward(out, lse, qkv, B, T, C, NH, s); });
+        const double bwd = median_ms(warmup, iters, s, [&] {
+            flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+        });
+        const double fwd_flop = 4.0 * B * NH * static_cast<double>(T) * T * hs / 2.0, bwd_flop = 2.5 * fwd_flop;
+        const double fwd_tf = fwd_flop / (fwd * 1e-3) / 1e12, bwd_tf = bwd_flop / (bwd * 1e-3) / 1e12;
+        cudaDeviceProp prop{};
+        LLMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+        std::printf("ours (llmt flash_attention bf16) on %s: B=%d T=%d NH=%d hs=%d  fwd %.3f ms %.1f TFLOP/s  "
+                    "bwd %.3f ms %.1f TFLOP/s\n",
+                    prop.name, B, T, NH, hs, fwd, fwd_tf, bwd, bwd_tf);
+        if (!json.empty()) {
+            FILE* f = std::fopen(json.c_str(), "w");
+            if (!f) {
+                std::fprintf(stderr, "cannot write %s\n", json.c_str());
+                return 1;
+            }
+            std::fprintf(f,
+                         "{\"device\": \"%s\", \"B\": %d, \"T\": %d, \"NH\": %d, \"hs\": %d, \"fwd_ms\": %.5f, "
+                         "\"bwd_ms\": %.5f, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f}\n",
+                         prop.name, B, T, NH, hs, fwd, bwd, fwd_tf, bwd_tf);
+            std::fclose(f);
+        }
+        cudaFree(qkv);
+        cudaFree(dout);
+        cudaFree(out);
+        cudaFree(dqkv);
+        cudaFree(lse);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "attention_gpu_bench: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

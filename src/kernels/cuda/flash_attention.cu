@@ -1,0 +1,600 @@
+// bf16 tensor-core causal attention (cuda/flash_attention.h), FlashAttention-2's algorithm (Dao 2023,
+// arXiv:2307.08691, Alg. 1 and 2) written with mma.sync.m16n8k16 (bf16 in, fp32 accumulate), ldmatrix and
+// cp.async double buffering, so it runs on Ampere (sm_80) and Hopper (sm_90a) alike.
+//  forward : a block owns 16*NW query rows (16 per warp) and streams 64-key K/V tiles, last (diagonal) tile
+//            first; scores, the online softmax and P stay in registers (the C-fragment of S is reused as
+//            the A-fragment of P.V without a shuffle). Tiles entirely above the diagonal are never loaded.
+//  backward: a block owns 64 keys (16 per warp, K and V held as A-fragments in registers) and walks the
+//            query tiles at or below the diagonal: S^T = K Q^T, dP^T = V dO^T, dV += P^T dO,
+//            dK += dS^T Q in registers; dS^T goes through shared memory for dQ = dS K, which is added
+//            with fp32 atomics into a (B,T,C) scratch and converted to bf16 by a last small kernel.
+// Shared-memory rows are padded by 16 bytes so the 8 row addresses of an ldmatrix hit distinct banks.
+#include "kernels/cuda/flash_attention.h"
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/cuda/runtime.h"
+
+namespace llmt::kernels::cuda {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+constexpr int kBwdWarps = 4;
+constexpr int kKvTile = 64;  // keys per K/V tile (forward) and per block (backward)
+
+// ---- PTX wrappers ---------------------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte global->shared copy; src_bytes 0 zero-fills the destination (rows past T).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+    const int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const bf16* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], const bf16* p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+// d += a (16x16, row-major fragment) * b (16x8, column-major fragment), fp32 accumulators.
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {  // ex2.approx: 2 ulp, exp2(-inf) = +0
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);  // .x (low half) = lo
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The C fragments of two adjacent 16x8 accumulator tiles form the A fragment of one 16x16 operand.
+__device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
+    a[0] = pack_bf16(c0[0], c0[1]);
+    a[1] = pack_bf16(c0[2], c0[3]);
+    a[2] = pack_bf16(c1[0], c1[1]);
+    a[3] = pack_bf16(c1[2], c1[3]);
+}
+
+// ROWS x D tile from global rows row0.. (stride ld elements) into shared memory (stride D + 8); rows at or
+// past T are zero-filled.
+template <int ROWS, int D, int NT>
+__device__ __forceinline__ void load_tile(bf16* s, const bf16* g, long ld, int row0, int T) {
+    constexpr int kChunks = D / 8;  // 16-byte chunks per row
+    static_assert((ROWS * kChunks) % NT == 0, "tile chunks must divide over the threads");
+#pragma unroll
+    for (int c = threadIdx.x; c < ROWS * kChunks; c += NT) {
+        const int r = c / kChunks, k = c % kChunks, gr = row0 + r;
+        const bool ok = gr < T;
+        cp_async16(s + r * (D + 8) + k * 8, g + static_cast<long>(ok ? gr : 0) * ld + k * 8, ok);
+    }
+}
+
+template <int D, int NW>
+constexpr int fwd_smem_bytes() {
+    return (16 * NW + 4 * kKvTile) * (D + 8) * 2;
+}
+
+// ---- forward ------------------------------------------------------------------------------------------
+
+template <int D, int NW>
+__global__ void __launch_bounds__(NW * 32)
+    fwd_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int T, int C, int NH,
+               float scale_log2) {
+    constexpr int BR = 16 * NW, BC = kKvTile, LDS = D + 8, NT = NW * 32;
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16* sQ = reinterpret_cast<bf16*>(smem);
+    bf16* sK = sQ + BR * LDS;       // two buffers of BC x LDS
+    bf16* sV = sK + 2 * BC * LDS;   // two buffers of BC x LDS
+
+    const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // heaviest (last) query tiles start first
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    const int lrow = lane % 8, lmat = lane / 8;  // ldmatrix: this lane addresses row lrow of matrix lmat
+    const long C3 = 3L * C;
+    const bf16* base = qkv + static_cast<long>(b) * T * C3 + static_cast<long>(h) * D;
+    const int n_kv = (min(q0 + BR, T) + BC - 1) / BC;  // tiles holding keys <= the last valid query
+
+    load_tile<BR, D, NT>(sQ, base, C3, q0, T);
+    load_tile<BC, D, NT>(sK, base + C, C3, (n_kv - 1) * BC, T);
+    load_tile<BC, D, NT>(sV, base + 2 * C, C3, (n_kv - 1) * BC, T);
+    cp_async_commit();
+
+    uint32_t qa[D / 16][4];
+    float o[D / 8][4];
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn++) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
+    float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows r0 = g and r1 = g + 8 of the warp
+    const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+
+    for (int it = 0; it < n_kv; it++) {
+        const int j = n_kv - 1 - it, buf = it & 1;
+        if (it + 1 < n_kv) {  // prefetch the next tile into the other buffer (freed by the last barrier)
+            load_tile<BC, D, NT>(sK + (buf ^ 1) * BC * LDS, base + C, C3, (j - 1) * BC, T);
+            load_tile<BC, D, NT>(sV + (buf ^ 1) * BC * LDS, base + 2 * C, C3, (j - 1) * BC, T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (it == 0) {
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++)
+                ldsm_x4(qa[ks], sQ + (warp * 16 + (lmat & 1) * 8 + lrow) * LDS + ks * 16 + (lmat >> 1) * 8);
+        }
+        const bf16* k_s = sK + buf * BC * LDS;
+        const bf16* v_s = sV + buf * BC * LDS;
+
+        float s[BC / 8][4];
+#pragma unroll
+        for (int nb = 0; nb < BC / 8; nb++) s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; nb += 2) {
+                uint32_t kb[4];
+                ldsm_x4(kb, k_s + ((nb + (lmat >> 1)) * 8 + lrow) * LDS + ks * 16 + (lmat & 1) * 8);
+                mma16816(s[nb], qa[ks], kb[0], kb[1]);
+                mma16816(s[nb + 1], qa[ks], kb[2], kb[3]);
+            }
+        }
+
+        // Scale into log2 units and mask keys after the row (only tiles reaching past the warp's first row).
+        const bool need_mask = j * BC + BC - 1 > q0 + warp * 16;
+        float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+        for (int nb = 0; nb < BC / 8; nb++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float x = s[nb][e] * scale_log2;
+                if (need_mask) {
+                    const int key = j * BC + nb * 8 + 2 * tq + (e & 1);
+                    if (key > (e < 2 ? r0 : r1)) x = -INFINITY;
+                }
+                s[nb][e] = x;
+            }
+            mx0 = fmaxf(mx0, fmaxf(s[nb][0], s[nb][1]));
+            mx1 = fmaxf(mx1, fmaxf(s[nb][2], s[nb][3]));
+        }
+        // A row's 8 columns of an n-block sit in the 4 lanes of a quad.
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
+        const float c0 = fast_exp2(m0 - mu0), c1 = fast_exp2(m1 - mu1);  // 0 while m was -inf
+        m0 = mn0;
+        m1 = mn1;
+        float ps0 = 0.0f, ps1 = 0.0f;
+#pragma unroll
+        for (int nb = 0; nb < BC / 8; nb++) {
+            s[nb][0] = fast_exp2(s[nb][0] - mu0);
+            s[nb][1] = fast_exp2(s[nb][1] - mu0);
+            s[nb][2] = fast_exp2(s[nb][2] - mu1);
+            s[nb][3] = fast_exp2(s[nb][3] - mu1);
+            ps0 += s[nb][0] + s[nb][1];
+            ps1 += s[nb][2] + s[nb][3];
+        }
+        l0 = l0 * c0 + ps0;  // per-lane partial sums; the quad's lanes are added once at the end
+        l1 = l1 * c1 + ps1;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+            o[dn][0] *= c0;
+            o[dn][1] *= c0;
+            o[dn][2] *= c1;
+            o[dn][3] *= c1;
+        }
+        // O += P V: P's accumulators become A fragments; V (keys x d) is read transposed as B.
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++) {
+            uint32_t pa[4];
+            c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn += 2) {
+                uint32_t vb[4];
+                ldsm_x4_t(vb, v_s + (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + (dn + (lmat >> 1)) * 8);
+                mma16816(o[dn], pa, vb[0], vb[1]);
+                mma16816(o[dn + 1], pa, vb[2], vb[3]);
+            }
+        }
+        __syncthreads();  // this buffer is refilled by the next iteration's prefetch
+    }
+
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    if (r0 < T) {
+        const float inv = 1.0f / l0;
+        bf16* op = out + (static_cast<long>(b) * T + r0) * C + h * D + 2 * tq;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++)
+            *reinterpret_cast<uint32_t*>(op + dn * 8) = pack_bf16(o[dn][0] * inv, o[dn][1] * inv);
+        if (tq == 0) lse[static_cast<long>(bh) * T + r0] = (m0 + __log2f(l0)) * kLn2;
+    }
+    if (r1 < T) {
+        const float inv = 1.0f / l1;
+        bf16* op = out + (static_cast<long>(b) * T + r1) * C + h * D + 2 * tq;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++)
+            *reinterpret_cast<uint32_t*>(op + dn * 8) = pack_bf16(o[dn][2] * inv, o[dn][3] * inv);
+        if (tq == 0) lse[static_cast<long>(bh) * T + r1] = (m1 + __log2f(l1)) * kLn2;
+    }
+}
+
+// ---- backward -----------------------------------------------------------------------------------------
+
+template <int D, int BQ>
+constexpr int bwd_smem_bytes() {
+    return (2 * kKvTile + 4 * BQ) * (D + 8) * 2 + kKvTile * (BQ + 8) * 2 + 4 * BQ * 4;
+}
+
+// dvec[b,h,t] = sum_d dout[b,t,h*D+d] * out[b,t,h*D+d]: one warp per (b, t, h), h fastest.
+template <int D>
+__global__ void dot_rows_kernel(float* __restrict__ dvec, const bf16* __restrict__ dout, const bf16* __restrict__ out,
+                                int B, int T, int NH) {
+    const long w = (static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (w >= static_cast<long>(B) * T * NH) return;
+    const int h = static_cast<int>(w % NH);
+    const long bt = w / NH;
+    const long off = bt * NH * D + static_cast<long>(h) * D;
+    float acc = 0.0f;
+#pragma unroll
+    for (int d = 2 * lane; d < D; d += 64) {
+        const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + off + d));
+        const float2 c = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(out + off + d));
+        acc += a.x * c.x + a.y * c.y;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    const long b = bt / T, t = bt % T;
+    if (lane == 0) dvec[(b * NH + h) * T + t] = acc;
+}
+
+// dqkv[:, :, 0:C] = bf16(scale * dq_acc), 4 channels per thread (C % 4 == 0).
+__global__ void dq_convert_kernel(bf16* __restrict__ dqkv, const float* __restrict__ dq, long n4, int C,
+                                  float scale) {
+    const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n4) return;
+    const long e = 4 * i, row = e / C, c = e % C;
+    const float4 v = *reinterpret_cast<const float4*>(dq + e);
+    uint2 pk;
+    pk.x = pack_bf16(v.x * scale, v.y * scale);
+    pk.y = pack_bf16(v.z * scale, v.w * scale);
+    *reinterpret_cast<uint2*>(dqkv + row * 3L * C + c) = pk;
+}
+
+template <int D, int BQ>
+__global__ void __launch_bounds__(kBwdWarps * 32)
+    bwd_kernel(bf16* __restrict__ dqkv, float* __restrict__ dq_acc, const bf16* __restrict__ dout,
+               const bf16* __restrict__ qkv, const float* __restrict__ lse, const float* __restrict__ dvec, int T,
+               int C, int NH, float scale_log2, float scale) {
+    constexpr int NW = kBwdWarps, NT = NW * 32, BKV = kKvTile, LDS = D + 8, LDP = BQ + 8;
+    constexpr int WQ = BQ / 16, WD = NW / WQ, DW = D / WD;  // dQ phase: WQ x WD warps, DW columns each
+    static_assert(WQ * WD == NW && DW % 16 == 0, "dQ warp grid");
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16* sK = reinterpret_cast<bf16*>(smem);
+    bf16* sV = sK + BKV * LDS;
+    bf16* sQ = sV + BKV * LDS;       // two buffers of BQ x LDS
+    bf16* sO = sQ + 2 * BQ * LDS;    // dO, two buffers
+    bf16* sP = sO + 2 * BQ * LDS;    // dS^T, BKV x LDP
+    float* sL = reinterpret_cast<float*>(sP + BKV * LDP);  // lse * log2(e), two buffers of BQ
+    float* sD = sL + 2 * BQ;                               // dvec, two buffers of BQ
+
+    const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
+    const int k0 = blockIdx.y * BKV;  // y = 0 (most query tiles) is scheduled first
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    const int lrow = lane % 8, lmat = lane / 8;
+    const long C3 = 3L * C;
+    const bf16* qb = qkv + static_cast<long>(b) * T * C3 + static_cast<long>(h) * D;  // k at +C, v at +2C
+    const bf16* ob = dout + static_cast<long>(b) * T * C + static_cast<long>(h) * D;
+    const float* lb = lse + static_cast<long>(bh) * T;
+    const float* db = dvec + static_cast<long>(bh) * T;
+    const int i0 = k0 / BQ, nq = (T + BQ - 1) / BQ;
+
+    auto load_q = [&](int i, int buf) {
+        load_tile<BQ, D, NT>(sQ + buf * BQ * LDS, qb, C3, i * BQ, T);
+        load_tile<BQ, D, NT>(sO + buf * BQ * LDS, ob, C, i * BQ, T);
+        for (int r = threadIdx.x; r < BQ; r += NT) {  // rows past T: P = exp2(-inf) = 0, so they add nothing
+            const int q = i * BQ + r;
+            sL[buf * BQ + r] = q < T ? lb[q] * kLog2e : INFINITY;
+            sD[buf * BQ + r] = q < T ? db[q] : 0.0f;
+        }
+    };
+    load_tile<BKV, D, NT>(sK, qb + C, C3, k0, T);
+    load_tile<BKV, D, NT>(sV, qb + 2 * C, C3, k0, T);
+    load_q(i0, 0);
+    cp_async_commit();
+
+    uint32_t ka[D / 16][4], va[D / 16][4];
+    float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[dn][e] = dv[dn][e] = 0.0f;
+    const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8;  // this lane's two key rows
+
+    for (int i = i0; i < nq; i++) {
+        const int buf = (i - i0) & 1;
+        if (i + 1 < nq) {
+            load_q(i + 1, buf ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (i == i0) {
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                const int off = (warp * 16 + (lmat & 1) * 8 + lrow) * LDS + ks * 16 + (lmat >> 1) * 8;
+                ldsm_x4(ka[ks], sK + off);
+                ldsm_x4(va[ks], sV + off);
+            }
+        }
+        const bf16* q_s = sQ + buf * BQ * LDS;
+        const bf16* o_s = sO + buf * BQ * LDS;
+        const float* l_s = sL + buf * BQ;
+        const float* d_s = sD + buf * BQ;
+
+        // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BQ queries.
+        float st[BQ / 8][4], dp[BQ / 8][4];
+#pragma unroll
+        for (int nb = 0; nb < BQ / 8; nb++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) st[nb][e] = dp[nb][e] = 0.0f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ks++) {
+#pragma unroll
+            for (int nb = 0; nb < BQ / 8; nb += 2) {
+                const int off = ((nb + (lmat >> 1)) * 8 + lrow) * LDS + ks * 16 + (lmat & 1) * 8;
+                uint32_t x[4];
+                ldsm_x4(x, q_s + off);
+                mma16816(st[nb], ka[ks], x[0], x[1]);
+                mma16816(st[nb + 1], ka[ks], x[2], x[3]);
+                ldsm_x4(x, o_s + off);
+                mma16816(dp[nb], va[ks], x[0], x[1]);
+                mma16816(dp[nb + 1], va[ks], x[2], x[3]);
+            }
+        }
+        // P^T = exp(S^T * scale - lse), masked where key > query; dS^T = P^T (dP^T - D).
+        const int qbase = i * BQ;
+        const bool need_mask = qbase < k0 + warp * 16 + 16;
+#pragma unroll
+        for (int nb = 0; nb < BQ / 8; nb++) {
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int qc = nb * 8 + 2 * tq + (e & 1);
+                float p = fast_exp2(st[nb][e] * scale_log2 - l_s[qc]);
+                if (need_mask && (e < 2 ? kr0 : kr1) > qbase + qc) p = 0.0f;
+                st[nb][e] = p;
+                dp[nb][e] = p * (dp[nb][e] - d_s[qc]);
+            }
+        }
+        // dV += P^T dO, dK += dS^T Q (dO and Q read transposed as B: k = query, n = head dim).
+#pragma unroll
+        for (int kk = 0; kk < BQ / 16; kk++) {
+            uint32_t pa[4], da[4];
+            c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
+            c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn += 2) {
+                const int off = (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + (dn + (lmat >> 1)) * 8;
+                uint32_t x[4];
+                ldsm_x4_t(x, o_s + off);
+                mma16816(dv[dn], pa, x[0], x[1]);
+                mma16816(dv[dn + 1], pa, x[2], x[3]);
+                ldsm_x4_t(x, q_s + off);
+                mma16816(dk[dn], da, x[0], x[1]);
+                mma16816(dk[dn + 1], da, x[2], x[3]);
+            }
+        }
+        // dS^T (keys x queries) to shared memory for dQ.
+#pragma unroll
+        for (int nb = 0; nb < BQ / 8; nb++) {
+            *reinterpret_cast<uint32_t*>(sP + (warp * 16 + g) * LDP + nb * 8 + 2 * tq) = pack_bf16(dp[nb][0], dp[nb][1]);
+            *reinterpret_cast<uint32_t*>(sP + (warp * 16 + g + 8) * LDP + nb * 8 + 2 * tq) =
+                pack_bf16(dp[nb][2], dp[nb][3]);
+        }
+        __syncthreads();
+        // dQ (BQ x D) += dS (BQ x BKV) K (BKV x D): warp (wq, wd) owns rows wq*16.., columns wd*DW..
+        {
+            const int wq = warp % WQ, wd = warp / WQ;
+            float dq[DW / 8][4];
+#pragma unroll
+            for (int dn = 0; dn < DW / 8; dn++) dq[dn][0] = dq[dn][1] = dq[dn][2] = dq[dn][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < BKV / 16; kk++) {
+                uint32_t a[4];  // A[q][key] = dS^T[key][q]: the stored tile read transposed
+                ldsm_x4_t(a, sP + (kk * 16 + (lmat >> 1) * 8 + lrow) * LDP + wq * 16 + (lmat & 1) * 8);
+#pragma unroll
+                for (int dn = 0; dn < DW / 8; dn += 2) {
+                    uint32_t x[4];
+                    ldsm_x4_t(x, sK + (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + wd * DW + (dn + (lmat >> 1)) * 8);
+                    mma16816(dq[dn], a, x[0], x[1]);
+                    mma16816(dq[dn + 1], a, x[2], x[3]);
+                }
+            }
+            const int qr0 = qbase + wq * 16 + g, qr1 = qr0 + 8;
+            float* dqb = dq_acc + static_cast<long>(b) * T * C + static_cast<long>(h) * D + wd * DW + 2 * tq;
+            if (qr0 < T) {
+#pragma unroll
+                for (int dn = 0; dn < DW / 8; dn++) {
+                    atomicAdd(dqb + static_cast<long>(qr0) * C + dn * 8, dq[dn][0]);
+                    atomicAdd(dqb + static_cast<long>(qr0) * C + dn * 8 + 1, dq[dn][1]);
+                }
+            }
+            if (qr1 < T) {
+#pragma unroll
+                for (int dn = 0; dn < DW / 8; dn++) {
+                    atomicAdd(dqb + static_cast<long>(qr1) * C + dn * 8, dq[dn][2]);
+                    atomicAdd(dqb + static_cast<long>(qr1) * C + dn * 8 + 1, dq[dn][3]);
+                }
+            }
+        }
+        __syncthreads();  // sP and this Q/dO buffer are rewritten next iteration
+    }
+
+    // dK = scale * dS^T Q, dV = P^T dO, into the k and v columns of dqkv.
+    if (kr0 < T) {
+        bf16* p = dqkv + (static_cast<long>(b) * T + kr0) * C3 + C + h * D + 2 * tq;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+            *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][0] * scale, dk[dn][1] * scale);
+            *reinterpret_cast<uint32_t*>(p + C + dn * 8) = pack_bf16(dv[dn][0], dv[dn][1]);
+        }
+    }
+    if (kr1 < T) {
+        bf16* p = dqkv + (static_cast<long>(b) * T + kr1) * C3 + C + h * D + 2 * tq;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+            *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][2] * scale, dk[dn][3] * scale);
+            *reinterpret_cast<uint32_t*>(p + C + dn * 8) = pack_bf16(dv[dn][2], dv[dn][3]);
+        }
+    }
+}
+
+// ---- host side ----------------------------------------------------------------------------------------
+
+int check_args(const char* fn, const void* const* ptrs, int nptrs, int B, int T, int C, int NH) {
+    if (B < 1 || T < 1 || C < 1 || NH < 1 || C % NH != 0)
+        throw InputError(std::string(fn) + ": bad shape B=" + std::to_string(B) + " T=" + std::to_string(T) +
+                         " C=" + std::to_string(C) + " NH=" + std::to_string(NH) +
+                         " (expected positive sizes with C divisible by NH)");
+    const int hs = C / NH;
+    if (hs != 64 && hs != 128)
+        throw InputError(std::string(fn) + ": head size C/NH = " + std::to_string(hs) +
+                         " is not supported (expected 64 or 128)");
+    for (int i = 0; i < nptrs; i++)
+        if (reinterpret_cast<uintptr_t>(ptrs[i]) % 16 != 0)
+            throw InputError(std::string(fn) + ": argument " + std::to_string(i) +
+                             " is not 16-byte aligned (device buffers from cudaMalloc/Arena are)");
+    return hs;
+}
+
+// Grow-only scratch per device: the fp32 dq accumulator (B,T,C) and dvec (B,NH,T). Reallocated only
+// when a larger shape arrives, so steady-state training (and CUDA graph capture after a warm-up step)
+// allocates nothing. Backward calls on one device must not run concurrently (they share it).
+struct Scratch {
+    float* dq = nullptr;
+    size_t dq_n = 0;
+    float* dvec = nullptr;
+    size_t dvec_n = 0;
+};
+
+float* grow(float*& p, size_t& cap, size_t n) {
+    if (n > cap) {
+        if (p) {
+            LLMT_CUDA_CHECK(cudaDeviceSynchronize());  // earlier kernels may still read the old buffer
+            LLMT_CUDA_CHECK(cudaFree(p));
+            p = nullptr;
+            cap = 0;
+        }
+        LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float)));
+        cap = n;
+    }
+    return p;
+}
+
+Scratch& scratch() {
+    static std::mutex mu;
+    static std::vector<Scratch> per_device;
+    int dev = 0;
+    LLMT_CUDA_CHECK(cudaGetDevice(&dev));
+    std::lock_guard<std::mutex> lock(mu);
+    if (static_cast<int>(per_device.size()) <= dev) per_device.resize(dev + 1);
+    return per_device[dev];
+}
+
+template <int D>
+void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, cudaStream_t s) {
+    constexpr int NW = 4, BR = 16 * NW;
+    constexpr int smem = fwd_smem_bytes<D, NW>();
+    LLMT_CUDA_CHECK(cudaFuncSetAttribute(fwd_kernel<D, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
+    const dim3 grid(B * NH, (T + BR - 1) / BR);
+    fwd_kernel<D, NW><<<grid, NW * 32, smem, s>>>(out, lse, qkv, T, C, NH, scale_log2);
+    LLMT_CUDA_CHECK_LAUNCH("flash_attention_forward");
+}
+
+template <int D, int BQ>
+void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B, int T,
+                     int C, int NH, cudaStream_t s) {
+    Scratch& sc = scratch();
+    const size_t n_dq = static_cast<size_t>(B) * T * C, n_rows = static_cast<size_t>(B) * NH * T;
+    float* dq = grow(sc.dq, sc.dq_n, n_dq);
+    float* dvec = grow(sc.dvec, sc.dvec_n, n_rows);
+    LLMT_CUDA_CHECK(cudaMemsetAsync(dq, 0, n_dq * sizeof(float), s));
+
+    const long warps = static_cast<long>(B) * T * NH;
+    dot_rows_kernel<D><<<static_cast<unsigned>((warps + 7) / 8), 256, 0, s>>>(dvec, dout, out, B, T, NH);
+    LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward/dot_rows");
+
+    constexpr int smem = bwd_smem_bytes<D, BQ>();
+    LLMT_CUDA_CHECK(cudaFuncSetAttribute(bwd_kernel<D, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const float scale = 1.0f / sqrtf(static_cast<float>(D));
+    const dim3 grid(B * NH, (T + kKvTile - 1) / kKvTile);
+    bwd_kernel<D, BQ><<<grid, kBwdWarps * 32, smem, s>>>(dqkv, dq, dout, qkv, lse, dvec, T, C, NH, scale * kLog2e,
+                                                          scale);
+    LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward");
+
+    const long n4 = static_cast<long>(n_dq / 4);
+    dq_convert_kernel<<<static_cast<unsigned>((n4 + 255) / 256), 256, 0, s>>>(dqkv, dq, n4, C, scale);
+    LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward/dq_convert");
+}
+
+}  // namespace
+
+void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, cudaStream_t s) {
+    const void* ptrs[] = {out, lse, qkv};
+    const int hs = check_args("flash_attention_forward", ptrs, 3, B, T, C, NH);
+    if (hs == 64)
+        launch_forward<64>(out, lse, qkv, B, T, C, NH, s);
+    else
+        launch_forward<128>(out, lse, qkv, B, T, C, NH, s);
+}
+
+void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
+                              int T, int C, int NH, cudaStream_t s) {
+    const void* ptrs[] = {dqkv, dout, qkv, out, lse};
+    const int hs = check_args("flash_attention_backward", ptrs, 5, B, T, C, NH);
+    // hs 128 takes 32-query tiles so that K, V, dK and dV fragments (4 x 64 registers) still fit.
+    if (hs == 64)
+        launch_backward<64, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+    else
+        launch_backward<128, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+}
+
+}  // namespace llmt::kernels::cuda

@@ -1,0 +1,23 @@
+// Causal multi-head self-attention in bf16 on tensor cores (mma.sync m16n8k16, fp32 accumulators), after
+// FlashAttention-2 (Dao 2023): the forward streams K/V tiles through shared memory with an online softmax
+// and saves the natural-log log-sum-exp per row; the backward recomputes P from it, one K/V tile per block.
+// Same semantics as cpu/attention.h (scale 1/sqrt(HS), HS = C/NH in {64, 128}); no (T, T) matrix in memory.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+namespace llmt::kernels::cuda {
+
+// out (B,T,C) bf16; lse (B,NH,T) fp32; qkv (B,T,3C) bf16 with q, k, v at channel offsets 0, C, 2C and
+// head h at channels [h*HS, (h+1)*HS) of each. Throws InputError for HS not in {64, 128} or bad shapes.
+void flash_attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int C, int NH,
+                             cudaStream_t s);
+
+// dqkv (B,T,3C) bf16, overwritten. dout (B,T,C); qkv; out (B,T,C) and lse (B,NH,T) from the forward.
+// Scratch (fp32 dq accumulator, row-wise D = sum(dout * out)) lives in a grow-only per-device cache.
+void flash_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
+                              const __nv_bfloat16* out, const float* lse, int B, int T, int C, int NH,
+                              cudaStream_t s);
+
+}  // namespace llmt::kernels::cuda
