@@ -1,10 +1,14 @@
 // bench/train_gpu: our CUDA engine's GPT-2 training step through models/gpt2 (the same model code as the
 // CPU engine; kernels/ops.h dispatches to kernels/cuda): first a small model's forward + backward on the
 // CPU and on the GPU from the same initialisation (loss and every gradient compared), then GPT-2 124M
-// (12 layers, d 768, T 1024, vocab 50257 padded to 50304, random tokens) timed per whole step (zero_grad,
-// forward, backward, grad norm, AdamW, synchronise), median over the timed steps.
-// torch_gpu_gpt2.py beside this runs the PyTorch peer; run.sh runs both in one device call.
-// Usage: train_gpu_bench [--batch 16] [--T 1024] [--steps 8] [--warmup 3] [--no-check]
+// (12 layers, d 768, T 1024, vocab 50257 padded to 50304, random tokens, bf16 mixed precision by default)
+// timed per whole step as the trainer runs it (zero_grad, forward, backward, grad norm, clip, AdamW over
+// the parameter runs with the bf16 copy refreshed, synchronise), median over the timed steps. Also measures
+// the dense bf16 matmul rate (8192^3 through the same cuBLASLt path, random inputs) for the MFU figure.
+// torch_gpu_gpt2.py beside this runs the PyTorch peer; run.sh runs both in one device call and
+// compare.py prints the side-by-side table.
+// Usage: train_gpu_bench [--batch 16,32] [--T 1024] [--steps 10] [--warmup 3] [--dtype bf16|fp32]
+//                        [--no-check] [--no-peak] [--json FILE]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,6 +22,8 @@
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "models/gpt2.h"
+#include "optim/adamw.h"
+#include "optim/grad_clip.h"
 
 using namespace llmt;
 
@@ -82,7 +88,41 @@ bool check_against_cpu(uint32_t seed) {
     return worst <= tol;
 }
 
-double run_bench(int B, int T, int steps, int warmup) {
+// Dense bf16 matmul rate (FLOP/s): out (n,n) = a (n,n) @ b (n,n)^T through kernels::matmul_forward, random
+// normal inputs, median of 10 timed calls after 20 warm-up calls.
+double bf16_matmul_rate(int n) {
+    Arena a;
+    a.add("x", {n, n}, DType::kBF16);
+    a.add("w", {n, n}, DType::kBF16);
+    a.add("o", {n, n}, DType::kBF16);
+    a.add("f", {n, n});
+    a.allocate(false, Device::kCuda);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> d(0.f, 1.f);
+    std::vector<float> h(static_cast<size_t>(n) * n);
+    for (const char* name : {"x", "w"}) {
+        for (auto& v : h) v = d(rng);
+        kernels::copy(a.view("f"), Tensor(h.data(), {n, n}));
+        kernels::convert(a.view(name), a.view("f"));
+    }
+    std::vector<double> t;
+    for (int i = 0; i < 30; i++) {
+        kernels::synchronize(Device::kCuda);
+        const auto t0 = std::chrono::steady_clock::now();
+        kernels::matmul_forward(a.view("o"), a.view("x"), a.view("w"), Tensor());
+        kernels::synchronize(Device::kCuda);
+        if (i >= 20) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(t.begin(), t.end());
+    return 2.0 * n * n * static_cast<double>(n) / t[t.size() / 2];
+}
+
+struct BenchResult {
+    double tok_s = 0, ms = 0, mfu_989 = 0, mfu_measured = 0, flops_per_token = 0;
+    float first_loss = 0, last_loss = 0;
+};
+
+BenchResult run_bench(int B, int T, int steps, int warmup, DType dtype, double measured_peak) {
     models::Gpt2Config c;
     c.n_layer = 12;
     c.n_head = 12;
@@ -91,24 +131,28 @@ double run_bench(int B, int T, int steps, int warmup) {
     c.block_size = 1024;
     c.vocab_size = 50257;
     c.padded_vocab = 50304;
-    models::Gpt2 m(c, Device::kCuda);
+    models::Gpt2 m(c, Device::kCuda, dtype);
     m.init_random(1337);
     std::mt19937 rng(42);
     std::vector<int32_t> in(static_cast<size_t>(B) * (T + 1));
     Arena& P = m.params();
     Arena& G = m.grads();
-    // The whole arenas as flat tensors (alignment gaps are zero in both and stay zero).
-    const int64_t n = static_cast<int64_t>(P.nbytes() / sizeof(float));
-    Tensor pf(P.data(), {n}, DType::kF32, Device::kCuda), gf(G.data(), {n}, DType::kF32, Device::kCuda);
-    Arena opt;
-    opt.add("m", {n});
-    opt.add("v", {n});
-    opt.allocate(true, Device::kCuda);
-    kernels::AdamWParams hp;
-    hp.lr = 6e-4f;
-    hp.beta2 = 0.95f;
-    hp.weight_decay = 0.1f;
+    // AdamW as the trainer builds it: one run per stretch of parameters with the same decay flag.
+    std::vector<optim::ParamSlot> slots;
+    for (size_t i = 0; i < m.param_specs().size(); ++i) {
+        const auto& s = m.param_specs()[i];
+        slots.push_back({s.name, Shape(s.shape.begin(), s.shape.end()), P.entry(i).offset / sizeof(float),
+                         s.kind == models::ParamKind::kWeight});
+    }
+    const size_t n = P.nbytes() / sizeof(float);
+    optim::AdamWConfig ac;
+    ac.beta2 = 0.95f;
+    ac.weight_decay = 0.1f;
+    optim::AdamW opt(slots, n, ac, {}, Device::kCuda);
+    float* params = static_cast<float*>(P.data());
+    float* grads = static_cast<float*>(G.data());
     std::vector<double> times;
+    BenchResult r;
     for (int s = 0; s < warmup + steps; s++) {
         for (auto& x : in) x = static_cast<int32_t>(rng() % c.vocab_size);  // random tokens, never zeros
         std::vector<int32_t> x(in.begin(), in.begin() + B * T), y(in.begin() + B, in.begin() + B + B * T);
@@ -117,38 +161,59 @@ double run_bench(int B, int T, int steps, int warmup) {
         m.zero_grad();
         const float loss = m.forward(x.data(), y.data(), B, T, true);
         m.backward();
-        const double norm = std::sqrt(kernels::sum_squares(gf));
-        hp.grad_scale = norm > 1.0 ? static_cast<float>(1.0 / norm) : 1.0f;
-        hp.step = s + 1;
-        kernels::adamw_update(pf, opt.view("m"), opt.view("v"), gf, hp);
+        const double norm = std::sqrt(optim::grad_sum_squares(grads, n, Device::kCuda));
+        opt.step(params, grads, 6e-4f, optim::clip_coefficient(norm, 1.0), m.compute_params());
         kernels::synchronize(Device::kCuda);
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (s >= warmup) times.push_back(dt);
+        if (s == 0) r.first_loss = loss;
+        r.last_loss = loss;
         std::printf("  step %2d loss %.4f grad norm %.3f %.1f ms%s\n", s, loss, norm, dt * 1e3,
                     s < warmup ? " (warm-up)" : "");
     }
     std::sort(times.begin(), times.end());
-    const double med = times[times.size() / 2];
-    const double tps = B * T / med;
-    const double mfu = c.flops_per_token(T) * tps / 989e12;
-    std::printf("llmtrain cuda fp32%s B=%d T=%d: median step %.1f ms, %.0f tokens/s, MFU %.2f%% of 989 TFLOP/s\n",
-                std::getenv("LLMTRAIN_CUDA_TF32") ? " (tf32 matmuls)" : "", B, T, med * 1e3, tps, mfu * 100);
-    return tps;
+    r.ms = times[times.size() / 2] * 1e3;
+    r.tok_s = B * T / (r.ms * 1e-3);
+    r.flops_per_token = c.flops_per_token(T);
+    r.mfu_989 = r.flops_per_token * r.tok_s / 989e12;
+    r.mfu_measured = measured_peak > 0 ? r.flops_per_token * r.tok_s / measured_peak : 0;
+    const auto mem = kernels::device_memory_info(Device::kCuda);
+    std::printf("llmtrain cuda %s B=%d T=%d: median step %.2f ms (min %.2f, max %.2f), %.0f tokens/s, MFU %.1f%% of "
+                "989 TFLOP/s, %.1f%% of the measured %.0f TFLOP/s; loss %.3f->%.3f; GPU memory in use %.1f GiB\n",
+                dtype == DType::kBF16 ? "bf16" : "fp32", B, T, r.ms, times.front() * 1e3, times.back() * 1e3, r.tok_s,
+                100 * r.mfu_989, 100 * r.mfu_measured, measured_peak / 1e12, r.first_loss, r.last_loss,
+                (mem.total - mem.free) / 1073741824.0);
+    std::fflush(stdout);
+    return r;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    int B = 16, T = 1024, steps = 8, warmup = 3;
+    std::vector<int> batches{16, 32};
+    int T = 1024, steps = 10, warmup = 3;
     bool check = true;
+    int peak_n = 8192;  // --no-peak: 0 (profiling runs)
+    DType dtype = DType::kBF16;
+    std::string json_path;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
-        auto next = [&] { return i + 1 < argc ? std::atoi(argv[++i]) : 0; };
-        if (a == "--batch") B = next();
-        else if (a == "--T") T = next();
-        else if (a == "--steps") steps = next();
-        else if (a == "--warmup") warmup = next();
+        auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+        if (a == "--batch") {
+            batches.clear();
+            std::string v = next();
+            for (size_t p = 0; p < v.size();) {
+                size_t q = v.find(',', p);
+                batches.push_back(std::atoi(v.substr(p, q - p).c_str()));
+                p = q == std::string::npos ? v.size() : q + 1;
+            }
+        } else if (a == "--T") T = std::atoi(next().c_str());
+        else if (a == "--steps") steps = std::atoi(next().c_str());
+        else if (a == "--warmup") warmup = std::atoi(next().c_str());
+        else if (a == "--dtype") dtype = next() == "fp32" ? DType::kF32 : DType::kBF16;
+        else if (a == "--json") json_path = next();
         else if (a == "--no-check") check = false;
+        else if (a == "--no-peak") peak_n = 0;
         else {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
             return 2;
@@ -160,7 +225,20 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (check && !check_against_cpu(std::random_device{}())) return 1;
-        run_bench(B, T, std::max(1, steps), warmup);
+        const double peak = peak_n > 0 ? bf16_matmul_rate(peak_n) : 0.0;
+        if (peak_n > 0) std::printf("bf16 matmul 8192^3 (cuBLASLt, our path): %.1f TFLOP/s\n", peak / 1e12);
+        std::FILE* js = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
+        if (js) std::fprintf(js, "{\"system\": \"llmtrain\", \"matmul_tflops\": %.3f}\n", peak / 1e12);
+        for (int B : batches) {
+            const BenchResult r = run_bench(B, T, std::max(1, steps), warmup, dtype, peak);
+            if (js)
+                std::fprintf(js,
+                             "{\"system\": \"llmtrain\", \"dtype\": \"%s\", \"B\": %d, \"T\": %d, \"ms_median\": %.4f, "
+                             "\"tok_s\": %.1f, \"flops_per_token\": %.1f, \"mfu_989\": %.5f, \"mfu_measured\": %.5f}\n",
+                             dtype == DType::kBF16 ? "bf16" : "fp32", B, T, r.ms, r.tok_s, r.flops_per_token, r.mfu_989,
+                             r.mfu_measured);
+        }
+        if (js) std::fclose(js);
     } catch (const Error& e) {
         std::fprintf(stderr, "train_gpu_bench: %s\n", e.what());
         return 1;

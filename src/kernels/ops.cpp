@@ -1,10 +1,13 @@
 // Validation and device dispatch for kernels/ops.h.
 #include "kernels/ops.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 
+#include "core/bf16.h"
 #include "core/build_info.h"
 #include "core/check.h"
 #include "kernels/cpu/adamw.h"
@@ -29,11 +32,26 @@
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/optim.h"
 #include "kernels/cuda/runtime.h"
+#if __has_include("kernels/cuda/flash_attention.h") && LLMT_HAVE_FLASH_ATTENTION
+#include "kernels/cuda/flash_attention.h"
+#define LLMT_FLASH_ATTENTION 1
+#else
+#define LLMT_FLASH_ATTENTION 0
+#endif
 // `return cuda::op(...)` when the tensors are on the GPU (check_device refused them in a CPU-only build).
 #define LLMT_ON_CUDA(dev, call) \
     if ((dev) == Device::kCuda) return cuda::call
+// The same for ops with fp32 or bf16 storage: `body` sees the element type as T (float or __nv_bfloat16)
+// and p<E>(tensor) as the typed pointer.
+#define LLMT_ON_CUDA_T(dev, dt, body)                                                   \
+    if ((dev) == Device::kCuda)                                                         \
+    return on_dtype(dt, [&](auto* tag_) {                                               \
+        using E = std::remove_pointer_t<decltype(tag_)>;                                \
+        return body;                                                                    \
+    })
 #else
 #define LLMT_ON_CUDA(dev, call) (void)(dev)
+#define LLMT_ON_CUDA_T(dev, dt, body) ((void)(dev), (void)(dt))
 #endif
 
 namespace llmt::kernels {
@@ -107,6 +125,58 @@ int as_int(const char* op, const char* what, int64_t v) {
 
 float* f(const Tensor& t) { return static_cast<float*>(t.data); }
 const int32_t* ids(const Tensor& t) { return static_cast<const int32_t*>(t.data); }
+template <typename T>
+T* p(const Tensor& t) {
+    return static_cast<T*>(t.data);
+}
+
+// The storage type of an op's activations and weights: every listed (present) tensor f32, or every one
+// bf16, which only the CUDA backend implements (mixed precision: statistics, losses and parameter
+// gradients stay f32 and are checked with check_f32).
+DType check_act(const char* op, Device dev, std::initializer_list<Arg> args) {
+    DType dt = DType::kF32;
+    for (const Arg& a : args)
+        if (!a.t.empty()) {
+            dt = a.t.dtype;
+            break;
+        }
+    LLMT_CHECK(dt == DType::kF32 || dt == DType::kBF16, "{}: tensors must be f32 or bf16, got {}", op,
+               dtype_name(dt));
+    for (const Arg& a : args)
+        if (!a.t.empty()) check_dtype(op, a.name, a.t, dt);
+    LLMT_CHECK(dt == DType::kF32 || dev == Device::kCuda, "{}: bf16 tensors are supported on CUDA only, got {}", op,
+               device_name(dev));
+    return dt;
+}
+
+#if LLMT_CUDA_ENABLED
+template <typename Fn>
+auto on_dtype(DType dt, Fn&& fn) {
+    if (dt == DType::kBF16) return fn(static_cast<__nv_bfloat16*>(nullptr));
+    return fn(static_cast<float*>(nullptr));
+}
+
+// cuBLASLt's GELU epilogues for bf16 (LLMTRAIN_GELU_FUSION=0 runs the separate GELU kernels instead).
+bool gelu_fusion() {
+    static const bool on = [] {
+        const char* v = std::getenv("LLMTRAIN_GELU_FUSION");
+        return !(v && v[0] == '0');
+    }();
+    return on;
+}
+
+#if LLMT_FLASH_ATTENTION
+// The tensor-core kernels (flash_attention.h) for bf16 head sizes they implement (LLMTRAIN_FLASH_ATTENTION=0
+// selects the simple kernels, for comparisons).
+bool use_flash_attention(int64_t HS) {
+    static const bool on = [] {
+        const char* v = std::getenv("LLMTRAIN_FLASH_ATTENTION");
+        return !(v && v[0] == '0');
+    }();
+    return on && (HS == 64 || HS == 128);
+}
+#endif
+#endif
 
 }  // namespace
 
@@ -119,10 +189,10 @@ void encoder_forward(Tensor out, Tensor inp, Tensor wte, Tensor wpe) {
     check_shape(op, "wte", wte, {-1, C});
     check_shape(op, "wpe", wpe, {-1, C});
     LLMT_CHECK(wpe.dim(0) >= T, "{}: wpe has {} positions, sequence length is {}", op, wpe.dim(0), T);
-    check_f32(op, {{"out", out}, {"wte", wte}, {"wpe", wpe}});
+    const DType dt = check_act(op, out.device, {{"out", out}, {"wte", wte}, {"wpe", wpe}});
     check_dtype(op, "inp", inp, DType::kI32);
-    LLMT_ON_CUDA(out.device, encoder_forward(f(out), ids(inp), f(wte), f(wpe), as_int(op, "B", B),
-                                             as_int(op, "T", T), as_int(op, "C", C), cuda::stream()));
+    LLMT_ON_CUDA_T(out.device, dt, cuda::encoder_forward(p<E>(out), ids(inp), p<E>(wte), p<E>(wpe), as_int(op, "B", B),
+                                                          as_int(op, "T", T), as_int(op, "C", C), cuda::stream()));
     const int32_t* p = ids(inp);
     for (int64_t i = 0; i < B * T; i++)
         LLMT_CHECK(p[i] >= 0 && p[i] < wte.dim(0), "{}: token id {} at position {} is outside [0, {})", op,
@@ -140,10 +210,11 @@ void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp) {
     check_shape(op, "dwte", dwte, {-1, C});
     check_shape(op, "dwpe", dwpe, {-1, C});
     LLMT_CHECK(dwpe.dim(0) >= T, "{}: dwpe has {} positions, sequence length is {}", op, dwpe.dim(0), T);
-    check_f32(op, {{"dwte", dwte}, {"dwpe", dwpe}, {"dout", dout}});
+    check_f32(op, {{"dwte", dwte}, {"dwpe", dwpe}});
+    const DType dt = check_act(op, dout.device, {{"dout", dout}});
     check_dtype(op, "inp", inp, DType::kI32);
-    LLMT_ON_CUDA(dout.device, encoder_backward(f(dwte), f(dwpe), f(dout), ids(inp), as_int(op, "B", B),
-                                               as_int(op, "T", T), as_int(op, "C", C), cuda::stream()));
+    LLMT_ON_CUDA_T(dout.device, dt, cuda::encoder_backward(f(dwte), f(dwpe), p<E>(dout), ids(inp), as_int(op, "B", B),
+                                                            as_int(op, "T", T), as_int(op, "C", C), cuda::stream()));
     const int32_t* p = ids(inp);
     for (int64_t i = 0; i < B * T; i++)
         LLMT_CHECK(p[i] >= 0 && p[i] < dwte.dim(0), "{}: token id {} at position {} is outside [0, {})",
@@ -163,11 +234,11 @@ void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor 
     check_shape(op, "rstd", rstd, {B, T});
     check_shape(op, "weight", weight, {C});
     check_shape(op, "bias", bias, {C});
-    check_f32(op, {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"inp", inp}, {"weight", weight},
-                   {"bias", bias}});
-    LLMT_ON_CUDA(inp.device, layernorm_forward(f(out), f(mean), f(rstd), f(inp), f(weight), f(bias),
-                                               as_int(op, "B", B), as_int(op, "T", T), as_int(op, "C", C),
-                                               cuda::stream()));
+    check_f32(op, {{"mean", mean}, {"rstd", rstd}});
+    const DType dt = check_act(op, inp.device, {{"out", out}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
+    LLMT_ON_CUDA_T(inp.device, dt, cuda::layernorm_forward(p<E>(out), f(mean), f(rstd), p<E>(inp), p<E>(weight),
+                                                            p<E>(bias), as_int(op, "B", B), as_int(op, "T", T),
+                                                            as_int(op, "C", C), cuda::stream()));
     cpu::layernorm_forward(f(out), f(mean), f(rstd), f(inp), f(weight), f(bias), as_int(op, "B", B),
                            as_int(op, "T", T), as_int(op, "C", C));
 }
@@ -186,17 +257,20 @@ void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, 
     check_shape(op, "weight", weight, {C});
     check_shape(op, "mean", mean, {B, T});
     check_shape(op, "rstd", rstd, {B, T});
-    check_f32(op, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp},
-                   {"weight", weight}, {"mean", mean}, {"rstd", rstd}});
-    LLMT_ON_CUDA(inp.device, layernorm_backward(f(dinp), f(dweight), f(dbias), f(dout), f(inp), f(weight),
-                                                f(mean), f(rstd), as_int(op, "B", B), as_int(op, "T", T),
-                                                as_int(op, "C", C), cuda::stream()));
+    check_f32(op, {{"dweight", dweight}, {"dbias", dbias}, {"mean", mean}, {"rstd", rstd}});
+    const DType dt =
+        check_act(op, inp.device, {{"dinp", dinp}, {"dout", dout}, {"inp", inp}, {"weight", weight}});
+    LLMT_ON_CUDA_T(inp.device, dt, cuda::layernorm_backward(p<E>(dinp), f(dweight), f(dbias), p<E>(dout), p<E>(inp),
+                                                             p<E>(weight), f(mean), f(rstd), as_int(op, "B", B),
+                                                             as_int(op, "T", T), as_int(op, "C", C), cuda::stream()));
     cpu::layernorm_backward(f(dinp), f(dweight), f(dbias), f(dout), f(inp), f(weight), f(mean), f(rstd),
                             as_int(op, "B", B), as_int(op, "T", T), as_int(op, "C", C));
 }
 
-void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
-    const char* op = "matmul_forward";
+namespace {
+// matmul_forward's checks; returns the storage type.
+DType check_matmul_forward(const char* op, const Tensor& out, const Tensor& inp, const Tensor& weight,
+                           const Tensor& bias) {
     check_device(op, {{"out", out}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
     check_shape(op, "weight", weight, {-1, -1});
     const int64_t OC = weight.dim(0), C = weight.dim(1);
@@ -208,10 +282,18 @@ void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
                "{}: out must be inp's leading dims x OC = {}, got {} for inp {}", op, OC, out.describe(),
                inp.describe());
     if (!bias.empty()) check_shape(op, "bias", bias, {OC});
-    check_f32(op, {{"out", out}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
-    LLMT_ON_CUDA(inp.device, matmul_forward(f(out), f(inp), f(weight), bias.empty() ? nullptr : f(bias),
-                                            as_int(op, "rows", inp.numel() / C), as_int(op, "C", C),
-                                            as_int(op, "OC", OC), cuda::stream()));
+    return check_act(op, inp.device, {{"out", out}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
+}
+}  // namespace
+
+void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
+    const char* op = "matmul_forward";
+    const DType dt = check_matmul_forward(op, out, inp, weight, bias);
+    const int64_t OC = weight.dim(0), C = weight.dim(1);
+    LLMT_ON_CUDA_T(inp.device, dt, cuda::matmul_forward(p<E>(out), p<E>(inp), p<E>(weight),
+                                                         bias.empty() ? nullptr : p<E>(bias),
+                                                         as_int(op, "rows", inp.numel() / C), as_int(op, "C", C),
+                                                         as_int(op, "OC", OC), cuda::stream()));
     cpu::matmul_forward(f(out), f(inp), f(weight), bias.empty() ? nullptr : f(bias),
                         as_int(op, "rows", inp.numel() / C), as_int(op, "C", C), as_int(op, "OC", OC));
 }
@@ -234,8 +316,16 @@ void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
         LLMT_CHECK(dinp.ndim == inp.ndim && dinp.numel() == inp.numel() && dinp.dim(-1) == C,
                    "{}: dinp must have inp's shape {}, got {}", op, inp.describe(), dinp.describe());
     if (!dbias.empty()) check_shape(op, "dbias", dbias, {OC});
-    check_f32(op, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp},
-                   {"weight", weight}});
+    check_f32(op, {{"dweight", dweight}, {"dbias", dbias}});
+    const DType dt = check_act(op, inp.device, {{"dinp", dinp}, {"dout", dout}, {"inp", inp}, {"weight", weight}});
+#if LLMT_CUDA_ENABLED
+    if (inp.device == Device::kCuda && dt == DType::kBF16)
+        return cuda::matmul_backward(dinp.empty() ? nullptr : p<__nv_bfloat16>(dinp), nullptr, f(dweight),
+                                     dbias.empty() ? nullptr : f(dbias), p<__nv_bfloat16>(dout),
+                                     p<__nv_bfloat16>(inp), p<__nv_bfloat16>(weight), as_int(op, "rows", rows),
+                                     as_int(op, "C", C), as_int(op, "OC", OC), cuda::stream());
+#endif
+    (void)dt;
     LLMT_ON_CUDA(inp.device, matmul_backward(dinp.empty() ? nullptr : f(dinp), f(dweight),
                                              dbias.empty() ? nullptr : f(dbias), f(dout), f(inp), f(weight),
                                              as_int(op, "rows", rows), as_int(op, "C", C), as_int(op, "OC", OC),
@@ -253,9 +343,16 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH) {
     LLMT_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
     check_shape(op, "lse", lse, {B, NH, T});
     check_shape(op, "qkv", qkv, {B, T, 3 * C});
-    check_f32(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
-    LLMT_ON_CUDA(qkv.device, attention_forward(f(out), f(lse), f(qkv), as_int(op, "B", B), as_int(op, "T", T),
-                                               as_int(op, "C", C), NH, cuda::stream()));
+    check_f32(op, {{"lse", lse}});
+    const DType dt = check_act(op, qkv.device, {{"out", out}, {"qkv", qkv}});
+#if LLMT_CUDA_ENABLED && LLMT_FLASH_ATTENTION
+    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH))
+        return cuda::flash_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
+                                             as_int(op, "T", T), as_int(op, "C", C), NH, cuda::stream());
+#endif
+    LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_forward(p<E>(out), f(lse), p<E>(qkv), as_int(op, "B", B),
+                                                            as_int(op, "T", T), as_int(op, "C", C), NH,
+                                                            cuda::stream()));
     cpu::attention_forward(f(out), f(lse), f(qkv), as_int(op, "B", B), as_int(op, "T", T),
                            as_int(op, "C", C), NH);
 }
@@ -270,9 +367,17 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
     check_shape(op, "lse", lse, {B, NH, T});
     check_shape(op, "qkv", qkv, {B, T, 3 * C});
     check_shape(op, "dqkv", dqkv, {B, T, 3 * C});
-    check_f32(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
-    LLMT_ON_CUDA(qkv.device, attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
-                                                as_int(op, "T", T), as_int(op, "C", C), NH, cuda::stream()));
+    check_f32(op, {{"lse", lse}});
+    const DType dt = check_act(op, qkv.device, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}});
+#if LLMT_CUDA_ENABLED && LLMT_FLASH_ATTENTION
+    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH))
+        return cuda::flash_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
+                                              p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
+                                              as_int(op, "C", C), NH, cuda::stream());
+#endif
+    LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_backward(p<E>(dqkv), p<E>(dout), p<E>(qkv), p<E>(out), f(lse),
+                                                             as_int(op, "B", B), as_int(op, "T", T),
+                                                             as_int(op, "C", C), NH, cuda::stream()));
     cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
                             as_int(op, "T", T), as_int(op, "C", C), NH);
 }
@@ -296,72 +401,75 @@ void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH) {
 }
 
 namespace {
-void check_same_numel(const char* op, std::initializer_list<Arg> args) {
+// Same element count everywhere; returns the common storage type (f32, or bf16 on CUDA).
+DType check_same_numel(const char* op, std::initializer_list<Arg> args) {
     const Tensor& first = args.begin()->t;
     for (const Arg& a : args) {
         check_present(op, a.name, a.t);
         LLMT_CHECK(a.t.numel() == first.numel(), "{}: argument '{}' has {} elements, expected {} ({})", op,
                    a.name, a.t.numel(), first.numel(), args.begin()->name);
     }
-    check_f32(op, args);
+    return check_act(op, first.device, args);
 }
+size_t n_of(const Tensor& t) { return static_cast<size_t>(t.numel()); }
 }  // namespace
 
 void gelu_forward(Tensor out, Tensor inp) {
     const Device dev = check_device("gelu_forward", {{"out", out}, {"inp", inp}});
-    check_same_numel("gelu_forward", {{"out", out}, {"inp", inp}});
-    LLMT_ON_CUDA(dev, gelu_forward(f(out), f(inp), static_cast<size_t>(inp.numel()), cuda::stream()));
-    cpu::gelu_forward(f(out), f(inp), static_cast<size_t>(inp.numel()));
+    const DType dt = check_same_numel("gelu_forward", {{"out", out}, {"inp", inp}});
+    LLMT_ON_CUDA_T(dev, dt, cuda::gelu_forward(p<E>(out), p<E>(inp), n_of(inp), cuda::stream()));
+    cpu::gelu_forward(f(out), f(inp), n_of(inp));
 }
 
 void gelu_backward(Tensor dinp, Tensor inp, Tensor dout) {
     const Device dev = check_device("gelu_backward", {{"dinp", dinp}, {"inp", inp}, {"dout", dout}});
-    check_same_numel("gelu_backward", {{"dinp", dinp}, {"inp", inp}, {"dout", dout}});
-    LLMT_ON_CUDA(dev, gelu_backward(f(dinp), f(inp), f(dout), static_cast<size_t>(inp.numel()), cuda::stream()));
-    cpu::gelu_backward(f(dinp), f(inp), f(dout), static_cast<size_t>(inp.numel()));
+    const DType dt = check_same_numel("gelu_backward", {{"dinp", dinp}, {"inp", inp}, {"dout", dout}});
+    LLMT_ON_CUDA_T(dev, dt, cuda::gelu_backward(p<E>(dinp), p<E>(inp), p<E>(dout), n_of(inp), cuda::stream()));
+    cpu::gelu_backward(f(dinp), f(inp), f(dout), n_of(inp));
 }
 
 void residual_forward(Tensor out, Tensor inp1, Tensor inp2) {
     const Device dev = check_device("residual_forward", {{"out", out}, {"inp1", inp1}, {"inp2", inp2}});
-    check_same_numel("residual_forward", {{"out", out}, {"inp1", inp1}, {"inp2", inp2}});
-    LLMT_ON_CUDA(dev, residual_forward(f(out), f(inp1), f(inp2), static_cast<size_t>(out.numel()), cuda::stream()));
-    cpu::residual_forward(f(out), f(inp1), f(inp2), static_cast<size_t>(out.numel()));
+    const DType dt = check_same_numel("residual_forward", {{"out", out}, {"inp1", inp1}, {"inp2", inp2}});
+    LLMT_ON_CUDA_T(dev, dt, cuda::residual_forward(p<E>(out), p<E>(inp1), p<E>(inp2), n_of(out), cuda::stream()));
+    cpu::residual_forward(f(out), f(inp1), f(inp2), n_of(out));
 }
 
 void residual_backward(Tensor dinp1, Tensor dinp2, Tensor dout) {
     const Device dev = check_device("residual_backward", {{"dinp1", dinp1}, {"dinp2", dinp2}, {"dout", dout}});
-    check_same_numel("residual_backward", {{"dinp1", dinp1}, {"dinp2", dinp2}, {"dout", dout}});
-    LLMT_ON_CUDA(dev, residual_backward(f(dinp1), f(dinp2), f(dout), static_cast<size_t>(dout.numel()), cuda::stream()));
-    cpu::residual_backward(f(dinp1), f(dinp2), f(dout), static_cast<size_t>(dout.numel()));
+    const DType dt = check_same_numel("residual_backward", {{"dinp1", dinp1}, {"dinp2", dinp2}, {"dout", dout}});
+    LLMT_ON_CUDA_T(dev, dt, cuda::residual_backward(p<E>(dinp1), p<E>(dinp2), p<E>(dout), n_of(dout), cuda::stream()));
+    cpu::residual_backward(f(dinp1), f(dinp2), f(dout), n_of(dout));
 }
 
-void dropout_forward(Tensor out, Tensor inp, float p, uint64_t seed) {
+void dropout_forward(Tensor out, Tensor inp, float p_drop, uint64_t seed) {
     const Device dev = check_device("dropout_forward", {{"out", out}, {"inp", inp}});
-    check_same_numel("dropout_forward", {{"out", out}, {"inp", inp}});
-    LLMT_CHECK(p >= 0.0f && p < 1.0f, "dropout_forward: p = {} must be in [0, 1)", p);
-    LLMT_ON_CUDA(dev, dropout_forward(f(out), f(inp), p, seed, static_cast<size_t>(inp.numel()), cuda::stream()));
-    cpu::dropout_forward(f(out), f(inp), p, seed, static_cast<size_t>(inp.numel()));
+    const DType dt = check_same_numel("dropout_forward", {{"out", out}, {"inp", inp}});
+    LLMT_CHECK(p_drop >= 0.0f && p_drop < 1.0f, "dropout_forward: p = {} must be in [0, 1)", p_drop);
+    LLMT_ON_CUDA_T(dev, dt, cuda::dropout_forward(p<E>(out), p<E>(inp), p_drop, seed, n_of(inp), cuda::stream()));
+    cpu::dropout_forward(f(out), f(inp), p_drop, seed, n_of(inp));
 }
 
-void dropout_backward(Tensor dinp, Tensor dout, float p, uint64_t seed) {
+void dropout_backward(Tensor dinp, Tensor dout, float p_drop, uint64_t seed) {
     const Device dev = check_device("dropout_backward", {{"dinp", dinp}, {"dout", dout}});
-    check_same_numel("dropout_backward", {{"dinp", dinp}, {"dout", dout}});
-    LLMT_CHECK(p >= 0.0f && p < 1.0f, "dropout_backward: p = {} must be in [0, 1)", p);
-    LLMT_ON_CUDA(dev, dropout_backward(f(dinp), f(dout), p, seed, static_cast<size_t>(dout.numel()), cuda::stream()));
-    cpu::dropout_backward(f(dinp), f(dout), p, seed, static_cast<size_t>(dout.numel()));
+    const DType dt = check_same_numel("dropout_backward", {{"dinp", dinp}, {"dout", dout}});
+    LLMT_CHECK(p_drop >= 0.0f && p_drop < 1.0f, "dropout_backward: p = {} must be in [0, 1)", p_drop);
+    LLMT_ON_CUDA_T(dev, dt, cuda::dropout_backward(p<E>(dinp), p<E>(dout), p_drop, seed, n_of(dout), cuda::stream()));
+    cpu::dropout_backward(f(dinp), f(dout), p_drop, seed, n_of(dout));
 }
 
 namespace {
 // Shared checks of the classifier ops; returns {B, T, Vp}.
 std::array<int, 3> check_classifier(const char* op, const Tensor& losses, const Tensor& logits,
-                                    const Tensor& targets, int V) {
+                                    const Tensor& targets, int V, DType* dt) {
     check_device(op, {{"losses", losses}, {"logits", logits}, {"targets", targets}});
     check_shape(op, "logits", logits, {-1, -1, -1});
     const int64_t B = logits.dim(0), T = logits.dim(1), Vp = logits.dim(2);
     LLMT_CHECK(V > 0 && V <= Vp, "{}: V = {} must be in [1, Vp = {}]", op, V, Vp);
     check_shape(op, "losses", losses, {B, T});
     check_shape(op, "targets", targets, {B, T});
-    check_f32(op, {{"losses", losses}, {"logits", logits}});
+    check_f32(op, {{"losses", losses}});
+    *dt = check_act(op, logits.device, {{"logits", logits}});
     check_dtype(op, "targets", targets, DType::kI32);
     if (logits.device == Device::kCpu) {  // device targets are not read back; the caller validated them
         const int32_t* y = ids(targets);
@@ -373,15 +481,19 @@ std::array<int, 3> check_classifier(const char* op, const Tensor& losses, const 
 }  // namespace
 
 void classifier_forward(Tensor losses, Tensor logits, Tensor targets, int V) {
-    const auto [B, T, Vp] = check_classifier("classifier_forward", losses, logits, targets, V);
-    LLMT_ON_CUDA(logits.device, classifier_forward(f(losses), f(logits), ids(targets), B, T, V, Vp, cuda::stream()));
+    DType dt;
+    const auto [B, T, Vp] = check_classifier("classifier_forward", losses, logits, targets, V, &dt);
+    LLMT_ON_CUDA_T(logits.device, dt,
+                   cuda::classifier_forward(f(losses), p<E>(logits), ids(targets), B, T, V, Vp, cuda::stream()));
     cpu::classifier_forward(f(losses), f(logits), ids(targets), B, T, V, Vp);
 }
 
 void classifier_forward_backward(Tensor losses, Tensor logits, Tensor targets, float dloss_scale, int V) {
-    const auto [B, T, Vp] = check_classifier("classifier_forward_backward", losses, logits, targets, V);
-    LLMT_ON_CUDA(logits.device, classifier_forward_backward(f(losses), f(logits), ids(targets), dloss_scale, B, T, V,
-                                                            Vp, cuda::stream()));
+    DType dt;
+    const auto [B, T, Vp] = check_classifier("classifier_forward_backward", losses, logits, targets, V, &dt);
+    LLMT_ON_CUDA_T(logits.device, dt,
+                   cuda::classifier_forward_backward(f(losses), p<E>(logits), ids(targets), dloss_scale, B, T, V, Vp,
+                                                     cuda::stream()));
     cpu::classifier_forward_backward(f(losses), f(logits), ids(targets), dloss_scale, B, T, V, Vp);
 }
 
@@ -392,26 +504,102 @@ void softmax_forward(Tensor probs, Tensor logits, int V) {
     const int64_t B = logits.dim(0), T = logits.dim(1), Vp = logits.dim(2);
     LLMT_CHECK(V > 0 && V <= Vp, "{}: V = {} must be in [1, Vp = {}]", op, V, Vp);
     check_shape(op, "probs", probs, {B, T, Vp});
-    check_f32(op, {{"probs", probs}, {"logits", logits}});
-    LLMT_ON_CUDA(logits.device, softmax_forward(f(probs), f(logits), as_int(op, "B", B), as_int(op, "T", T), V,
-                                                as_int(op, "Vp", Vp), cuda::stream()));
+    const DType dt = check_act(op, logits.device, {{"probs", probs}, {"logits", logits}});
+    LLMT_ON_CUDA_T(logits.device, dt,
+                   cuda::softmax_forward(p<E>(probs), p<E>(logits), as_int(op, "B", B), as_int(op, "T", T), V,
+                                         as_int(op, "Vp", Vp), cuda::stream()));
     cpu::softmax_forward(f(probs), f(logits), as_int(op, "B", B), as_int(op, "T", T), V,
                          as_int(op, "Vp", Vp));
 }
 
-void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp) {
+void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp, Tensor params_lp) {
     const char* op = "adamw_update";
-    check_device(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
+    check_device(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}, {"params_lp", params_lp}});
     check_same_numel(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
+    check_f32(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
     LLMT_CHECK(hp.step >= 1, "{}: step must be >= 1, got {}", op, hp.step);
-    LLMT_ON_CUDA(params.device, adamw_update(f(params), f(m), f(v), f(grads), static_cast<size_t>(params.numel()),
-                                             hp, cuda::stream()));
+    if (!params_lp.empty()) {
+        check_dtype(op, "params_lp", params_lp, DType::kBF16);
+        LLMT_CHECK(params_lp.numel() == params.numel(), "{}: params_lp has {} elements, params {}", op,
+                   params_lp.numel(), params.numel());
+    }
+    LLMT_ON_CUDA(params.device, adamw_update(f(params), params_lp.empty() ? nullptr : p<__nv_bfloat16>(params_lp), f(m),
+                                             f(v), f(grads), static_cast<size_t>(params.numel()), hp, cuda::stream()));
     cpu::adamw_update(f(params), f(m), f(v), f(grads), static_cast<size_t>(params.numel()), hp);
+}
+
+void matmul_forward_gelu(Tensor out, Tensor pre_gelu, Tensor inp, Tensor weight, Tensor bias) {
+    const char* op = "matmul_forward_gelu";
+    check_device(op, {{"out", out}, {"pre_gelu", pre_gelu}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
+    check_present(op, "pre_gelu", pre_gelu);
+    LLMT_CHECK(pre_gelu.numel() == out.numel(), "{}: pre_gelu {} must have out's shape {}", op, pre_gelu.describe(),
+               out.describe());
+    const DType dt = check_act(op, inp.device, {{"out", out}, {"pre_gelu", pre_gelu}});
+#if LLMT_CUDA_ENABLED
+    if (inp.device == Device::kCuda && dt == DType::kBF16 && !bias.empty() && gelu_fusion()) {
+        check_matmul_forward(op, pre_gelu, inp, weight, bias);
+        return cuda::matmul_forward_gelu(p<__nv_bfloat16>(out), p<__nv_bfloat16>(pre_gelu), p<__nv_bfloat16>(inp),
+                                         p<__nv_bfloat16>(weight), p<__nv_bfloat16>(bias),
+                                         as_int(op, "rows", inp.numel() / weight.dim(1)),
+                                         as_int(op, "C", weight.dim(1)), as_int(op, "OC", weight.dim(0)),
+                                         cuda::stream());
+    }
+#endif
+    (void)dt;
+    matmul_forward(pre_gelu, inp, weight, bias);
+    gelu_forward(out, pre_gelu);
+}
+
+void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                          Tensor weight) {
+    const char* op = "matmul_backward_gelu";
+    check_present(op, "dinp", dinp);
+    check_present(op, "gelu_pre", gelu_pre);
+    LLMT_CHECK(gelu_pre.numel() == dinp.numel() && gelu_pre.dtype == dinp.dtype && gelu_pre.device == dinp.device,
+               "{}: gelu_pre {} must match dinp {}", op, gelu_pre.describe(), dinp.describe());
+#if LLMT_CUDA_ENABLED
+    if (inp.device == Device::kCuda && inp.dtype == DType::kBF16 && gelu_fusion()) {
+        matmul_backward(Tensor(), dweight, dbias, dout, inp, weight);  // validates; the weight/bias grads
+        const int64_t OC = weight.dim(0), C = weight.dim(1);
+        return cuda::matmul_backward(p<__nv_bfloat16>(dinp), p<__nv_bfloat16>(gelu_pre), nullptr, nullptr,
+                                     p<__nv_bfloat16>(dout), p<__nv_bfloat16>(inp), p<__nv_bfloat16>(weight),
+                                     as_int(op, "rows", inp.numel() / C), as_int(op, "C", C), as_int(op, "OC", OC),
+                                     cuda::stream());
+    }
+#endif
+    matmul_backward(dinp, dweight, dbias, dout, inp, weight);
+    gelu_backward(dinp, gelu_pre, dinp);
+}
+
+void convert(Tensor dst, Tensor src) {
+    const char* op = "convert";
+    const Device dev = check_device(op, {{"dst", dst}, {"src", src}});
+    check_present(op, "dst", dst);
+    check_present(op, "src", src);
+    LLMT_CHECK(dst.numel() == src.numel(), "{}: dst {} and src {} differ in element count", op, dst.describe(),
+               src.describe());
+    const bool down = dst.dtype == DType::kBF16 && src.dtype == DType::kF32;
+    const bool up = dst.dtype == DType::kF32 && src.dtype == DType::kBF16;
+    if (!down && !up) return copy(dst, src);
+    const size_t n = n_of(src);
+#if LLMT_CUDA_ENABLED
+    if (dev == Device::kCuda) {
+        if (down) return cuda::convert(p<__nv_bfloat16>(dst), f(src), n, cuda::stream());
+        return cuda::convert(f(dst), p<__nv_bfloat16>(src), n, cuda::stream());
+    }
+#endif
+    (void)dev;
+    if (down) {
+        for (size_t i = 0; i < n; ++i) p<uint16_t>(dst)[i] = bf16_from_float(f(src)[i]);
+    } else {
+        for (size_t i = 0; i < n; ++i) f(dst)[i] = float_from_bf16(p<uint16_t>(src)[i]);
+    }
 }
 
 double sum_squares(Tensor x) {
     const Device dev = check_device("sum_squares", {{"x", x}});
     check_same_numel("sum_squares", {{"x", x}});
+    check_f32("sum_squares", {{"x", x}});
     LLMT_ON_CUDA(dev, sum_squares(f(x), static_cast<size_t>(x.numel()), cuda::stream()));
     return cpu::sum_squares(f(x), static_cast<size_t>(x.numel()));
 }
@@ -419,6 +607,7 @@ double sum_squares(Tensor x) {
 void scale_inplace(Tensor x, float s) {
     const Device dev = check_device("scale_inplace", {{"x", x}});
     check_same_numel("scale_inplace", {{"x", x}});
+    check_f32("scale_inplace", {{"x", x}});
     LLMT_ON_CUDA(dev, scale_inplace(f(x), static_cast<size_t>(x.numel()), s, cuda::stream()));
     cpu::scale_inplace(f(x), static_cast<size_t>(x.numel()), s);
 }
@@ -473,5 +662,15 @@ void synchronize(Device device) {
 }
 
 double cpu_peak_flops() { return cpu::measured_peak_flops(); }
+
+DeviceMemoryInfo device_memory_info(Device device) {
+    DeviceMemoryInfo m;
+#if LLMT_CUDA_ENABLED
+    if (device == Device::kCuda) cuda::memory_info(&m.free, &m.total);
+#else
+    (void)device;
+#endif
+    return m;
+}
 
 }  // namespace llmt::kernels

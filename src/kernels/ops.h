@@ -6,9 +6,13 @@
 // backend's stream (copy() and sum_squares() synchronise); they do not read token ids or targets back to
 // range-check them, so callers validate ids on the host before copying them to the device.
 // Legend: B batch, T time, C channels, OC output channels, NH heads, V vocab, Vp padded vocab.
-// All float tensors are f32; token ids and targets are i32. An empty Tensor means "not present".
+// Float tensors are f32; token ids and targets are i32. An empty Tensor means "not present".
+// Mixed precision (CUDA only): an op's activations and weights may all be bf16 instead (arithmetic and
+// accumulation stay fp32); statistics (mean, rstd, lse), losses, parameter gradients and optimizer state
+// are always f32. bf16 on the CPU throws InputError.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "core/tensor.h"
@@ -32,6 +36,14 @@ void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, 
 void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias);
 // dinp (...,C) = (may be empty: not computed); dweight (OC,C) +=; dbias (OC) += (may be empty).
 void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight);
+
+// out (BT..,OC) = GELU-tanh(inp @ weight^T + bias), pre_gelu (same shape) = the pre-activation (saved for
+// backward). bf16 on CUDA: one cuBLASLt call (GELU_AUX_BIAS epilogue); otherwise matmul then gelu.
+void matmul_forward_gelu(Tensor out, Tensor pre_gelu, Tensor inp, Tensor weight, Tensor bias);
+// matmul_backward whose dinp continues through the GELU that produced inp: dinp = (dout @ weight) *
+// GELU'(gelu_pre) (=, required); dweight, dbias += as matmul_backward. bf16 on CUDA: DGELU epilogue.
+void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                          Tensor weight);
 
 // cpu/attention.h. out (B,T,C), lse (B,NH,T); qkv (B,T,3C); C divisible by NH.
 void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH);
@@ -61,8 +73,9 @@ void classifier_forward_backward(Tensor losses, Tensor logits, Tensor targets, f
 // probs (B,T,Vp) = softmax over the first V columns; probs may alias logits.
 void softmax_forward(Tensor probs, Tensor logits, int V);
 
-// cpu/adamw.h. params, m, v, grads: same element count (any shape).
-void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp);
+// cpu/adamw.h. params, m, v, grads: f32, same element count (any shape). params_lp (CUDA, optional): the
+// bf16 compute copy of params, rewritten from the updated values in the same pass.
+void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp, Tensor params_lp = {});
 
 // cpu/reduce.h. Sum of squares in fp64 (global grad norm = sqrt of the sum over tensors); scale.
 double sum_squares(Tensor x);
@@ -75,6 +88,13 @@ double cpu_peak_flops();
 int device_count(Device device);
 // dst = src (same dtype and element count; any pair of devices; synchronous).
 void copy(Tensor dst, Tensor src);
+// dst = src on one device, f32 -> bf16 (round to nearest even) or bf16 -> f32 (same dtypes: copy).
+void convert(Tensor dst, Tensor src);
+// Free and total bytes of the device's memory (zeros for the CPU).
+struct DeviceMemoryInfo {
+    size_t free = 0, total = 0;
+};
+DeviceMemoryInfo device_memory_info(Device device);
 // Every byte of t = 0 (ordered with the device's kernels).
 void zero(Tensor t);
 // Waits for the device's queued kernels (no-op on the CPU); DeviceError on an asynchronous fault.

@@ -44,7 +44,11 @@ double Gpt2Config::flops_per_token(int T) const {
     return 6 * n + 12 * L * C * T;
 }
 
-Gpt2::Gpt2(const Gpt2Config& cfg, Device device) : cfg_(cfg), device_(device) {
+Gpt2::Gpt2(const Gpt2Config& cfg, Device device, DType dtype) : cfg_(cfg), device_(device), dtype_(dtype) {
+    LLMT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "gpt2: compute dtype must be f32 or bf16, got {}",
+               dtype_name(dtype));
+    LLMT_CHECK(dtype == DType::kF32 || device == Device::kCuda,
+               "gpt2: bf16 mixed precision runs on CUDA only (device {})", device_name(device));
     LLMT_CHECK(cfg.n_layer > 0 && cfg.n_head > 0 && cfg.d_model > 0 && cfg.d_ff > 0 && cfg.block_size > 0 &&
                    cfg.vocab_size > 0 && cfg.padded_vocab >= cfg.vocab_size,
                "gpt2: invalid sizes (n_layer {}, n_head {}, d_model {}, d_ff {}, block_size {}, vocab {}/{})",
@@ -81,6 +85,28 @@ Gpt2::Gpt2(const Gpt2Config& cfg, Device device) : cfg_(cfg), device_(device) {
     for (const auto& s : specs_) params_.add(s.name, s.shape);
     params_.allocate(true, device_);
     grads_ = params_.mirror();
+    if (dtype_ == DType::kBF16) {
+        params_lp_.add("params", {static_cast<int64_t>(params_.nbytes() / sizeof(float))}, DType::kBF16);
+        params_lp_.allocate(true, device_);
+    }
+}
+
+Tensor Gpt2::compute_params() const { return params_lp_.allocated() ? params_lp_.view(size_t{0}) : Tensor(); }
+
+void Gpt2::sync_compute_params() {
+    if (!params_lp_.allocated()) return;
+    kernels::convert(params_lp_.view(size_t{0}),
+                     Tensor(params_.data(), {static_cast<int64_t>(params_.nbytes() / sizeof(float))}, DType::kF32,
+                            device_));
+}
+
+Tensor Gpt2::weight(const std::string& name) const {
+    if (!params_lp_.allocated()) return params_.view(name);
+    const auto& e = params_.entry(params_.index(name));
+    Tensor t = params_.view(name);
+    t.data = static_cast<uint16_t*>(params_lp_.data()) + e.offset / sizeof(float);  // same element index
+    t.dtype = DType::kBF16;
+    return t;
 }
 
 int64_t Gpt2::num_parameters() const {
@@ -122,31 +148,39 @@ void Gpt2::init_random(uint64_t seed) {
         }
         if (device_ != Device::kCpu) kernels::copy(t, Tensor(host.data(), {n}));
     }
+    sync_compute_params();
 }
 
-void Gpt2::ensure_activations(int B, int T) {
-    if (acts_.allocated() && static_cast<int64_t>(B) * T <= static_cast<int64_t>(act_B_) * act_T_) return;
+Arena Gpt2::activation_layout(int B, int T) const {
     const int64_t BT = static_cast<int64_t>(B) * T, C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head;
     Arena a;
-    auto add = [&](const std::string& name, int64_t n) { a.add(name, {n}); };
+    // Activations (and their gradients) in the compute dtype; statistics and losses in fp32.
+    auto add = [&](const std::string& name, int64_t n) { a.add(name, {n}, dtype_); };
+    auto add_f32 = [&](const std::string& name, int64_t n) { a.add(name, {n}, DType::kF32); };
     add("encoded", BT * C);
     for (int l = 0; l < cfg_.n_layer; ++l) {
         for (const char* nm : kLayerActs) {
             std::string k = fmt::format("h{}.{}", l, nm);
             std::string s(nm);
             int64_t n = BT * C;
-            if (s == "ln1_mean" || s == "ln1_rstd" || s == "ln2_mean" || s == "ln2_rstd") n = BT;
-            else if (s == "qkv") n = BT * 3 * C;
-            else if (s == "lse") n = BT * NH;
+            if (s == "ln1_mean" || s == "ln1_rstd" || s == "ln2_mean" || s == "ln2_rstd") {
+                add_f32(k, BT);
+                continue;
+            }
+            if (s == "lse") {
+                add_f32(k, BT * NH);
+                continue;
+            }
+            if (s == "qkv") n = BT * 3 * C;
             else if (s == "fch" || s == "fch_gelu") n = BT * F;
             add(k, n);
         }
     }
     add("lnf", BT * C);
-    add("lnf_mean", BT);
-    add("lnf_rstd", BT);
+    add_f32("lnf_mean", BT);
+    add_f32("lnf_rstd", BT);
     add("logits", BT * cfg_.padded_vocab);
-    add("losses", BT);
+    add_f32("losses", BT);
     // Backward scratch, reused by every layer (llm.c's CUDA layout): the residual-stream gradient and
     // one buffer per activation width.
     add("d_residual", BT * C);
@@ -154,9 +188,15 @@ void Gpt2::ensure_activations(int B, int T) {
     add("d_c2", BT * C);
     add("d_qkv", BT * 3 * C);
     add("d_f", BT * F);
-    add("d_f2", BT * F);
     a.add("inputs", {BT}, DType::kI32);  // token ids and targets where the kernels read them
     a.add("targets", {BT}, DType::kI32);
+    return a;
+}
+
+void Gpt2::ensure_activations(int B, int T) {
+    if (acts_.allocated() && static_cast<int64_t>(B) * T <= static_cast<int64_t>(act_B_) * act_T_) return;
+    acts_ = Arena();  // free the old buffer first: on a GPU the two need not fit together
+    Arena a = activation_layout(B, T);
     a.allocate(false, device_);
     acts_ = std::move(a);
     act_B_ = B;
@@ -165,12 +205,14 @@ void Gpt2::ensure_activations(int B, int T) {
 
 namespace {
 
-// A (B,T,...) view of the first B*T*width floats of an activation buffer.
+// A (B,T,...) view of the first B*T*width elements of an activation buffer (in the buffer's dtype).
 Tensor btc(const Arena& a, const std::string& name, int B, int T, int64_t width) {
-    return Tensor(a.view(name).data, {B, T, width}, DType::kF32, a.device());
+    const Tensor v = a.view(name);
+    return Tensor(v.data, {B, T, width}, v.dtype, a.device());
 }
-Tensor bt(const Arena& a, const std::string& name, int B, int T, DType dt = DType::kF32) {
-    return Tensor(a.view(name).data, {B, T}, dt, a.device());
+Tensor bt(const Arena& a, const std::string& name, int B, int T) {
+    const Tensor v = a.view(name);
+    return Tensor(v.data, {B, T}, v.dtype, a.device());
 }
 
 }  // namespace
@@ -194,10 +236,10 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
                        targets[i], i, V);
         }
     }
-    Tensor inp = bt(acts_, "inputs", B, T, DType::kI32);
+    Tensor inp = bt(acts_, "inputs", B, T);
     kernels::copy(inp, Tensor(inputs_.data(), {B, T}, DType::kI32));
 
-    auto P = [&](const std::string& n) { return params_.view(n); };
+    auto P = [&](const std::string& n) { return weight(n); };
     kernels::encoder_forward(btc(acts_, "encoded", B, T, C), inp, P("transformer.wte.weight"),
                              P("transformer.wpe.weight"));
     // Dropout in place on the embeddings and on each residual branch before it is added; nothing that
@@ -222,8 +264,9 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
         kernels::residual_forward(A("residual2", C), residual, A("attproj", C));
         kernels::layernorm_forward(A("ln2", C), S("ln2_mean"), S("ln2_rstd"), A("residual2", C), P(p + "ln_2.weight"),
                                    P(p + "ln_2.bias"));
-        kernels::matmul_forward(A("fch", F), A("ln2", C), P(p + "mlp.c_fc.weight"), P(p + "mlp.c_fc.bias"));
-        kernels::gelu_forward(A("fch_gelu", F), A("fch", F));
+        // fch_gelu = GELU(fch), fch = ln2 @ W^T + b (one cuBLASLt call with the GELU epilogue in bf16).
+        kernels::matmul_forward_gelu(A("fch_gelu", F), A("fch", F), A("ln2", C), P(p + "mlp.c_fc.weight"),
+                                     P(p + "mlp.c_fc.bias"));
         kernels::matmul_forward(A("fcproj", C), A("fch_gelu", F), P(p + "mlp.c_proj.weight"), P(p + "mlp.c_proj.bias"));
         drop(A("fcproj", C), 2 + 2 * l);
         kernels::residual_forward(A("residual3", C), A("residual2", C), A("fcproj", C));
@@ -237,7 +280,7 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
     has_grad_ = false;
     if (!targets) return 0.f;
 
-    Tensor tgt = bt(acts_, "targets", B, T, DType::kI32);
+    Tensor tgt = bt(acts_, "targets", B, T);
     kernels::copy(tgt, Tensor(const_cast<int32_t*>(targets), {B, T}, DType::kI32));
     Tensor losses = bt(acts_, "losses", B, T);
     int64_t counted = 0;
@@ -263,12 +306,12 @@ void Gpt2::backward() {
     LLMT_CHECK(has_grad_, "gpt2 backward: call forward(..., train = true) first");
     const int B = B_, T = T_;
     const int64_t C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head, Vp = cfg_.padded_vocab;
-    auto P = [&](const std::string& n) { return params_.view(n); };
+    auto P = [&](const std::string& n) { return weight(n); };
     auto G = [&](const std::string& n) { return grads_.view(n); };
     Tensor dres = btc(acts_, "d_residual", B, T, C);
     Tensor dc = btc(acts_, "d_c", B, T, C), dc2 = btc(acts_, "d_c2", B, T, C);
     Tensor dqkv = btc(acts_, "d_qkv", B, T, 3 * C);
-    Tensor df = btc(acts_, "d_f", B, T, F), df2 = btc(acts_, "d_f2", B, T, F);
+    Tensor df = btc(acts_, "d_f", B, T, F);
 
     // logits = lnf @ head^T: dlogits sit in the logits buffer (written by the fused classifier).
     Tensor dlogits = btc(acts_, "logits", B, T, Vp);
@@ -298,10 +341,10 @@ void Gpt2::backward() {
         auto S = [&](const char* n) { return bt(acts_, h + n, B, T); };
         Tensor residual = l == 0 ? btc(acts_, "encoded", B, T, C) : btc(acts_, fmt::format("h{}.residual3", l - 1), B, T, C);
         // dres holds d residual3 = d fcproj = d residual2 (residual add passes it through).
-        kernels::matmul_backward(df, G(p + "mlp.c_proj.weight"), G(p + "mlp.c_proj.bias"), undrop(dc, 2 + 2 * l),
-                                 A("fch_gelu", F), P(p + "mlp.c_proj.weight"));
-        kernels::gelu_backward(df2, A("fch", F), df);
-        kernels::matmul_backward(dc, G(p + "mlp.c_fc.weight"), G(p + "mlp.c_fc.bias"), df2, A("ln2", C),
+        // df = d fch (through the GELU: the DGELU epilogue in bf16).
+        kernels::matmul_backward_gelu(df, A("fch", F), G(p + "mlp.c_proj.weight"), G(p + "mlp.c_proj.bias"),
+                                      undrop(dc, 2 + 2 * l), A("fch_gelu", F), P(p + "mlp.c_proj.weight"));
+        kernels::matmul_backward(dc, G(p + "mlp.c_fc.weight"), G(p + "mlp.c_fc.bias"), df, A("ln2", C),
                                  P(p + "mlp.c_fc.weight"));
         kernels::layernorm_backward(dres, G(p + "ln_2.weight"), G(p + "ln_2.bias"), dc, A("residual2", C),
                                     P(p + "ln_2.weight"), S("ln2_mean"), S("ln2_rstd"));
@@ -316,7 +359,7 @@ void Gpt2::backward() {
                                     S("ln1_mean"), S("ln1_rstd"));
         ready_from(p + "ln_1.weight");
     }
-    Tensor inp = bt(acts_, "inputs", B, T, DType::kI32);
+    Tensor inp = bt(acts_, "inputs", B, T);
     if (dropped_) kernels::dropout_backward(dres, dres, cfg_.dropout, dropout_seed_);
     kernels::encoder_backward(G("transformer.wte.weight"), G("transformer.wpe.weight"), dres, inp);
     if (grads_ready_) grads_ready_(0);
@@ -334,13 +377,9 @@ const float* Gpt2::last_logits(int b) const {
 
 Gpt2::MemoryPlan Gpt2::memory_plan(int B, int T) const {
     MemoryPlan m;
-    m.params = params_.nbytes();
+    m.params = params_.nbytes() + params_lp_.nbytes();
     m.grads = grads_.nbytes();
-    const int64_t BT = static_cast<int64_t>(B) * T, C = cfg_.d_model, F = cfg_.d_ff;
-    int64_t per_layer = BT * (C * 8 + 3 * C + 2 * F + 4) + BT * cfg_.n_head;
-    int64_t floats = BT * C * 2 + cfg_.n_layer * per_layer + BT * (C + 3) + BT * cfg_.padded_vocab +
-                     BT * (3 * C + 3 * C + 2 * F);
-    m.activations = static_cast<size_t>(floats) * sizeof(float);
+    m.activations = activation_layout(B, T).nbytes();
     return m;
 }
 

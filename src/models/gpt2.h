@@ -41,9 +41,12 @@ struct Gpt2Config {
 class Gpt2 {
 public:
     // Parameters, gradients and activations live on `device` (CUDA: arenas in GPU memory; the model code
-    // is the same, kernels/ops.h dispatches on the tensors' device).
-    explicit Gpt2(const Gpt2Config& cfg, Device device = Device::kCpu);
+    // is the same, kernels/ops.h dispatches on the tensors' device). `dtype` is the compute precision:
+    // f32, or bf16 (CUDA only: mixed precision with fp32 master weights and gradients, a bf16 copy of
+    // the weights that the kernels read, bf16 activations; the loss is fp32).
+    explicit Gpt2(const Gpt2Config& cfg, Device device = Device::kCpu, DType dtype = DType::kF32);
     Device device() const { return device_; }
+    DType dtype() const { return dtype_; }
 
     const Gpt2Config& config() const { return cfg_; }
     const std::vector<ParamSpec>& param_specs() const { return specs_; }
@@ -52,6 +55,12 @@ public:
     const Arena& params() const { return params_; }
     // Number of parameters (tied weights once; the padding rows of wte not counted).
     int64_t num_parameters() const;
+    // bf16: the compute copy of the parameters as one flat bf16 tensor indexed like params() (element i of
+    // the arena, alignment gaps included), which the optimizer rewrites after each update; empty for f32.
+    Tensor compute_params() const;
+    // Refreshes the compute copy from params() (call after writing params() other than through the
+    // optimizer: loading a checkpoint). No-op for f32.
+    void sync_compute_params();
 
     // GPT-2 initialisation: N(0, 0.02) for weights and embeddings, N(0, 0.02/sqrt(2L)) for the two
     // residual projections, zeros for biases, ones for LayerNorm weights; padding rows of wte are 0.
@@ -92,10 +101,17 @@ public:
 private:
     void ensure_activations(int B, int T);
 
+    // The activation arena's layout for (B, T) (not allocated).
+    Arena activation_layout(int B, int T) const;
+    // Parameter `name` as the kernels read it: the fp32 master view, or its bf16 compute copy.
+    Tensor weight(const std::string& name) const;
+
     Gpt2Config cfg_;
     Device device_ = Device::kCpu;
+    DType dtype_ = DType::kF32;
     std::vector<ParamSpec> specs_;
     Arena params_, grads_;
+    Arena params_lp_;  // bf16 compute copy (one flat view), allocated only for dtype bf16
     Arena acts_;
     int act_B_ = 0, act_T_ = 0;  // the (B, T) of the allocated activation arena
     int B_ = 0, T_ = 0;          // of the last forward

@@ -29,12 +29,12 @@ std::size_t numel_of(const ParamSlot& s) {
     return n;
 }
 
-Tensor flat(float* p, std::size_t n) { return Tensor(p, {static_cast<std::int64_t>(n)}); }
+Tensor flat(float* p, std::size_t n, Device d) { return Tensor(p, {static_cast<std::int64_t>(n)}, DType::kF32, d); }
 
 }  // namespace
 
-AdamW::AdamW(std::vector<ParamSlot> slots, std::size_t arena_numel, AdamWConfig cfg, ArenaSlice slice)
-    : slots_(std::move(slots)), arena_numel_(arena_numel), cfg_(cfg) {
+AdamW::AdamW(std::vector<ParamSlot> slots, std::size_t arena_numel, AdamWConfig cfg, ArenaSlice slice, Device device)
+    : slots_(std::move(slots)), arena_numel_(arena_numel), cfg_(cfg), device_(device) {
     begin_ = slice.begin;
     end_ = slice.end == SIZE_MAX ? arena_numel : slice.end;
     LLMT_CHECK(begin_ < end_ && end_ <= arena_numel, "AdamW: slice [{}, {}) is empty or outside the arena of {} elements",
@@ -69,11 +69,26 @@ AdamW::AdamW(std::vector<ParamSlot> slots, std::size_t arena_numel, AdamWConfig 
             runs_.push_back({b, e, s.decay});
         }
     }
-    m_.assign(end_ - begin_, 0.0f);
-    v_.assign(end_ - begin_, 0.0f);
+    if (device_ == Device::kCpu) {
+        m_.assign(end_ - begin_, 0.0f);
+        v_.assign(end_ - begin_, 0.0f);
+    } else {
+        device_state_.add("m", {static_cast<std::int64_t>(end_ - begin_)});
+        device_state_.add("v", {static_cast<std::int64_t>(end_ - begin_)});
+        device_state_.allocate(true, device_);
+    }
 }
 
-void AdamW::step(float* params, const float* grads, float lr, float grad_scale) {
+float* AdamW::m_data() const {
+    return device_ == Device::kCpu ? m_.data() : static_cast<float*>(device_state_.view(size_t{0}).data);
+}
+float* AdamW::v_data() const {
+    return device_ == Device::kCpu ? v_.data() : static_cast<float*>(device_state_.view(size_t{1}).data);
+}
+
+void AdamW::step(float* params, const float* grads, float lr, float grad_scale, Tensor params_lp) {
+    LLMT_CHECK(params_lp.empty() || (params_lp.dtype == DType::kBF16 && params_lp.numel() >= static_cast<std::int64_t>(end_)),
+               "AdamW: the compute copy must be a bf16 view of the whole arena, got {}", params_lp.describe());
     ++step_;
     kernels::AdamWParams hp;
     hp.lr = lr;
@@ -85,8 +100,13 @@ void AdamW::step(float* params, const float* grads, float lr, float grad_scale) 
     for (const Run& r : runs_) {
         hp.weight_decay = r.decay ? cfg_.weight_decay : 0.0f;
         const std::size_t n = r.end - r.begin, o = r.begin - begin_;
-        kernels::adamw_update(flat(params + r.begin, n), flat(m_.data() + o, n), flat(v_.data() + o, n),
-                              flat(const_cast<float*>(grads) + r.begin, n), hp);
+        Tensor lp;
+        if (!params_lp.empty())
+            lp = Tensor(static_cast<std::uint16_t*>(params_lp.data) + r.begin, {static_cast<std::int64_t>(n)},
+                        DType::kBF16, params_lp.device);
+        kernels::adamw_update(flat(params + r.begin, n, device_), flat(m_data() + o, n, device_),
+                              flat(v_data() + o, n, device_), flat(const_cast<float*>(grads) + r.begin, n, device_),
+                              hp, lp);
     }
 }
 
@@ -104,6 +124,13 @@ std::vector<TensorSpec> AdamW::state_specs() const {
 }
 
 std::vector<TensorRef> AdamW::state_tensors() const {
+    if (device_ != Device::kCpu) {  // stage the device state in host memory
+        const auto n = static_cast<std::int64_t>(end_ - begin_);
+        m_.resize(end_ - begin_);
+        v_.resize(end_ - begin_);
+        kernels::copy(Tensor(m_.data(), {n}), device_state_.view(size_t{0}));
+        kernels::copy(Tensor(v_.data(), {n}), device_state_.view(size_t{1}));
+    }
     std::vector<TensorSpec> specs = state_specs();
     std::vector<TensorRef> out;
     out.reserve(specs.size());
@@ -146,10 +173,19 @@ void AdamW::load_state(const SafetensorsFile& file) {
     if (step < 0) throw CheckpointError(fmt::format("optimizer state '{}': step is {}, expected >= 0", file.path(), step));
     // Every name, dtype and shape was checked above, so the reads below cannot fail half-way: read
     // straight into m_ and v_ (no second 2 x 4 bytes/param allocation, whose page faults are slow).
+    if (device_ != Device::kCpu) {
+        m_.assign(end_ - begin_, 0.0f);  // alignment gaps between slots stay 0
+        v_.assign(end_ - begin_, 0.0f);
+    }
     for (std::size_t i = 0; i < pieces_.size(); ++i) {
         const std::size_t o = pieces_[i].begin - begin_;
         file.read_exact(specs[2 * i].name, StDType::kF32, specs[2 * i].shape, m_.data() + o);
         file.read_exact(specs[2 * i + 1].name, StDType::kF32, specs[2 * i + 1].shape, v_.data() + o);
+    }
+    if (device_ != Device::kCpu) {
+        const auto n = static_cast<std::int64_t>(end_ - begin_);
+        kernels::copy(device_state_.view(size_t{0}), Tensor(m_.data(), {n}));
+        kernels::copy(device_state_.view(size_t{1}), Tensor(v_.data(), {n}));
     }
     step_ = step;
 }

@@ -1,7 +1,8 @@
 // AdamW over a flat fp32 parameter arena (Loshchilov & Hutter 2019; the update is torch.optim.AdamW's,
 // computed by kernels::adamw_update). The optimizer owns a [begin, end) slice of the arena — the whole
 // arena for plain training, one rank's shard under ZeRO-1 — and keeps fp32 m and v for that slice only.
-// Checkpoint layout of its state: docs/formats/checkpoint.md ("optimizer.safetensors").
+// Checkpoint layout of its state: docs/formats/checkpoint.md ("optimizer.safetensors"). On CUDA the state
+// lives in device memory and the step runs there; checkpoints stage it through host memory (same file).
 #pragma once
 
 #include <cstddef>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/arena.h"
 #include "core/safetensors.h"
 
 namespace llmt::optim {
@@ -41,11 +43,14 @@ public:
     // Throws InputError when slots overlap, leave the arena, repeat a name, have a negative extent,
     // or when the slice is empty or outside the arena. Slots may leave gaps (padding); gap elements
     // are never touched. A slot that straddles a slice boundary is updated for its part inside.
-    AdamW(std::vector<ParamSlot> slots, std::size_t arena_numel, AdamWConfig cfg, ArenaSlice slice = {});
+    // `device`: where m, v and the arena pointers given to step() live.
+    AdamW(std::vector<ParamSlot> slots, std::size_t arena_numel, AdamWConfig cfg, ArenaSlice slice = {},
+          Device device = Device::kCpu);
 
     // One optimizer step on params[begin, end) from grads[begin, end) (both full-arena pointers):
     // g = grads * grad_scale (the clipping coefficient), then the AdamW update with step count t+1.
-    void step(float* params, const float* grads, float lr, float grad_scale = 1.0f);
+    // params_lp (optional, CUDA): the model's flat bf16 compute copy, rewritten in the same pass.
+    void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {});
 
     std::int64_t step_count() const { return step_; }
     const AdamWConfig& config() const { return cfg_; }
@@ -55,7 +60,8 @@ public:
 
     // The state as named tensors for optimizer.safetensors: "<param>.exp_avg", "<param>.exp_avg_sq"
     // (the param's shape, or [k] for the k elements of a slot cut by the slice), and "step" (I64 []).
-    // The refs point into this object and stay valid until the next step() or load_state().
+    // The refs point into this object (host memory: a device state is copied over first) and stay valid
+    // until the next step(), state_tensors() or load_state().
     std::vector<TensorRef> state_tensors() const;
     // Names, dtypes and shapes state_tensors() produces (what load_state() expects).
     std::vector<TensorSpec> state_specs() const;
@@ -84,8 +90,15 @@ private:
     std::size_t begin_, end_;
     std::vector<Piece> pieces_;
     std::vector<Run> runs_;
-    std::vector<float> m_, v_;  // (end - begin), indexed by arena index - begin
+    Device device_ = Device::kCpu;
+    // (end - begin), indexed by arena index - begin: the state on the CPU, a staging copy for checkpoints
+    // when the state lives in device_state_ ("m", "v") on a GPU.
+    mutable std::vector<float> m_, v_;
+    Arena device_state_;
     std::int64_t step_ = 0;
+
+    float* m_data() const;
+    float* v_data() const;
 };
 
 }  // namespace llmt::optim

@@ -5,11 +5,13 @@
 
 #include <cstddef>
 
+#include "core/tensor.h"
+
 namespace llmt::optim {
 
 // Sum of squares of grads[0, n) in fp64: the per-rank part of the global norm (a distributed caller
-// all-reduces it before global_norm_from_sumsq).
-double grad_sum_squares(const float* grads, std::size_t n);
+// all-reduces it before global_norm_from_sumsq). `device`: where grads lives (a GPU sum synchronises).
+double grad_sum_squares(const float* grads, std::size_t n, Device device = Device::kCpu);
 
 // sqrt of a (reduced) sum of squares.
 double global_norm_from_sumsq(double sumsq);

@@ -77,18 +77,64 @@ void apply_threads(const config::Config& cfg) {
     if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
 }
 
-std::string resolve_device(const config::Config& cfg) {
-    if (cfg.run.device == "cuda")
-        throw InputError("run.device: cuda: this version trains on the CPU only (the CUDA backend is issue #6); "
-                         "use run.device: cpu or auto");
-    return "cpu";
+// run.device: cuda (a usable GPU required), auto (the GPU when one is usable and this is one process),
+// or cpu. Data parallelism runs on the CPU only for now (NCCL is not implemented).
+Device resolve_device(const config::Config& cfg, int world) {
+    const int gpus = kernels::device_count(Device::kCuda);
+    if (cfg.run.device == "cuda") {
+        if (gpus == 0)
+            throw InputError("run.device: cuda: no usable CUDA device (this binary is built without CUDA, or no GPU "
+                             "or driver is present); use run.device: cpu or auto");
+        if (world > 1)
+            throw InputError(fmt::format("run.device: cuda with {} ranks: data parallelism across GPUs (NCCL) is not "
+                                         "implemented in this version; run one process per job, or run.device: cpu",
+                                         world));
+        return Device::kCuda;
+    }
+    if (cfg.run.device == "auto" && gpus > 0 && world == 1) return Device::kCuda;
+    return Device::kCpu;
 }
 
-void check_supported(const config::Config& cfg) {
+// The model's compute precision on `device` (trainer.precision); what this version cannot do is refused.
+DType check_supported(const config::Config& cfg, Device device) {
     LLMT_CHECK(cfg.lora.r == 0, "lora.r: {}: LoRA fine-tuning is not implemented in this version; set lora.r: 0",
                cfg.lora.r);
-    LLMT_CHECK(cfg.trainer.precision == "fp32",
-               "trainer.precision: {} is not available on the CPU in this version; use fp32", cfg.trainer.precision);
+    if (device == Device::kCpu) {
+        LLMT_CHECK(cfg.trainer.precision == "fp32",
+                   "trainer.precision: {} is not available on the CPU in this version; use fp32 (bf16 needs "
+                   "run.device: cuda)",
+                   cfg.trainer.precision);
+        return DType::kF32;
+    }
+    LLMT_CHECK(cfg.trainer.recompute == "none",
+               "trainer.recompute: {}: activation recomputation is not implemented on CUDA in this version; use none",
+               cfg.trainer.recompute);
+    LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16",
+               "trainer.precision: {} is not available on CUDA; use bf16 or fp32", cfg.trainer.precision);
+    return cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
+}
+
+// A host arena with `a`'s layout (the staging buffer for checkpoints of device parameters).
+Arena host_copy(const Arena& a) {
+    Arena h;
+    for (const auto& e : a.entries()) h.add(e.name, std::vector<int64_t>(e.shape), e.dtype);
+    h.allocate(false);
+    kernels::copy(Tensor(h.data(), {static_cast<int64_t>(h.nbytes() / 4)}),
+                  Tensor(a.data(), {static_cast<int64_t>(a.nbytes() / 4)}, DType::kF32, a.device()));
+    return h;
+}
+
+// HF-layout weights into the model's parameters on any device (staged through host memory for a GPU).
+void load_params(models::Gpt2& model, const SafetensorsFile& file) {
+    if (model.device() == Device::kCpu) {
+        models::gpt2_load_hf(model, model.params(), file);
+        return;
+    }
+    Arena host = host_copy(model.params());
+    models::gpt2_load_hf(model, host, file);
+    kernels::copy(Tensor(model.params().data(), {static_cast<int64_t>(host.nbytes() / 4)}, DType::kF32, model.device()),
+                  Tensor(host.data(), {static_cast<int64_t>(host.nbytes() / 4)}));
+    model.sync_compute_params();
 }
 
 // The train and val shard lists for the configured source (preparing text/jsonl into the cache).
@@ -123,13 +169,13 @@ DataFiles resolve_data(const config::Config& cfg, bool need_train) {
     return f;
 }
 
-models::Gpt2 build_model(const config::Config& cfg) {
-    models::Gpt2 model(models::Gpt2Config::from(cfg.model));
+models::Gpt2 build_model(const config::Config& cfg, Device device, DType dtype) {
+    models::Gpt2 model(models::Gpt2Config::from(cfg.model), device, dtype);
     if (cfg.model.init_from == "scratch") {
         model.init_random(cfg.run.seed);
     } else {
         auto path = models::gpt2_resolve_init_from(cfg.model.init_from);
-        models::gpt2_load_hf(model, model.params(), SafetensorsFile::open(path));
+        load_params(model, SafetensorsFile::open(path));
         log_line(fmt::format("model: initialised from {}", path.string()));
     }
     return model;
@@ -177,13 +223,17 @@ bool stderr_is_tty() { return ::isatty(2) == 1; }
 TrainResult run_training(const TrainOptions& opts) {
     const config::Config& cfg = opts.cfg;
     install_stop_handlers();  // first: before any OpenMP thread exists (see signals.h)
-    check_supported(cfg);
+    // Config refusals before any rendezvous (the device is settled once the world size is known).
+    check_supported(cfg, cfg.run.device == "cpu" || kernels::device_count(Device::kCuda) == 0 ? Device::kCpu
+                                                                                              : Device::kCuda);
     apply_threads(cfg);
-    const std::string device = resolve_device(cfg);
     const auto& tc = cfg.trainer;
     const int B = tc.micro_batch_size, T = cfg.model.block_size, accum = tc.grad_accum_steps;
     DistContext dc = opts.dry_run ? DistContext::single() : DistContext::create(cfg);
     const int world = dc.world(), rank = dc.rank();
+    const Device dev = resolve_device(cfg, world);
+    const DType dtype = check_supported(cfg, dev);
+    const std::string device(device_name(dev));
     const bool zero = dc.active() && cfg.dist.zero_stage == 1;
     rank_log().to_stderr = rank == 0;
     if (dc.active())
@@ -191,7 +241,7 @@ TrainResult run_training(const TrainOptions& opts) {
                    dc.env().local_rank, dc.env().local_world_size, dc.pg().backend(), dc.env().master_addr,
                    dc.env().master_port, zero ? ", ZeRO-1" : "", dc.env().restart_count);
 
-    models::Gpt2 model = build_model(cfg);
+    models::Gpt2 model = build_model(cfg, dev, dtype);
     const auto& mc = model.config();
     // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
     // could differ between hosts).
@@ -200,6 +250,17 @@ TrainResult run_training(const TrainOptions& opts) {
     log_line(fmt::format("model: gpt2, {} layers, d_model {}, {} heads, block {}, vocab {} (padded {}), {:.2f}M parameters",
                          mc.n_layer, mc.d_model, mc.n_head, mc.block_size, mc.vocab_size, mc.padded_vocab,
                          static_cast<double>(model.num_parameters()) / 1e6));
+    const auto plan = model.memory_plan(B, T);
+    const size_t opt_bytes = 2 * model.grads().nbytes();  // AdamW m and v, fp32
+    const size_t plan_total = plan.params + plan.grads + opt_bytes + plan.activations;
+    if (dev == Device::kCuda) {
+        const auto mem = kernels::device_memory_info(dev);
+        log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
+                             "AdamW state {:.2f}, activations {:.2f} at B={} T={}) of {:.1f} GiB on the GPU",
+                             dtype_name(dtype), plan_total / 1073741824.0, plan.params / 1073741824.0,
+                             plan.grads / 1073741824.0, opt_bytes / 1073741824.0, plan.activations / 1073741824.0, B,
+                             T, mem.total / 1073741824.0));
+    }
 
     DataFiles files = resolve_data(cfg, true);
     data::LoaderOptions lo;
@@ -227,7 +288,6 @@ TrainResult run_training(const TrainOptions& opts) {
     }
 
     if (opts.dry_run) {
-        auto plan = model.memory_plan(B, T);
         std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
         loader.next(x.data(), y.data());
         Stopwatch sw;
@@ -235,13 +295,18 @@ TrainResult run_training(const TrainOptions& opts) {
         nlohmann::ordered_json s = {
             {"dry_run", true},
             {"parameters", model.num_parameters()},
-            {"memory_bytes", {{"parameters", plan.params}, {"gradients", plan.grads}, {"optimizer", 2 * plan.params},
+            {"memory_bytes", {{"parameters", plan.params}, {"gradients", plan.grads}, {"optimizer", opt_bytes},
                               {"activations", plan.activations},
-                              {"total", plan.params * 4 + plan.activations}}},
+                              {"total", plan_total}}},
             {"loss", loss},
             {"forward_ms", sw.seconds() * 1e3},
             {"train_windows", loader.num_windows()},
-            {"device", device}};
+            {"device", device},
+            {"precision", std::string(dtype == DType::kBF16 ? "bf16" : "fp32")}};
+        if (dev == Device::kCuda) {
+            const auto mem = kernels::device_memory_info(dev);
+            s["gpu_memory_bytes"] = {{"used_after_forward", mem.total - mem.free}, {"total", mem.total}};
+        }
         return {0, s};
     }
 
@@ -255,7 +320,7 @@ TrainResult run_training(const TrainOptions& opts) {
     const size_t shard = zero ? (arena_numel + world - 1) / static_cast<size_t>(world) : arena_numel;
     optim::ArenaSlice slice;
     if (zero) slice = {static_cast<size_t>(rank) * shard, std::min(arena_numel, static_cast<size_t>(rank + 1) * shard)};
-    optim::AdamW opt(param_slots(model, tc.decay_embeddings), arena_numel, ac, slice);
+    optim::AdamW opt(param_slots(model, tc.decay_embeddings), arena_numel, ac, slice, dev);
     optim::LrSchedule sched{optim::parse_schedule_kind(tc.schedule), tc.lr, tc.min_lr, tc.warmup_steps, tc.max_steps};
     sched.validate();
 
@@ -305,7 +370,7 @@ TrainResult run_training(const TrainOptions& opts) {
         }
         for (const auto& l : diff.cadence) log_line("resume: changed " + l);
         for (const auto& l : diff.other) log_line("resume: changed " + l);
-        models::gpt2_load_hf(model, model.params(), ck.model);
+        load_params(model, ck.model);
         const int ck_world = ck.state.value("world_size", 1), ck_zero = ck.state.value("zero_stage", 0);
         if (zero || ck_zero == 1) {
             LLMT_CHECK_AS(CheckpointError, zero && ck_zero == 1 && ck_world == world,
@@ -356,7 +421,11 @@ TrainResult run_training(const TrainOptions& opts) {
         }
         if (rank != 0) return std::filesystem::path();
         std::vector<std::vector<float>> scratch;
-        w->write_tensors(kModelFile, models::gpt2_hf_tensors(model, model.params(), scratch), {{"format", "pt"}});
+        // Device parameters are staged in host memory: the file is the same whichever device wrote it.
+        const Arena host_params = dev == Device::kCpu ? Arena() : host_copy(model.params());
+        w->write_tensors(kModelFile,
+                         models::gpt2_hf_tensors(model, dev == Device::kCpu ? model.params() : host_params, scratch),
+                         {{"format", "pt"}});
         w->write_tensors(zero ? zero_optimizer_file(0) : kOptimizerFile, opt.state_tensors(), opt.state_metadata());
         w->write_json(kStateFile, {{"step", step},
                                    {"tokens", tokens},
@@ -371,7 +440,9 @@ TrainResult run_training(const TrainOptions& opts) {
     };
 
     const double flops_per_token = mc.flops_per_token(T);
-    const double peak = kernels::cpu_peak_flops();
+    // MFU peak: the CPU's measured FMA rate, or the H100/H200 dense bf16 datasheet rate on a GPU.
+    constexpr double kGpuPeakFlops = 989e12;
+    const double peak = dev == Device::kCuda ? kGpuPeakFlops : kernels::cpu_peak_flops();
     const int64_t tokens_per_step = static_cast<int64_t>(B) * T * accum * world;
     std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
     float* params = static_cast<float*>(model.params().data());
@@ -453,18 +524,23 @@ TrainResult run_training(const TrainOptions& opts) {
             if (reducer) reducer->finish();
         }
         const double norm = optim::global_norm_from_sumsq(zero ? zero_reduce_grads()
-                                                               : optim::grad_sum_squares(grads, n_grads));
+                                                               : optim::grad_sum_squares(grads, n_grads, dev));
         if (!std::isfinite(norm))
             throw Error(fmt::format("step {}: the gradient norm is {} (loss {}); stopping before the weights are "
                                     "corrupted (hint: lower trainer.lr)",
                                     step + 1, norm, loss_sum / accum));
         float coef = optim::clip_coefficient(norm, tc.max_grad_norm);
         double lr = sched.at(step);
-        opt.step(params, grads, static_cast<float>(lr), coef);
+        opt.step(params, grads, static_cast<float>(lr), coef, model.compute_params());
         if (zero) zero_gather_params();
         ++step;
         ++steps_this_run;
         tokens += tokens_per_step;
+        if (dev == Device::kCuda && steps_this_run == 1) {
+            const auto mem = kernels::device_memory_info(dev);
+            log_line(fmt::format("device: {:.2f} GiB of GPU memory in use after the first step (of {:.1f} GiB)",
+                                 (mem.total - mem.free) / 1073741824.0, mem.total / 1073741824.0));
+        }
         double dt = sw.seconds();
         train_time += dt;
         last_loss = dc.mean(loss_sum / accum);
@@ -525,18 +601,18 @@ TrainResult run_training(const TrainOptions& opts) {
 }
 
 nlohmann::ordered_json run_evaluation(const config::Config& cfg, const std::string& checkpoint) {
-    check_supported(cfg);
     apply_threads(cfg);
-    resolve_device(cfg);
-    models::Gpt2 model(models::Gpt2Config::from(cfg.model));
+    const Device dev = resolve_device(cfg, 1);
+    const DType dtype = check_supported(cfg, dev);
+    models::Gpt2 model(models::Gpt2Config::from(cfg.model), dev, dtype);
     std::string source;
     if (!checkpoint.empty()) {
         Checkpoint ck = load_checkpoint(checkpoint);
-        models::gpt2_load_hf(model, model.params(), ck.model);
+        load_params(model, ck.model);
         source = ck.dir.string();
     } else if (cfg.model.init_from != "scratch") {
         auto path = models::gpt2_resolve_init_from(cfg.model.init_from);
-        models::gpt2_load_hf(model, model.params(), SafetensorsFile::open(path));
+        load_params(model, SafetensorsFile::open(path));
         source = path.string();
     } else {
         throw InputError("eval: nothing to evaluate: give --checkpoint PATH, or set model.init_from");

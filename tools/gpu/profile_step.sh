@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # On the GPU machine (after run_cuda_tests.sh unpacked build/gpu-carry.tgz to /tmp/g): per-kernel GPU time of
-# one GPT-2 124M training step through Nsight Compute (one metric, clocks left alone), summed by kernel name.
+# one GPT-2 124M training step (bf16) through Nsight Compute (one metric, clocks left alone), summed by kernel name.
 set -uo pipefail
 out=${OUT:-/tmp/out}
+source tools/gpu/env.sh
 B=${1:-4}
-timeout 300 ncu --clock-control none --metrics gpu__time_duration.sum --csv \
-  /tmp/g/bin/train_gpu_bench --batch "$B" --steps 1 --warmup 0 --no-check > "$out/ncu_step.csv" 2> "$out/ncu_step.err"
+ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/nsight-compute*/ncu 2>/dev/null | head -1)
+echo "ncu: ${ncu:-not found}"
+timeout 300 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --csv \
+  /tmp/g/bin/train_gpu_bench --batch "$B" --steps 1 --warmup 0 --no-check --no-peak > "$out/ncu_step.csv" 2> "$out/ncu_step.err"
 echo "ncu rc=$?"
 python3 - "$out/ncu_step.csv" <<'PY'
 import csv, sys, collections

@@ -2,7 +2,8 @@
 // or key row (dk, dv). Keys are taken 32 at a time, one per lane: each lane forms its score against the
 // row staged in shared memory, the warp combines them into the running max/sum, then accumulates the
 // 32 value rows with lane l owning head dims l, l+32, ... (coalesced). A first, exact version; the
-// tensor-core bf16 kernel replaces it for speed.
+// tensor-core bf16 kernel replaces it for speed. Templated on the storage type (fp32, or bf16 as the
+// fallback until the tensor-core bf16 kernel is present); arithmetic and the log-sum-exp are fp32.
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/runtime.h"
@@ -13,16 +14,17 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kMaxHs = 128;
 
-__device__ __forceinline__ float dot(const float* a, const float* b, int n) {
+template <typename A, typename B>
+__device__ __forceinline__ float dot(const A* a, const B* b, int n) {
     float s = 0.0f;
-    for (int d = 0; d < n; d++) s += a[d] * b[d];
+    for (int d = 0; d < n; d++) s += ldf(a[d]) * ldf(b[d]);
     return s;
 }
 
 // DPL head dims per lane (HS <= 32 * DPL). Query row i of (b, h) sits at position t0 + i of a cache of
 // Tmax positions; out has Tq rows per batch; lse (may be null) is (B, NH, Tq).
-template <int DPL>
-__global__ void attention_forward_kernel(float* out, float* lse, const float* qkv, int B, int t0, int Tq, int Tmax,
+template <int DPL, typename T>
+__global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax,
                                          int C, int NH) {
     __shared__ float sq[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -34,8 +36,8 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* qk
     const int HS = C / NH, t = t0 + i;
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf(static_cast<float>(HS));
-    const float* base = qkv + static_cast<long>(b) * Tmax * C3 + h * HS;
-    for (int d = lane; d < HS; d += 32) sq[warp][d] = base[t * C3 + d] * scale;
+    const T* base = qkv + static_cast<long>(b) * Tmax * C3 + h * HS;
+    for (int d = lane; d < HS; d += 32) sq[warp][d] = ldf(base[t * C3 + d]) * scale;
     __syncwarp();
 
     float m = -INFINITY, l = 0.0f, acc[DPL];
@@ -54,51 +56,51 @@ __global__ void attention_forward_kernel(float* out, float* lse, const float* qk
         const int n = min(32, t - jb + 1);
         for (int jj = 0; jj < n; jj++) {
             const float pj = __shfl_sync(kFullMask, p, jj);
-            const float* v = base + (jb + jj) * C3 + 2 * C;
+            const T* v = base + (jb + jj) * C3 + 2 * C;
 #pragma unroll
             for (int r = 0; r < DPL; r++) {
                 const int d = lane + 32 * r;
-                if (d < HS) acc[r] += pj * v[d];
+                if (d < HS) acc[r] += pj * ldf(v[d]);
             }
         }
         m = m_new;
     }
-    float* o = out + (static_cast<long>(b) * Tq + i) * C + h * HS;
+    T* o = out + (static_cast<long>(b) * Tq + i) * C + h * HS;
     const float inv = 1.0f / l;
 #pragma unroll
     for (int r = 0; r < DPL; r++) {
         const int d = lane + 32 * r;
-        if (d < HS) o[d] = acc[r] * inv;
+        if (d < HS) o[d] = cvt<T>(acc[r] * inv);
     }
     if (lse && lane == 0) lse[(static_cast<long>(b) * NH + h) * Tq + i] = m + logf(l);
 }
 
 // dq: one warp per query row t. dS_tj = P_tj (dout_t . v_j - D_t), D_t = dout_t . out_t.
-template <int DPL>
-__global__ void attention_backward_dq_kernel(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                             const float* lse, int B, int T, int C, int NH) {
+template <int DPL, typename T>
+__global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qkv, const T* out,
+                                             const float* lse, int B, int T_, int C, int NH) {
     __shared__ float sq[kWarps][kMaxHs];
     __shared__ float sdo[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long gw = blockIdx.x * static_cast<long>(kWarps) + warp;
-    if (gw >= static_cast<long>(B) * NH * T) return;
-    const int t = static_cast<int>(gw % T);
-    const int h = static_cast<int>((gw / T) % NH);
-    const int b = static_cast<int>(gw / (static_cast<long>(T) * NH));
+    if (gw >= static_cast<long>(B) * NH * T_) return;
+    const int t = static_cast<int>(gw % T_);
+    const int h = static_cast<int>((gw / T_) % NH);
+    const int b = static_cast<int>(gw / (static_cast<long>(T_) * NH));
     const int HS = C / NH;
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf(static_cast<float>(HS));
-    const float* base = qkv + static_cast<long>(b) * T * C3 + h * HS;
-    const long orow = (static_cast<long>(b) * T + t) * C + h * HS;
+    const T* base = qkv + static_cast<long>(b) * T_ * C3 + h * HS;
+    const long orow = (static_cast<long>(b) * T_ + t) * C + h * HS;
     float Dp = 0.0f;
     for (int d = lane; d < HS; d += 32) {
-        sq[warp][d] = base[t * C3 + d] * scale;
-        sdo[warp][d] = dout[orow + d];
-        Dp += dout[orow + d] * out[orow + d];
+        sq[warp][d] = ldf(base[t * C3 + d]) * scale;
+        sdo[warp][d] = ldf(dout[orow + d]);
+        Dp += ldf(dout[orow + d]) * ldf(out[orow + d]);
     }
     const float D = warp_sum(Dp);
     __syncwarp();
-    const float L = lse[(static_cast<long>(b) * NH + h) * T + t];
+    const float L = lse[(static_cast<long>(b) * NH + h) * T_ + t];
     float acc[DPL];
 #pragma unroll
     for (int r = 0; r < DPL; r++) acc[r] = 0.0f;
@@ -112,81 +114,81 @@ __global__ void attention_backward_dq_kernel(float* dqkv, const float* dout, con
         const int n = min(32, t - jb + 1);
         for (int jj = 0; jj < n; jj++) {
             const float dsj = __shfl_sync(kFullMask, ds, jj);
-            const float* k = base + (jb + jj) * C3 + C;
+            const T* k = base + (jb + jj) * C3 + C;
 #pragma unroll
             for (int r = 0; r < DPL; r++) {
                 const int d = lane + 32 * r;
-                if (d < HS) acc[r] += dsj * k[d];
+                if (d < HS) acc[r] += dsj * ldf(k[d]);
             }
         }
     }
-    float* dq = dqkv + (static_cast<long>(b) * T + t) * C3 + h * HS;
+    T* dq = dqkv + (static_cast<long>(b) * T_ + t) * C3 + h * HS;
 #pragma unroll
     for (int r = 0; r < DPL; r++) {
         const int d = lane + 32 * r;
-        if (d < HS) dq[d] = acc[r] * scale;
+        if (d < HS) dq[d] = cvt<T>(acc[r] * scale);
     }
 }
 
 // dk, dv: one warp per key row j, over query rows t >= j, 32 at a time (one per lane).
-template <int DPL>
-__global__ void attention_backward_dkv_kernel(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                              const float* lse, int B, int T, int C, int NH) {
+template <int DPL, typename T>
+__global__ void attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* qkv, const T* out,
+                                              const float* lse, int B, int T_, int C, int NH) {
     __shared__ float sk[kWarps][kMaxHs];
     __shared__ float sv[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long gw = blockIdx.x * static_cast<long>(kWarps) + warp;
-    if (gw >= static_cast<long>(B) * NH * T) return;
-    const int j = static_cast<int>(gw % T);
-    const int h = static_cast<int>((gw / T) % NH);
-    const int b = static_cast<int>(gw / (static_cast<long>(T) * NH));
+    if (gw >= static_cast<long>(B) * NH * T_) return;
+    const int j = static_cast<int>(gw % T_);
+    const int h = static_cast<int>((gw / T_) % NH);
+    const int b = static_cast<int>(gw / (static_cast<long>(T_) * NH));
     const int HS = C / NH;
     const long C3 = 3L * C;
     const float scale = 1.0f / sqrtf(static_cast<float>(HS));
-    const float* base = qkv + static_cast<long>(b) * T * C3 + h * HS;
-    const float* obase = out + static_cast<long>(b) * T * C + h * HS;
-    const float* dobase = dout + static_cast<long>(b) * T * C + h * HS;
-    const float* lrow = lse + (static_cast<long>(b) * NH + h) * T;
+    const T* base = qkv + static_cast<long>(b) * T_ * C3 + h * HS;
+    const T* obase = out + static_cast<long>(b) * T_ * C + h * HS;
+    const T* dobase = dout + static_cast<long>(b) * T_ * C + h * HS;
+    const float* lrow = lse + (static_cast<long>(b) * NH + h) * T_;
     for (int d = lane; d < HS; d += 32) {
-        sk[warp][d] = base[j * C3 + C + d];
-        sv[warp][d] = base[j * C3 + 2 * C + d];
+        sk[warp][d] = ldf(base[j * C3 + C + d]);
+        sv[warp][d] = ldf(base[j * C3 + 2 * C + d]);
     }
     __syncwarp();
     float dk[DPL], dv[DPL];
 #pragma unroll
     for (int r = 0; r < DPL; r++) dk[r] = dv[r] = 0.0f;
-    for (int tb = j; tb < T; tb += 32) {
+    for (int tb = j; tb < T_; tb += 32) {
         const int t = tb + lane;
         float p = 0.0f, ds = 0.0f;
-        if (t < T) {
-            const float* q = base + t * C3;
-            const float* go = dobase + static_cast<long>(t) * C;
+        if (t < T_) {
+            const T* q = base + t * C3;
+            const T* go = dobase + static_cast<long>(t) * C;
             p = expf(dot(sk[warp], q, HS) * scale - lrow[t]);
             ds = p * (dot(sv[warp], go, HS) - dot(go, obase + static_cast<long>(t) * C, HS));
         }
-        const int n = min(32, T - tb);
+        const int n = min(32, T_ - tb);
         for (int tt = 0; tt < n; tt++) {
             const float pt = __shfl_sync(kFullMask, p, tt);
             const float dst = __shfl_sync(kFullMask, ds, tt);
-            const float* q = base + (tb + tt) * C3;
-            const float* go = dobase + static_cast<long>(tb + tt) * C;
+            const T* q = base + (tb + tt) * C3;
+            const T* go = dobase + static_cast<long>(tb + tt) * C;
 #pragma unroll
             for (int r = 0; r < DPL; r++) {
                 const int d = lane + 32 * r;
                 if (d < HS) {
-                    dv[r] += pt * go[d];
-                    dk[r] += dst * q[d];
+                    dv[r] += pt * ldf(go[d]);
+                    dk[r] += dst * ldf(q[d]);
                 }
             }
         }
     }
-    float* dkp = dqkv + (static_cast<long>(b) * T + j) * C3 + C + h * HS;
+    T* dkp = dqkv + (static_cast<long>(b) * T_ + j) * C3 + C + h * HS;
 #pragma unroll
     for (int r = 0; r < DPL; r++) {
         const int d = lane + 32 * r;
         if (d < HS) {
-            dkp[d] = dk[r] * scale;
-            dkp[C + d] = dv[r];
+            dkp[d] = cvt<T>(dk[r] * scale);
+            dkp[C + d] = cvt<T>(dv[r]);
         }
     }
 }
@@ -201,15 +203,16 @@ int dims_per_lane(int C, int NH) {
     return HS <= 32 ? 1 : HS <= 64 ? 2 : 4;
 }
 
-template <int DPL>
-void forward_launch(float* out, float* lse, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH,
+template <int DPL, typename T>
+void forward_launch(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH,
                     cudaStream_t stream) {
-    attention_forward_kernel<DPL><<<grid_rows(static_cast<long>(B) * NH * Tq), kWarps * 32, 0, stream>>>(
+    attention_forward_kernel<DPL, T><<<grid_rows(static_cast<long>(B) * NH * Tq), kWarps * 32, 0, stream>>>(
         out, lse, qkv, B, t0, Tq, Tmax, C, NH);
     LLMT_CUDA_CHECK_LAUNCH("attention_forward_kernel");
 }
 
-void forward_any(float* out, float* lse, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH,
+template <typename T>
+void forward_any(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH,
                  cudaStream_t stream) {
     switch (dims_per_lane(C, NH)) {
         case 1: forward_launch<1>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, stream); break;
@@ -218,14 +221,24 @@ void forward_any(float* out, float* lse, const float* qkv, int B, int t0, int Tq
     }
 }
 
-template <int DPL>
-void backward_launch(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse, int B,
-                     int T, int C, int NH, cudaStream_t stream) {
-    const unsigned grid = grid_rows(static_cast<long>(B) * NH * T);
-    attention_backward_dq_kernel<DPL><<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T, C, NH);
+template <int DPL, typename T>
+void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C,
+                     int NH, cudaStream_t stream) {
+    const unsigned grid = grid_rows(static_cast<long>(B) * NH * T_);
+    attention_backward_dq_kernel<DPL, T><<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH);
     LLMT_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");
-    attention_backward_dkv_kernel<DPL><<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T, C, NH);
+    attention_backward_dkv_kernel<DPL, T><<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH);
     LLMT_CUDA_CHECK_LAUNCH("attention_backward_dkv_kernel");
+}
+
+template <typename T>
+void backward_any(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C, int NH,
+                  cudaStream_t stream) {
+    switch (dims_per_lane(C, NH)) {
+        case 1: backward_launch<1>(dqkv, dout, qkv, out, lse, B, T_, C, NH, stream); break;
+        case 2: backward_launch<2>(dqkv, dout, qkv, out, lse, B, T_, C, NH, stream); break;
+        default: backward_launch<4>(dqkv, dout, qkv, out, lse, B, T_, C, NH, stream); break;
+    }
 }
 
 }  // namespace
@@ -233,19 +246,22 @@ void backward_launch(float* dqkv, const float* dout, const float* qkv, const flo
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
     forward_any(out, lse, qkv, B, 0, T, T, C, NH, stream);
 }
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
+    forward_any(out, lse, qkv, B, 0, T, T, C, NH, stream);
+}
 
 void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH,
                               cudaStream_t stream) {
-    forward_any(out, nullptr, qkv, B, t0, Tq, Tmax, C, NH, stream);
+    forward_any(out, static_cast<float*>(nullptr), qkv, B, t0, Tq, Tmax, C, NH, stream);
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
                         int B, int T, int C, int NH, cudaStream_t stream) {
-    switch (dims_per_lane(C, NH)) {
-        case 1: backward_launch<1>(dqkv, dout, qkv, out, lse, B, T, C, NH, stream); break;
-        case 2: backward_launch<2>(dqkv, dout, qkv, out, lse, B, T, C, NH, stream); break;
-        default: backward_launch<4>(dqkv, dout, qkv, out, lse, B, T, C, NH, stream); break;
-    }
+    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, stream);
+}
+void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
+                        int T, int C, int NH, cudaStream_t stream) {
+    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, stream);
 }
 
 }  // namespace llmt::kernels::cuda

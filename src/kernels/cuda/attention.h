@@ -4,6 +4,7 @@
 // Legend: B batch, T time, C channels, NH heads, HS = C/NH <= 128. Scale 1/sqrt(HS). dqkv = (overwritten).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 namespace llmt::kernels::cuda {
@@ -16,5 +17,11 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 // KV-cache inference: out (B,Tq,C) for query rows t0..t0+Tq-1 of qkv (B,Tmax,3C). No backward.
 void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH,
                               cudaStream_t stream);
+// bf16 storage (fp32 arithmetic and lse): the simple fallback; ops.cpp prefers flash_attention.h's
+// tensor-core kernels when they are built.
+void attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int C, int NH,
+                       cudaStream_t stream);
+void attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
+                        const __nv_bfloat16* out, const float* lse, int B, int T, int C, int NH, cudaStream_t stream);
 
 }  // namespace llmt::kernels::cuda

@@ -1,4 +1,7 @@
-// Fused classifier on CUDA (cuda/classifier.h).
+// Fused classifier on CUDA (cuda/classifier.h), templated on the logits' storage type (fp32 or bf16);
+// the loss, the running max/sum and the gradient arithmetic are fp32.
+#include <type_traits>
+
 #include "kernels/cuda/classifier.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/runtime.h"
@@ -8,20 +11,10 @@ namespace {
 
 constexpr int kBlock = 512;
 
-// Online (max, sum of exp(x - max)) over the row's first V columns, combined across the block.
-__device__ void row_max_sum(const float* x, int V, float& m_out, float& s_out) {
+// Combines per-thread online (max, sum of exp(x - max)) pairs across the block; every thread gets the
+// result. Ends with a barrier.
+__device__ void block_max_sum(float m, float s, float& m_out, float& s_out) {
     __shared__ float sm[32], ss[32];
-    float m = -INFINITY, s = 0.0f;
-    for (int c = threadIdx.x; c < V; c += blockDim.x) {
-        const float v = x[c];
-        if (v > m) {
-            s = s * expf(m - v) + 1.0f;
-            m = v;
-        } else {
-            s += expf(v - m);
-        }
-    }
-    // Warp combine, then block combine.
     for (int o = 16; o > 0; o >>= 1) {
         const float m2 = __shfl_xor_sync(kFullMask, m, o), s2 = __shfl_xor_sync(kFullMask, s, o);
         const float mm = fmaxf(m, m2);
@@ -44,53 +37,163 @@ __device__ void row_max_sum(const float* x, int V, float& m_out, float& s_out) {
     s_out = S;
 }
 
-// mode 0: losses only; 1: losses and dlogits in place; 2: probs.
+// Online (max, sum of exp(x - max)) over the row's first V columns, combined across the block.
+template <typename T>
+__device__ void row_max_sum(const T* x, int V, float& m_out, float& s_out) {
+    float m = -INFINITY, s = 0.0f;
+    for (int c = threadIdx.x; c < V; c += blockDim.x) {
+        const float v = ldf(x[c]);
+        if (v > m) {
+            s = s * expf(m - v) + 1.0f;
+            m = v;
+        } else {
+            s += expf(v - m);
+        }
+    }
+    block_max_sum(m, s, m_out, s_out);
+}
+
+// bf16 rows with Vp % 8 == 0: 16-byte loads and stores (8 logits each), fast exp (__expf: ~2 ulp, far
+// below bf16's resolution). Same modes and results as classifier_kernel.
 template <int kMode>
-__global__ void classifier_kernel(float* losses, float* dst, const float* logits, const int32_t* targets,
-                                  float dloss_scale, int V, int Vp) {
+__global__ void classifier_bf16x8_kernel(float* losses, bf16* dst, const bf16* logits, const int32_t* targets,
+                                         float dloss_scale, int V, int Vp) {
     const long row = blockIdx.x;
-    const float* x = logits + row * Vp;
-    float* y = dst ? dst + row * Vp : nullptr;
+    const uint4* x = reinterpret_cast<const uint4*>(logits + row * Vp);
+    uint4* y = dst ? reinterpret_cast<uint4*>(dst + row * Vp) : nullptr;
+    const int nvec = Vp / 8;
     const int tgt = kMode == 2 ? 0 : targets[row];
     if (kMode != 2 && tgt < 0) {
         if (threadIdx.x == 0) losses[row] = 0.0f;
         if (kMode == 1)
-            for (int c = threadIdx.x; c < Vp; c += blockDim.x) y[c] = 0.0f;
+            for (int i = threadIdx.x; i < nvec; i += blockDim.x) y[i] = make_uint4(0, 0, 0, 0);
         return;
     }
-    const float xt = kMode == 2 ? 0.0f : x[tgt];  // read before any thread overwrites the row
+    const float xt = kMode == 2 ? 0.0f : ldf(logits[row * Vp + tgt]);  // read before any thread overwrites
+    float m = -INFINITY, s = 0.0f;
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+        const uint4 raw = x[i];
+        const bf16* e = reinterpret_cast<const bf16*>(&raw);
+        float v[8], mm = m;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            v[k] = i * 8 + k < V ? ldf(e[k]) : -INFINITY;
+            mm = fmaxf(mm, v[k]);
+        }
+        if (mm == -INFINITY) continue;  // only padding columns so far
+        s = m == -INFINITY ? 0.0f : s * __expf(m - mm);
+#pragma unroll
+        for (int k = 0; k < 8; k++) s += __expf(v[k] - mm);  // exp(-inf) = 0 for padding
+        m = mm;
+    }
+    float M, S;
+    block_max_sum(m, s, M, S);  // ends with a barrier: every thread has read its target logit already
+    if (kMode != 2 && threadIdx.x == 0) losses[row] = M + logf(S) - xt;
+    if (kMode == 0) return;
+    const float k = (kMode == 1 ? dloss_scale : 1.0f) / S;
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+        const uint4 raw = x[i];
+        const bf16* e = reinterpret_cast<const bf16*>(&raw);
+        uint4 out;
+        bf16* o = reinterpret_cast<bf16*>(&out);
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            const int c = i * 8 + q;
+            float g = c < V ? __expf(ldf(e[q]) - M) * k : 0.0f;
+            if (kMode == 1 && c == tgt) g -= dloss_scale;
+            o[q] = __float2bfloat16_rn(g);
+        }
+        y[i] = out;
+    }
+}
+
+// mode 0: losses only; 1: losses and dlogits in place; 2: probs.
+template <int kMode, typename T>
+__global__ void classifier_kernel(float* losses, T* dst, const T* logits, const int32_t* targets,
+                                  float dloss_scale, int V, int Vp) {
+    const long row = blockIdx.x;
+    const T* x = logits + row * Vp;
+    T* y = dst ? dst + row * Vp : nullptr;
+    const int tgt = kMode == 2 ? 0 : targets[row];
+    if (kMode != 2 && tgt < 0) {
+        if (threadIdx.x == 0) losses[row] = 0.0f;
+        if (kMode == 1)
+            for (int c = threadIdx.x; c < Vp; c += blockDim.x) y[c] = cvt<T>(0.0f);
+        return;
+    }
+    const float xt = kMode == 2 ? 0.0f : ldf(x[tgt]);  // read before any thread overwrites the row
     float m, s;
     row_max_sum(x, V, m, s);  // ends with a barrier: every thread has read x[tgt] already
     if (kMode != 2 && threadIdx.x == 0) losses[row] = m + logf(s) - xt;
     if (kMode == 0) return;
     const float k = (kMode == 1 ? dloss_scale : 1.0f) / s;
     for (int c = threadIdx.x; c < Vp; c += blockDim.x) {
-        float g = c < V ? expf(x[c] - m) * k : 0.0f;
+        float g = c < V ? expf(ldf(x[c]) - m) * k : 0.0f;
         if (kMode == 1 && c == tgt) g -= dloss_scale;
-        y[c] = g;
+        y[c] = cvt<T>(g);
     }
 }
 
-}  // namespace
+// The 16-byte-vector kernel for bf16 rows whose width is a multiple of 8 (rows then start 16-byte
+// aligned: arena views are 64-byte aligned).
+template <typename T>
+constexpr bool kVec8 = std::is_same_v<T, bf16>;
 
-void classifier_forward(float* losses, const float* logits, const int32_t* targets, int B, int T, int V, int Vp,
-                        cudaStream_t stream) {
-    classifier_kernel<0><<<static_cast<unsigned>(static_cast<long>(B) * T), kBlock, 0, stream>>>(
+template <typename T>
+void forward_t(float* losses, const T* logits, const int32_t* targets, int B, int T_, int V, int Vp,
+               cudaStream_t stream) {
+    if constexpr (kVec8<T>) {
+        if (Vp % 8 == 0) {
+            classifier_bf16x8_kernel<0><<<static_cast<unsigned>(static_cast<long>(B) * T_), kBlock, 0, stream>>>(
+                losses, nullptr, logits, targets, 0.0f, V, Vp);
+            LLMT_CUDA_CHECK_LAUNCH("classifier_bf16x8_kernel<forward>");
+            return;
+        }
+    }
+    classifier_kernel<0, T><<<static_cast<unsigned>(static_cast<long>(B) * T_), kBlock, 0, stream>>>(
         losses, nullptr, logits, targets, 0.0f, V, Vp);
     LLMT_CUDA_CHECK_LAUNCH("classifier_kernel<forward>");
 }
 
-void classifier_forward_backward(float* losses, float* logits, const int32_t* targets, float dloss_scale, int B,
-                                 int T, int V, int Vp, cudaStream_t stream) {
-    classifier_kernel<1><<<static_cast<unsigned>(static_cast<long>(B) * T), kBlock, 0, stream>>>(
+template <typename T>
+void forward_backward_t(float* losses, T* logits, const int32_t* targets, float dloss_scale, int B, int T_, int V,
+                        int Vp, cudaStream_t stream) {
+    if constexpr (kVec8<T>) {
+        if (Vp % 8 == 0) {
+            classifier_bf16x8_kernel<1><<<static_cast<unsigned>(static_cast<long>(B) * T_), kBlock, 0, stream>>>(
+                losses, logits, logits, targets, dloss_scale, V, Vp);
+            LLMT_CUDA_CHECK_LAUNCH("classifier_bf16x8_kernel<forward_backward>");
+            return;
+        }
+    }
+    classifier_kernel<1, T><<<static_cast<unsigned>(static_cast<long>(B) * T_), kBlock, 0, stream>>>(
         losses, logits, logits, targets, dloss_scale, V, Vp);
     LLMT_CUDA_CHECK_LAUNCH("classifier_kernel<forward_backward>");
 }
 
-void softmax_forward(float* probs, const float* logits, int B, int T, int V, int Vp, cudaStream_t stream) {
-    classifier_kernel<2><<<static_cast<unsigned>(static_cast<long>(B) * T), kBlock, 0, stream>>>(
+template <typename T>
+void softmax_t(T* probs, const T* logits, int B, int T_, int V, int Vp, cudaStream_t stream) {
+    classifier_kernel<2, T><<<static_cast<unsigned>(static_cast<long>(B) * T_), kBlock, 0, stream>>>(
         nullptr, probs, logits, nullptr, 0.0f, V, Vp);
     LLMT_CUDA_CHECK_LAUNCH("classifier_kernel<softmax>");
 }
+
+}  // namespace
+
+#define LLMT_CLASSIFIER_FOR(T)                                                                                  \
+    void classifier_forward(float* losses, const T* logits, const int32_t* targets, int B, int T_, int V, int Vp, \
+                            cudaStream_t stream) {                                                              \
+        forward_t(losses, logits, targets, B, T_, V, Vp, stream);                                               \
+    }                                                                                                           \
+    void classifier_forward_backward(float* losses, T* logits, const int32_t* targets, float dloss_scale, int B, \
+                                     int T_, int V, int Vp, cudaStream_t stream) {                              \
+        forward_backward_t(losses, logits, targets, dloss_scale, B, T_, V, Vp, stream);                         \
+    }                                                                                                           \
+    void softmax_forward(T* probs, const T* logits, int B, int T_, int V, int Vp, cudaStream_t stream) {        \
+        softmax_t(probs, logits, B, T_, V, Vp, stream);                                                         \
+    }
+LLMT_CLASSIFIER_FOR(float)
+LLMT_CLASSIFIER_FOR(bf16)
+#undef LLMT_CLASSIFIER_FOR
 
 }  // namespace llmt::kernels::cuda

@@ -3,6 +3,7 @@
 // once and no second logits-sized buffer exists. Legend: B batch, T time, V vocab, Vp padded vocab.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -17,5 +18,12 @@ void classifier_forward_backward(float* losses, float* logits, const int32_t* ta
                                  int T, int V, int Vp, cudaStream_t stream);
 // probs (B,T,Vp) = softmax over the first V columns, 0 in padding; may alias logits.
 void softmax_forward(float* probs, const float* logits, int B, int T, int V, int Vp, cudaStream_t stream);
+// bf16 logits (fp32 losses and arithmetic; dlogits rounded to bf16 in place).
+void classifier_forward(float* losses, const __nv_bfloat16* logits, const int32_t* targets, int B, int T, int V,
+                        int Vp, cudaStream_t stream);
+void classifier_forward_backward(float* losses, __nv_bfloat16* logits, const int32_t* targets, float dloss_scale,
+                                 int B, int T, int V, int Vp, cudaStream_t stream);
+void softmax_forward(__nv_bfloat16* probs, const __nv_bfloat16* logits, int B, int T, int V, int Vp,
+                     cudaStream_t stream);
 
 }  // namespace llmt::kernels::cuda

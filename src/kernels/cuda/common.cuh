@@ -1,6 +1,7 @@
 // Device helpers shared by the CUDA kernels (.cu only): warp/block reductions and launch sizing.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -8,6 +9,19 @@
 namespace llmt::kernels::cuda {
 
 constexpr unsigned kFullMask = 0xffffffffu;
+
+using bf16 = __nv_bfloat16;
+
+// Element loads/stores of the kernels templated on the storage type (float or bf16): arithmetic is
+// always fp32; a bf16 store rounds to nearest even.
+__device__ __forceinline__ float ldf(float x) { return x; }
+__device__ __forceinline__ float ldf(bf16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T cvt(float x);
+template <>
+__device__ __forceinline__ float cvt<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ bf16 cvt<bf16>(float x) { return __float2bfloat16_rn(x); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

@@ -1,5 +1,8 @@
 // LayerNorm on CUDA (cuda/layernorm.h): one warp per row, two-pass mean/variance in fp32 like the CPU
 // kernel; the backward is llm.c's formula with per-block shared-memory partials of dweight/dbias.
+// Templated on the storage type of activations and weights (fp32 or bf16); statistics stay fp32.
+#include <type_traits>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/runtime.h"
@@ -10,23 +13,24 @@ namespace {
 constexpr float kEps = 1e-5f;
 constexpr int kWarps = 8;
 
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp,
-                                         const float* weight, const float* bias, long rows, int C) {
+template <typename T>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
+                                         const T* bias, long rows, int C) {
     const int lane = threadIdx.x % 32;
     const long row = blockIdx.x * static_cast<long>(kWarps) + threadIdx.x / 32;
     if (row >= rows) return;
-    const float* x = inp + row * C;
+    const T* x = inp + row * C;
     float s = 0.0f;
-    for (int c = lane; c < C; c += 32) s += x[c];
+    for (int c = lane; c < C; c += 32) s += ldf(x[c]);
     const float m = warp_sum(s) / C;
     float v = 0.0f;
     for (int c = lane; c < C; c += 32) {
-        const float d = x[c] - m;
+        const float d = ldf(x[c]) - m;
         v += d * d;
     }
     const float r = 1.0f / sqrtf(warp_sum(v) / C + kEps);
-    float* o = out + row * C;
-    for (int c = lane; c < C; c += 32) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+    T* o = out + row * C;
+    for (int c = lane; c < C; c += 32) o[c] = cvt<T>((ldf(x[c]) - m) * r * ldf(weight[c]) + ldf(bias[c]));
     if (lane == 0) {
         mean[row] = m;
         rstd[row] = r;
@@ -34,9 +38,10 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
 }
 
 // Dynamic shared memory: dweight and dbias partials (2C floats).
-__global__ void layernorm_backward_kernel(float* dinp, float* dweight, float* dbias, const float* dout,
-                                          const float* inp, const float* weight, const float* mean,
-                                          const float* rstd, long rows, int C) {
+template <typename T>
+__global__ void layernorm_backward_kernel(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
+                                          const T* weight, const float* mean, const float* rstd, long rows,
+                                          int C) {
     extern __shared__ float sh[];
     float* sdw = sh;
     float* sdb = sh + C;
@@ -45,25 +50,26 @@ __global__ void layernorm_backward_kernel(float* dinp, float* dweight, float* db
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (long row = blockIdx.x * static_cast<long>(kWarps) + warp; row < rows;
          row += static_cast<long>(gridDim.x) * kWarps) {
-        const float* x = inp + row * C;
-        const float* g = dout + row * C;
+        const T* x = inp + row * C;
+        const T* g = dout + row * C;
         const float m = mean[row], r = rstd[row];
         float a = 0.0f, b = 0.0f;  // sum dnorm, sum dnorm * norm
         for (int c = lane; c < C; c += 32) {
-            const float n = (x[c] - m) * r;
-            const float dn = weight[c] * g[c];
+            const float n = (ldf(x[c]) - m) * r;
+            const float dn = ldf(weight[c]) * ldf(g[c]);
             a += dn;
             b += dn * n;
         }
         a = warp_sum(a) / C;
         b = warp_sum(b) / C;
-        float* di = dinp + row * C;
+        T* di = dinp + row * C;
         for (int c = lane; c < C; c += 32) {
-            const float n = (x[c] - m) * r;
-            const float dn = weight[c] * g[c];
-            atomicAdd(&sdb[c], g[c]);
-            atomicAdd(&sdw[c], n * g[c]);
-            di[c] += (dn - a - n * b) * r;
+            const float n = (ldf(x[c]) - m) * r;
+            const float gc = ldf(g[c]);
+            const float dn = ldf(weight[c]) * gc;
+            atomicAdd(&sdb[c], gc);
+            atomicAdd(&sdw[c], n * gc);
+            di[c] = cvt<T>(ldf(di[c]) + (dn - a - n * b) * r);
         }
     }
     __syncthreads();
@@ -73,23 +79,168 @@ __global__ void layernorm_backward_kernel(float* dinp, float* dweight, float* db
     }
 }
 
-}  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int B, int T, int C, cudaStream_t stream) {
-    const long rows = static_cast<long>(B) * T;
+// bf16, C = 256 * kVecs: lane l of a warp owns the 8-column groups l, l + 32, ... (kVecs of them), read
+// with 16-byte loads. Each warp keeps its dweight/dbias partials in registers across its rows, so the
+// block combines them once (shared atomics per warp and column) instead of once per row and element,
+// and writes its sums to a scratch row that a second kernel reduces (deterministic order, no global
+// atomics).
+template <int kVecs>
+__global__ void layernorm_backward_bf16x8_kernel(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
+                                                 const bf16* inp, const bf16* weight, const float* mean,
+                                                 const float* rstd, long rows, int C, float* partials) {
+    extern __shared__ float sh[];
+    float* sdw = sh;
+    float* sdb = sh + C;
+    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) sh[c] = 0.0f;
+    __syncthreads();
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    constexpr int kN = kVecs * 8;
+    float w[kN], dw[kN], db[kN];
+#pragma unroll
+    for (int v = 0; v < kVecs; v++) {
+        const uint4 raw = reinterpret_cast<const uint4*>(weight)[v * 32 + lane];
+        const bf16* e = reinterpret_cast<const bf16*>(&raw);
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            w[v * 8 + q] = ldf(e[q]);
+            dw[v * 8 + q] = 0.0f;
+            db[v * 8 + q] = 0.0f;
+        }
+    }
+    for (long row = blockIdx.x * static_cast<long>(kWarps) + warp; row < rows;
+         row += static_cast<long>(gridDim.x) * kWarps) {
+        const uint4* xr = reinterpret_cast<const uint4*>(inp + row * C);
+        const uint4* gr = reinterpret_cast<const uint4*>(dout + row * C);
+        uint4* dr = reinterpret_cast<uint4*>(dinp + row * C);
+        const float m = mean[row], r = rstd[row];
+        float n[kN], g[kN];
+        float a = 0.0f, b = 0.0f;  // sum dnorm, sum dnorm * norm
+#pragma unroll
+        for (int v = 0; v < kVecs; v++) {
+            const uint4 xv = xr[v * 32 + lane], gv = gr[v * 32 + lane];
+            const bf16* xe = reinterpret_cast<const bf16*>(&xv);
+            const bf16* ge = reinterpret_cast<const bf16*>(&gv);
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                const int i = v * 8 + q;
+                n[i] = (ldf(xe[q]) - m) * r;
+                g[i] = ldf(ge[q]);
+                const float dn = w[i] * g[i];
+                a += dn;
+                b += dn * n[i];
+            }
+        }
+        a = warp_sum(a) / C;
+        b = warp_sum(b) / C;
+#pragma unroll
+        for (int v = 0; v < kVecs; v++) {
+            uint4 dv = dr[v * 32 + lane];
+            bf16* de = reinterpret_cast<bf16*>(&dv);
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                const int i = v * 8 + q;
+                de[q] = __float2bfloat16_rn(ldf(de[q]) + (w[i] * g[i] - a - n[i] * b) * r);
+                dw[i] += n[i] * g[i];
+                db[i] += g[i];
+            }
+            dr[v * 32 + lane] = dv;
+        }
+    }
+#pragma unroll
+    for (int v = 0; v < kVecs; v++)
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            const int c = (v * 32 + lane) * 8 + q;
+            atomicAdd(&sdw[c], dw[v * 8 + q]);
+            atomicAdd(&sdb[c], db[v * 8 + q]);
+        }
+    __syncthreads();
+    // This block's partials (dweight then dbias) to its row of the scratch; reduce_partials_kernel sums
+    // the rows. (Global atomics from every block onto the same C addresses serialise in L2.)
+    float* part = partials + static_cast<long>(blockIdx.x) * 2 * C;
+    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) part[c] = sh[c];
+    (void)dweight;
+    (void)dbias;
+}
+
+// dweight[c] += sum over blocks of partials[b][c], dbias[c] += ... [b][C + c]: one thread per column.
+__global__ void reduce_partials_kernel(float* dweight, float* dbias, const float* partials, int nblocks, int C) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= 2 * C) return;
+    float s = 0.0f;
+    for (int b = 0; b < nblocks; b++) s += partials[static_cast<long>(b) * 2 * C + c];
+    if (c < C) dweight[c] += s;
+    else dbias[c - C] += s;
+}
+
+// Grow-only device scratch for the per-block partials (allocated on first use, then reused; calls are
+// serialised on the backend's stream).
+float* partials_scratch(size_t floats) {
+    static float* p = nullptr;
+    static size_t cap = 0;
+    if (floats > cap) {
+        if (p) LLMT_CUDA_CHECK(cudaFree(p));
+        LLMT_CUDA_CHECK(cudaMalloc(&p, floats * sizeof(float)));
+        cap = floats;
+    }
+    return p;
+}
+
+template <int kVecs>
+void backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
+                     const float* mean, const float* rstd, long rows, int C, cudaStream_t stream) {
+    const size_t smem = sizeof(float) * 2 * static_cast<size_t>(C);
+    if (smem > 48 * 1024)
+        LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_bf16x8_kernel<kVecs>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    long grid = (rows + kWarps - 1) / kWarps;
+    if (grid > 264) grid = 264;
+    float* partials = partials_scratch(static_cast<size_t>(grid) * 2 * C);
+    layernorm_backward_bf16x8_kernel<kVecs><<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
+        dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, partials);
+    LLMT_CUDA_CHECK_LAUNCH("layernorm_backward_bf16x8_kernel");
+    reduce_partials_kernel<<<static_cast<unsigned>((2 * C + 255) / 256), 256, 0, stream>>>(
+        dweight, dbias, partials, static_cast<int>(grid), C);
+    LLMT_CUDA_CHECK_LAUNCH("reduce_partials_kernel");
+}
+
+// The vectorised kernel for C in {256, 512, ..., 2048} (rows 16-byte aligned); false otherwise.
+bool try_backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                         const bf16* weight, const float* mean, const float* rstd, long rows, int C,
+                         cudaStream_t stream) {
+    if (C % 256 != 0) return false;
+    switch (C / 256) {
+        case 1: backward_bf16x8<1>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
+        case 2: backward_bf16x8<2>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
+        case 3: backward_bf16x8<3>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
+        case 4: backward_bf16x8<4>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
+        case 5: backward_bf16x8<5>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
+        case 6: backward_bf16x8<6>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
+        case 8: backward_bf16x8<8>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
+        default: return false;
+    }
+}
+
+template <typename T>
+void forward_t(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int B, int T_, int C,
+               cudaStream_t stream) {
+    const long rows = static_cast<long>(B) * T_;
     const unsigned grid = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
     layernorm_forward_kernel<<<grid, kWarps * 32, 0, stream>>>(out, mean, rstd, inp, weight, bias, rows, C);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                        const float* weight, const float* mean, const float* rstd, int B, int T, int C,
-                        cudaStream_t stream) {
-    const long rows = static_cast<long>(B) * T;
+template <typename T>
+void backward_t(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
+                const float* mean, const float* rstd, int B, int T_, int C, cudaStream_t stream) {
+    const long rows = static_cast<long>(B) * T_;
+    if constexpr (std::is_same_v<T, bf16>) {
+        if (try_backward_bf16x8(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream)) return;
+    }
     const size_t smem = sizeof(float) * 2 * static_cast<size_t>(C);
     if (smem > 48 * 1024)
-        LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem)));
     long grid = (rows + kWarps - 1) / kWarps;
     if (grid > 264) grid = 264;  // ~2 blocks per SM: enough rows per block to amortise the C atomics
@@ -97,5 +248,20 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
         dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
 }
+
+}  // namespace
+
+#define LLMT_LAYERNORM_FOR(T)                                                                                     \
+    void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int B, \
+                           int T_, int C, cudaStream_t stream) {                                                  \
+        forward_t(out, mean, rstd, inp, weight, bias, B, T_, C, stream);                                          \
+    }                                                                                                             \
+    void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,  \
+                            const float* mean, const float* rstd, int B, int T_, int C, cudaStream_t stream) {    \
+        backward_t(dinp, dweight, dbias, dout, inp, weight, mean, rstd, B, T_, C, stream);                        \
+    }
+LLMT_LAYERNORM_FOR(float)
+LLMT_LAYERNORM_FOR(bf16)
+#undef LLMT_LAYERNORM_FOR
 
 }  // namespace llmt::kernels::cuda

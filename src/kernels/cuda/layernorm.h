@@ -2,6 +2,7 @@
 // Legend: B batch, T time, C channels. dinp += (residual stream); dweight, dbias += (atomic adds).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 namespace llmt::kernels::cuda {
@@ -13,5 +14,12 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int B, int T, int C,
                         cudaStream_t stream);
+// bf16 activations and weights (fp32 statistics and arithmetic); dweight, dbias fp32.
+void layernorm_forward(__nv_bfloat16* out, float* mean, float* rstd, const __nv_bfloat16* inp,
+                       const __nv_bfloat16* weight, const __nv_bfloat16* bias, int B, int T, int C,
+                       cudaStream_t stream);
+void layernorm_backward(__nv_bfloat16* dinp, float* dweight, float* dbias, const __nv_bfloat16* dout,
+                        const __nv_bfloat16* inp, const __nv_bfloat16* weight, const float* mean, const float* rstd,
+                        int B, int T, int C, cudaStream_t stream);
 
 }  // namespace llmt::kernels::cuda

@@ -1,7 +1,12 @@
 // Linear layer on CUDA (cuda/matmul.h). cuBLASLt is column-major: a row-major (R, K) matrix is a
 // column-major (K, R) one, so each product below is written for the transposed outputs.
+// Descriptors, layouts and the heuristic's algorithm are built once per distinct problem (shape, types,
+// epilogue) and cached; only the bias/aux pointers are set per call. The workspace is allocated once.
 // dbias is a column-sum kernel (cuBLASLt's BGRADB epilogue overwrites instead of accumulating).
 #include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul.h"
@@ -10,68 +15,105 @@
 namespace llmt::kernels::cuda {
 namespace {
 
-// D (m, n; column-major, ldd) = alpha op(A) op(B) + beta D [+ bias (m) broadcast over columns].
-// op(A) is (m, k): A is stored (m, k) col-major when !ta, (k, m) when ta; likewise op(B) is (k, n).
-void lt_matmul(float* D, const float* A, const float* Bm, const float* bias, int m, int n, int k, bool ta, bool tb,
-               int lda, int ldb, int ldd, float beta, cudaStream_t stream) {
+enum class Epi { kNone, kBias, kGeluAuxBias, kDGelu };
+
+struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
-    cublasLtMatmulPreference_t pref = nullptr;
-    // Release the descriptors on every path, including a throwing check.
-    struct Cleanup {
-        cublasLtMatmulDesc_t& d;
-        cublasLtMatrixLayout_t &a, &b, &c;
-        cublasLtMatmulPreference_t& p;
-        ~Cleanup() {
-            if (p) cublasLtMatmulPreferenceDestroy(p);
-            if (c) cublasLtMatrixLayoutDestroy(c);
-            if (b) cublasLtMatrixLayoutDestroy(b);
-            if (a) cublasLtMatrixLayoutDestroy(a);
-            if (d) cublasLtMatmulDescDestroy(d);
-        }
-    } cleanup{desc, la, lb, ld, pref};
+    cublasLtMatmulAlgo_t algo{};
+};
+
+using PlanKey = std::tuple<int, int, int, bool, bool, int, int, int, int, int, int>;
+
+template <typename T>
+constexpr cudaDataType_t data_type();
+template <>
+constexpr cudaDataType_t data_type<float>() { return CUDA_R_32F; }
+template <>
+constexpr cudaDataType_t data_type<bf16>() { return CUDA_R_16BF; }
+
+// Plans live for the process (a few dozen distinct shapes per model); built under a mutex.
+const Plan& plan_for(int m, int n, int k, bool ta, bool tb, int lda, int ldb, int ldd, cudaDataType_t ab,
+                     cudaDataType_t cd, Epi epi) {
+    static std::mutex mu;
+    static std::map<PlanKey, Plan>* plans = new std::map<PlanKey, Plan>;
+    std::lock_guard<std::mutex> lock(mu);
+    const PlanKey key{m, n, k, ta, tb, lda, ldb, ldd, static_cast<int>(ab), static_cast<int>(cd), static_cast<int>(epi)};
+    auto it = plans->find(key);
+    if (it != plans->end()) return it->second;
 
     // LLMTRAIN_CUDA_TF32=1 trades fp32 exactness (~3e-4 relative) for the tensor cores' TF32 rate.
     static const bool tf32 = [] {
         const char* v = std::getenv("LLMTRAIN_CUDA_TF32");
         return v && v[0] == '1';
     }();
-    LLMT_CUBLAS_CHECK(
-        cublasLtMatmulDescCreate(&desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    Plan p;
+    const cublasComputeType_t compute =
+        ab == CUDA_R_32F && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;  // bf16: fp32 accumulation
+    LLMT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, compute, CUDA_R_32F));
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    LLMT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
-    LLMT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
-    if (bias) {
-        const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-        LLMT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    LLMT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)));
+    LLMT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)));
+    cublasLtEpilogue_t e = CUBLASLT_EPILOGUE_DEFAULT;
+    if (epi == Epi::kBias) e = CUBLASLT_EPILOGUE_BIAS;
+    if (epi == Epi::kGeluAuxBias) e = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    if (epi == Epi::kDGelu) e = CUBLASLT_EPILOGUE_DGELU;
+    LLMT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)));
+    if (epi == Epi::kGeluAuxBias || epi == Epi::kDGelu) {
+        const int64_t aux_ld = ldd;  // the aux matrix has D's shape and leading dimension
         LLMT_CUBLAS_CHECK(
-            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
     }
-    LLMT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, ta ? k : m, ta ? m : k, lda));
-    LLMT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, tb ? n : k, tb ? k : n, ldb));
-    LLMT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, m, n, ldd));
+    LLMT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.la, ab, ta ? k : m, ta ? m : k, lda));
+    LLMT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.lb, ab, tb ? n : k, tb ? k : n, ldb));
+    LLMT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.ld, cd, m, n, ldd));
+    cublasLtMatmulPreference_t pref = nullptr;
     LLMT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = cublaslt_workspace_size();
-    LLMT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                           sizeof(ws)));
     cublasLtMatmulHeuristicResult_t heur{};
     int found = 0;
-    LLMT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(cublaslt(), desc, la, lb, ld, ld, pref, 1, &heur, &found));
+    const cublasStatus_t st1 =
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    const cublasStatus_t st2 = st1 == CUBLAS_STATUS_SUCCESS
+                                   ? cublasLtMatmulAlgoGetHeuristic(cublaslt(), p.desc, p.la, p.lb, p.ld, p.ld, pref,
+                                                                    1, &heur, &found)
+                                   : st1;
+    cublasLtMatmulPreferenceDestroy(pref);
+    LLMT_CUBLAS_CHECK(st2);
     if (found == 0) LLMT_CUBLAS_CHECK(CUBLAS_STATUS_NOT_SUPPORTED);  // no algorithm for this shape/epilogue
+    p.algo = heur.algo;
+    return plans->emplace(key, p).first->second;
+}
+
+// D (m, n; column-major, ldd) = alpha op(A) op(B) + beta D [epilogue: + bias (m) broadcast over columns;
+// GELU with the pre-activation to aux; or times GELU'(aux)]. op(A) is (m, k): A is stored (m, k)
+// col-major when !ta, (k, m) when ta; likewise op(B) is (k, n).
+template <typename AB, typename CD>
+void lt_matmul(CD* D, const AB* A, const AB* Bm, const AB* bias, void* aux, Epi epi, int m, int n, int k, bool ta,
+               bool tb, int lda, int ldb, int ldd, float beta, cudaStream_t stream) {
+    if (epi == Epi::kNone && bias) epi = Epi::kBias;
+    const Plan& p = plan_for(m, n, k, ta, tb, lda, ldb, ldd, data_type<AB>(), data_type<CD>(), epi);
+    if (bias)
+        LLMT_CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    if (aux)
+        LLMT_CUBLAS_CHECK(
+            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
     const float alpha = 1.0f;
-    LLMT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), desc, &alpha, A, la, Bm, lb, &beta, D, ld, D, ld, &heur.algo,
-                                     cublaslt_workspace(), ws, stream));
+    LLMT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, A, p.la, Bm, p.lb, &beta, D, p.ld, D, p.ld, &p.algo,
+                                     cublaslt_workspace(), cublaslt_workspace_size(), stream));
 }
 
 // dbias (OC) += sum over rows of dout (rows, OC). Block: 32 columns x 8 row lanes; grid.y splits rows.
-__global__ void bias_grad_kernel(float* dbias, const float* dout, int rows, int OC, int rows_per_block) {
+template <typename T>
+__global__ void bias_grad_kernel(float* dbias, const T* dout, int rows, int OC, int rows_per_block) {
     __shared__ float part[8][33];
     const int col = blockIdx.x * 32 + threadIdx.x;
     const int r0 = blockIdx.y * rows_per_block;
     const int r1 = min(rows, r0 + rows_per_block);
     float s = 0.0f;
     if (col < OC)
-        for (int r = r0 + threadIdx.y; r < r1; r += 8) s += dout[static_cast<long>(r) * OC + col];
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) s += ldf(dout[static_cast<long>(r) * OC + col]);
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && col < OC) {
@@ -81,27 +123,95 @@ __global__ void bias_grad_kernel(float* dbias, const float* dout, int rows, int 
     }
 }
 
+// bf16 with OC % 8 == 0: each thread sums 8 adjacent columns from 16-byte loads (a warp reads 512
+// contiguous bytes of a row); 8 row lanes per block combine in shared memory.
+__global__ void bias_grad_bf16x8_kernel(float* dbias, const bf16* dout, int rows, int OC, int rows_per_block) {
+    __shared__ float part[8][32 * 8 + 1];
+    const int col8 = blockIdx.x * 32 + threadIdx.x;  // 8-column group
+    const int r0 = blockIdx.y * rows_per_block;
+    const int r1 = min(rows, r0 + rows_per_block);
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (col8 * 8 < OC)
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+            const uint4 raw = reinterpret_cast<const uint4*>(dout + static_cast<long>(r) * OC)[col8];
+            const bf16* e = reinterpret_cast<const bf16*>(&raw);
+#pragma unroll
+            for (int k = 0; k < 8; k++) s[k] += ldf(e[k]);
+        }
+#pragma unroll
+    for (int k = 0; k < 8; k++) part[threadIdx.y][threadIdx.x * 8 + k] = s[k];
+    __syncthreads();
+    // 256 threads, 256 columns of this block: one column each.
+    const int t = threadIdx.y * 32 + threadIdx.x;
+    const int col = blockIdx.x * 256 + t;
+    if (col < OC) {
+        float v = 0.0f;
+        for (int i = 0; i < 8; i++) v += part[i][t];
+        atomicAdd(&dbias[col], v);
+    }
+}
+
+template <typename T>
+void bias_grad(float* dbias, const T* dout, int BT, int OC, cudaStream_t stream) {
+    constexpr int kRowsPerBlock = 256;
+    if constexpr (sizeof(T) == 2) {
+        if (OC % 8 == 0) {
+            const dim3 grid(static_cast<unsigned>((OC + 255) / 256),
+                            static_cast<unsigned>((BT + kRowsPerBlock - 1) / kRowsPerBlock));
+            bias_grad_bf16x8_kernel<<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC, kRowsPerBlock);
+            LLMT_CUDA_CHECK_LAUNCH("bias_grad_bf16x8_kernel");
+            return;
+        }
+    }
+    const dim3 grid(static_cast<unsigned>((OC + 31) / 32), static_cast<unsigned>((BT + kRowsPerBlock - 1) / kRowsPerBlock));
+    bias_grad_kernel<<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC, kRowsPerBlock);
+    LLMT_CUDA_CHECK_LAUNCH("bias_grad_kernel");
+}
+
+template <typename T>
+void backward_t(T* dinp, const T* gelu_pre, float* dweight, float* dbias, const T* dout, const T* inp,
+                const T* weight, int BT, int C, int OC, cudaStream_t stream) {
+    // dinp^T (C, BT) = W (col-major (C, OC)) * dout^T (col-major (OC, BT)) [times GELU'(gelu_pre)].
+    if (dinp)
+        lt_matmul<T, T>(dinp, weight, dout, nullptr, const_cast<T*>(gelu_pre), gelu_pre ? Epi::kDGelu : Epi::kNone, C,
+                        BT, OC, false, false, C, OC, C, 0.0f, stream);
+    // dW^T (C, OC) += inp^T (col-major (C, BT)) * dout (col-major (OC, BT), transposed); fp32 accumulator.
+    // (null: skipped, for callers that computed the weight gradient separately).
+    if (dweight)
+        lt_matmul<T, float>(dweight, inp, dout, nullptr, nullptr, Epi::kNone, C, OC, BT, false, true, C, OC, C, 1.0f,
+                            stream);
+    if (dbias) bias_grad(dbias, dout, BT, OC, stream);
+}
+
 }  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
                     cudaStream_t stream) {
     // out^T (OC, BT) = W (col-major (C, OC), transposed) * inp^T (col-major (C, BT)).
-    lt_matmul(out, weight, inp, bias, OC, BT, C, true, false, C, C, OC, 0.0f, stream);
+    lt_matmul<float, float>(out, weight, inp, bias, nullptr, Epi::kNone, OC, BT, C, true, false, C, C, OC, 0.0f,
+                            stream);
+}
+
+void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int BT, int C, int OC,
+                    cudaStream_t stream) {
+    lt_matmul<bf16, bf16>(out, weight, inp, bias, nullptr, Epi::kNone, OC, BT, C, true, false, C, C, OC, 0.0f,
+                          stream);
+}
+
+void matmul_forward_gelu(bf16* out, bf16* pre_gelu, const bf16* inp, const bf16* weight, const bf16* bias, int BT,
+                         int C, int OC, cudaStream_t stream) {
+    lt_matmul<bf16, bf16>(out, weight, inp, bias, pre_gelu, Epi::kGeluAuxBias, OC, BT, C, true, false, C, C, OC,
+                          0.0f, stream);
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int BT, int C, int OC, cudaStream_t stream) {
-    // dinp^T (C, BT) = W (col-major (C, OC)) * dout^T (col-major (OC, BT)).
-    if (dinp) lt_matmul(dinp, weight, dout, nullptr, C, BT, OC, false, false, C, OC, C, 0.0f, stream);
-    // dW^T (C, OC) += inp^T (col-major (C, BT)) * dout (col-major (OC, BT), transposed).
-    lt_matmul(dweight, inp, dout, nullptr, C, OC, BT, false, true, C, OC, C, 1.0f, stream);
-    if (dbias) {
-        constexpr int kRowsPerBlock = 256;
-        const dim3 grid(static_cast<unsigned>((OC + 31) / 32),
-                        static_cast<unsigned>((BT + kRowsPerBlock - 1) / kRowsPerBlock));
-        bias_grad_kernel<<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC, kRowsPerBlock);
-        LLMT_CUDA_CHECK_LAUNCH("bias_grad_kernel");
-    }
+    backward_t<float>(dinp, nullptr, dweight, dbias, dout, inp, weight, BT, C, OC, stream);
+}
+
+void matmul_backward(bf16* dinp, const bf16* gelu_pre, float* dweight, float* dbias, const bf16* dout,
+                     const bf16* inp, const bf16* weight, int BT, int C, int OC, cudaStream_t stream) {
+    backward_t<bf16>(dinp, gelu_pre, dweight, dbias, dout, inp, weight, BT, C, OC, stream);
 }
 
 }  // namespace llmt::kernels::cuda

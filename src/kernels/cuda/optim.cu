@@ -10,8 +10,10 @@ namespace {
 
 constexpr int kBlock = 256;
 
-__global__ void adamw_kernel(float* params, float* m, float* v, const float* grads, long n, float decay, float b1,
-                             float b2, float step_size, float inv_sqrt_bc2, float eps, float gs) {
+// params_lp (may be null): the bf16 compute copy of params, refreshed in the same pass.
+__global__ void adamw_kernel(float* params, bf16* params_lp, float* m, float* v, const float* grads, long n,
+                             float decay, float b1, float b2, float step_size, float inv_sqrt_bc2, float eps,
+                             float gs) {
     for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
          i += static_cast<long>(gridDim.x) * blockDim.x) {
         const float g = grads[i] * gs;
@@ -19,7 +21,9 @@ __global__ void adamw_kernel(float* params, float* m, float* v, const float* gra
         const float vi = b2 * v[i] + (1.0f - b2) * g * g;
         m[i] = mi;
         v[i] = vi;
-        params[i] = params[i] * decay - step_size * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+        const float p = params[i] * decay - step_size * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+        params[i] = p;
+        if (params_lp) params_lp[i] = __float2bfloat16_rn(p);
     }
 }
 
@@ -37,8 +41,8 @@ __global__ void sum_squares_kernel(double* out, const float* x, long n) {
 
 }  // namespace
 
-void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWParams& hp,
-                  cudaStream_t stream) {
+void adamw_update(float* params, __nv_bfloat16* params_lp, float* m, float* v, const float* grads, size_t N,
+                  const AdamWParams& hp, cudaStream_t stream) {
     // Same host-side constants as cpu/adamw.cpp.
     const double bc1 = 1.0 - std::pow(static_cast<double>(hp.beta1), static_cast<double>(hp.step));
     const double bc2 = 1.0 - std::pow(static_cast<double>(hp.beta2), static_cast<double>(hp.step));
@@ -46,7 +50,7 @@ void adamw_update(float* params, float* m, float* v, const float* grads, size_t 
     const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
     const float decay = 1.0f - hp.lr * hp.weight_decay;
     const long n = static_cast<long>(N);
-    adamw_kernel<<<grid_for(n, kBlock), kBlock, 0, stream>>>(params, m, v, grads, n, decay, hp.beta1, hp.beta2,
+    adamw_kernel<<<grid_for(n, kBlock), kBlock, 0, stream>>>(params, params_lp, m, v, grads, n, decay, hp.beta1, hp.beta2,
                                                              step_size, inv_sqrt_bc2, hp.eps, hp.grad_scale);
     LLMT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }

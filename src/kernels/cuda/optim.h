@@ -3,6 +3,7 @@
 // Legend: N elements.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -11,9 +12,10 @@
 
 namespace llmt::kernels::cuda {
 
-// params, m, v (N) updated in place; grads (N) read (times hp.grad_scale).
-void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWParams& hp,
-                  cudaStream_t stream);
+// params, m, v (N) updated in place; grads (N) read (times hp.grad_scale). params_lp (N, may be null):
+// the bf16 compute copy of the parameters, rewritten from the updated fp32 values in the same pass.
+void adamw_update(float* params, __nv_bfloat16* params_lp, float* m, float* v, const float* grads, size_t N,
+                  const AdamWParams& hp, cudaStream_t stream);
 // sum_i x[i]^2 in fp64; synchronises the stream to return the value.
 double sum_squares(const float* x, size_t N, cudaStream_t stream);
 

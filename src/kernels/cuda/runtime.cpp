@@ -117,4 +117,6 @@ void zero_async(void* p, size_t bytes) {
 
 void synchronize() { LLMT_CUDA_CHECK(cudaStreamSynchronize(stream())); }
 
+void memory_info(size_t* free_bytes, size_t* total_bytes) { LLMT_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes)); }
+
 }  // namespace llmt::kernels::cuda

@@ -52,5 +52,7 @@ void copy(void* dst, const void* src, size_t bytes);
 void zero_async(void* p, size_t bytes);
 // Blocks until the stream's work is done (DeviceError on an asynchronous fault).
 void synchronize();
+// Free and total bytes of the current device's memory.
+void memory_info(size_t* free_bytes, size_t* total_bytes);
 
 }  // namespace llmt::kernels::cuda

@@ -1,0 +1,297 @@
+// The bf16 (mixed-precision) CUDA ops of kernels/ops.h against the fp32 CPU ops, on fresh random inputs
+// (seed printed; replay with LLMT_TEST_SEED). Inputs are rounded to bf16 first and the CPU op runs on the
+// same rounded values, so the comparison measures the kernels' own rounding: bf16 outputs (8 significant
+// bits), fp32 accumulation. Outputs are NaN-poisoned first. Label `gpu`: skipped, saying so, without a GPU.
+// Each comparison prints "[bf16-vs-cpu] <op/output> max rel err" = max |gpu - cpu| / max |cpu|.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/bf16.h"
+#include "kernels/ops.h"
+#include "kernels/test_util.h"
+
+namespace llmt::kernels {
+namespace {
+
+using test::randint;
+using test::randn;
+using test::rel_err;
+
+// Tolerances (relative to the reference's max |value|). A bf16 store rounds to 8 significant bits:
+// 2^-9 = 2e-3 relative per element. Ops whose inputs are identical on both sides and which round once
+// at the output (encoder, gelu, residual, layernorm forward, matmul with fp32 accumulation) stay within
+// ~4e-3 => kTolOut 1e-2 (the "about 1e-2 relative for bf16 matmuls"). Backward ops that also
+// round an intermediate to bf16 (dinp += into a bf16 buffer, dlogits, the DGELU epilogue's product) or
+// that accumulate bf16-rounded gradients over many rows (dweight, dbias over BT rows) => kTolGrad 2e-2.
+// Attention's tensor-core kernel rounds the probabilities to bf16 before P @ V => 2e-2 too.
+// An fp32 path would pass these by far; a wrong index or a missing term fails them by orders of magnitude.
+constexpr double kTolOut = 1e-2;
+constexpr double kTolGrad = 2e-2;
+// Stays fp32 end to end (losses from identical bf16 logits; AdamW's fp32 master update).
+constexpr double kTolF32 = 1e-5;
+
+uint32_t base_seed() {
+    static const uint32_t s = [] {
+        const char* e = std::getenv("LLMT_TEST_SEED");
+        const uint32_t v = e ? static_cast<uint32_t>(std::strtoul(e, nullptr, 10)) : std::random_device{}();
+        std::printf("[bf16-vs-cpu] seed %u (replay with LLMT_TEST_SEED=%u)\n", v, v);
+        return v;
+    }();
+    return s;
+}
+uint32_t seed(uint32_t k) { return base_seed() * 7919u + k; }
+
+// Rounds every element to the nearest bf16 value (in place) and returns the vector.
+std::vector<float> rounded(std::vector<float> v) {
+    for (auto& x : v) x = float_from_bf16(bf16_from_float(x));
+    return v;
+}
+
+// One device tensor (f32, bf16 or i32) in its own Arena on the GPU, with float upload/download.
+class Dev {
+public:
+    Dev(std::vector<int64_t> shape, DType dt) : dt_(dt) {
+        arena_.add("t", std::move(shape), dt);
+        arena_.allocate(false, Device::kCuda);
+    }
+    Tensor t() const { return arena_.view(0); }
+    void upload(const std::vector<float>& v) {
+        const Tensor d = t();
+        EXPECT_EQ(static_cast<int64_t>(v.size()), d.numel());
+        if (dt_ == DType::kBF16) {
+            std::vector<uint16_t> b(v.size());
+            for (size_t i = 0; i < v.size(); i++) b[i] = bf16_from_float(v[i]);
+            copy(d, Tensor(b.data(), {d.numel()}, DType::kBF16));
+        } else {
+            copy(d, Tensor(const_cast<float*>(v.data()), {d.numel()}));
+        }
+    }
+    void upload_ids(const std::vector<int32_t>& v) { copy(t(), Tensor(const_cast<int32_t*>(v.data()), {t().numel()}, DType::kI32)); }
+    std::vector<float> download() const {
+        const Tensor d = t();
+        std::vector<float> v(static_cast<size_t>(d.numel()));
+        if (dt_ == DType::kBF16) {
+            std::vector<uint16_t> b(v.size());
+            copy(Tensor(b.data(), {d.numel()}, DType::kBF16), d);
+            for (size_t i = 0; i < v.size(); i++) v[i] = float_from_bf16(b[i]);
+        } else {
+            copy(Tensor(v.data(), {d.numel()}), d);
+        }
+        return v;
+    }
+    void poison() { upload(std::vector<float>(static_cast<size_t>(t().numel()), std::numeric_limits<float>::quiet_NaN())); }
+
+private:
+    DType dt_;
+    Arena arena_;
+};
+
+Dev bf(const std::vector<float>& v, std::vector<int64_t> shape) {
+    Dev d(std::move(shape), DType::kBF16);
+    d.upload(v);
+    return d;
+}
+Dev f32(const std::vector<float>& v, std::vector<int64_t> shape) {
+    Dev d(std::move(shape), DType::kF32);
+    d.upload(v);
+    return d;
+}
+Tensor H(std::vector<float>& v, std::initializer_list<int64_t> shape) { return Tensor(v.data(), shape); }
+
+void expect_close(const char* what, const std::vector<float>& gpu, const std::vector<float>& cpu, double tol) {
+    const double e = rel_err(gpu, cpu);
+    bool finite = true;
+    for (float x : gpu) finite = finite && std::isfinite(x);
+    std::printf("[bf16-vs-cpu] %-44s max rel err %.3e (tol %.0e)\n", what, e, tol);
+    EXPECT_TRUE(finite) << what << ": non-finite value (an element left unwritten?)";
+    EXPECT_LE(e, tol) << what;
+}
+
+class CudaBf16Ops : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (device_count(Device::kCuda) == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA): skipped";
+    }
+};
+
+TEST_F(CudaBf16Ops, ConvertRoundTripAndCpuRefusal) {
+    auto x = randn(1000, seed(1), 3.0f);
+    Dev a = f32(x, {1000}), b({1000}, DType::kBF16), c({1000}, DType::kF32);
+    convert(b.t(), a.t());
+    convert(c.t(), b.t());
+    EXPECT_EQ(c.download(), rounded(x));  // the device rounds to nearest even exactly like the host helper
+    std::vector<uint16_t> h(4);
+    std::vector<float> o(4);
+    EXPECT_THROW(gelu_forward(Tensor(h.data(), {4}, DType::kBF16), Tensor(h.data(), {4}, DType::kBF16)), InputError);
+    (void)o;
+}
+
+TEST_F(CudaBf16Ops, EncoderLayerNormElementwise) {
+    const int B = 3, T = 37, C = 96, V = 101, maxT = 64;
+    auto ids = randint(B * T, V, seed(2));
+    auto wte = rounded(randn(V * C, seed(3))), wpe = rounded(randn(maxT * C, seed(4)));
+    std::vector<float> out(B * T * C);
+    encoder_forward(H(out, {B, T, C}), Tensor(ids.data(), {B, T}, DType::kI32), H(wte, {V, C}), H(wpe, {maxT, C}));
+    Dev did({B, T}, DType::kI32), dwte = bf(wte, {V, C}), dwpe = bf(wpe, {maxT, C}), dout({B, T, C}, DType::kBF16);
+    did.upload_ids(ids);
+    dout.poison();
+    encoder_forward(dout.t(), did.t(), dwte.t(), dwpe.t());
+    expect_close("encoder_forward out", dout.download(), out, kTolOut);
+    auto g = rounded(randn(B * T * C, seed(5)));
+    auto gwte = randn(V * C, seed(6)), gwpe = randn(maxT * C, seed(7));
+    Dev dg = bf(g, {B, T, C}), dgwte = f32(gwte, {V, C}), dgwpe = f32(gwpe, {maxT, C});
+    encoder_backward(H(gwte, {V, C}), H(gwpe, {maxT, C}), H(g, {B, T, C}), Tensor(ids.data(), {B, T}, DType::kI32));
+    encoder_backward(dgwte.t(), dgwpe.t(), dg.t(), did.t());
+    expect_close("encoder_backward dwte (f32 +=)", dgwte.download(), gwte, kTolF32);
+    expect_close("encoder_backward dwpe (f32 +=)", dgwpe.download(), gwpe, kTolF32);
+
+    // LayerNorm: fp32 statistics from bf16 inputs.
+    auto x = rounded(randn(B * T * C, seed(10), 2.0f)), w = rounded(randn(C, seed(11))), b = rounded(randn(C, seed(12)));
+    std::vector<float> lo(B * T * C), mean(B * T), rstd(B * T);
+    layernorm_forward(H(lo, {B, T, C}), H(mean, {B, T}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), H(b, {C}));
+    Dev dx = bf(x, {B, T, C}), dw = bf(w, {C}), db = bf(b, {C}), dlo({B, T, C}, DType::kBF16), dm({B, T}, DType::kF32),
+        dr({B, T}, DType::kF32);
+    dlo.poison();
+    layernorm_forward(dlo.t(), dm.t(), dr.t(), dx.t(), dw.t(), db.t());
+    expect_close("layernorm_forward out", dlo.download(), lo, kTolOut);
+    expect_close("layernorm_forward rstd (f32)", dr.download(), rstd, 1e-4);
+    auto gl = rounded(randn(B * T * C, seed(13))), gi = rounded(randn(B * T * C, seed(14)));
+    auto gw = randn(C, seed(15)), gb = randn(C, seed(16));
+    Dev dgl = bf(gl, {B, T, C}), dgi = bf(gi, {B, T, C}), dgw = f32(gw, {C}), dgb = f32(gb, {C});
+    layernorm_backward(H(gi, {B, T, C}), H(gw, {C}), H(gb, {C}), H(gl, {B, T, C}), H(x, {B, T, C}), H(w, {C}),
+                       H(mean, {B, T}), H(rstd, {B, T}));
+    layernorm_backward(dgi.t(), dgw.t(), dgb.t(), dgl.t(), dx.t(), dw.t(), dm.t(), dr.t());
+    expect_close("layernorm_backward dinp (bf16 +=)", dgi.download(), gi, kTolGrad);
+    expect_close("layernorm_backward dweight (f32 +=)", dgw.download(), gw, kTolGrad);
+    expect_close("layernorm_backward dbias (f32 +=)", dgb.download(), gb, kTolGrad);
+
+    // GELU, residual.
+    const int N = 5000;
+    auto u = rounded(randn(N, seed(20), 2.0f)), v = rounded(randn(N, seed(21))), gu = rounded(randn(N, seed(22)));
+    std::vector<float> ge(N), gd(N), rs(N);
+    gelu_forward(H(ge, {N}), H(u, {N}));
+    gelu_backward(H(gd, {N}), H(u, {N}), H(gu, {N}));
+    residual_forward(H(rs, {N}), H(u, {N}), H(v, {N}));
+    Dev du = bf(u, {N}), dv = bf(v, {N}), dgu = bf(gu, {N}), o1({N}, DType::kBF16), o2({N}, DType::kBF16),
+        o3({N}, DType::kBF16);
+    o1.poison();
+    o2.poison();
+    o3.poison();
+    gelu_forward(o1.t(), du.t());
+    gelu_backward(o2.t(), du.t(), dgu.t());
+    residual_forward(o3.t(), du.t(), dv.t());
+    expect_close("gelu_forward", o1.download(), ge, kTolOut);
+    expect_close("gelu_backward", o2.download(), gd, kTolOut);
+    expect_close("residual_forward", o3.download(), rs, kTolOut);
+}
+
+TEST_F(CudaBf16Ops, MatmulAndGeluEpilogues) {
+    const int BT = 96, C = 64, OC = 256;  // multiples of 8: cuBLASLt's bf16 epilogue alignment
+    auto x = rounded(randn(BT * C, seed(30))), w = rounded(randn(OC * C, seed(31), 0.1f)), b = rounded(randn(OC, seed(32)));
+    std::vector<float> out(BT * OC), pre(BT * OC), gel(BT * OC);
+    matmul_forward(H(out, {BT, OC}), H(x, {BT, C}), H(w, {OC, C}), H(b, {OC}));
+    matmul_forward_gelu(H(gel, {BT, OC}), H(pre, {BT, OC}), H(x, {BT, C}), H(w, {OC, C}), H(b, {OC}));
+    Dev dx = bf(x, {BT, C}), dw = bf(w, {OC, C}), db = bf(b, {OC}), dout({BT, OC}, DType::kBF16),
+        dpre({BT, OC}, DType::kBF16), dgel({BT, OC}, DType::kBF16);
+    dout.poison();
+    dpre.poison();
+    dgel.poison();
+    matmul_forward(dout.t(), dx.t(), dw.t(), db.t());
+    matmul_forward_gelu(dgel.t(), dpre.t(), dx.t(), dw.t(), db.t());
+    expect_close("matmul_forward out (bias epilogue)", dout.download(), out, kTolOut);
+    expect_close("matmul_forward_gelu pre_gelu (aux)", dpre.download(), pre, kTolOut);
+    expect_close("matmul_forward_gelu out (GELU epilogue)", dgel.download(), gel, kTolOut);
+
+    // Backward: out = x @ w^T + b as above; the next layer's gradient g (BT, OC).
+    auto g = rounded(randn(BT * OC, seed(33))), gw = randn(OC * C, seed(34)), gb = randn(OC, seed(35));
+    std::vector<float> gi(BT * C);
+    Dev dg = bf(g, {BT, OC}), dgi({BT, C}, DType::kBF16), dgw = f32(gw, {OC, C}), dgb = f32(gb, {OC});
+    dgi.poison();
+    matmul_backward(H(gi, {BT, C}), H(gw, {OC, C}), H(gb, {OC}), H(g, {BT, OC}), H(x, {BT, C}), H(w, {OC, C}));
+    matmul_backward(dgi.t(), dgw.t(), dgb.t(), dg.t(), dx.t(), dw.t());
+    expect_close("matmul_backward dinp", dgi.download(), gi, kTolOut);
+    expect_close("matmul_backward dweight (f32 +=)", dgw.download(), gw, kTolOut);
+    expect_close("matmul_backward dbias (f32 +=)", dgb.download(), gb, kTolOut);
+
+    // Through a GELU: the layer above reads GELU(p) with p (BT, C) its pre-activation.
+    auto pg = rounded(randn(BT * C, seed(36), 1.5f));
+    std::vector<float> xg(BT * C), gi2(BT * C), gw2 = randn(OC * C, seed(37)), gb2 = randn(OC, seed(38));
+    gelu_forward(H(xg, {BT, C}), H(pg, {BT, C}));
+    xg = rounded(xg);
+    // Device copies first: the CPU call below accumulates into gw2 and gb2.
+    Dev dpg = bf(pg, {BT, C}), dxg = bf(xg, {BT, C}), dgi2({BT, C}, DType::kBF16), dgw2 = f32(gw2, {OC, C}),
+        dgb2 = f32(gb2, {OC});
+    matmul_backward_gelu(H(gi2, {BT, C}), H(pg, {BT, C}), H(gw2, {OC, C}), H(gb2, {OC}), H(g, {BT, OC}),
+                         H(xg, {BT, C}), H(w, {OC, C}));
+    dgi2.poison();
+    matmul_backward_gelu(dgi2.t(), dpg.t(), dgw2.t(), dgb2.t(), dg.t(), dxg.t(), dw.t());
+    expect_close("matmul_backward_gelu dinp (DGELU epilogue)", dgi2.download(), gi2, kTolGrad);
+    expect_close("matmul_backward_gelu dweight (f32 +=)", dgw2.download(), gw2, kTolOut);
+    expect_close("matmul_backward_gelu dbias (f32 +=)", dgb2.download(), gb2, kTolOut);
+}
+
+TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
+    const int B = 2, T = 100, NH = 4, HS = 64, C = NH * HS;
+    auto qkv = rounded(randn(B * T * 3 * C, seed(40)));
+    std::vector<float> out(B * T * C), lse(B * NH * T);
+    attention_forward(H(out, {B, T, C}), H(lse, {B, NH, T}), H(qkv, {B, T, 3 * C}), NH);
+    Dev dqkv = bf(qkv, {B, T, 3 * C}), dout({B, T, C}, DType::kBF16), dlse({B, NH, T}, DType::kF32);
+    dout.poison();
+    dlse.poison();
+    attention_forward(dout.t(), dlse.t(), dqkv.t(), NH);
+    expect_close("attention_forward out", dout.download(), out, kTolGrad);
+    expect_close("attention_forward lse (f32)", dlse.download(), lse, kTolOut);
+    auto go = rounded(randn(B * T * C, seed(41)));
+    std::vector<float> gq(B * T * 3 * C);
+    // The CPU backward runs on the GPU's (bf16-rounded) forward output, as training does.
+    auto gout = dout.download();
+    auto glse = dlse.download();
+    attention_backward(H(gq, {B, T, 3 * C}), H(go, {B, T, C}), H(qkv, {B, T, 3 * C}), H(gout, {B, T, C}),
+                       H(glse, {B, NH, T}), NH);
+    Dev dgo = bf(go, {B, T, C}), dgq({B, T, 3 * C}, DType::kBF16);
+    dgq.poison();
+    attention_backward(dgq.t(), dgo.t(), dqkv.t(), dout.t(), dlse.t(), NH);
+    expect_close("attention_backward dqkv", dgq.download(), gq, kTolGrad);
+
+    // Classifier over bf16 logits: fp32 losses, bf16 dlogits in place; padding columns and an ignored row.
+    const int V = 1000, Vp = 1024, R = 6;
+    auto logits = rounded(randn(R * Vp, seed(42), 3.0f));
+    auto tg = randint(R, V, seed(43));
+    tg[2] = -1;
+    std::vector<float> losses(R), dl = logits;
+    classifier_forward_backward(H(losses, {1, R}), H(dl, {1, R, Vp}), Tensor(tg.data(), {1, R}, DType::kI32), 0.5f, V);
+    Dev dlog = bf(logits, {1, R, Vp}), dlos({1, R}, DType::kF32), dtg({1, R}, DType::kI32);
+    dtg.upload_ids(tg);
+    dlos.poison();
+    classifier_forward_backward(dlos.t(), dlog.t(), dtg.t(), 0.5f, V);
+    expect_close("classifier losses (f32)", dlos.download(), losses, kTolF32);
+    expect_close("classifier dlogits (in place)", dlog.download(), dl, kTolOut);
+
+    // AdamW on fp32 master weights, writing the bf16 copy in the same pass.
+    const int N = 3000;
+    auto p = randn(N, seed(50)), m = randn(N, seed(51), 0.01f), v = randn(N, seed(52), 0.01f), gr = randn(N, seed(53));
+    for (auto& e : v) e = std::fabs(e);
+    AdamWParams hp;
+    hp.lr = 1e-3f;
+    hp.weight_decay = 0.1f;
+    hp.grad_scale = 0.7f;
+    hp.step = 3;
+    Dev dp = f32(p, {N}), dm = f32(m, {N}), dv = f32(v, {N}), dgr = f32(gr, {N}), dlp({N}, DType::kBF16);
+    dlp.poison();
+    adamw_update(H(p, {N}), H(m, {N}), H(v, {N}), H(gr, {N}), hp);
+    adamw_update(dp.t(), dm.t(), dv.t(), dgr.t(), hp, dlp.t());
+    expect_close("adamw params (f32 master)", dp.download(), p, kTolF32);
+    expect_close("adamw exp_avg_sq", dv.download(), v, kTolF32);
+    EXPECT_EQ(dlp.download(), rounded(dp.download())) << "the bf16 copy is the rounded master weights";
+}
+
+}  // namespace
+}  // namespace llmt::kernels
