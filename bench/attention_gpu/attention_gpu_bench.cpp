@@ -100,11 +100,15 @@ int main(int argc, char** argv) {
         });
         const double fwd_flop = 4.0 * B * NH * static_cast<double>(T) * T * hs / 2.0, bwd_flop = 2.5 * fwd_flop;
         const double fwd_tf = fwd_flop / (fwd * 1e-3) / 1e12, bwd_tf = bwd_flop / (bwd * 1e-3) / 1e12;
+        // Tile-shape variant under test (flash_attention.cu reads these; unset = the default shapes).
+        const char* fv = std::getenv("LLMT_FLASH_FWD_VARIANT");
+        const char* bv = std::getenv("LLMT_FLASH_BWD_VARIANT");
+        const std::string variant = std::string("f") + (fv ? fv : "d") + "b" + (bv ? bv : "d");
         cudaDeviceProp prop{};
         LLMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-        std::printf("ours (llmt flash_attention bf16) on %s: B=%d T=%d NH=%d hs=%d  fwd %.3f ms %.1f TFLOP/s  "
-                    "bwd %.3f ms %.1f TFLOP/s\n",
-                    prop.name, B, T, NH, hs, fwd, fwd_tf, bwd, bwd_tf);
+        std::printf("ours (llmt flash_attention bf16, variant %s) on %s: B=%d T=%d NH=%d hs=%d  fwd %.3f ms "
+                    "%.1f TFLOP/s  bwd %.3f ms %.1f TFLOP/s\n",
+                    variant.c_str(), prop.name, B, T, NH, hs, fwd, fwd_tf, bwd, bwd_tf);
         if (!json.empty()) {
             FILE* f = std::fopen(json.c_str(), "w");
             if (!f) {
@@ -112,9 +116,9 @@ int main(int argc, char** argv) {
                 return 1;
             }
             std::fprintf(f,
-                         "{\"device\": \"%s\", \"B\": %d, \"T\": %d, \"NH\": %d, \"hs\": %d, \"fwd_ms\": %.5f, "
+                         "{\"variant\": \"%s\", \"device\": \"%s\", \"B\": %d, \"T\": %d, \"NH\": %d, \"hs\": %d, \"fwd_ms\": %.5f, "
                          "\"bwd_ms\": %.5f, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f}\n",
-                         prop.name, B, T, NH, hs, fwd, bwd, fwd_tf, bwd_tf);
+                         variant.c_str(), prop.name, B, T, NH, hs, fwd, bwd, fwd_tf, bwd_tf);
             std::fclose(f);
         }
         cudaFree(qkv);

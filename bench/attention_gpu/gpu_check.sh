@@ -1,23 +1,37 @@
 #!/usr/bin/env bash
 # On the GPU machine, in one call: unpack build/attn-carry.tgz (tools/gpu/pack.sh of flash_attention_test and
-# attention_gpu_bench), run the flash attention test, compute-sanitizer memcheck + racecheck on small
-# shapes, then the benchmark beside PyTorch SDPA at GPT-2 124M shapes. Logs go to $OUT.
+# attention_gpu_bench), run the flash attention test for every tile-shape variant, compute-sanitizer
+# memcheck + racecheck on small shapes, then the benchmark beside PyTorch SDPA. Logs go to $OUT.
+# Env: VARIANTS (default "d 1 2 3"), SHAPES ("B T NH hs;..."), SANITIZE=0 to skip the sanitizers.
 set -uo pipefail
 out=${OUT:-/tmp/out}
-mkdir -p /tmp/g "$out"
+mkdir -p /tmp/g /tmp/fa_json "$out"
 tar xzf build/attn-carry.tgz -C /tmp/g
 lt=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets /opt /usr/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=/tmp/g/lib:$(dirname "${lt:-/usr/local/cuda/lib64/x}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,power.draw --format=csv,noheader
-/tmp/g/bin/flash_attention_test 2>&1 | tee "$out/fa_test.log" | grep -E 'flash-attn|FAILED|PASSED|SKIPPED|Failure|error|Expected|Which is'
+variants=${VARIANTS:-d 1 2 3}
+for v in $variants; do
+  if [ "$v" = d ]; then env=(); else env=(LLMT_FLASH_FWD_VARIANT=$v LLMT_FLASH_BWD_VARIANT=$v); fi
+  echo "== test, variant $v"
+  env "${env[@]}" /tmp/g/bin/flash_attention_test 2>&1 | tee -a "$out/fa_test.log" |
+    grep -E 'FAILED|PASSED|Failure|Expected|Which is|actual' | head -20
+done
+grep -E 'flash-attn\] (seed|T=1024 +hs=64 +(out|dq|lse))' "$out/fa_test.log" | head -12
 if [ "${SANITIZE:-1}" = 1 ]; then
-  small='FlashAttention.RaggedHs64:FlashAttention.RaggedHs128:FlashAttention.SingleTokenHs64'
-  timeout 90 compute-sanitizer --tool memcheck /tmp/g/bin/flash_attention_test --gtest_filter="$small" > "$out/fa_memcheck.log" 2>&1
-  echo "memcheck rc=$?"; grep -E 'ERROR SUMMARY|Invalid|PASSED|FAILED' "$out/fa_memcheck.log" | head -8
-  timeout 90 compute-sanitizer --tool racecheck /tmp/g/bin/flash_attention_test --gtest_filter='FlashAttention.RaggedShortHs64' > "$out/fa_racecheck.log" 2>&1
-  echo "racecheck rc=$?"; grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|hazard|PASSED|FAILED' "$out/fa_racecheck.log" | head -8
+  small='FlashAttention.RaggedHs64:FlashAttention.RaggedHs128:FlashAttention.SingleTokenHs64:FlashAttention.RaggedShortHs64'
+  for v in 0 1; do
+    LLMT_FLASH_FWD_VARIANT=$v LLMT_FLASH_BWD_VARIANT=$v timeout 90 compute-sanitizer --tool memcheck \
+      /tmp/g/bin/flash_attention_test --gtest_filter="$small" >> "$out/fa_sanitizer.log" 2>&1
+    echo "memcheck variant $v rc=$?"
+  done
+  LLMT_FLASH_FWD_VARIANT=1 LLMT_FLASH_BWD_VARIANT=1 timeout 90 compute-sanitizer --tool racecheck \
+    /tmp/g/bin/flash_attention_test --gtest_filter='FlashAttention.RaggedHs64' >> "$out/fa_sanitizer.log" 2>&1
+  echo "racecheck variant 1 rc=$?"
+  grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard' "$out/fa_sanitizer.log" | head -12
 fi
-IFS=';' read -ra shapes <<< "${SHAPES:-16 1024 12 64;32 1024 12 64}"  # "B T NH hs;..."
+IFS=';' read -ra shapes <<< "${SHAPES:-16 1024 12 64;32 1024 12 64;8 1024 6 128}"  # "B T NH hs;..."
 for shape in "${shapes[@]}"; do
-  BIN=/tmp/g/bin/attention_gpu_bench OUT=$out bash bench/attention_gpu/run.sh $shape 2>&1 | tee -a "$out/fa_bench.log"
+  VARIANTS="$variants" JSON_DIR=/tmp/fa_json BIN=/tmp/g/bin/attention_gpu_bench bash bench/attention_gpu/run.sh $shape 2>&1 |
+    tee -a "$out/fa_bench.log" | grep -v '^ours (llmt'
 done

@@ -34,7 +34,7 @@ def main():
     ap.add_argument("--hs", type=int, default=64)
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--ours", default="")
+    ap.add_argument("--ours", nargs="*", default=[], help="attention_gpu_bench --json files (one per variant)")
     a = ap.parse_args()
     B, T, NH, hs = a.B, a.T, a.NH, a.hs
     C = NH * hs
@@ -59,20 +59,21 @@ def main():
             print(f"{name}: not available ({type(e).__name__}: {str(e).splitlines()[0][:120]})")
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, B={B} T={T} NH={NH} hs={hs}, "
           f"median of {a.iters}")
-    ours = None
-    if a.ours:
-        with open(a.ours) as f:
-            ours = json.load(f)
-        rows.insert(0, ("ours", ours["fwd_ms"], ours["bwd_ms"]))
+    ours = []
+    for path in a.ours:
+        with open(path) as f:
+            ours.append(json.load(f))
+    rows[0:0] = [("ours-" + o.get("variant", ""), o["fwd_ms"], o["bwd_ms"]) for o in ours]
     print(f"{'impl':<15}{'fwd ms':>9}{'fwd TF/s':>10}{'bwd ms':>9}{'bwd TF/s':>10}")
     for name, fwd, bwd in rows:
         print(f"{name:<15}{fwd:9.3f}{fwd_flop / fwd / 1e9:10.1f}{bwd:9.3f}{bwd_flop / bwd / 1e9:10.1f}")
-    torch_rows = [r for r in rows if r[0] != "ours"]
+    torch_rows = [r for r in rows if not r[0].startswith("ours")]
     if ours and torch_rows:
         bf = min(r[1] for r in torch_rows)
         bb = min(r[2] for r in torch_rows)
-        print(f"ours / best torch time: fwd {ours['fwd_ms'] / bf:.2f}x  bwd {ours['bwd_ms'] / bb:.2f}x  "
-              f"fwd+bwd {(ours['fwd_ms'] + ours['bwd_ms']) / (bf + bb):.2f}x  (target <= 1.5x)")
+        for o in ours:
+            print(f"ours-{o.get('variant', '')} / best torch time: fwd {o['fwd_ms'] / bf:.2f}x  "
+                  f"bwd {o['bwd_ms'] / bb:.2f}x  fwd+bwd {(o['fwd_ms'] + o['bwd_ms']) / (bf + bb):.2f}x  (target <= 1.5x)")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include "kernels/cuda/flash_attention.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -26,8 +27,6 @@ using bf16 = __nv_bfloat16;
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-constexpr int kBwdWarps = 4;
-constexpr int kKvTile = 64;  // keys per K/V tile (forward) and per block (backward)
 
 // ---- PTX wrappers ---------------------------------------------------------------------------------
 
@@ -39,6 +38,11 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
     const int n = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(n));
+}
+// 4-byte global->shared copy (lse / dvec rows); zero-filled when !valid.
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+    const int n = valid ? 4 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(n));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
@@ -99,25 +103,28 @@ __device__ __forceinline__ void load_tile(bf16* s, const bf16* g, long ld, int r
     }
 }
 
-template <int D, int NW>
+template <int D, int NW, int BC>
 constexpr int fwd_smem_bytes() {
-    return (16 * NW + 4 * kKvTile) * (D + 8) * 2;
+    return (16 * NW + 4 * BC) * (D + 8) * 2;
 }
 
 // ---- forward ------------------------------------------------------------------------------------------
 
-template <int D, int NW>
+template <int D, int NW, int BC>
 __global__ void __launch_bounds__(NW * 32)
     fwd_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int T, int C, int NH,
                float scale_log2) {
-    constexpr int BR = 16 * NW, BC = kKvTile, LDS = D + 8, NT = NW * 32;
+    constexpr int BR = 16 * NW, LDS = D + 8, NT = NW * 32;
     extern __shared__ __align__(16) unsigned char smem[];
     bf16* sQ = reinterpret_cast<bf16*>(smem);
     bf16* sK = sQ + BR * LDS;       // two buffers of BC x LDS
     bf16* sV = sK + 2 * BC * LDS;   // two buffers of BC x LDS
 
-    const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
-    const int q0 = (gridDim.y - 1 - blockIdx.y) * BR;  // heaviest (last) query tiles start first
+    // 1-D grid, query tiles of one head adjacent (last = heaviest first): the blocks in flight share few
+    // heads, so their K/V stay in L2 (with heads fastest, K/V were re-read from HBM by every tile).
+    const int nq = (T + BR - 1) / BR;
+    const int bh = blockIdx.x / nq, b = bh / NH, h = bh % NH;
+    const int q0 = (nq - 1 - static_cast<int>(blockIdx.x % nq)) * BR;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     const int lrow = lane % 8, lmat = lane / 8;  // ldmatrix: this lane addresses row lrow of matrix lmat
     const long C3 = 3L * C;
@@ -152,6 +159,11 @@ __global__ void __launch_bounds__(NW * 32)
             for (int ks = 0; ks < D / 16; ks++)
                 ldsm_x4(qa[ks], sQ + (warp * 16 + (lmat & 1) * 8 + lrow) * LDS + ks * 16 + (lmat >> 1) * 8);
         }
+        // A warp whose rows all precede the tile's first key has nothing to add (BR > BC tiles).
+        if (j * BC > q0 + warp * 16 + 15) {
+            __syncthreads();
+            continue;
+        }
         const bf16* k_s = sK + buf * BC * LDS;
         const bf16* v_s = sV + buf * BC * LDS;
 
@@ -169,20 +181,21 @@ __global__ void __launch_bounds__(NW * 32)
             }
         }
 
-        // Scale into log2 units and mask keys after the row (only tiles reaching past the warp's first row).
-        const bool need_mask = j * BC + BC - 1 > q0 + warp * 16;
+        // Mask keys after the row (only in tiles reaching past the warp's first row). Scores stay unscaled:
+        // the scale (> 0) commutes with the max and is folded into the exp2's FFMA below.
+        if (j * BC + BC - 1 > q0 + warp * 16) {
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; nb++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = j * BC + nb * 8 + 2 * tq + (e & 1);
+                    if (key > (e < 2 ? r0 : r1)) s[nb][e] = -INFINITY;
+                }
+            }
+        }
         float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
         for (int nb = 0; nb < BC / 8; nb++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float x = s[nb][e] * scale_log2;
-                if (need_mask) {
-                    const int key = j * BC + nb * 8 + 2 * tq + (e & 1);
-                    if (key > (e < 2 ? r0 : r1)) x = -INFINITY;
-                }
-                s[nb][e] = x;
-            }
             mx0 = fmaxf(mx0, fmaxf(s[nb][0], s[nb][1]));
             mx1 = fmaxf(mx1, fmaxf(s[nb][2], s[nb][3]));
         }
@@ -191,7 +204,7 @@ __global__ void __launch_bounds__(NW * 32)
         mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
         mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+        const float mn0 = fmaxf(m0, mx0 * scale_log2), mn1 = fmaxf(m1, mx1 * scale_log2);  // log2 units
         const float mu0 = mn0 == -INFINITY ? 0.0f : mn0, mu1 = mn1 == -INFINITY ? 0.0f : mn1;
         const float c0 = fast_exp2(m0 - mu0), c1 = fast_exp2(m1 - mu1);  // 0 while m was -inf
         m0 = mn0;
@@ -199,10 +212,10 @@ __global__ void __launch_bounds__(NW * 32)
         float ps0 = 0.0f, ps1 = 0.0f;
 #pragma unroll
         for (int nb = 0; nb < BC / 8; nb++) {
-            s[nb][0] = fast_exp2(s[nb][0] - mu0);
-            s[nb][1] = fast_exp2(s[nb][1] - mu0);
-            s[nb][2] = fast_exp2(s[nb][2] - mu1);
-            s[nb][3] = fast_exp2(s[nb][3] - mu1);
+            s[nb][0] = fast_exp2(fmaf(s[nb][0], scale_log2, -mu0));
+            s[nb][1] = fast_exp2(fmaf(s[nb][1], scale_log2, -mu0));
+            s[nb][2] = fast_exp2(fmaf(s[nb][2], scale_log2, -mu1));
+            s[nb][3] = fast_exp2(fmaf(s[nb][3], scale_log2, -mu1));
             ps0 += s[nb][0] + s[nb][1];
             ps1 += s[nb][2] + s[nb][3];
         }
@@ -255,15 +268,26 @@ __global__ void __launch_bounds__(NW * 32)
 
 // ---- backward -----------------------------------------------------------------------------------------
 
-template <int D, int BQ>
-constexpr int bwd_smem_bytes() {
-    return (2 * kKvTile + 4 * BQ) * (D + 8) * 2 + kKvTile * (BQ + 8) * 2 + 4 * BQ * 4;
+// p[0] += a, p[1] += b (p 8-byte aligned): one vector atomic on Hopper, two scalar ones before.
+__device__ __forceinline__ void add2(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
+#else
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+#endif
 }
 
-// dvec[b,h,t] = sum_d dout[b,t,h*D+d] * out[b,t,h*D+d]: one warp per (b, t, h), h fastest.
+template <int D, int NW, int BQ>
+constexpr int bwd_smem_bytes() {
+    return (2 * 16 * NW + 4 * BQ) * (D + 8) * 2 + 16 * NW * (BQ + 8) * 2 + 4 * BQ * 4;
+}
+
+// dvec[b,h,t] = sum_d dout[b,t,h*D+d] * out[b,t,h*D+d]: one warp per (b, t, h), h fastest. Also zeroes
+// the same D entries of the fp32 dq accumulator (B,T,C), saving a separate memset pass.
 template <int D>
-__global__ void dot_rows_kernel(float* __restrict__ dvec, const bf16* __restrict__ dout, const bf16* __restrict__ out,
-                                int B, int T, int NH) {
+__global__ void dot_rows_kernel(float* __restrict__ dvec, float* __restrict__ dq, const bf16* __restrict__ dout,
+                                const bf16* __restrict__ out, int B, int T, int NH) {
     const long w = (static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (w >= static_cast<long>(B) * T * NH) return;
@@ -276,6 +300,7 @@ __global__ void dot_rows_kernel(float* __restrict__ dvec, const bf16* __restrict
         const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + off + d));
         const float2 c = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(out + off + d));
         acc += a.x * c.x + a.y * c.y;
+        *reinterpret_cast<float2*>(dq + off + d) = make_float2(0.0f, 0.0f);
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
@@ -296,12 +321,12 @@ __global__ void dq_convert_kernel(bf16* __restrict__ dqkv, const float* __restri
     *reinterpret_cast<uint2*>(dqkv + row * 3L * C + c) = pk;
 }
 
-template <int D, int BQ>
-__global__ void __launch_bounds__(kBwdWarps * 32)
+template <int D, int NW, int BQ>
+__global__ void __launch_bounds__(NW * 32)
     bwd_kernel(bf16* __restrict__ dqkv, float* __restrict__ dq_acc, const bf16* __restrict__ dout,
                const bf16* __restrict__ qkv, const float* __restrict__ lse, const float* __restrict__ dvec, int T,
                int C, int NH, float scale_log2, float scale) {
-    constexpr int NW = kBwdWarps, NT = NW * 32, BKV = kKvTile, LDS = D + 8, LDP = BQ + 8;
+    constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
     constexpr int WQ = BQ / 16, WD = NW / WQ, DW = D / WD;  // dQ phase: WQ x WD warps, DW columns each
     static_assert(WQ * WD == NW && DW % 16 == 0, "dQ warp grid");
     extern __shared__ __align__(16) unsigned char smem[];
@@ -310,11 +335,12 @@ __global__ void __launch_bounds__(kBwdWarps * 32)
     bf16* sQ = sV + BKV * LDS;       // two buffers of BQ x LDS
     bf16* sO = sQ + 2 * BQ * LDS;    // dO, two buffers
     bf16* sP = sO + 2 * BQ * LDS;    // dS^T, BKV x LDP
-    float* sL = reinterpret_cast<float*>(sP + BKV * LDP);  // lse * log2(e), two buffers of BQ
+    float* sL = reinterpret_cast<float*>(sP + BKV * LDP);  // lse, two buffers of BQ
     float* sD = sL + 2 * BQ;                               // dvec, two buffers of BQ
 
-    const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
-    const int k0 = blockIdx.y * BKV;  // y = 0 (most query tiles) is scheduled first
+    const int nkv = (T + BKV - 1) / BKV;  // 1-D grid, a head's key blocks adjacent (first = most work)
+    const int bh = blockIdx.x / nkv, b = bh / NH, h = bh % NH;
+    const int k0 = static_cast<int>(blockIdx.x % nkv) * BKV;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     const int lrow = lane % 8, lmat = lane / 8;
     const long C3 = 3L * C;
@@ -327,10 +353,12 @@ __global__ void __launch_bounds__(kBwdWarps * 32)
     auto load_q = [&](int i, int buf) {
         load_tile<BQ, D, NT>(sQ + buf * BQ * LDS, qb, C3, i * BQ, T);
         load_tile<BQ, D, NT>(sO + buf * BQ * LDS, ob, C, i * BQ, T);
-        for (int r = threadIdx.x; r < BQ; r += NT) {  // rows past T: P = exp2(-inf) = 0, so they add nothing
+        // Rows past T read lse = D = 0 (and zero q, dO), so P = 1 there but dP = D = 0 and dO = 0: they add
+        // nothing to dV, dK or dQ (and are never stored).
+        for (int r = threadIdx.x; r < BQ; r += NT) {
             const int q = i * BQ + r;
-            sL[buf * BQ + r] = q < T ? lb[q] * kLog2e : INFINITY;
-            sD[buf * BQ + r] = q < T ? db[q] : 0.0f;
+            cp_async4(sL + buf * BQ + r, lb + (q < T ? q : 0), q < T);
+            cp_async4(sD + buf * BQ + r, db + (q < T ? q : 0), q < T);
         }
     };
     load_tile<BKV, D, NT>(sK, qb + C, C3, k0, T);
@@ -368,66 +396,71 @@ __global__ void __launch_bounds__(kBwdWarps * 32)
         const bf16* o_s = sO + buf * BQ * LDS;
         const float* l_s = sL + buf * BQ;
         const float* d_s = sD + buf * BQ;
-
-        // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BQ queries.
-        float st[BQ / 8][4], dp[BQ / 8][4];
-#pragma unroll
-        for (int nb = 0; nb < BQ / 8; nb++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) st[nb][e] = dp[nb][e] = 0.0f;
-#pragma unroll
-        for (int ks = 0; ks < D / 16; ks++) {
-#pragma unroll
-            for (int nb = 0; nb < BQ / 8; nb += 2) {
-                const int off = ((nb + (lmat >> 1)) * 8 + lrow) * LDS + ks * 16 + (lmat & 1) * 8;
-                uint32_t x[4];
-                ldsm_x4(x, q_s + off);
-                mma16816(st[nb], ka[ks], x[0], x[1]);
-                mma16816(st[nb + 1], ka[ks], x[2], x[3]);
-                ldsm_x4(x, o_s + off);
-                mma16816(dp[nb], va[ks], x[0], x[1]);
-                mma16816(dp[nb + 1], va[ks], x[2], x[3]);
-            }
-        }
-        // P^T = exp(S^T * scale - lse), masked where key > query; dS^T = P^T (dP^T - D).
         const int qbase = i * BQ;
-        const bool need_mask = qbase < k0 + warp * 16 + 16;
+        if (k0 + warp * 16 > qbase + BQ - 1) {
+            // Every key of this warp is after every query of the tile: P = 0, only dS^T's rows must be zeroed.
+            for (int e = lane; e < 16 * BQ / 2; e += 32)
+                *reinterpret_cast<uint32_t*>(sP + (warp * 16 + e / (BQ / 2)) * LDP + 2 * (e % (BQ / 2))) = 0u;
+        } else {
+            // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BQ queries.
+            float st[BQ / 8][4], dp[BQ / 8][4];
 #pragma unroll
-        for (int nb = 0; nb < BQ / 8; nb++) {
+            for (int nb = 0; nb < BQ / 8; nb++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int qc = nb * 8 + 2 * tq + (e & 1);
-                float p = fast_exp2(st[nb][e] * scale_log2 - l_s[qc]);
-                if (need_mask && (e < 2 ? kr0 : kr1) > qbase + qc) p = 0.0f;
-                st[nb][e] = p;
-                dp[nb][e] = p * (dp[nb][e] - d_s[qc]);
+                for (int e = 0; e < 4; e++) st[nb][e] = dp[nb][e] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+#pragma unroll
+                for (int nb = 0; nb < BQ / 8; nb += 2) {
+                    const int off = ((nb + (lmat >> 1)) * 8 + lrow) * LDS + ks * 16 + (lmat & 1) * 8;
+                    uint32_t x[4];
+                    ldsm_x4(x, q_s + off);
+                    mma16816(st[nb], ka[ks], x[0], x[1]);
+                    mma16816(st[nb + 1], ka[ks], x[2], x[3]);
+                    ldsm_x4(x, o_s + off);
+                    mma16816(dp[nb], va[ks], x[0], x[1]);
+                    mma16816(dp[nb + 1], va[ks], x[2], x[3]);
+                }
             }
-        }
-        // dV += P^T dO, dK += dS^T Q (dO and Q read transposed as B: k = query, n = head dim).
+            // P^T = exp(S^T * scale - lse), masked where key > query; dS^T = P^T (dP^T - D).
+            const bool need_mask = qbase < k0 + warp * 16 + 16;
 #pragma unroll
-        for (int kk = 0; kk < BQ / 16; kk++) {
-            uint32_t pa[4], da[4];
-            c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
-            c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+            for (int nb = 0; nb < BQ / 8; nb++) {
 #pragma unroll
-            for (int dn = 0; dn < D / 8; dn += 2) {
-                const int off = (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + (dn + (lmat >> 1)) * 8;
-                uint32_t x[4];
-                ldsm_x4_t(x, o_s + off);
-                mma16816(dv[dn], pa, x[0], x[1]);
-                mma16816(dv[dn + 1], pa, x[2], x[3]);
-                ldsm_x4_t(x, q_s + off);
-                mma16816(dk[dn], da, x[0], x[1]);
-                mma16816(dk[dn + 1], da, x[2], x[3]);
+                for (int e = 0; e < 4; e++) {
+                    const int qc = nb * 8 + 2 * tq + (e & 1);
+                    float p = fast_exp2(fmaf(st[nb][e], scale_log2, -l_s[qc] * kLog2e));
+                    if (need_mask && (e < 2 ? kr0 : kr1) > qbase + qc) p = 0.0f;
+                    st[nb][e] = p;
+                    dp[nb][e] = p * (dp[nb][e] - d_s[qc]);
+                }
             }
-        }
-        // dS^T (keys x queries) to shared memory for dQ.
+            // dV += P^T dO, dK += dS^T Q (dO and Q read transposed as B: k = query, n = head dim).
 #pragma unroll
-        for (int nb = 0; nb < BQ / 8; nb++) {
-            *reinterpret_cast<uint32_t*>(sP + (warp * 16 + g) * LDP + nb * 8 + 2 * tq) = pack_bf16(dp[nb][0], dp[nb][1]);
-            *reinterpret_cast<uint32_t*>(sP + (warp * 16 + g + 8) * LDP + nb * 8 + 2 * tq) =
-                pack_bf16(dp[nb][2], dp[nb][3]);
-        }
+            for (int kk = 0; kk < BQ / 16; kk++) {
+                uint32_t pa[4], da[4];
+                c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
+                c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+                for (int dn = 0; dn < D / 8; dn += 2) {
+                    const int off = (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + (dn + (lmat >> 1)) * 8;
+                    uint32_t x[4];
+                    ldsm_x4_t(x, o_s + off);
+                    mma16816(dv[dn], pa, x[0], x[1]);
+                    mma16816(dv[dn + 1], pa, x[2], x[3]);
+                    ldsm_x4_t(x, q_s + off);
+                    mma16816(dk[dn], da, x[0], x[1]);
+                    mma16816(dk[dn + 1], da, x[2], x[3]);
+                }
+            }
+            // dS^T (keys x queries) to shared memory for dQ.
+#pragma unroll
+            for (int nb = 0; nb < BQ / 8; nb++) {
+                bf16* row = sP + (warp * 16 + g) * LDP + nb * 8 + 2 * tq;
+                *reinterpret_cast<uint32_t*>(row) = pack_bf16(dp[nb][0], dp[nb][1]);
+                *reinterpret_cast<uint32_t*>(row + 8 * LDP) = pack_bf16(dp[nb][2], dp[nb][3]);
+            }
+        }  // warp not fully masked
         __syncthreads();
         // dQ (BQ x D) += dS (BQ x BKV) K (BKV x D): warp (wq, wd) owns rows wq*16.., columns wd*DW..
         {
@@ -451,17 +484,13 @@ __global__ void __launch_bounds__(kBwdWarps * 32)
             float* dqb = dq_acc + static_cast<long>(b) * T * C + static_cast<long>(h) * D + wd * DW + 2 * tq;
             if (qr0 < T) {
 #pragma unroll
-                for (int dn = 0; dn < DW / 8; dn++) {
-                    atomicAdd(dqb + static_cast<long>(qr0) * C + dn * 8, dq[dn][0]);
-                    atomicAdd(dqb + static_cast<long>(qr0) * C + dn * 8 + 1, dq[dn][1]);
-                }
+                for (int dn = 0; dn < DW / 8; dn++)
+                    add2(dqb + static_cast<long>(qr0) * C + dn * 8, dq[dn][0], dq[dn][1]);
             }
             if (qr1 < T) {
 #pragma unroll
-                for (int dn = 0; dn < DW / 8; dn++) {
-                    atomicAdd(dqb + static_cast<long>(qr1) * C + dn * 8, dq[dn][2]);
-                    atomicAdd(dqb + static_cast<long>(qr1) * C + dn * 8 + 1, dq[dn][3]);
-                }
+                for (int dn = 0; dn < DW / 8; dn++)
+                    add2(dqb + static_cast<long>(qr1) * C + dn * 8, dq[dn][2], dq[dn][3]);
             }
         }
         __syncthreads();  // sP and this Q/dO buffer are rewritten next iteration
@@ -493,6 +522,9 @@ int check_args(const char* fn, const void* const* ptrs, int nptrs, int B, int T,
         throw InputError(std::string(fn) + ": bad shape B=" + std::to_string(B) + " T=" + std::to_string(T) +
                          " C=" + std::to_string(C) + " NH=" + std::to_string(NH) +
                          " (expected positive sizes with C divisible by NH)");
+    if (static_cast<long>(B) * NH * ((T + 15) / 16) > 0x7fffffffL)
+        throw InputError(std::string(fn) + ": B*NH*T = " + std::to_string(static_cast<long>(B) * NH * T) +
+                         " is too large for one launch (expected B*NH*ceil(T/16) < 2^31)");
     const int hs = C / NH;
     if (hs != 64 && hs != 128)
         throw InputError(std::string(fn) + ": head size C/NH = " + std::to_string(hs) +
@@ -538,36 +570,34 @@ Scratch& scratch() {
     return per_device[dev];
 }
 
-template <int D>
+template <int D, int NW, int BC>
 void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, cudaStream_t s) {
-    constexpr int NW = 4, BR = 16 * NW;
-    constexpr int smem = fwd_smem_bytes<D, NW>();
-    LLMT_CUDA_CHECK(cudaFuncSetAttribute(fwd_kernel<D, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    constexpr int BR = 16 * NW;
+    constexpr int smem = fwd_smem_bytes<D, NW, BC>();
+    LLMT_CUDA_CHECK(cudaFuncSetAttribute(fwd_kernel<D, NW, BC>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
-    const dim3 grid(B * NH, (T + BR - 1) / BR);
-    fwd_kernel<D, NW><<<grid, NW * 32, smem, s>>>(out, lse, qkv, T, C, NH, scale_log2);
+    const unsigned grid = static_cast<unsigned>(B) * NH * ((T + BR - 1) / BR);
+    fwd_kernel<D, NW, BC><<<grid, NW * 32, smem, s>>>(out, lse, qkv, T, C, NH, scale_log2);
     LLMT_CUDA_CHECK_LAUNCH("flash_attention_forward");
 }
 
-template <int D, int BQ>
+template <int D, int NW, int BQ>
 void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B, int T,
                      int C, int NH, cudaStream_t s) {
     Scratch& sc = scratch();
     const size_t n_dq = static_cast<size_t>(B) * T * C, n_rows = static_cast<size_t>(B) * NH * T;
     float* dq = grow(sc.dq, sc.dq_n, n_dq);
     float* dvec = grow(sc.dvec, sc.dvec_n, n_rows);
-    LLMT_CUDA_CHECK(cudaMemsetAsync(dq, 0, n_dq * sizeof(float), s));
-
     const long warps = static_cast<long>(B) * T * NH;
-    dot_rows_kernel<D><<<static_cast<unsigned>((warps + 7) / 8), 256, 0, s>>>(dvec, dout, out, B, T, NH);
+    dot_rows_kernel<D><<<static_cast<unsigned>((warps + 7) / 8), 256, 0, s>>>(dvec, dq, dout, out, B, T, NH);
     LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward/dot_rows");
 
-    constexpr int smem = bwd_smem_bytes<D, BQ>();
-    LLMT_CUDA_CHECK(cudaFuncSetAttribute(bwd_kernel<D, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    constexpr int BKV = 16 * NW;
+    constexpr int smem = bwd_smem_bytes<D, NW, BQ>();
+    LLMT_CUDA_CHECK(cudaFuncSetAttribute(bwd_kernel<D, NW, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const float scale = 1.0f / sqrtf(static_cast<float>(D));
-    const dim3 grid(B * NH, (T + kKvTile - 1) / kKvTile);
-    bwd_kernel<D, BQ><<<grid, kBwdWarps * 32, smem, s>>>(dqkv, dq, dout, qkv, lse, dvec, T, C, NH, scale * kLog2e,
-                                                          scale);
+    const unsigned grid = static_cast<unsigned>(B) * NH * ((T + BKV - 1) / BKV);
+    bwd_kernel<D, NW, BQ><<<grid, NW * 32, smem, s>>>(dqkv, dq, dout, qkv, lse, dvec, T, C, NH, scale * kLog2e, scale);
     LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward");
 
     const long n4 = static_cast<long>(n_dq / 4);
@@ -575,26 +605,48 @@ void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* 
     LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward/dq_convert");
 }
 
+// Tile-shape variants, for tuning on a device (bench/attention_gpu): LLMT_FLASH_FWD_VARIANT /
+// LLMT_FLASH_BWD_VARIANT = 0..3 pick another instantiation; unset (the normal case) picks the default.
+int variant(const char* env, int dflt) {
+    const char* e = std::getenv(env);
+    if (!e || *e < '0' || *e > '3') return dflt;
+    return *e - '0';
+}
+
 }  // namespace
 
 void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, cudaStream_t s) {
     const void* ptrs[] = {out, lse, qkv};
     const int hs = check_args("flash_attention_forward", ptrs, 3, B, T, C, NH);
-    if (hs == 64)
-        launch_forward<64>(out, lse, qkv, B, T, C, NH, s);
-    else
-        launch_forward<128>(out, lse, qkv, B, T, C, NH, s);
+    const int v = variant("LLMT_FLASH_FWD_VARIANT", 0);
+    // variant: (warps per block = 16-row slices of queries, keys per K/V tile)
+    if (hs == 64) {
+        if (v == 0) launch_forward<64, 4, 64>(out, lse, qkv, B, T, C, NH, s);
+        else if (v == 1) launch_forward<64, 4, 128>(out, lse, qkv, B, T, C, NH, s);
+        else if (v == 2) launch_forward<64, 8, 64>(out, lse, qkv, B, T, C, NH, s);
+        else launch_forward<64, 8, 128>(out, lse, qkv, B, T, C, NH, s);
+    } else {
+        if (v == 2) launch_forward<128, 8, 64>(out, lse, qkv, B, T, C, NH, s);
+        else launch_forward<128, 4, 64>(out, lse, qkv, B, T, C, NH, s);
+    }
 }
 
 void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
                               int T, int C, int NH, cudaStream_t s) {
     const void* ptrs[] = {dqkv, dout, qkv, out, lse};
     const int hs = check_args("flash_attention_backward", ptrs, 5, B, T, C, NH);
-    // hs 128 takes 32-query tiles so that K, V, dK and dV fragments (4 x 64 registers) still fit.
-    if (hs == 64)
-        launch_backward<64, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
-    else
-        launch_backward<128, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+    const int v = variant("LLMT_FLASH_BWD_VARIANT", 1);  // 1: fastest on an H100 (docs/benchmarks.md)
+    // variant: (warps per block = 16-key slices, queries per tile). hs 128 takes 32-query tiles so that
+    // the K, V, dK and dV fragments (4 x 64 registers) still fit.
+    if (hs == 64) {
+        if (v == 0) launch_backward<64, 4, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+        else if (v == 1) launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+        else if (v == 2) launch_backward<64, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+        else launch_backward<64, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+    } else {
+        if (v == 1) launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+        else launch_backward<128, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+    }
 }
 
 }  // namespace llmt::kernels::cuda
