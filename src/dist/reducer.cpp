@@ -1,4 +1,5 @@
-// Reducer (see reducer.h): a queue of launched buckets drained by one communication thread.
+// Reducer (see reducer.h): a queue of launched buckets drained by one communication thread (CPU), or
+// buckets queued straight onto the process group's communication stream (CUDA).
 #include "dist/reducer.h"
 
 #include <chrono>
@@ -9,8 +10,8 @@
 
 namespace llmt::dist {
 
-Reducer::Reducer(ProcessGroup& pg, void* grads, size_t nbytes, size_t bucket_bytes, bool overlap)
-    : pg_(pg), grads_(static_cast<char*>(grads)), nbytes_(nbytes), overlap_(overlap) {
+Reducer::Reducer(ProcessGroup& pg, void* grads, size_t nbytes, size_t bucket_bytes, bool overlap, Device device)
+    : pg_(pg), grads_(static_cast<char*>(grads)), nbytes_(nbytes), overlap_(overlap), device_(device) {
     LLMT_CHECK(nbytes % sizeof(float) == 0, "reducer: gradient buffer of {} bytes is not whole f32 values", nbytes);
     LLMT_CHECK(grads != nullptr || nbytes == 0, "reducer: no gradient buffer");
     size_t b = bucket_bytes / sizeof(float) * sizeof(float);
@@ -21,10 +22,22 @@ Reducer::Reducer(ProcessGroup& pg, void* grads, size_t nbytes, size_t bucket_byt
         buckets_.push_back({end - len, len});
         end -= len;
     }
-    thread_ = std::thread([this] { comm_loop(); });
+    if (device_ == Device::kCpu) {
+        thread_ = std::thread([this] { comm_loop(); });
+    } else {
+        LLMT_CHECK(pg.has_async(), "reducer: gradients on {} need a process group with device streams (nccl), got {}",
+                   device_name(device_), pg.backend());
+    }
+}
+
+std::vector<std::pair<size_t, size_t>> Reducer::bucket_ranges() const {
+    std::vector<std::pair<size_t, size_t>> r;
+    for (const auto& b : buckets_) r.emplace_back(b.offset, b.nbytes);
+    return r;
 }
 
 Reducer::~Reducer() {
+    if (!thread_.joinable()) return;
     {
         std::lock_guard<std::mutex> lock(mu_);
         stop_ = true;
@@ -54,6 +67,18 @@ void Reducer::launch_until(size_t byte_offset) {
     size_t first = next_bucket_;
     while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].offset >= byte_offset) ++next_bucket_;
     if (next_bucket_ == first) return;
+    if (device_ != Device::kCpu) {
+        // Queued behind the compute stream's work so far, which includes the kernels that wrote these
+        // gradients; an error here (a failed group) is thrown to the trainer at once.
+        for (size_t i = first; i < next_bucket_; ++i) {
+            const Bucket& b = buckets_[i];
+            pg_.allreduce_async(
+                Tensor(grads_ + b.offset, {static_cast<int64_t>(b.nbytes / sizeof(float))}, DType::kF32, device_),
+                ReduceOp::kAvg);
+            stats_.buckets++;
+        }
+        return;
+    }
     {
         std::lock_guard<std::mutex> lock(mu_);
         for (size_t i = first; i < next_bucket_; ++i) queue_.push_back(i);
@@ -69,8 +94,17 @@ void Reducer::finish() {
         last_ = Stats{};
         return;
     }
-    launch_until(0);
     auto t0 = std::chrono::steady_clock::now();
+    if (device_ != Device::kCpu) {
+        launch_until(0);
+        pg_.join_async();  // the compute stream waits for the communication stream; the host does not
+        stats_.wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::lock_guard<std::mutex> lock(mu_);
+        last_ = stats_;
+        return;
+    }
+    launch_until(0);
+    t0 = std::chrono::steady_clock::now();
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return done_ == buckets_.size(); });
     stats_.wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

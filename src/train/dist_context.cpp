@@ -2,21 +2,35 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "kernels/ops.h"
 
 namespace llmt::train {
 
-DistContext DistContext::create(const config::Config& cfg) {
+DistContext DistContext::create(const config::Config& cfg, Device device) {
     DistContext c;
     c.env_ = dist::worker_env_from();
     if (!c.env_.distributed()) return c;
     std::string backend = cfg.dist.backend;
-    if (backend == "auto") backend = "gloo";  // the CPU engine; the CUDA backend will choose nccl
-    if (backend == "nccl")
-        throw InputError("dist.backend: nccl needs run.device: cuda, and this build trains on the CPU; use gloo or auto");
+    if (backend == "auto") backend = device == Device::kCuda ? "nccl" : "gloo";
+    if (backend == "nccl" && device != Device::kCuda)
+        throw InputError("dist.backend: nccl reduces GPU tensors, and this run trains on the CPU (run.device "
+                         "resolved to cpu); use dist.backend: gloo or auto, or run.device: cuda");
+    if (backend == "gloo" && device == Device::kCuda)
+        throw InputError("dist.backend: gloo reduces CPU tensors, and this run trains on the GPU (run.device "
+                         "resolved to cuda); use dist.backend: nccl or auto");
+    if (backend == "nccl") {
+        if (!dist::nccl_available())
+            throw InputError("dist.backend: nccl: this llmtrain was built without CUDA (LLMTRAIN_CUDA=OFF); use gloo "
+                             "with run.device: cpu");
+        // Before anything touches CUDA (the kernels' stream and the arenas are made on the current GPU).
+        dist::use_gpu_of_local_rank(c.env_.local_rank);
+        c.device_ = Device::kCuda;
+    }
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.dist.timeout_sec * 1000));
     c.store_ = dist::make_tcp_store(c.env_.master_addr, c.env_.master_port, c.env_.rank == 0, c.env_.world_size,
                                     timeout);
@@ -25,16 +39,71 @@ DistContext DistContext::create(const config::Config& cfg) {
     dist::rendezvous(*c.store_, c.env_.rank, c.env_.world_size, timeout,
                      fmt::format("rdzv/attempt{}/", c.env_.restart_count));
     c.pg_ = dist::make_process_group(backend, *c.store_, c.env_.rank, c.env_.world_size, timeout);
+    if (c.device_ == Device::kCuda) {
+        c.scalar_.add("scalar", {1});
+        c.scalar_.allocate(true, Device::kCuda);
+    }
     return c;
 }
 
-double DistContext::mean(double v) {
-    if (!active()) return v;
+double DistContext::reduce_scalar(double v, dist::ReduceOp op) {
     // The collectives are f32: ~1e-7 relative, far below what logging and the cross-world-size loss
     // comparison (1e-5) need.
     float x = static_cast<float>(v);
-    pg_->allreduce(Tensor(&x, {1}), dist::ReduceOp::kAvg);
+    if (device_ == Device::kCuda) {
+        const Tensor d = scalar_.view(0);
+        kernels::copy(d, Tensor(&x, {1}));
+        pg_->allreduce(d, op);
+        kernels::copy(Tensor(&x, {1}), d);
+        return x;
+    }
+    pg_->allreduce(Tensor(&x, {1}), op);
     return x;
+}
+
+double DistContext::mean(double v) { return active() ? reduce_scalar(v, dist::ReduceOp::kAvg) : v; }
+
+double DistContext::sum(double v) { return active() ? reduce_scalar(v, dist::ReduceOp::kSum) : v; }
+
+void DistContext::ensure_zero_staging(size_t numel) {
+    const size_t shard = zero_shard_size(numel, world());
+    if (zero_staging_.allocated() && zero_staging_.view(1).numel() == static_cast<int64_t>(shard)) return;
+    zero_staging_ = Arena();
+    zero_staging_.add("all", {static_cast<int64_t>(shard * static_cast<size_t>(world()))});
+    zero_staging_.add("shard", {static_cast<int64_t>(shard)});
+    zero_staging_.allocate(true, device_);
+}
+
+double DistContext::zero_reduce_grads(float* grads, size_t numel) {
+    const int64_t n = static_cast<int64_t>(numel);
+    if (!active()) return kernels::sum_squares(Tensor(grads, {n}, DType::kF32, device_));
+    ensure_zero_staging(numel);
+    const Tensor all = zero_staging_.view(0), shard = zero_staging_.view(1);
+    const size_t begin = static_cast<size_t>(rank()) * static_cast<size_t>(shard.numel());
+    const size_t end = std::min(numel, begin + static_cast<size_t>(shard.numel()));
+    // The tail of "all" past numel stays zero (allocate zeroes it): the padding of the last shard.
+    kernels::copy(Tensor(all.data, {n}, DType::kF32, device_), Tensor(grads, {n}, DType::kF32, device_));
+    pg_->reduce_scatter(shard, all, dist::ReduceOp::kAvg);
+    if (end <= begin) return sum(0.0);
+    const int64_t mine = static_cast<int64_t>(end - begin);
+    kernels::copy(Tensor(grads + begin, {mine}, DType::kF32, device_), Tensor(shard.data, {mine}, DType::kF32, device_));
+    return sum(kernels::sum_squares(Tensor(grads + begin, {mine}, DType::kF32, device_)));
+}
+
+void DistContext::zero_gather_params(float* params, size_t numel) {
+    if (!active()) return;
+    ensure_zero_staging(numel);
+    const Tensor all = zero_staging_.view(0), shard = zero_staging_.view(1);
+    const size_t begin = static_cast<size_t>(rank()) * static_cast<size_t>(shard.numel());
+    const size_t end = std::min(numel, begin + static_cast<size_t>(shard.numel()));
+    if (end > begin) {
+        const int64_t mine = static_cast<int64_t>(end - begin);
+        kernels::copy(Tensor(shard.data, {mine}, DType::kF32, device_),
+                      Tensor(params + begin, {mine}, DType::kF32, device_));
+    }
+    pg_->allgather(all, shard);
+    const int64_t n = static_cast<int64_t>(numel);
+    kernels::copy(Tensor(params, {n}, DType::kF32, device_), Tensor(all.data, {n}, DType::kF32, device_));
 }
 
 std::string DistContext::from_rank0(const std::string& key, const std::string& value) {

@@ -1,7 +1,7 @@
 // The training process's place in a data-parallel job (DESIGN.md §4): torchrun's worker variables,
 // the rendezvous store that rank 0 serves at MASTER_ADDR:MASTER_PORT, and the process group. A single
 // process (WORLD_SIZE unset or 1) gets an inactive context whose helpers are identities, so the
-// trainer has one code path.
+// trainer has one code path. On a GPU (device kCuda) the group is NCCL, one process per GPU LOCAL_RANK.
 #pragma once
 
 #include <chrono>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "core/arena.h"
 #include "dist/env.h"
 #include "dist/process_group.h"
 #include "dist/store.h"
@@ -19,9 +20,12 @@ class DistContext {
 public:
     // Reads the worker environment; with WORLD_SIZE > 1 connects the store (rank 0 serves it), runs
     // the rendezvous (duplicate ranks, mismatched world sizes and missing ranks are named) and creates
-    // the process group of dist.backend (auto = gloo on CPU). Throws UsageError for a contradictory
-    // environment, DistError/DistTimeout when peers do not arrive within dist.timeout_sec.
-    static DistContext create(const config::Config& cfg);
+    // the process group of dist.backend (auto = nccl when `device` (run.device resolved) is cuda, gloo
+    // otherwise). With nccl it first makes GPU LOCAL_RANK current (before any CUDA work: call this
+    // before the model allocates). Throws UsageError for a contradictory environment, InputError for
+    // nccl on the CPU, gloo on a GPU or LOCAL_RANK beyond the visible GPUs, DistError/DistTimeout when
+    // peers do not arrive within dist.timeout_sec.
+    static DistContext create(const config::Config& cfg, Device device = Device::kCpu);
     static DistContext single() { return DistContext(); }
 
     bool active() const { return pg_ != nullptr; }
@@ -29,9 +33,25 @@ public:
     int world() const { return env_.world_size; }
     const dist::WorkerEnv& env() const { return env_; }
     dist::ProcessGroup& pg() { return *pg_; }
+    // Where the group's tensors live: kCuda for nccl (this process's GPU), kCpu for gloo.
+    Device device() const { return device_; }
 
-    // Mean over ranks of one value per rank (identity when inactive). Every rank must call it.
+    // Mean over ranks of one value per rank (identity when inactive; through a one-float device buffer
+    // under nccl). Every rank must call it.
     double mean(double v);
+    // Sum over ranks of one value per rank (identity when inactive). Every rank must call it.
+    double sum(double v);
+
+    // ZeRO-1 on a flat f32 arena of `numel` elements on device(): rank r owns elements
+    // [r*shard, min(numel, (r+1)*shard)) with shard = ceil(numel / world) (optim::AdamW's slice).
+    // zero_reduce_grads reduce-scatters the gradients (mean over ranks) into this rank's slice of `grads`
+    // (the rest of `grads` is left as it was) and returns the global sum of squares of the mean gradient;
+    // zero_gather_params all-gathers every rank's slice of `params`, so every rank holds the whole arena.
+    // Staging buffers (world*shard + shard floats) are allocated on first use. Every rank must call them.
+    static size_t zero_shard_size(size_t numel, int world) { return (numel + world - 1) / static_cast<size_t>(world); }
+    double zero_reduce_grads(float* grads, size_t numel);
+    void zero_gather_params(float* params, size_t numel);
+
     // Rank 0's `value` on every rank, through the store under `key` (each key used once per job).
     std::string from_rank0(const std::string& key, const std::string& value);
     void barrier();
@@ -39,8 +59,13 @@ public:
 private:
     DistContext() = default;
     dist::WorkerEnv env_;
+    Device device_ = Device::kCpu;
     std::unique_ptr<dist::Store> store_;
     std::unique_ptr<dist::ProcessGroup> pg_;
+    Arena scalar_;  // nccl: one f32 on the GPU for mean()
+    Arena zero_staging_;  // ZeRO-1: "all" (world*shard) and "shard" (shard) f32 on device_
+    void ensure_zero_staging(size_t numel);
+    double reduce_scalar(double v, dist::ReduceOp op);
 };
 
 }  // namespace llmt::train
