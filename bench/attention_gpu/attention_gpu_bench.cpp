@@ -103,7 +103,9 @@ int main(int argc, char** argv) {
         // Tile-shape variant under test (flash_attention.cu reads these; unset = the default shapes).
         const char* fv = std::getenv("LLMT_FLASH_FWD_VARIANT");
         const char* bv = std::getenv("LLMT_FLASH_BWD_VARIANT");
-        const std::string variant = std::string("f") + (fv ? fv : "d") + "b" + (bv ? bv : "d");
+        const char* gv = std::getenv("LLMT_FLASH_GROUP");
+        const std::string variant =
+            std::string("f") + (fv ? fv : "d") + "b" + (bv ? bv : "d") + "g" + (gv ? gv : "d");
         cudaDeviceProp prop{};
         LLMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
         std::printf("ours (llmt flash_attention bf16, variant %s) on %s: B=%d T=%d NH=%d hs=%d  fwd %.3f ms "

@@ -108,23 +108,32 @@ constexpr int fwd_smem_bytes() {
     return (16 * NW + 4 * BC) * (D + 8) * 2;
 }
 
+// Block order of the 1-D grids: heads are taken G at a time; inside such a group the tiles go in order of
+// decreasing work (rank 0 = heaviest), heads fastest. Small G keeps the blocks in flight on few heads, so
+// their K/V (forward) or Q/dO (backward) stay in L2; large G puts the heaviest tiles of all heads first,
+// which balances small grids. Returns (head index b*NH+h, rank).
+__device__ __forceinline__ int2 block_order(int n_tiles, int n_heads, int G) {
+    const int idx = static_cast<int>(blockIdx.x), group = idx / (G * n_tiles), r = idx % (G * n_tiles);
+    const int g_size = min(G, n_heads - group * G);  // the last group may be partial
+    return make_int2(group * G + r % g_size, r / g_size);
+}
+
 // ---- forward ------------------------------------------------------------------------------------------
 
 template <int D, int NW, int BC>
 __global__ void __launch_bounds__(NW * 32)
-    fwd_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int T, int C, int NH,
-               float scale_log2) {
+    fwd_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int B, int T, int C,
+               int NH, int G, float scale_log2) {
     constexpr int BR = 16 * NW, LDS = D + 8, NT = NW * 32;
     extern __shared__ __align__(16) unsigned char smem[];
     bf16* sQ = reinterpret_cast<bf16*>(smem);
     bf16* sK = sQ + BR * LDS;       // two buffers of BC x LDS
     bf16* sV = sK + 2 * BC * LDS;   // two buffers of BC x LDS
 
-    // 1-D grid, query tiles of one head adjacent (last = heaviest first): the blocks in flight share few
-    // heads, so their K/V stay in L2 (with heads fastest, K/V were re-read from HBM by every tile).
     const int nq = (T + BR - 1) / BR;
-    const int bh = blockIdx.x / nq, b = bh / NH, h = bh % NH;
-    const int q0 = (nq - 1 - static_cast<int>(blockIdx.x % nq)) * BR;
+    const int2 order = block_order(nq, B * NH, G);
+    const int bh = order.x, b = bh / NH, h = bh % NH;
+    const int q0 = (nq - 1 - order.y) * BR;  // the last query tile has the most keys
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     const int lrow = lane % 8, lmat = lane / 8;  // ldmatrix: this lane addresses row lrow of matrix lmat
     const long C3 = 3L * C;
@@ -324,8 +333,8 @@ __global__ void dq_convert_kernel(bf16* __restrict__ dqkv, const float* __restri
 template <int D, int NW, int BQ>
 __global__ void __launch_bounds__(NW * 32)
     bwd_kernel(bf16* __restrict__ dqkv, float* __restrict__ dq_acc, const bf16* __restrict__ dout,
-               const bf16* __restrict__ qkv, const float* __restrict__ lse, const float* __restrict__ dvec, int T,
-               int C, int NH, float scale_log2, float scale) {
+               const bf16* __restrict__ qkv, const float* __restrict__ lse, const float* __restrict__ dvec, int B,
+               int T, int C, int NH, int G, float scale_log2, float scale) {
     constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
     constexpr int WQ = BQ / 16, WD = NW / WQ, DW = D / WD;  // dQ phase: WQ x WD warps, DW columns each
     static_assert(WQ * WD == NW && DW % 16 == 0, "dQ warp grid");
@@ -338,9 +347,9 @@ __global__ void __launch_bounds__(NW * 32)
     float* sL = reinterpret_cast<float*>(sP + BKV * LDP);  // lse, two buffers of BQ
     float* sD = sL + 2 * BQ;                               // dvec, two buffers of BQ
 
-    const int nkv = (T + BKV - 1) / BKV;  // 1-D grid, a head's key blocks adjacent (first = most work)
-    const int bh = blockIdx.x / nkv, b = bh / NH, h = bh % NH;
-    const int k0 = static_cast<int>(blockIdx.x % nkv) * BKV;
+    const int2 order = block_order((T + BKV - 1) / BKV, B * NH, G);
+    const int bh = order.x, b = bh / NH, h = bh % NH;
+    const int k0 = order.y * BKV;  // the first key block has the most query tiles
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
     const int lrow = lane % 8, lmat = lane / 8;
     const long C3 = 3L * C;
@@ -570,6 +579,16 @@ Scratch& scratch() {
     return per_device[dev];
 }
 
+// Heads per group of the block order (block_order); LLMT_FLASH_GROUP overrides it for tuning. Measured on
+// an H100 (docs/benchmarks.md): at 192 and 384 heads (GPT-2, B=16/32) groups of 32 were best (one group
+// of all 384 made the forward 24% slower); at 48 heads one group was best (the grid is a few waves, so
+// heaviest-first balance matters more, and all heads' K/V fit in L2 anyway).
+int group_heads(int n_heads) {
+    const char* e = std::getenv("LLMT_FLASH_GROUP");
+    const int g = e ? std::atoi(e) : (n_heads <= 64 ? n_heads : 32);
+    return g < 1 ? 1 : (g > n_heads ? n_heads : g);
+}
+
 template <int D, int NW, int BC>
 void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, cudaStream_t s) {
     constexpr int BR = 16 * NW;
@@ -577,7 +596,7 @@ void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C,
     LLMT_CUDA_CHECK(cudaFuncSetAttribute(fwd_kernel<D, NW, BC>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
     const unsigned grid = static_cast<unsigned>(B) * NH * ((T + BR - 1) / BR);
-    fwd_kernel<D, NW, BC><<<grid, NW * 32, smem, s>>>(out, lse, qkv, T, C, NH, scale_log2);
+    fwd_kernel<D, NW, BC><<<grid, NW * 32, smem, s>>>(out, lse, qkv, B, T, C, NH, group_heads(B * NH), scale_log2);
     LLMT_CUDA_CHECK_LAUNCH("flash_attention_forward");
 }
 
@@ -597,7 +616,8 @@ void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* 
     LLMT_CUDA_CHECK(cudaFuncSetAttribute(bwd_kernel<D, NW, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const float scale = 1.0f / sqrtf(static_cast<float>(D));
     const unsigned grid = static_cast<unsigned>(B) * NH * ((T + BKV - 1) / BKV);
-    bwd_kernel<D, NW, BQ><<<grid, NW * 32, smem, s>>>(dqkv, dq, dout, qkv, lse, dvec, T, C, NH, scale * kLog2e, scale);
+    bwd_kernel<D, NW, BQ><<<grid, NW * 32, smem, s>>>(dqkv, dq, dout, qkv, lse, dvec, B, T, C, NH, group_heads(B * NH),
+                                                      scale * kLog2e, scale);
     LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward");
 
     const long n4 = static_cast<long>(n_dq / 4);
