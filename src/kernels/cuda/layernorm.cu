@@ -1,6 +1,8 @@
 // LayerNorm on CUDA (cuda/layernorm.h): one warp per row, two-pass mean/variance in fp32 like the CPU
 // kernel; the backward is llm.c's formula with per-block shared-memory partials of dweight/dbias.
 // Templated on the storage type of activations and weights (fp32 or bf16); statistics stay fp32.
+#include <algorithm>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -82,13 +84,12 @@ __global__ void layernorm_backward_kernel(T* dinp, float* dweight, float* dbias,
 
 // bf16, C = 256 * kVecs: lane l of a warp owns the 8-column groups l, l + 32, ... (kVecs of them), read
 // with 16-byte loads. Each warp keeps its dweight/dbias partials in registers across its rows, so the
-// block combines them once (shared atomics per warp and column) instead of once per row and element,
-// and writes its sums to a scratch row that a second kernel reduces (deterministic order, no global
-// atomics).
+// block combines them once (shared atomics per warp and column) instead of once per row and element.
 template <int kVecs>
-__global__ void layernorm_backward_bf16x8_kernel(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
-                                                 const bf16* inp, const bf16* weight, const float* mean,
-                                                 const float* rstd, long rows, int C, float* partials) {
+__global__ void __launch_bounds__(kWarps * 32, 3)
+    layernorm_backward_bf16x8_kernel(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                                     const bf16* weight, const float* mean, const float* rstd, long rows, int C,
+                                     float* partials) {
     extern __shared__ float sh[];
     float* sdw = sh;
     float* sdb = sh + C;
@@ -96,53 +97,49 @@ __global__ void layernorm_backward_bf16x8_kernel(bf16* dinp, float* dweight, flo
     __syncthreads();
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     constexpr int kN = kVecs * 8;
-    float w[kN], dw[kN], db[kN];
+    // Only the parameter-gradient partials stay in registers across rows; x, dout and the weight are
+    // re-read in the second pass (L1 hits), which keeps registers low enough for 3 blocks per SM.
+    float dw[kN], db[kN];
 #pragma unroll
-    for (int v = 0; v < kVecs; v++) {
-        const uint4 raw = reinterpret_cast<const uint4*>(weight)[v * 32 + lane];
-        const bf16* e = reinterpret_cast<const bf16*>(&raw);
-#pragma unroll
-        for (int q = 0; q < 8; q++) {
-            w[v * 8 + q] = ldf(e[q]);
-            dw[v * 8 + q] = 0.0f;
-            db[v * 8 + q] = 0.0f;
-        }
-    }
+    for (int i = 0; i < kN; i++) dw[i] = db[i] = 0.0f;
+    const uint4* wv = reinterpret_cast<const uint4*>(weight);
     for (long row = blockIdx.x * static_cast<long>(kWarps) + warp; row < rows;
          row += static_cast<long>(gridDim.x) * kWarps) {
         const uint4* xr = reinterpret_cast<const uint4*>(inp + row * C);
         const uint4* gr = reinterpret_cast<const uint4*>(dout + row * C);
         uint4* dr = reinterpret_cast<uint4*>(dinp + row * C);
         const float m = mean[row], r = rstd[row];
-        float n[kN], g[kN];
         float a = 0.0f, b = 0.0f;  // sum dnorm, sum dnorm * norm
 #pragma unroll
         for (int v = 0; v < kVecs; v++) {
-            const uint4 xv = xr[v * 32 + lane], gv = gr[v * 32 + lane];
+            const uint4 xv = xr[v * 32 + lane], gv = gr[v * 32 + lane], ww = wv[v * 32 + lane];
             const bf16* xe = reinterpret_cast<const bf16*>(&xv);
             const bf16* ge = reinterpret_cast<const bf16*>(&gv);
+            const bf16* we = reinterpret_cast<const bf16*>(&ww);
 #pragma unroll
             for (int q = 0; q < 8; q++) {
-                const int i = v * 8 + q;
-                n[i] = (ldf(xe[q]) - m) * r;
-                g[i] = ldf(ge[q]);
-                const float dn = w[i] * g[i];
+                const float n = (ldf(xe[q]) - m) * r, g = ldf(ge[q]);
+                const float dn = ldf(we[q]) * g;
                 a += dn;
-                b += dn * n[i];
+                b += dn * n;
+                dw[v * 8 + q] += n * g;
+                db[v * 8 + q] += g;
             }
         }
         a = warp_sum(a) / C;
         b = warp_sum(b) / C;
 #pragma unroll
         for (int v = 0; v < kVecs; v++) {
+            const uint4 xv = xr[v * 32 + lane], gv = gr[v * 32 + lane], ww = wv[v * 32 + lane];
+            const bf16* xe = reinterpret_cast<const bf16*>(&xv);
+            const bf16* ge = reinterpret_cast<const bf16*>(&gv);
+            const bf16* we = reinterpret_cast<const bf16*>(&ww);
             uint4 dv = dr[v * 32 + lane];
             bf16* de = reinterpret_cast<bf16*>(&dv);
 #pragma unroll
             for (int q = 0; q < 8; q++) {
-                const int i = v * 8 + q;
-                de[q] = __float2bfloat16_rn(ldf(de[q]) + (w[i] * g[i] - a - n[i] * b) * r);
-                dw[i] += n[i] * g[i];
-                db[i] += g[i];
+                const float n = (ldf(xe[q]) - m) * r;
+                de[q] = __float2bfloat16_rn(ldf(de[q]) + (ldf(we[q]) * ldf(ge[q]) - a - n * b) * r);
             }
             dr[v * 32 + lane] = dv;
         }
@@ -156,12 +153,15 @@ __global__ void layernorm_backward_bf16x8_kernel(bf16* dinp, float* dweight, flo
             atomicAdd(&sdb[c], db[v * 8 + q]);
         }
     __syncthreads();
-    // This block's partials (dweight then dbias) to its row of the scratch; reduce_partials_kernel sums
-    // the rows. (Global atomics from every block onto the same C addresses serialise in L2.)
-    float* part = partials + static_cast<long>(blockIdx.x) * 2 * C;
-    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) part[c] = sh[c];
-    (void)dweight;
-    (void)dbias;
+    if (partials) {  // this block's sums (dweight then dbias) to its scratch row; reduce_partials_kernel adds
+        float* part = partials + static_cast<long>(blockIdx.x) * 2 * C;
+        for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) part[c] = sh[c];
+    } else {
+        for (int c = threadIdx.x; c < C; c += blockDim.x) {
+            atomicAdd(&dweight[c], sdw[c]);
+            atomicAdd(&dbias[c], sdb[c]);
+        }
+    }
 }
 
 // dweight[c] += sum over blocks of partials[b][c], dbias[c] += ... [b][C + c]: one thread per column.
@@ -194,12 +194,24 @@ void backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
     if (smem > 48 * 1024)
         LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_bf16x8_kernel<kVecs>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    // Blocks: LLMTRAIN_LN_GRID caps them (default 264, two per SM); each block adds its dweight/dbias sums
+    // with global atomics, or (LLMTRAIN_LN_PARTIALS=1) writes them to a scratch row that
+    // reduce_partials_kernel sums. Knobs for measuring; the defaults measured fastest on an H100.
+    static const long cap = [] {
+        const char* v = std::getenv("LLMTRAIN_LN_GRID");
+        return v ? std::max(1L, std::atol(v)) : 264L;
+    }();
+    static const bool use_partials = [] {
+        const char* v = std::getenv("LLMTRAIN_LN_PARTIALS");
+        return v && v[0] == '1';
+    }();
     long grid = (rows + kWarps - 1) / kWarps;
-    if (grid > 264) grid = 264;
-    float* partials = partials_scratch(static_cast<size_t>(grid) * 2 * C);
+    if (grid > cap) grid = cap;
+    float* partials = use_partials ? partials_scratch(static_cast<size_t>(grid) * 2 * C) : nullptr;
     layernorm_backward_bf16x8_kernel<kVecs><<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
         dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, partials);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_backward_bf16x8_kernel");
+    if (!partials) return;
     reduce_partials_kernel<<<static_cast<unsigned>((2 * C + 255) / 256), 256, 0, stream>>>(
         dweight, dbias, partials, static_cast<int>(grid), C);
     LLMT_CUDA_CHECK_LAUNCH("reduce_partials_kernel");

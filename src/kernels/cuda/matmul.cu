@@ -156,9 +156,10 @@ void bias_grad(float* dbias, const T* dout, int BT, int OC, cudaStream_t stream)
     constexpr int kRowsPerBlock = 256;
     if constexpr (sizeof(T) == 2) {
         if (OC % 8 == 0) {
-            const dim3 grid(static_cast<unsigned>((OC + 255) / 256),
-                            static_cast<unsigned>((BT + kRowsPerBlock - 1) / kRowsPerBlock));
-            bias_grad_bf16x8_kernel<<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC, kRowsPerBlock);
+            // 32 rows per block: enough blocks to fill the GPU even for OC = 768 (3 column blocks).
+            constexpr int kRows8 = 32;
+            const dim3 grid(static_cast<unsigned>((OC + 255) / 256), static_cast<unsigned>((BT + kRows8 - 1) / kRows8));
+            bias_grad_bf16x8_kernel<<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC, kRows8);
             LLMT_CUDA_CHECK_LAUNCH("bias_grad_bf16x8_kernel");
             return;
         }
