@@ -25,6 +25,7 @@ void register_serve(CLI::App& app, Runtime& rt) {
     auto quotas = std::make_shared<std::string>();
     auto presets = std::make_shared<std::string>("configs/presets");
     auto port_file = std::make_shared<std::string>();
+    auto web_dir = std::make_shared<std::string>();
     cmd->add_option("--listen", *listen, "HOST:PORT to bind (port 0 picks a free one); 127.0.0.1 unless told otherwise");
     cmd->add_option("--db", *db, "SQLite job store (default <data-dir>/jobs.sqlite)");
     cmd->add_option("--data-dir", *data_dir, "jobs' directories, the store and the generated token (created 0700)");
@@ -39,6 +40,8 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--kill-grace-s", o->kill_grace_s, "SIGTERM to SIGKILL grace when cancelling or timing out")
         ->check(CLI::Range(0.0, 3600.0));
     cmd->add_option("--port-file", *port_file, "write HOST:PORT here once listening");
+    cmd->add_option("--web-dir", *web_dir, "the built dashboard served at / (default: share/llmtrain/web beside the "
+                                           "binary, else the checkout's web/dist)");
     cmd->callback([=, &rt] {
         auto colon = listen->rfind(':');
         if (colon == std::string::npos) throw UsageError("--listen must be HOST:PORT, got '" + *listen + "'");
@@ -57,6 +60,7 @@ void register_serve(CLI::App& app, Runtime& rt) {
         o->quotas_file = *quotas;
         o->presets_dir = *presets;
         o->port_file = *port_file;
+        o->web_dir = *web_dir;
 
         // Signals go to one watcher thread (blocked everywhere else, inherited by every thread).
         sigset_t set;

@@ -28,6 +28,7 @@ struct ServerOptions {
     std::filesystem::path rates_file, quotas_file;
     std::filesystem::path presets_dir = "configs/presets";
     std::filesystem::path port_file;        // written once listening ("host:port"), for scripts and tests
+    std::filesystem::path web_dir;          // --web-dir: the built dashboard (default: see web_assets.h)
     size_t max_body_bytes = 1 << 20;
     double kill_grace_s = 30;
     int threads = 32;
@@ -48,5 +49,6 @@ struct ServerContext {
 void register_job_routes(Router& router, ServerContext& ctx);     // routes_jobs.cpp
 void register_job_output_routes(Router& router, ServerContext& ctx);  // routes_job_output.cpp
 void register_system_routes(Router& router, ServerContext& ctx);  // routes_system.cpp
+void register_preset_routes(Router& router, ServerContext& ctx);  // routes_presets.cpp
 
 }  // namespace llmt::server

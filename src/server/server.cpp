@@ -16,6 +16,7 @@
 #include "server/router.h"
 #include "server/scheduler.h"
 #include "server/store.h"
+#include "server/web_assets.h"
 
 namespace llmt::server {
 
@@ -54,6 +55,7 @@ struct Server::Impl {
     std::unique_ptr<ServerContext> ctx;
     std::unique_ptr<Router> router;
     httplib::Server http;
+    std::optional<fs::path> web_dir;  // the built dashboard, served at /
 };
 
 Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
@@ -86,6 +88,13 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
     register_system_routes(*m.router, *m.ctx);
     register_job_routes(*m.router, *m.ctx);
     register_job_output_routes(*m.router, *m.ctx);
+    register_preset_routes(*m.router, *m.ctx);
+    m.web_dir = find_web_dir(o.web_dir);
+    if (m.web_dir)
+        std::fprintf(stderr, "llmtrain serve: dashboard at / from %s\n", m.web_dir->c_str());
+    else
+        std::fprintf(stderr, "llmtrain serve: the dashboard is not built (web/dist): / answers 503; run "
+                             "scripts/setup.sh or pass --web-dir\n");
 }
 
 Server::~Server() {
@@ -102,6 +111,7 @@ void Server::run(const std::function<void(int port)>& on_listening) {
     const int threads = m.opts.threads;
     m.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     m.router->install(m.http);
+    install_web_assets(m.http, m.web_dir);
     int port = m.opts.port;
     if (port == 0) {
         port = m.http.bind_to_any_port(m.opts.host);
