@@ -50,5 +50,6 @@ void register_job_routes(Router& router, ServerContext& ctx);     // routes_jobs
 void register_job_output_routes(Router& router, ServerContext& ctx);  // routes_job_output.cpp
 void register_system_routes(Router& router, ServerContext& ctx);  // routes_system.cpp
 void register_preset_routes(Router& router, ServerContext& ctx);  // routes_presets.cpp
+void register_mcp_routes(Router& router, ServerContext& ctx);     // mcp.cpp
 
 }  // namespace llmt::server

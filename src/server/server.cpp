@@ -89,6 +89,7 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
     register_job_routes(*m.router, *m.ctx);
     register_job_output_routes(*m.router, *m.ctx);
     register_preset_routes(*m.router, *m.ctx);
+    register_mcp_routes(*m.router, *m.ctx);
     m.web_dir = find_web_dir(o.web_dir);
     if (m.web_dir)
         std::fprintf(stderr, "llmtrain serve: dashboard at / from %s\n", m.web_dir->c_str());
