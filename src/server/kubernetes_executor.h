@@ -1,0 +1,44 @@
+// Runs jobs on Kubernetes through src/k8s (issue 9 point 3): an attempt is the rendered workload
+// (Indexed Job by default) applied with `kubectl apply`; poll reads the Job's conditions and its pods'
+// exit codes, stop deletes it (the kubelet sends SIGTERM and waits terminationGracePeriodSeconds; kill
+// also force-deletes the pods), per-rank logs come from `kubectl logs`. The handle holds the object
+// name, namespace and kind, so a restarted server re-finds the attempt. kubectl is $KUBECTL or PATH's.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+
+#include "k8s/job_spec.h"
+#include "server/executor.h"
+
+namespace llmt::server {
+
+struct KubernetesOptions {
+    std::string namespace_, context;  // empty: kubectl's current ones
+    std::string kind = "indexed-job";
+    std::string image = "llmtrain:latest";
+    std::string data_pvc, output_pvc, models_pvc, hf_token_secret;
+};
+
+class KubernetesExecutor : public Executor {
+public:
+    explicit KubernetesExecutor(KubernetesOptions o);
+
+    std::string name() const override { return "kubernetes"; }
+    void validate(const JobSpec& spec) const override;
+    std::string start(const AttemptRequest& req, const std::function<void(const std::string&)>& record) override;
+    AttemptStatus poll(const std::string& handle) override;
+    void stop(const std::string& handle, bool kill) override;
+    // Refreshes <job_dir>/logs/rank<k>.log from `kubectl logs` of each rank's newest pod, then lists them.
+    std::vector<RankLog> rank_logs(const std::filesystem::path& job_dir, const JobSpec& spec) const override;
+
+    // The workload's name for a server job: "<name>-<id>", cut so the pods' host names fit 63 characters.
+    static std::string object_name(const std::string& job_name, int64_t job_id, int nodes);
+
+private:
+    KubernetesOptions o_;
+    k8s::Kind kind_;
+};
+
+}  // namespace llmt::server
