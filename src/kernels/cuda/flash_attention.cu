@@ -1,14 +1,16 @@
 // bf16 tensor-core causal attention (cuda/flash_attention.h), FlashAttention-2's algorithm (Dao 2023,
 // arXiv:2307.08691, Alg. 1 and 2) written with mma.sync.m16n8k16 (bf16 in, fp32 accumulate), ldmatrix and
 // cp.async double buffering, so it runs on Ampere (sm_80) and Hopper (sm_90a) alike.
-//  forward : a block owns 16*NW query rows (16 per warp) and streams 64-key K/V tiles, last (diagonal) tile
-//            first; scores, the online softmax and P stay in registers (the C-fragment of S is reused as
-//            the A-fragment of P.V without a shuffle). Tiles entirely above the diagonal are never loaded.
-//  backward: a block owns 64 keys (16 per warp, K and V held as A-fragments in registers) and walks the
-//            query tiles at or below the diagonal: S^T = K Q^T, dP^T = V dO^T, dV += P^T dO,
-//            dK += dS^T Q in registers; dS^T goes through shared memory for dQ = dS K, which is added
-//            with fp32 atomics into a (B,T,C) scratch and converted to bf16 by a last small kernel.
+//  forward : a block owns 16*NW query rows (16 per warp; NW = 4 by default) and streams BC-key K/V tiles
+//            (64), last (diagonal) tile first; scores, the online softmax and P stay in registers (the
+//            C-fragment of S is reused as the A-fragment of P.V without a shuffle). Tiles entirely above
+//            the diagonal are never loaded.
+//  backward: a block owns 16*NW keys (16 per warp, NW = 8 by default; K and V held as A-fragments in
+//            registers) and walks the query tiles at or below the diagonal: S^T = K Q^T, dP^T = V dO^T,
+//            dV += P^T dO, dK += dS^T Q in registers; dS^T goes through shared memory for dQ = dS K,
+//            which is added with fp32 atomics into a (B,T,C) scratch and converted to bf16 at the end.
 // Shared-memory rows are padded by 16 bytes so the 8 row addresses of an ldmatrix hit distinct banks.
+// Measured speeds and the tile-shape choices: docs/benchmarks.md, "Attention kernel (bf16)".
 #include "kernels/cuda/flash_attention.h"
 
 #include <cstdint>
