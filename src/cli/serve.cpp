@@ -29,7 +29,8 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--listen", *listen, "HOST:PORT to bind (port 0 picks a free one); 127.0.0.1 unless told otherwise");
     cmd->add_option("--db", *db, "SQLite job store (default <data-dir>/jobs.sqlite)");
     cmd->add_option("--data-dir", *data_dir, "jobs' directories, the store and the generated token (created 0700)");
-    cmd->add_option("--executor", o->executor, "where jobs run: local | kubernetes");
+    cmd->add_option("--executor", o->executor,
+                    "where jobs run: local | kubernetes[:namespace=NS,image=IMG,output-pvc=C,data-pvc=C,...]");
     cmd->add_option("--capacity", *capacity, "what the queue admits against, e.g. cpus=2,gpus=0 (cpus=0,gpus=0 holds all)");
     cmd->add_option("--tokens-file", *tokens, "bearer tokens, one '<token> <name> <viewer|submitter|admin>' per line");
     cmd->add_option("--rates-file", *rates, "JSON {\"cpu_hour_usd\": x, \"gpu_hour_usd\": y} for cost estimates");

@@ -46,6 +46,38 @@ Json parse_json(const std::string& s, const std::string& what) {
 
 }  // namespace
 
+KubernetesOptions parse_kubernetes_options(const std::string& executor) {
+    KubernetesOptions o;
+    const std::string prefix = "kubernetes";
+    if (executor.rfind(prefix, 0) != 0 || (executor.size() > prefix.size() && executor[prefix.size()] != ':'))
+        throw UsageError(fmt::format("--executor: expected kubernetes[:KEY=VALUE,...], got '{}'", executor));
+    std::string rest = executor.size() > prefix.size() ? executor.substr(prefix.size() + 1) : "";
+    std::size_t pos = 0;
+    while (pos < rest.size()) {
+        std::size_t end = rest.find(',', pos);
+        if (end == std::string::npos) end = rest.size();
+        const std::string kv = rest.substr(pos, end - pos);
+        pos = end + 1;
+        const auto eq = kv.find('=');
+        if (eq == std::string::npos || eq == 0)
+            throw UsageError(fmt::format("--executor kubernetes: expected KEY=VALUE, got '{}'", kv));
+        const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+        if (k == "namespace") o.namespace_ = v;
+        else if (k == "context") o.context = v;
+        else if (k == "kind") o.kind = v;
+        else if (k == "image") o.image = v;
+        else if (k == "data-pvc") o.data_pvc = v;
+        else if (k == "output-pvc") o.output_pvc = v;
+        else if (k == "models-pvc") o.models_pvc = v;
+        else if (k == "hf-token-secret") o.hf_token_secret = v;
+        else
+            throw UsageError(fmt::format("--executor kubernetes: unknown key '{}' (namespace, context, kind, image, "
+                                         "data-pvc, output-pvc, models-pvc, hf-token-secret)", k));
+    }
+    k8s::parse_kind(o.kind);  // refuses a bad kind now, not at the first job
+    return o;
+}
+
 KubernetesExecutor::KubernetesExecutor(KubernetesOptions o) : o_(std::move(o)), kind_(k8s::parse_kind(o_.kind)) {}
 
 std::string KubernetesExecutor::object_name(const std::string& job_name, int64_t job_id, int nodes) {

@@ -21,6 +21,11 @@ struct KubernetesOptions {
     std::string data_pvc, output_pvc, models_pvc, hf_token_secret;
 };
 
+// `llmtrain serve --executor` values: "kubernetes" (defaults) or "kubernetes:KEY=VALUE,..." with keys
+// namespace, context, kind, image, data-pvc, output-pvc, models-pvc, hf-token-secret. Throws UsageError
+// naming an unknown key or a bad kind.
+KubernetesOptions parse_kubernetes_options(const std::string& executor);
+
 class KubernetesExecutor : public Executor {
 public:
     explicit KubernetesExecutor(KubernetesOptions o);

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "server/kubernetes_executor.h"
 #include "server/local_executor.h"
 #include "server/prom.h"
 #include "server/router.h"
@@ -31,10 +32,9 @@ std::unique_ptr<Executor> make_executor(const ServerOptions& o) {
         if (ec) throw IoError("cannot find this binary via /proc/self/exe: " + ec.message());
         return std::make_unique<LocalExecutor>(self, fs::current_path());
     }
-    if (o.executor == "kubernetes")
-        throw UsageError("--executor kubernetes: not available in this build yet (it needs the Kubernetes layer, "
-                         "src/k8s); use --executor local");
-    throw UsageError("--executor must be local or kubernetes, got '" + o.executor + "'");
+    if (o.executor.rfind("kubernetes", 0) == 0)
+        return std::make_unique<KubernetesExecutor>(parse_kubernetes_options(o.executor));
+    throw UsageError("--executor must be local or kubernetes[:KEY=VALUE,...], got '" + o.executor + "'");
 }
 
 void make_private_dir(const fs::path& dir) {

@@ -11,8 +11,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/error.h"
 #include "core/fs.h"
 #include "server/kubernetes_executor.h"
+#include "server_fixture.h"
 
 namespace {
 
@@ -166,6 +168,56 @@ TEST_F(KubernetesExecutorTest, RankLogsComeFromEachRanksNewestPod) {
     EXPECT_EQ(llmt::read_file(logs[0].path), "step 1\n");
     EXPECT_EQ(llmt::read_file(logs[1].path), "resume: /out/tiny-7/checkpoints/step_10 at step 10\n");
     EXPECT_EQ(calls().back(), "--namespace ml logs --timestamps tiny-7-1-new");
+}
+
+TEST(KubernetesExecutorOptions, ParsesTheExecutorFlag) {
+    auto o = llmt::server::parse_kubernetes_options("kubernetes:namespace=ml,image=reg/llmtrain:1,output-pvc=outputs");
+    EXPECT_EQ(o.namespace_, "ml");
+    EXPECT_EQ(o.image, "reg/llmtrain:1");
+    EXPECT_EQ(o.output_pvc, "outputs");
+    EXPECT_EQ(o.kind, "indexed-job");
+    EXPECT_EQ(llmt::server::parse_kubernetes_options("kubernetes").image, "llmtrain:latest");
+    EXPECT_THROW(llmt::server::parse_kubernetes_options("kubernetes:nope=1"), llmt::UsageError);
+    EXPECT_THROW(llmt::server::parse_kubernetes_options("kubernetes:kind=deployment"), llmt::UsageError);
+}
+
+// `llmtrain serve --executor kubernetes:...` end to end with the kubectl double: a submitted job is applied
+// and runs while the Job has no condition; the server is killed -9 and restarted; the new process re-finds
+// the attempt from its handle and finishes it when the Job reports Complete. Nothing is applied twice.
+TEST_F(KubernetesExecutorTest, ServeRunsAJobThroughKubectlAndReFindsItAfterARestart) {
+    using namespace llmt::testing;
+    put("workload.json", Json{{"status", Json::object()}}.dump());
+    put("pods.json", Json{{"items", Json::array()}}.dump());
+    const std::vector<std::string> flags = {"--executor", "kubernetes:namespace=ml,output-pvc=outputs", "--capacity",
+                                            "cpus=4,gpus=0"};
+    auto server = std::make_unique<ServeProcess>(dir_ / "serve", flags);
+    Api bob(server->port(), kSubmitterToken);
+    auto r = bob.post("/v1/jobs", Json{{"name", "tiny"}, {"nodes", 2},
+                                       {"config", tiny_config("/data/shards", 20, 5)}});
+    ASSERT_EQ(r.status, 201) << r.text;
+    const int64_t id = r.body["id"];
+    auto state = [&](Api& a) { return a.get("/v1/jobs/" + std::to_string(id)).body.value("state", ""); };
+    ASSERT_TRUE(wait_for([&] { return state(bob) == "running"; }, 60)) << server->log();
+    const std::string name = "tiny-" + std::to_string(id);
+    // The job view may ask for pods (per-rank status) before the apply has returned.
+    // (The job view may ask for pods, per-rank status, before the apply has returned.) The Job is the
+    // last object of the stream the double saves as it reads it.
+    const fs::path applied = dir_ / "double/applied.0.yaml";
+    ASSERT_TRUE(wait_for([&] { return fs::exists(applied) && llmt::read_file(applied).find("kind: Job") != std::string::npos; }, 30))
+        << server->log();
+    EXPECT_NE(llmt::read_file(applied).find("- output.run_id=" + name), std::string::npos);
+
+    server->kill9();
+    server = std::make_unique<ServeProcess>(dir_ / "serve", flags);
+    Api bob2(server->port(), kSubmitterToken);
+    EXPECT_EQ(state(bob2), "running") << server->log();
+    put("workload.json", job_with("Complete").dump());
+    ASSERT_TRUE(wait_for([&] { return state(bob2) == "succeeded"; }, 60)) << server->log();
+    int applies = 0;
+    for (const auto& c : calls()) applies += c.find(" apply ") != std::string::npos;
+    EXPECT_EQ(applies, 1);
+    for (const auto& c : calls())
+        if (c.find(" get ") != std::string::npos) EXPECT_NE(c.find(name), std::string::npos) << c;
 }
 
 TEST(KubernetesExecutorName, FitsTheLongestPodHostName) {
