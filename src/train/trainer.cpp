@@ -19,6 +19,7 @@
 #include "core/time.h"
 #include "data/loader.h"
 #include "data/prepare_cache.h"
+#include "dist/env.h"
 #include "dist/reducer.h"
 #include "kernels/ops.h"
 #include "models/gpt2.h"
@@ -77,21 +78,17 @@ void apply_threads(const config::Config& cfg) {
     if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
 }
 
-// run.device: cuda (a usable GPU required), auto (the GPU when one is usable and this is one process),
-// or cpu. Data parallelism runs on the CPU only for now (NCCL is not implemented).
-Device resolve_device(const config::Config& cfg, int world) {
+// run.device: cuda (a usable GPU required; under data parallelism one per local rank, GPU LOCAL_RANK, which
+// DistContext checks), auto (the GPU when every local rank gets one), or cpu.
+Device resolve_device(const config::Config& cfg, int local_world) {
     const int gpus = kernels::device_count(Device::kCuda);
     if (cfg.run.device == "cuda") {
         if (gpus == 0)
             throw InputError("run.device: cuda: no usable CUDA device (this binary is built without CUDA, or no GPU "
                              "or driver is present); use run.device: cpu or auto");
-        if (world > 1)
-            throw InputError(fmt::format("run.device: cuda with {} ranks: data parallelism across GPUs (NCCL) is not "
-                                         "implemented in this version; run one process per job, or run.device: cpu",
-                                         world));
         return Device::kCuda;
     }
-    if (cfg.run.device == "auto" && gpus > 0 && world == 1) return Device::kCuda;
+    if (cfg.run.device == "auto" && gpus > 0 && gpus >= local_world) return Device::kCuda;
     return Device::kCpu;
 }
 
@@ -229,9 +226,10 @@ TrainResult run_training(const TrainOptions& opts) {
     apply_threads(cfg);
     const auto& tc = cfg.trainer;
     const int B = tc.micro_batch_size, T = cfg.model.block_size, accum = tc.grad_accum_steps;
-    DistContext dc = opts.dry_run ? DistContext::single() : DistContext::create(cfg);
+    // The device first: with NCCL, DistContext makes GPU LOCAL_RANK current before any CUDA work.
+    const Device dev = resolve_device(cfg, opts.dry_run ? 1 : dist::worker_env_from().local_world_size);
+    DistContext dc = opts.dry_run ? DistContext::single() : DistContext::create(cfg, dev);
     const int world = dc.world(), rank = dc.rank();
-    const Device dev = resolve_device(cfg, world);
     const DType dtype = check_supported(cfg, dev);
     const std::string device(device_name(dev));
     const bool zero = dc.active() && cfg.dist.zero_stage == 1;
@@ -245,8 +243,12 @@ TrainResult run_training(const TrainOptions& opts) {
     const auto& mc = model.config();
     // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
     // could differ between hosts).
-    if (dc.active())
-        dc.pg().broadcast(Tensor(model.params().data(), {static_cast<int64_t>(model.params().nbytes() / 4)}), 0);
+    if (dc.active()) {
+        dc.pg().broadcast(Tensor(model.params().data(), {static_cast<int64_t>(model.params().nbytes() / 4)},
+                                 DType::kF32, model.device()),
+                          0);
+        model.sync_compute_params();
+    }
     log_line(fmt::format("model: gpt2, {} layers, d_model {}, {} heads, block {}, vocab {} (padded {}), {:.2f}M parameters",
                          mc.n_layer, mc.d_model, mc.n_head, mc.block_size, mc.vocab_size, mc.padded_vocab,
                          static_cast<double>(model.num_parameters()) / 1e6));
@@ -462,28 +464,16 @@ TrainResult run_training(const TrainOptions& opts) {
     if (dc.active() && !zero) {
         const size_t bucket = static_cast<size_t>(cfg.dist.bucket_mb * 1024 * 1024);
         reducer = std::make_unique<dist::Reducer>(dc.pg(), model.grads().data(), model.grads().nbytes(),
-                                                  std::max<size_t>(bucket, 4), cfg.dist.overlap);
+                                                  std::max<size_t>(bucket, 4), cfg.dist.overlap, model.device());
         model.set_grads_ready_hook([&](size_t offset) { reducer->grads_ready_from(offset); });
     }
-    std::vector<float> zero_in, zero_shard;  // ZeRO-1 staging: world*shard floats and one shard
-    if (zero) {
-        zero_in.assign(shard * static_cast<size_t>(world), 0.f);
-        zero_shard.assign(shard, 0.f);
-    }
-    auto zero_reduce_grads = [&]() {  // -> grads[slice] = mean over ranks; returns the global sum of squares
-        std::memcpy(zero_in.data(), grads, arena_numel * sizeof(float));
-        dc.pg().reduce_scatter(Tensor(zero_shard.data(), {static_cast<int64_t>(shard)}),
-                               Tensor(zero_in.data(), {static_cast<int64_t>(zero_in.size())}), dist::ReduceOp::kAvg);
-        std::memcpy(grads + opt.begin(), zero_shard.data(), (opt.end() - opt.begin()) * sizeof(float));
-        float sumsq[1] = {static_cast<float>(optim::grad_sum_squares(grads + opt.begin(), opt.end() - opt.begin()))};
-        dc.pg().allreduce(Tensor(sumsq, {1}), dist::ReduceOp::kSum);
-        return static_cast<double>(sumsq[0]);
-    };
+    // ZeRO-1 (DistContext: staging on the model's device): grads[slice] = mean over ranks, returns the
+    // global sum of squares; then every rank's updated slice of the parameters to every rank, and the
+    // bf16 compute copy refreshed from them.
+    auto zero_reduce_grads = [&]() { return dc.zero_reduce_grads(grads, arena_numel); };
     auto zero_gather_params = [&]() {
-        std::memcpy(zero_shard.data(), params + opt.begin(), (opt.end() - opt.begin()) * sizeof(float));
-        dc.pg().allgather(Tensor(zero_in.data(), {static_cast<int64_t>(zero_in.size())}),
-                          Tensor(zero_shard.data(), {static_cast<int64_t>(shard)}));
-        std::memcpy(params, zero_in.data(), arena_numel * sizeof(float));
+        dc.zero_gather_params(params, arena_numel);
+        model.sync_compute_params();
     };
 
     auto run_eval = [&]() {
