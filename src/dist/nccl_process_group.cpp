@@ -112,6 +112,7 @@ NcclProcessGroup::~NcclProcessGroup() {
     }
     cv_.notify_all();
     watchdog_.join();
+    bool abandoned = aborted_;
     if (!aborted_ && comm_) {
         bool clean = !unwinding && !failed_;
         if (clean) {
@@ -128,8 +129,15 @@ NcclProcessGroup::~NcclProcessGroup() {
             ncclCommDestroy(comm_);
         } else {
             ncclCommAbort(comm_);
+            abandoned = true;
         }
         comm_ = nullptr;
+    }
+    if (abandoned) {
+        // The aborted collectives' kernels end on NCCL's abort flag, but nothing here waits for them:
+        // the stream, events and scratch float are left to the process's exit (a broken group is never
+        // replaced; the worker exits).
+        return;
     }
     cudaStreamSynchronize(stream_);
     cudaGetLastError();  // a destructor reports nothing; leave no sticky error for the next CUDA call
