@@ -80,6 +80,10 @@ fi
 # --- 2./3. training runs ----------------------------------------------------------------------------
 work=$out/train
 mkdir -p "$work"
+# Run directories outside $OUT: each run ends with a checkpoint (~1.5 GB for 124M with AdamW state) that
+# must not travel back; metrics.jsonl, summary.json and the rank logs are copied into $OUT/train/NAME/.
+runs_root=/tmp/llmt_multi_gpu_runs
+rm -rf "$runs_root"
 shard_dir=/tmp/llmt_multi_gpu_data
 mkdir -p "$shard_dir"
 if [ ! -s "$shard_dir/train_000000.bin" ]; then
@@ -98,7 +102,7 @@ trainer: {max_steps: $STEPS, micro_batch_size: $2, grad_accum_steps: $3, precisi
           warmup_steps: 5, log_every_steps: 1, eval_every_steps: 0, save_every_steps: 0}
 dist: {overlap: $4, zero_stage: $5, timeout_sec: 120}
 data: {train_shards: $shard_dir/train_*.bin, shuffle: false}
-output: {root_dir: $work/runs, run_id: $1}
+output: {root_dir: $runs_root, run_id: $1}
 YAML
   echo "$f"
 }
@@ -108,7 +112,7 @@ ran=()
 run() {
   local name=$1 n=$2 cfg
   cfg=$(config "$1" "$3" "$4" "$5" "$6")
-  rm -rf "$work/runs/$name"
+  rm -rf "${runs_root:?}/$name"
   local cmd=("$LLMTRAIN_BIN" launch --standalone --nproc-per-node "$n" -- train --config "$cfg")
   echo "+ ${cmd[*]}" | tee -a "$summary"
   if [ "$DRY_RUN" = 1 ]; then
@@ -123,6 +127,9 @@ run() {
   timeout 240 "${cmd[@]}" >"$work/$name.out" 2>"$work/$name.log"
   local rc=$?
   say "  $name: rc=$rc in $(($(date +%s) - t0)) s"
+  mkdir -p "$work/$name"
+  cp -r "$runs_root/$name/metrics.jsonl" "$runs_root/$name/summary.json" "$runs_root/$name/logs" "$work/$name/" 2>/dev/null
+  rm -rf "${runs_root:?}/$name/checkpoints"
   [ $rc = 0 ] || tail -15 "$work/$name.log" | sed 's/^/    /' | tee -a "$summary"
   ran+=("$name:$n")
 }
@@ -144,7 +151,7 @@ done
 [ "$DRY_RUN" = 1 ] && { say "dry run done ($(($(date +%s) - t_start)) s)"; exit 0; }
 
 # --- report ------------------------------------------------------------------------------------------
-python3 - "$work/runs" "${ran[@]}" <<'PY' | tee -a "$summary"
+python3 - "$work" "${ran[@]}" <<'PY' | tee -a "$summary"
 import json, os, statistics, sys
 root, runs = sys.argv[1], [r.split(":") for r in sys.argv[2:]]
 def metrics(name):
