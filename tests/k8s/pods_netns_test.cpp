@@ -95,7 +95,7 @@ std::string pod_lines(const kjob::JobRunner& job) {
     std::string s;
     for (const auto& p : job.pods())
         s += p.name + " index " + std::to_string(p.index) + " ip " + p.ip + " exit " + std::to_string(p.exit_code) +
-             " action " + kjob::to_string(p.action) + "\n";
+             " action " + (p.exit_code == 0 ? "-" : kjob::to_string(p.action)) + "\n";
     return s;
 }
 std::string pod_report(const kjob::JobRunner& job) { return pod_lines(job) + job.logs(); }
@@ -137,8 +137,9 @@ TEST_F(PodsInNetns, KilledPodIsRecreatedAndTheJobResumesFromTheCheckpoint) {
     std::string skip;
     if (!job.start(&skip)) GTEST_SKIP() << skip;
     const auto t0 = std::chrono::steady_clock::now();
-    // Kill pod 1 once the second checkpoint is written (mid-run: 30 steps are still to go).
-    const fs::path ck = outputs / "tiny/checkpoints/step_10/state.json";
+    // Kill pod 1 once the first checkpoint is complete (mid-run: 35 steps are still to go, so even an idle
+    // machine is far from the end when the kill lands).
+    const fs::path ck = outputs / ("tiny/checkpoints/step_" + std::to_string(kSaveEvery)) / "state.json";
     bool reached = false;
     for (int i = 0; i < 1200 && !job.step(); ++i) {
         if (fs::exists(ck)) {
@@ -147,7 +148,7 @@ TEST_F(PodsInNetns, KilledPodIsRecreatedAndTheJobResumesFromTheCheckpoint) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    ASSERT_TRUE(reached) << "no checkpoint at step 10 within 120 s\n" << pod_report(job);
+    ASSERT_TRUE(reached) << "no checkpoint at step " << kSaveEvery << " within 120 s\n" << pod_report(job);
     ASSERT_FALSE(fs::exists(outputs / "tiny/summary.json")) << "the run finished before the kill";
     ASSERT_TRUE(job.kill_pod(1)) << "pod 1 is not running\n" << pod_report(job);
     auto outcome = job.wait(170);
