@@ -7,9 +7,10 @@
 #   3. the 1-GPU run on the same global batch (B=16N rows a step) vs the N-GPU run: losses step by step.
 # Everything goes under $OUT (logs, metrics, summary.txt). NCCL_* variables of the machine pass through
 # untouched (NCCL_NVLS_ENABLE=0 must stay set there).
-# Usage on the GPU machine, from the repository root, with build/gpu-carry.tgz made by
-#   tools/gpu/pack.sh build/gpu-carry build/<dir>/llmtrain build/<dir>/tests/dist/nccl_process_group_test
-# and carried:  bash tools/gpu/run_multi_gpu.sh
+# Usage on the GPU machine, from the repository root, with build/multi-gpu-carry.tgz (32 MB) made here by
+#   tools/gpu/pack.sh build/multi-gpu-carry build/<cuda-dir>/llmtrain build/<cuda-dir>/tests/dist/nccl_process_group_test
+# and carried (CARRY=... names another tarball; build/gpu-carry.tgz is the fallback):
+#   bash tools/gpu/run_multi_gpu.sh
 # Dry run here (no GPU): NGPU=2 DRY_RUN=1 LLMTRAIN_BIN=build/<cpu-dir>/llmtrain bash tools/gpu/run_multi_gpu.sh
 #   prints every launch command and checks it with `llmtrain launch --dry-run` and the config with
 #   `llmtrain validate`; without NGPU on a machine with no GPU it prints that it skipped.
@@ -27,12 +28,14 @@ summary="$out/summary.txt"
 say() { echo "$*" | tee -a "$summary"; }
 
 # --- binaries: the carried tarball, else LLMTRAIN_BIN (and the test beside the build) -------------------
-if [ -z "${LLMTRAIN_BIN:-}" ] && [ -f build/gpu-carry.tgz ]; then
-  mkdir -p /tmp/g
-  tar xzf build/gpu-carry.tgz -C /tmp/g
-  LLMTRAIN_BIN=/tmp/g/bin/llmtrain
-  NCCL_TEST=/tmp/g/bin/nccl_process_group_test
-  export LD_LIBRARY_PATH=/tmp/g/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+CARRY=${CARRY:-build/multi-gpu-carry.tgz}
+[ -f "$CARRY" ] || CARRY=build/gpu-carry.tgz
+if [ -z "${LLMTRAIN_BIN:-}" ] && [ -f "$CARRY" ]; then
+  mkdir -p /tmp/mg
+  tar xzf "$CARRY" -C /tmp/mg
+  LLMTRAIN_BIN=/tmp/mg/bin/llmtrain
+  NCCL_TEST=/tmp/mg/bin/nccl_process_group_test
+  export LD_LIBRARY_PATH=/tmp/mg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 LLMTRAIN_BIN=${LLMTRAIN_BIN:-build/release/llmtrain}
 NCCL_TEST=${NCCL_TEST:-$(dirname "$LLMTRAIN_BIN")/tests/dist/nccl_process_group_test}
