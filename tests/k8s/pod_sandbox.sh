@@ -19,7 +19,7 @@
 #   pod_sandbox.sh signal ID N SIG
 #       SIGKILL: kills every process of pod N (the container runtime killing the container's cgroup);
 #       another signal goes to the pod's PID 1 only (what the kubelet sends on deletion: SIGTERM).
-# Exit 77 with "SKIP: reason" (bridge mode) where network namespaces are unavailable. Needs root,
+# Exit 77 with "SKIP: reason" (bridge mode) where the kernel refuses the namespaces (or not root). Needs root,
 # iproute2, util-linux (unshare, setpriv), coreutils' chroot.
 set -u
 
@@ -33,9 +33,9 @@ bridge)
     id=$1
     bridge="lk$id"
     [ "$(id -u)" = 0 ] || { echo "SKIP: network namespaces need root (running as uid $(id -u))"; exit 77; }
-    command -v ip >/dev/null || { echo "SKIP: iproute2's ip is not installed"; exit 77; }
-    for tool in unshare setpriv chroot; do
-        command -v $tool >/dev/null || { echo "SKIP: $tool is not installed"; exit 77; }
+    # Missing tools are a broken setup, not a kernel that refuses namespaces: fail, do not skip.
+    for tool in ip unshare setpriv chroot; do
+        command -v $tool >/dev/null || { echo "pod_sandbox.sh: $tool is not installed (iproute2, util-linux, coreutils)"; exit 1; }
     done
     cleanup() {
         trap '' INT TERM
