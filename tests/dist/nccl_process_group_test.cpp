@@ -324,8 +324,8 @@ TEST(NcclReducer, BucketsOverlapAndNoSyncGiveTheExactMean) {
 }
 
 // A peer killed with SIGKILL (as the OOM killer or kill -9 would) while the survivor waits in a
-// collective: the watchdog aborts the communicator at the timeout, and the survivor gets DistTimeout
-// naming the group instead of hanging.
+// collective: the watchdog aborts the communicator at the timeout (or at once when NCCL reports the lost
+// connection), and the survivor gets DistTimeout / DistError naming the group instead of hanging.
 TEST(NcclProcessGroup, KilledPeerIsDistTimeoutWithinTheTimeout) {
     REQUIRE_GPUS(2);
     const auto timeout = 8s;
@@ -348,15 +348,20 @@ TEST(NcclProcessGroup, KilledPeerIsDistTimeoutWithinTheTimeout) {
         },
         120);
     ASSERT_TRUE(rs[1].signaled) << describe(rs);
-    EXPECT_EQ(rs[0].error_type, "DistTimeout") << describe(rs);
+    // DistTimeout from the watchdog, or an earlier DistError when NCCL itself reports the closed
+    // connections of the dead peer (ncclCommGetAsyncError); either names the group, neither hangs.
+    ASSERT_TRUE(rs[0].error_type == "DistTimeout" || rs[0].error_type == "DistError") << describe(rs);
     EXPECT_NE(rs[0].message.find("nccl group nccl/r0/g0 (rank 0 of 2, GPU 0)"), std::string::npos) << describe(rs);
-    EXPECT_NE(rs[0].message.find("did not complete within 8.0 s"), std::string::npos) << describe(rs);
+    EXPECT_NE(rs[0].message.find("the communicator was aborted"), std::string::npos) << describe(rs);
     const double secs = std::stod(rs[0].message.substr(6));
     // The watchdog checks every 50 ms; abort and unwinding take well under a second more. 4 s of slack
     // keeps a loaded machine from failing the test while any hang (or a wait of 2x the timeout) fails it.
     EXPECT_LT(secs, 8.0 + 4.0) << describe(rs);
-    EXPECT_GT(secs, 8.0 - 0.5) << describe(rs);
-    std::printf("survivor failed after %.2f s (timeout 8 s)\n", secs);
+    if (rs[0].error_type == "DistTimeout") {
+        EXPECT_NE(rs[0].message.find("did not complete within 8.0 s"), std::string::npos) << describe(rs);
+        EXPECT_GT(secs, 8.0 - 0.5) << describe(rs);
+    }
+    std::printf("survivor failed with %s after %.2f s (timeout 8 s)\n", rs[0].error_type.c_str(), secs);
 }
 
 // LOCAL_RANK beyond the visible GPUs is an InputError naming both (runs on any CUDA build: a machine
