@@ -144,8 +144,9 @@ TEST(NcclProcessGroup, CollectivesMatchHostSums) {
                 LLMT_CHECK(got[i] == static_cast<float>(want[i]), "allreduce sum [{}]: {} != {}", i, got[i], want[i]);
             report("sum ");
         }
-        // Average (ncclAvg): sum / world. For world 2 or 4 the scaling by 1/world is exact; for 3 it rounds
-        // once (within 1 ulp of the f32 quotient).
+        // Average (ncclAvg, which pre-multiplies each input by 1/world): exact for world 2 and 4 (powers of
+        // two); any other world rounds each of its few terms once, far inside 1e-6 (the inputs are multiples of
+        // 1/8 of magnitude >= 1/8, so 1e-6 absolute also covers sums that cancel to 0).
         {
             DeviceBuf b(static_cast<int64_t>(n));
             b.put(values_of(rank, 2, n));
@@ -154,7 +155,7 @@ TEST(NcclProcessGroup, CollectivesMatchHostSums) {
             auto want = expect_sum(2, n);
             for (size_t i = 0; i < n; ++i) {
                 const double w = want[i] / world;
-                LLMT_CHECK(std::abs(got[i] - w) <= 2e-7 * std::abs(w) + 1e-30, "allreduce avg [{}]: {} != {}", i,
+                LLMT_CHECK(std::abs(got[i] - w) <= 1e-6 * std::abs(w) + 1e-6, "allreduce avg [{}]: {} != {}", i,
                            got[i], w);
             }
             report("avg ");
@@ -194,14 +195,14 @@ TEST(NcclProcessGroup, CollectivesMatchHostSums) {
             auto want = expect_sum(4, chunk * world);
             for (size_t i = 0; i < chunk; ++i) {
                 const double w = want[static_cast<size_t>(rank) * chunk + i] / world;
-                LLMT_CHECK(std::abs(got[i] - w) <= 2e-7 * std::abs(w), "reduce_scatter [{}]: {} != {}", i, got[i], w);
+                LLMT_CHECK(std::abs(got[i] - w) <= 1e-6 * std::abs(w) + 1e-6, "reduce_scatter [{}]: {} != {}", i, got[i], w);
             }
             DeviceBuf all(static_cast<int64_t>(chunk * world));
             pg.allgather(all.t(), out.t());
             auto g = all.get<float>();
             for (size_t i = 0; i < chunk * world; ++i) {
                 const double w = want[i] / world;
-                LLMT_CHECK(std::abs(g[i] - w) <= 2e-7 * std::abs(w), "allgather [{}]: {} != {}", i, g[i], w);
+                LLMT_CHECK(std::abs(g[i] - w) <= 1e-6 * std::abs(w) + 1e-6, "allgather [{}]: {} != {}", i, g[i], w);
             }
             report("reduce_scatter allgather ");
         }
