@@ -70,7 +70,7 @@ fi
 # --- 1. GPU tests ------------------------------------------------------------------------------------
 if [ "${TESTS:-1}" = 1 ] && [ "$DRY_RUN" != 1 ]; then
   if [ -x "$NCCL_TEST" ]; then
-    LLMTRAIN_BIN=$LLMTRAIN_BIN timeout 300 "$NCCL_TEST" >"$out/nccl_process_group_test.log" 2>&1
+    LLMTRAIN_BIN=$LLMTRAIN_BIN timeout 200 "$NCCL_TEST" >"$out/nccl_process_group_test.log" 2>&1
     rc=$?
     grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|SKIPPED:|survivor failed|PASSED|FAILED TEST' "$out/nccl_process_group_test.log" |
       tee -a "$summary"
@@ -127,7 +127,7 @@ run() {
     return 0
   fi
   local t0=$(date +%s)
-  timeout 240 "${cmd[@]}" >"$work/$name.out" 2>"$work/$name.log"
+  timeout 150 "${cmd[@]}" >"$work/$name.out" 2>"$work/$name.log"
   local rc=$?
   say "  $name: rc=$rc in $(($(date +%s) - t0)) s"
   mkdir -p "$work/$name"
@@ -137,8 +137,8 @@ run() {
   ran+=("$name:$n")
 }
 
-# Budget: each run ~20-40 s (start-up, NCCL init, $STEPS steps); stop starting new ones after 6.5 min.
-over_budget() { [ $(($(date +%s) - t_start)) -gt 390 ]; }
+# Budget: each run ~20-40 s (start-up, NCCL init, $STEPS steps); stop starting new ones after 6 min (each run is cut at 150 s, the tests at 200 s).
+over_budget() { [ $(($(date +%s) - t_start)) -gt 360 ]; }
 run n1 1 16 1 true 0
 for n in 2 4 8; do
   [ "$n" -le "$NGPU" ] && [ "$n" -le "$MAX_N" ] || continue
