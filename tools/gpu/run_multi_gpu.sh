@@ -127,7 +127,7 @@ run() {
     return 0
   fi
   local t0=$(date +%s)
-  timeout 150 "${cmd[@]}" >"$work/$name.out" 2>"$work/$name.log"
+  timeout -k 20 150 "${cmd[@]}" >"$work/$name.out" 2>"$work/$name.log"
   local rc=$?
   say "  $name: rc=$rc in $(($(date +%s) - t0)) s"
   mkdir -p "$work/$name"
