@@ -44,11 +44,22 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 printf '%-6s %-28s %10s %10s\n' config setup "tok/s" "ms/step"
 for c in "tiny 4 256 4" "small 6 384 6"; do
   set -- $c
+  read -r t0 m0 < <(run "$1-1x1" "$2" "$3" "$4" 1 1 true)
   read -r t1 m1 < <(run "$1-1x2" "$2" "$3" "$4" 1 2 true)
   read -r t2 m2 < <(run "$1-2x1" "$2" "$3" "$4" 2 1 true)
   read -r t3 m3 < <(run "$1-2x1-sync" "$2" "$3" "$4" 2 1 false)
+  # Rows of the measured-throughput table (configs/throughput.jsonl; RECORD=0 skips): 1 rank x 1 thread
+  # and 2 ranks x 1 thread give the scaling efficiency from 1 to 2 ranks that estimates use.
+  for r in "1x1 1 1 $t0" "1x2 1 2 $t1" "2x1 2 1 $t2"; do
+    set -- $1 $r
+    /usr/bin/python3 bench/record_throughput.py --bin "$BIN" --config "$work/$1-$2.yaml" --tokens-per-s "$5" \
+      --world-size "$3" --threads-per-rank "$4" --device cpu --command "bench/ddp_cpu/train.sh $BUILD $STEPS" \
+      --source bench/ddp_cpu
+    set -- $c
+  done
+  printf '%-6s %-28s %10s %10s\n' "$1" "1 process x 1 thread" "$t0" "$m0"
   printf '%-6s %-28s %10s %10s\n' "$1" "1 process x 2 threads" "$t1" "$m1"
   printf '%-6s %-28s %10s %10s\n' "$1" "2 processes x 1 thread" "$t2" "$m2"
   printf '%-6s %-28s %10s %10s\n' "$1" "2 x 1, overlap off" "$t3" "$m3"
-  echo "$1: 2x1 / 1x2 = $(/usr/bin/python3 -c "print(f'{$t2/$t1:.2f}')"); overlap on vs off: $(/usr/bin/python3 -c "print(f'{$m3/$m2:.2f}')")x faster step"
+  echo "$1: 2x1 / (2 x 1x1) = $(/usr/bin/python3 -c "print(f'{$t2/(2*$t0):.2f}')") (scaling efficiency); 2x1 / 1x2 = $(/usr/bin/python3 -c "print(f'{$t2/$t1:.2f}')"); overlap on vs off: $(/usr/bin/python3 -c "print(f'{$m3/$m2:.2f}')")x faster step"
 done

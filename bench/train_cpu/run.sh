@@ -4,7 +4,7 @@
 #   configs: tiny  = 4 layers, d=256, 4 heads, T=256, B=8, vocab 50257
 #            small = 6 layers, d=384, 6 heads, T=256, B=8, vocab 50257
 # PyTorch: ../shared/bench/torch_cpu_gpt.py (Debian's python3-torch on OpenBLAS, glibc malloc tuned).
-# Usage: bench/train_cpu/run.sh [BUILD_DIR] [STEPS]
+# Usage: bench/train_cpu/run.sh [BUILD_DIR] [STEPS]   (appends our rows to configs/throughput.jsonl; RECORD=0 skips)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build/release}
@@ -40,6 +40,13 @@ echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -
 echo "gemm backend: $("$BIN" version --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["blas"])')"
 tiny=$(ours tiny 4 256 4)
 small=$(ours small 6 384 6)
+# Our figures become rows of the measured-throughput table (configs/throughput.jsonl; RECORD=0 skips).
+for c in "tiny $tiny" "small $small"; do
+  set -- $c
+  /usr/bin/python3 bench/record_throughput.py --bin "$BIN" --config "$work/$1.yaml" --tokens-per-s "$2" \
+    --world-size 1 --threads-per-rank 2 --device cpu --command "bench/train_cpu/run.sh $BUILD $STEPS" \
+    --source bench/train_cpu
+done
 /usr/bin/python3 "$SHARED/bench/torch_cpu_gpt.py" --blas openblas --configs tiny,small --threads 2 --warmup 2 \
   --steps 5 --no-gemm --out "$work/torch.json" >"$work/torch.log" 2>&1 || { cat "$work/torch.log"; exit 1; }
 /usr/bin/python3 - "$work/torch.json" "$tiny" "$small" <<'PY'

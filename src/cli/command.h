@@ -29,5 +29,6 @@ void register_generate(CLI::App& app, Runtime& rt);
 void register_serve(CLI::App& app, Runtime& rt);
 void register_k8s(CLI::App& app, Runtime& rt);  // k8s render|submit|status|logs|cancel|fetch
 void register_launch(CLI::App& app, Runtime& rt);
+void register_estimate(CLI::App& app, Runtime& rt);
 
 }  // namespace llmt::cli

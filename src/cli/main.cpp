@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
     llmt::cli::register_serve(app, rt);
     llmt::cli::register_k8s(app, rt);
     llmt::cli::register_launch(app, rt);
+    llmt::cli::register_estimate(app, rt);
 
     try {
         app.parse(argc, argv);

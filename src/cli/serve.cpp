@@ -23,6 +23,7 @@ void register_serve(CLI::App& app, Runtime& rt) {
     auto tokens = std::make_shared<std::string>();
     auto rates = std::make_shared<std::string>();
     auto quotas = std::make_shared<std::string>();
+    auto throughput = std::make_shared<std::string>();
     auto presets = std::make_shared<std::string>("configs/presets");
     auto port_file = std::make_shared<std::string>();
     auto web_dir = std::make_shared<std::string>();
@@ -36,6 +37,10 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--rates-file", *rates, "JSON {\"cpu_hour_usd\": x, \"gpu_hour_usd\": y} for cost estimates");
     cmd->add_option("--quotas-file", *quotas,
                     "JSON {\"key=value\": {\"max_running\", \"max_cpus\", \"max_gpus\", \"budget_usd\"}} per label");
+    cmd->add_option("--throughput-file", *throughput,
+                    "measured tokens/s rows for estimates (default: configs/throughput.jsonl beside the binary)");
+    cmd->add_option("--estimate-card", o->estimate_card,
+                    "estimate from the rows of this card (substring; default: the latest measured)");
     cmd->add_option("--presets-dir", *presets, "where preset names in job configs are looked up");
     cmd->add_option("--max-body-bytes", o->max_body_bytes, "request body size limit")->check(CLI::Range(1024, 64 << 20));
     cmd->add_option("--kill-grace-s", o->kill_grace_s, "SIGTERM to SIGKILL grace when cancelling or timing out")
@@ -59,6 +64,7 @@ void register_serve(CLI::App& app, Runtime& rt) {
         o->tokens_file = *tokens;
         o->rates_file = *rates;
         o->quotas_file = *quotas;
+        o->throughput_file = *throughput;
         o->presets_dir = *presets;
         o->port_file = *port_file;
         o->web_dir = *web_dir;

@@ -26,6 +26,8 @@ struct ServerOptions {
     Capacity capacity;
     std::filesystem::path tokens_file;      // default: <data_dir>/tokens, created with one admin token
     std::filesystem::path rates_file, quotas_file;
+    std::filesystem::path throughput_file;  // default: default_throughput_file() (server/throughput.h)
+    std::string estimate_card;              // prefer rows of this card ("" = the latest measured)
     std::filesystem::path presets_dir = "configs/presets";
     std::filesystem::path port_file;        // written once listening ("host:port"), for scripts and tests
     std::filesystem::path web_dir;          // --web-dir: the built dashboard (default: see web_assets.h)
@@ -44,6 +46,7 @@ struct ServerContext {
     ApiMetrics& metrics;
     const Router* router = nullptr;  // for the OpenAPI document
     std::mutex submit_mu;            // submit checks label budgets then inserts: one at a time
+    ThroughputTable throughput;      // measured rows for estimates (loaded at start)
 };
 
 void register_job_routes(Router& router, ServerContext& ctx);     // routes_jobs.cpp

@@ -1,18 +1,71 @@
-// Placeholder estimate (see estimate.h): training FLOPs = 6 x parameters x tokens (Kaplan et al. 2020,
-// "Scaling Laws", eq. 2.1) at an assumed sustained rate per rank, perfect scaling. Not measured.
+// Estimates from measured throughput rows (estimate.h): tokens / (per-rank tokens/s x W x efficiency(W)),
+// cost = device-hours x rate.
 #include "server/estimate.h"
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/fs.h"
+#include "models/gpt2.h"
 
 namespace llmt::server {
 
 namespace {
-// Assumed sustained FLOP/s per rank. Labelled as assumptions in every response.
-constexpr double kCpuFlops = 20e9;   // one CPU rank (a few AVX2 cores)
-constexpr double kGpuFlops = 100e12;  // one GPU rank in bf16 at ~40% MFU of an H100-class card
+
+struct JobShape {
+    bool gpu = false;
+    int world = 1;
+    int threads = 0;  // per rank (run.threads; 0 = all cores)
+    double flops_per_token = 0;
+    double tokens = 0;  // the whole run at the job's world size
+};
+
+JobShape shape_of(const JobSpec& spec, const config::Config& cfg) {
+    JobShape s;
+    s.gpu = spec.gpus_per_node > 0 || cfg.run.device == "cuda";
+    s.world = spec.cpus();
+    s.threads = s.gpu ? 0 : cfg.run.threads;
+    const int T = cfg.model.block_size;
+    s.flops_per_token = models::Gpt2Config::from(cfg.model).flops_per_token(T);
+    s.tokens = static_cast<double>(cfg.trainer.max_steps) * cfg.trainer.micro_batch_size * cfg.trainer.grad_accum_steps *
+               T * s.world;
+    return s;
+}
+
+// Duration and cost of `tokens` at world size W from the table.
+nlohmann::json at_world(const JobShape& s, const Rates& rates, const ThroughputTable& table, int W,
+                        ThroughputEstimate* out = nullptr) {
+    ThroughputEstimate t = estimate_throughput(table.rows, s.gpu ? "cuda" : "cpu", table.card, s.flops_per_token, W, s.threads);
+    if (out) *out = t;
+    if (!t.measured) return nullptr;
+    const double tps = t.tokens_per_s_rank * W * t.efficiency;
+    const double seconds = s.tokens / tps;
+    const double device_hours = seconds / 3600 * W;
+    return {{"world_size", W},
+            {"tokens_per_s", tps},
+            {"efficiency", t.efficiency},
+            {"duration_s", seconds},
+            {"device_hours", device_hours},
+            {"cost_usd", device_hours * (s.gpu ? rates.gpu_hour_usd : rates.cpu_hour_usd)}};
+}
+
+nlohmann::json rows_json(const ThroughputTable& table, const std::vector<int>& lines) {
+    nlohmann::json a = nlohmann::json::array();
+    for (int l : lines)
+        for (const ThroughputRow& r : table.rows)
+            if (r.line == l) a.push_back(r.to_json());
+    return a;
+}
+
+std::string unmeasured_reason(const JobShape& s, const ThroughputTable& table) {
+    const char* dev = s.gpu ? "cuda" : "cpu";
+    if (table.path.empty()) return "no throughput table found (configs/throughput.jsonl; --throughput-file)";
+    return fmt::format("{} has no world-size-1 row for device {}{}", table.path, dev,
+                       table.card.empty() ? "" : fmt::format(" on a card matching '{}'", table.card));
+}
+
 }  // namespace
 
 Rates load_rates(const std::filesystem::path& path) {
@@ -37,32 +90,70 @@ Rates load_rates(const std::filesystem::path& path) {
     return r;
 }
 
-nlohmann::json estimate_job(const JobSpec& spec, const config::Config& cfg, const Rates& rates) {
-    const auto& m = cfg.model;
-    const double d = m.d_model, L = m.n_layer, V = m.padded_vocab_size(), T = m.block_size;
-    const double d_ff = m.d_ff > 0 ? m.d_ff : 4 * d;
-    // Attention (4 d^2) + MLP (2 d d_ff) per layer, plus token and position embeddings.
-    const double params = L * (4 * d * d + 2 * d * d_ff) + V * d + T * d;
-    const int world = spec.cpus();
-    const double tokens = static_cast<double>(cfg.trainer.max_steps) * cfg.trainer.micro_batch_size *
-                          cfg.trainer.grad_accum_steps * T * world;
-    const bool gpu = spec.gpus_per_node > 0;
-    const double rate = (gpu ? kGpuFlops : kCpuFlops) * world;
-    const double seconds = 6 * params * tokens / rate;
-    const double device_hours = seconds / 3600 * (gpu ? spec.gpus() : world);
-    const double cost = device_hours * (gpu ? rates.gpu_hour_usd : rates.cpu_hour_usd);
-    return {{"source", "placeholder"},
-            {"parameters", params},
-            {"tokens", tokens},
-            {"max_steps", cfg.trainer.max_steps},
-            {"world_size", world},
-            {"duration_s", seconds},
-            {"device_hours", device_hours},
-            {"device_kind", gpu ? "gpu" : "cpu"},
-            {"cost_usd", cost},
-            {"assumptions", fmt::format("6*params*tokens FLOPs at {:.0e} FLOP/s per {} rank, perfect scaling; "
-                                        "not measured (placeholder until measured throughput rows exist)",
-                                        gpu ? kGpuFlops : kCpuFlops, gpu ? "GPU" : "CPU")}};
+nlohmann::json estimate_job(const JobSpec& spec, const config::Config& cfg, const Rates& rates,
+                            const ThroughputTable& table) {
+    const JobShape s = shape_of(spec, cfg);
+    ThroughputEstimate t;
+    nlohmann::json w = at_world(s, rates, table, s.world, &t);
+    nlohmann::json j = {{"source", t.measured ? "measured" : "unmeasured"},
+                        {"device", s.gpu ? "cuda" : "cpu"},
+                        {"flops_per_token", s.flops_per_token},
+                        {"tokens", s.tokens},
+                        {"max_steps", cfg.trainer.max_steps},
+                        {"world_size", s.world},
+                        {"throughput_table", table.path}};
+    if (!t.measured) {
+        j["reason"] = unmeasured_reason(s, table);
+        j["duration_s"] = j["device_hours"] = j["cost_usd"] = nullptr;
+        return j;
+    }
+    for (auto& [k, v] : w.items()) j[k] = v;
+    j["card"] = t.card;
+    j["basis"] = {{"tokens_per_s_rank", t.tokens_per_s_rank},
+                  {"threads_per_rank", t.threads_per_rank},
+                  {"rate", t.rate_basis},
+                  {"efficiency", t.efficiency_basis}};
+    j["rows_used"] = rows_json(table, t.rows_used);
+    return j;
+}
+
+nlohmann::json estimate_scaling(const JobSpec& spec, const config::Config& cfg, const Rates& rates,
+                                const ThroughputTable& table, int max_world) {
+    const JobShape s = shape_of(spec, cfg);
+    nlohmann::json j = {{"device", s.gpu ? "cuda" : "cpu"},
+                        {"flops_per_token", s.flops_per_token},
+                        {"tokens", s.tokens},
+                        {"throughput_table", table.path}};
+    nlohmann::json worlds = nlohmann::json::array(), basis = nlohmann::json::array();
+    std::vector<int> lines;
+    double base = 0;
+    for (int W = 1; W <= max_world; ++W) {
+        ThroughputEstimate t;
+        nlohmann::json w = at_world(s, rates, table, W, &t);
+        if (!t.measured) {
+            j["source"] = "unmeasured";
+            j["reason"] = unmeasured_reason(s, table);
+            j["worlds"] = nlohmann::json::array();
+            return j;
+        }
+        if (W == 1) {
+            base = w["duration_s"];
+            j["card"] = t.card;
+            j["rate_basis"] = t.rate_basis;
+            j["tokens_per_s_rank"] = t.tokens_per_s_rank;
+            j["threads_per_rank"] = t.threads_per_rank;
+        }
+        w["speedup"] = base / w["duration_s"].get<double>();
+        w["efficiency_basis"] = t.efficiency_basis;
+        worlds.push_back(w);
+        lines.insert(lines.end(), t.rows_used.begin(), t.rows_used.end());
+    }
+    std::sort(lines.begin(), lines.end());
+    lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+    j["source"] = "measured";
+    j["worlds"] = worlds;
+    j["rows_used"] = rows_json(table, lines);
+    return j;
 }
 
 }  // namespace llmt::server

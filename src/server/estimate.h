@@ -1,7 +1,7 @@
-// Cost and duration estimate of a job, returned at submit and by POST /v1/estimate and checked
-// against budgets. PLACEHOLDER: estimate_job() below is a documented rule of thumb (docs/server.md
-// "Estimates"), marked source="placeholder" in every response; the measured-rows estimator of the
-// control-plane issue replaces this file without touching its callers.
+// Duration and cost estimates of a job from measured throughput (server/throughput.h): returned at
+// submit, by POST /v1/estimate and by `llmtrain estimate`, and checked against budgets. Every estimate
+// names the rows it used; with no row for the job's device it says so and has no duration or cost.
+// docs/server.md "Estimates".
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 
 #include "config/config.h"
 #include "server/job.h"
+#include "server/throughput.h"
 
 namespace llmt::server {
 
@@ -21,7 +22,16 @@ struct Rates {
 // Throws InputError naming the file and key for a malformed or unknown entry.
 Rates load_rates(const std::filesystem::path& path);
 
-// {"source", "tokens", "duration_s", "device_hours", "cost_usd", "world_size", "assumptions"}.
-nlohmann::json estimate_job(const JobSpec& spec, const config::Config& cfg, const Rates& rates);
+// The job at its own world size (nodes x nproc_per_node ranks, one GPU each when gpus_per_node > 0):
+// {"source": "measured" | "unmeasured", "tokens", "max_steps", "world_size", "device", "card",
+//  "tokens_per_s", "efficiency", "duration_s", "device_hours", "cost_usd", "basis": {...}, "rows_used"}.
+// "unmeasured" estimates carry "reason" and null duration_s / device_hours / cost_usd.
+nlohmann::json estimate_job(const JobSpec& spec, const config::Config& cfg, const Rates& rates,
+                            const ThroughputTable& table);
+
+// The same total tokens as the job at world sizes 1..max_world: [{world_size, tokens_per_s, efficiency,
+// speedup, duration_s, device_hours, cost_usd}], plus the rows used and the basis of each figure.
+nlohmann::json estimate_scaling(const JobSpec& spec, const config::Config& cfg, const Rates& rates,
+                                const ThroughputTable& table, int max_world);
 
 }  // namespace llmt::server

@@ -57,7 +57,23 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool check_lab
                        fmt::format("the job needs {} CPU slots and {} GPUs at once; this server has {} and {}", s.cpus(),
                                    s.gpus(), cap.cpus, cap.gpus),
                        s.gpus() > cap.gpus ? "gpus_per_node" : "nproc_per_node");
-    c.estimate = estimate_job(s, c.job.config, ctx.rates);
+    c.estimate = estimate_job(s, c.job.config, ctx.rates, ctx.throughput);
+    const bool any_budget = s.budget_usd > 0 || (check_label_budgets && [&] {
+        for (const auto& [k, v] : s.labels) {
+            auto q = ctx.quotas.find(k + "=" + v);
+            if (q != ctx.quotas.end() && q->second.budget_usd >= 0) return true;
+        }
+        return false;
+    }());
+    if (c.estimate["cost_usd"].is_null()) {
+        // No measured throughput for this device: a budget cannot be checked, so it is not accepted.
+        if (any_budget)
+            throw ApiError(422, "unmeasured",
+                           "this job has a budget (budget_usd or a label budget) but no cost can be estimated: " +
+                               c.estimate["reason"].get<std::string>(),
+                           s.budget_usd > 0 ? "budget_usd" : "labels", {{"estimate", c.estimate}});
+        return c;
+    }
     const double cost = c.estimate["cost_usd"];
     if (s.budget_usd > 0 && cost > s.budget_usd)
         throw ApiError(422, "over_budget",

@@ -83,6 +83,14 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
         *m.store, *m.executor, SchedulerOptions{o.data_dir, o.capacity, quotas, o.kill_grace_s, 0.25});
     m.opts = o;
     m.ctx.reset(new ServerContext{o, rates, quotas, *m.store, *m.executor, *m.scheduler, m.metrics, nullptr, {}});
+    if (auto f = o.throughput_file.empty() ? default_throughput_file() : std::optional<fs::path>(o.throughput_file)) {
+        m.ctx->throughput.rows = load_throughput(*f);
+        m.ctx->throughput.path = f->string();
+    } else {
+        std::fprintf(stderr, "llmtrain serve: no throughput table found (configs/throughput.jsonl): estimates will "
+                             "say 'unmeasured' and jobs with a budget are refused\n");
+    }
+    m.ctx->throughput.card = o.estimate_card;
     m.router = std::make_unique<Router>(m.tokens, m.metrics);
     m.ctx->router = m.router.get();
     register_system_routes(*m.router, *m.ctx);

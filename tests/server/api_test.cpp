@@ -45,7 +45,10 @@ TEST_F(ApiTest, SubmitRunsToSuccessAndServesMetricsLogsArtifacts) {
                                                  {"labels", {{"team", "nlp"}}}});
     ASSERT_EQ(r.status, 201) << r.text;
     EXPECT_EQ(r.body["state"], "queued");
-    EXPECT_EQ(r.body["estimate"]["source"], "placeholder");
+    // The repository's configs/throughput.jsonl has CPU rows, which the server finds beside the binary.
+    EXPECT_EQ(r.body["estimate"]["source"], "measured") << r.body["estimate"].dump(2);
+    EXPECT_FALSE(r.body["estimate"]["rows_used"].empty());
+    EXPECT_GT(r.body["estimate"]["duration_s"].get<double>(), 0);
     int64_t id = r.body["id"];
     ASSERT_TRUE(reaches(api, id, "succeeded", 300)) << job(api, id).dump(2) << server_->log();
 

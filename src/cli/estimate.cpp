@@ -1,0 +1,98 @@
+// `llmtrain estimate`: duration, cost, speedup and scaling efficiency of a config at world sizes 1..N,
+// from the measured throughput rows (server/throughput.h) — the same code as the server's estimates.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/config_options.h"
+#include "core/error.h"
+#include "server/estimate.h"
+
+namespace llmt::cli {
+
+namespace {
+
+std::string duration_text(double s) {
+    if (s < 120) return fmt::format("{:.1f} s", s);
+    if (s < 7200) return fmt::format("{:.1f} min", s / 60);
+    return fmt::format("{:.2f} h", s / 3600);
+}
+
+}  // namespace
+
+void register_estimate(CLI::App& app, Runtime& rt) {
+    auto* cmd = app.add_subcommand("estimate",
+                                   "Duration, cost, speedup and efficiency of a config at world sizes 1..N, from "
+                                   "measured throughput rows");
+    auto opts = add_config_options(cmd);
+    struct Args {
+        int nodes = 1, nproc_per_node = 1, gpus_per_node = 0;
+        std::string rates, throughput, card;
+        bool json = false;
+    };
+    auto a = std::make_shared<Args>();
+    cmd->add_option("--nodes", a->nodes, "nodes (N = nodes x nproc-per-node ranks)")->check(CLI::Range(1, 4096));
+    cmd->add_option("--nproc-per-node", a->nproc_per_node, "ranks per node")->check(CLI::Range(1, 1024));
+    cmd->add_option("--gpus-per-node", a->gpus_per_node, "GPUs per node (> 0: a GPU job, one GPU per rank)")
+        ->check(CLI::Range(0, 64));
+    cmd->add_option("--rates-file", a->rates, "JSON {\"cpu_hour_usd\": x, \"gpu_hour_usd\": y} (costs 0 without)");
+    cmd->add_option("--throughput-file", a->throughput,
+                    "measured rows (default: configs/throughput.jsonl beside the binary)");
+    cmd->add_option("--card", a->card, "use the rows of this card (substring; default: the latest measured)");
+    cmd->add_flag("--json", a->json, "print one JSON document");
+    cmd->callback([opts, a, &rt] {
+        config::Config cfg = load_config(*opts);
+        if (a->gpus_per_node > 0 && a->gpus_per_node != a->nproc_per_node)
+            throw UsageError(fmt::format("--gpus-per-node {} must equal --nproc-per-node {} (one GPU per rank)",
+                                         a->gpus_per_node, a->nproc_per_node));
+        server::JobSpec spec;
+        spec.nodes = a->nodes;
+        spec.nproc_per_node = a->nproc_per_node;
+        spec.gpus_per_node = a->gpus_per_node;
+        server::Rates rates;
+        if (!a->rates.empty()) rates = server::load_rates(a->rates);
+        server::ThroughputTable table;
+        table.card = a->card;
+        auto file = a->throughput.empty() ? server::default_throughput_file()
+                                          : std::optional<std::filesystem::path>(a->throughput);
+        if (file) {
+            table.rows = server::load_throughput(*file);
+            table.path = file->string();
+        }
+        const int N = spec.cpus();
+        nlohmann::json est = server::estimate_scaling(spec, cfg, rates, table, N);
+        if (a->json) {
+            est["config"] = opts->path;
+            fmt::print("{}\n", est.dump(2));
+            rt.exit_code = 0;  // "source" says whether it is measured
+            return;
+        }
+        if (est["source"] != "measured") {
+            fmt::print(stderr, "llmtrain estimate: no estimate: {}\n", est["reason"].get<std::string>());
+            rt.exit_code = 1;
+            return;
+        }
+        fmt::print("{}: {:.3g} tokens ({} steps, the same total at every world size) on {} ({})\n", opts->path,
+                   est["tokens"].get<double>(), cfg.trainer.max_steps, est["device"].get<std::string>(),
+                   est["card"].get<std::string>());
+        fmt::print("one rank: {:.0f} tokens/s — {}\n\n", est["tokens_per_s_rank"].get<double>(),
+                   est["rate_basis"].get<std::string>());
+        fmt::print("{:>6} {:>14} {:>10} {:>8} {:>12} {:>10}  {}\n", "ranks", "tokens/s", "duration", "speedup",
+                   "efficiency", "cost USD", "efficiency from");
+        for (const auto& w : est["worlds"])
+            fmt::print("{:>6} {:>14.0f} {:>10} {:>7.2f}x {:>11.1f}% {:>10.4f}  {}\n", w["world_size"].get<int>(),
+                       w["tokens_per_s"].get<double>(), duration_text(w["duration_s"].get<double>()),
+                       w["speedup"].get<double>(), 100 * w["efficiency"].get<double>(), w["cost_usd"].get<double>(),
+                       w["efficiency_basis"].get<std::string>());
+        fmt::print("\nmeasured rows used ({}):\n", est["throughput_table"].get<std::string>());
+        for (const auto& r : est["rows_used"])
+            fmt::print("  line {}: {} x{} {} {:.0f} tok/s on {} ({}, {})\n", r["line"].get<int>(),
+                       r["model"].get<std::string>(), r["world_size"].get<int>(), r["precision"].get<std::string>(),
+                       r["tokens_per_s"].get<double>(), r["card"].get<std::string>(), r["date"].get<std::string>(),
+                       r["command"].get<std::string>());
+        rt.exit_code = 0;
+    });
+}
+
+}  // namespace llmt::cli
