@@ -193,30 +193,50 @@ ThroughputEstimate estimate_throughput(const std::vector<ThroughputRow>& all, co
         return e;
     }
 
-    // Efficiency by world size, each from the measured model nearest (in log size) to this one that also
-    // has a world-size-1 row.
-    std::map<int, std::pair<double, std::vector<int>>> eff;  // W -> (efficiency, lines)
+    // Efficiency by world size, each from the measured model nearest (in log size) to this one. A row at
+    // W is divided by W x the world-size-1 rows of the same model and threads per rank, taken from the same
+    // command (the same benchmark run) when there are such rows, else from every run.
+    struct Pair {
+        double eff;
+        std::vector<int> lines;
+    };
+    std::map<int, std::vector<Pair>> by_world;
     std::map<int, double> best_dist;
     for (const ThroughputRow* r : rows) {
         if (r->world_size < 2) continue;
-        // Paired with the world-size-1 row of the same model and the same threads per rank.
-        auto one = std::find_if(all_ones.begin(), all_ones.end(), [&](const Point& p) {
-            return same_model(p.fpt, r->flops_per_token) && p.threads == r->threads_per_rank;
-        });
-        if (one == all_ones.end()) continue;
+        std::vector<const ThroughputRow*> base, base_same_cmd;
+        for (const ThroughputRow* q : rows) {
+            if (q->world_size != 1 || !same_model(q->flops_per_token, r->flops_per_token) ||
+                q->threads_per_rank != r->threads_per_rank)
+                continue;
+            base.push_back(q);
+            if (q->command == r->command) base_same_cmd.push_back(q);
+        }
+        if (base.empty()) continue;
+        const auto& use_base = base_same_cmd.empty() ? base : base_same_cmd;
         const double dist = std::abs(std::log(r->flops_per_token / fpt));
         auto bd = best_dist.find(r->world_size);
         if (bd != best_dist.end() && dist > bd->second + 1e-12) continue;
-        std::vector<const ThroughputRow*> same;
-        for (const ThroughputRow* q : rows)
-            if (q->world_size == r->world_size && same_model(q->flops_per_token, r->flops_per_token) &&
-                q->threads_per_rank == r->threads_per_rank)
-                same.push_back(q);
-        const Point pw = points(same, r->world_size).front();
-        std::vector<int> lines = pw.lines;
-        lines.insert(lines.end(), one->lines.begin(), one->lines.end());
-        eff[r->world_size] = {pw.tps / (r->world_size * one->tps), lines};
+        if (bd == best_dist.end() || dist < bd->second - 1e-12) by_world[r->world_size].clear();
         best_dist[r->world_size] = dist;
+        std::vector<double> t;
+        Pair pr{0, {r->line}};
+        for (const ThroughputRow* q : use_base) {
+            t.push_back(q->tokens_per_s);
+            pr.lines.push_back(q->line);
+        }
+        pr.eff = r->tokens_per_s / (r->world_size * median(t));
+        by_world[r->world_size].push_back(pr);
+    }
+    std::map<int, std::pair<double, std::vector<int>>> eff;  // W -> (median efficiency, lines)
+    for (auto& [W, pairs] : by_world) {
+        std::vector<double> v;
+        std::vector<int> lines;
+        for (const Pair& pr : pairs) {
+            v.push_back(pr.eff);
+            lines.insert(lines.end(), pr.lines.begin(), pr.lines.end());
+        }
+        eff[W] = {median(v), lines};
     }
     if (eff.empty()) {
         e.efficiency = 1;

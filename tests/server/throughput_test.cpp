@@ -27,11 +27,11 @@ fs::path write_rows(const std::string& name, const std::string& text) {
 }
 
 std::string row(const std::string& device, const std::string& card, int world, int threads, double fpt, double tps,
-                const std::string& date = "2026-11-26") {
+                const std::string& date = "2026-11-26", const std::string& command = "hand-written") {
     return "{\"device\":\"" + device + "\",\"card\":\"" + card + "\",\"world_size\":" + std::to_string(world) +
            ",\"threads_per_rank\":" + std::to_string(threads) + ",\"flops_per_token\":" + std::to_string(fpt) +
            ",\"tokens_per_s\":" + std::to_string(tps) + ",\"date\":\"" + date +
-           "\",\"machine\":\"test\",\"command\":\"hand-written\",\"model\":\"m\",\"precision\":\"fp32\"}\n";
+           "\",\"machine\":\"test\",\"command\":\"" + command + "\",\"model\":\"m\",\"precision\":\"fp32\"}\n";
 }
 
 // Two CPU models (1e8 and 4e8 FLOP/token) at world size 1 with 1 thread, the small one also at 2 and 4
@@ -95,6 +95,17 @@ TEST(Throughput, ThreadsPairEfficiencyRows) {
     EXPECT_DOUBLE_EQ(e.tokens_per_s_rank, 1000);
     EXPECT_NEAR(e.efficiency, 0.95, 1e-12);
     EXPECT_DOUBLE_EQ(estimate_throughput(rows, "cpu", "", 1e8, 1, 0).tokens_per_s_rank, 1900);  // most threads
+}
+
+TEST(Throughput, EfficiencyComparesRowsOfTheSameRun) {
+    // Two single-GPU figures (1000 from one benchmark, 1200 from the multi-GPU run) and the multi-GPU run's
+    // 2-GPU row: efficiency is 2280 / (2 x 1200) = 0.95 from that run, not 2280 / (2 x 1100) = 1.036.
+    auto rows = load_throughput(write_rows("samerun", row("cuda", "H100", 1, 0, 1e9, 1000, "2026-11-26", "bench A") +
+                                                           row("cuda", "H100", 1, 0, 1e9, 1200, "2026-11-26", "multi") +
+                                                           row("cuda", "H100", 2, 0, 1e9, 2280, "2026-11-26", "multi")));
+    auto e = estimate_throughput(rows, "cuda", "", 1e9, 2);
+    EXPECT_NEAR(e.efficiency, 0.95, 1e-12);
+    EXPECT_DOUBLE_EQ(e.tokens_per_s_rank, 1100);  // the per-rank rate is the median of every single-GPU row
 }
 
 TEST(Throughput, BadRowsNameTheLineAndField) {
