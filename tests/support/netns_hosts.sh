@@ -3,12 +3,14 @@
 # with its own IP, hostname (a UTS namespace) and /etc/hosts (ip-netns(8): /etc/netns/<ns>/hosts), then
 # remove every namespace, veth, bridge and /etc/netns directory whatever happens (trap EXIT).
 #
-# usage: netns_hosts.sh [-n HOSTS] [-t TIMEOUT_S] [-p PREFIX] [-a ALIAS_FMT]... [--] COMMAND...
+# usage: netns_hosts.sh [-n HOSTS] [-t TIMEOUT_S] [-p PREFIX] [-a ALIAS_FMT]... [-r RATE] [--] COMMAND...
 #   -n HOSTS      number of hosts (default 2), named PREFIX-0 .. PREFIX-<n-1>
 #   -t TIMEOUT_S  per-host time limit (default 120); then SIGTERM, and SIGKILL 5 s later
 #   -p PREFIX     host name prefix (default "host")
 #   -a ALIAS_FMT  extra /etc/hosts name per host, printf format with the index, e.g. 'job-%d.job-svc'
 #                 (repeatable; for Kubernetes-style DNS names)
+#   -r RATE       shape each host's outgoing link to RATE (tc tbf, e.g. 1gbit), like a NIC of that speed;
+#                 default: unshaped (veth at memory speed)
 #   COMMAND       run with bash -c in every host at once (several words are joined with spaces, as ssh does).
 #                 Quote it so that variables expand inside the host:
 #                   NETNS_HOST_INDEX (0..n-1), NETNS_HOSTS (n), NETNS_HOST_NAME, NETNS_HOST_IP
@@ -24,14 +26,16 @@ hosts=2
 timeout_s=120
 prefix=host
 aliases=()
+rate=
 while [ $# -gt 0 ]; do
     case "$1" in
         -n) hosts=$2; shift 2 ;;
         -t) timeout_s=$2; shift 2 ;;
         -p) prefix=$2; shift 2 ;;
         -a) aliases+=("$2"); shift 2 ;;
+        -r) rate=$2; shift 2 ;;
         --) shift; break ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         -*) echo "netns_hosts.sh: unknown option $1" >&2; exit 2 ;;
         *) break ;;
     esac
@@ -110,6 +114,10 @@ for ((i = 0; i < hosts; i++)); do
     ip -n "$ns" addr add "10.213.$((i / 250)).$((i % 250 + 2))/16" dev eth0 || fail_setup "address in $ns"
     ip -n "$ns" link set eth0 up || fail_setup "eth0 up in $ns"
     ip -n "$ns" link set lo up || fail_setup "lo up in $ns"
+    if [ -n "$rate" ]; then
+        ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 512kb latency 100ms ||
+            fail_setup "tc tbf rate $rate on $ns's eth0"
+    fi
 done
 
 # Every host at once; the cleanup finds whatever they leave through `ip netns pids`.
