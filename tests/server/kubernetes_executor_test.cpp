@@ -217,7 +217,9 @@ TEST_F(KubernetesExecutorTest, ServeRunsAJobThroughKubectlAndReFindsItAfterARest
     for (const auto& c : calls()) applies += c.find(" apply ") != std::string::npos;
     EXPECT_EQ(applies, 1);
     for (const auto& c : calls())
-        if (c.find(" get ") != std::string::npos) EXPECT_NE(c.find(name), std::string::npos) << c;
+        if (c.find(" get ") != std::string::npos) {
+            EXPECT_NE(c.find(name), std::string::npos) << c;
+        }
 }
 
 TEST(KubernetesExecutorName, FitsTheLongestPodHostName) {
