@@ -59,12 +59,12 @@ const SafetensorsFile& ref() {
 
 double meta(const std::string& key) { return std::stod(ref().metadata().at(key)); }
 
-// The arena: params back to back, with a 5-element gap after the second (padding the optimizer must
+// The parameter layout of the arena: params back to back, with a 5-element gap after the second (padding the optimizer must
 // leave alone).
-struct Arena {
+struct ParamLayout {
     std::vector<ParamSlot> slots;
     std::size_t numel = 0;
-    Arena() {
+    ParamLayout() {
         for (std::size_t i = 0; i < kParams.size(); ++i) {
             slots.push_back({kParams[i].name, kParams[i].shape, numel, kParams[i].decay});
             numel += ::numel(kParams[i].shape) + (i == 1 ? 5 : 0);
@@ -99,7 +99,7 @@ double rel_err(const float* ours, const float* theirs, std::size_t n) {
 constexpr double kTol = 1e-6;
 
 void run_and_compare(const std::vector<ArenaSlice>& slices) {
-    Arena ar;
+    ParamLayout ar;
     AdamWConfig cfg;
     cfg.beta1 = static_cast<float>(meta("beta1"));
     cfg.beta2 = static_cast<float>(meta("beta2"));
@@ -159,13 +159,13 @@ TEST(OptimReference, AdamWMatchesTorchWithTwoParamGroups) { run_and_compare({Are
 TEST(OptimReference, AdamWZero1SlicesMatchTorch) {
     // Three shards whose boundaries cut through the embedding and the attention weight, as ZeRO-1's
     // equal split of the flat arena does.
-    Arena ar;
+    ParamLayout ar;
     std::size_t a = 123, b = ar.slots[3].offset + 100;
     run_and_compare({ArenaSlice{0, a}, ArenaSlice{a, b}, ArenaSlice{b, SIZE_MAX}});
 }
 
 TEST(OptimReference, ClipGradNormMatchesTorch) {
-    Arena ar;
+    ParamLayout ar;
     std::vector<float> g = ar.load("clip.in.");
     double torch_norm = 0;
     ref().read_exact("clip.norm", StDType::kF64, {}, &torch_norm);
