@@ -161,21 +161,21 @@ ThroughputEstimate estimate_throughput(const std::vector<ThroughputRow>& all, co
         if (p.threads == use_threads) ones.push_back(p);
     e.threads_per_rank = use_threads;
     e.measured = true;
-    auto use = [&](const Point& p) { e.rows_used.insert(e.rows_used.end(), p.lines.begin(), p.lines.end()); };
+    auto use_lines = [&](const std::vector<int>& l) { e.rows_used.insert(e.rows_used.end(), l.begin(), l.end()); };
 
     // Per-rank rate: achieved FLOP/s, log-log interpolated in model size.
     const auto hi = std::lower_bound(ones.begin(), ones.end(), fpt, [](const Point& p, double f) { return p.fpt < f; });
     if (hi != ones.end() && same_model(hi->fpt, fpt)) {
         e.tokens_per_s_rank = hi->tps;
         e.rate_basis = "measured for this model size";
-        use(*hi);
+        use_lines(hi->lines);
     } else if (hi == ones.begin() || hi == ones.end()) {
         const Point& p = hi == ones.end() ? ones.back() : ones.front();
         e.tokens_per_s_rank = p.tps * p.fpt / fpt;
         e.rate_basis = fmt::format("achieved FLOP/s of the nearest measured model ({:.3g} FLOP/token), outside the "
                                    "measured range",
                                    p.fpt);
-        use(p);
+        use_lines(p.lines);
     } else {
         const Point& a = *(hi - 1);
         const Point& b = *hi;
@@ -185,8 +185,8 @@ ThroughputEstimate estimate_throughput(const std::vector<ThroughputRow>& all, co
         e.rate_basis = fmt::format("achieved FLOP/s interpolated (log-log) between measured models of {:.3g} and "
                                    "{:.3g} FLOP/token",
                                    a.fpt, b.fpt);
-        use(a);
-        use(b);
+        use_lines(a.lines);
+        use_lines(b.lines);
     }
     if (world <= 1) {
         e.efficiency_basis = "one rank";
@@ -245,7 +245,6 @@ ThroughputEstimate estimate_throughput(const std::vector<ThroughputRow>& all, co
             "threads, so perfect scaling is assumed";
         return e;
     }
-    auto use_lines = [&](const std::vector<int>& l) { e.rows_used.insert(e.rows_used.end(), l.begin(), l.end()); };
     if (auto it = eff.find(world); it != eff.end()) {
         e.efficiency = it->second.first;
         e.efficiency_basis = fmt::format("measured at world size {}", world);
