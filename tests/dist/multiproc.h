@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,12 +15,14 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <typeinfo>
 #include <vector>
 
 #include "core/error.h"
+#include "dist/tcp_store.h"
 
 namespace llmt::testing {
 
@@ -51,6 +54,62 @@ inline int free_port() {
     close(fd);
     return ntohs(a.sin_port);
 }
+
+// Serves a TcpStore (its server thread) from a forked process, so that the gtest process stays
+// single-threaded when it forks the ranks: a child forked while another thread holds a lock (the
+// malloc or ASan allocator lock, gloo's) inherits it held and deadlocks. Parent-side reads go
+// through a client (`client()`), which starts no thread. The host dies with the test process.
+class StoreHost {
+public:
+    StoreHost(int world_size, std::chrono::milliseconds timeout) {
+        int p[2];
+        if (pipe(p) != 0) throw std::runtime_error("StoreHost: pipe failed");
+        pid_ = fork();
+        if (pid_ < 0) throw std::runtime_error("StoreHost: fork failed");
+        if (pid_ == 0) {
+            close(p[0]);
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            int port = -1;
+            try {
+                dist::TcpStore server("127.0.0.1", 0, true, world_size, timeout);
+                port = server.port();
+                (void)!write(p[1], &port, sizeof port);
+                close(p[1]);
+                for (;;) pause();  // until the parent kills it
+            } catch (...) {
+                (void)!write(p[1], &port, sizeof port);
+                _exit(1);
+            }
+        }
+        close(p[1]);
+        ssize_t n = read(p[0], &port_, sizeof port_);
+        close(p[0]);
+        if (n != sizeof port_ || port_ <= 0) {
+            stop();
+            throw std::runtime_error("StoreHost: the store server did not start");
+        }
+    }
+    ~StoreHost() { stop(); }
+    StoreHost(const StoreHost&) = delete;
+    StoreHost& operator=(const StoreHost&) = delete;
+
+    int port() const { return port_; }
+    // A client of the hosted store, for checks in the parent after the ranks are done.
+    std::unique_ptr<dist::TcpStore> client(int world_size, std::chrono::milliseconds timeout) const {
+        return std::make_unique<dist::TcpStore>("127.0.0.1", port_, false, world_size, timeout);
+    }
+
+private:
+    void stop() {
+        if (pid_ > 0) {
+            kill(pid_, SIGKILL);
+            waitpid(pid_, nullptr, 0);
+            pid_ = -1;
+        }
+    }
+    pid_t pid_ = -1;
+    int port_ = -1;
+};
 
 // fn(report) runs in a child; report(s) appends to the child's message (for values the parent checks).
 using ChildFn = std::function<void(const std::function<void(const std::string&)>& report)>;

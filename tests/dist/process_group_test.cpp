@@ -32,13 +32,13 @@ void require_equal(const std::vector<T>& got, const std::vector<T>& want, const 
     }
 }
 
-// Runs fn(pg, report) on `world` forked ranks that meet through a store served by this process.
+// Runs fn(pg, report) on `world` forked ranks that meet through a store served by a StoreHost.
 std::vector<testing::ChildResult> run_group(int world, std::chrono::milliseconds timeout,
                                             const std::function<void(GlooProcessGroup&, const Report&)>& fn,
                                             double deadline_s = 120,
                                             const std::function<void(const std::vector<pid_t>&)>& while_running = {}) {
-    TcpStore server("127.0.0.1", 0, true, world, 30s);
-    const int port = server.port();
+    testing::StoreHost host(world, 30s);
+    const int port = host.port();
     std::vector<ChildFn> fns;
     for (int r = 0; r < world; ++r) {
         fns.push_back([=](const Report& report) {

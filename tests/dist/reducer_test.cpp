@@ -21,8 +21,8 @@ using testing::run_children;
 using Report = std::function<void(const std::string&)>;
 
 std::vector<testing::ChildResult> run_pair(const std::function<void(GlooProcessGroup&, const Report&)>& fn) {
-    TcpStore server("127.0.0.1", 0, true, 2, 30s);
-    const int port = server.port();
+    testing::StoreHost host(2, 30s);
+    const int port = host.port();
     std::vector<ChildFn> fns;
     for (int r = 0; r < 2; ++r) {
         fns.push_back([=](const Report& report) {

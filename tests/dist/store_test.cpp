@@ -19,6 +19,7 @@ using testing::ChildFn;
 using testing::describe;
 using testing::free_port;
 using testing::run_children;
+using testing::StoreHost;
 using Report = std::function<void(const std::string&)>;
 
 TEST(TcpStore, SetGetAddWaitCheckAcrossProcesses) {
@@ -52,8 +53,8 @@ TEST(TcpStore, SetGetAddWaitCheckAcrossProcesses) {
 }
 
 TEST(TcpStore, AddIsAtomicAndReturnsTheSum) {
-    TcpStore server("127.0.0.1", 0, true, 1, 10s);
-    const int port = server.port();
+    StoreHost host(1, 10s);
+    const int port = host.port();
     std::vector<ChildFn> fns;
     for (int c = 0; c < 4; ++c) {
         fns.push_back([&](const Report&) {
@@ -61,12 +62,12 @@ TEST(TcpStore, AddIsAtomicAndReturnsTheSum) {
             for (int i = 0; i < 200; ++i) s.add("n", 1);
         });
     }
-    // The server runs in this (parent) process: its thread serves the forked clients.
     auto rs = run_children(fns, 60);
     for (const auto& r : rs) ASSERT_TRUE(r.ok) << describe(rs);
-    EXPECT_EQ(server.add("n", 0), 800);
-    EXPECT_EQ(server.add("n", -800), 0);
-    EXPECT_EQ(server.add("fresh", 7), 7);
+    auto store = host.client(5, 10s);
+    EXPECT_EQ(store->add("n", 0), 800);
+    EXPECT_EQ(store->add("n", -800), 0);
+    EXPECT_EQ(store->add("fresh", 7), 7);
 }
 
 TEST(TcpStore, PortZeroPicksAFreePort) {
@@ -156,12 +157,13 @@ TEST(TcpStore, NoServerIsATimeoutNamingTheAddress) {
     EXPECT_LT(secs, 4.0);  // 1 s timeout plus at most one backoff step and scheduling slack
 }
 
-// The rendezvous tests serve the store from this (parent) process, so that it outlives every rank
-// and the errors the ranks publish are read whatever order they exit in.
+// The rendezvous tests serve the store from a StoreHost (a process of its own, forked before the
+// ranks), so that it outlives every rank and the errors the ranks publish are read whatever order
+// they exit in.
 
 TEST(Rendezvous, LateRankStillJoins) {
-    TcpStore server("127.0.0.1", 0, true, 3, 30s);
-    const int port = server.port();
+    StoreHost host(3, 30s);
+    const int port = host.port();
     std::vector<ChildFn> fns;
     for (int r = 0; r < 3; ++r) {
         fns.push_back([&, r](const Report&) {
@@ -172,12 +174,12 @@ TEST(Rendezvous, LateRankStillJoins) {
     }
     auto rs = run_children(fns, 60);
     for (const auto& r : rs) ASSERT_TRUE(r.ok) << describe(rs);
-    EXPECT_FALSE(server.check({"rdzv/error"}));
+    EXPECT_FALSE(host.client(3, 30s)->check({"rdzv/error"}));
 }
 
 TEST(Rendezvous, DuplicateRankIsNamedOnEveryRank) {
-    TcpStore server("127.0.0.1", 0, true, 3, 30s);
-    const int port = server.port();
+    StoreHost host(3, 30s);
+    const int port = host.port();
     std::vector<ChildFn> fns;
     for (int r : {0, 1, 1}) {
         fns.push_back([&, r](const Report&) {
@@ -194,8 +196,8 @@ TEST(Rendezvous, DuplicateRankIsNamedOnEveryRank) {
 }
 
 TEST(Rendezvous, WorldSizeMismatchIsNamedOnEveryRank) {
-    TcpStore server("127.0.0.1", 0, true, 2, 30s);
-    const int port = server.port();
+    StoreHost host(2, 30s);
+    const int port = host.port();
     std::vector<ChildFn> fns;
     for (int r = 0; r < 2; ++r) {
         fns.push_back([&, r](const Report&) {
@@ -213,8 +215,8 @@ TEST(Rendezvous, WorldSizeMismatchIsNamedOnEveryRank) {
 }
 
 TEST(Rendezvous, MissingRankIsATimeoutNamingIt) {
-    TcpStore server("127.0.0.1", 0, true, 3, 30s);
-    const int port = server.port();
+    StoreHost host(3, 30s);
+    const int port = host.port();
     std::vector<ChildFn> fns;
     for (int r = 0; r < 2; ++r) {
         fns.push_back([&, r](const Report&) {
