@@ -21,15 +21,18 @@ for tool in podman runc debootstrap git; do
   command -v "$tool" >/dev/null || { echo "image: needs $tool (scripts/setup.sh installs podman buildah runc debootstrap)" >&2; exit 1; }
 done
 [ -f data/tokenizers/gpt2.tiktoken ] || bash scripts/setup.d/10-tokenizer.sh
+[ -f web/dist/index.html ] || bash scripts/setup.d/50-web.sh
 
 bash deploy/image/make_bases.sh all
 
-# Build context: the committed sources (not other people's work in progress) + the tokenizer file.
+# Build context: the committed sources (not other people's work in progress), the tokenizer file
+# and the built dashboard (web/dist).
 ctx=.cache/image/context
 rm -rf "$ctx"
 mkdir -p "$ctx/data/tokenizers"
 git archive HEAD CMakeLists.txt CMakePresets.json cmake src configs | tar -x -C "$ctx"
 cp data/tokenizers/gpt2.tiktoken "$ctx/data/tokenizers/"
+mkdir -p "$ctx/web" && cp -r web/dist "$ctx/web/dist"
 
 echo "image: building $TAG from $(git rev-parse --short=12 HEAD)" >&2
 start=$(date +%s)
@@ -44,6 +47,8 @@ echo "image: $TAG built in $(( $(date +%s) - start )) s; size $(( bytes / 100000
 [ "${IMAGE_SMOKE:-1}" = 0 ] && exit 0
 RUN=("${PODMAN[@]}" run --rm --network none "${ULIMITS[@]}")
 "${RUN[@]}" "$TAG" version
+"${RUN[@]}" --entrypoint /bin/sh "$TAG" -c 'test -f /usr/local/share/llmtrain/web/index.html' ||
+  { echo "image: the dashboard is missing from /usr/local/share/llmtrain/web" >&2; exit 1; }
 shards=data/shards/gpt2_corpus
 if [ ! -f "$shards/manifest.json" ]; then
   echo "image: $shards missing (make data): skipping the training smoke run" >&2
