@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/unique_fd.h"
 
 namespace llmt {
 namespace {
@@ -19,29 +20,10 @@ namespace {
     throw IoError(fmt::format("{} '{}': {}", what, path.string(), std::strerror(err)));
 }
 
-class Fd {
-public:
-    explicit Fd(int fd) : fd_(fd) {}
-    ~Fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    int get() const { return fd_; }
-    int release() {
-        int f = fd_;
-        fd_ = -1;
-        return f;
-    }
-
-private:
-    int fd_;
-};
-
 }  // namespace
 
 std::string read_file(const std::filesystem::path& path, std::size_t max_bytes) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) throw_io("cannot open", path, errno);
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) throw_io("cannot stat", path, errno);
@@ -69,7 +51,7 @@ std::string read_file(const std::filesystem::path& path, std::size_t max_bytes) 
 }
 
 void fsync_path(const std::filesystem::path& path) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) throw_io("cannot open for fsync", path, errno);
     if (::fsync(fd.get()) != 0) throw_io("cannot fsync", path, errno);
 }
@@ -78,7 +60,7 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view data)
     std::filesystem::path tmp = path;
     tmp += fmt::format(".tmp.{}", ::getpid());
     {
-        Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
         if (fd.get() < 0) throw_io("cannot create", tmp, errno);
         const char* p = data.data();
         std::size_t left = data.size();

@@ -18,6 +18,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/unique_fd.h"
 #include "core/fs.h"
 #include "core/strings.h"
 
@@ -68,20 +69,6 @@ float f16_to_f32(std::uint16_t h) {
     }
     return std::bit_cast<float>(bits);
 }
-
-class Fd {
-public:
-    explicit Fd(int fd) : fd_(fd) {}
-    ~Fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    Fd(const Fd&) = delete;
-    Fd& operator=(const Fd&) = delete;
-    int get() const { return fd_; }
-
-private:
-    int fd_;
-};
 
 [[noreturn]] void throw_io(const std::string& what, const std::filesystem::path& p, int err) {
     throw IoError(fmt::format("{} '{}': {}", what, p.string(), std::strerror(err)));
@@ -160,7 +147,7 @@ const std::uint8_t* SafetensorsFile::bytes() const {
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     SafetensorsFile f;
     f.label_ = path.string();
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd.get() < 0) throw_io("cannot open safetensors file", path, errno);
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) throw_io("cannot stat", path, errno);
@@ -493,7 +480,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
     std::filesystem::path tmp = path;
     tmp += fmt::format(".tmp.{}", ::getpid());
     try {
-        Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+        UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
         if (fd.get() < 0) throw_io("cannot create", tmp, errno);
         write_all(fd.get(), &hlen, 8, tmp);
         write_all(fd.get(), header.data(), header.size(), tmp);
