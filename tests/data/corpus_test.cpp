@@ -2,7 +2,6 @@
 // and JSONL inputs, gzip (multi-member, truncated, corrupt), directory expansion, raw-byte hashing,
 // and errors that name file and line.
 #include <gtest/gtest.h>
-#include <zlib.h>
 
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 namespace llmt::data {
 namespace {
 
+using testing::gzip;
 using testing::read_bytes;
 using testing::TempDir;
 using testing::write_bytes;
@@ -31,21 +31,6 @@ CorpusOptions text(const std::string& sep = "blank") {
     CorpusOptions o;
     o.doc_separator = sep;
     return o;
-}
-
-std::string gzip(const std::string& data) {
-    // deflateInit2 with 16 + MAX_WBITS writes a gzip wrapper (zlib manual).
-    z_stream zs{};
-    EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    std::string out(deflateBound(&zs, data.size()) + 64, '\0');
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-    zs.avail_in = static_cast<uInt>(data.size());
-    zs.next_out = reinterpret_cast<Bytef*>(out.data());
-    zs.avail_out = static_cast<uInt>(out.size());
-    EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-    out.resize(zs.total_out);
-    deflateEnd(&zs);
-    return out;
 }
 
 TEST(Corpus, BlankLinesSeparateDocumentsAndLinesStayVerbatim) {

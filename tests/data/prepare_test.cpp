@@ -3,7 +3,6 @@
 // split by document as is_val_document() says; manifest contents; determinism; errors; `data inspect`.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <zlib.h>
 
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -19,6 +18,7 @@
 namespace llmt::data {
 namespace {
 
+using testing::gzip;
 using testing::read_bytes;
 using testing::TempDir;
 using testing::write_bytes;
@@ -53,20 +53,6 @@ Result run(const TempDir& d, const std::vector<std::string>& args) {
     r.out = read_bytes(d / "stdout");
     r.err = read_bytes(d / "stderr");
     return r;
-}
-
-std::string gzip(const std::string& data) {
-    z_stream zs{};
-    EXPECT_EQ(deflateInit2(&zs, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    std::string out(deflateBound(&zs, data.size()) + 64, '\0');
-    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-    zs.avail_in = static_cast<uInt>(data.size());
-    zs.next_out = reinterpret_cast<Bytef*>(out.data());
-    zs.avail_out = static_cast<uInt>(out.size());
-    EXPECT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-    out.resize(zs.total_out);
-    deflateEnd(&zs);
-    return out;
 }
 
 // The decoded text of a split's shards (in file order) and their total token count.
