@@ -1,10 +1,17 @@
-# Run at build time: writes OUT with the current git SHA, rewriting it only when it changed.
+# Run at build time: writes OUT with the current git SHA, rewriting it only when it changed. FALLBACK
+# (may be empty) is used where SRC is not a git checkout, e.g. an image's build context.
 execute_process(COMMAND git -C ${SRC} rev-parse --short=12 HEAD OUTPUT_VARIABLE sha
                 OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0 OR sha STREQUAL "")
-  set(sha "unknown")
+  if(FALLBACK)
+    set(sha "${FALLBACK}")
+  else()
+    set(sha "unknown")
+  endif()
+  set(dirty "")
+else()
+  execute_process(COMMAND git -C ${SRC} status --porcelain --untracked-files=no OUTPUT_VARIABLE dirty ERROR_QUIET)
 endif()
-execute_process(COMMAND git -C ${SRC} status --porcelain --untracked-files=no OUTPUT_VARIABLE dirty ERROR_QUIET)
 if(NOT dirty STREQUAL "" AND NOT sha STREQUAL "unknown")
   set(sha "${sha}-dirty")
 endif()

@@ -40,6 +40,7 @@ start=$(date +%s)
   --build-arg BUILD_BASE=localhost/llmtrain-build-base:bookworm \
   --build-arg RUNTIME_BASE=localhost/llmtrain-runtime-base:bookworm \
   --label "org.opencontainers.image.revision=$(git rev-parse HEAD)" \
+  --build-arg GIT_SHA="$(git rev-parse --short=12 HEAD)" \
   -f deploy/Containerfile -t "$TAG" "$ctx"
 bytes=$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$TAG")
 echo "image: $TAG built in $(( $(date +%s) - start )) s; size $(( bytes / 1000000 )) MB ($bytes bytes)" >&2
