@@ -293,5 +293,52 @@ TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
     EXPECT_EQ(dlp.download(), rounded(dp.download())) << "the bf16 copy is the rounded master weights";
 }
 
+
+// GPT-2 widths (C = 768, 1024: multiples of 256) take the vectorised LayerNorm kernels (forward with the
+// row held in registers; backward with 16-byte loads and the dinp prefetch), and the weight-gradient GEMM
+// at GPT-2's MLP shape runs the algorithm timed among cuBLASLt's candidates (the trial runs must not
+// touch the fp32 accumulator) and the batched bias-gradient kernel (whole blocks and a partial one).
+// Same references and tolerances as above: the bias gradient sums BT bf16 values in fp32 (error well
+// under kTolOut); a wrong column, a trial run leaking into dweight or a dropped "+=" is off by O(1).
+TEST_F(CudaBf16Ops, GptWidthsLayerNormAndBiasGradient) {
+    for (const int C : {768, 1024}) {
+        const int B = 2, T = 33;
+        auto x = randn(B * T * C, seed(100 + C), 2.0f), w = rounded(randn(C, seed(101 + C))),
+             b = rounded(randn(C, seed(102 + C)));
+        for (int i = 0; i < C; i++) x[C + i] += 5.0f;  // one row with a large mean: the variance's two passes matter
+        x = rounded(x);  // after the shift, so both sides see the same bf16 values
+        std::vector<float> lo(B * T * C), mean(B * T), rstd(B * T);
+        layernorm_forward(H(lo, {B, T, C}), H(mean, {B, T}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), H(b, {C}));
+        Dev dx = bf(x, {B, T, C}), dw = bf(w, {C}), db = bf(b, {C}), dlo({B, T, C}, DType::kBF16),
+            dm({B, T}, DType::kF32), dr({B, T}, DType::kF32);
+        dlo.poison();
+        dm.poison();
+        dr.poison();
+        layernorm_forward(dlo.t(), dm.t(), dr.t(), dx.t(), dw.t(), db.t());
+        const std::string c = " C=" + std::to_string(C);
+        expect_close(("layernorm_forward out" + c).c_str(), dlo.download(), lo, kTolOut);
+        expect_close(("layernorm_forward mean (f32)" + c).c_str(), dm.download(), mean, 1e-5);
+        expect_close(("layernorm_forward rstd (f32)" + c).c_str(), dr.download(), rstd, 1e-4);
+    }
+
+    const int BT = 520, C = 768, OC = 3072;  // 16 whole 32-row blocks of the bias kernel, then an 8-row tail
+    auto x = rounded(randn(BT * C, seed(110))), w = rounded(randn(OC * C, seed(111), 0.05f));
+    auto g = rounded(randn(BT * OC, seed(112))), gw = randn(OC * C, seed(113)), gb = randn(OC, seed(114));
+    std::vector<float> gi(BT * C);
+    Dev dx = bf(x, {BT, C}), dw = bf(w, {OC, C}), dg = bf(g, {BT, OC}), dgi({BT, C}, DType::kBF16),
+        dgw = f32(gw, {OC, C}), dgb = f32(gb, {OC});
+    matmul_backward(H(gi, {BT, C}), H(gw, {OC, C}), H(gb, {OC}), H(g, {BT, OC}), H(x, {BT, C}), H(w, {OC, C}));
+    for (int rep = 0; rep < 2; rep++) {  // the second call runs the tuned algorithm; both accumulate
+        dgi.poison();
+        matmul_backward(dgi.t(), dgw.t(), dgb.t(), dg.t(), dx.t(), dw.t());
+        if (rep == 0) {
+            matmul_backward(Tensor(), H(gw, {OC, C}), H(gb, {OC}), H(g, {BT, OC}), H(x, {BT, C}), H(w, {OC, C}));
+        }
+    }
+    expect_close("matmul_backward dinp (GPT-2 MLP shape)", dgi.download(), gi, kTolOut);
+    expect_close("matmul_backward dweight (f32 +=, twice)", dgw.download(), gw, kTolOut);
+    expect_close("matmul_backward dbias (f32 +=, twice)", dgb.download(), gb, kTolOut);
+}
+
 }  // namespace
 }  // namespace llmt::kernels

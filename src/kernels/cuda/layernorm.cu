@@ -39,6 +39,56 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
     }
 }
 
+// bf16, C = 256 * kVecs: one warp per row; lane l holds the 8-column groups l, l + 32, ... in registers
+// (16-byte loads), so the row is read from memory once and both passes (mean, then variance) run on
+// registers. The generic kernel above re-reads the row three times with 2-byte loads.
+template <int kVecs>
+__global__ void layernorm_forward_bf16x8_kernel(bf16* out, float* mean, float* rstd, const bf16* inp,
+                                                const bf16* weight, const bf16* bias, long rows, int C) {
+    const int lane = threadIdx.x % 32;
+    const long row = blockIdx.x * static_cast<long>(kWarps) + threadIdx.x / 32;
+    if (row >= rows) return;
+    const uint4* xr = reinterpret_cast<const uint4*>(inp + row * C);
+    float x[kVecs * 8];
+    float s = 0.0f;
+#pragma unroll
+    for (int v = 0; v < kVecs; v++) {
+        const uint4 raw = xr[v * 32 + lane];
+        const bf16* e = reinterpret_cast<const bf16*>(&raw);
+#pragma unroll
+        for (int q = 0; q < 8; q++) {
+            x[v * 8 + q] = ldf(e[q]);
+            s += x[v * 8 + q];
+        }
+    }
+    const float m = warp_sum(s) / C;
+    float var = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVecs * 8; i++) {
+        const float d = x[i] - m;
+        var += d * d;
+    }
+    const float r = 1.0f / sqrtf(warp_sum(var) / C + kEps);
+    const uint4* wv = reinterpret_cast<const uint4*>(weight);
+    const uint4* bv = reinterpret_cast<const uint4*>(bias);
+    uint4* orow = reinterpret_cast<uint4*>(out + row * C);
+#pragma unroll
+    for (int v = 0; v < kVecs; v++) {
+        const uint4 ww = wv[v * 32 + lane], bb = bv[v * 32 + lane];
+        const bf16* we = reinterpret_cast<const bf16*>(&ww);
+        const bf16* be = reinterpret_cast<const bf16*>(&bb);
+        uint4 o;
+        bf16* oe = reinterpret_cast<bf16*>(&o);
+#pragma unroll
+        for (int q = 0; q < 8; q++) oe[q] = __float2bfloat16_rn((x[v * 8 + q] - m) * r * ldf(we[q]) + ldf(be[q]));
+        orow[v * 32 + lane] = o;
+    }
+    if (lane == 0) {
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+
 // Dynamic shared memory: dweight and dbias partials (2C floats).
 template <typename T>
 __global__ void layernorm_backward_kernel(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp,
@@ -85,8 +135,10 @@ __global__ void layernorm_backward_kernel(T* dinp, float* dweight, float* dbias,
 // bf16, C = 256 * kVecs: lane l of a warp owns the 8-column groups l, l + 32, ... (kVecs of them), read
 // with 16-byte loads. Each warp keeps its dweight/dbias partials in registers across its rows, so the
 // block combines them once (shared atomics per warp and column) instead of once per row and element.
-template <int kVecs>
-__global__ void __launch_bounds__(kWarps * 32, 3)
+// kPrefetch: dinp's row is loaded together with x and dout (before the row's reductions) instead of after
+// them, so a row costs one memory round trip instead of two; the extra registers hold it (2 blocks/SM).
+template <int kVecs, bool kPrefetch>
+__global__ void __launch_bounds__(kWarps * 32, kPrefetch ? 2 : 3)
     layernorm_backward_bf16x8_kernel(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                                      const bf16* weight, const float* mean, const float* rstd, long rows, int C,
                                      float* partials) {
@@ -110,6 +162,12 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
         uint4* dr = reinterpret_cast<uint4*>(dinp + row * C);
         const float m = mean[row], r = rstd[row];
         float a = 0.0f, b = 0.0f;  // sum dnorm, sum dnorm * norm
+        uint4 dpre[kPrefetch ? kVecs : 1];
+        (void)dpre;
+        if constexpr (kPrefetch) {
+#pragma unroll
+            for (int v = 0; v < kVecs; v++) dpre[v] = dr[v * 32 + lane];
+        }
 #pragma unroll
         for (int v = 0; v < kVecs; v++) {
             const uint4 xv = xr[v * 32 + lane], gv = gr[v * 32 + lane], ww = wv[v * 32 + lane];
@@ -134,7 +192,9 @@ __global__ void __launch_bounds__(kWarps * 32, 3)
             const bf16* xe = reinterpret_cast<const bf16*>(&xv);
             const bf16* ge = reinterpret_cast<const bf16*>(&gv);
             const bf16* we = reinterpret_cast<const bf16*>(&ww);
-            uint4 dv = dr[v * 32 + lane];
+            uint4 dv;
+            if constexpr (kPrefetch) dv = dpre[v];
+            else dv = dr[v * 32 + lane];
             bf16* de = reinterpret_cast<bf16*>(&dv);
 #pragma unroll
             for (int q = 0; q < 8; q++) {
@@ -187,12 +247,12 @@ float* partials_scratch(size_t floats) {
     return p;
 }
 
-template <int kVecs>
-void backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
+template <int kVecs, bool kPrefetch>
+void backward_bf16x8_t(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                      const float* mean, const float* rstd, long rows, int C, cudaStream_t stream) {
     const size_t smem = sizeof(float) * 2 * static_cast<size_t>(C);
     if (smem > 48 * 1024)
-        LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_bf16x8_kernel<kVecs>,
+        LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_bf16x8_kernel<kVecs, kPrefetch>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     // Blocks: LLMTRAIN_LN_GRID caps them (default 264, two per SM); each block adds its dweight/dbias sums
     // with global atomics, or (LLMTRAIN_LN_PARTIALS=1) writes them to a scratch row that
@@ -208,13 +268,25 @@ void backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout,
     long grid = (rows + kWarps - 1) / kWarps;
     if (grid > cap) grid = cap;
     float* partials = use_partials ? partials_scratch(static_cast<size_t>(grid) * 2 * C) : nullptr;
-    layernorm_backward_bf16x8_kernel<kVecs><<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
+    layernorm_backward_bf16x8_kernel<kVecs, kPrefetch><<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
         dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, partials);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_backward_bf16x8_kernel");
     if (!partials) return;
     reduce_partials_kernel<<<static_cast<unsigned>((2 * C + 255) / 256), 256, 0, stream>>>(
         dweight, dbias, partials, static_cast<int>(grid), C);
     LLMT_CUDA_CHECK_LAUNCH("reduce_partials_kernel");
+}
+
+// LLMTRAIN_LN_BWD_PREFETCH=0: the kernel without the dinp prefetch (for measuring).
+template <int kVecs>
+void backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
+                     const float* mean, const float* rstd, long rows, int C, cudaStream_t stream) {
+    static const bool prefetch = [] {
+        const char* v = std::getenv("LLMTRAIN_LN_BWD_PREFETCH");
+        return !(v && v[0] == '0');
+    }();
+    if (prefetch) backward_bf16x8_t<kVecs, true>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream);
+    else backward_bf16x8_t<kVecs, false>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream);
 }
 
 // The vectorised kernel for C in {256, 512, ..., 2048} (rows 16-byte aligned); false otherwise.
@@ -239,6 +311,31 @@ void forward_t(T* out, float* mean, float* rstd, const T* inp, const T* weight, 
                cudaStream_t stream) {
     const long rows = static_cast<long>(B) * T_;
     const unsigned grid = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+    if constexpr (std::is_same_v<T, bf16>) {
+        static const bool vec = [] {  // LLMTRAIN_LN_FWD_VEC=0: the generic kernel (for measuring)
+            const char* v = std::getenv("LLMTRAIN_LN_FWD_VEC");
+            return !(v && v[0] == '0');
+        }();
+        if (vec && C % 256 == 0 && C <= 2048 && C / 256 != 7) {  // 16-byte rows: C * 2 bytes is a multiple of 16
+#define LLMT_LN_FWD_VEC(K)                                                                                     \
+    case K:                                                                                                    \
+        layernorm_forward_bf16x8_kernel<K><<<grid, kWarps * 32, 0, stream>>>(out, mean, rstd, inp, weight,   \
+                                                                            bias, rows, C);                   \
+        LLMT_CUDA_CHECK_LAUNCH("layernorm_forward_bf16x8_kernel");                                            \
+        return;
+            switch (C / 256) {
+                LLMT_LN_FWD_VEC(1)
+                LLMT_LN_FWD_VEC(2)
+                LLMT_LN_FWD_VEC(3)
+                LLMT_LN_FWD_VEC(4)
+                LLMT_LN_FWD_VEC(5)
+                LLMT_LN_FWD_VEC(6)
+                LLMT_LN_FWD_VEC(8)
+                default: break;
+            }
+#undef LLMT_LN_FWD_VEC
+        }
+    }
     layernorm_forward_kernel<<<grid, kWarps * 32, 0, stream>>>(out, mean, rstd, inp, weight, bias, rows, C);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }

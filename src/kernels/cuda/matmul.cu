@@ -1,12 +1,20 @@
 // Linear layer on CUDA (cuda/matmul.h). cuBLASLt is column-major: a row-major (R, K) matrix is a
 // column-major (K, R) one, so each product below is written for the transposed outputs.
-// Descriptors, layouts and the heuristic's algorithm are built once per distinct problem (shape, types,
-// epilogue) and cached; only the bias/aux pointers are set per call. The workspace is allocated once.
-// dbias is a column-sum kernel (cuBLASLt's BGRADB epilogue overwrites instead of accumulating).
+// Descriptors, layouts and the algorithm are built once per distinct problem (shape, types, epilogue) and
+// cached; only the bias/aux pointers are set per call. The workspace is allocated once. The algorithm is
+// the fastest of the heuristic's top candidates, timed once at the problem's first call (the heuristic's
+// first pick ran the DGELU GEMM at ~400 TFLOP/s on an H100). dbias is a column-sum kernel: cuBLASLt's
+// BGRADB epilogue was measured slower on an H100 (it runs its own reduction kernel after the GEMM;
+// docs/benchmarks.md). Env knobs for measuring variants: LLMTRAIN_CUBLASLT_TUNE=0 (the heuristic's first
+// pick), LLMTRAIN_CUBLASLT_CANDIDATES=N (how many candidates are timed, default 32),
+// LLMTRAIN_BIAS_GRAD_ROWS=4|8 (rows each thread of the bias-gradient kernel loads at once; 0: the
+// previous one-row-at-a-time loop over 4).
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul.h"
@@ -17,11 +25,28 @@ namespace {
 
 enum class Epi { kNone, kBias, kGeluAuxBias, kDGelu };
 
+bool env_flag(const char* name, bool dflt) {
+    const char* v = std::getenv(name);
+    return v && v[0] ? v[0] == '1' : dflt;
+}
+
 struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's picks, best first; cleared once tuned
 };
+
+constexpr int kMaxCandidates = 128;
+
+int candidate_count() {
+    static const int n = [] {
+        const char* v = std::getenv("LLMTRAIN_CUBLASLT_CANDIDATES");
+        const int c = v ? std::atoi(v) : 32;
+        return std::clamp(c, 1, kMaxCandidates);
+    }();
+    return n;
+}
 
 using PlanKey = std::tuple<int, int, int, bool, bool, int, int, int, int, int, int>;
 
@@ -70,19 +95,67 @@ const Plan& plan_for(int m, int n, int k, bool ta, bool tb, int lda, int ldb, in
     cublasLtMatmulPreference_t pref = nullptr;
     LLMT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = cublaslt_workspace_size();
-    cublasLtMatmulHeuristicResult_t heur{};
+    static const bool tune = env_flag("LLMTRAIN_CUBLASLT_TUNE", true);
+    cublasLtMatmulHeuristicResult_t heur[kMaxCandidates]{};
     int found = 0;
     const cublasStatus_t st1 =
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
     const cublasStatus_t st2 = st1 == CUBLAS_STATUS_SUCCESS
                                    ? cublasLtMatmulAlgoGetHeuristic(cublaslt(), p.desc, p.la, p.lb, p.ld, p.ld, pref,
-                                                                    1, &heur, &found)
+                                                                    tune ? candidate_count() : 1, heur, &found)
                                    : st1;
     cublasLtMatmulPreferenceDestroy(pref);
     LLMT_CUBLAS_CHECK(st2);
-    if (found == 0) LLMT_CUBLAS_CHECK(CUBLAS_STATUS_NOT_SUPPORTED);  // no algorithm for this shape/epilogue
-    p.algo = heur.algo;
+    for (int i = 0; i < found; i++)
+        if (heur[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(heur[i].algo);
+    if (p.candidates.empty()) LLMT_CUBLAS_CHECK(CUBLAS_STATUS_NOT_SUPPORTED);  // none for this shape/epilogue
+    p.algo = p.candidates.front();
+    if (p.candidates.size() == 1) p.candidates.clear();
     return plans->emplace(key, p).first->second;
+}
+
+// Times each candidate algorithm on this call's operands (a warm-up run, then kReps runs between two
+// events) and keeps the fastest; runs once per plan, at its first call. Accumulating calls (beta != 0)
+// must not see the trial runs: those write a scratch D. Skipped while the
+// stream is being captured into a graph (timing needs a host wait).
+void tune_plan(Plan& p, const void* A, const void* Bm, void* D, size_t d_bytes, float beta, cudaStream_t stream) {
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    LLMT_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
+    if (cap != cudaStreamCaptureStatusNone) return;
+    constexpr int kReps = 5;
+    void* out = D;
+    if (beta != 0.0f) {
+        LLMT_CUDA_CHECK(cudaMallocAsync(&out, d_bytes, stream));
+        LLMT_CUDA_CHECK(cudaMemsetAsync(out, 0, d_bytes, stream));
+    }
+    cudaEvent_t e0, e1;
+    LLMT_CUDA_CHECK(cudaEventCreate(&e0));
+    LLMT_CUDA_CHECK(cudaEventCreate(&e1));
+    const float alpha = 1.0f;
+    float best = 1e30f;
+    for (const cublasLtMatmulAlgo_t& algo : p.candidates) {
+        auto run = [&] {
+            return cublasLtMatmul(cublaslt(), p.desc, &alpha, A, p.la, Bm, p.lb, &beta, out, p.ld, out, p.ld, &algo,
+                                  cublaslt_workspace(), cublaslt_workspace_size(), stream);
+        };
+        if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate the library then refuses: skip it
+        LLMT_CUDA_CHECK(cudaEventRecord(e0, stream));
+        bool ok = true;
+        for (int r = 0; r < kReps && ok; r++) ok = run() == CUBLAS_STATUS_SUCCESS;
+        LLMT_CUDA_CHECK(cudaEventRecord(e1, stream));
+        LLMT_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0.0f;
+        LLMT_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (ok && ms < best) {
+            best = ms;
+            p.algo = algo;
+        }
+    }
+    LLMT_CUDA_CHECK(cudaEventDestroy(e0));
+    LLMT_CUDA_CHECK(cudaEventDestroy(e1));
+    if (out != D) LLMT_CUDA_CHECK(cudaFreeAsync(out, stream));
+    LLMT_CUDA_CHECK(cudaGetLastError());
+    p.candidates.clear();
 }
 
 // D (m, n; column-major, ldd) = alpha op(A) op(B) + beta D [epilogue: + bias (m) broadcast over columns;
@@ -92,7 +165,7 @@ template <typename AB, typename CD>
 void lt_matmul(CD* D, const AB* A, const AB* Bm, const AB* bias, void* aux, Epi epi, int m, int n, int k, bool ta,
                bool tb, int lda, int ldb, int ldd, float beta, cudaStream_t stream) {
     if (epi == Epi::kNone && bias) epi = Epi::kBias;
-    const Plan& p = plan_for(m, n, k, ta, tb, lda, ldb, ldd, data_type<AB>(), data_type<CD>(), epi);
+    Plan& p = const_cast<Plan&>(plan_for(m, n, k, ta, tb, lda, ldb, ldd, data_type<AB>(), data_type<CD>(), epi));
     if (bias)
         LLMT_CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
@@ -100,6 +173,7 @@ void lt_matmul(CD* D, const AB* A, const AB* Bm, const AB* bias, void* aux, Epi 
         LLMT_CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
     const float alpha = 1.0f;
+    if (!p.candidates.empty()) tune_plan(p, A, Bm, D, static_cast<size_t>(ldd) * n * sizeof(CD), beta, stream);
     LLMT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, A, p.la, Bm, p.lb, &beta, D, p.ld, D, p.ld, &p.algo,
                                      cublaslt_workspace(), cublaslt_workspace_size(), stream));
 }
@@ -124,20 +198,38 @@ __global__ void bias_grad_kernel(float* dbias, const T* dout, int rows, int OC, 
 }
 
 // bf16 with OC % 8 == 0: each thread sums 8 adjacent columns from 16-byte loads (a warp reads 512
-// contiguous bytes of a row); 8 row lanes per block combine in shared memory.
-__global__ void bias_grad_bf16x8_kernel(float* dbias, const bf16* dout, int rows, int OC, int rows_per_block) {
+// contiguous bytes of a row); 8 row lanes per block combine in shared memory. A block covers 8 * kRows
+// rows; kBatched issues a thread's kRows loads before summing them (more bytes in flight per thread:
+// the one-row-at-a-time loop waits for each load).
+template <int kRows, bool kBatched>
+__global__ void bias_grad_bf16x8_kernel(float* dbias, const bf16* dout, int rows, int OC) {
     __shared__ float part[8][32 * 8 + 1];
     const int col8 = blockIdx.x * 32 + threadIdx.x;  // 8-column group
-    const int r0 = blockIdx.y * rows_per_block;
-    const int r1 = min(rows, r0 + rows_per_block);
+    const int r0 = blockIdx.y * 8 * kRows;
+    const int r1 = min(rows, r0 + 8 * kRows);
     float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    if (col8 * 8 < OC)
-        for (int r = r0 + threadIdx.y; r < r1; r += 8) {
-            const uint4 raw = reinterpret_cast<const uint4*>(dout + static_cast<long>(r) * OC)[col8];
-            const bf16* e = reinterpret_cast<const bf16*>(&raw);
+    if (col8 * 8 < OC) {
+        const uint4* base = reinterpret_cast<const uint4*>(dout) + col8;
+        const long stride8 = OC / 8;  // one row in uint4 units
+        if (kBatched && r1 - r0 == 8 * kRows) {
+            uint4 raw[kRows];
 #pragma unroll
-            for (int k = 0; k < 8; k++) s[k] += ldf(e[k]);
+            for (int i = 0; i < kRows; i++) raw[i] = base[static_cast<long>(r0 + threadIdx.y + 8 * i) * stride8];
+#pragma unroll
+            for (int i = 0; i < kRows; i++) {
+                const bf16* e = reinterpret_cast<const bf16*>(&raw[i]);
+#pragma unroll
+                for (int k = 0; k < 8; k++) s[k] += ldf(e[k]);
+            }
+        } else {
+            for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+                const uint4 raw = base[static_cast<long>(r) * stride8];
+                const bf16* e = reinterpret_cast<const bf16*>(&raw);
+#pragma unroll
+                for (int k = 0; k < 8; k++) s[k] += ldf(e[k]);
+            }
         }
+    }
 #pragma unroll
     for (int k = 0; k < 8; k++) part[threadIdx.y][threadIdx.x * 8 + k] = s[k];
     __syncthreads();
@@ -151,16 +243,26 @@ __global__ void bias_grad_bf16x8_kernel(float* dbias, const bf16* dout, int rows
     }
 }
 
+template <int kRows, bool kBatched>
+void launch_bias_grad_bf16x8(float* dbias, const bf16* dout, int BT, int OC, cudaStream_t stream) {
+    const dim3 grid(static_cast<unsigned>((OC + 255) / 256), static_cast<unsigned>((BT + 8 * kRows - 1) / (8 * kRows)));
+    bias_grad_bf16x8_kernel<kRows, kBatched><<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC);
+    LLMT_CUDA_CHECK_LAUNCH("bias_grad_bf16x8_kernel");
+}
+
 template <typename T>
 void bias_grad(float* dbias, const T* dout, int BT, int OC, cudaStream_t stream) {
     constexpr int kRowsPerBlock = 256;
     if constexpr (sizeof(T) == 2) {
         if (OC % 8 == 0) {
-            // 32 rows per block: enough blocks to fill the GPU even for OC = 768 (3 column blocks).
-            constexpr int kRows8 = 32;
-            const dim3 grid(static_cast<unsigned>((OC + 255) / 256), static_cast<unsigned>((BT + kRows8 - 1) / kRows8));
-            bias_grad_bf16x8_kernel<<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC, kRows8);
-            LLMT_CUDA_CHECK_LAUNCH("bias_grad_bf16x8_kernel");
+            // 32 or 64 rows per block: enough blocks to fill the GPU even for OC = 768 (3 column blocks).
+            static const int rows_per_thread = [] {
+                const char* v = std::getenv("LLMTRAIN_BIAS_GRAD_ROWS");
+                return v ? std::atoi(v) : 4;
+            }();
+            if (rows_per_thread == 8) launch_bias_grad_bf16x8<8, true>(dbias, dout, BT, OC, stream);
+            else if (rows_per_thread == 0) launch_bias_grad_bf16x8<4, false>(dbias, dout, BT, OC, stream);  // previous
+            else launch_bias_grad_bf16x8<4, true>(dbias, dout, BT, OC, stream);
             return;
         }
     }

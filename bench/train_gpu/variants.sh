@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# On the GPU machine (after tools/gpu/env.sh unpacked the carry to /tmp/g): one GPT-2 124M bf16 step time per
+# speed variant, each switched by the env knobs of src/kernels/cuda (defaults: the fastest measured), in one
+# call so the figures share a card. /tmp/g/bin/train_gpu_bench_base (optional) is the binary before the changes.
+# Usage: bash bench/train_gpu/variants.sh [B=16]; prints "variant ms tok/s", logs under $OUT.
+set -uo pipefail
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+source tools/gpu/env.sh
+B=${1:-16}
+variants=(
+  "base|"
+  "default|"
+  "no-tune|LLMTRAIN_CUBLASLT_TUNE=0"
+  "tune-16|LLMTRAIN_CUBLASLT_CANDIDATES=16"
+  "tune-64|LLMTRAIN_CUBLASLT_CANDIDATES=64"
+  "tune-128|LLMTRAIN_CUBLASLT_CANDIDATES=128"
+  "bias-rows-0|LLMTRAIN_BIAS_GRAD_ROWS=0"
+  "bias-rows-8|LLMTRAIN_BIAS_GRAD_ROWS=8"
+  "no-lnfwd-vec|LLMTRAIN_LN_FWD_VEC=0"
+  "no-lnbwd-prefetch|LLMTRAIN_LN_BWD_PREFETCH=0"
+  "all-off|LLMTRAIN_CUBLASLT_TUNE=0 LLMTRAIN_BIAS_GRAD_ROWS=0 LLMTRAIN_LN_FWD_VEC=0 LLMTRAIN_LN_BWD_PREFETCH=0"
+  "default(again)|"
+  "base(again)|"
+)
+summary=()
+for v in "${variants[@]}"; do
+  name=${v%%|*}
+  envs=${v#*|}
+  bin=/tmp/g/bin/train_gpu_bench
+  case "$name" in base*) bin=/tmp/g/bin/train_gpu_bench_base; [ -x "$bin" ] || continue ;; esac
+  log="$out/variant_$(echo "$name" | tr -c 'a-zA-Z0-9\n' '_').log"
+  env $envs "$bin" --batch "$B" --steps 10 --warmup 3 --no-check --no-peak > "$log" 2>&1
+  rc=$?
+  line=$(grep -E '^llmtrain cuda' "$log" | head -1)
+  ms=$(echo "$line" | sed -n 's/.*median step \([0-9.]*\) ms.*/\1/p')
+  tok=$(echo "$line" | sed -n 's/.* \([0-9]*\) tokens\/s.*/\1/p')
+  summary+=("$(printf '%-20s B=%-3s rc=%d %8s ms %9s tok/s' "$name" "$B" "$rc" "${ms:-?}" "${tok:-?}")")
+done
+printf '%s\n' "${summary[@]}" | tee "$out/variants.txt"
