@@ -2,10 +2,10 @@
 // column-major (K, R) one, so each product below is written for the transposed outputs.
 // Descriptors, layouts and the algorithm are built once per distinct problem (shape, types, epilogue) and
 // cached; only the bias/aux pointers are set per call. The workspace is allocated once. The algorithm is
-// the fastest of the heuristic's top candidates, timed once at the problem's first call (the heuristic's
-// first pick ran the DGELU GEMM at ~400 TFLOP/s on an H100). dbias is a column-sum kernel: cuBLASLt's
-// BGRADB epilogue was measured slower on an H100 (it runs its own reduction kernel after the GEMM;
-// docs/benchmarks.md). Env knobs for measuring variants: LLMTRAIN_CUBLASLT_TUNE=0 (the heuristic's first
+// the fastest of the heuristic's top candidates, timed once at the problem's first call (~1% off a GPT-2
+// step on an H100; the DGELU GEMM stays near 400 TFLOP/s: every candidate for that epilogue there is an
+// older xmma kernel). dbias is a column-sum kernel: cuBLASLt's BGRADB epilogue was measured slower on an
+// H100 (it runs its own reduction kernel after the GEMM; docs/benchmarks.md). Env knobs for measuring variants: LLMTRAIN_CUBLASLT_TUNE=0 (the heuristic's first
 // pick), LLMTRAIN_CUBLASLT_CANDIDATES=N (how many candidates are timed, default 32),
 // LLMTRAIN_BIAS_GRAD_ROWS=4|8 (rows each thread of the bias-gradient kernel loads at once; 0: the
 // previous one-row-at-a-time loop over 4).
