@@ -295,9 +295,10 @@ TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
 
 
 // GPT-2 widths (C = 768, 1024: multiples of 256) take the vectorised LayerNorm kernels (forward with the
-// row held in registers; backward with 16-byte loads and the dinp prefetch), and the weight-gradient GEMM
-// at GPT-2's MLP shape runs the algorithm timed among cuBLASLt's candidates (the trial runs must not
-// touch the fp32 accumulator) and the batched bias-gradient kernel (whole blocks and a partial one).
+// row held in registers; backward with 16-byte loads, the dinp prefetch and per-warp partial rows), and
+// the weight-gradient GEMM at GPT-2's MLP shape runs the algorithm timed among cuBLASLt's candidates (the
+// trial runs must not touch the fp32 accumulator) and the batched bias-gradient kernel (whole blocks and
+// a partial one).
 // Same references and tolerances as above: the bias gradient sums BT bf16 values in fp32 (error well
 // under kTolOut); a wrong column, a trial run leaking into dweight or a dropped "+=" is off by O(1).
 TEST_F(CudaBf16Ops, GptWidthsLayerNormAndBiasGradient) {
@@ -319,6 +320,17 @@ TEST_F(CudaBf16Ops, GptWidthsLayerNormAndBiasGradient) {
         expect_close(("layernorm_forward out" + c).c_str(), dlo.download(), lo, kTolOut);
         expect_close(("layernorm_forward mean (f32)" + c).c_str(), dm.download(), mean, 1e-5);
         expect_close(("layernorm_forward rstd (f32)" + c).c_str(), dr.download(), rstd, 1e-4);
+        // Backward from the CPU statistics (uploaded), accumulating into random dinp/dweight/dbias.
+        auto gl = rounded(randn(B * T * C, seed(103 + C))), gi = rounded(randn(B * T * C, seed(104 + C)));
+        auto gw = randn(C, seed(105 + C)), gb = randn(C, seed(106 + C));
+        Dev dgl = bf(gl, {B, T, C}), dgi = bf(gi, {B, T, C}), dgw = f32(gw, {C}), dgb = f32(gb, {C}),
+            dmean = f32(mean, {B, T}), drstd = f32(rstd, {B, T});
+        layernorm_backward(H(gi, {B, T, C}), H(gw, {C}), H(gb, {C}), H(gl, {B, T, C}), H(x, {B, T, C}), H(w, {C}),
+                           H(mean, {B, T}), H(rstd, {B, T}));
+        layernorm_backward(dgi.t(), dgw.t(), dgb.t(), dgl.t(), dx.t(), dw.t(), dmean.t(), drstd.t());
+        expect_close(("layernorm_backward dinp (bf16 +=)" + c).c_str(), dgi.download(), gi, kTolGrad);
+        expect_close(("layernorm_backward dweight (f32 +=)" + c).c_str(), dgw.download(), gw, kTolGrad);
+        expect_close(("layernorm_backward dbias (f32 +=)" + c).c_str(), dgb.download(), gb, kTolGrad);
     }
 
     const int BT = 520, C = 768, OC = 3072;  // 16 whole 32-row blocks of the bias kernel, then an 8-row tail

@@ -134,23 +134,27 @@ __global__ void layernorm_backward_kernel(T* dinp, float* dweight, float* dbias,
 
 // bf16, C = 256 * kVecs: lane l of a warp owns the 8-column groups l, l + 32, ... (kVecs of them), read
 // with 16-byte loads. Each warp keeps its dweight/dbias partials in registers across its rows, so the
-// block combines them once (shared atomics per warp and column) instead of once per row and element.
-// kPrefetch: dinp's row is loaded together with x and dout (before the row's reductions) instead of after
-// them, so a row costs one memory round trip instead of two; the extra registers hold it (2 blocks/SM).
-template <int kVecs, bool kPrefetch>
-__global__ void __launch_bounds__(kWarps * 32, kPrefetch ? 2 : 3)
+// block combines them once instead of once per row and element. dinp's row is loaded together with x and
+// dout (before the row's reductions), so a row costs one memory round trip; the registers that hold it
+// leave 2 blocks per SM (the grid's default). kWarpRows: each warp stores its partials to its own
+// shared-memory row (8 x 2C floats) and the block sums the rows, instead of shared atomics of all warps
+// on one row (float atomics that contend across warps); needs 2C * 8 floats of shared memory.
+template <int kVecs, bool kWarpRows>
+__global__ void __launch_bounds__(kWarps * 32, 2)
     layernorm_backward_bf16x8_kernel(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                                      const bf16* weight, const float* mean, const float* rstd, long rows, int C,
                                      float* partials) {
     extern __shared__ float sh[];
     float* sdw = sh;
     float* sdb = sh + C;
-    for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) sh[c] = 0.0f;
-    __syncthreads();
+    if constexpr (!kWarpRows) {
+        for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) sh[c] = 0.0f;
+        __syncthreads();
+    }
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     constexpr int kN = kVecs * 8;
     // Only the parameter-gradient partials stay in registers across rows; x, dout and the weight are
-    // re-read in the second pass (L1 hits), which keeps registers low enough for 3 blocks per SM.
+    // re-read in the second pass (L1 hits).
     float dw[kN], db[kN];
 #pragma unroll
     for (int i = 0; i < kN; i++) dw[i] = db[i] = 0.0f;
@@ -162,12 +166,9 @@ __global__ void __launch_bounds__(kWarps * 32, kPrefetch ? 2 : 3)
         uint4* dr = reinterpret_cast<uint4*>(dinp + row * C);
         const float m = mean[row], r = rstd[row];
         float a = 0.0f, b = 0.0f;  // sum dnorm, sum dnorm * norm
-        uint4 dpre[kPrefetch ? kVecs : 1];
-        (void)dpre;
-        if constexpr (kPrefetch) {
+        uint4 dpre[kVecs];
 #pragma unroll
-            for (int v = 0; v < kVecs; v++) dpre[v] = dr[v * 32 + lane];
-        }
+        for (int v = 0; v < kVecs; v++) dpre[v] = dr[v * 32 + lane];
 #pragma unroll
         for (int v = 0; v < kVecs; v++) {
             const uint4 xv = xr[v * 32 + lane], gv = gr[v * 32 + lane], ww = wv[v * 32 + lane];
@@ -192,9 +193,7 @@ __global__ void __launch_bounds__(kWarps * 32, kPrefetch ? 2 : 3)
             const bf16* xe = reinterpret_cast<const bf16*>(&xv);
             const bf16* ge = reinterpret_cast<const bf16*>(&gv);
             const bf16* we = reinterpret_cast<const bf16*>(&ww);
-            uint4 dv;
-            if constexpr (kPrefetch) dv = dpre[v];
-            else dv = dr[v * 32 + lane];
+            uint4 dv = dpre[v];
             bf16* de = reinterpret_cast<bf16*>(&dv);
 #pragma unroll
             for (int q = 0; q < 8; q++) {
@@ -204,14 +203,36 @@ __global__ void __launch_bounds__(kWarps * 32, kPrefetch ? 2 : 3)
             dr[v * 32 + lane] = dv;
         }
     }
+    if constexpr (kWarpRows) {
+        float* row_w = sh + static_cast<long>(warp) * 2 * C;  // this warp's dweight row, then its dbias row
 #pragma unroll
-    for (int v = 0; v < kVecs; v++)
-#pragma unroll
-        for (int q = 0; q < 8; q++) {
-            const int c = (v * 32 + lane) * 8 + q;
-            atomicAdd(&sdw[c], dw[v * 8 + q]);
-            atomicAdd(&sdb[c], db[v * 8 + q]);
+        for (int v = 0; v < kVecs; v++) {
+            float4* pw = reinterpret_cast<float4*>(row_w + (v * 32 + lane) * 8);
+            float4* pb = reinterpret_cast<float4*>(row_w + C + (v * 32 + lane) * 8);
+            pw[0] = make_float4(dw[v * 8 + 0], dw[v * 8 + 1], dw[v * 8 + 2], dw[v * 8 + 3]);
+            pw[1] = make_float4(dw[v * 8 + 4], dw[v * 8 + 5], dw[v * 8 + 6], dw[v * 8 + 7]);
+            pb[0] = make_float4(db[v * 8 + 0], db[v * 8 + 1], db[v * 8 + 2], db[v * 8 + 3]);
+            pb[1] = make_float4(db[v * 8 + 4], db[v * 8 + 5], db[v * 8 + 6], db[v * 8 + 7]);
         }
+        __syncthreads();
+        // Sum the warps' rows into row 0 (thread c owns columns c, c + blockDim.x, ...; row 0 is read
+        // before it is overwritten by the same thread).
+        for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+            float t = 0.0f;
+#pragma unroll
+            for (int w = 0; w < kWarps; w++) t += sh[static_cast<long>(w) * 2 * C + c];
+            sh[c] = t;
+        }
+    } else {
+#pragma unroll
+        for (int v = 0; v < kVecs; v++)
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                const int c = (v * 32 + lane) * 8 + q;
+                atomicAdd(&sdw[c], dw[v * 8 + q]);
+                atomicAdd(&sdb[c], db[v * 8 + q]);
+            }
+    }
     __syncthreads();
     if (partials) {  // this block's sums (dweight then dbias) to its scratch row; reduce_partials_kernel adds
         float* part = partials + static_cast<long>(blockIdx.x) * 2 * C;
@@ -247,12 +268,12 @@ float* partials_scratch(size_t floats) {
     return p;
 }
 
-template <int kVecs, bool kPrefetch>
+template <int kVecs, bool kWarpRows>
 void backward_bf16x8_t(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                      const float* mean, const float* rstd, long rows, int C, cudaStream_t stream) {
-    const size_t smem = sizeof(float) * 2 * static_cast<size_t>(C);
+    const size_t smem = sizeof(float) * 2 * static_cast<size_t>(C) * (kWarpRows ? kWarps : 1);
     if (smem > 48 * 1024)
-        LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_bf16x8_kernel<kVecs, kPrefetch>,
+        LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_bf16x8_kernel<kVecs, kWarpRows>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     // Blocks: LLMTRAIN_LN_GRID caps them (default 264, two per SM); each block adds its dweight/dbias sums
     // with global atomics, or (LLMTRAIN_LN_PARTIALS=1) writes them to a scratch row that
@@ -268,7 +289,7 @@ void backward_bf16x8_t(bf16* dinp, float* dweight, float* dbias, const bf16* dou
     long grid = (rows + kWarps - 1) / kWarps;
     if (grid > cap) grid = cap;
     float* partials = use_partials ? partials_scratch(static_cast<size_t>(grid) * 2 * C) : nullptr;
-    layernorm_backward_bf16x8_kernel<kVecs, kPrefetch><<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
+    layernorm_backward_bf16x8_kernel<kVecs, kWarpRows><<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
         dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, partials);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_backward_bf16x8_kernel");
     if (!partials) return;
@@ -277,16 +298,19 @@ void backward_bf16x8_t(bf16* dinp, float* dweight, float* dbias, const bf16* dou
     LLMT_CUDA_CHECK_LAUNCH("reduce_partials_kernel");
 }
 
-// LLMTRAIN_LN_BWD_PREFETCH=0: the kernel without the dinp prefetch (for measuring).
+// Per-warp partial rows when they fit in 64 KiB of shared memory (C <= 1024: two blocks per SM keep room),
+// shared atomics otherwise; LLMTRAIN_LN_BWD_WARP_ROWS=0 forces the atomics (for measuring).
 template <int kVecs>
 void backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                      const float* mean, const float* rstd, long rows, int C, cudaStream_t stream) {
-    static const bool prefetch = [] {
-        const char* v = std::getenv("LLMTRAIN_LN_BWD_PREFETCH");
+    static const bool warp_rows = [] {
+        const char* v = std::getenv("LLMTRAIN_LN_BWD_WARP_ROWS");
         return !(v && v[0] == '0');
     }();
-    if (prefetch) backward_bf16x8_t<kVecs, true>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream);
-    else backward_bf16x8_t<kVecs, false>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream);
+    if (warp_rows && sizeof(float) * 2 * static_cast<size_t>(C) * kWarps <= 64 * 1024)
+        backward_bf16x8_t<kVecs, true>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream);
+    else
+        backward_bf16x8_t<kVecs, false>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream);
 }
 
 // The vectorised kernel for C in {256, 512, ..., 2048} (rows 16-byte aligned); false otherwise.
