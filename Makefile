@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 WERROR := $(if $(CI),ON,OFF)
 PRESET_CONFIG := build/release/CMakeCache.txt
 
-.PHONY: setup build configure run test test-full test-asan fuzz data clean lint bench image
+.PHONY: setup build configure run test test-full test-asan fuzz data clean lint bench image test-image
 
 setup:
 	@bash scripts/setup.sh
@@ -28,17 +28,21 @@ build: $(PRESET_CONFIG)
 run: setup build
 	@bash scripts/run_main.sh
 
-# Every test except the GPU ones (labels unit, reference, integration).
+# Every test except the GPU ones and those that need the built image (labels unit, reference, integration).
 test: setup build
-	cd build/release && ctest --output-on-failure --label-exclude gpu -j $(JOBS) --timeout 900
+	cd build/release && ctest --output-on-failure --label-exclude 'gpu|image' -j $(JOBS) --timeout 900
 
-# What does not fit the 30-minute CI budget: sanitizers and longer fuzzing.
-test-full: test test-asan fuzz image
+# What does not fit the 30-minute CI budget: sanitizers, longer fuzzing, the image and the tests in it.
+test-full: test test-asan fuzz test-image
+
+# The tests labelled image (the two-pod Indexed Job with each pod in the built image under podman).
+test-image: build image
+	cd build/release && ctest -L image --output-on-failure
 
 test-asan: setup
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS)
-	cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --label-exclude 'gpu|reference' -j $(JOBS) --timeout 1800
+	cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --label-exclude 'gpu|reference|image' -j $(JOBS) --timeout 1800
 
 fuzz: setup
 	cmake --preset fuzz >/dev/null

@@ -504,8 +504,8 @@ const char* to_string(Action a) {
 
 // ---- JobRunner --------------------------------------------------------------------------------------------
 
-JobRunner::JobRunner(Manifests m, ClusterInputs in, fs::path work, double backoff_base_s)
-    : m_(std::move(m)), in_(std::move(in)), work_(std::move(work)), backoff_base_s_(backoff_base_s) {
+JobRunner::JobRunner(Manifests m, ClusterInputs in, fs::path work, double backoff_base_s, PodRuntime runtime)
+    : m_(std::move(m)), in_(std::move(in)), work_(std::move(work)), backoff_base_s_(backoff_base_s), runtime_(runtime) {
     script_ = fs::path(LLMT_SOURCE_DIR) / "tests/k8s/pod_sandbox.sh";
     const int n = m_.job.completions;
     failures_.assign(n, 0);
@@ -522,12 +522,13 @@ JobRunner::JobRunner(Manifests m, ClusterInputs in, fs::path work, double backof
 JobRunner::~JobRunner() {
     for (auto& p : pods_) {
         if (!p.running) continue;
-        std::system(("bash '" + script_.string() + "' signal " + id_ + " " + std::to_string(p.sandbox) + " KILL").c_str());
+        signal_pod(p, "KILL");
         ::kill(p.pid, SIGKILL);
         ::waitpid(p.pid, nullptr, 0);
         p.running = false;
     }
-    if (bridge_fd_ >= 0) ::close(bridge_fd_);  // EOF: the bridge process removes whatever is left
+    // EOF: the bridge process removes whatever is left (with podman, containers a killed pod left running).
+    if (bridge_fd_ >= 0) ::close(bridge_fd_);
     if (bridge_pid_ > 0) ::waitpid(bridge_pid_, nullptr, 0);
 }
 
@@ -538,7 +539,8 @@ bool JobRunner::start(std::string* skip_reason) {
     if (bridge_pid_ == 0) {
         ::dup2(in[0], 0);
         ::dup2(out[1], 1);
-        ::execlp("bash", "bash", script_.c_str(), "bridge", id_.c_str(), static_cast<char*>(nullptr));
+        ::execlp("bash", "bash", script_.c_str(), "bridge", id_.c_str(),
+                 runtime_ == PodRuntime::Podman ? "--podman" : static_cast<char*>(nullptr), static_cast<char*>(nullptr));
         ::_exit(127);
     }
     ::close(in[0]);
@@ -601,6 +603,7 @@ void JobRunner::create_pod(int index) {
     const PodLaunch launch = instantiate(m_, id, in_, scratch);
     std::vector<std::string> argv = {"bash", script_.string(), "pod", id_, std::to_string(r.sandbox), r.ip + "/16",
                                      (work_ / "hosts").string(), "--hostname", launch.hostname};
+    if (runtime_ == PodRuntime::Podman) argv.insert(argv.end(), {"--image", m_.job.container.image});
     if (launch.uid) {
         argv.insert(argv.end(), {"--uid", std::to_string(*launch.uid), "--gid", std::to_string(launch.gid.value_or(0))});
         std::string g;
@@ -705,8 +708,7 @@ void JobRunner::finish(const std::string& condition, const std::string& reason) 
 void JobRunner::terminate_active() {
     // The Job controller deletes the active pods; the kubelet sends SIGTERM and SIGKILL after the grace period.
     for (auto& p : pods_)
-        if (p.running)
-            std::system(("bash '" + script_.string() + "' signal " + id_ + " " + std::to_string(p.sandbox) + " TERM").c_str());
+        if (p.running) signal_pod(p, "TERM");
     const double deadline = now_s() + std::min(m_.job.grace_period_s, 30);
     for (auto& p : pods_) {
         while (p.running) {
@@ -745,10 +747,16 @@ JobOutcome JobRunner::wait(double timeout_s) {
 bool JobRunner::kill_pod(int index) {
     for (auto& p : pods_) {
         if (p.index != index || !p.running) continue;
-        std::system(("bash '" + script_.string() + "' signal " + id_ + " " + std::to_string(p.sandbox) + " KILL").c_str());
+        signal_pod(p, "KILL");
         return true;
     }
     return false;
+}
+
+void JobRunner::signal_pod(const PodRecord& p, const char* sig) {
+    std::system(("bash '" + script_.string() + "' signal " + id_ + " " + std::to_string(p.sandbox) + " " + sig +
+                 (runtime_ == PodRuntime::Podman ? " --podman" : ""))
+                    .c_str());
 }
 
 std::string JobRunner::logs() const {

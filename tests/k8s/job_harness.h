@@ -5,8 +5,10 @@
 // their mountPaths, and completions/parallelism/backoffLimitPerIndex/podFailurePolicy applied to pod exits.
 //
 // Mapping from the cluster to this machine (docs/kubernetes.md, "What was tested where"):
-//   image             the host's root filesystem under a tmpfs overlay (the container's writable layer),
-//                     with the directory of the llmtrain under test first on the image's PATH
+//   image             PodRuntime::HostRoot: the host's root filesystem under a tmpfs overlay (the
+//                     container's writable layer), with the directory of the llmtrain under test first on
+//                     the image's PATH; PodRuntime::Podman: the manifest's image, run by
+//                     `podman --runtime runc run --pull never` joined to the pod's network namespace
 //   pod IP / DNS      10.214.x.y on a private bridge; every pod's /etc/hosts (one shared file, rewritten in
 //                     place when a recreated pod gets a new IP) holds <host>, <host>.<svc> and the FQDN of
 //                     every pod, where a cluster has CoreDNS and the Service's records
@@ -14,7 +16,7 @@
 //                     kubelet applies it (group ownership, g+rwX, setgid directories) unless read-only
 //   ConfigMap volume  its keys written as files (defaultMode) in a per-pod directory
 //   emptyDir          a per-pod directory, mode 0777
-// Understood but not emulated (no kubelet, no cgroups): resources, image, imagePullPolicy, ports (only
+// Understood but not emulated (no kubelet, no cgroups): resources, imagePullPolicy, ports (only
 // informational in Kubernetes). Any other field, and any downward-API field there is no value for, makes
 // parse_manifests/instantiate throw naming it: the harness never silently ignores what it cannot do.
 #pragma once
@@ -147,13 +149,19 @@ struct JobOutcome {
     std::string reason;     // PodFailurePolicy | FailedIndexes | BackoffLimitExceeded | ...
 };
 
+// How a pod's container runs (pod_sandbox.sh either way: the pod's network namespace, hosts file, volumes,
+// user, env and command are the same): in pod_sandbox.sh's own UTS/PID/mount namespaces on the host's root
+// filesystem, or from the manifest's container image with podman (container llmk-<sandbox_id>-<n>).
+enum class PodRuntime { HostRoot, Podman };
+
 // The Job controller for one Job, pods run by pod_sandbox.sh. Destruction kills every pod and removes
 // every namespace (the bridge process also cleans up when this process dies: it watches a pipe).
 class JobRunner {
 public:
     // backoff_base_s: the controller's pod-recreation delay for the first failure (Kubernetes: 10 s,
     // doubling per failure of the index, at most 6 min).
-    JobRunner(Manifests m, ClusterInputs in, std::filesystem::path work, double backoff_base_s);
+    JobRunner(Manifests m, ClusterInputs in, std::filesystem::path work, double backoff_base_s,
+              PodRuntime runtime = PodRuntime::HostRoot);
     ~JobRunner();
     JobRunner(const JobRunner&) = delete;
     JobRunner& operator=(const JobRunner&) = delete;
@@ -173,17 +181,21 @@ public:
     // Every pod's log, lines prefixed "[<pod name>] ", pods in creation order.
     std::string logs() const;
     const std::string& sandbox_id() const { return id_; }
+    // The pod's network namespace, and with PodRuntime::Podman its container's name.
+    std::string sandbox_name(const PodRecord& p) const { return "llmk-" + id_ + "-" + std::to_string(p.sandbox); }
 
 private:
     void create_pod(int index);
     void write_hosts();
     void finish(const std::string& condition, const std::string& reason);
     void terminate_active();
+    void signal_pod(const PodRecord& p, const char* sig);
 
     Manifests m_;
     ClusterInputs in_;
     std::filesystem::path work_, script_;
     double backoff_base_s_;
+    PodRuntime runtime_;
     std::string id_;
     pid_t bridge_pid_ = -1;
     int bridge_fd_ = -1;
