@@ -350,6 +350,24 @@ TEST_F(CudaBf16Ops, GptWidthsLayerNormAndBiasGradient) {
     expect_close("matmul_backward dinp (GPT-2 MLP shape)", dgi.download(), gi, kTolOut);
     expect_close("matmul_backward dweight (f32 +=, twice)", dgw.download(), gw, kTolOut);
     expect_close("matmul_backward dbias (f32 +=, twice)", dgb.download(), gb, kTolOut);
+
+    // The fused classifier at GPT-2's vocabulary (V = 50257 padded to 50304: a padded tail inside the last
+    // 16-byte vector of real columns), a few rows, one target on the last real column, one ignored.
+    const int R = 5, V = 50257, Vp = 50304;
+    auto logits = rounded(randn(R * Vp, seed(120), 3.0f));
+    std::vector<int32_t> tg = randint(R, V, seed(121));
+    tg[1] = V - 1;  // the last real column
+    tg[3] = -1;
+    std::vector<float> losses(R), dl = logits;
+    classifier_forward_backward(H(losses, {1, R}), H(dl, {1, R, Vp}), Tensor(tg.data(), {1, R}, DType::kI32), 0.25f,
+                                V);
+    Dev dlog = bf(logits, {1, R, Vp}), dlos({1, R}, DType::kF32), dtg({1, R}, DType::kI32);
+    dtg.upload_ids(tg);
+    dlos.poison();
+    classifier_forward_backward(dlos.t(), dlog.t(), dtg.t(), 0.25f, V);
+    // Losses: fp32 sums of 50257 exponentials on both sides (fast __expf on the GPU: ~2 ulp) => 1e-5.
+    expect_close("classifier losses (f32, V=50257)", dlos.download(), losses, kTolF32);
+    expect_close("classifier dlogits (in place, V=50257)", dlog.download(), dl, kTolOut);
 }
 
 }  // namespace
