@@ -22,7 +22,7 @@
 #   pod_sandbox.sh signal ID N SIG [--podman]
 #       SIGKILL: kills every process of pod N (the container runtime killing the container's cgroup);
 #       another signal goes to the pod's PID 1 only (what the kubelet sends on deletion: SIGTERM). With
-#       --podman through `podman kill` of container llmk-<ID>-<N> (then, for SIGKILL, the namespace's rest).
+#       --podman also (SIGKILL) or instead (another signal) `podman kill` of container llmk-<ID>-<N>.
 # Exit 77 with "SKIP: reason" (bridge mode) where the kernel refuses the namespaces (or not root). Needs root,
 # iproute2, util-linux (unshare, setpriv), coreutils' chroot; podman and runc for --image.
 set -u
@@ -138,13 +138,14 @@ bridge)
 signal)
     id=$1 n=$2 sig=$3
     ns=$(ns_of "$id" "$n")
-    if [ "${4:-}" = --podman ]; then
-        "${PODMAN[@]}" kill --signal "$sig" "$ns" >/dev/null 2>&1
-        [ "$sig" = KILL ] || [ "$sig" = 9 ] || exit 0
-    fi
     pids=$(ip netns pids "$ns" 2>/dev/null)
     if [ "$sig" = KILL ] || [ "$sig" = 9 ]; then
+        # At once (a podman call takes a while under load); then podman's own kill for a container whose
+        # processes were not all in the namespace yet.
         for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+        [ "${4:-}" = --podman ] && "${PODMAN[@]}" kill --signal KILL "$ns" >/dev/null 2>&1
+    elif [ "${4:-}" = --podman ]; then
+        "${PODMAN[@]}" kill --signal "$sig" "$ns" >/dev/null 2>&1
     else
         # PID 1 of the pod's PID namespace: the last NSpid field is 1.
         for p in $pids; do

@@ -154,6 +154,9 @@ void PodScenarios::killed_pod_is_recreated_and_resumes() {
     std::string skip;
     if (!job.start(&skip)) GTEST_SKIP() << skip;
     const auto t0 = std::chrono::steady_clock::now();
+    job.step();  // creates both pods
+    ASSERT_EQ(job.pods().size(), 2u) << pod_report(job);
+    expect_pods_are_containers(job);
     // Kill pod 1 once the first checkpoint is complete (mid-run: 35 steps are still to go, so even an idle
     // machine is far from the end when the kill lands).
     const fs::path ck = outputs / ("tiny/checkpoints/step_" + std::to_string(kSaveEvery)) / "state.json";
@@ -167,7 +170,6 @@ void PodScenarios::killed_pod_is_recreated_and_resumes() {
     }
     ASSERT_TRUE(reached) << "no checkpoint at step " << kSaveEvery << " within 120 s\n" << pod_report(job);
     ASSERT_FALSE(fs::exists(outputs / "tiny/summary.json")) << "the run finished before the kill";
-    expect_pods_are_containers(job);
     ASSERT_TRUE(job.kill_pod(1)) << "pod 1 is not running\n" << pod_report(job);
     auto outcome = job.wait(170);
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
