@@ -267,7 +267,7 @@ _container)
     ;;
 
 *)
-    sed -n '2,32p' "$0" >&2
+    sed -n '2,27p' "$0" >&2
     exit 2
     ;;
 esac

@@ -116,15 +116,20 @@ void PodScenarios::expect_pods_are_containers(const JobRunner& job) {
                   << seen << pod_lines(job);
 }
 
-void PodScenarios::two_pods_run_to_completion() {
-    const fs::path outputs = root_ / "outputs-a";
-    auto job = make_runner("tiny", outputs);
+void PodScenarios::start_pods(JobRunner& job) {
     std::string skip;
     if (!job.start(&skip)) GTEST_SKIP() << skip;
-    const auto t0 = std::chrono::steady_clock::now();
     job.step();  // creates both pods
     ASSERT_EQ(job.pods().size(), 2u) << pod_report(job);
     expect_pods_are_containers(job);
+}
+
+void PodScenarios::two_pods_run_to_completion() {
+    const fs::path outputs = root_ / "outputs-a";
+    auto job = make_runner("tiny", outputs);
+    const auto t0 = std::chrono::steady_clock::now();
+    start_pods(job);
+    if (IsSkipped() || HasFatalFailure()) return;
     auto outcome = job.wait(150);
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     ASSERT_EQ(outcome.condition, "Complete") << outcome.reason << "\n" << pod_report(job);
@@ -151,12 +156,9 @@ void PodScenarios::two_pods_run_to_completion() {
 void PodScenarios::killed_pod_is_recreated_and_resumes() {
     const fs::path outputs = root_ / "outputs-b";
     auto job = make_runner("tiny", outputs);
-    std::string skip;
-    if (!job.start(&skip)) GTEST_SKIP() << skip;
     const auto t0 = std::chrono::steady_clock::now();
-    job.step();  // creates both pods
-    ASSERT_EQ(job.pods().size(), 2u) << pod_report(job);
-    expect_pods_are_containers(job);
+    start_pods(job);
+    if (IsSkipped() || HasFatalFailure()) return;
     // Kill pod 1 once the first checkpoint is complete (mid-run: 35 steps are still to go, so even an idle
     // machine is far from the end when the kill lands).
     const fs::path ck = outputs / ("tiny/checkpoints/step_" + std::to_string(kSaveEvery)) / "state.json";

@@ -34,6 +34,9 @@ protected:
 
 private:
     JobRunner make_runner(const std::string& name, const std::filesystem::path& outputs);
+    // Starts the job and creates its two pods; skips where the runtime is unavailable (the caller returns
+    // on IsSkipped() or HasFatalFailure()).
+    void start_pods(JobRunner& job);
     // Podman only: every running pod of the job is a running container of image_ (checked while they run).
     void expect_pods_are_containers(const JobRunner& job);
     static nlohmann::json summary(const std::filesystem::path& run_dir);
