@@ -20,11 +20,7 @@ protected:
     static void TearDownTestSuite() {
         // A failed test may leave a long job running: stop it through the API before the server goes.
         Api admin(server_->port(), kAdminToken);
-        for (const auto& j : admin.get("/v1/jobs?state=running").body["jobs"]) {
-            int64_t id = j["id"];
-            admin.post("/v1/jobs/" + std::to_string(id) + "/cancel", "");
-            reaches(admin, id, "cancelled", 60);
-        }
+        cancel_jobs(admin, {"running"});
         delete server_;
         fs::remove_all(root_);
     }

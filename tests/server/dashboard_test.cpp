@@ -24,12 +24,7 @@ protected:
         if (!server_) return;  // SetUpTestSuite failed before the server started
         // Jobs outlive the server (their own process groups): stop any a failed test left running.
         Api admin(server_->port(), kAdminToken);
-        for (const char* s : {"running", "queued", "retrying"})
-            for (const auto& j : admin.get(std::string("/v1/jobs?state=") + s).body["jobs"]) {
-                std::string id = std::to_string(j["id"].get<int64_t>());
-                admin.post("/v1/jobs/" + id + "/cancel", "");
-                wait_for([&] { return admin.get("/v1/jobs/" + id).body.value("state", "") == "cancelled"; }, 60);
-            }
+        cancel_jobs(admin, {"running", "queued", "retrying"});
         delete server_;
         fs::remove_all(root_);
     }

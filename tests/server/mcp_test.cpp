@@ -18,11 +18,7 @@ protected:
     static void TearDownTestSuite() {
         if (!server_) return;  // SetUpTestSuite failed before the server started
         Api admin(server_->port(), kAdminToken);
-        for (const auto& j : admin.get("/v1/jobs?state=running").body["jobs"]) {
-            std::string id = std::to_string(j["id"].get<int64_t>());
-            admin.post("/v1/jobs/" + id + "/cancel", "");
-            wait_for([&] { return admin.get("/v1/jobs/" + id).body.value("state", "") == "cancelled"; }, 60);
-        }
+        cancel_jobs(admin, {"running"});
         delete server_;
         fs::remove_all(root_);
     }

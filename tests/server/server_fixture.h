@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -143,6 +144,22 @@ inline bool wait_for(const std::function<bool()>& pred, double timeout_s) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     return pred();
+}
+
+// Cancels every job in one of `states` and waits (up to 60 s each) until it is cancelled: jobs run in
+// process groups of their own and outlive the server, so a suite calls this before stopping it.
+inline void cancel_jobs(Api& admin, std::initializer_list<const char*> states) {
+    for (const char* state : states) {
+        // Held in a variable: a range-for over `get(...).body["jobs"]` would iterate inside a destroyed
+        // temporary (ASan: heap-use-after-free).
+        const Http listed = admin.get(std::string("/v1/jobs?state=") + state);
+        if (!listed.body.is_object() || !listed.body.contains("jobs")) continue;
+        for (const auto& j : listed.body.at("jobs")) {
+            const std::string id = std::to_string(j.at("id").get<int64_t>());
+            admin.post("/v1/jobs/" + id + "/cancel", "");
+            wait_for([&] { return admin.get("/v1/jobs/" + id).body.value("state", "") == "cancelled"; }, 60);
+        }
+    }
 }
 
 // Shards of a small synthetic corpus (prepared once per test binary) and a tiny model config on them.
