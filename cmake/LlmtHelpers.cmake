@@ -7,7 +7,7 @@ function(llmt_add_library name)
   target_link_libraries(${name} PUBLIC ${A_DEPS})
 endfunction()
 
-# llmt_add_test(name LABEL unit|reference|integration|gpu SOURCES ... DEPS ... [TIMEOUT s])
+# llmt_add_test(name LABEL unit|reference|integration|gpu|image SOURCES ... DEPS ... [TIMEOUT s])
 # One gtest binary; every TEST is registered with ctest and carries the label.
 include(GoogleTest)
 function(llmt_add_test name)
