@@ -115,6 +115,21 @@ void expect_close(const char* what, const std::vector<float>& gpu, const std::ve
     EXPECT_LE(e, tol) << what;
 }
 
+// The fused classifier on the GPU (bf16 logits (1, R, Vp), dlogits written in place, fp32 losses) against
+// the CPU op on the same bf16-rounded logits. `tag` names the case in the printed comparison lines.
+void expect_classifier_matches_cpu(const std::string& tag, int R, int V, int Vp, const std::vector<float>& logits,
+                                   std::vector<int32_t> tg, float scale) {
+    std::vector<float> losses(R), dl = logits;
+    classifier_forward_backward(H(losses, {1, R}), H(dl, {1, R, Vp}), Tensor(tg.data(), {1, R}, DType::kI32), scale,
+                                V);
+    Dev dlog = bf(logits, {1, R, Vp}), dlos({1, R}, DType::kF32), dtg({1, R}, DType::kI32);
+    dtg.upload_ids(tg);
+    dlos.poison();
+    classifier_forward_backward(dlos.t(), dlog.t(), dtg.t(), scale, V);
+    expect_close(("classifier losses (f32" + tag + ")").c_str(), dlos.download(), losses, kTolF32);
+    expect_close(("classifier dlogits (in place" + tag + ")").c_str(), dlog.download(), dl, kTolOut);
+}
+
 class CudaBf16Ops : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -266,14 +281,7 @@ TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
     auto logits = rounded(randn(R * Vp, seed(42), 3.0f));
     auto tg = randint(R, V, seed(43));
     tg[2] = -1;
-    std::vector<float> losses(R), dl = logits;
-    classifier_forward_backward(H(losses, {1, R}), H(dl, {1, R, Vp}), Tensor(tg.data(), {1, R}, DType::kI32), 0.5f, V);
-    Dev dlog = bf(logits, {1, R, Vp}), dlos({1, R}, DType::kF32), dtg({1, R}, DType::kI32);
-    dtg.upload_ids(tg);
-    dlos.poison();
-    classifier_forward_backward(dlos.t(), dlog.t(), dtg.t(), 0.5f, V);
-    expect_close("classifier losses (f32)", dlos.download(), losses, kTolF32);
-    expect_close("classifier dlogits (in place)", dlog.download(), dl, kTolOut);
+    expect_classifier_matches_cpu("", R, V, Vp, logits, tg, 0.5f);
 
     // AdamW on fp32 master weights, writing the bf16 copy in the same pass.
     const int N = 3000;
@@ -358,16 +366,8 @@ TEST_F(CudaBf16Ops, GptWidthsLayerNormAndBiasGradient) {
     std::vector<int32_t> tg = randint(R, V, seed(121));
     tg[1] = V - 1;  // the last real column
     tg[3] = -1;
-    std::vector<float> losses(R), dl = logits;
-    classifier_forward_backward(H(losses, {1, R}), H(dl, {1, R, Vp}), Tensor(tg.data(), {1, R}, DType::kI32), 0.25f,
-                                V);
-    Dev dlog = bf(logits, {1, R, Vp}), dlos({1, R}, DType::kF32), dtg({1, R}, DType::kI32);
-    dtg.upload_ids(tg);
-    dlos.poison();
-    classifier_forward_backward(dlos.t(), dlog.t(), dtg.t(), 0.25f, V);
     // Losses: fp32 sums of 50257 exponentials on both sides (fast __expf on the GPU: ~2 ulp) => 1e-5.
-    expect_close("classifier losses (f32, V=50257)", dlos.download(), losses, kTolF32);
-    expect_close("classifier dlogits (in place, V=50257)", dlog.download(), dl, kTolOut);
+    expect_classifier_matches_cpu(", V=50257", R, V, Vp, logits, tg, 0.25f);
 }
 
 }  // namespace
