@@ -2,7 +2,10 @@
 // with CUDA events: median over --iters runs after --warmup runs, on random bf16 inputs (never zeros).
 // FLOPs follow FlashAttention's convention: forward 4*B*NH*T^2*hs / 2 (causal), backward 2.5x that.
 // Prints one human line and, with --json FILE, {"fwd_ms", "bwd_ms", "fwd_tflops", "bwd_tflops", ...}.
+// --impl cudnn times cuDNN's fused attention through our backend-API graph (kernels/cuda/cudnn_attention.h)
+// the same way instead (variant "cudnn"); exit code 3 when cuDNN is missing or refuses the shape.
 // Usage: attention_gpu_bench [--B 16] [--T 1024] [--NH 12] [--hs 64] [--iters 50] [--warmup 10] [--json F]
+//                            [--impl flash|cudnn]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -16,6 +19,9 @@
 
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/runtime.h"
+#if LLMT_HAVE_CUDNN_ATTENTION
+#include "kernels/cuda/cudnn_attention.h"
+#endif
 
 namespace {
 
@@ -66,7 +72,7 @@ double median_ms(int warmup, int iters, cudaStream_t s, F&& f) {
 
 int main(int argc, char** argv) {
     int B = 16, T = 1024, NH = 12, hs = 64, iters = 50, warmup = 10;
-    std::string json;
+    std::string json, impl = "flash";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         const char* v = argv[i + 1];
@@ -77,6 +83,7 @@ int main(int argc, char** argv) {
         else if (a == "--iters") iters = std::max(1, std::atoi(v));
         else if (a == "--warmup") warmup = std::atoi(v);
         else if (a == "--json") json = v;
+        else if (a == "--impl") impl = v;
         else {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
             return 2;
@@ -94,23 +101,46 @@ int main(int argc, char** argv) {
         LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dqkv), n_qkv * 2));
         LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&lse), static_cast<size_t>(B) * NH * T * 4));
 
-        const double fwd = median_ms(warmup, iters, s, [&] { flash_attention_forward(out, lse, qkv, B, T, C, NH, s); });
-        const double bwd = median_ms(warmup, iters, s, [&] {
-            flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
-        });
+        double fwd = 0, bwd = 0;
+        std::string variant;
+        if (impl == "cudnn") {
+#if LLMT_HAVE_CUDNN_ATTENTION
+            // One untimed call each first: it builds and caches the plan (cuDNN compiles its kernel then).
+            const bool ok = llmt::kernels::cuda::cudnn_attention_forward(out, lse, qkv, B, T, C, NH, s) &&
+                            llmt::kernels::cuda::cudnn_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+            if (!ok) {
+                std::fprintf(stderr, "attention_gpu_bench: cuDNN attention not available for this shape\n");
+                return 3;
+            }
+            using llmt::kernels::cuda::cudnn_attention_backward;
+            using llmt::kernels::cuda::cudnn_attention_forward;
+            fwd = median_ms(warmup, iters, s, [&] { cudnn_attention_forward(out, lse, qkv, B, T, C, NH, s); });
+            bwd = median_ms(warmup, iters, s, [&] { cudnn_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, s); });
+            variant = "cudnn";
+#else
+            std::fprintf(stderr, "attention_gpu_bench: built without cuDNN attention (no cudnn_graph.h)\n");
+            return 3;
+#endif
+        } else if (impl == "flash") {
+            fwd = median_ms(warmup, iters, s, [&] { flash_attention_forward(out, lse, qkv, B, T, C, NH, s); });
+            bwd = median_ms(warmup, iters, s, [&] { flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, s); });
+        } else {
+            std::fprintf(stderr, "unknown --impl %s (flash or cudnn)\n", impl.c_str());
+            return 2;
+        }
         const double fwd_flop = 4.0 * B * NH * static_cast<double>(T) * T * hs / 2.0, bwd_flop = 2.5 * fwd_flop;
         const double fwd_tf = fwd_flop / (fwd * 1e-3) / 1e12, bwd_tf = bwd_flop / (bwd * 1e-3) / 1e12;
         // Tile-shape variant under test (flash_attention.cu reads these; unset = the default shapes).
         const char* fv = std::getenv("LLMT_FLASH_FWD_VARIANT");
         const char* bv = std::getenv("LLMT_FLASH_BWD_VARIANT");
         const char* gv = std::getenv("LLMT_FLASH_GROUP");
-        const std::string variant =
-            std::string("f") + (fv ? fv : "d") + "b" + (bv ? bv : "d") + "g" + (gv ? gv : "d");
+        if (variant.empty()) variant = std::string("f") + (fv ? fv : "d") + "b" + (bv ? bv : "d") + "g" + (gv ? gv : "d");
         cudaDeviceProp prop{};
         LLMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-        std::printf("ours (llmt flash_attention bf16, variant %s) on %s: B=%d T=%d NH=%d hs=%d  fwd %.3f ms "
+        std::printf("ours (llmt %s bf16, variant %s) on %s: B=%d T=%d NH=%d hs=%d  fwd %.3f ms "
                     "%.1f TFLOP/s  bwd %.3f ms %.1f TFLOP/s\n",
-                    variant.c_str(), prop.name, B, T, NH, hs, fwd, fwd_tf, bwd, bwd_tf);
+                    impl == "cudnn" ? "cudnn_attention" : "flash_attention", variant.c_str(), prop.name, B, T, NH, hs,
+                    fwd, fwd_tf, bwd, bwd_tf);
         if (!json.empty()) {
             FILE* f = std::fopen(json.c_str(), "w");
             if (!f) {

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine: our flash attention bench and PyTorch's SDPA, same shapes, one invocation.
+# On the GPU machine: our flash attention bench, cuDNN's through our backend-API graph, and PyTorch's SDPA,
+# same shapes, one invocation.
 # BIN: the attention_gpu_bench binary (default build/attn/bench/attention_gpu/attention_gpu_bench).
 # VARIANTS="d 1.1.- -.-.8": also time other settings of flash_attention.cu side by side; each token is
 # d (defaults) or FWD.BWD.GROUP (LLMT_FLASH_FWD_VARIANT, LLMT_FLASH_BWD_VARIANT, LLMT_FLASH_GROUP; - = default).
@@ -22,4 +23,10 @@ for v in ${VARIANTS:-d}; do
   env "${env[@]}" "$bin" --B "$B" --T "$T" --NH "$NH" --hs "$HS" --json "$f"
   files+=("$f")
 done
+# cuDNN's fused attention through our backend-API graph (kernels/cuda/cudnn_attention.h), as the row
+# "ours-cudnn"; skipped (the bench says why, exit 3) where the binary or the machine lacks cuDNN. CUDNN=0: off.
+if [ "${CUDNN:-1}" = 1 ]; then
+  f="$out/attn_ours_${B}_${T}_${HS}_cudnn.json"
+  if "$bin" --impl cudnn --B "$B" --T "$T" --NH "$NH" --hs "$HS" --json "$f"; then files+=("$f"); fi
+fi
 python3 "$here/torch_sdpa.py" --B "$B" --T "$T" --NH "$NH" --hs "$HS" --ours "${files[@]}"
