@@ -2,21 +2,24 @@
 # On the GPU machine (after tools/gpu/env.sh unpacked the carry to /tmp/g): one GPT-2 124M bf16 step time per
 # speed variant, each switched by the env knobs of src/kernels/cuda (defaults: the fastest measured), in one
 # call so the figures share a card. /tmp/g/bin/train_gpu_bench_base (optional) is the binary before the changes.
-# Usage: bash bench/train_gpu/variants.sh [B=16]; prints "variant ms tok/s", logs under $OUT.
+# Usage: bash bench/train_gpu/variants.sh [B=16]; prints "variant ms tok/s", logs under $OUT. The list below is
+# the current knobs (earlier sessions' lists: git log -p of this file).
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
 source tools/gpu/env.sh
 B=${1:-16}
+fusions_off="LLMTRAIN_FUSE_RESIDUAL=0 LLMTRAIN_FUSE_LN_COLSUM=0 LLMTRAIN_FUSE_ATTN_COLSUM=0 LLMTRAIN_CLS_STREAM=0"
 variants=(
   "base|"
   "default|"
-  "no-tune|LLMTRAIN_CUBLASLT_TUNE=0"
-  "lnbwd-atomics|LLMTRAIN_LN_BWD_WARP_ROWS=0"
-  "adamw-scalar|LLMTRAIN_ADAMW_VEC=0"
-  "all-off|LLMTRAIN_CUBLASLT_TUNE=0 LLMTRAIN_BIAS_GRAD_ROWS=0 LLMTRAIN_LN_FWD_VEC=0 LLMTRAIN_LN_BWD_WARP_ROWS=0 LLMTRAIN_ADAMW_VEC=0"
+  "fusions-off|$fusions_off"
+  "no-fused-residual|LLMTRAIN_FUSE_RESIDUAL=0"
+  "no-ln-colsum|LLMTRAIN_FUSE_LN_COLSUM=0"
+  "no-attn-colsum|LLMTRAIN_FUSE_ATTN_COLSUM=0"
+  "cls-no-stream|LLMTRAIN_CLS_STREAM=0"
   "default(again)|"
-  "lnbwd-atomics(again)|LLMTRAIN_LN_BWD_WARP_ROWS=0"
+  "fusions-off(again)|$fusions_off"
   "base(again)|"
 )
 summary=()

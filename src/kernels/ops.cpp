@@ -38,6 +38,12 @@
 #else
 #define LLMT_FLASH_ATTENTION 0
 #endif
+#if LLMT_HAVE_CUDNN_ATTENTION
+#include "kernels/cuda/cudnn_attention.h"
+#define LLMT_CUDNN_ATTENTION 1
+#else
+#define LLMT_CUDNN_ATTENTION 0
+#endif
 // `return cuda::op(...)` when the tensors are on the GPU (check_device refused them in a CPU-only build).
 #define LLMT_ON_CUDA(dev, call) \
     if ((dev) == Device::kCuda) return cuda::call
@@ -149,7 +155,21 @@ DType check_act(const char* op, Device dev, std::initializer_list<Arg> args) {
     return dt;
 }
 
+// dst (cols) += column sums of x (rows, cols): the CPU side of the ops that also return the bias gradient
+// of the linear layer whose output gradient they produce.
+void add_column_sums_cpu(float* dst, const float* x, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) dst[c] += x[r * cols + c];
+}
+
 #if LLMT_CUDA_ENABLED
+// A fusion knob: on unless the variable is "0" (each fusion's gain is measured by switching it off; read on
+// every call: the callers are per layer, not per element).
+bool knob_on(const char* name) {
+    const char* v = std::getenv(name);
+    return !(v && v[0] == '0');
+}
+
 template <typename Fn>
 auto on_dtype(DType dt, Fn&& fn) {
     if (dt == DType::kBF16) return fn(static_cast<__nv_bfloat16*>(nullptr));
@@ -174,6 +194,17 @@ bool use_flash_attention(int64_t HS) {
         return !(v && v[0] == '0');
     }();
     return on && (HS == 64 || HS == 128);
+}
+#endif
+#if LLMT_CUDNN_ATTENTION
+// cuDNN's fused attention (cuda/cudnn_attention.h) for bf16 when LLMTRAIN_CUDNN_ATTENTION=1; it declines
+// (returns false) without libcudnn or for shapes it cannot plan, and the flash kernels run instead.
+bool use_cudnn_attention() {
+    static const bool on = [] {
+        const char* v = std::getenv("LLMTRAIN_CUDNN_ATTENTION");
+        return v && v[0] == '1';
+    }();
+    return on;
 }
 #endif
 #endif
@@ -244,10 +275,10 @@ void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor 
 }
 
 void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                        Tensor mean, Tensor rstd) {
+                        Tensor mean, Tensor rstd, Tensor dinp_colsum) {
     const char* op = "layernorm_backward";
     check_device(op, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp},
-                      {"weight", weight}, {"mean", mean}, {"rstd", rstd}});
+                      {"weight", weight}, {"mean", mean}, {"rstd", rstd}, {"dinp_colsum", dinp_colsum}});
     check_shape(op, "inp", inp, {-1, -1, -1});
     const int64_t B = inp.dim(0), T = inp.dim(1), C = inp.dim(2);
     check_shape(op, "dinp", dinp, {B, T, C});
@@ -257,14 +288,27 @@ void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, 
     check_shape(op, "weight", weight, {C});
     check_shape(op, "mean", mean, {B, T});
     check_shape(op, "rstd", rstd, {B, T});
-    check_f32(op, {{"dweight", dweight}, {"dbias", dbias}, {"mean", mean}, {"rstd", rstd}});
+    if (!dinp_colsum.empty()) check_shape(op, "dinp_colsum", dinp_colsum, {C});
+    check_f32(op, {{"dweight", dweight}, {"dbias", dbias}, {"mean", mean}, {"rstd", rstd}, {"dinp_colsum", dinp_colsum}});
     const DType dt =
         check_act(op, inp.device, {{"dinp", dinp}, {"dout", dout}, {"inp", inp}, {"weight", weight}});
+    float* colsum = dinp_colsum.empty() ? nullptr : f(dinp_colsum);
+#if LLMT_CUDA_ENABLED
+    if (inp.device == Device::kCuda && colsum && !knob_on("LLMTRAIN_FUSE_LN_COLSUM")) {
+        layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+        return on_dtype(dt, [&](auto* tag_) {
+            using E = std::remove_pointer_t<decltype(tag_)>;
+            cuda::add_column_sums(colsum, p<E>(dinp), as_int(op, "rows", B * T), as_int(op, "C", C), cuda::stream());
+        });
+    }
+#endif
     LLMT_ON_CUDA_T(inp.device, dt, cuda::layernorm_backward(p<E>(dinp), f(dweight), f(dbias), p<E>(dout), p<E>(inp),
                                                              p<E>(weight), f(mean), f(rstd), as_int(op, "B", B),
-                                                             as_int(op, "T", T), as_int(op, "C", C), cuda::stream()));
+                                                             as_int(op, "T", T), as_int(op, "C", C), cuda::stream(),
+                                                             colsum));
     cpu::layernorm_backward(f(dinp), f(dweight), f(dbias), f(dout), f(inp), f(weight), f(mean), f(rstd),
                             as_int(op, "B", B), as_int(op, "T", T), as_int(op, "C", C));
+    if (colsum) add_column_sums_cpu(colsum, f(dinp), B * T, C);
 }
 
 namespace {
@@ -286,16 +330,32 @@ DType check_matmul_forward(const char* op, const Tensor& out, const Tensor& inp,
 }
 }  // namespace
 
-void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
+void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor residual) {
     const char* op = "matmul_forward";
     const DType dt = check_matmul_forward(op, out, inp, weight, bias);
+    if (!residual.empty()) {
+        check_device(op, {{"out", out}, {"residual", residual}});
+        LLMT_CHECK(residual.dtype == out.dtype && residual.numel() == out.numel(),
+                   "{}: residual {} must have out's element count and dtype ({})", op, residual.describe(),
+                   out.describe());
+        LLMT_CHECK(residual.data != out.data && residual.data != inp.data,
+                   "{}: residual must not alias out or inp (it is read while out is written)", op);
+    }
     const int64_t OC = weight.dim(0), C = weight.dim(1);
+#if LLMT_CUDA_ENABLED
+    if (inp.device == Device::kCuda && !residual.empty() && !knob_on("LLMTRAIN_FUSE_RESIDUAL")) {
+        matmul_forward(out, inp, weight, bias);
+        return residual_forward(out, residual, out);
+    }
+#endif
     LLMT_ON_CUDA_T(inp.device, dt, cuda::matmul_forward(p<E>(out), p<E>(inp), p<E>(weight),
                                                          bias.empty() ? nullptr : p<E>(bias),
                                                          as_int(op, "rows", inp.numel() / C), as_int(op, "C", C),
-                                                         as_int(op, "OC", OC), cuda::stream()));
+                                                         as_int(op, "OC", OC), cuda::stream(),
+                                                         residual.empty() ? nullptr : p<E>(residual)));
     cpu::matmul_forward(f(out), f(inp), f(weight), bias.empty() ? nullptr : f(bias),
                         as_int(op, "rows", inp.numel() / C), as_int(op, "C", C), as_int(op, "OC", OC));
+    if (!residual.empty()) cpu::residual_forward(f(out), f(out), f(residual), static_cast<size_t>(out.numel()));
 }
 
 void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) {
@@ -345,6 +405,12 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH) {
     check_shape(op, "qkv", qkv, {B, T, 3 * C});
     check_f32(op, {{"lse", lse}});
     const DType dt = check_act(op, qkv.device, {{"out", out}, {"qkv", qkv}});
+#if LLMT_CUDA_ENABLED && LLMT_CUDNN_ATTENTION
+    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_cudnn_attention() &&
+        cuda::cudnn_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
+                                      as_int(op, "T", T), as_int(op, "C", C), NH, cuda::stream()))
+        return;
+#endif
 #if LLMT_CUDA_ENABLED && LLMT_FLASH_ATTENTION
     if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH))
         return cuda::flash_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
@@ -357,9 +423,10 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH) {
                            as_int(op, "C", C), NH);
 }
 
-void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH) {
+void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH, Tensor dqkv_colsum) {
     const char* op = "attention_backward";
-    check_device(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}});
+    check_device(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse},
+                      {"dqkv_colsum", dqkv_colsum}});
     check_shape(op, "out", out, {-1, -1, -1});
     const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
     LLMT_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
@@ -367,19 +434,44 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
     check_shape(op, "lse", lse, {B, NH, T});
     check_shape(op, "qkv", qkv, {B, T, 3 * C});
     check_shape(op, "dqkv", dqkv, {B, T, 3 * C});
-    check_f32(op, {{"lse", lse}});
+    if (!dqkv_colsum.empty()) check_shape(op, "dqkv_colsum", dqkv_colsum, {3 * C});
+    check_f32(op, {{"lse", lse}, {"dqkv_colsum", dqkv_colsum}});
     const DType dt = check_act(op, qkv.device, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}});
-#if LLMT_CUDA_ENABLED && LLMT_FLASH_ATTENTION
-    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH))
+    float* colsum = dqkv_colsum.empty() ? nullptr : f(dqkv_colsum);
+#if LLMT_CUDA_ENABLED
+#if LLMT_CUDNN_ATTENTION
+    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_cudnn_attention() &&
+        cuda::cudnn_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
+                                       p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
+                                       as_int(op, "C", C), NH, cuda::stream())) {
+        if (colsum)  // cuDNN has no column sums: the separate pass over dqkv
+            cuda::add_column_sums(colsum, p<__nv_bfloat16>(dqkv), as_int(op, "rows", B * T), as_int(op, "3C", 3 * C),
+                                  cuda::stream());
+        return;
+    }
+#endif
+#if LLMT_FLASH_ATTENTION
+    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH) &&
+        (!colsum || knob_on("LLMTRAIN_FUSE_ATTN_COLSUM")))
         return cuda::flash_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
                                               p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
-                                              as_int(op, "C", C), NH, cuda::stream());
+                                              as_int(op, "C", C), NH, cuda::stream(), colsum);
+#endif
+    if (qkv.device == Device::kCuda && colsum) {  // the unfused path: backward, then the column sums
+        attention_backward(dqkv, dout, qkv, out, lse, NH);
+        return on_dtype(dt, [&](auto* tag_) {
+            using E = std::remove_pointer_t<decltype(tag_)>;
+            cuda::add_column_sums(colsum, p<E>(dqkv), as_int(op, "rows", B * T), as_int(op, "3C", 3 * C),
+                                  cuda::stream());
+        });
+    }
 #endif
     LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_backward(p<E>(dqkv), p<E>(dout), p<E>(qkv), p<E>(out), f(lse),
                                                              as_int(op, "B", B), as_int(op, "T", T),
                                                              as_int(op, "C", C), NH, cuda::stream()));
     cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
                             as_int(op, "T", T), as_int(op, "C", C), NH);
+    if (colsum) add_column_sums_cpu(colsum, f(dqkv), B * T, 3 * C);
 }
 
 void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH) {

@@ -27,13 +27,16 @@ void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp);
 
 // cpu/layernorm.h. out (B,T,C), mean (B,T), rstd (B,T); inp (B,T,C); weight, bias (C).
 void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias);
-// dinp (B,T,C) += (residual stream); dweight, dbias (C) +=.
+// dinp (B,T,C) += (residual stream); dweight, dbias (C) +=. dinp_colsum (C, f32, optional) += the column
+// sums of dinp after the update: the bias gradient of the linear layer whose output was added to this
+// residual stream (fused into the CUDA kernel's pass over dinp).
 void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                        Tensor mean, Tensor rstd);
+                        Tensor mean, Tensor rstd, Tensor dinp_colsum = {});
 
-// cpu/matmul.h. out (...,OC) = inp (...,C) @ weight (OC,C)^T + bias (OC); leading dims are flattened.
-// bias may be empty.
-void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias);
+// cpu/matmul.h. out (...,OC) = inp (...,C) @ weight (OC,C)^T + bias (OC) [+ residual]; leading dims are
+// flattened. bias may be empty. residual (optional, out's shape and dtype, aliasing neither out nor inp) is
+// added in the same pass (on CUDA as cuBLASLt's C matrix: out is rounded once, after the add).
+void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor residual = {});
 // dinp (...,C) = (may be empty: not computed); dweight (OC,C) +=; dbias (OC) += (may be empty).
 void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight);
 
@@ -47,8 +50,10 @@ void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor d
 
 // cpu/attention.h. out (B,T,C), lse (B,NH,T); qkv (B,T,3C); C divisible by NH.
 void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH);
-// dqkv (B,T,3C) =; dout (B,T,C); qkv, out, lse from the forward.
-void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH);
+// dqkv (B,T,3C) =; dout (B,T,C); qkv, out, lse from the forward. dqkv_colsum (3C, f32, optional) += the
+// column sums of dqkv: the bias gradient of the qkv projection (fused into the CUDA flash kernels).
+void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH,
+                        Tensor dqkv_colsum = {});
 
 // Inference with a KV cache (cpu/attention.h): out (B,Tq,C) for query positions t0..t0+Tq-1 of
 // qkv (B,Tmax,3C), t0 + Tq <= Tmax.

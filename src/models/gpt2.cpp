@@ -171,6 +171,9 @@ Arena Gpt2::activation_layout(int B, int T) const {
                 add_f32(k, BT * NH);
                 continue;
             }
+            // The projections' outputs are kept apart from the residual stream only for dropout; without
+            // it each is added to the stream inside its matmul (forward()).
+            if ((s == "attproj" || s == "fcproj") && cfg_.dropout <= 0.f) continue;
             if (s == "qkv") n = BT * 3 * C;
             else if (s == "fch" || s == "fch_gelu") n = BT * F;
             add(k, n);
@@ -259,17 +262,30 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
         kernels::matmul_forward(A("qkv", 3 * C), A("ln1", C), P(p + "attn.c_attn.weight"), P(p + "attn.c_attn.bias"));
         kernels::attention_forward(A("atty", C), Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_), A("qkv", 3 * C),
                                    static_cast<int>(NH));
-        kernels::matmul_forward(A("attproj", C), A("atty", C), P(p + "attn.c_proj.weight"), P(p + "attn.c_proj.bias"));
-        drop(A("attproj", C), 1 + 2 * l);
-        kernels::residual_forward(A("residual2", C), residual, A("attproj", C));
+        // residual2 = residual + attproj (+ dropout on the branch first, when training with it).
+        if (dropped_) {
+            kernels::matmul_forward(A("attproj", C), A("atty", C), P(p + "attn.c_proj.weight"),
+                                    P(p + "attn.c_proj.bias"));
+            drop(A("attproj", C), 1 + 2 * l);
+            kernels::residual_forward(A("residual2", C), residual, A("attproj", C));
+        } else {
+            kernels::matmul_forward(A("residual2", C), A("atty", C), P(p + "attn.c_proj.weight"),
+                                    P(p + "attn.c_proj.bias"), residual);
+        }
         kernels::layernorm_forward(A("ln2", C), S("ln2_mean"), S("ln2_rstd"), A("residual2", C), P(p + "ln_2.weight"),
                                    P(p + "ln_2.bias"));
         // fch_gelu = GELU(fch), fch = ln2 @ W^T + b (one cuBLASLt call with the GELU epilogue in bf16).
         kernels::matmul_forward_gelu(A("fch_gelu", F), A("fch", F), A("ln2", C), P(p + "mlp.c_fc.weight"),
                                      P(p + "mlp.c_fc.bias"));
-        kernels::matmul_forward(A("fcproj", C), A("fch_gelu", F), P(p + "mlp.c_proj.weight"), P(p + "mlp.c_proj.bias"));
-        drop(A("fcproj", C), 2 + 2 * l);
-        kernels::residual_forward(A("residual3", C), A("residual2", C), A("fcproj", C));
+        if (dropped_) {
+            kernels::matmul_forward(A("fcproj", C), A("fch_gelu", F), P(p + "mlp.c_proj.weight"),
+                                    P(p + "mlp.c_proj.bias"));
+            drop(A("fcproj", C), 2 + 2 * l);
+            kernels::residual_forward(A("residual3", C), A("residual2", C), A("fcproj", C));
+        } else {
+            kernels::matmul_forward(A("residual3", C), A("fch_gelu", F), P(p + "mlp.c_proj.weight"),
+                                    P(p + "mlp.c_proj.bias"), A("residual2", C));
+        }
         residual = A("residual3", C);
     }
     kernels::layernorm_forward(btc(acts_, "lnf", B, T, C), bt(acts_, "lnf_mean", B, T), bt(acts_, "lnf_rstd", B, T),
@@ -326,9 +342,15 @@ void Gpt2::backward() {
         kernels::dropout_backward(scratch, dres, cfg_.dropout, dropout_seed_ + static_cast<uint64_t>(site));
         return scratch;
     };
+    // Without dropout each projection's output gradient is the residual stream's gradient as a LayerNorm
+    // backward leaves it, so that LayerNorm's pass sums its columns into the projection's bias gradient
+    // (colsum_of: the c_proj bias whose gradient it is, or none), and matmul_backward skips it (proj_dbias).
+    auto colsum_of = [&](const std::string& bias) { return dropped_ ? Tensor() : G(bias); };
+    auto proj_dbias = [&](const std::string& bias) { return dropped_ ? G(bias) : Tensor(); };
+    const std::string top = fmt::format("transformer.h.{}.mlp.c_proj.bias", cfg_.n_layer - 1);
     kernels::layernorm_backward(dres, G("transformer.ln_f.weight"), G("transformer.ln_f.bias"), dc,
                                 btc(acts_, last, B, T, C), P("transformer.ln_f.weight"), bt(acts_, "lnf_mean", B, T),
-                                bt(acts_, "lnf_rstd", B, T));
+                                bt(acts_, "lnf_rstd", B, T), cfg_.n_layer > 0 ? colsum_of(top) : Tensor());
     // The arena holds wte, wpe, the layers in order, ln_f, then lm_head: what backward has finished
     // is always a suffix of it.
     auto ready_from = [&](const std::string& first_param) {
@@ -342,21 +364,25 @@ void Gpt2::backward() {
         Tensor residual = l == 0 ? btc(acts_, "encoded", B, T, C) : btc(acts_, fmt::format("h{}.residual3", l - 1), B, T, C);
         // dres holds d residual3 = d fcproj = d residual2 (residual add passes it through).
         // df = d fch (through the GELU: the DGELU epilogue in bf16).
-        kernels::matmul_backward_gelu(df, A("fch", F), G(p + "mlp.c_proj.weight"), G(p + "mlp.c_proj.bias"),
+        kernels::matmul_backward_gelu(df, A("fch", F), G(p + "mlp.c_proj.weight"), proj_dbias(p + "mlp.c_proj.bias"),
                                       undrop(dc, 2 + 2 * l), A("fch_gelu", F), P(p + "mlp.c_proj.weight"));
         kernels::matmul_backward(dc, G(p + "mlp.c_fc.weight"), G(p + "mlp.c_fc.bias"), df, A("ln2", C),
                                  P(p + "mlp.c_fc.weight"));
         kernels::layernorm_backward(dres, G(p + "ln_2.weight"), G(p + "ln_2.bias"), dc, A("residual2", C),
-                                    P(p + "ln_2.weight"), S("ln2_mean"), S("ln2_rstd"));
+                                    P(p + "ln_2.weight"), S("ln2_mean"), S("ln2_rstd"), colsum_of(p + "attn.c_proj.bias"));
         // dres now holds d residual2 = d attproj = d residual.
-        kernels::matmul_backward(dc2, G(p + "attn.c_proj.weight"), G(p + "attn.c_proj.bias"), undrop(dc, 1 + 2 * l),
-                                 A("atty", C), P(p + "attn.c_proj.weight"));
+        kernels::matmul_backward(dc2, G(p + "attn.c_proj.weight"), proj_dbias(p + "attn.c_proj.bias"),
+                                 undrop(dc, 1 + 2 * l), A("atty", C), P(p + "attn.c_proj.weight"));
+        // The qkv bias gradient (dqkv's column sums) comes out of the attention backward's own passes.
         kernels::attention_backward(dqkv, dc2, A("qkv", 3 * C), A("atty", C),
-                                    Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_), static_cast<int>(NH));
-        kernels::matmul_backward(dc, G(p + "attn.c_attn.weight"), G(p + "attn.c_attn.bias"), dqkv, A("ln1", C),
+                                    Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_), static_cast<int>(NH),
+                                    G(p + "attn.c_attn.bias"));
+        kernels::matmul_backward(dc, G(p + "attn.c_attn.weight"), Tensor(), dqkv, A("ln1", C),
                                  P(p + "attn.c_attn.weight"));
+        // dres becomes d residual: layer l-1's mlp.c_proj output gradient (none below layer 0).
         kernels::layernorm_backward(dres, G(p + "ln_1.weight"), G(p + "ln_1.bias"), dc, residual, P(p + "ln_1.weight"),
-                                    S("ln1_mean"), S("ln1_rstd"));
+                                    S("ln1_mean"), S("ln1_rstd"),
+                                    l > 0 ? colsum_of(fmt::format("transformer.h.{}.mlp.c_proj.bias", l - 1)) : Tensor());
         ready_from(p + "ln_1.weight");
     }
     Tensor inp = bt(acts_, "inputs", B, T);

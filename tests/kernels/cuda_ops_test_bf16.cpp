@@ -370,5 +370,76 @@ TEST_F(CudaBf16Ops, GptWidthsLayerNormAndBiasGradient) {
     expect_classifier_matches_cpu(", V=50257", R, V, Vp, logits, tg, 0.25f);
 }
 
+// The fusions GPT-2's step uses without dropout: the residual add as cuBLASLt's C matrix (out = residual +
+// x @ w^T + b, rounded once), and bias gradients taken as column sums inside the passes that produce the
+// gradient: LayerNorm backward's dinp (C = 768: the vectorised kernel's third partial row; C = 320: the
+// generic kernel, then the column-sum kernel) and attention backward's dqkv (the flash kernels' dK/dV
+// epilogue and dQ conversion, HS 64 and 128). Each runs with its ops-level knob on and off (off: the
+// unfused kernels), against the CPU ops on the same bf16 inputs. Tolerances as above: the outputs round
+// once (kTolOut); the column sums add BT values that were rounded to bf16 on one side only (kTolGrad). A
+// missed row, a column of the wrong head or a dropped "+=" is off by O(1).
+TEST_F(CudaBf16Ops, FusedResidualAndBiasColumnSums) {
+    for (const char* knob : {"1", "0"}) {
+        setenv("LLMTRAIN_FUSE_RESIDUAL", knob, 1);
+        setenv("LLMTRAIN_FUSE_LN_COLSUM", knob, 1);
+        setenv("LLMTRAIN_FUSE_ATTN_COLSUM", knob, 1);
+        const std::string k = std::string(" knob=") + knob;
+        {
+            const int BT = 200, C = 256, OC = 768;
+            auto x = rounded(randn(BT * C, seed(130))), w = rounded(randn(OC * C, seed(131), 0.1f)),
+                 b = rounded(randn(OC, seed(132))), r = rounded(randn(BT * OC, seed(133), 2.0f));
+            std::vector<float> out(BT * OC);
+            matmul_forward(H(out, {BT, OC}), H(x, {BT, C}), H(w, {OC, C}), H(b, {OC}), H(r, {BT, OC}));
+            Dev dx = bf(x, {BT, C}), dw = bf(w, {OC, C}), db = bf(b, {OC}), dr = bf(r, {BT, OC}),
+                dout({BT, OC}, DType::kBF16);
+            for (int rep = 0; rep < 2; rep++) {  // the first call times cuBLASLt's candidates, the second not
+                dout.poison();
+                matmul_forward(dout.t(), dx.t(), dw.t(), db.t(), dr.t());
+                expect_close(("matmul_forward + residual" + k).c_str(), dout.download(), out, kTolOut);
+            }
+            EXPECT_EQ(dr.download(), r) << "the residual input is read, never written";
+        }
+        for (const int C : {768, 320}) {
+            const int B = 3, T = 37;
+            auto x = rounded(randn(B * T * C, seed(140 + C), 2.0f)), w = rounded(randn(C, seed(141 + C)));
+            auto gl = rounded(randn(B * T * C, seed(142 + C))), gi = rounded(randn(B * T * C, seed(143 + C)));
+            auto gw = randn(C, seed(144 + C)), gb = randn(C, seed(145 + C)), cs = randn(C, seed(146 + C));
+            std::vector<float> lo(B * T * C), mean(B * T), rstd(B * T), bias(C, 0.0f);
+            layernorm_forward(H(lo, {B, T, C}), H(mean, {B, T}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}),
+                              H(bias, {C}));
+            Dev dgl = bf(gl, {B, T, C}), dgi = bf(gi, {B, T, C}), dgw = f32(gw, {C}), dgb = f32(gb, {C}),
+                dcs = f32(cs, {C}), dx = bf(x, {B, T, C}), dw = bf(w, {C}), dmean = f32(mean, {B, T}),
+                drstd = f32(rstd, {B, T});
+            layernorm_backward(H(gi, {B, T, C}), H(gw, {C}), H(gb, {C}), H(gl, {B, T, C}), H(x, {B, T, C}),
+                               H(w, {C}), H(mean, {B, T}), H(rstd, {B, T}), H(cs, {C}));
+            layernorm_backward(dgi.t(), dgw.t(), dgb.t(), dgl.t(), dx.t(), dw.t(), dmean.t(), drstd.t(), dcs.t());
+            const std::string c = " C=" + std::to_string(C) + k;
+            expect_close(("layernorm_backward dinp (bf16 +=)" + c).c_str(), dgi.download(), gi, kTolGrad);
+            expect_close(("layernorm_backward dweight" + c).c_str(), dgw.download(), gw, kTolGrad);
+            expect_close(("layernorm_backward dinp column sums (+=)" + c).c_str(), dcs.download(), cs, kTolGrad);
+        }
+        for (const int HS : {64, 128}) {
+            const int B = 2, T = 150, NH = 3, C = NH * HS;  // T: a partial tile at the end
+            auto qkv = rounded(randn(B * T * 3 * C, seed(150 + HS)));
+            Dev dqkv = bf(qkv, {B, T, 3 * C}), dout({B, T, C}, DType::kBF16), dlse({B, NH, T}, DType::kF32);
+            attention_forward(dout.t(), dlse.t(), dqkv.t(), NH);
+            auto out = dout.download(), lse = dlse.download();
+            auto go = rounded(randn(B * T * C, seed(151 + HS))), cs = randn(3 * C, seed(152 + HS));
+            std::vector<float> gq(B * T * 3 * C);
+            Dev dgo = bf(go, {B, T, C}), dgq({B, T, 3 * C}, DType::kBF16), dcs = f32(cs, {3 * C});
+            attention_backward(H(gq, {B, T, 3 * C}), H(go, {B, T, C}), H(qkv, {B, T, 3 * C}), H(out, {B, T, C}),
+                               H(lse, {B, NH, T}), NH, H(cs, {3 * C}));
+            dgq.poison();
+            attention_backward(dgq.t(), dgo.t(), dqkv.t(), dout.t(), dlse.t(), NH, dcs.t());
+            const std::string h = " HS=" + std::to_string(HS) + k;
+            expect_close(("attention_backward dqkv" + h).c_str(), dgq.download(), gq, kTolGrad);
+            expect_close(("attention_backward dqkv column sums (+=)" + h).c_str(), dcs.download(), cs, kTolGrad);
+        }
+    }
+    unsetenv("LLMTRAIN_FUSE_RESIDUAL");
+    unsetenv("LLMTRAIN_FUSE_LN_COLSUM");
+    unsetenv("LLMTRAIN_FUSE_ATTN_COLSUM");
+}
+
 }  // namespace
 }  // namespace llmt::kernels

@@ -80,6 +80,69 @@ TEST(Ops, AttentionHeadsMustDivide) {
                  InputError);
 }
 
+// The optional fused outputs on the CPU: matmul_forward's residual is added to the product; the column-sum
+// outputs of layernorm_backward and attention_backward add the column sums of the gradient they wrote
+// (the bias gradient of the linear layer before them). Same fp32 arithmetic as doing it by hand, so the
+// tolerance only covers summation order (1e-5 relative). Bad shapes and aliasing name the argument.
+TEST(Ops, FusedResidualAndColumnSums) {
+    const int B = 2, T = 5, C = 8, OC = 6, NH = 2;
+    auto x = test::randn(B * T * C, 1), w = test::randn(OC * C, 2), b = test::randn(OC, 3),
+         r = test::randn(B * T * OC, 4);
+    std::vector<float> plain(B * T * OC), fused(B * T * OC);
+    matmul_forward(Tensor(plain.data(), {B, T, OC}), Tensor(x.data(), {B, T, C}), Tensor(w.data(), {OC, C}),
+                   Tensor(b.data(), {OC}));
+    matmul_forward(Tensor(fused.data(), {B, T, OC}), Tensor(x.data(), {B, T, C}), Tensor(w.data(), {OC, C}),
+                   Tensor(b.data(), {OC}), Tensor(r.data(), {B, T, OC}));
+    for (size_t i = 0; i < plain.size(); i++) EXPECT_FLOAT_EQ(fused[i], plain[i] + r[i]) << i;
+    try {
+        matmul_forward(Tensor(fused.data(), {B, T, OC}), Tensor(x.data(), {B, T, C}), Tensor(w.data(), {OC, C}),
+                       Tensor(b.data(), {OC}), Tensor(fused.data(), {B, T, OC}));
+        FAIL() << "expected InputError for a residual aliasing out";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("residual"), std::string::npos) << e.what();
+    }
+
+    auto column_sums = [](const std::vector<float>& v, int cols, std::vector<float> init) {
+        for (size_t i = 0; i < v.size(); i++) init[i % cols] += v[i];
+        return init;
+    };
+    auto lx = test::randn(B * T * C, 5), lw = test::randn(C, 6), g = test::randn(B * T * C, 7);
+    std::vector<float> mean(B * T), rstd(B * T), lo(B * T * C), zb(C, 0.0f);
+    layernorm_forward(Tensor(lo.data(), {B, T, C}), Tensor(mean.data(), {B, T}), Tensor(rstd.data(), {B, T}),
+                      Tensor(lx.data(), {B, T, C}), Tensor(lw.data(), {C}), Tensor(zb.data(), {C}));
+    auto di = test::randn(B * T * C, 8), cs = test::randn(C, 9);
+    const auto cs0 = cs;
+    std::vector<float> dw(C), db(C);
+    layernorm_backward(Tensor(di.data(), {B, T, C}), Tensor(dw.data(), {C}), Tensor(db.data(), {C}),
+                       Tensor(g.data(), {B, T, C}), Tensor(lx.data(), {B, T, C}), Tensor(lw.data(), {C}),
+                       Tensor(mean.data(), {B, T}), Tensor(rstd.data(), {B, T}), Tensor(cs.data(), {C}));
+    EXPECT_LE(test::rel_err(cs, column_sums(di, C, cs0)), 1e-5);
+    EXPECT_THROW(layernorm_backward(Tensor(di.data(), {B, T, C}), Tensor(dw.data(), {C}), Tensor(db.data(), {C}),
+                                    Tensor(g.data(), {B, T, C}), Tensor(lx.data(), {B, T, C}), Tensor(lw.data(), {C}),
+                                    Tensor(mean.data(), {B, T}), Tensor(rstd.data(), {B, T}),
+                                    Tensor(cs.data(), {C - 1})),
+                 InputError);
+
+    const int AC = 4 * NH;  // head size 4
+    auto qkv = test::randn(B * T * 3 * AC, 10), dy = test::randn(B * T * AC, 11), qcs = test::randn(3 * AC, 12);
+    const auto qcs0 = qcs;
+    std::vector<float> y(B * T * AC), lse(B * NH * T), dqkv(B * T * 3 * AC);
+    attention_forward(Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}), Tensor(qkv.data(), {B, T, 3 * AC}),
+                      NH);
+    attention_backward(Tensor(dqkv.data(), {B, T, 3 * AC}), Tensor(dy.data(), {B, T, AC}),
+                       Tensor(qkv.data(), {B, T, 3 * AC}), Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}),
+                       NH, Tensor(qcs.data(), {3 * AC}));
+    EXPECT_LE(test::rel_err(qcs, column_sums(dqkv, 3 * AC, qcs0)), 1e-5);
+    try {
+        attention_backward(Tensor(dqkv.data(), {B, T, 3 * AC}), Tensor(dy.data(), {B, T, AC}),
+                           Tensor(qkv.data(), {B, T, 3 * AC}), Tensor(y.data(), {B, T, AC}),
+                           Tensor(lse.data(), {B, NH, T}), NH, Tensor(qcs.data(), {AC}));
+        FAIL() << "expected InputError for a dqkv_colsum of the wrong width";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("dqkv_colsum"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Ops, GemmBackendName) {
     const std::string name = gemm_backend_name();
     EXPECT_TRUE(name == "onednn" || name == "openblas") << name;

@@ -332,12 +332,56 @@ __global__ void dq_convert_kernel(bf16* __restrict__ dqkv, const float* __restri
     *reinterpret_cast<uint2*>(dqkv + row * 3L * C + c) = pk;
 }
 
+// dq_convert_kernel, and dcol[c] += scale * the sum over rows of dq[:, c] (the q part of the qkv bias
+// gradient). Block (64, 4): x is a 4-column group of the block's 256 columns, y a row lane; a block covers
+// rows_per_block rows and adds its sums with one atomic per column.
+__global__ void dq_convert_colsum_kernel(bf16* __restrict__ dqkv, float* __restrict__ dcol,
+                                         const float* __restrict__ dq, long rows, int C, int rows_per_block,
+                                         float scale) {
+    __shared__ float4 part[4][64];
+    const int c4 = blockIdx.x * 64 + threadIdx.x;
+    const long r0 = static_cast<long>(blockIdx.y) * rows_per_block, r1 = min(rows, r0 + rows_per_block);
+    float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (c4 * 4 < C) {
+        for (long r = r0 + threadIdx.y; r < r1; r += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(dq + r * C + c4 * 4);
+            s.x += v.x;
+            s.y += v.y;
+            s.z += v.z;
+            s.w += v.w;
+            uint2 pk;
+            pk.x = pack_bf16(v.x * scale, v.y * scale);
+            pk.y = pack_bf16(v.z * scale, v.w * scale);
+            *reinterpret_cast<uint2*>(dqkv + r * 3L * C + c4 * 4) = pk;
+        }
+    }
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c4 * 4 < C) {
+        float4 t = part[0][threadIdx.x];
+#pragma unroll
+        for (int i = 1; i < 4; i++) {
+            t.x += part[i][threadIdx.x].x;
+            t.y += part[i][threadIdx.x].y;
+            t.z += part[i][threadIdx.x].z;
+            t.w += part[i][threadIdx.x].w;
+        }
+        atomicAdd(dcol + c4 * 4 + 0, t.x * scale);
+        atomicAdd(dcol + c4 * 4 + 1, t.y * scale);
+        atomicAdd(dcol + c4 * 4 + 2, t.z * scale);
+        atomicAdd(dcol + c4 * 4 + 3, t.w * scale);
+    }
+}
+
+// dcol (3C, optional): += the column sums of this block's dK and dV rows (the k and v parts of the qkv
+// bias gradient), summed in the warp, then across warps in shared memory, then one atomic per column.
 template <int D, int NW, int BQ>
 __global__ void __launch_bounds__(NW * 32)
     bwd_kernel(bf16* __restrict__ dqkv, float* __restrict__ dq_acc, const bf16* __restrict__ dout,
                const bf16* __restrict__ qkv, const float* __restrict__ lse, const float* __restrict__ dvec, int B,
-               int T, int C, int NH, int G, float scale_log2, float scale) {
+               int T, int C, int NH, int G, float scale_log2, float scale, float* __restrict__ dcol) {
     constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
+    static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
     constexpr int WQ = BQ / 16, WD = NW / WQ, DW = D / WD;  // dQ phase: WQ x WD warps, DW columns each
     static_assert(WQ * WD == NW && DW % 16 == 0, "dQ warp grid");
     extern __shared__ __align__(16) unsigned char smem[];
@@ -507,6 +551,34 @@ __global__ void __launch_bounds__(NW * 32)
         __syncthreads();  // sP and this Q/dO buffer are rewritten next iteration
     }
 
+    if (dcol) {
+        float* red = reinterpret_cast<float*>(sP);  // NW x 2D floats; sP is free after the loop's last barrier
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float sk = (kr0 < T ? dk[dn][e] : 0.0f) + (kr1 < T ? dk[dn][2 + e] : 0.0f);
+                float sv = (kr0 < T ? dv[dn][e] : 0.0f) + (kr1 < T ? dv[dn][2 + e] : 0.0f);
+#pragma unroll
+                for (int o = 4; o < 32; o <<= 1) {  // the 8 lanes of one column (same tq, g = 0..7)
+                    sk += __shfl_xor_sync(0xffffffffu, sk, o);
+                    sv += __shfl_xor_sync(0xffffffffu, sv, o);
+                }
+                if (g == 0) {
+                    red[warp * 2 * D + dn * 8 + 2 * tq + e] = sk * scale;
+                    red[warp * 2 * D + D + dn * 8 + 2 * tq + e] = sv;
+                }
+            }
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < 2 * D; c += NT) {
+            float t = 0.0f;
+#pragma unroll
+            for (int w = 0; w < NW; w++) t += red[w * 2 * D + c];
+            atomicAdd(dcol + (c < D ? C : 2 * C - D) + h * D + c, t);
+        }
+    }
+
     // dK = scale * dS^T Q, dV = P^T dO, into the k and v columns of dqkv.
     if (kr0 < T) {
         bf16* p = dqkv + (static_cast<long>(b) * T + kr0) * C3 + C + h * D + 2 * tq;
@@ -604,7 +676,7 @@ void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C,
 
 template <int D, int NW, int BQ>
 void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B, int T,
-                     int C, int NH, cudaStream_t s) {
+                     int C, int NH, cudaStream_t s, float* dcol) {
     Scratch& sc = scratch();
     const size_t n_dq = static_cast<size_t>(B) * T * C, n_rows = static_cast<size_t>(B) * NH * T;
     float* dq = grow(sc.dq, sc.dq_n, n_dq);
@@ -619,9 +691,17 @@ void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* 
     const float scale = 1.0f / sqrtf(static_cast<float>(D));
     const unsigned grid = static_cast<unsigned>(B) * NH * ((T + BKV - 1) / BKV);
     bwd_kernel<D, NW, BQ><<<grid, NW * 32, smem, s>>>(dqkv, dq, dout, qkv, lse, dvec, B, T, C, NH, group_heads(B * NH),
-                                                      scale * kLog2e, scale);
+                                                      scale * kLog2e, scale, dcol);
     LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward");
 
+    if (dcol) {
+        constexpr int kRowsPerBlock = 64;
+        const long rows = static_cast<long>(B) * T;
+        const dim3 cgrid(static_cast<unsigned>((C / 4 + 63) / 64), static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
+        dq_convert_colsum_kernel<<<cgrid, dim3(64, 4), 0, s>>>(dqkv, dcol, dq, rows, C, kRowsPerBlock, scale);
+        LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward/dq_convert_colsum");
+        return;
+    }
     const long n4 = static_cast<long>(n_dq / 4);
     dq_convert_kernel<<<static_cast<unsigned>((n4 + 255) / 256), 256, 0, s>>>(dqkv, dq, n4, C, scale);
     LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward/dq_convert");
@@ -654,20 +734,20 @@ void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int 
 }
 
 void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
-                              int T, int C, int NH, cudaStream_t s) {
+                              int T, int C, int NH, cudaStream_t s, float* dqkv_colsum) {
     const void* ptrs[] = {dqkv, dout, qkv, out, lse};
     const int hs = check_args("flash_attention_backward", ptrs, 5, B, T, C, NH);
     const int v = variant("LLMT_FLASH_BWD_VARIANT", 1);  // 1: fastest on an H100 (docs/benchmarks.md)
     // variant: (warps per block = 16-key slices, queries per tile). hs 128 takes 32-query tiles so that
     // the K, V, dK and dV fragments (4 x 64 registers) still fit.
     if (hs == 64) {
-        if (v == 0) launch_backward<64, 4, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
-        else if (v == 1) launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
-        else if (v == 2) launch_backward<64, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
-        else launch_backward<64, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+        if (v == 0) launch_backward<64, 4, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dqkv_colsum);
+        else if (v == 1) launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dqkv_colsum);
+        else if (v == 2) launch_backward<64, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dqkv_colsum);
+        else launch_backward<64, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dqkv_colsum);
     } else {
-        if (v == 1) launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
-        else launch_backward<128, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+        if (v == 1) launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dqkv_colsum);
+        else launch_backward<128, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dqkv_colsum);
     }
 }
 

@@ -16,8 +16,10 @@ void flash_attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
 
 // dqkv (B,T,3C) bf16, overwritten. dout (B,T,C); qkv; out (B,T,C) and lse (B,NH,T) from the forward.
 // Scratch (fp32 dq accumulator, row-wise D = sum(dout * out)) lives in a grow-only per-device cache.
+// dqkv_colsum (3C fp32, optional) += the column sums of dqkv (the qkv bias gradient), taken from the fp32
+// values before the bf16 rounding: dK/dV in the kernel's epilogue, dQ in its conversion pass.
 void flash_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
                               const __nv_bfloat16* out, const float* lse, int B, int T, int C, int NH,
-                              cudaStream_t s);
+                              cudaStream_t s, float* dqkv_colsum = nullptr);
 
 }  // namespace llmt::kernels::cuda

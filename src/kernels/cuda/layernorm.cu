@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/layernorm.h"
+#include "kernels/cuda/matmul.h"
 #include "kernels/cuda/runtime.h"
 
 namespace llmt::kernels::cuda {
@@ -139,11 +140,16 @@ __global__ void layernorm_backward_kernel(T* dinp, float* dweight, float* dbias,
 // leave 2 blocks per SM (the grid's default). kWarpRows: each warp stores its partials to its own
 // shared-memory row (8 x 2C floats) and the block sums the rows, instead of shared atomics of all warps
 // on one row (float atomics that contend across warps); needs 2C * 8 floats of shared memory.
-template <int kVecs, bool kWarpRows>
+// kColsum (with kWarpRows): also dcolsum += the column sums of the updated dinp rows (a third partial row
+// per warp, 3C * 8 floats): the bias gradient of the linear layer whose output fed this residual stream,
+// without a pass of its own over dinp.
+template <int kVecs, bool kWarpRows, bool kColsum>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     layernorm_backward_bf16x8_kernel(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                                      const bf16* weight, const float* mean, const float* rstd, long rows, int C,
-                                     float* partials) {
+                                     float* partials, float* dcolsum) {
+    static_assert(!kColsum || kWarpRows, "the column sums use the per-warp partial rows");
+    constexpr int kR = kColsum ? 3 : 2;  // partial rows per warp: dweight, dbias [, dcolsum]
     extern __shared__ float sh[];
     float* sdw = sh;
     float* sdb = sh + C;
@@ -155,9 +161,11 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
     constexpr int kN = kVecs * 8;
     // Only the parameter-gradient partials stay in registers across rows; x, dout and the weight are
     // re-read in the second pass (L1 hits).
-    float dw[kN], db[kN];
+    float dw[kN], db[kN], ds[kColsum ? kN : 1];
 #pragma unroll
     for (int i = 0; i < kN; i++) dw[i] = db[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < (kColsum ? kN : 1); i++) ds[i] = 0.0f;
     const uint4* wv = reinterpret_cast<const uint4*>(weight);
     for (long row = blockIdx.x * static_cast<long>(kWarps) + warp; row < rows;
          row += static_cast<long>(gridDim.x) * kWarps) {
@@ -199,12 +207,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
             for (int q = 0; q < 8; q++) {
                 const float n = (ldf(xe[q]) - m) * r;
                 de[q] = __float2bfloat16_rn(ldf(de[q]) + (ldf(we[q]) * ldf(ge[q]) - a - n * b) * r);
+                if constexpr (kColsum) ds[v * 8 + q] += ldf(de[q]);  // the stored (rounded) value
             }
             dr[v * 32 + lane] = dv;
         }
     }
     if constexpr (kWarpRows) {
-        float* row_w = sh + static_cast<long>(warp) * 2 * C;  // this warp's dweight row, then its dbias row
+        // This warp's dweight row, then its dbias row [, then its dcolsum row].
+        float* row_w = sh + static_cast<long>(warp) * kR * C;
 #pragma unroll
         for (int v = 0; v < kVecs; v++) {
             float4* pw = reinterpret_cast<float4*>(row_w + (v * 32 + lane) * 8);
@@ -213,14 +223,19 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
             pw[1] = make_float4(dw[v * 8 + 4], dw[v * 8 + 5], dw[v * 8 + 6], dw[v * 8 + 7]);
             pb[0] = make_float4(db[v * 8 + 0], db[v * 8 + 1], db[v * 8 + 2], db[v * 8 + 3]);
             pb[1] = make_float4(db[v * 8 + 4], db[v * 8 + 5], db[v * 8 + 6], db[v * 8 + 7]);
+            if constexpr (kColsum) {
+                float4* ps = reinterpret_cast<float4*>(row_w + 2 * C + (v * 32 + lane) * 8);
+                ps[0] = make_float4(ds[v * 8 + 0], ds[v * 8 + 1], ds[v * 8 + 2], ds[v * 8 + 3]);
+                ps[1] = make_float4(ds[v * 8 + 4], ds[v * 8 + 5], ds[v * 8 + 6], ds[v * 8 + 7]);
+            }
         }
         __syncthreads();
         // Sum the warps' rows into row 0 (thread c owns columns c, c + blockDim.x, ...; row 0 is read
         // before it is overwritten by the same thread).
-        for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) {
+        for (int c = threadIdx.x; c < kR * C; c += blockDim.x) {
             float t = 0.0f;
 #pragma unroll
-            for (int w = 0; w < kWarps; w++) t += sh[static_cast<long>(w) * 2 * C + c];
+            for (int w = 0; w < kWarps; w++) t += sh[static_cast<long>(w) * kR * C + c];
             sh[c] = t;
         }
     } else {
@@ -241,6 +256,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
         for (int c = threadIdx.x; c < C; c += blockDim.x) {
             atomicAdd(&dweight[c], sdw[c]);
             atomicAdd(&dbias[c], sdb[c]);
+            if constexpr (kColsum) atomicAdd(&dcolsum[c], sh[2 * C + c]);
         }
     }
 }
@@ -268,12 +284,13 @@ float* partials_scratch(size_t floats) {
     return p;
 }
 
-template <int kVecs, bool kWarpRows>
+// dcolsum non-null needs kWarpRows and no partials (the caller checks).
+template <int kVecs, bool kWarpRows, bool kColsum>
 void backward_bf16x8_t(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
-                     const float* mean, const float* rstd, long rows, int C, cudaStream_t stream) {
-    const size_t smem = sizeof(float) * 2 * static_cast<size_t>(C) * (kWarpRows ? kWarps : 1);
+                     const float* mean, const float* rstd, long rows, int C, cudaStream_t stream, float* dcolsum) {
+    const size_t smem = sizeof(float) * (kColsum ? 3 : 2) * static_cast<size_t>(C) * (kWarpRows ? kWarps : 1);
     if (smem > 48 * 1024)
-        LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_bf16x8_kernel<kVecs, kWarpRows>,
+        LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_bf16x8_kernel<kVecs, kWarpRows, kColsum>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     // Blocks: LLMTRAIN_LN_GRID caps them (default 264, two per SM); each block adds its dweight/dbias sums
     // with global atomics, or (LLMTRAIN_LN_PARTIALS=1) writes them to a scratch row that
@@ -288,9 +305,10 @@ void backward_bf16x8_t(bf16* dinp, float* dweight, float* dbias, const bf16* dou
     }();
     long grid = (rows + kWarps - 1) / kWarps;
     if (grid > cap) grid = cap;
-    float* partials = use_partials ? partials_scratch(static_cast<size_t>(grid) * 2 * C) : nullptr;
-    layernorm_backward_bf16x8_kernel<kVecs, kWarpRows><<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
-        dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, partials);
+    float* partials = use_partials && !kColsum ? partials_scratch(static_cast<size_t>(grid) * 2 * C) : nullptr;
+    layernorm_backward_bf16x8_kernel<kVecs, kWarpRows, kColsum>
+        <<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(dinp, dweight, dbias, dout, inp, weight, mean,
+                                                                    rstd, rows, C, partials, dcolsum);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_backward_bf16x8_kernel");
     if (!partials) return;
     reduce_partials_kernel<<<static_cast<unsigned>((2 * C + 255) / 256), 256, 0, stream>>>(
@@ -298,36 +316,59 @@ void backward_bf16x8_t(bf16* dinp, float* dweight, float* dbias, const bf16* dou
     LLMT_CUDA_CHECK_LAUNCH("reduce_partials_kernel");
 }
 
-// Per-warp partial rows when they fit in 64 KiB of shared memory (C <= 1024: two blocks per SM keep room),
-// shared atomics otherwise; LLMTRAIN_LN_BWD_WARP_ROWS=0 forces the atomics (for measuring).
+// Per-warp partial rows when they fit in 64 KiB of shared memory (C <= 1024: two blocks per SM keep room;
+// 96 KiB with the column-sum row, C <= 1024 still), shared atomics otherwise; LLMTRAIN_LN_BWD_WARP_ROWS=0
+// forces the atomics (for measuring). Returns false when dcolsum was asked for but not fused (the caller
+// then sums dinp's columns itself).
 template <int kVecs>
-void backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
-                     const float* mean, const float* rstd, long rows, int C, cudaStream_t stream) {
+bool backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
+                     const float* mean, const float* rstd, long rows, int C, cudaStream_t stream, float* dcolsum) {
     static const bool warp_rows = [] {
         const char* v = std::getenv("LLMTRAIN_LN_BWD_WARP_ROWS");
         return !(v && v[0] == '0');
     }();
-    if (warp_rows && sizeof(float) * 2 * static_cast<size_t>(C) * kWarps <= 64 * 1024)
-        backward_bf16x8_t<kVecs, true>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream);
+    static const bool use_partials = [] {
+        const char* v = std::getenv("LLMTRAIN_LN_PARTIALS");
+        return v && v[0] == '1';
+    }();
+    const size_t row_bytes = sizeof(float) * static_cast<size_t>(C) * kWarps;
+    if (dcolsum && warp_rows && !use_partials && 3 * row_bytes <= 96 * 1024) {
+        backward_bf16x8_t<kVecs, true, true>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream,
+                                             dcolsum);
+        return true;
+    }
+    if (warp_rows && 2 * row_bytes <= 64 * 1024)
+        backward_bf16x8_t<kVecs, true, false>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream,
+                                              nullptr);
     else
-        backward_bf16x8_t<kVecs, false>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream);
+        backward_bf16x8_t<kVecs, false, false>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream,
+                                               nullptr);
+    return dcolsum == nullptr;
 }
 
-// The vectorised kernel for C in {256, 512, ..., 2048} (rows 16-byte aligned); false otherwise.
-bool try_backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
-                         const bf16* weight, const float* mean, const float* rstd, long rows, int C,
-                         cudaStream_t stream) {
-    if (C % 256 != 0) return false;
+// The vectorised kernel for C in {256, 512, ..., 2048} (rows 16-byte aligned). Returns 0 when it does not
+// apply, 1 when it ran, 2 when it ran but left dcolsum to the caller.
+int try_backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                        const bf16* weight, const float* mean, const float* rstd, long rows, int C,
+                        cudaStream_t stream, float* dcolsum) {
+    if (C % 256 != 0) return 0;
+    bool fused = false;
     switch (C / 256) {
-        case 1: backward_bf16x8<1>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
-        case 2: backward_bf16x8<2>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
-        case 3: backward_bf16x8<3>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
-        case 4: backward_bf16x8<4>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
-        case 5: backward_bf16x8<5>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
-        case 6: backward_bf16x8<6>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
-        case 8: backward_bf16x8<8>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream); return true;
-        default: return false;
+#define LLMT_LN_BWD_VEC(K)                                                                                         \
+    case K:                                                                                                        \
+        fused = backward_bf16x8<K>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream, dcolsum); \
+        break;
+        LLMT_LN_BWD_VEC(1)
+        LLMT_LN_BWD_VEC(2)
+        LLMT_LN_BWD_VEC(3)
+        LLMT_LN_BWD_VEC(4)
+        LLMT_LN_BWD_VEC(5)
+        LLMT_LN_BWD_VEC(6)
+        LLMT_LN_BWD_VEC(8)
+#undef LLMT_LN_BWD_VEC
+        default: return 0;
     }
+    return fused ? 1 : 2;
 }
 
 template <typename T>
@@ -366,10 +407,13 @@ void forward_t(T* out, float* mean, float* rstd, const T* inp, const T* weight, 
 
 template <typename T>
 void backward_t(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,
-                const float* mean, const float* rstd, int B, int T_, int C, cudaStream_t stream) {
+                const float* mean, const float* rstd, int B, int T_, int C, cudaStream_t stream, float* dcolsum) {
     const long rows = static_cast<long>(B) * T_;
     if constexpr (std::is_same_v<T, bf16>) {
-        if (try_backward_bf16x8(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream)) return;
+        const int ran = try_backward_bf16x8(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream,
+                                            dcolsum);
+        if (ran == 2) add_column_sums(dcolsum, dinp, static_cast<int>(rows), C, stream);
+        if (ran != 0) return;
     }
     const size_t smem = sizeof(float) * 2 * static_cast<size_t>(C);
     if (smem > 48 * 1024)
@@ -380,6 +424,7 @@ void backward_t(T* dinp, float* dweight, float* dbias, const T* dout, const T* i
     layernorm_backward_kernel<<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
         dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");
+    if (dcolsum) add_column_sums(dcolsum, dinp, static_cast<int>(rows), C, stream);
 }
 
 }  // namespace
@@ -390,8 +435,9 @@ void backward_t(T* dinp, float* dweight, float* dbias, const T* dout, const T* i
         forward_t(out, mean, rstd, inp, weight, bias, B, T_, C, stream);                                          \
     }                                                                                                             \
     void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,  \
-                            const float* mean, const float* rstd, int B, int T_, int C, cudaStream_t stream) {    \
-        backward_t(dinp, dweight, dbias, dout, inp, weight, mean, rstd, B, T_, C, stream);                        \
+                            const float* mean, const float* rstd, int B, int T_, int C, cudaStream_t stream,      \
+                            float* dinp_colsum) {                                                                 \
+        backward_t(dinp, dweight, dbias, dout, inp, weight, mean, rstd, B, T_, C, stream, dinp_colsum);           \
     }
 LLMT_LAYERNORM_FOR(float)
 LLMT_LAYERNORM_FOR(bf16)

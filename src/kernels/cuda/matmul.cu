@@ -115,16 +115,18 @@ const Plan& plan_for(int m, int n, int k, bool ta, bool tb, int lda, int ldb, in
 }
 
 // Times each candidate algorithm on this call's operands (a warm-up run, then kReps runs between two
-// events) and keeps the fastest; runs once per plan, at its first call. Accumulating calls (beta != 0)
-// must not see the trial runs: those write a scratch D. Skipped while the
-// stream is being captured into a graph (timing needs a host wait).
-void tune_plan(Plan& p, const void* A, const void* Bm, void* D, size_t d_bytes, float beta, cudaStream_t stream) {
+// events) and keeps the fastest; runs once per plan, at its first call. Accumulating calls (beta != 0 with
+// C = D) must not see the trial runs: those write a scratch D. With C != D the trials rewrite D from the
+// same inputs, so D ends as the call leaves it. Skipped while the stream is being captured into a graph
+// (timing needs a host wait).
+void tune_plan(Plan& p, const void* A, const void* Bm, const void* Cm, void* D, size_t d_bytes, float beta,
+               cudaStream_t stream) {
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     LLMT_CUDA_CHECK(cudaStreamIsCapturing(stream, &cap));
     if (cap != cudaStreamCaptureStatusNone) return;
     constexpr int kReps = 5;
     void* out = D;
-    if (beta != 0.0f) {
+    if (beta != 0.0f && Cm == D) {
         LLMT_CUDA_CHECK(cudaMallocAsync(&out, d_bytes, stream));
         LLMT_CUDA_CHECK(cudaMemsetAsync(out, 0, d_bytes, stream));
     }
@@ -135,8 +137,8 @@ void tune_plan(Plan& p, const void* A, const void* Bm, void* D, size_t d_bytes, 
     float best = 1e30f;
     for (const cublasLtMatmulAlgo_t& algo : p.candidates) {
         auto run = [&] {
-            return cublasLtMatmul(cublaslt(), p.desc, &alpha, A, p.la, Bm, p.lb, &beta, out, p.ld, out, p.ld, &algo,
-                                  cublaslt_workspace(), cublaslt_workspace_size(), stream);
+            return cublasLtMatmul(cublaslt(), p.desc, &alpha, A, p.la, Bm, p.lb, &beta, Cm == D ? out : Cm, p.ld,
+                                  out, p.ld, &algo, cublaslt_workspace(), cublaslt_workspace_size(), stream);
         };
         if (run() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate the library then refuses: skip it
         LLMT_CUDA_CHECK(cudaEventRecord(e0, stream));
@@ -158,12 +160,14 @@ void tune_plan(Plan& p, const void* A, const void* Bm, void* D, size_t d_bytes, 
     p.candidates.clear();
 }
 
-// D (m, n; column-major, ldd) = alpha op(A) op(B) + beta D [epilogue: + bias (m) broadcast over columns;
+// D (m, n; column-major, ldd) = alpha op(A) op(B) + beta C [epilogue: + bias (m) broadcast over columns;
 // GELU with the pre-activation to aux; or times GELU'(aux)]. op(A) is (m, k): A is stored (m, k)
-// col-major when !ta, (k, m) when ta; likewise op(B) is (k, n).
+// col-major when !ta, (k, m) when ta; likewise op(B) is (k, n). C is D unless Cm is given (same layout as
+// D, distinct memory: the residual stream added in the GEMM's epilogue).
 template <typename AB, typename CD>
 void lt_matmul(CD* D, const AB* A, const AB* Bm, const AB* bias, void* aux, Epi epi, int m, int n, int k, bool ta,
-               bool tb, int lda, int ldb, int ldd, float beta, cudaStream_t stream) {
+               bool tb, int lda, int ldb, int ldd, float beta, cudaStream_t stream, const CD* Cm = nullptr) {
+    if (!Cm) Cm = D;
     if (epi == Epi::kNone && bias) epi = Epi::kBias;
     Plan& p = const_cast<Plan&>(plan_for(m, n, k, ta, tb, lda, ldb, ldd, data_type<AB>(), data_type<CD>(), epi));
     if (bias)
@@ -173,8 +177,9 @@ void lt_matmul(CD* D, const AB* A, const AB* Bm, const AB* bias, void* aux, Epi 
         LLMT_CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
     const float alpha = 1.0f;
-    if (!p.candidates.empty()) tune_plan(p, A, Bm, D, static_cast<size_t>(ldd) * n * sizeof(CD), beta, stream);
-    LLMT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, A, p.la, Bm, p.lb, &beta, D, p.ld, D, p.ld, &p.algo,
+    if (!p.candidates.empty())
+        tune_plan(p, A, Bm, Cm, D, static_cast<size_t>(ldd) * n * sizeof(CD), beta, stream);
+    LLMT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, A, p.la, Bm, p.lb, &beta, Cm, p.ld, D, p.ld, &p.algo,
                                      cublaslt_workspace(), cublaslt_workspace_size(), stream));
 }
 
@@ -250,8 +255,10 @@ void launch_bias_grad_bf16x8(float* dbias, const bf16* dout, int BT, int OC, cud
     LLMT_CUDA_CHECK_LAUNCH("bias_grad_bf16x8_kernel");
 }
 
+}  // namespace
+
 template <typename T>
-void bias_grad(float* dbias, const T* dout, int BT, int OC, cudaStream_t stream) {
+void add_column_sums(float* dbias, const T* dout, int BT, int OC, cudaStream_t stream) {
     constexpr int kRowsPerBlock = 256;
     if constexpr (sizeof(T) == 2) {
         if (OC % 8 == 0) {
@@ -270,6 +277,10 @@ void bias_grad(float* dbias, const T* dout, int BT, int OC, cudaStream_t stream)
     bias_grad_kernel<<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC, kRowsPerBlock);
     LLMT_CUDA_CHECK_LAUNCH("bias_grad_kernel");
 }
+template void add_column_sums<float>(float*, const float*, int, int, cudaStream_t);
+template void add_column_sums<bf16>(float*, const bf16*, int, int, cudaStream_t);
+
+namespace {
 
 template <typename T>
 void backward_t(T* dinp, const T* gelu_pre, float* dweight, float* dbias, const T* dout, const T* inp,
@@ -283,22 +294,22 @@ void backward_t(T* dinp, const T* gelu_pre, float* dweight, float* dbias, const 
     if (dweight)
         lt_matmul<T, float>(dweight, inp, dout, nullptr, nullptr, Epi::kNone, C, OC, BT, false, true, C, OC, C, 1.0f,
                             stream);
-    if (dbias) bias_grad(dbias, dout, BT, OC, stream);
+    if (dbias) add_column_sums(dbias, dout, BT, OC, stream);
 }
 
 }  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
-                    cudaStream_t stream) {
-    // out^T (OC, BT) = W (col-major (C, OC), transposed) * inp^T (col-major (C, BT)).
-    lt_matmul<float, float>(out, weight, inp, bias, nullptr, Epi::kNone, OC, BT, C, true, false, C, C, OC, 0.0f,
-                            stream);
+                    cudaStream_t stream, const float* residual) {
+    // out^T (OC, BT) = W (col-major (C, OC), transposed) * inp^T (col-major (C, BT)) [+ residual^T].
+    lt_matmul<float, float>(out, weight, inp, bias, nullptr, Epi::kNone, OC, BT, C, true, false, C, C, OC,
+                            residual ? 1.0f : 0.0f, stream, residual);
 }
 
 void matmul_forward(bf16* out, const bf16* inp, const bf16* weight, const bf16* bias, int BT, int C, int OC,
-                    cudaStream_t stream) {
-    lt_matmul<bf16, bf16>(out, weight, inp, bias, nullptr, Epi::kNone, OC, BT, C, true, false, C, C, OC, 0.0f,
-                          stream);
+                    cudaStream_t stream, const bf16* residual) {
+    lt_matmul<bf16, bf16>(out, weight, inp, bias, nullptr, Epi::kNone, OC, BT, C, true, false, C, C, OC,
+                          residual ? 1.0f : 0.0f, stream, residual);
 }
 
 void matmul_forward_gelu(bf16* out, bf16* pre_gelu, const bf16* inp, const bf16* weight, const bf16* bias, int BT,

@@ -10,11 +10,14 @@
 
 namespace llmt::kernels::cuda {
 
-// out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC); bias may be null (fused as cuBLASLt's epilogue).
+// out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC) [+ residual (BT,OC)]; bias may be null (fused as
+// cuBLASLt's epilogue); residual, when given, is cuBLASLt's C matrix (beta 1; not aliasing out), so the
+// residual add costs no pass of its own.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
-                    cudaStream_t stream);
+                    cudaStream_t stream, const float* residual = nullptr);
 void matmul_forward(__nv_bfloat16* out, const __nv_bfloat16* inp, const __nv_bfloat16* weight,
-                    const __nv_bfloat16* bias, int BT, int C, int OC, cudaStream_t stream);
+                    const __nv_bfloat16* bias, int BT, int C, int OC, cudaStream_t stream,
+                    const __nv_bfloat16* residual = nullptr);
 // out = GELU-tanh(inp @ weight^T + bias) and pre_gelu = inp @ weight^T + bias (BT,OC), one cuBLASLt call
 // (GELU_AUX_BIAS epilogue); bias is required.
 void matmul_forward_gelu(__nv_bfloat16* out, __nv_bfloat16* pre_gelu, const __nv_bfloat16* inp,
@@ -29,5 +32,10 @@ void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dou
 void matmul_backward(__nv_bfloat16* dinp, const __nv_bfloat16* gelu_pre, float* dweight, float* dbias,
                      const __nv_bfloat16* dout, const __nv_bfloat16* inp, const __nv_bfloat16* weight, int BT, int C,
                      int OC, cudaStream_t stream);
+
+// dst (cols) += column sums of x (rows, cols), fp32 sums: the bias gradient of a linear layer whose output
+// gradient is x.
+template <typename T>
+void add_column_sums(float* dst, const T* x, int rows, int cols, cudaStream_t stream);
 
 }  // namespace llmt::kernels::cuda
