@@ -206,7 +206,9 @@ protected:
         expect_dqkv("cudnn", "cpu", dqkv_cw, dqkv_ref, C, kTolMax, T, hs);
         expect_dqkv("cudnn", "flash", dqkv_cw, dqkv_fw, C, kTolMaxGpuPair, T, hs);
 
-        // Mixed pairs: each backward consumes the other forward's out and lse.
+        // Mixed pairs: each backward consumes the other forward's out and lse. The cuDNN one also reruns the
+        // backward plan on a workspace whose fp32 dQ accumulator holds the first call's sums, so a stale
+        // accumulator (cuDNN >= 9.6 zeroes it itself; we zero it before) would show as a doubled dq here.
         ASSERT_TRUE(cuda::cudnn_attention_backward(dqkv_x.bf(), dout.bf(), qkv.bf(), out_f.bf(), lse_f.get(), B, T, C,
                                                    NH, s));
         cuda::synchronize();
