@@ -23,7 +23,8 @@ size_t cudnn_attention_library_version();
 // shape (or the shape is invalid); the first such reason per process goes to stderr as one line.
 // Throws DeviceError when a planned graph fails to execute (a real fault, not a missing feature).
 // The plan for each (device, shape) is built once (this can take a second: cuDNN compiles its kernel) and
-// cached; the call is thread-safe and asynchronous on stream s.
+// cached; the call is thread-safe and asynchronous on stream s. All calls on one device share one cuDNN
+// handle and one workspace (as the flash kernels share their scratch): do not overlap calls on two streams.
 bool cudnn_attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int C, int NH,
                              cudaStream_t s);
 
