@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, in one call: unpack build/attn-carry.tgz (tools/gpu/pack.sh of flash_attention_test and
 # attention_gpu_bench), run the flash attention test for every tile-shape variant, compute-sanitizer
-# memcheck + racecheck on small shapes, then the benchmark beside PyTorch SDPA. Logs go to $OUT.
+# memcheck + racecheck on small shapes, then the benchmark beside PyTorch SDPA (run.sh also times cuDNN's
+# attention through kernels/cuda/cudnn_attention.h as the row ours-cudnn; CUDNN=0 skips it). Logs go to $OUT.
 # Env: TEST_VARIANTS, VARIANTS (bench; run.sh), SHAPES ("B T NH hs;..."), SANITIZE=0 to skip the sanitizers.
 set -uo pipefail
 out=${OUT:-/tmp/out}
