@@ -9,17 +9,19 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out"
 source tools/gpu/env.sh
 B=${1:-16}
-fusions_off="LLMTRAIN_FUSE_RESIDUAL=0 LLMTRAIN_FUSE_LN_COLSUM=0 LLMTRAIN_FUSE_ATTN_COLSUM=0 LLMTRAIN_CLS_STREAM=0"
+fusions_off="LLMTRAIN_CUDNN_ATTENTION=0 LLMTRAIN_FUSE_RESIDUAL=0 LLMTRAIN_FUSE_LN_COLSUM=0 LLMTRAIN_FUSE_ATTN_COLSUM=0 LLMTRAIN_CLS_STREAM=0"
 variants=(
   "base|"
   "default|"
+  "flash-attention|LLMTRAIN_CUDNN_ATTENTION=0"
+  "adamw-per-run|LLMTRAIN_ADAMW_RUNS=0"
   "fusions-off|$fusions_off"
   "no-fused-residual|LLMTRAIN_FUSE_RESIDUAL=0"
   "no-ln-colsum|LLMTRAIN_FUSE_LN_COLSUM=0"
   "no-attn-colsum|LLMTRAIN_FUSE_ATTN_COLSUM=0"
   "cls-no-stream|LLMTRAIN_CLS_STREAM=0"
   "default(again)|"
-  "fusions-off(again)|$fusions_off"
+  "flash-attention(again)|LLMTRAIN_CUDNN_ATTENTION=0"
   "base(again)|"
 )
 summary=()

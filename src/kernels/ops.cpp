@@ -197,15 +197,10 @@ bool use_flash_attention(int64_t HS) {
 }
 #endif
 #if LLMT_CUDNN_ATTENTION
-// cuDNN's fused attention (cuda/cudnn_attention.h) for bf16 when LLMTRAIN_CUDNN_ATTENTION=1; it declines
-// (returns false) without libcudnn or for shapes it cannot plan, and the flash kernels run instead.
-bool use_cudnn_attention() {
-    static const bool on = [] {
-        const char* v = std::getenv("LLMTRAIN_CUDNN_ATTENTION");
-        return v && v[0] == '1';
-    }();
-    return on;
-}
+// cuDNN's fused attention (cuda/cudnn_attention.h) for bf16 unless LLMTRAIN_CUDNN_ATTENTION=0: 1.4-1.6x our
+// flash kernels on an H100 (docs/benchmarks.md). It declines (returns false) without libcudnn or for shapes
+// it cannot plan, and the flash kernels run instead.
+bool use_cudnn_attention() { return knob_on("LLMTRAIN_CUDNN_ATTENTION"); }
 #endif
 #endif
 
@@ -618,6 +613,34 @@ void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWPa
     LLMT_ON_CUDA(params.device, adamw_update(f(params), params_lp.empty() ? nullptr : p<__nv_bfloat16>(params_lp), f(m),
                                              f(v), f(grads), static_cast<size_t>(params.numel()), hp, cuda::stream()));
     cpu::adamw_update(f(params), f(m), f(v), f(grads), static_cast<size_t>(params.numel()), hp);
+}
+
+void adamw_update_runs(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp,
+                       const std::vector<AdamWRun>& runs, Tensor params_lp) {
+    const char* op = "adamw_update_runs";
+    check_device(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}, {"params_lp", params_lp}});
+    check_same_numel(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
+    check_f32(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
+    LLMT_CHECK(hp.step >= 1, "{}: step must be >= 1, got {}", op, hp.step);
+    if (!params_lp.empty()) {
+        check_dtype(op, "params_lp", params_lp, DType::kBF16);
+        LLMT_CHECK(params_lp.numel() == params.numel(), "{}: params_lp has {} elements, params {}", op,
+                   params_lp.numel(), params.numel());
+    }
+    for (size_t r = 0; r < runs.size(); r++)
+        LLMT_CHECK(runs[r].begin < runs[r].end && runs[r].end <= params.numel() &&
+                       (r == 0 ? runs[r].begin >= 0 : runs[r].begin >= runs[r - 1].end),
+                   "{}: run {} [{}, {}) is empty, outside the {} elements or not after the previous run", op, r,
+                   runs[r].begin, runs[r].end, params.numel());
+    LLMT_ON_CUDA(params.device,
+                 adamw_update_runs(f(params), params_lp.empty() ? nullptr : p<__nv_bfloat16>(params_lp), f(m), f(v),
+                                   f(grads), runs.data(), static_cast<int>(runs.size()), hp, cuda::stream()));
+    for (const AdamWRun& r : runs) {
+        AdamWParams h = hp;
+        if (!r.decay) h.weight_decay = 0.0f;
+        cpu::adamw_update(f(params) + r.begin, f(m) + r.begin, f(v) + r.begin, f(grads) + r.begin,
+                          static_cast<size_t>(r.end - r.begin), h);
+    }
 }
 
 void matmul_forward_gelu(Tensor out, Tensor pre_gelu, Tensor inp, Tensor weight, Tensor bias) {

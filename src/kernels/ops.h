@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 #include "kernels/adamw_params.h"
@@ -81,6 +82,11 @@ void softmax_forward(Tensor probs, Tensor logits, int V);
 // cpu/adamw.h. params, m, v, grads: f32, same element count (any shape). params_lp (CUDA, optional): the
 // bf16 compute copy of params, rewritten from the updated values in the same pass.
 void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp, Tensor params_lp = {});
+// The same over runs of one flat buffer (sorted, disjoint [begin, end) element ranges inside it): a run with
+// decay false uses weight decay 0. Elements outside every run are untouched. One launch on CUDA (per 128
+// runs) instead of one per run.
+void adamw_update_runs(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp,
+                       const std::vector<AdamWRun>& runs, Tensor params_lp = {});
 
 // cpu/reduce.h. Sum of squares in fp64 (global grad norm = sqrt of the sum over tensors); scale.
 double sum_squares(Tensor x);

@@ -97,17 +97,19 @@ void AdamW::step(float* params, const float* grads, float lr, float grad_scale, 
     hp.eps = cfg_.eps;
     hp.grad_scale = grad_scale;
     hp.step = static_cast<long>(step_);
-    for (const Run& r : runs_) {
-        hp.weight_decay = r.decay ? cfg_.weight_decay : 0.0f;
-        const std::size_t n = r.end - r.begin, o = r.begin - begin_;
-        Tensor lp;
-        if (!params_lp.empty())
-            lp = Tensor(static_cast<std::uint16_t*>(params_lp.data) + r.begin, {static_cast<std::int64_t>(n)},
-                        DType::kBF16, params_lp.device);
-        kernels::adamw_update(flat(params + r.begin, n, device_), flat(m_data() + o, n, device_),
-                              flat(v_data() + o, n, device_), flat(const_cast<float*>(grads) + r.begin, n, device_),
-                              hp, lp);
-    }
+    // All runs in one call (one launch on a GPU): offsets relative to the slice.
+    hp.weight_decay = cfg_.weight_decay;
+    std::vector<kernels::AdamWRun> runs;
+    runs.reserve(runs_.size());
+    for (const Run& r : runs_)
+        runs.push_back({static_cast<std::int64_t>(r.begin - begin_), static_cast<std::int64_t>(r.end - begin_), r.decay});
+    const std::size_t n = end_ - begin_;
+    Tensor lp;
+    if (!params_lp.empty())
+        lp = Tensor(static_cast<std::uint16_t*>(params_lp.data) + begin_, {static_cast<std::int64_t>(n)}, DType::kBF16,
+                    params_lp.device);
+    kernels::adamw_update_runs(flat(params + begin_, n, device_), flat(m_data(), n, device_), flat(v_data(), n, device_),
+                               flat(const_cast<float*>(grads) + begin_, n, device_), hp, runs, lp);
 }
 
 std::vector<TensorSpec> AdamW::state_specs() const {

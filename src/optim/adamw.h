@@ -79,7 +79,7 @@ private:
         std::size_t begin, end;  // arena indices
         bool whole;              // the slot lies entirely inside the slice
     };
-    struct Run {  // adjacent pieces with the same decay flag: one kernel call
+    struct Run {  // adjacent pieces with the same decay flag (kernels::adamw_update_runs takes them all at once)
         std::size_t begin, end;
         bool decay;
     };

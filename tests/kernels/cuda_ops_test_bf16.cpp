@@ -370,19 +370,66 @@ TEST_F(CudaBf16Ops, GptWidthsLayerNormAndBiasGradient) {
     expect_classifier_matches_cpu(", V=50257", R, V, Vp, logits, tg, 0.25f);
 }
 
+// AdamW over many runs of one buffer in one launch (per 128 runs) against the CPU's run-by-run update: 300
+// runs (three tables) of odd lengths, so runs start and end inside 16-byte groups, with gaps between some
+// (left untouched) and decay on every other run. fp32 throughout => kTolF32; a run given the wrong decay,
+// a skipped or doubly-updated element, or a touched gap is off by far more.
+TEST_F(CudaBf16Ops, AdamWRunsInOneLaunch) {
+    std::vector<AdamWRun> runs;
+    int64_t at = 0;
+    for (int r = 0; r < 300; r++) {
+        const int64_t len = 1 + (r * 37) % 61;
+        runs.push_back({at, at + len, r % 2 == 0});
+        at += len + (r % 7 == 3 ? 5 : 0);  // a gap after some runs
+    }
+    const int64_t N = at + 3;
+    auto p = randn(N, seed(160)), m = randn(N, seed(161), 0.01f), v = randn(N, seed(162), 0.01f),
+         gr = randn(N, seed(163));
+    for (auto& e : v) e = std::fabs(e);
+    AdamWParams hp;
+    hp.lr = 1e-2f;
+    hp.weight_decay = 0.5f;
+    hp.grad_scale = 0.9f;
+    hp.step = 4;
+    Dev dp = f32(p, {N}), dm = f32(m, {N}), dv = f32(v, {N}), dgr = f32(gr, {N}), dlp({N}, DType::kBF16);
+    dlp.poison();
+    adamw_update_runs(H(p, {N}), H(m, {N}), H(v, {N}), H(gr, {N}), hp, runs);
+    adamw_update_runs(dp.t(), dm.t(), dv.t(), dgr.t(), hp, runs, dlp.t());
+    expect_close("adamw_update_runs params (300 runs)", dp.download(), p, kTolF32);
+    expect_close("adamw_update_runs exp_avg", dm.download(), m, kTolF32);
+    expect_close("adamw_update_runs exp_avg_sq", dv.download(), v, kTolF32);
+    // The bf16 copy: the rounded update inside runs; the poison (NaN) left in the gaps.
+    const auto lp = dlp.download(), pd = dp.download();
+    size_t inside = 0, gaps_untouched = 0, gaps = 0;
+    for (int64_t i = 0, r = 0; i < N; i++) {
+        while (r < static_cast<int64_t>(runs.size()) && runs[r].end <= i) r++;
+        const bool in = r < static_cast<int64_t>(runs.size()) && runs[r].begin <= i;
+        if (in) inside += lp[i] == float_from_bf16(bf16_from_float(pd[i]));
+        else {
+            gaps++;
+            gaps_untouched += std::isnan(lp[i]);
+        }
+    }
+    EXPECT_EQ(inside, static_cast<size_t>(N) - gaps) << "the bf16 copy is the rounded master weights in every run";
+    EXPECT_EQ(gaps_untouched, gaps) << "elements between runs are not written";
+}
+
 // The fusions GPT-2's step uses without dropout: the residual add as cuBLASLt's C matrix (out = residual +
 // x @ w^T + b, rounded once), and bias gradients taken as column sums inside the passes that produce the
 // gradient: LayerNorm backward's dinp (C = 768: the vectorised kernel's third partial row; C = 320: the
 // generic kernel, then the column-sum kernel) and attention backward's dqkv (the flash kernels' dK/dV
-// epilogue and dQ conversion, HS 64 and 128). Each runs with its ops-level knob on and off (off: the
-// unfused kernels), against the CPU ops on the same bf16 inputs. Tolerances as above: the outputs round
+// epilogue and dQ conversion, HS 64 and 128; with cuDNN's attention, the separate column-sum pass). Each
+// runs with its ops-level knob on and off (off: the unfused kernels), the attention with the flash kernels
+// and with cuDNN (where libcudnn loads), against the CPU ops on the same bf16 inputs. Tolerances as above: the outputs round
 // once (kTolOut); the column sums add BT values that were rounded to bf16 on one side only (kTolGrad). A
 // missed row, a column of the wrong head or a dropped "+=" is off by O(1).
 TEST_F(CudaBf16Ops, FusedResidualAndBiasColumnSums) {
-    for (const char* knob : {"1", "0"}) {
-        setenv("LLMTRAIN_FUSE_RESIDUAL", knob, 1);
-        setenv("LLMTRAIN_FUSE_LN_COLSUM", knob, 1);
-        setenv("LLMTRAIN_FUSE_ATTN_COLSUM", knob, 1);
+    for (const char* knob : {"1", "0", "cudnn"}) {
+        const bool cudnn = std::string(knob) == "cudnn";
+        setenv("LLMTRAIN_FUSE_RESIDUAL", cudnn ? "1" : knob, 1);
+        setenv("LLMTRAIN_FUSE_LN_COLSUM", cudnn ? "1" : knob, 1);
+        setenv("LLMTRAIN_FUSE_ATTN_COLSUM", cudnn ? "1" : knob, 1);
+        setenv("LLMTRAIN_CUDNN_ATTENTION", cudnn ? "1" : "0", 1);
         const std::string k = std::string(" knob=") + knob;
         {
             const int BT = 200, C = 256, OC = 768;
@@ -439,6 +486,7 @@ TEST_F(CudaBf16Ops, FusedResidualAndBiasColumnSums) {
     unsetenv("LLMTRAIN_FUSE_RESIDUAL");
     unsetenv("LLMTRAIN_FUSE_LN_COLSUM");
     unsetenv("LLMTRAIN_FUSE_ATTN_COLSUM");
+    unsetenv("LLMTRAIN_CUDNN_ATTENTION");
 }
 
 }  // namespace

@@ -143,6 +143,43 @@ TEST(Ops, FusedResidualAndColumnSums) {
     }
 }
 
+// adamw_update_runs on the CPU is the run-by-run adamw_update (decay only where asked, gaps untouched), and
+// runs out of order or past the end name the op and the run.
+TEST(Ops, AdamWRuns) {
+    const int64_t N = 40;
+    auto p = test::randn(N, 20), m = test::randn(N, 21, 0.01f), v = test::randn(N, 22, 0.01f), g = test::randn(N, 23);
+    for (auto& e : v) e = std::fabs(e);
+    const auto p2_orig = p;
+    auto p2 = p, m2 = m, v2 = v;
+    AdamWParams hp;
+    hp.lr = 0.1f;
+    hp.weight_decay = 0.5f;
+    const std::vector<AdamWRun> runs = {{0, 7, true}, {7, 20, false}, {25, 40, true}};
+    adamw_update_runs(Tensor(p.data(), {N}), Tensor(m.data(), {N}), Tensor(v.data(), {N}), Tensor(g.data(), {N}), hp,
+                      runs);
+    for (const AdamWRun& r : runs) {
+        AdamWParams h = hp;
+        if (!r.decay) h.weight_decay = 0.0f;
+        const int64_t n = r.end - r.begin;
+        adamw_update(Tensor(p2.data() + r.begin, {n}), Tensor(m2.data() + r.begin, {n}), Tensor(v2.data() + r.begin, {n}),
+                     Tensor(g.data() + r.begin, {n}), h);
+    }
+    EXPECT_EQ(p, p2);
+    EXPECT_EQ(m, m2);
+    EXPECT_EQ(v, v2);
+    for (int64_t i = 20; i < 25; i++) EXPECT_EQ(p[i], p2_orig[i]) << "the gap [20, 25) is not a run";
+    try {
+        adamw_update_runs(Tensor(p.data(), {N}), Tensor(m.data(), {N}), Tensor(v.data(), {N}), Tensor(g.data(), {N}),
+                          hp, {{0, 10, true}, {5, 12, false}});
+        FAIL() << "expected InputError for overlapping runs";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("adamw_update_runs: run 1"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(adamw_update_runs(Tensor(p.data(), {N}), Tensor(m.data(), {N}), Tensor(v.data(), {N}),
+                                   Tensor(g.data(), {N}), hp, {{30, 41, true}}),
+                 InputError);
+}
+
 TEST(Ops, GemmBackendName) {
     const std::string name = gemm_backend_name();
     EXPECT_TRUE(name == "onednn" || name == "openblas") << name;

@@ -63,6 +63,82 @@ __global__ void adamw_x4_kernel(float4* params, uint2* params_lp, float4* m, flo
 
 bool aligned(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
+// Up to kMaxRuns runs per launch, passed by value (kernel parameters: ~2.2 KB of the 4 KB allowed).
+constexpr int kMaxRuns = 128;
+struct RunTable {
+    long long begin[kMaxRuns], end[kMaxRuns];
+    float decay[kMaxRuns];  // 1 - lr * weight_decay, or 1 for runs without decay
+    int n;
+};
+constexpr int kRunChunk = 4096;  // elements of 4 per block: each block walks one contiguous range
+
+// The AdamW step of one element (also the arithmetic of adamw_x4_kernel).
+__device__ __forceinline__ void adamw_one(float& p, float& mi, float& vi, float g, float decay, float b1, float b2,
+                                          float step_size, float inv_sqrt_bc2, float eps) {
+    mi = b1 * mi + (1.0f - b1) * g;
+    vi = b2 * vi + (1.0f - b2) * g * g;
+    p = p * decay - step_size * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+}
+
+// AdamW over the table's runs in one launch: block b takes the 4-element groups [b*kRunChunk,
+// (b+1)*kRunChunk) counted from runs begin[0] (16-byte aligned arrays, begin[0] % 4 == 0); each thread finds
+// its first group's run by binary search and then only moves forward. A group inside one run is updated
+// with 16-byte accesses; one that straddles a boundary or a gap element by element.
+__global__ void adamw_runs_kernel(float* params, bf16* params_lp, float* m, float* v, const float* grads,
+                                  const __grid_constant__ RunTable t, float b1, float b2, float step_size,
+                                  float inv_sqrt_bc2, float eps, float gs) {
+    const long long first = t.begin[0], last = t.end[t.n - 1];
+    const long long g0 = first / 4 + static_cast<long long>(blockIdx.x) * kRunChunk;
+    int r = -1;
+    for (int k = threadIdx.x; k < kRunChunk; k += blockDim.x) {
+        const long long e = (g0 + k) * 4;
+        if (e >= last) break;
+        if (r < 0) {  // the last run with begin <= e (or 0)
+            int lo = 0, hi = t.n - 1;
+            while (lo < hi) {
+                const int mid = (lo + hi + 1) / 2;
+                if (t.begin[mid] <= e) lo = mid;
+                else hi = mid - 1;
+            }
+            r = lo;
+        }
+        while (r + 1 < t.n && t.begin[r + 1] <= e) r++;
+        if (e >= t.begin[r] && e + 4 <= t.end[r]) {
+            const long long i = e / 4;
+            const float4 g4 = reinterpret_cast<const float4*>(grads)[i];
+            float4 p4 = reinterpret_cast<float4*>(params)[i], m4 = reinterpret_cast<float4*>(m)[i],
+                   v4 = reinterpret_cast<float4*>(v)[i];
+            const float d = t.decay[r];
+            adamw_one(p4.x, m4.x, v4.x, g4.x * gs, d, b1, b2, step_size, inv_sqrt_bc2, eps);
+            adamw_one(p4.y, m4.y, v4.y, g4.y * gs, d, b1, b2, step_size, inv_sqrt_bc2, eps);
+            adamw_one(p4.z, m4.z, v4.z, g4.z * gs, d, b1, b2, step_size, inv_sqrt_bc2, eps);
+            adamw_one(p4.w, m4.w, v4.w, g4.w * gs, d, b1, b2, step_size, inv_sqrt_bc2, eps);
+            reinterpret_cast<float4*>(m)[i] = m4;
+            reinterpret_cast<float4*>(v)[i] = v4;
+            reinterpret_cast<float4*>(params)[i] = p4;
+            if (params_lp) {
+                __nv_bfloat162 lo = __floats2bfloat162_rn(p4.x, p4.y), hi = __floats2bfloat162_rn(p4.z, p4.w);
+                uint2 o;
+                o.x = *reinterpret_cast<uint32_t*>(&lo);
+                o.y = *reinterpret_cast<uint32_t*>(&hi);
+                reinterpret_cast<uint2*>(params_lp)[i] = o;
+            }
+            continue;
+        }
+        for (long long j = e; j < e + 4 && j < last; j++) {  // a boundary or a gap: element by element
+            int q = r;
+            while (q + 1 < t.n && t.begin[q + 1] <= j) q++;
+            if (j < t.begin[q] || j >= t.end[q]) continue;  // between runs
+            float p = params[j], mi = m[j], vi = v[j];
+            adamw_one(p, mi, vi, grads[j] * gs, t.decay[q], b1, b2, step_size, inv_sqrt_bc2, eps);
+            m[j] = mi;
+            v[j] = vi;
+            params[j] = p;
+            if (params_lp) params_lp[j] = __float2bfloat16_rn(p);
+        }
+    }
+}
+
 __global__ void sum_squares_kernel(double* out, const float* x, long n) {
     __shared__ double scratch[32];
     double s = 0.0;
@@ -103,6 +179,51 @@ void adamw_update(float* params, __nv_bfloat16* params_lp, float* m, float* v, c
     adamw_kernel<<<grid_for(n, kBlock), kBlock, 0, stream>>>(params, params_lp, m, v, grads, n, decay, hp.beta1, hp.beta2,
                                                              step_size, inv_sqrt_bc2, hp.eps, hp.grad_scale);
     LLMT_CUDA_CHECK_LAUNCH("adamw_kernel");
+}
+
+void adamw_update_runs(float* params, __nv_bfloat16* params_lp, float* m, float* v, const float* grads,
+                       const AdamWRun* runs, int n_runs, const AdamWParams& hp, cudaStream_t stream) {
+    if (n_runs <= 0) return;
+    static const bool fused = [] {  // LLMTRAIN_ADAMW_RUNS=0: one launch per run (for measuring)
+        const char* e = std::getenv("LLMTRAIN_ADAMW_RUNS");
+        return !(e && e[0] == '0');
+    }();
+    const bool ok = fused && aligned(params, 16) && aligned(m, 16) && aligned(v, 16) && aligned(grads, 16) &&
+                    aligned(params_lp, 8);
+    auto one_run = [&](const AdamWRun& run) {  // the single-run kernels
+        AdamWParams h = hp;
+        if (!run.decay) h.weight_decay = 0.0f;
+        adamw_update(params + run.begin, params_lp ? params_lp + run.begin : nullptr, m + run.begin, v + run.begin,
+                     grads + run.begin, static_cast<size_t>(run.end - run.begin), h, stream);
+    };
+    if (!ok) {
+        for (int r = 0; r < n_runs; r++) one_run(runs[r]);
+        return;
+    }
+    const double bc1 = 1.0 - std::pow(static_cast<double>(hp.beta1), static_cast<double>(hp.step));
+    const double bc2 = 1.0 - std::pow(static_cast<double>(hp.beta2), static_cast<double>(hp.step));
+    const float step_size = static_cast<float>(hp.lr / bc1);
+    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    int r0 = 0;
+    while (r0 < n_runs) {
+        if (runs[r0].begin % 4 != 0) {  // a table must start on a 4-element group: this run alone
+            one_run(runs[r0++]);
+            continue;
+        }
+        RunTable t{};
+        t.n = n_runs - r0 < kMaxRuns ? n_runs - r0 : kMaxRuns;
+        for (int i = 0; i < t.n; i++) {
+            t.begin[i] = runs[r0 + i].begin;
+            t.end[i] = runs[r0 + i].end;
+            t.decay[i] = runs[r0 + i].decay ? 1.0f - hp.lr * hp.weight_decay : 1.0f;
+        }
+        const long long groups = (t.end[t.n - 1] - t.begin[0] + 3) / 4;
+        const unsigned grid = static_cast<unsigned>((groups + kRunChunk - 1) / kRunChunk);
+        adamw_runs_kernel<<<grid, kBlock, 0, stream>>>(params, params_lp, m, v, grads, t, hp.beta1, hp.beta2,
+                                                       step_size, inv_sqrt_bc2, hp.eps, hp.grad_scale);
+        LLMT_CUDA_CHECK_LAUNCH("adamw_runs_kernel");
+        r0 += t.n;
+    }
 }
 
 double sum_squares(const float* x, size_t N, cudaStream_t stream) {
