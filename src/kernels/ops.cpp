@@ -284,7 +284,8 @@ void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, 
     check_shape(op, "mean", mean, {B, T});
     check_shape(op, "rstd", rstd, {B, T});
     if (!dinp_colsum.empty()) check_shape(op, "dinp_colsum", dinp_colsum, {C});
-    check_f32(op, {{"dweight", dweight}, {"dbias", dbias}, {"mean", mean}, {"rstd", rstd}, {"dinp_colsum", dinp_colsum}});
+    check_f32(op, {{"dweight", dweight}, {"dbias", dbias}, {"mean", mean}, {"rstd", rstd},
+                   {"dinp_colsum", dinp_colsum}});
     const DType dt =
         check_act(op, inp.device, {{"dinp", dinp}, {"dout", dout}, {"inp", inp}, {"weight", weight}});
     float* colsum = dinp_colsum.empty() ? nullptr : f(dinp_colsum);

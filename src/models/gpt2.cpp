@@ -369,20 +369,21 @@ void Gpt2::backward() {
         kernels::matmul_backward(dc, G(p + "mlp.c_fc.weight"), G(p + "mlp.c_fc.bias"), df, A("ln2", C),
                                  P(p + "mlp.c_fc.weight"));
         kernels::layernorm_backward(dres, G(p + "ln_2.weight"), G(p + "ln_2.bias"), dc, A("residual2", C),
-                                    P(p + "ln_2.weight"), S("ln2_mean"), S("ln2_rstd"), colsum_of(p + "attn.c_proj.bias"));
+                                    P(p + "ln_2.weight"), S("ln2_mean"), S("ln2_rstd"),
+                                    colsum_of(p + "attn.c_proj.bias"));
         // dres now holds d residual2 = d attproj = d residual.
         kernels::matmul_backward(dc2, G(p + "attn.c_proj.weight"), proj_dbias(p + "attn.c_proj.bias"),
                                  undrop(dc, 1 + 2 * l), A("atty", C), P(p + "attn.c_proj.weight"));
         // The qkv bias gradient (dqkv's column sums) comes out of the attention backward's own passes.
         kernels::attention_backward(dqkv, dc2, A("qkv", 3 * C), A("atty", C),
-                                    Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_), static_cast<int>(NH),
-                                    G(p + "attn.c_attn.bias"));
+                                    Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_),
+                                    static_cast<int>(NH), G(p + "attn.c_attn.bias"));
         kernels::matmul_backward(dc, G(p + "attn.c_attn.weight"), Tensor(), dqkv, A("ln1", C),
                                  P(p + "attn.c_attn.weight"));
         // dres becomes d residual: layer l-1's mlp.c_proj output gradient (none below layer 0).
+        const std::string below = fmt::format("transformer.h.{}.mlp.c_proj.bias", l - 1);
         kernels::layernorm_backward(dres, G(p + "ln_1.weight"), G(p + "ln_1.bias"), dc, residual, P(p + "ln_1.weight"),
-                                    S("ln1_mean"), S("ln1_rstd"),
-                                    l > 0 ? colsum_of(fmt::format("transformer.h.{}.mlp.c_proj.bias", l - 1)) : Tensor());
+                                    S("ln1_mean"), S("ln1_rstd"), l > 0 ? colsum_of(below) : Tensor());
         ready_from(p + "ln_1.weight");
     }
     Tensor inp = bt(acts_, "inputs", B, T);

@@ -102,14 +102,16 @@ void AdamW::step(float* params, const float* grads, float lr, float grad_scale, 
     std::vector<kernels::AdamWRun> runs;
     runs.reserve(runs_.size());
     for (const Run& r : runs_)
-        runs.push_back({static_cast<std::int64_t>(r.begin - begin_), static_cast<std::int64_t>(r.end - begin_), r.decay});
+        runs.push_back(
+            {static_cast<std::int64_t>(r.begin - begin_), static_cast<std::int64_t>(r.end - begin_), r.decay});
     const std::size_t n = end_ - begin_;
     Tensor lp;
     if (!params_lp.empty())
         lp = Tensor(static_cast<std::uint16_t*>(params_lp.data) + begin_, {static_cast<std::int64_t>(n)}, DType::kBF16,
                     params_lp.device);
-    kernels::adamw_update_runs(flat(params + begin_, n, device_), flat(m_data(), n, device_), flat(v_data(), n, device_),
-                               flat(const_cast<float*>(grads) + begin_, n, device_), hp, runs, lp);
+    kernels::adamw_update_runs(flat(params + begin_, n, device_), flat(m_data(), n, device_),
+                               flat(v_data(), n, device_), flat(const_cast<float*>(grads) + begin_, n, device_), hp,
+                               runs, lp);
 }
 
 std::vector<TensorSpec> AdamW::state_specs() const {

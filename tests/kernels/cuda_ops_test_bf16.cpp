@@ -419,8 +419,8 @@ TEST_F(CudaBf16Ops, AdamWRunsInOneLaunch) {
 // gradient: LayerNorm backward's dinp (C = 768: the vectorised kernel's third partial row; C = 320: the
 // generic kernel, then the column-sum kernel) and attention backward's dqkv (the flash kernels' dK/dV
 // epilogue and dQ conversion, HS 64 and 128; with cuDNN's attention, the separate column-sum pass). Each
-// runs with its ops-level knob on and off (off: the unfused kernels), the attention with the flash kernels
-// and with cuDNN (where libcudnn loads), against the CPU ops on the same bf16 inputs. Tolerances as above: the outputs round
+// runs with its ops-level knob on and off (off: the unfused kernels), the attention with the flash
+// kernels and with cuDNN (where libcudnn loads), against the CPU ops on the same bf16 inputs. Tolerances as above: the outputs round
 // once (kTolOut); the column sums add BT values that were rounded to bf16 on one side only (kTolGrad). A
 // missed row, a column of the wrong head or a dropped "+=" is off by O(1).
 TEST_F(CudaBf16Ops, FusedResidualAndBiasColumnSums) {
