@@ -600,8 +600,10 @@ void softmax_forward(Tensor probs, Tensor logits, int V) {
                          as_int(op, "Vp", Vp));
 }
 
-void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp, Tensor params_lp) {
-    const char* op = "adamw_update";
+namespace {
+// The argument checks adamw_update and adamw_update_runs share.
+void check_adamw(const char* op, const Tensor& params, const Tensor& m, const Tensor& v, const Tensor& grads,
+                 const AdamWParams& hp, const Tensor& params_lp) {
     check_device(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}, {"params_lp", params_lp}});
     check_same_numel(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
     check_f32(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
@@ -611,6 +613,11 @@ void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWPa
         LLMT_CHECK(params_lp.numel() == params.numel(), "{}: params_lp has {} elements, params {}", op,
                    params_lp.numel(), params.numel());
     }
+}
+}  // namespace
+
+void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp, Tensor params_lp) {
+    check_adamw("adamw_update", params, m, v, grads, hp, params_lp);
     LLMT_ON_CUDA(params.device, adamw_update(f(params), params_lp.empty() ? nullptr : p<__nv_bfloat16>(params_lp), f(m),
                                              f(v), f(grads), static_cast<size_t>(params.numel()), hp, cuda::stream()));
     cpu::adamw_update(f(params), f(m), f(v), f(grads), static_cast<size_t>(params.numel()), hp);
@@ -619,15 +626,7 @@ void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWPa
 void adamw_update_runs(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp,
                        const std::vector<AdamWRun>& runs, Tensor params_lp) {
     const char* op = "adamw_update_runs";
-    check_device(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}, {"params_lp", params_lp}});
-    check_same_numel(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
-    check_f32(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
-    LLMT_CHECK(hp.step >= 1, "{}: step must be >= 1, got {}", op, hp.step);
-    if (!params_lp.empty()) {
-        check_dtype(op, "params_lp", params_lp, DType::kBF16);
-        LLMT_CHECK(params_lp.numel() == params.numel(), "{}: params_lp has {} elements, params {}", op,
-                   params_lp.numel(), params.numel());
-    }
+    check_adamw(op, params, m, v, grads, hp, params_lp);
     for (size_t r = 0; r < runs.size(); r++)
         LLMT_CHECK(runs[r].begin < runs[r].end && runs[r].end <= params.numel() &&
                        (r == 0 ? runs[r].begin >= 0 : runs[r].begin >= runs[r - 1].end),

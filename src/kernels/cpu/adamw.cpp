@@ -26,10 +26,7 @@ void adamw_block(float* params, float* m, float* v, const float* grads, long n, 
 }  // namespace
 
 void adamw_update(float* params, float* m, float* v, const float* grads, size_t N, const AdamWParams& hp) {
-    const double bc1 = 1.0 - std::pow(static_cast<double>(hp.beta1), static_cast<double>(hp.step));
-    const double bc2 = 1.0 - std::pow(static_cast<double>(hp.beta2), static_cast<double>(hp.step));
-    const float step_size = static_cast<float>(hp.lr / bc1);
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    const auto [step_size, inv_sqrt_bc2] = adamw_bias_correction(hp);
     const float decay = 1.0f - hp.lr * hp.weight_decay;
     constexpr long kBlock = 16384;
     const long n = static_cast<long>(N);

@@ -155,11 +155,7 @@ __global__ void sum_squares_kernel(double* out, const float* x, long n) {
 
 void adamw_update(float* params, __nv_bfloat16* params_lp, float* m, float* v, const float* grads, size_t N,
                   const AdamWParams& hp, cudaStream_t stream) {
-    // Same host-side constants as cpu/adamw.cpp.
-    const double bc1 = 1.0 - std::pow(static_cast<double>(hp.beta1), static_cast<double>(hp.step));
-    const double bc2 = 1.0 - std::pow(static_cast<double>(hp.beta2), static_cast<double>(hp.step));
-    const float step_size = static_cast<float>(hp.lr / bc1);
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    const auto [step_size, inv_sqrt_bc2] = adamw_bias_correction(hp);
     const float decay = 1.0f - hp.lr * hp.weight_decay;
     const long n = static_cast<long>(N);
     static const bool vec = [] {  // LLMTRAIN_ADAMW_VEC=0: the scalar kernel (for measuring)
@@ -200,10 +196,7 @@ void adamw_update_runs(float* params, __nv_bfloat16* params_lp, float* m, float*
         for (int r = 0; r < n_runs; r++) one_run(runs[r]);
         return;
     }
-    const double bc1 = 1.0 - std::pow(static_cast<double>(hp.beta1), static_cast<double>(hp.step));
-    const double bc2 = 1.0 - std::pow(static_cast<double>(hp.beta2), static_cast<double>(hp.step));
-    const float step_size = static_cast<float>(hp.lr / bc1);
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    const auto [step_size, inv_sqrt_bc2] = adamw_bias_correction(hp);
     int r0 = 0;
     while (r0 < n_runs) {
         if (runs[r0].begin % 4 != 0) {  // a table must start on a 4-element group: this run alone
