@@ -11,11 +11,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/attention_gpu_test_util.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/cudnn_attention.h"
 #include "kernels/cuda/flash_attention.h"
@@ -23,6 +22,12 @@
 
 namespace llmt::kernels {
 namespace {
+
+using attn_test::compare;
+using attn_test::DevBuf;
+using attn_test::Err;
+using attn_test::random_bf16;
+using attn_test::widen;
 
 // Tolerances, as in flash_attention_test.cpp. Both sides see identical bf16 inputs; the GPU rounds P and
 // dS to bf16 before its tensor-core products and stores out/dq/dk/dv in bf16 (2^-9 = 2e-3 relative each,
@@ -38,96 +43,7 @@ constexpr double kTolMax = 2e-2;
 constexpr double kTolMaxGpuPair = 4e-2;
 constexpr double kTolLseAbs = 1e-3;
 
-uint32_t base_seed() {
-    static const uint32_t s = [] {
-        const char* e = std::getenv("LLMT_TEST_SEED");
-        const uint32_t v = e ? static_cast<uint32_t>(std::strtoul(e, nullptr, 10)) : std::random_device{}();
-        std::printf("[cudnn-attn] seed %u (replay with LLMT_TEST_SEED=%u)\n", v, v);
-        return v;
-    }();
-    return s;
-}
-
-uint16_t to_bf16(float f) {  // round to nearest even (inputs are finite)
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return static_cast<uint16_t>(u >> 16);
-}
-float from_bf16(uint16_t h) {
-    const uint32_t u = static_cast<uint32_t>(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-}
-
-// Normal(0, sigma) values rounded to bf16: the bits for the GPU, the same values as floats for the CPU.
-void random_bf16(size_t n, uint32_t seed, float sigma, std::vector<uint16_t>& bits, std::vector<float>& vals) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0.0f, sigma);
-    bits.resize(n);
-    vals.resize(n);
-    for (size_t i = 0; i < n; i++) {
-        bits[i] = to_bf16(d(rng));
-        vals[i] = from_bf16(bits[i]);
-    }
-}
-
-std::vector<float> widen(const std::vector<uint16_t>& h) {
-    std::vector<float> f(h.size());
-    for (size_t i = 0; i < h.size(); i++) f[i] = from_bf16(h[i]);
-    return f;
-}
-
-template <typename T>
-class DevBuf {
-public:
-    explicit DevBuf(size_t n) : n_(n) {
-        LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)));
-        poison();
-    }
-    ~DevBuf() { cudaFree(p_); }
-    DevBuf(const DevBuf&) = delete;
-    DevBuf& operator=(const DevBuf&) = delete;
-    T* get() const { return p_; }
-    __nv_bfloat16* bf() const { return reinterpret_cast<__nv_bfloat16*>(p_); }
-    void poison() { LLMT_CUDA_CHECK(cudaMemset(p_, 0xff, n_ * sizeof(T))); }  // NaN in bf16 and fp32
-    void upload(const std::vector<T>& v) { LLMT_CUDA_CHECK(cudaMemcpy(p_, v.data(), n_ * sizeof(T), cudaMemcpyHostToDevice)); }
-    std::vector<T> download() const {
-        std::vector<T> v(n_);
-        LLMT_CUDA_CHECK(cudaMemcpy(v.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
-        return v;
-    }
-
-private:
-    T* p_ = nullptr;
-    size_t n_;
-};
-
-struct Err {
-    double norm_rel = 0, max_rel = 0, max_abs = 0;
-    bool finite = true;
-};
-
-// Error of got vs ref over the elements pick(i) selects (so dq, dk and dv are judged separately).
-template <typename Pick>
-Err compare(const std::vector<float>& got, const std::vector<float>& ref, Pick pick) {
-    double num = 0, den = 0, dmax = 0, rmax = 1e-30;
-    Err e;
-    for (size_t i = 0; i < ref.size(); i++) {
-        if (!pick(i)) continue;
-        const double d = static_cast<double>(got[i]) - ref[i];
-        e.finite = e.finite && std::isfinite(got[i]);
-        num += d * d;
-        den += static_cast<double>(ref[i]) * ref[i];
-        dmax = std::max(dmax, std::fabs(d));
-        rmax = std::max(rmax, std::fabs(static_cast<double>(ref[i])));
-    }
-    e.norm_rel = std::sqrt(num / std::max(den, 1e-30));
-    e.max_rel = dmax / rmax;
-    e.max_abs = dmax;
-    return e;
-}
+uint32_t base_seed() { return attn_test::base_seed("cudnn-attn"); }
 
 void expect_close(const char* what, const char* vs, const Err& e, double tol_max, int T, int hs) {
     std::printf("[cudnn-attn] T=%-5d hs=%-3d %-12s vs %-5s norm rel %.2e  max rel %.2e (tol %.0e / %.0e)\n", T, hs,
