@@ -124,6 +124,10 @@ TEST(Reducer, NoSyncLeavesGradientsUntouchedThenSyncs) {
 
 TEST(Reducer, CommunicationErrorIsRethrownByFinish) {
     auto rs = run_pair([](GlooProcessGroup& pg, const Report&) {
+        // The barrier first: the constructor can return on rank 1 before rank 0's side of the pair
+        // has finished connecting, and leaving then fails rank 0's connect instead of its collective
+        // (seen once in CI: "connecting rank 0 of 2 ... Connection closed by peer").
+        pg.barrier();
         if (pg.rank() == 1) return;  // leaves: its connections close
         std::vector<float> buf(100'000, 1.f);
         Reducer red(pg, buf.data(), buf.size() * sizeof(float), 4096, true);
