@@ -13,11 +13,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <typeinfo>
 #include <vector>
 
@@ -109,6 +112,38 @@ private:
     }
     pid_t pid_ = -1;
     int port_ = -1;
+};
+
+// A flag one process raises and another waits for, across fork(): a file in the temp directory named
+// after `name` and the process that made the object. Made (and cleared) in the parent before the
+// children fork; removed when the parent's object goes (children leave by _exit, running no destructors).
+class FileFlag {
+public:
+    explicit FileFlag(const std::string& name)
+        : path_(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()))) {
+        std::filesystem::remove(path_);
+    }
+    ~FileFlag() {
+        std::error_code ec;
+        std::filesystem::remove(path_, ec);
+    }
+    FileFlag(const FileFlag&) = delete;
+    FileFlag& operator=(const FileFlag&) = delete;
+
+    void raise() const {
+        if (FILE* f = fopen(path_.c_str(), "w")) fclose(f);
+    }
+    bool raised() const { return std::filesystem::exists(path_); }
+    // Polls every 10 ms, at most `timeout` / 10 ms times; whether the flag is up.
+    bool wait(std::chrono::milliseconds timeout) const {
+        for (auto i = timeout.count() / 10; i > 0 && !raised(); --i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        return raised();
+    }
+
+private:
+    std::filesystem::path path_;
 };
 
 // fn(report) runs in a child; report(s) appends to the child's message (for values the parent checks).

@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <filesystem>
 #include <thread>
 
 #include "dist/gloo_process_group.h"
@@ -181,32 +180,25 @@ class GlooFaults : public ::testing::TestWithParam<int> {};
 TEST_P(GlooFaults, KillNineMidCollectiveNamesTheLostPeer) {
     const int P = GetParam();
     const auto timeout = 5s;
-    const std::string marker = (std::filesystem::temp_directory_path() /
-                                ("llmt_pg_kill_" + std::to_string(getpid()) + "_" + std::to_string(P)))
-                                   .string();
-    std::filesystem::remove(marker);
+    const testing::FileFlag looping("llmt_pg_kill_" + std::to_string(P));
     double kill_time = 0;
     auto rs = run_group(
         P, timeout,
         [&](GlooProcessGroup& pg, const Report& report) {
             std::vector<float> x(1 << 20, 1.f);
             for (int it = 0; it < 100000; ++it) {
-                if (it == 3 && pg.rank() == P - 1) {
-                    FILE* f = fopen(marker.c_str(), "w");
-                    if (f) fclose(f);
-                }
+                if (it == 3 && pg.rank() == P - 1) looping.raise();
                 pg.allreduce(Tensor(x.data(), {1 << 20}), ReduceOp::kAvg);
             }
             report("the loop finished without noticing the dead peer");
         },
         60,
         [&](const std::vector<pid_t>& pids) {
-            for (int i = 0; i < 3000 && !std::filesystem::exists(marker); ++i) std::this_thread::sleep_for(10ms);
+            looping.wait(30s);
             std::this_thread::sleep_for(100ms);  // several all-reduces later: mid-collective
             kill_time = wall_now();
             kill(pids.back(), SIGKILL);
         });
-    std::filesystem::remove(marker);
     ASSERT_GT(kill_time, 0);
     EXPECT_TRUE(rs.back().signaled && rs.back().signal == SIGKILL) << describe(rs);
     const std::string lost = "rank " + std::to_string(P - 1);

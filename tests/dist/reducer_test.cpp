@@ -3,12 +3,8 @@
 // the arena) and arena sizes (one float up to 1M floats). For 2 ranks (a + b) / 2 in f32 is the same
 // operation whichever rank adds first, so the result must equal the reference exactly.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
 #include <random>
-#include <thread>
 
 #include "dist/gloo_process_group.h"
 #include "dist/reducer.h"
@@ -127,29 +123,25 @@ TEST(Reducer, NoSyncLeavesGradientsUntouchedThenSyncs) {
 }
 
 TEST(Reducer, CommunicationErrorIsRethrownByFinish) {
-    // Rank 1 leaves only once rank 0 is past a barrier (marker file): leaving right after the
+    // Rank 1 leaves only once rank 0 is past a barrier (a FileFlag): leaving right after the
     // constructor can close the pair while rank 0 is still connecting (seen in CI: "connecting rank 0
     // of 2 ... Connection closed by peer"; 23 of 200 runs here under load), and leaving right after
     // the barrier may still do the same to rank 0's barrier (2 unexplained failures in 1,760 loaded
     // runs with the barrier alone); either fails rank 0 before the Reducer's collective.
-    const std::string marker = (std::filesystem::temp_directory_path() /
-                                ("llmt_reducer_leave_" + std::to_string(getpid())))
-                                   .string();
-    std::filesystem::remove(marker);
+    const testing::FileFlag past_barrier("llmt_reducer_leave");
     auto rs = run_pair([&](GlooProcessGroup& pg, const Report&) {
         pg.barrier();
         if (pg.rank() == 1) {
-            for (int i = 0; i < 3000 && !std::filesystem::exists(marker); ++i) std::this_thread::sleep_for(10ms);
+            past_barrier.wait(30s);
             return;  // leaves: its connections close
         }
-        if (FILE* f = fopen(marker.c_str(), "w")) fclose(f);
+        past_barrier.raise();
         std::vector<float> buf(100'000, 1.f);
         Reducer red(pg, buf.data(), buf.size() * sizeof(float), 4096, true);
         red.begin_backward(true);
         red.grads_ready_from(0);
         red.finish();
     });
-    std::filesystem::remove(marker);
     EXPECT_EQ(rs[0].error_type, "DistError") << describe(rs);
     EXPECT_NE(rs[0].message.find("rank 1"), std::string::npos) << describe(rs);
     EXPECT_TRUE(rs[1].ok) << describe(rs);
