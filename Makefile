@@ -6,21 +6,25 @@ BIN := build/release/llmtrain
 JOBS ?= $(shell nproc)
 # CI=true (set by the CI runner) turns warnings into errors.
 WERROR := $(if $(CI),ON,OFF)
-PRESET_CONFIG := build/release/CMakeCache.txt
+# "Configured" means CMake generated build.ninja, which it writes only when configure and generate
+# both succeed. A CMakeCache.txt left by a failed or killed configure is not enough: the next make
+# configures again instead of handing ninja a directory without build.ninja.
+PRESET_BUILD := build/release/build.ninja
+PRESET_CACHE := build/release/CMakeCache.txt
 
-.PHONY: setup build configure run test test-full test-asan fuzz data clean lint bench image test-image
+.PHONY: setup build configure run test test-full test-asan fuzz data clean lint bench image test-image test-fresh
 
 setup:
 	@bash scripts/setup.sh
 
-$(PRESET_CONFIG):
+$(PRESET_BUILD):
 	cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null
 
 configure:
 	cmake --preset release -DLLMTRAIN_WERROR=$(WERROR)
 
-build: $(PRESET_CONFIG)
-	@if [ "$$(grep -c '^LLMTRAIN_WERROR:BOOL=$(WERROR)$$' $(PRESET_CONFIG))" = 0 ]; then cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null; fi
+build: $(PRESET_BUILD)
+	@if [ "$$(grep -c '^LLMTRAIN_WERROR:BOOL=$(WERROR)$$' $(PRESET_CACHE))" = 0 ]; then cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null; fi
 	cmake --build --preset release -j $(JOBS)
 	@ln -sf build/release/compile_commands.json compile_commands.json
 
@@ -32,8 +36,15 @@ run: setup build
 test: setup build
 	cd build/release && ctest --output-on-failure --label-exclude 'gpu|image' -j $(JOBS) --timeout 900
 
-# What does not fit the 30-minute CI budget: sanitizers, longer fuzzing, the image and the tests in it.
-test-full: test test-asan fuzz test-image
+# What does not fit the 30-minute CI budget: sanitizers, longer fuzzing, the image and the tests in it,
+# and the README's two commands on a new Debian root.
+test-full: test test-asan fuzz test-image test-fresh
+
+# `make run` and `make test` in a new Debian 12 root made by debootstrap (scripts/test_fresh.sh): the
+# check that the setup installs everything. About an hour on 2 cores; run it before resolving any
+# issue that changes dependencies. Needs root.
+test-fresh: setup
+	bash scripts/test_fresh.sh
 
 # The tests labelled image (the two-pod Indexed Job with each pod in the built image under podman).
 test-image: build image

@@ -16,6 +16,9 @@ PACKAGES=(
   libfuzzer-14-dev libclang-rt-14-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
   libopenblas-dev libdnnl-dev libgloo-dev libcpp-httplib-dev libsqlite3-dev
+  # dnnl-config.cmake find_package()s OpenCL (Debian's oneDNN is built with its OpenCL runtime), but
+  # libdnnl-dev only Recommends the package and we install with --no-install-recommends.
+  ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   python3 python3-torch python3-numpy
   unicode-data

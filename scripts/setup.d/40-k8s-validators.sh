@@ -16,5 +16,5 @@ fi
 mkdir -p "$DIR"
 [ -f "$DIR/package.json" ] || echo '{"name": "llmtrain-k8s-validate", "private": true}' > "$DIR/package.json"
 echo "40-k8s-validators.sh: npm install ${PKGS[*]} into $DIR" >&2
-npm install --silent --no-audit --no-fund --prefix "$DIR" "${PKGS[@]}" >/dev/null
+npm install --loglevel=error --no-audit --no-fund --prefix "$DIR" "${PKGS[@]}" >/dev/null
 echo "$want" > "$STAMP"

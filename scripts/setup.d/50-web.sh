@@ -10,7 +10,7 @@ STAMP=node_modules/.llmtrain-lock.sha256
 want=$(sha256sum package-lock.json | cut -d' ' -f1)
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   echo "50-web.sh: npm ci in web/" >&2
-  npm ci --silent --no-audit --no-fund >/dev/null
+  npm ci --loglevel=error --no-audit --no-fund >/dev/null
   echo "$want" > "$STAMP"
 fi
 if [ ! -f dist/index.html ] || [ -n "$(find src package-lock.json build.mjs -newer dist/index.html -print -quit)" ]; then
