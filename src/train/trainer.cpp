@@ -30,6 +30,7 @@
 #include "train/checkpoint.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
+#include "train/mfu.h"
 #include "train/resume.h"
 #include "train/run_dir.h"
 #include "train/signals.h"
@@ -442,9 +443,9 @@ TrainResult run_training(const TrainOptions& opts) {
     };
 
     const double flops_per_token = mc.flops_per_token(T);
-    // MFU peak: the CPU's measured FMA rate, or the H100/H200 dense bf16 datasheet rate on a GPU.
-    constexpr double kGpuPeakFlops = 989e12;
-    const double peak = dev == Device::kCuda ? kGpuPeakFlops : kernels::cpu_peak_flops();
+    MfuMeter mfu_meter(mfu_peak(dev));
+    log_line(fmt::format("mfu: model FLOPs per token ({:.3g}) x tokens/s, against {}", flops_per_token,
+                         mfu_meter.peak().what));
     const int64_t tokens_per_step = static_cast<int64_t>(B) * T * accum * world;
     std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
     float* params = static_cast<float*>(model.params().data());
@@ -536,7 +537,8 @@ TrainResult run_training(const TrainOptions& opts) {
         last_loss = dc.mean(loss_sum / accum);
         if (step % tc.log_every_steps == 0 || step == 1 || step == tc.max_steps) {
             double tps = static_cast<double>(tokens_per_step) / dt;
-            double mfu = flops_per_token * tps / peak;
+            const double mfu = mfu_meter.fraction(flops_per_token * tps);
+            if (auto note = mfu_meter.raised()) log_line(*note);
             metrics.write({{"step", step}, {"loss", last_loss}, {"lr", lr}, {"grad_norm", norm}, {"ms", dt * 1e3},
                            {"tokens_per_sec", tps}, {"mfu", mfu}, {"tokens", tokens}});
             double eta = (tc.max_steps - step) * (train_time / static_cast<double>(steps_this_run));

@@ -1,13 +1,18 @@
 // FMA peak probe (peak_flops.h): 16 independent accumulator chains hide the FMA latency (4 cycles x 2
-// ports on current cores), so the loop is throughput-bound. The chains must live in registers: without
+// ports on current cores), so the loop is throughput-bound. Each thread divides its FLOPs by its own CPU
+// time, not the wall time: a thread that other processes keep off its core for a while gets no CPU time
+// meanwhile, so a probe made on a loaded machine still reads the core's rate (a wall-clock probe read a
+// third of it and `make run` printed mfu 286%). The chains must live in registers: without
 // the full unroll GCC -O2 kept them in a stack array (a load and a store per FMA) and the probe read
 // 58 GFLOP/s per core on a machine that does 210, so CPU MFU printed 250%.
 #include "kernels/cpu/peak_flops.h"
 
 #include <omp.h>
 
-#include <chrono>
+#include <time.h>
+
 #include <mutex>
+#include <vector>
 
 #include "kernels/cpu/simd.h"
 
@@ -56,31 +61,42 @@ float fma_loop_scalar(float seed) {
     return s;
 }
 
+// CPU seconds the calling thread has run.
+double thread_cpu_seconds() {
+    timespec ts{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 double measure() {
     const simd::Isa isa = simd::isa();
     const double lanes = isa == simd::Isa::kAvx512 ? 16 : isa == simd::Isa::kAvx2 ? 8 : 1;
     const double iters = isa == simd::Isa::kScalar ? kIters / 8 : kIters;
+    const double flops_per_thread = iters * 16 * lanes * 2;
     const int threads = omp_get_max_threads();
+    std::vector<double> best(static_cast<size_t>(threads), 0.0);  // FLOP per CPU second, per thread
     float sink = 0;  // consumed below so the loops are not optimised away
-    double best = 0;
-    for (int rep = 0; rep < 2; ++rep) {  // the first rep also wakes the cores up to their running clock
-        const auto t0 = std::chrono::steady_clock::now();
+    for (int rep = 0; rep < 3; ++rep) {  // the first rep also wakes the cores up to their running clock
 #pragma omp parallel num_threads(threads)
         {
-            const float seed = static_cast<float>(omp_get_thread_num());
+            const int t = omp_get_thread_num();
+            const float seed = static_cast<float>(t);
+            const double c0 = thread_cpu_seconds();
             const float r = isa == simd::Isa::kAvx512 ? fma_loop_avx512(seed)
                             : isa == simd::Isa::kAvx2 ? fma_loop_avx2(seed)
                                                       : fma_loop_scalar(seed);
+            const double cpu_s = thread_cpu_seconds() - c0;
+            if (cpu_s > 0 && flops_per_thread / cpu_s > best[static_cast<size_t>(t)])
+                best[static_cast<size_t>(t)] = flops_per_thread / cpu_s;
 #pragma omp atomic
             sink += r;
         }
-        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double flops = threads * iters * 16 * lanes * 2 / s;
-        if (flops > best) best = flops;
     }
     volatile float keep = sink;
     (void)keep;
-    return best;
+    double total = 0;
+    for (double b : best) total += b;
+    return total;
 }
 
 }  // namespace

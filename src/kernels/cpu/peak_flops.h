@@ -1,5 +1,6 @@
-// The fp32 FMA throughput this process can get from its OpenMP threads, measured once (~30 ms) with
-// independent FMA chains in the widest ISA simd::isa() allows. Used as the peak of the CPU MFU
+// The fp32 FMA throughput of this process's OpenMP threads when each has a core, measured once (~100 ms
+// of CPU) with independent FMA chains in the widest ISA simd::isa() allows, per thread CPU second so that
+// other load on the machine does not lower it. Used as the peak of the CPU MFU
 // estimate: a nominal figure from /proc/cpuinfo is wrong under virtualisation (it reports the base
 // clock, while the core runs at boost, so MFU showed > 100%) and does not know the FMA width.
 #pragma once
