@@ -15,14 +15,14 @@ void Arena::FreeDeleter::operator()(void* p) const {
 }
 
 size_t Arena::add(std::string name, std::vector<int64_t> shape, DType dtype) {
-    LLMT_CHECK(!allocated(), "arena: cannot add view '{}' after allocate()", name);
-    LLMT_CHECK(!by_name_.count(name), "arena: duplicate view name '{}'", name);
-    LLMT_CHECK(shape.size() <= static_cast<size_t>(Tensor::kMaxDims),
+    LLMT_INTERNAL_CHECK(!allocated(), "arena: cannot add view '{}' after allocate()", name);
+    LLMT_INTERNAL_CHECK(!by_name_.count(name), "arena: duplicate view name '{}'", name);
+    LLMT_INTERNAL_CHECK(shape.size() <= static_cast<size_t>(Tensor::kMaxDims),
                "arena: view '{}' has {} dims, at most {} supported", name, shape.size(),
                Tensor::kMaxDims);
     size_t n = 1;
     for (int64_t d : shape) {
-        LLMT_CHECK(d >= 0, "arena: view '{}' has negative extent {}", name, d);
+        LLMT_INTERNAL_CHECK(d >= 0, "arena: view '{}' has negative extent {}", name, d);
         n *= static_cast<size_t>(d);
     }
     Entry e;
@@ -38,7 +38,7 @@ size_t Arena::add(std::string name, std::vector<int64_t> shape, DType dtype) {
 }
 
 void Arena::allocate(bool zero_fill, Device dev) {
-    LLMT_CHECK(!allocated(), "arena: allocate() called twice");
+    LLMT_INTERNAL_CHECK(!allocated(), "arena: allocate() called twice");
     size_t bytes = total_ == 0 ? kAlignment : total_;  // total_ is already a multiple of kAlignment
     void* p = nullptr;
     if (dev == Device::kCpu) {
@@ -62,15 +62,15 @@ Arena Arena::mirror() const {
 
 size_t Arena::index(std::string_view name) const {
     auto it = by_name_.find(std::string(name));
-    LLMT_CHECK(it != by_name_.end(), "arena: no view named '{}' ({} views)", name, entries_.size());
+    LLMT_INTERNAL_CHECK(it != by_name_.end(), "arena: no view named '{}' ({} views)", name, entries_.size());
     return it->second;
 }
 
 bool Arena::contains(std::string_view name) const { return by_name_.count(std::string(name)) != 0; }
 
 Tensor Arena::view(size_t i) const {
-    LLMT_CHECK(allocated(), "arena: view {} requested before allocate()", i);
-    LLMT_CHECK(i < entries_.size(), "arena: view index {} out of range ({} views)", i, entries_.size());
+    LLMT_INTERNAL_CHECK(allocated(), "arena: view {} requested before allocate()", i);
+    LLMT_INTERNAL_CHECK(i < entries_.size(), "arena: view index {} out of range ({} views)", i, entries_.size());
     const Entry& e = entries_[i];
     Tensor t;
     t.data = buffer_.get() + e.offset;

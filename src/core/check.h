@@ -1,4 +1,8 @@
-// Checks: LLMT_CHECK throws for conditions user input can reach; LLMT_ASSERT aborts on internal bugs.
+// Checks. LLMT_CHECK: a condition user input can reach (config, files, requests, flags) -> InputError,
+// exit 2. LLMT_INTERNAL_CHECK: an invariant the engine itself must meet (shapes inside the engine, ops.h
+// preconditions, arena and writer state) -> InternalError, exit 1, with the unwinding that lets the
+// trainer and the server clean up. LLMT_ASSERT: the same for places that cannot throw (OpenMP regions,
+// destructors, hot loops): prints file:line and aborts.
 #pragma once
 
 #include <fmt/format.h>
@@ -14,6 +18,12 @@
         if (!(cond)) throw ErrorType(fmt::format(__VA_ARGS__));  \
     } while (0)
 #define LLMT_CHECK(cond, ...) LLMT_CHECK_AS(::llmt::InputError, cond, __VA_ARGS__)
+
+// Throws InternalError("internal error: " + message) when cond is false.
+#define LLMT_INTERNAL_CHECK(cond, ...)                                                        \
+    do {                                                                                      \
+        if (!(cond)) throw ::llmt::InternalError("internal error: " + fmt::format(__VA_ARGS__)); \
+    } while (0)
 
 // Internal invariant: prints file:line and aborts. Never for conditions user input can reach.
 #define LLMT_ASSERT(cond)                                                                   \

@@ -67,6 +67,15 @@ public:
     using Error::Error;
 };
 
+// A broken internal invariant: a shape, size or state that the engine itself must get right (an ops.h
+// precondition the model code violated, an arena view asked for before allocation). A bug or a device
+// fault, never the user's input: exit code 1, so a scheduler may retry it, and the message says
+// "internal error" so that it is reported. Thrown by LLMT_INTERNAL_CHECK (core/check.h).
+class InternalError : public Error {
+public:
+    using Error::Error;
+};
+
 // The operation was cancelled (signal, user request).
 class Cancelled : public Error {
 public:

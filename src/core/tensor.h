@@ -31,10 +31,10 @@ struct Tensor {
     Tensor(void* data_, std::initializer_list<int64_t> dims, DType dt = DType::kF32,
            Device dev = Device::kCpu)
         : data(data_), dtype(dt), device(dev) {
-        LLMT_CHECK(dims.size() <= static_cast<size_t>(kMaxDims),
+        LLMT_INTERNAL_CHECK(dims.size() <= static_cast<size_t>(kMaxDims),
                    "tensor: {} dims given, at most {} supported", dims.size(), kMaxDims);
         for (int64_t d : dims) {
-            LLMT_CHECK(d >= 0, "tensor: negative extent {}", d);
+            LLMT_INTERNAL_CHECK(d >= 0, "tensor: negative extent {}", d);
             shape[static_cast<size_t>(ndim++)] = d;
         }
     }
@@ -51,7 +51,7 @@ struct Tensor {
     // Typed pointer; throws InputError when T does not match dtype.
     template <typename T>
     T* ptr() const {
-        LLMT_CHECK(dtype_of<T>() == dtype, "tensor: element type {} requested from a {} tensor",
+        LLMT_INTERNAL_CHECK(dtype_of<T>() == dtype, "tensor: element type {} requested from a {} tensor",
                    dtype_name(dtype_of<T>()), dtype_name(dtype));
         return static_cast<T*>(data);
     }

@@ -21,10 +21,10 @@ uint64_t mix64(uint64_t x) {
 }
 
 void check_shape(int B, int T, int rank, int world) {
-    LLMT_CHECK(B >= 1, "data loader: batch size B must be >= 1, got {}", B);
-    LLMT_CHECK(T >= 1, "data loader: sequence length T must be >= 1, got {}", T);
-    LLMT_CHECK(world >= 1, "data loader: world size must be >= 1, got {}", world);
-    LLMT_CHECK(rank >= 0 && rank < world, "data loader: rank {} is outside [0, {})", rank, world);
+    LLMT_INTERNAL_CHECK(B >= 1, "data loader: batch size B must be >= 1, got {}", B);
+    LLMT_INTERNAL_CHECK(T >= 1, "data loader: sequence length T must be >= 1, got {}", T);
+    LLMT_INTERNAL_CHECK(world >= 1, "data loader: world size must be >= 1, got {}", world);
+    LLMT_INTERNAL_CHECK(rank >= 0 && rank < world, "data loader: rank {} is outside [0, {})", rank, world);
 }
 
 __extension__ typedef unsigned __int128 u128;  // GCC/Clang builtin; -Wpedantic wants the marker
@@ -146,7 +146,7 @@ EvalLoader::EvalLoader(EvalLoaderOptions opts)
 }
 
 void EvalLoader::batch(std::size_t b, int32_t* inputs, int32_t* targets) const {
-    LLMT_CHECK(b < num_batches_, "eval loader: batch {} requested but only {} fit the validation shards", b, num_batches_);
+    LLMT_INTERNAL_CHECK(b < num_batches_, "eval loader: batch {} requested but only {} fit the validation shards", b, num_batches_);
     const auto B = static_cast<std::size_t>(opts_.B);
     const auto T = static_cast<std::size_t>(opts_.T);
     std::vector<int32_t> win(T + 1);

@@ -99,11 +99,11 @@ template <typename T>
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
 void check_cpu(const Tensor& t, const char* op, const char* name) {
-    LLMT_CHECK(t.device == Device::kCpu, "{}: {} must be a CPU tensor for the gloo backend, got {}", op, name,
+    LLMT_INTERNAL_CHECK(t.device == Device::kCpu, "{}: {} must be a CPU tensor for the gloo backend, got {}", op, name,
                t.describe());
-    LLMT_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kI32, "{}: {} must be f32 or i32, got {}", op, name,
+    LLMT_INTERNAL_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kI32, "{}: {} must be f32 or i32, got {}", op, name,
                t.describe());
-    LLMT_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, name);
+    LLMT_INTERNAL_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, name);
 }
 
 }  // namespace
@@ -131,7 +131,7 @@ GlooDevice gloo_device_from_env() {
 GlooProcessGroup::GlooProcessGroup(Store& store, int rank, int size, std::chrono::milliseconds timeout,
                                    const GlooDevice& device)
     : rank_(rank), size_(size), timeout_(timeout) {
-    LLMT_CHECK(size >= 1 && rank >= 0 && rank < size, "process group: rank {} outside 0..{}", rank, size - 1);
+    LLMT_INTERNAL_CHECK(size >= 1 && rank >= 0 && rank < size, "process group: rank {} outside 0..{}", rank, size - 1);
     // A write to the socket of a peer that just died must be an error of the collective, not a
     // SIGPIPE that kills this survivor (Python, hence torch, ignores SIGPIPE for the same reason).
     struct sigaction old_action {};
@@ -251,7 +251,7 @@ void GlooProcessGroup::rethrow(const char* op, const std::exception& e) {
 
 void GlooProcessGroup::allreduce(Tensor t, ReduceOp op) {
     check_cpu(t, "allreduce", "tensor");
-    LLMT_CHECK(op == ReduceOp::kSum || t.dtype == DType::kF32, "allreduce: average needs f32, got {}",
+    LLMT_INTERNAL_CHECK(op == ReduceOp::kSum || t.dtype == DType::kF32, "allreduce: average needs f32, got {}",
                t.describe());
     const size_t n = static_cast<size_t>(t.numel());
     if (n == 0) return;
@@ -306,11 +306,11 @@ void GlooProcessGroup::reduce_scatter_ring(T* out, const T* in, size_t n) {
 void GlooProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
     check_cpu(out, "reduce_scatter", "out");
     check_cpu(in, "reduce_scatter", "in");
-    LLMT_CHECK(out.dtype == in.dtype, "reduce_scatter: out {} and in {} differ in dtype", out.describe(),
+    LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "reduce_scatter: out {} and in {} differ in dtype", out.describe(),
                in.describe());
-    LLMT_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: in has {} elements, expected size {} x out {}",
+    LLMT_INTERNAL_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: in has {} elements, expected size {} x out {}",
                in.numel(), size_, out.numel());
-    LLMT_CHECK(op == ReduceOp::kSum || out.dtype == DType::kF32, "reduce_scatter: average needs f32, got {}",
+    LLMT_INTERNAL_CHECK(op == ReduceOp::kSum || out.dtype == DType::kF32, "reduce_scatter: average needs f32, got {}",
                out.describe());
     const size_t n = static_cast<size_t>(out.numel());
     if (n == 0) return;
@@ -337,8 +337,8 @@ void GlooProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
 void GlooProcessGroup::allgather(Tensor out, Tensor in) {
     check_cpu(out, "allgather", "out");
     check_cpu(in, "allgather", "in");
-    LLMT_CHECK(out.dtype == in.dtype, "allgather: out {} and in {} differ in dtype", out.describe(), in.describe());
-    LLMT_CHECK(out.numel() == in.numel() * size_, "allgather: out has {} elements, expected size {} x in {}",
+    LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "allgather: out {} and in {} differ in dtype", out.describe(), in.describe());
+    LLMT_INTERNAL_CHECK(out.numel() == in.numel() * size_, "allgather: out has {} elements, expected size {} x in {}",
                out.numel(), size_, in.numel());
     const size_t n = static_cast<size_t>(in.numel());
     if (n == 0) return;
@@ -365,7 +365,7 @@ void GlooProcessGroup::allgather(Tensor out, Tensor in) {
 
 void GlooProcessGroup::broadcast(Tensor t, int root) {
     check_cpu(t, "broadcast", "tensor");
-    LLMT_CHECK(root >= 0 && root < size_, "broadcast: root {} outside 0..{}", root, size_ - 1);
+    LLMT_INTERNAL_CHECK(root >= 0 && root < size_, "broadcast: root {} outside 0..{}", root, size_ - 1);
     const size_t n = static_cast<size_t>(t.numel());
     if (n == 0 || size_ == 1) return;
     try {

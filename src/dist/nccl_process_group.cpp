@@ -43,7 +43,7 @@ ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kAvg ? ncclAvg : ncclS
 
 NcclProcessGroup::NcclProcessGroup(Store& store, int rank, int size, std::chrono::milliseconds timeout)
     : rank_(rank), size_(size), timeout_(timeout) {
-    LLMT_CHECK(size >= 1 && rank >= 0 && rank < size, "process group: rank {} outside 0..{}", rank, size - 1);
+    LLMT_INTERNAL_CHECK(size >= 1 && rank >= 0 && rank < size, "process group: rank {} outside 0..{}", rank, size - 1);
     LLMT_CUDA_CHECK(cudaGetDevice(&device_));
     // Keys of this group: a restarted job (TORCHELASTIC_RESTART_COUNT) or a later group of the same
     // process never reads an earlier group's id from a store that outlived it (as Gloo's keys).
@@ -233,17 +233,17 @@ CUevent_st* NcclProcessGroup::take_event() {
 void NcclProcessGroup::check_tensor(const Tensor& t, const char* op, const char* what, bool allow_avg) const {
     LLMT_CHECK(t.device == Device::kCuda, "{}: {} must be a CUDA tensor for the nccl backend, got {} (dist.backend "
                "nccl trains on run.device cuda; CPU tensors go through gloo)", op, what, t.describe());
-    LLMT_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kI32,
+    LLMT_INTERNAL_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kI32,
                "{}: {} must be f32, bf16 or i32, got {}", op, what, t.describe());
-    LLMT_CHECK(allow_avg || t.dtype != DType::kI32, "{}: average needs f32 or bf16, got {}", op, t.describe());
-    LLMT_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, what);
+    LLMT_INTERNAL_CHECK(allow_avg || t.dtype != DType::kI32, "{}: average needs f32 or bf16, got {}", op, t.describe());
+    LLMT_INTERNAL_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, what);
     if (t.numel() == 0) return;
     cudaPointerAttributes attr{};
     const cudaError_t e = cudaPointerGetAttributes(&attr, t.data);
     if (e != cudaSuccess) cudaGetLastError();
-    LLMT_CHECK(e == cudaSuccess && (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged),
+    LLMT_INTERNAL_CHECK(e == cudaSuccess && (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged),
                "{}: {} {} says cuda but its pointer is not GPU memory", op, what, t.describe());
-    LLMT_CHECK(attr.device == device_, "{}: {} lives on GPU {}, but {} uses GPU {}", op, what, attr.device, name_,
+    LLMT_INTERNAL_CHECK(attr.device == device_, "{}: {} lives on GPU {}, but {} uses GPU {}", op, what, attr.device, name_,
                device_);
 }
 
@@ -326,9 +326,9 @@ void NcclProcessGroup::join_async() {
 void NcclProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
     check_tensor(out, "reduce_scatter", "out", op == ReduceOp::kSum);
     check_tensor(in, "reduce_scatter", "in", op == ReduceOp::kSum);
-    LLMT_CHECK(out.dtype == in.dtype, "reduce_scatter: out {} and in {} differ in dtype", out.describe(),
+    LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "reduce_scatter: out {} and in {} differ in dtype", out.describe(),
                in.describe());
-    LLMT_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: in has {} elements, expected size {} x out {}",
+    LLMT_INTERNAL_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: in has {} elements, expected size {} x out {}",
                in.numel(), size_, out.numel());
     if (out.numel() == 0) return;
     auto* ev = enqueue("reduce_scatter", [&](ncclComm* c, const char** call) {
@@ -342,8 +342,8 @@ void NcclProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
 void NcclProcessGroup::allgather(Tensor out, Tensor in) {
     check_tensor(out, "allgather", "out", true);
     check_tensor(in, "allgather", "in", true);
-    LLMT_CHECK(out.dtype == in.dtype, "allgather: out {} and in {} differ in dtype", out.describe(), in.describe());
-    LLMT_CHECK(out.numel() == in.numel() * size_, "allgather: out has {} elements, expected size {} x in {}",
+    LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "allgather: out {} and in {} differ in dtype", out.describe(), in.describe());
+    LLMT_INTERNAL_CHECK(out.numel() == in.numel() * size_, "allgather: out has {} elements, expected size {} x in {}",
                out.numel(), size_, in.numel());
     if (in.numel() == 0) return;
     auto* ev = enqueue("allgather", [&](ncclComm* c, const char** call) {
@@ -355,7 +355,7 @@ void NcclProcessGroup::allgather(Tensor out, Tensor in) {
 
 void NcclProcessGroup::broadcast(Tensor t, int root) {
     check_tensor(t, "broadcast", "tensor", true);
-    LLMT_CHECK(root >= 0 && root < size_, "broadcast: root {} outside 0..{}", root, size_ - 1);
+    LLMT_INTERNAL_CHECK(root >= 0 && root < size_, "broadcast: root {} outside 0..{}", root, size_ - 1);
     if (t.numel() == 0) return;
     auto* ev = enqueue("broadcast", [&](ncclComm* c, const char** call) {
         *call = "ncclBroadcast";

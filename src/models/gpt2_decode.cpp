@@ -13,7 +13,7 @@ namespace llmt::models {
 Gpt2Decoder::Gpt2Decoder(const Gpt2& model, int max_T) : model_(model) {
     const Gpt2Config& c = model.config();
     max_T_ = max_T == 0 ? c.block_size : max_T;
-    LLMT_CHECK(max_T_ > 0 && max_T_ <= c.block_size, "decoder: cache of {} positions; expected 1..model.block_size ({})",
+    LLMT_INTERNAL_CHECK(max_T_ > 0 && max_T_ <= c.block_size, "decoder: cache of {} positions; expected 1..model.block_size ({})",
                max_T_, c.block_size);
     const int64_t T = max_T_, C = c.d_model, F = c.d_ff;
     for (int l = 0; l < c.n_layer; ++l) cache_.add(fmt::format("h{}.qkv", l), {1, T, 3 * C});
@@ -37,7 +37,7 @@ const float* Gpt2Decoder::prefill(std::span<const int32_t> ids) {
 }
 
 const float* Gpt2Decoder::step(int32_t id) {
-    LLMT_CHECK(started_, "decoder: step() before prefill()");
+    LLMT_INTERNAL_CHECK(started_, "decoder: step() before prefill()");
     LLMT_CHECK(pos_ < max_T_,
                "decoder: position {} is beyond the context of {} positions (model.block_size {}); start a new "
                "sequence with a shorter prefix",

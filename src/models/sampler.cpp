@@ -11,7 +11,7 @@ Sampler::Sampler(const SamplerOptions& opts, int vocab_size) : opts_(opts), V_(v
     LLMT_CHECK(std::isfinite(opts.temperature) && opts.temperature >= 0.f,
                "sampler: temperature must be a finite number >= 0 (0 = greedy), got {}", opts.temperature);
     LLMT_CHECK(opts.top_k >= 0, "sampler: top_k must be >= 0 (0 = off), got {}", opts.top_k);
-    LLMT_CHECK(vocab_size > 0, "sampler: vocab_size must be positive, got {}", vocab_size);
+    LLMT_INTERNAL_CHECK(vocab_size > 0, "sampler: vocab_size must be positive, got {}", vocab_size);
 }
 
 int32_t Sampler::sample(const float* logits) {

@@ -23,7 +23,7 @@ constexpr const char* kFormat = "llmtrain.adamw.v1";
 std::size_t numel_of(const ParamSlot& s) {
     std::size_t n = 1;
     for (auto d : s.shape) {
-        LLMT_CHECK(d >= 0, "AdamW: parameter '{}' has negative extent in shape {}", s.name, shape_str(s.shape));
+        LLMT_INTERNAL_CHECK(d >= 0, "AdamW: parameter '{}' has negative extent in shape {}", s.name, shape_str(s.shape));
         n *= static_cast<std::size_t>(d);
     }
     return n;
@@ -37,11 +37,11 @@ AdamW::AdamW(std::vector<ParamSlot> slots, std::size_t arena_numel, AdamWConfig 
     : slots_(std::move(slots)), arena_numel_(arena_numel), cfg_(cfg), device_(device) {
     begin_ = slice.begin;
     end_ = slice.end == SIZE_MAX ? arena_numel : slice.end;
-    LLMT_CHECK(begin_ < end_ && end_ <= arena_numel, "AdamW: slice [{}, {}) is empty or outside the arena of {} elements",
+    LLMT_INTERNAL_CHECK(begin_ < end_ && end_ <= arena_numel, "AdamW: slice [{}, {}) is empty or outside the arena of {} elements",
                slice.begin, end_, arena_numel);
-    LLMT_CHECK(cfg.beta1 >= 0 && cfg.beta1 < 1 && cfg.beta2 >= 0 && cfg.beta2 < 1,
+    LLMT_INTERNAL_CHECK(cfg.beta1 >= 0 && cfg.beta1 < 1 && cfg.beta2 >= 0 && cfg.beta2 < 1,
                "AdamW: betas must be in [0, 1), got ({}, {})", cfg.beta1, cfg.beta2);
-    LLMT_CHECK(cfg.eps > 0, "AdamW: eps must be > 0, got {}", cfg.eps);
+    LLMT_INTERNAL_CHECK(cfg.eps > 0, "AdamW: eps must be > 0, got {}", cfg.eps);
 
     std::set<std::string> names;
     std::vector<std::size_t> order(slots_.size());
@@ -51,12 +51,12 @@ AdamW::AdamW(std::vector<ParamSlot> slots, std::size_t arena_numel, AdamWConfig 
     const ParamSlot* prev = nullptr;
     for (std::size_t i : order) {
         const ParamSlot& s = slots_[i];
-        LLMT_CHECK(!s.name.empty() && s.name != "step", "AdamW: parameter name '{}' is reserved or empty", s.name);
-        LLMT_CHECK(names.insert(s.name).second, "AdamW: parameter '{}' listed twice", s.name);
+        LLMT_INTERNAL_CHECK(!s.name.empty() && s.name != "step", "AdamW: parameter name '{}' is reserved or empty", s.name);
+        LLMT_INTERNAL_CHECK(names.insert(s.name).second, "AdamW: parameter '{}' listed twice", s.name);
         const std::size_t n = numel_of(s);
-        LLMT_CHECK(s.offset + n <= arena_numel, "AdamW: parameter '{}' [{}, {}) leaves the arena of {} elements",
+        LLMT_INTERNAL_CHECK(s.offset + n <= arena_numel, "AdamW: parameter '{}' [{}, {}) leaves the arena of {} elements",
                    s.name, s.offset, s.offset + n, arena_numel);
-        LLMT_CHECK(prev == nullptr || s.offset >= prev_end, "AdamW: parameter '{}' at {} overlaps '{}' (ends at {})",
+        LLMT_INTERNAL_CHECK(prev == nullptr || s.offset >= prev_end, "AdamW: parameter '{}' at {} overlaps '{}' (ends at {})",
                    s.name, s.offset, prev ? prev->name : "", prev_end);
         prev = &s;
         prev_end = s.offset + n;
@@ -87,7 +87,7 @@ float* AdamW::v_data() const {
 }
 
 void AdamW::step(float* params, const float* grads, float lr, float grad_scale, Tensor params_lp) {
-    LLMT_CHECK(params_lp.empty() || (params_lp.dtype == DType::kBF16 && params_lp.numel() >= static_cast<std::int64_t>(end_)),
+    LLMT_INTERNAL_CHECK(params_lp.empty() || (params_lp.dtype == DType::kBF16 && params_lp.numel() >= static_cast<std::int64_t>(end_)),
                "AdamW: the compute copy must be a bf16 view of the whole arena, got {}", params_lp.describe());
     ++step_;
     kernels::AdamWParams hp;

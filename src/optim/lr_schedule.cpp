@@ -26,10 +26,10 @@ std::string_view schedule_kind_name(ScheduleKind k) {
 }
 
 void LrSchedule::validate() const {
-    LLMT_CHECK(lr >= 0 && std::isfinite(lr), "lr schedule: lr must be a finite value >= 0, got {}", lr);
-    LLMT_CHECK(min_lr >= 0 && min_lr <= lr, "lr schedule: min_lr must be in [0, lr={}], got {}", lr, min_lr);
-    LLMT_CHECK(warmup_steps >= 0, "lr schedule: warmup_steps must be >= 0, got {}", warmup_steps);
-    LLMT_CHECK(max_steps >= 1, "lr schedule: max_steps must be >= 1, got {}", max_steps);
+    LLMT_INTERNAL_CHECK(lr >= 0 && std::isfinite(lr), "lr schedule: lr must be a finite value >= 0, got {}", lr);
+    LLMT_INTERNAL_CHECK(min_lr >= 0 && min_lr <= lr, "lr schedule: min_lr must be in [0, lr={}], got {}", lr, min_lr);
+    LLMT_INTERNAL_CHECK(warmup_steps >= 0, "lr schedule: warmup_steps must be >= 0, got {}", warmup_steps);
+    LLMT_INTERNAL_CHECK(max_steps >= 1, "lr schedule: max_steps must be >= 1, got {}", max_steps);
 }
 
 double LrSchedule::at(std::int64_t step) const {

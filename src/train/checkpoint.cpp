@@ -55,7 +55,7 @@ std::optional<std::int64_t> read_pointer(const fs::path& root, const char* name)
 }
 
 void check_plain_filename(const std::string& f) {
-    LLMT_CHECK(!f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos,
+    LLMT_INTERNAL_CHECK(!f.empty() && f != "." && f != ".." && f.find('/') == std::string::npos,
                "checkpoint file name '{}' must be a plain file name", f);
 }
 
@@ -78,7 +78,7 @@ std::optional<std::int64_t> parse_step_dir_name(std::string_view name) {
 
 CheckpointWriter::CheckpointWriter(fs::path root, std::int64_t step, SaveOptions opts)
     : root_(std::move(root)), step_(step), opts_(std::move(opts)) {
-    LLMT_CHECK(step >= 0, "checkpoint step must be >= 0, got {}", step);
+    LLMT_INTERNAL_CHECK(step >= 0, "checkpoint step must be >= 0, got {}", step);
     make_dirs(root_);
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(root_, ec)) {
@@ -116,7 +116,7 @@ void CheckpointWriter::write_json(const std::string& filename, const nlohmann::j
 }
 
 fs::path CheckpointWriter::commit() {
-    LLMT_CHECK(!committed_, "checkpoint {} committed twice", step_);
+    LLMT_INTERNAL_CHECK(!committed_, "checkpoint {} committed twice", step_);
     for (const char* f : {kModelFile, kStateFile}) {
         LLMT_CHECK_AS(CheckpointError, fs::exists(tmp_ / f), "checkpoint {}: '{}' was not written", step_, f);
     }
@@ -157,9 +157,9 @@ fs::path save_checkpoint(const fs::path& root, std::int64_t step, const std::vec
                          const std::vector<TensorRef>& optimizer, nlohmann::json state, const SaveOptions& opts,
                          const std::map<std::string, std::string>& model_metadata,
                          const std::map<std::string, std::string>& optimizer_metadata) {
-    LLMT_CHECK(state.is_object(), "checkpoint state must be a JSON object");
+    LLMT_INTERNAL_CHECK(state.is_object(), "checkpoint state must be a JSON object");
     if (state.contains("step")) {
-        LLMT_CHECK(state["step"].is_number_integer() && state["step"].get<std::int64_t>() == step,
+        LLMT_INTERNAL_CHECK(state["step"].is_number_integer() && state["step"].get<std::int64_t>() == step,
                    "checkpoint state has step {} but is saved as step {}", state["step"].dump(), step);
     }
     state["step"] = step;

@@ -73,8 +73,8 @@ TEST(DataLoader, WindowsAndShapes) {
     DataLoader small(opts(paths, 1, 100, 0, 1));
     EXPECT_EQ(small.num_windows(), 1u);
     EXPECT_THROW(DataLoader(opts(paths, 1, 101, 0, 1)), InputError);  // no window of 102 tokens
-    EXPECT_THROW(DataLoader(opts(paths, 0, 10, 0, 1)), InputError);
-    EXPECT_THROW(DataLoader(opts(paths, 1, 10, 2, 2)), InputError);
+    EXPECT_THROW(DataLoader(opts(paths, 0, 10, 0, 1)), InternalError);
+    EXPECT_THROW(DataLoader(opts(paths, 1, 10, 2, 2)), InternalError);
 }
 
 TEST(DataLoader, RanksSplitTheSameGlobalBatchWithoutOverlap) {
@@ -283,7 +283,7 @@ TEST(EvalLoader, RowRofBatchBStartsAtTokenBBplusRTimesT) {
             }
         }
     }
-    EXPECT_THROW(ev.batch(6, x.data(), y.data()), InputError);
+    EXPECT_THROW(ev.batch(6, x.data(), y.data()), InternalError);
     // W = 2 with B = 3: rank r's rows of batch b are rows r*3.. of the W = 1, B = 6 batch b.
     EvalLoaderOptions o6 = o;
     o6.B = 6;

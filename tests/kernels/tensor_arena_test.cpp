@@ -19,10 +19,10 @@ TEST(Tensor, ShapeAndAccess) {
     EXPECT_EQ(t.nbytes(), 96u);
     EXPECT_EQ(t.dim(-1), 4);
     EXPECT_EQ(t.ptr<float>(), buf);
-    EXPECT_THROW(t.ptr<int32_t>(), InputError);
+    EXPECT_THROW(t.ptr<int32_t>(), InternalError);
     EXPECT_EQ(t.describe(), "(2, 3, 4) f32 cpu");
-    EXPECT_THROW(Tensor(buf, {1, 2, 3, 4, 5}), InputError);
-    EXPECT_THROW(Tensor(buf, {-1}), InputError);
+    EXPECT_THROW(Tensor(buf, {1, 2, 3, 4, 5}), InternalError);
+    EXPECT_THROW(Tensor(buf, {-1}), InternalError);
     EXPECT_EQ(dtype_size(DType::kBF16), 2u);
     EXPECT_EQ(dtype_name(DType::kU16), "u16");
 }
@@ -32,10 +32,10 @@ TEST(Arena, LayoutAlignmentViews) {
     EXPECT_EQ(a.add("wte", {5, 3}), 0u);
     EXPECT_EQ(a.add("ids", {7}, DType::kI32), 1u);
     EXPECT_EQ(a.add("ln.w", {16}), 2u);
-    EXPECT_THROW(a.add("wte", {1}), InputError);
-    EXPECT_THROW(a.view("wte"), InputError);  // before allocate
+    EXPECT_THROW(a.add("wte", {1}), InternalError);
+    EXPECT_THROW(a.view("wte"), InternalError);  // before allocate
     a.allocate();
-    EXPECT_THROW(a.add("late", {1}), InputError);
+    EXPECT_THROW(a.add("late", {1}), InternalError);
     EXPECT_EQ(a.entry(0).offset, 0u);
     EXPECT_EQ(a.entry(1).offset, 64u);  // 60 bytes rounded up to a cache line
     EXPECT_EQ(a.entry(2).offset, 128u);
@@ -48,7 +48,7 @@ TEST(Arena, LayoutAlignmentViews) {
     Tensor ids = a.view("ids");
     EXPECT_EQ(ids.dtype, DType::kI32);
     EXPECT_EQ(static_cast<char*>(ids.data) - static_cast<char*>(a.data()), 64);
-    EXPECT_THROW(a.view("nope"), InputError);
+    EXPECT_THROW(a.view("nope"), InternalError);
     EXPECT_TRUE(a.contains("ln.w"));
 
     w.ptr<float>()[3] = 2.5f;

@@ -15,6 +15,7 @@ namespace {
 
 using llmt::CounterRng;
 using llmt::InputError;
+using llmt::InternalError;
 using llmt::models::Gpt2;
 using llmt::models::Gpt2Config;
 using llmt::models::Gpt2Decoder;
@@ -113,14 +114,14 @@ TEST(Gpt2Decoder, ContextLimitNamesBlockSize) {
     }
     std::vector<int32_t> five = {1, 2, 3, 4, 5};
     EXPECT_THROW(dec.prefill(five), InputError);
-    EXPECT_THROW(Gpt2Decoder(model, 25), InputError);  // above block_size 24
+    EXPECT_THROW(Gpt2Decoder(model, 25), InternalError);  // above block_size 24
 }
 
 TEST(Gpt2Decoder, RejectsBadIdsAndStepBeforePrefill) {
     Gpt2 model(tiny(true));
     randomize(model, 4);
     Gpt2Decoder dec(model);
-    EXPECT_THROW(dec.step(1), InputError);
+    EXPECT_THROW(dec.step(1), InternalError);
     std::vector<int32_t> pad = {1, 55};  // 55 is a padding column (V = 50, Vp = 64)
     EXPECT_THROW(dec.prefill(pad), InputError);
     std::vector<int32_t> neg = {-1};

@@ -161,15 +161,15 @@ TEST(AdamW, LoadStateListsEveryDifferenceAndChangesNothing) {
 
 TEST(AdamW, RejectsBadSlots) {
     AdamWConfig cfg;
-    EXPECT_THROW(AdamW({{"a", {4}, 0, true}, {"b", {4}, 3, true}}, 8, cfg), InputError);  // overlap
-    EXPECT_THROW(AdamW({{"a", {4}, 0, true}, {"a", {4}, 4, true}}, 8, cfg), InputError);  // repeated name
-    EXPECT_THROW(AdamW({{"a", {4, 3}, 0, true}}, 8, cfg), InputError);                     // leaves the arena
-    EXPECT_THROW(AdamW({{"step", {4}, 0, true}}, 8, cfg), InputError);                     // reserved name
-    EXPECT_THROW(AdamW({{"a", {4}, 0, true}}, 8, cfg, ArenaSlice{5, 5}), InputError);       // empty slice
-    EXPECT_THROW(AdamW({{"a", {4}, 0, true}}, 8, cfg, ArenaSlice{0, 9}), InputError);       // outside
+    EXPECT_THROW(AdamW({{"a", {4}, 0, true}, {"b", {4}, 3, true}}, 8, cfg), InternalError);  // overlap
+    EXPECT_THROW(AdamW({{"a", {4}, 0, true}, {"a", {4}, 4, true}}, 8, cfg), InternalError);  // repeated name
+    EXPECT_THROW(AdamW({{"a", {4, 3}, 0, true}}, 8, cfg), InternalError);                     // leaves the arena
+    EXPECT_THROW(AdamW({{"step", {4}, 0, true}}, 8, cfg), InternalError);                     // reserved name
+    EXPECT_THROW(AdamW({{"a", {4}, 0, true}}, 8, cfg, ArenaSlice{5, 5}), InternalError);       // empty slice
+    EXPECT_THROW(AdamW({{"a", {4}, 0, true}}, 8, cfg, ArenaSlice{0, 9}), InternalError);       // outside
     AdamWConfig bad = cfg;
     bad.beta2 = 1.0f;
-    EXPECT_THROW(AdamW({{"a", {4}, 0, true}}, 8, bad), InputError);
+    EXPECT_THROW(AdamW({{"a", {4}, 0, true}}, 8, bad), InternalError);
 }
 
 TEST(LrSchedule, WarmupThenCosineClosedForm) {
@@ -200,8 +200,8 @@ TEST(LrSchedule, LinearConstantAndEdgeCases) {
     EXPECT_DOUBLE_EQ(all_warm.at(20), 0.5);  // past both: min_lr
     EXPECT_EQ(parse_schedule_kind("linear"), ScheduleKind::kLinear);
     EXPECT_THROW(parse_schedule_kind("cosin"), InputError);
-    EXPECT_THROW((LrSchedule{ScheduleKind::kCosine, 1.0, 2.0, 0, 10}.validate()), InputError);
-    EXPECT_THROW((LrSchedule{ScheduleKind::kCosine, 1.0, 0.0, -1, 10}.validate()), InputError);
+    EXPECT_THROW((LrSchedule{ScheduleKind::kCosine, 1.0, 2.0, 0, 10}.validate()), InternalError);
+    EXPECT_THROW((LrSchedule{ScheduleKind::kCosine, 1.0, 0.0, -1, 10}.validate()), InternalError);
     EXPECT_NO_THROW((LrSchedule{ScheduleKind::kCosine, 1.0, 0.0, 0, 1}.validate()));
 }
 
