@@ -27,7 +27,7 @@ for bin in "$@"; do
 done
 # The sonames src/kernels/cpu/gemm_libs.cpp dlopens (keep in step with it).
 for so in libopenblas.so.0 libdnnl.so.2; do
-  lib=$(ldconfig -p | awk -v s="$so" '$1 == s && /x86-64/ {print $NF; exit}')
+  lib=$(ldconfig -p | awk -v s="$so" '$1 == s && /x86-64/ && !f {print $NF; f = 1}')  # no early exit: pipefail
   [ -n "$lib" ] || continue
   cp -L -n "$lib" "$out/lib/$so"
   copy_deps "$lib"
