@@ -265,13 +265,11 @@ TEST_F(CudaBf16Ops, MatmulAndGeluUnfused) {
 
 // Attention on each bf16 path ops.cpp can take: cuDNN's engine (where libcudnn loads; else this pass runs
 // the flash kernels again), our flash kernels (LLMTRAIN_CUDNN_ATTENTION=0) and the simple kernels
-// (LLMTRAIN_FLASH_ATTENTION=0 as well). All round P to bf16 before P @ V => kTolGrad.
-TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
-  for (const char* path : {"default", "flash", "simple"}) {
-    SCOPED_TRACE(path);
-    const std::string p_ = path;
-    const ScopedKnob cudnn(Knob::kCudnnAttention, p_ == "default" ? "1" : "0");
-    const ScopedKnob flash(Knob::kFlashAttention, p_ == "simple" ? "0" : "1");
+// (LLMTRAIN_FLASH_ATTENTION=0 as well). The tensor-core paths round P to bf16 before P @ V, the simple
+// kernels only their bf16 outputs: kTolGrad bounds all three.
+void attention_case(const std::string& path) {
+    const ScopedKnob cudnn(Knob::kCudnnAttention, path == "default" ? "1" : "0");
+    const ScopedKnob flash(Knob::kFlashAttention, path == "simple" ? "0" : "1");
     const int B = 2, T = 100, NH = 4, HS = 64, C = NH * HS;
     auto qkv = rounded(randn(B * T * 3 * C, seed(40)));
     std::vector<float> out(B * T * C), lse(B * NH * T);
@@ -280,8 +278,8 @@ TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
     dout.poison();
     dlse.poison();
     attention_forward(dout.t(), dlse.t(), dqkv.t(), NH);
-    expect_close(("attention_forward out " + p_).c_str(), dout.download(), out, kTolGrad);
-    expect_close(("attention_forward lse (f32) " + p_).c_str(), dlse.download(), lse, kTolOut);
+    expect_close(("attention_forward out " + path).c_str(), dout.download(), out, kTolGrad);
+    expect_close(("attention_forward lse (f32) " + path).c_str(), dlse.download(), lse, kTolOut);
     auto go = rounded(randn(B * T * C, seed(41)));
     std::vector<float> gq(B * T * 3 * C);
     // The CPU backward runs on the GPU's (bf16-rounded) forward output, as training does.
@@ -292,8 +290,14 @@ TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
     Dev dgo = bf(go, {B, T, C}), dgq({B, T, 3 * C}, DType::kBF16);
     dgq.poison();
     attention_backward(dgq.t(), dgo.t(), dqkv.t(), dout.t(), dlse.t(), NH);
-    expect_close(("attention_backward dqkv " + p_).c_str(), dgq.download(), gq, kTolGrad);
-  }
+    expect_close(("attention_backward dqkv " + path).c_str(), dgq.download(), gq, kTolGrad);
+}
+
+TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
+    for (const char* path : {"default", "flash", "simple"}) {
+        SCOPED_TRACE(path);
+        attention_case(path);
+    }
 
     // Classifier over bf16 logits: fp32 losses, bf16 dlogits in place; padding columns and an ignored row.
     const int V = 1000, Vp = 1024, R = 6;
@@ -393,11 +397,7 @@ TEST_F(CudaBf16Ops, GptWidthsLayerNormAndBiasGradient) {
 // runs (three tables) of odd lengths, so runs start and end inside 16-byte groups, with gaps between some
 // (left untouched) and decay on every other run. fp32 throughout => kTolF32; a run given the wrong decay,
 // a skipped or doubly-updated element, or a touched gap is off by far more.
-// LLMTRAIN_ADAMW_RUNS=0 (one launch per run) must give the same results.
-TEST_F(CudaBf16Ops, AdamWRunsInOneLaunch) {
-  for (const char* fused : {"1", "0"}) {
-    const ScopedKnob runs_knob(Knob::kAdamwRuns, fused);
-    SCOPED_TRACE(std::string("LLMTRAIN_ADAMW_RUNS=") + fused);
+void adamw_runs_case() {
     std::vector<AdamWRun> runs;
     int64_t at = 0;
     for (int r = 0; r < 300; r++) {
@@ -435,7 +435,14 @@ TEST_F(CudaBf16Ops, AdamWRunsInOneLaunch) {
     }
     EXPECT_EQ(inside, static_cast<size_t>(N) - gaps) << "the bf16 copy is the rounded master weights in every run";
     EXPECT_EQ(gaps_untouched, gaps) << "elements between runs are not written";
-  }
+}
+
+TEST_F(CudaBf16Ops, AdamWRunsInOneLaunch) { adamw_runs_case(); }
+
+// LLMTRAIN_ADAMW_RUNS=0 (one launch per run, the path misaligned arenas take) gives the same results.
+TEST_F(CudaBf16Ops, AdamWRunsOneLaunchEach) {
+    const ScopedKnob per_run(Knob::kAdamwRuns, "0");
+    adamw_runs_case();
 }
 
 // The fusions GPT-2's step uses without dropout: the residual add as cuBLASLt's C matrix (out = residual +
