@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cuda/flash_attention.h"
+#include "flash_attention_lab.h"
 #include "kernels/cuda/runtime.h"
 #if LLMT_HAVE_CUDNN_ATTENTION
 #include "kernels/cuda/cudnn_attention.h"
@@ -25,8 +25,9 @@
 
 namespace {
 
-using llmt::kernels::cuda::flash_attention_backward;
-using llmt::kernels::cuda::flash_attention_forward;
+// The kernel lab's flash attention: src's kernels, on the tile shape LLMT_FLASH_* picks (src's by default).
+using llmt::lab::flash_attention_backward;
+using llmt::lab::flash_attention_forward;
 
 uint16_t to_bf16(float f) {
     uint32_t u;
@@ -130,7 +131,7 @@ int main(int argc, char** argv) {
         }
         const double fwd_flop = 4.0 * B * NH * static_cast<double>(T) * T * hs / 2.0, bwd_flop = 2.5 * fwd_flop;
         const double fwd_tf = fwd_flop / (fwd * 1e-3) / 1e12, bwd_tf = bwd_flop / (bwd * 1e-3) / 1e12;
-        // Tile-shape variant under test (flash_attention.cu reads these; unset = the default shapes).
+        // Tile-shape variant under test (bench/kernels/flash_attention_lab.h; unset = src's shapes).
         const char* fv = std::getenv("LLMT_FLASH_FWD_VARIANT");
         const char* bv = std::getenv("LLMT_FLASH_BWD_VARIANT");
         const char* gv = std::getenv("LLMT_FLASH_GROUP");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine, in one call: unpack build/attn-carry.tgz (tools/gpu/pack.sh of flash_attention_test and
-# attention_gpu_bench), run the flash attention test for every tile-shape variant, compute-sanitizer
+# On the GPU machine, in one call: unpack build/attn-carry.tgz (tools/gpu/pack.sh of flash_attention_lab_test and
+# attention_gpu_bench), run the flash attention test for every tile-shape variant (the kernel lab's), compute-sanitizer
 # memcheck + racecheck on small shapes, then the benchmark beside PyTorch SDPA (run.sh also times cuDNN's
 # attention through kernels/cuda/cudnn_attention.h as the row ours-cudnn; CUDNN=0 skips it). Logs go to $OUT.
 # Env: TEST_VARIANTS, VARIANTS (bench; run.sh), SHAPES ("B T NH hs;..."), SANITIZE=0 to skip the sanitizers.
@@ -19,7 +19,7 @@ for v in ${TEST_VARIANTS:-d 0.0.1 1.1.5 2.2.2 3.3.3}; do
     env=(LLMT_FLASH_FWD_VARIANT=$fv LLMT_FLASH_BWD_VARIANT=$bv LLMT_FLASH_GROUP=$gv)
   fi
   echo "== test, variant $v"
-  env "${env[@]}" /tmp/g/bin/flash_attention_test 2>&1 | tee -a "$out/fa_test.log" |
+  env "${env[@]}" /tmp/g/bin/flash_attention_lab_test 2>&1 | tee -a "$out/fa_test.log" |
     grep -E 'FAILED|PASSED|Failure|Expected|Which is|actual' | head -20
 done
 grep -E 'flash-attn\] (seed|T=1024 +hs=64 +(out|dq|lse))' "$out/fa_test.log" | head -12
@@ -27,11 +27,11 @@ if [ "${SANITIZE:-1}" = 1 ]; then
   small='FlashAttention.RaggedHs64:FlashAttention.RaggedHs128:FlashAttention.SingleTokenHs64:FlashAttention.RaggedShortHs64'
   for v in 0 1; do
     LLMT_FLASH_FWD_VARIANT=$v LLMT_FLASH_BWD_VARIANT=$v timeout 90 compute-sanitizer --tool memcheck \
-      /tmp/g/bin/flash_attention_test --gtest_filter="$small" >> "$out/fa_sanitizer.log" 2>&1
+      /tmp/g/bin/flash_attention_lab_test --gtest_filter="$small" >> "$out/fa_sanitizer.log" 2>&1
     echo "memcheck variant $v rc=$?"
   done
   LLMT_FLASH_FWD_VARIANT=1 LLMT_FLASH_BWD_VARIANT=1 timeout 90 compute-sanitizer --tool racecheck \
-    /tmp/g/bin/flash_attention_test --gtest_filter='FlashAttention.RaggedHs64' >> "$out/fa_sanitizer.log" 2>&1
+    /tmp/g/bin/flash_attention_lab_test --gtest_filter='FlashAttention.RaggedHs64' >> "$out/fa_sanitizer.log" 2>&1
   echo "racecheck variant 1 rc=$?"
   grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard' "$out/fa_sanitizer.log" | head -12
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the GPU machine (after tools/gpu/env.sh unpacked the carry to /tmp/g): one GPT-2 124M bf16 step time per
-# speed variant, each switched by the env knobs of src/kernels/cuda (defaults: the fastest measured), in one
+# speed variant, each switched by a knob of core/knobs.h (src/kernels/README.md#knobs; defaults: the fastest measured), in one
 # call so the figures share a card. /tmp/g/bin/train_gpu_bench_base (optional) is the binary before the changes.
 # Usage: bash bench/train_gpu/variants.sh [B=16]; prints "variant ms tok/s", logs under $OUT. The list below is
 # the current knobs (earlier sessions' lists: git log -p of this file).
@@ -9,7 +9,7 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out"
 source tools/gpu/env.sh
 B=${1:-16}
-fusions_off="LLMTRAIN_CUDNN_ATTENTION=0 LLMTRAIN_FUSE_RESIDUAL=0 LLMTRAIN_FUSE_LN_COLSUM=0 LLMTRAIN_FUSE_ATTN_COLSUM=0 LLMTRAIN_CLS_STREAM=0"
+fusions_off="LLMTRAIN_CUDNN_ATTENTION=0 LLMTRAIN_FUSE_RESIDUAL=0 LLMTRAIN_FUSE_LN_COLSUM=0 LLMTRAIN_FUSE_ATTN_COLSUM=0"
 variants=(
   "base|"
   "default|"
@@ -19,7 +19,6 @@ variants=(
   "no-fused-residual|LLMTRAIN_FUSE_RESIDUAL=0"
   "no-ln-colsum|LLMTRAIN_FUSE_LN_COLSUM=0"
   "no-attn-colsum|LLMTRAIN_FUSE_ATTN_COLSUM=0"
-  "cls-no-stream|LLMTRAIN_CLS_STREAM=0"
   "default(again)|"
   "flash-attention(again)|LLMTRAIN_CUDNN_ATTENTION=0"
   "base(again)|"

@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/knobs.h"
 
 namespace {
 
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     llmt::cli::register_estimate(app, rt);
 
     try {
+        llmt::check_knobs();  // a mistyped LLMTRAIN_* value fails here, not silently as its default
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);

@@ -10,6 +10,7 @@
 #include "core/bf16.h"
 #include "core/build_info.h"
 #include "core/check.h"
+#include "core/knobs.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/classifier.h"
@@ -163,13 +164,6 @@ void add_column_sums_cpu(float* dst, const float* x, int64_t rows, int64_t cols)
 }
 
 #if LLMT_CUDA_ENABLED
-// A fusion knob: on unless the variable is "0" (each fusion's gain is measured by switching it off; read on
-// every call: the callers are per layer, not per element).
-bool knob_on(const char* name) {
-    const char* v = std::getenv(name);
-    return !(v && v[0] == '0');
-}
-
 template <typename Fn>
 auto on_dtype(DType dt, Fn&& fn) {
     if (dt == DType::kBF16) return fn(static_cast<__nv_bfloat16*>(nullptr));
@@ -177,30 +171,18 @@ auto on_dtype(DType dt, Fn&& fn) {
 }
 
 // cuBLASLt's GELU epilogues for bf16 (LLMTRAIN_GELU_FUSION=0 runs the separate GELU kernels instead).
-bool gelu_fusion() {
-    static const bool on = [] {
-        const char* v = std::getenv("LLMTRAIN_GELU_FUSION");
-        return !(v && v[0] == '0');
-    }();
-    return on;
-}
+bool gelu_fusion() { return knob_on(Knob::kGeluFusion); }
 
 #if LLMT_FLASH_ATTENTION
 // The tensor-core kernels (flash_attention.h) for bf16 head sizes they implement (LLMTRAIN_FLASH_ATTENTION=0
 // selects the simple kernels, for comparisons).
-bool use_flash_attention(int64_t HS) {
-    static const bool on = [] {
-        const char* v = std::getenv("LLMTRAIN_FLASH_ATTENTION");
-        return !(v && v[0] == '0');
-    }();
-    return on && (HS == 64 || HS == 128);
-}
+bool use_flash_attention(int64_t HS) { return knob_on(Knob::kFlashAttention) && (HS == 64 || HS == 128); }
 #endif
 #if LLMT_CUDNN_ATTENTION
 // cuDNN's fused attention (cuda/cudnn_attention.h) for bf16 unless LLMTRAIN_CUDNN_ATTENTION=0: 1.4-1.6x our
 // flash kernels on an H100 (docs/benchmarks.md). It declines (returns false) without libcudnn or for shapes
 // it cannot plan, and the flash kernels run instead.
-bool use_cudnn_attention() { return knob_on("LLMTRAIN_CUDNN_ATTENTION"); }
+bool use_cudnn_attention() { return knob_on(Knob::kCudnnAttention); }
 #endif
 #endif
 
@@ -290,7 +272,7 @@ void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, 
         check_act(op, inp.device, {{"dinp", dinp}, {"dout", dout}, {"inp", inp}, {"weight", weight}});
     float* colsum = dinp_colsum.empty() ? nullptr : f(dinp_colsum);
 #if LLMT_CUDA_ENABLED
-    if (inp.device == Device::kCuda && colsum && !knob_on("LLMTRAIN_FUSE_LN_COLSUM")) {
+    if (inp.device == Device::kCuda && colsum && !knob_on(Knob::kFuseLnColsum)) {
         layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
         return on_dtype(dt, [&](auto* tag_) {
             using E = std::remove_pointer_t<decltype(tag_)>;
@@ -339,7 +321,7 @@ void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor r
     }
     const int64_t OC = weight.dim(0), C = weight.dim(1);
 #if LLMT_CUDA_ENABLED
-    if (inp.device == Device::kCuda && !residual.empty() && !knob_on("LLMTRAIN_FUSE_RESIDUAL")) {
+    if (inp.device == Device::kCuda && !residual.empty() && !knob_on(Knob::kFuseResidual)) {
         matmul_forward(out, inp, weight, bias);
         return residual_forward(out, residual, out);
     }
@@ -448,7 +430,7 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
 #endif
 #if LLMT_FLASH_ATTENTION
     if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH) &&
-        (!colsum || knob_on("LLMTRAIN_FUSE_ATTN_COLSUM")))
+        (!colsum || knob_on(Knob::kFuseAttnColsum)))
         return cuda::flash_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
                                               p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
                                               as_int(op, "C", C), NH, cuda::stream(), colsum);

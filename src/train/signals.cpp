@@ -39,8 +39,9 @@ void watch() {
 
 void install_stop_handlers() {
     std::call_once(g_once, [] {
-        // Threads that libraries started before us (OpenBLAS starts its pool in a constructor) do not
-        // block the signals; the handler covers them. It only touches an atomic, and those threads are
+        // Threads that libraries started before us do not block the signals (OpenBLAS starts its pool in
+        // its constructor; it is dlopen'ed at its first GEMM, normally after this, and then its threads
+        // inherit the block); the handler covers them. It only touches an atomic, and those threads are
         // idle in the library, never inside a JIT kernel.
         struct sigaction sa {};
         sa.sa_handler = record;

@@ -82,6 +82,7 @@ void apply_threads(const config::Config& cfg) {
 // run.device: cuda (a usable GPU required; under data parallelism one per local rank, GPU LOCAL_RANK, which
 // DistContext checks), auto (the GPU when every local rank gets one), or cpu.
 Device resolve_device(const config::Config& cfg, int local_world) {
+    if (cfg.run.device == "cpu") return Device::kCpu;  // without asking the driver: a CPU run never starts CUDA
     const int gpus = kernels::device_count(Device::kCuda);
     if (cfg.run.device == "cuda") {
         if (gpus == 0)

@@ -16,9 +16,9 @@ using llmt::testing::run_process;
 
 const std::string kPreset = std::string(LLMT_SOURCE_DIR) + "/configs/presets/gpt2_tiny_cpu.yaml";
 
-ProcResult llmtrain(std::vector<std::string> args) {
+ProcResult llmtrain(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
     args.insert(args.begin(), llmtrain_bin());
-    return run_process(args, "", 60);
+    return run_process(args, "", 60, env);
 }
 
 class CliTest : public ::testing::Test {
@@ -57,7 +57,43 @@ TEST_F(CliTest, VersionJson) {
     auto r = llmtrain({"version", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto j = nlohmann::json::parse(r.out);
-    for (const char* k : {"version", "git_sha", "build_type", "cuda", "blas"}) EXPECT_TRUE(j.contains(k)) << k;
+    for (const char* k : {"version", "git_sha", "build_type", "cuda", "blas", "knobs"}) EXPECT_TRUE(j.contains(k)) << k;
+}
+
+// The knobs of core/knobs.h: listed with value and default, a set one shows as set, and the human
+// output says where they are documented and which differ from their defaults.
+TEST_F(CliTest, VersionListsKnobs) {
+    auto r = llmtrain({"version", "--json"}, {"LLMTRAIN_FUSE_RESIDUAL=0"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto knobs = nlohmann::json::parse(r.out)["knobs"];
+    ASSERT_GE(knobs.size(), 10u);
+    bool seen = false;
+    for (const auto& k : knobs) {
+        for (const char* f : {"name", "value", "default", "set", "choices", "changes", "doc"})
+            EXPECT_TRUE(k.contains(f)) << k.dump() << " lacks " << f;
+        if (k["name"] == "LLMTRAIN_FUSE_RESIDUAL") {
+            seen = true;
+            EXPECT_EQ(k["value"], "0");
+            EXPECT_EQ(k["default"], "1");
+            EXPECT_TRUE(k["set"].get<bool>());
+        } else if (k["name"] == "LLMTRAIN_GEMM") {
+            EXPECT_EQ(k["value"], "auto");
+            EXPECT_FALSE(k["set"].get<bool>());
+        }
+    }
+    EXPECT_TRUE(seen) << knobs.dump();
+    auto h = llmtrain({"version"}, {"LLMTRAIN_FUSE_RESIDUAL=0"});
+    ASSERT_EQ(h.exit_code, 0) << h.err;
+    EXPECT_NE(h.out.find("src/kernels/README.md#knobs"), std::string::npos) << h.out;
+    EXPECT_NE(h.out.find("LLMTRAIN_FUSE_RESIDUAL=0 (default 1)"), std::string::npos) << h.out;
+}
+
+// A value outside a knob's choices is refused before any command runs (exit 2), naming the variable.
+TEST_F(CliTest, BadKnobValueIsInputError) {
+    auto r = llmtrain({"version"}, {"LLMTRAIN_GEMM=mkl"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("LLMTRAIN_GEMM='mkl'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("auto|onednn|openblas"), std::string::npos) << r.err;
 }
 
 TEST_F(CliTest, ValidatePresetOk) {

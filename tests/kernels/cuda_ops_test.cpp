@@ -6,6 +6,7 @@
 // Each comparison prints "[cuda-vs-cpu] <op/output> max rel err" = max |gpu - cpu| / max |cpu|.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "core/knobs.h"
 #include "kernels/ops.h"
 #include "kernels/test_util.h"
 
@@ -181,7 +183,9 @@ TEST_F(CudaOps, LayerNorm) {
     expect_close("layernorm_backward dbias (+=)", dgb.download<float>(), gb, kTolBackward);
 }
 
-void matmul_case(const char* tag, int BT, int C, int OC, bool with_bias, uint32_t s) {
+// tol_floor: the least tolerance to apply (TF32 needs a looser one than fp32's).
+void matmul_case(const char* tag, int BT, int C, int OC, bool with_bias, uint32_t s, double tol_floor = 0.0) {
+    const double tol_fwd = std::max(kTolReduce, tol_floor), tol_bwd = std::max(kTolBackward, tol_floor);
     auto x = randn(BT * C, seed(s)), w = randn(OC * C, seed(s + 1), 0.1f), b = randn(OC, seed(s + 2));
     std::vector<float> out(BT * OC);
     Tensor hb = with_bias ? H(b, {OC}) : Tensor();
@@ -189,7 +193,7 @@ void matmul_case(const char* tag, int BT, int C, int OC, bool with_bias, uint32_
     Dev dx = D(x, {BT, C}), dw = D(w, {OC, C}), db = D(b, {OC}), dout({BT, OC});
     dout.poison();
     matmul_forward(dout.t(), dx.t(), dw.t(), with_bias ? db.t() : Tensor());
-    expect_close((std::string("matmul_forward out ") + tag).c_str(), dout.download<float>(), out, kTolReduce);
+    expect_close((std::string("matmul_forward out ") + tag).c_str(), dout.download<float>(), out, tol_fwd);
 
     auto g = randn(BT * OC, seed(s + 3)), gw = randn(OC * C, seed(s + 4)), gb = randn(OC, seed(s + 5));
     std::vector<float> gi(BT * C);
@@ -198,18 +202,36 @@ void matmul_case(const char* tag, int BT, int C, int OC, bool with_bias, uint32_
     matmul_backward(H(gi, {BT, C}), H(gw, {OC, C}), with_bias ? H(gb, {OC}) : Tensor(), H(g, {BT, OC}),
                     H(x, {BT, C}), H(w, {OC, C}));
     matmul_backward(dgi.t(), dgw.t(), with_bias ? dgb.t() : Tensor(), dg.t(), dx.t(), dw.t());
-    expect_close((std::string("matmul_backward dinp ") + tag).c_str(), dgi.download<float>(), gi, kTolReduce);
+    expect_close((std::string("matmul_backward dinp ") + tag).c_str(), dgi.download<float>(), gi, tol_fwd);
     // dweight sums over BT rows; fp32 order differences over BT terms.
     expect_close((std::string("matmul_backward dweight (+=) ") + tag).c_str(), dgw.download<float>(), gw,
-                 kTolBackward);
+                 tol_bwd);
     if (with_bias)
         expect_close((std::string("matmul_backward dbias (+=) ") + tag).c_str(), dgb.download<float>(), gb,
-                     kTolBackward);
+                     tol_bwd);
 }
 
 TEST_F(CudaOps, Matmul) {
     matmul_case("(74x96 -> 200, bias)", 74, 96, 200, true, 20);
     matmul_case("(300x64 -> 33, no bias)", 300, 64, 33, false, 30);
+}
+
+// The CUDA knobs of the fp32 GEMM path (core/knobs.h), each in this process through ScopedKnob.
+// LLMTRAIN_CUDA_TF32=1 rounds the inputs to TF32 (10 mantissa bits: 2^-11 relative each) before the fp32
+// accumulation, so products carry ~1e-3 relative error => 1e-2 of the output's max; a wrong or unwritten
+// output is off by O(1). LLMTRAIN_CUBLASLT_TUNE=0 (the heuristic's first pick) and LLMTRAIN_CUDA_SYNC=1
+// (a synchronise after each launch) change no arithmetic: fp32 tolerances.
+TEST_F(CudaOps, MatmulKnobs) {
+    {
+        const ScopedKnob tf32(Knob::kCudaTf32, "1");
+        matmul_case("(tf32, 74x96 -> 200, bias)", 74, 96, 200, true, 20, 1e-2);
+    }
+    {
+        const ScopedKnob untuned(Knob::kCublasLtTune, "0");
+        matmul_case("(untuned, 74x96 -> 200, bias)", 74, 96, 200, true, 20);
+    }
+    const ScopedKnob sync(Knob::kCudaSync, "1");
+    matmul_case("(sync, 300x64 -> 33, no bias)", 300, 64, 33, false, 30);
 }
 
 void attention_case(const char* tag, int B, int T, int C, int NH, uint32_t s) {

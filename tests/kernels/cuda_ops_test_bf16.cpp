@@ -15,6 +15,7 @@
 
 #include "core/arena.h"
 #include "core/bf16.h"
+#include "core/knobs.h"
 #include "kernels/ops.h"
 #include "kernels/test_util.h"
 
@@ -208,7 +209,8 @@ TEST_F(CudaBf16Ops, EncoderLayerNormElementwise) {
     expect_close("residual_forward", o3.download(), rs, kTolOut);
 }
 
-TEST_F(CudaBf16Ops, MatmulAndGeluEpilogues) {
+// Run with each setting of the GELU fusion knob (the tests below): the same references and tolerances.
+void matmul_and_gelu_case() {
     const int BT = 96, C = 64, OC = 256;  // multiples of 8: cuBLASLt's bf16 epilogue alignment
     auto x = rounded(randn(BT * C, seed(30))), w = rounded(randn(OC * C, seed(31), 0.1f)), b = rounded(randn(OC, seed(32)));
     std::vector<float> out(BT * OC), pre(BT * OC), gel(BT * OC);
@@ -253,7 +255,21 @@ TEST_F(CudaBf16Ops, MatmulAndGeluEpilogues) {
     expect_close("matmul_backward_gelu dbias (f32 +=)", dgb2.download(), gb2, kTolOut);
 }
 
-TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
+TEST_F(CudaBf16Ops, MatmulAndGeluEpilogues) { matmul_and_gelu_case(); }
+
+// LLMTRAIN_GELU_FUSION=0: the GELU as separate kernels around plain GEMMs.
+TEST_F(CudaBf16Ops, MatmulAndGeluUnfused) {
+    const ScopedKnob unfused(Knob::kGeluFusion, "0");
+    matmul_and_gelu_case();
+}
+
+// Attention on each bf16 path ops.cpp can take: cuDNN's engine (where libcudnn loads; else this pass runs
+// the flash kernels again), our flash kernels (LLMTRAIN_CUDNN_ATTENTION=0) and the simple kernels
+// (LLMTRAIN_FLASH_ATTENTION=0 as well). The tensor-core paths round P to bf16 before P @ V, the simple
+// kernels only their bf16 outputs: kTolGrad bounds all three.
+void attention_case(const std::string& path) {
+    const ScopedKnob cudnn(Knob::kCudnnAttention, path == "default" ? "1" : "0");
+    const ScopedKnob flash(Knob::kFlashAttention, path == "simple" ? "0" : "1");
     const int B = 2, T = 100, NH = 4, HS = 64, C = NH * HS;
     auto qkv = rounded(randn(B * T * 3 * C, seed(40)));
     std::vector<float> out(B * T * C), lse(B * NH * T);
@@ -262,8 +278,8 @@ TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
     dout.poison();
     dlse.poison();
     attention_forward(dout.t(), dlse.t(), dqkv.t(), NH);
-    expect_close("attention_forward out", dout.download(), out, kTolGrad);
-    expect_close("attention_forward lse (f32)", dlse.download(), lse, kTolOut);
+    expect_close(("attention_forward out " + path).c_str(), dout.download(), out, kTolGrad);
+    expect_close(("attention_forward lse (f32) " + path).c_str(), dlse.download(), lse, kTolOut);
     auto go = rounded(randn(B * T * C, seed(41)));
     std::vector<float> gq(B * T * 3 * C);
     // The CPU backward runs on the GPU's (bf16-rounded) forward output, as training does.
@@ -274,7 +290,14 @@ TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
     Dev dgo = bf(go, {B, T, C}), dgq({B, T, 3 * C}, DType::kBF16);
     dgq.poison();
     attention_backward(dgq.t(), dgo.t(), dqkv.t(), dout.t(), dlse.t(), NH);
-    expect_close("attention_backward dqkv", dgq.download(), gq, kTolGrad);
+    expect_close(("attention_backward dqkv " + path).c_str(), dgq.download(), gq, kTolGrad);
+}
+
+TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
+    for (const char* path : {"default", "flash", "simple"}) {
+        SCOPED_TRACE(path);
+        attention_case(path);
+    }
 
     // Classifier over bf16 logits: fp32 losses, bf16 dlogits in place; padding columns and an ignored row.
     const int V = 1000, Vp = 1024, R = 6;
@@ -374,7 +397,7 @@ TEST_F(CudaBf16Ops, GptWidthsLayerNormAndBiasGradient) {
 // runs (three tables) of odd lengths, so runs start and end inside 16-byte groups, with gaps between some
 // (left untouched) and decay on every other run. fp32 throughout => kTolF32; a run given the wrong decay,
 // a skipped or doubly-updated element, or a touched gap is off by far more.
-TEST_F(CudaBf16Ops, AdamWRunsInOneLaunch) {
+void adamw_runs_case() {
     std::vector<AdamWRun> runs;
     int64_t at = 0;
     for (int r = 0; r < 300; r++) {
@@ -414,6 +437,14 @@ TEST_F(CudaBf16Ops, AdamWRunsInOneLaunch) {
     EXPECT_EQ(gaps_untouched, gaps) << "elements between runs are not written";
 }
 
+TEST_F(CudaBf16Ops, AdamWRunsInOneLaunch) { adamw_runs_case(); }
+
+// LLMTRAIN_ADAMW_RUNS=0 (one launch per run, the path misaligned arenas take) gives the same results.
+TEST_F(CudaBf16Ops, AdamWRunsOneLaunchEach) {
+    const ScopedKnob per_run(Knob::kAdamwRuns, "0");
+    adamw_runs_case();
+}
+
 // The fusions GPT-2's step uses without dropout: the residual add as cuBLASLt's C matrix (out = residual +
 // x @ w^T + b, rounded once), and bias gradients taken as column sums inside the passes that produce the
 // gradient: LayerNorm backward's dinp (C = 768: the vectorised kernel's third partial row; C = 320: the
@@ -426,10 +457,10 @@ TEST_F(CudaBf16Ops, AdamWRunsInOneLaunch) {
 TEST_F(CudaBf16Ops, FusedResidualAndBiasColumnSums) {
     for (const char* knob : {"1", "0", "cudnn"}) {
         const bool cudnn = std::string(knob) == "cudnn";
-        setenv("LLMTRAIN_FUSE_RESIDUAL", cudnn ? "1" : knob, 1);
-        setenv("LLMTRAIN_FUSE_LN_COLSUM", cudnn ? "1" : knob, 1);
-        setenv("LLMTRAIN_FUSE_ATTN_COLSUM", cudnn ? "1" : knob, 1);
-        setenv("LLMTRAIN_CUDNN_ATTENTION", cudnn ? "1" : "0", 1);
+        const ScopedKnob residual(Knob::kFuseResidual, cudnn ? "1" : knob);
+        const ScopedKnob ln_colsum(Knob::kFuseLnColsum, cudnn ? "1" : knob);
+        const ScopedKnob attn_colsum(Knob::kFuseAttnColsum, cudnn ? "1" : knob);
+        const ScopedKnob cudnn_attention(Knob::kCudnnAttention, cudnn ? "1" : "0");
         const std::string k = std::string(" knob=") + knob;
         {
             const int BT = 200, C = 256, OC = 768;
@@ -483,10 +514,6 @@ TEST_F(CudaBf16Ops, FusedResidualAndBiasColumnSums) {
             expect_close(("attention_backward dqkv column sums (+=)" + h).c_str(), dcs.download(), cs, kTolGrad);
         }
     }
-    unsetenv("LLMTRAIN_FUSE_RESIDUAL");
-    unsetenv("LLMTRAIN_FUSE_LN_COLSUM");
-    unsetenv("LLMTRAIN_FUSE_ATTN_COLSUM");
-    unsetenv("LLMTRAIN_CUDNN_ATTENTION");
 }
 
 }  // namespace

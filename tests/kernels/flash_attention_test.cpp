@@ -2,6 +2,8 @@
 // (kernels/cpu/attention.h) run on the same bf16-rounded inputs: out, lse and dqkv, on fresh random inputs
 // (seed printed; replay with LLMT_TEST_SEED), for hs 64 and 128 and T that is and is not a multiple of the
 // 64-row tiles. Label gpu: skipped, saying so, without a CUDA device. Outputs are poisoned with NaN first.
+// Built twice: flash_attention_test runs src's kernels; flash_attention_lab_test (LLMT_FLASH_LAB) runs the
+// kernel lab's (bench/kernels/flash_attention_lab.h), whose tile shape the LLMT_FLASH_* variables pick.
 #include <gtest/gtest.h>
 #include <cuda_runtime_api.h>
 
@@ -16,6 +18,9 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/runtime.h"
+#if LLMT_FLASH_LAB
+#include "flash_attention_lab.h"
+#endif
 
 namespace llmt::kernels {
 namespace {
@@ -38,6 +43,14 @@ using attn_test::widen;
 constexpr double kTolNorm = 1e-2;
 constexpr double kTolMax = 2e-2;
 constexpr double kTolLseAbs = 1e-4;
+
+#if LLMT_FLASH_LAB
+using lab::flash_attention_backward;
+using lab::flash_attention_forward;
+#else
+using cuda::flash_attention_backward;
+using cuda::flash_attention_forward;
+#endif
 
 uint32_t base_seed() { return attn_test::base_seed("flash-attn"); }
 
@@ -76,8 +89,8 @@ protected:
         qkv.upload(qkv_h);
         dout.upload(dout_h);
         cudaStream_t s = cuda::stream();
-        cuda::flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, s);
-        cuda::flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, s);
+        flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, s);
+        flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, s);
         cuda::synchronize();
         const auto out_g = out.download(), dqkv_g = dqkv.download();
         const auto lse_g = lse.download();
@@ -108,8 +121,8 @@ protected:
         out.poison();
         lse.poison();
         dqkv.poison();
-        cuda::flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, s);
-        cuda::flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, s);
+        flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, s);
+        flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, s);
         cuda::synchronize();
         EXPECT_EQ(out.download(), out_g) << "forward output changed between identical runs";
         EXPECT_EQ(lse.download(), lse_g) << "lse changed between identical runs";

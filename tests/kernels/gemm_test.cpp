@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/knobs.h"
 #include "kernels/cpu/gemm.h"
 #include "test_util.h"
 
@@ -84,13 +85,20 @@ TEST_P(GemmTest, ZeroK) {
 INSTANTIATE_TEST_SUITE_P(Backends, GemmTest, ::testing::Values(GemmBackend::kOpenBlas, GemmBackend::kOneDnn),
                          [](const auto& p) { return std::string(gemm_backend_name(p.param)); });
 
-TEST(Gemm, ParseBackend) {
-    EXPECT_EQ(parse_gemm_backend("openblas", "test"), GemmBackend::kOpenBlas);
-    EXPECT_THROW(parse_gemm_backend("mkl", "test"), InputError);
-    const GemmBackend before = gemm_backend();
-    set_gemm_backend(GemmBackend::kOpenBlas);
-    EXPECT_STREQ(gemm_backend_name(), "openblas");
-    set_gemm_backend(before);
+// Every value of the knob LLMTRAIN_GEMM selects its backend (auto: oneDNN where built).
+TEST(Gemm, KnobSelectsBackend) {
+    {
+        const ScopedKnob gemm(Knob::kGemm, "openblas");
+        EXPECT_EQ(gemm_backend(), GemmBackend::kOpenBlas);
+        EXPECT_STREQ(gemm_backend_name(), "openblas");
+    }
+    {
+        const ScopedKnob gemm(Knob::kGemm, "onednn");
+        EXPECT_EQ(gemm_backend(), GemmBackend::kOneDnn);
+    }
+    const ScopedKnob gemm(Knob::kGemm, "auto");
+    EXPECT_EQ(gemm_backend(),
+              gemm_backend_available(GemmBackend::kOneDnn) ? GemmBackend::kOneDnn : GemmBackend::kOpenBlas);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/knobs.h"
 #include "kernels/cpu/adamw.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/classifier.h"
@@ -36,14 +37,12 @@ constexpr double kTol = 2e-5;
 // Runs body once per SIMD path this CPU has (scalar, AVX2, AVX-512), then restores the default.
 template <typename Fn>
 void for_each_isa(Fn body) {
-    const cpu::simd::Isa saved = cpu::simd::isa();
     for (cpu::simd::Isa want : {cpu::simd::Isa::kScalar, cpu::simd::Isa::kAvx2, cpu::simd::Isa::kAvx512}) {
-        const cpu::simd::Isa got = cpu::simd::set_isa(want);
-        if (got != want) continue;
-        SCOPED_TRACE(cpu::simd::isa_name(got));
+        const ScopedKnob isa(Knob::kCpuIsa, cpu::simd::isa_name(want));
+        if (cpu::simd::isa() != want) continue;  // this CPU lacks it
+        SCOPED_TRACE(cpu::simd::isa_name(want));
         body();
     }
-    cpu::simd::set_isa(saved);
 }
 
 // a[i] - b[i] for the += checks: what the kernel added on top of a known prefill.
@@ -136,10 +135,9 @@ TEST_P(AttentionShapes, ForwardBackward) {
     const auto [B, T, C, NH] = GetParam();
     auto qkv = randn(static_cast<size_t>(B) * T * 3 * C, 20), dout = randn(static_cast<size_t>(B) * T * C, 21);
     // The GEMM backend picks the formulation: oneDNN -> blocked GEMM tiles, OpenBLAS -> row-wise loops.
-    const cpu::GemmBackend saved = cpu::gemm_backend();
     for (cpu::GemmBackend be : {cpu::GemmBackend::kOpenBlas, cpu::GemmBackend::kOneDnn}) {
         if (!cpu::gemm_backend_available(be)) continue;
-        cpu::set_gemm_backend(be);
+        const ScopedKnob gemm(Knob::kGemm, cpu::gemm_backend_name(be));
         SCOPED_TRACE(cpu::gemm_backend_name(be));
         std::vector<float> out(dout.size()), lse(static_cast<size_t>(B) * NH * T);
         cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
@@ -154,7 +152,6 @@ TEST_P(AttentionShapes, ForwardBackward) {
         ref::attention_backward(rdqkv.data(), dd.data(), qd.data(), att, B, T, C, NH);
         EXPECT_LT(rel_err(dqkv, rdqkv), kTol);
     }
-    cpu::set_gemm_backend(saved);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionShapes,

@@ -3,12 +3,9 @@
 
 #include <cblas.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <string>
-
 #include "core/check.h"
 #include "core/error.h"
+#include "core/knobs.h"
 
 #if LLMT_HAVE_ONEDNN
 #include <dnnl.h>
@@ -27,42 +24,20 @@ GemmBackend default_backend() {
 #endif
 }
 
-GemmBackend initial_backend() {
-    const char* env = std::getenv("LLMTRAIN_GEMM");
-    if (env && *env) return parse_gemm_backend(env, "environment variable LLMTRAIN_GEMM");
-    return default_backend();
-}
-
-std::atomic<int>& current() {
-    static std::atomic<int> v{static_cast<int>(initial_backend())};
-    return v;
-}
-
 }  // namespace
 
-GemmBackend parse_gemm_backend(std::string_view name, std::string_view what) {
-    if (name == "openblas") return GemmBackend::kOpenBlas;
-    if (name == "onednn") {
-        LLMT_CHECK(gemm_backend_available(GemmBackend::kOneDnn),
-                   "{}: 'onednn' requested but this build has no oneDNN (hint: install libdnnl-dev "
-                   "and rebuild, or use 'openblas')",
-                   what);
-        return GemmBackend::kOneDnn;
+// LLMTRAIN_GEMM (core/knobs.h): auto|onednn|openblas. A build without oneDNN asked for it throws at the
+// first GEMM (sgemm_with), outside any parallel region: sgemm_serial then returns false.
+GemmBackend gemm_backend() {
+    switch (knob_choice(Knob::kGemm)) {
+        case 1: return GemmBackend::kOneDnn;
+        case 2: return GemmBackend::kOpenBlas;
+        default: return default_backend();
     }
-    throw InputError(fmt::format("{}: unknown GEMM backend '{}'; expected 'openblas' or 'onednn'",
-                                 what, name));
 }
 
 bool gemm_backend_available(GemmBackend backend) {
     return backend == GemmBackend::kOpenBlas || LLMT_HAVE_ONEDNN;
-}
-
-GemmBackend gemm_backend() { return static_cast<GemmBackend>(current().load()); }
-
-void set_gemm_backend(GemmBackend backend) {
-    LLMT_CHECK_AS(DeviceError, gemm_backend_available(backend), "GEMM backend '{}' is not compiled in",
-                  gemm_backend_name(backend));
-    current().store(static_cast<int>(backend));
 }
 
 const char* gemm_backend_name(GemmBackend backend) {

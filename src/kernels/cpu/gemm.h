@@ -1,12 +1,11 @@
 // Single-precision GEMM behind one signature, with the backend picked at run time: OpenBLAS
 // (cblas_sgemm) or oneDNN (dnnl_sgemm, which dispatches to AVX-512 / AVX2 kernels itself).
 // The default is the one measured faster on GPT-2 training shapes (bench/gemm, docs/benchmarks.md);
-// env LLMTRAIN_GEMM=openblas|onednn overrides it for tests and benchmarks.
-// Thread safety: sgemm is thread-safe; set_gemm_backend is not (call it before training starts).
+// the knob LLMTRAIN_GEMM=auto|onednn|openblas (core/knobs.h) overrides it; tests set it with ScopedKnob.
+// Thread safety: all functions are thread-safe.
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
 namespace llmt::kernels::cpu {
 
@@ -31,14 +30,11 @@ void sgemm_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t M, int6
 bool sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
-// Current backend: LLMTRAIN_GEMM if set (InputError on an unknown value), else the default.
+// Current backend: the knob LLMTRAIN_GEMM if set, else the default. Never throws.
 GemmBackend gemm_backend();
-void set_gemm_backend(GemmBackend backend);
 bool gemm_backend_available(GemmBackend backend);
 // "onednn" / "openblas", for `llmtrain version` and logs.
 const char* gemm_backend_name();
 const char* gemm_backend_name(GemmBackend backend);
-// Parses "openblas" / "onednn"; throws InputError naming `what` otherwise.
-GemmBackend parse_gemm_backend(std::string_view name, std::string_view what);
 
 }  // namespace llmt::kernels::cpu

@@ -25,12 +25,10 @@ namespace llmt::kernels::cpu::simd {
 
 enum class Isa { kScalar, kAvx2, kAvx512 };
 
-// The widest ISA our kernels may use on this CPU, or a narrower one chosen with set_isa() / env
-// LLMTRAIN_CPU_ISA=avx512|avx2|scalar (tests run every path on one machine this way).
+// The widest ISA our kernels may use on this CPU, or a narrower one chosen with the knob
+// LLMTRAIN_CPU_ISA=auto|scalar|avx2|avx512 (core/knobs.h; tests run every path in one process with
+// ScopedKnob). Thread-safe; never throws.
 Isa isa();
-// Selects a path for the hand-written kernels, clamped to what the CPU supports; returns the result.
-// Not thread-safe against running kernels: call between ops (tests, start-up).
-Isa set_isa(Isa want);
 const char* isa_name(Isa isa);
 
 namespace detail {

@@ -1,6 +1,5 @@
 // Fused classifier on CUDA (cuda/classifier.h), templated on the logits' storage type (fp32 or bf16);
 // the loss, the running max/sum and the gradient arithmetic are fp32.
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/classifier.h"
@@ -55,10 +54,11 @@ __device__ void row_max_sum(const T* x, int V, float& m_out, float& s_out) {
 }
 
 // bf16 rows with Vp % 8 == 0: 16-byte loads and stores (8 logits each), fast exp (__expf: ~2 ulp, far
-// below bf16's resolution). Same modes and results as classifier_kernel; one block per row. kStream: the
-// second pass's loads and the gradient's stores carry evict-first hints (the row is not read again, and the
-// stores should not push rows that other blocks have yet to re-read out of L2).
-template <int kMode, bool kStream>
+// below bf16's resolution). Same modes and results as classifier_kernel; one block per row. The second
+// pass's loads and the gradient's stores carry evict-first hints (the row is not read again, and the stores
+// should not push rows that other blocks have yet to re-read out of L2): GPT-2 124M B=32 step on an H100,
+// -0.5 ms with them (docs/benchmarks.md).
+template <int kMode>
 __global__ void classifier_bf16x8_kernel(float* losses, bf16* dst, const bf16* logits, const int32_t* targets,
                                          float dloss_scale, int V, int Vp) {
     const long row = blockIdx.x;
@@ -95,7 +95,7 @@ __global__ void classifier_bf16x8_kernel(float* losses, bf16* dst, const bf16* l
     if (kMode == 0) return;
     const float k = (kMode == 1 ? dloss_scale : 1.0f) / S;
     for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-        const uint4 raw = kStream ? __ldcs(x + i) : x[i];
+        const uint4 raw = __ldcs(x + i);
         const bf16* e = reinterpret_cast<const bf16*>(&raw);
         uint4 out;
         bf16* o = reinterpret_cast<bf16*>(&out);
@@ -106,8 +106,7 @@ __global__ void classifier_bf16x8_kernel(float* losses, bf16* dst, const bf16* l
             if (kMode == 1 && c == tgt) g -= dloss_scale;
             o[q] = __float2bfloat16_rn(g);
         }
-        if constexpr (kStream) __stcs(y + i, out);
-        else y[i] = out;
+        __stcs(y + i, out);
     }
 }
 
@@ -143,21 +142,12 @@ __global__ void classifier_kernel(float* losses, T* dst, const T* logits, const 
 template <typename T>
 constexpr bool kVec8 = std::is_same_v<T, bf16>;
 
-// classifier_bf16x8_kernel over `rows` rows, with the evict-first hints unless LLMTRAIN_CLS_STREAM=0 (for
-// measuring: GPT-2 124M B=32 step on an H100, -0.5 ms with them, docs/benchmarks.md).
+// classifier_bf16x8_kernel over `rows` rows.
 template <int kMode>
 void launch_bf16x8(float* losses, bf16* dst, const bf16* logits, const int32_t* targets, float dloss_scale, int V,
                    int Vp, long rows, cudaStream_t stream) {
-    static const bool stream_hints = [] {
-        const char* v = std::getenv("LLMTRAIN_CLS_STREAM");
-        return !(v && v[0] == '0');
-    }();
-    if (stream_hints)
-        classifier_bf16x8_kernel<kMode, true><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(
-            losses, dst, logits, targets, dloss_scale, V, Vp);
-    else
-        classifier_bf16x8_kernel<kMode, false><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(
-            losses, dst, logits, targets, dloss_scale, V, Vp);
+    classifier_bf16x8_kernel<kMode><<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(losses, dst, logits, targets,
+                                                                                       dloss_scale, V, Vp);
     LLMT_CUDA_CHECK_LAUNCH("classifier_bf16x8_kernel");
 }
 

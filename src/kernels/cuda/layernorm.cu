@@ -1,8 +1,6 @@
 // LayerNorm on CUDA (cuda/layernorm.h): one warp per row, two-pass mean/variance in fp32 like the CPU
 // kernel; the backward is llm.c's formula with per-block shared-memory partials of dweight/dbias.
 // Templated on the storage type of activations and weights (fp32 or bf16); statistics stay fp32.
-#include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -15,6 +13,7 @@ namespace {
 
 constexpr float kEps = 1e-5f;
 constexpr int kWarps = 8;
+constexpr long kMaxBackwardBlocks = 264;  // ~2 blocks per SM of an H100 (132 SMs)
 
 template <typename T>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
@@ -147,7 +146,7 @@ template <int kVecs, bool kWarpRows, bool kColsum>
 __global__ void __launch_bounds__(kWarps * 32, 2)
     layernorm_backward_bf16x8_kernel(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                                      const bf16* weight, const float* mean, const float* rstd, long rows, int C,
-                                     float* partials, float* dcolsum) {
+                                     float* dcolsum) {
     static_assert(!kColsum || kWarpRows, "the column sums use the per-warp partial rows");
     constexpr int kR = kColsum ? 3 : 2;  // partial rows per warp: dweight, dbias [, dcolsum]
     extern __shared__ float sh[];
@@ -249,42 +248,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)
             }
     }
     __syncthreads();
-    if (partials) {  // this block's sums (dweight then dbias) to its scratch row; reduce_partials_kernel adds
-        float* part = partials + static_cast<long>(blockIdx.x) * 2 * C;
-        for (int c = threadIdx.x; c < 2 * C; c += blockDim.x) part[c] = sh[c];
-    } else {
-        for (int c = threadIdx.x; c < C; c += blockDim.x) {
-            atomicAdd(&dweight[c], sdw[c]);
-            atomicAdd(&dbias[c], sdb[c]);
-            if constexpr (kColsum) atomicAdd(&dcolsum[c], sh[2 * C + c]);
-        }
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        atomicAdd(&dweight[c], sdw[c]);
+        atomicAdd(&dbias[c], sdb[c]);
+        if constexpr (kColsum) atomicAdd(&dcolsum[c], sh[2 * C + c]);
     }
 }
 
-// dweight[c] += sum over blocks of partials[b][c], dbias[c] += ... [b][C + c]: one thread per column.
-__global__ void reduce_partials_kernel(float* dweight, float* dbias, const float* partials, int nblocks, int C) {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= 2 * C) return;
-    float s = 0.0f;
-    for (int b = 0; b < nblocks; b++) s += partials[static_cast<long>(b) * 2 * C + c];
-    if (c < C) dweight[c] += s;
-    else dbias[c - C] += s;
-}
-
-// Grow-only device scratch for the per-block partials (allocated on first use, then reused; calls are
-// serialised on the backend's stream).
-float* partials_scratch(size_t floats) {
-    static float* p = nullptr;
-    static size_t cap = 0;
-    if (floats > cap) {
-        if (p) LLMT_CUDA_CHECK(cudaFree(p));
-        LLMT_CUDA_CHECK(cudaMalloc(&p, floats * sizeof(float)));
-        cap = floats;
-    }
-    return p;
-}
-
-// dcolsum non-null needs kWarpRows and no partials (the caller checks).
+// dcolsum non-null needs kWarpRows (the caller checks).
 template <int kVecs, bool kWarpRows, bool kColsum>
 void backward_bf16x8_t(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                      const float* mean, const float* rstd, long rows, int C, cudaStream_t stream, float* dcolsum) {
@@ -292,52 +263,30 @@ void backward_bf16x8_t(bf16* dinp, float* dweight, float* dbias, const bf16* dou
     if (smem > 48 * 1024)
         LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_bf16x8_kernel<kVecs, kWarpRows, kColsum>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    // Blocks: LLMTRAIN_LN_GRID caps them (default 264, two per SM); each block adds its dweight/dbias sums
-    // with global atomics, or (LLMTRAIN_LN_PARTIALS=1) writes them to a scratch row that
-    // reduce_partials_kernel sums. Knobs for measuring; the defaults measured fastest on an H100.
-    static const long cap = [] {
-        const char* v = std::getenv("LLMTRAIN_LN_GRID");
-        return v ? std::max(1L, std::atol(v)) : 264L;
-    }();
-    static const bool use_partials = [] {
-        const char* v = std::getenv("LLMTRAIN_LN_PARTIALS");
-        return v && v[0] == '1';
-    }();
+    // At most 264 blocks (two per SM on an H100), each adding its dweight/dbias sums with global atomics:
+    // measured faster than more blocks or per-block partial rows summed by a second kernel
+    // (docs/benchmarks.md).
     long grid = (rows + kWarps - 1) / kWarps;
-    if (grid > cap) grid = cap;
-    float* partials = use_partials && !kColsum ? partials_scratch(static_cast<size_t>(grid) * 2 * C) : nullptr;
+    if (grid > kMaxBackwardBlocks) grid = kMaxBackwardBlocks;
     layernorm_backward_bf16x8_kernel<kVecs, kWarpRows, kColsum>
         <<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(dinp, dweight, dbias, dout, inp, weight, mean,
-                                                                    rstd, rows, C, partials, dcolsum);
+                                                                    rstd, rows, C, dcolsum);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_backward_bf16x8_kernel");
-    if (!partials) return;
-    reduce_partials_kernel<<<static_cast<unsigned>((2 * C + 255) / 256), 256, 0, stream>>>(
-        dweight, dbias, partials, static_cast<int>(grid), C);
-    LLMT_CUDA_CHECK_LAUNCH("reduce_partials_kernel");
 }
 
 // Per-warp partial rows when they fit in 64 KiB of shared memory (C <= 1024: two blocks per SM keep room;
-// 96 KiB with the column-sum row, C <= 1024 still), shared atomics otherwise; LLMTRAIN_LN_BWD_WARP_ROWS=0
-// forces the atomics (for measuring). Returns false when dcolsum was asked for but not fused (the caller
-// then sums dinp's columns itself).
+// 96 KiB with the column-sum row, C <= 1024 still), shared atomics otherwise. Returns false when dcolsum
+// was asked for but not fused (the caller then sums dinp's columns itself).
 template <int kVecs>
 bool backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp, const bf16* weight,
                      const float* mean, const float* rstd, long rows, int C, cudaStream_t stream, float* dcolsum) {
-    static const bool warp_rows = [] {
-        const char* v = std::getenv("LLMTRAIN_LN_BWD_WARP_ROWS");
-        return !(v && v[0] == '0');
-    }();
-    static const bool use_partials = [] {
-        const char* v = std::getenv("LLMTRAIN_LN_PARTIALS");
-        return v && v[0] == '1';
-    }();
     const size_t row_bytes = sizeof(float) * static_cast<size_t>(C) * kWarps;
-    if (dcolsum && warp_rows && !use_partials && 3 * row_bytes <= 96 * 1024) {
+    if (dcolsum && 3 * row_bytes <= 96 * 1024) {
         backward_bf16x8_t<kVecs, true, true>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream,
                                              dcolsum);
         return true;
     }
-    if (warp_rows && 2 * row_bytes <= 64 * 1024)
+    if (2 * row_bytes <= 64 * 1024)
         backward_bf16x8_t<kVecs, true, false>(dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C, stream,
                                               nullptr);
     else
@@ -377,11 +326,7 @@ void forward_t(T* out, float* mean, float* rstd, const T* inp, const T* weight, 
     const long rows = static_cast<long>(B) * T_;
     const unsigned grid = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
     if constexpr (std::is_same_v<T, bf16>) {
-        static const bool vec = [] {  // LLMTRAIN_LN_FWD_VEC=0: the generic kernel (for measuring)
-            const char* v = std::getenv("LLMTRAIN_LN_FWD_VEC");
-            return !(v && v[0] == '0');
-        }();
-        if (vec && C % 256 == 0 && C <= 2048 && C / 256 != 7) {  // 16-byte rows: C * 2 bytes is a multiple of 16
+        if (C % 256 == 0 && C <= 2048 && C / 256 != 7) {  // 16-byte rows: C * 2 bytes is a multiple of 16
 #define LLMT_LN_FWD_VEC(K)                                                                                     \
     case K:                                                                                                    \
         layernorm_forward_bf16x8_kernel<K><<<grid, kWarps * 32, 0, stream>>>(out, mean, rstd, inp, weight,   \
@@ -420,7 +365,7 @@ void backward_t(T* dinp, float* dweight, float* dbias, const T* dout, const T* i
         LLMT_CUDA_CHECK(cudaFuncSetAttribute(layernorm_backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                              static_cast<int>(smem)));
     long grid = (rows + kWarps - 1) / kWarps;
-    if (grid > 264) grid = 264;  // ~2 blocks per SM: enough rows per block to amortise the C atomics
+    if (grid > kMaxBackwardBlocks) grid = kMaxBackwardBlocks;  // enough rows per block to amortise the C atomics
     layernorm_backward_kernel<<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(
         dinp, dweight, dbias, dout, inp, weight, mean, rstd, rows, C);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_backward_kernel");

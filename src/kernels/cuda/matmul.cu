@@ -5,17 +5,15 @@
 // the fastest of the heuristic's top candidates, timed once at the problem's first call (~1% off a GPT-2
 // step on an H100; the DGELU GEMM stays near 400 TFLOP/s: every candidate for that epilogue there is an
 // older xmma kernel). dbias is a column-sum kernel: cuBLASLt's BGRADB epilogue was measured slower on an
-// H100 (it runs its own reduction kernel after the GEMM; docs/benchmarks.md). Env knobs for measuring variants: LLMTRAIN_CUBLASLT_TUNE=0 (the heuristic's first
-// pick), LLMTRAIN_CUBLASLT_CANDIDATES=N (how many candidates are timed, default 32),
-// LLMTRAIN_BIAS_GRAD_ROWS=4|8 (rows each thread of the bias-gradient kernel loads at once; 0: the
-// previous one-row-at-a-time loop over 4).
-#include <algorithm>
-#include <cstdlib>
+// H100 (it runs its own reduction kernel after the GEMM; docs/benchmarks.md). Knobs (core/knobs.h):
+// LLMTRAIN_CUBLASLT_TUNE=0 takes the heuristic's first pick (the same algorithm on every run),
+// LLMTRAIN_CUDA_TF32=1 runs fp32 GEMMs on TF32 tensor cores.
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <vector>
 
+#include "core/knobs.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/runtime.h"
@@ -25,11 +23,6 @@ namespace {
 
 enum class Epi { kNone, kBias, kGeluAuxBias, kDGelu };
 
-bool env_flag(const char* name, bool dflt) {
-    const char* v = std::getenv(name);
-    return v && v[0] ? v[0] == '1' : dflt;
-}
-
 struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t la = nullptr, lb = nullptr, ld = nullptr;
@@ -37,18 +30,9 @@ struct Plan {
     std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's picks, best first; cleared once tuned
 };
 
-constexpr int kMaxCandidates = 128;
+constexpr int kCandidates = 32;  // the heuristic's top picks timed per problem (docs/benchmarks.md)
 
-int candidate_count() {
-    static const int n = [] {
-        const char* v = std::getenv("LLMTRAIN_CUBLASLT_CANDIDATES");
-        const int c = v ? std::atoi(v) : 32;
-        return std::clamp(c, 1, kMaxCandidates);
-    }();
-    return n;
-}
-
-using PlanKey = std::tuple<int, int, int, bool, bool, int, int, int, int, int, int>;
+using PlanKey = std::tuple<int, int, int, bool, bool, int, int, int, int, int, int, bool, bool>;
 
 template <typename T>
 constexpr cudaDataType_t data_type();
@@ -62,16 +46,15 @@ const Plan& plan_for(int m, int n, int k, bool ta, bool tb, int lda, int ldb, in
                      cudaDataType_t cd, Epi epi) {
     static std::mutex mu;
     static std::map<PlanKey, Plan>* plans = new std::map<PlanKey, Plan>;
+    // LLMTRAIN_CUDA_TF32=1 trades fp32 exactness (~3e-4 relative) for the tensor cores' TF32 rate. Both
+    // knobs are part of the key, so a test that switches them gets a plan built for the new value.
+    const bool tf32 = knob_on(Knob::kCudaTf32), tune = knob_on(Knob::kCublasLtTune);
     std::lock_guard<std::mutex> lock(mu);
-    const PlanKey key{m, n, k, ta, tb, lda, ldb, ldd, static_cast<int>(ab), static_cast<int>(cd), static_cast<int>(epi)};
+    const PlanKey key{m, n, k, ta, tb, lda, ldb, ldd, static_cast<int>(ab), static_cast<int>(cd),
+                      static_cast<int>(epi), tf32, tune};
     auto it = plans->find(key);
     if (it != plans->end()) return it->second;
 
-    // LLMTRAIN_CUDA_TF32=1 trades fp32 exactness (~3e-4 relative) for the tensor cores' TF32 rate.
-    static const bool tf32 = [] {
-        const char* v = std::getenv("LLMTRAIN_CUDA_TF32");
-        return v && v[0] == '1';
-    }();
     Plan p;
     const cublasComputeType_t compute =
         ab == CUDA_R_32F && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;  // bf16: fp32 accumulation
@@ -95,14 +78,13 @@ const Plan& plan_for(int m, int n, int k, bool ta, bool tb, int lda, int ldb, in
     cublasLtMatmulPreference_t pref = nullptr;
     LLMT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     const size_t ws = cublaslt_workspace_size();
-    static const bool tune = env_flag("LLMTRAIN_CUBLASLT_TUNE", true);
-    cublasLtMatmulHeuristicResult_t heur[kMaxCandidates]{};
+    cublasLtMatmulHeuristicResult_t heur[kCandidates]{};
     int found = 0;
     const cublasStatus_t st1 =
         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
     const cublasStatus_t st2 = st1 == CUBLAS_STATUS_SUCCESS
                                    ? cublasLtMatmulAlgoGetHeuristic(cublaslt(), p.desc, p.la, p.lb, p.ld, p.ld, pref,
-                                                                    tune ? candidate_count() : 1, heur, &found)
+                                                                    tune ? kCandidates : 1, heur, &found)
                                    : st1;
     cublasLtMatmulPreferenceDestroy(pref);
     LLMT_CUBLAS_CHECK(st2);
@@ -204,9 +186,9 @@ __global__ void bias_grad_kernel(float* dbias, const T* dout, int rows, int OC, 
 
 // bf16 with OC % 8 == 0: each thread sums 8 adjacent columns from 16-byte loads (a warp reads 512
 // contiguous bytes of a row); 8 row lanes per block combine in shared memory. A block covers 8 * kRows
-// rows; kBatched issues a thread's kRows loads before summing them (more bytes in flight per thread:
-// the one-row-at-a-time loop waits for each load).
-template <int kRows, bool kBatched>
+// rows; a full block issues a thread's kRows loads before summing them (more bytes in flight per thread
+// than a one-row-at-a-time loop, which waits for each load; measured on an H100, docs/benchmarks.md).
+template <int kRows>
 __global__ void bias_grad_bf16x8_kernel(float* dbias, const bf16* dout, int rows, int OC) {
     __shared__ float part[8][32 * 8 + 1];
     const int col8 = blockIdx.x * 32 + threadIdx.x;  // 8-column group
@@ -216,7 +198,7 @@ __global__ void bias_grad_bf16x8_kernel(float* dbias, const bf16* dout, int rows
     if (col8 * 8 < OC) {
         const uint4* base = reinterpret_cast<const uint4*>(dout) + col8;
         const long stride8 = OC / 8;  // one row in uint4 units
-        if (kBatched && r1 - r0 == 8 * kRows) {
+        if (r1 - r0 == 8 * kRows) {
             uint4 raw[kRows];
 #pragma unroll
             for (int i = 0; i < kRows; i++) raw[i] = base[static_cast<long>(r0 + threadIdx.y + 8 * i) * stride8];
@@ -248,10 +230,10 @@ __global__ void bias_grad_bf16x8_kernel(float* dbias, const bf16* dout, int rows
     }
 }
 
-template <int kRows, bool kBatched>
 void launch_bias_grad_bf16x8(float* dbias, const bf16* dout, int BT, int OC, cudaStream_t stream) {
+    constexpr int kRows = 4;  // 32 rows per block: enough blocks to fill the GPU even for OC = 768
     const dim3 grid(static_cast<unsigned>((OC + 255) / 256), static_cast<unsigned>((BT + 8 * kRows - 1) / (8 * kRows)));
-    bias_grad_bf16x8_kernel<kRows, kBatched><<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC);
+    bias_grad_bf16x8_kernel<kRows><<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC);
     LLMT_CUDA_CHECK_LAUNCH("bias_grad_bf16x8_kernel");
 }
 
@@ -262,14 +244,7 @@ void add_column_sums(float* dbias, const T* dout, int BT, int OC, cudaStream_t s
     constexpr int kRowsPerBlock = 256;
     if constexpr (sizeof(T) == 2) {
         if (OC % 8 == 0) {
-            // 32 or 64 rows per block: enough blocks to fill the GPU even for OC = 768 (3 column blocks).
-            static const int rows_per_thread = [] {
-                const char* v = std::getenv("LLMTRAIN_BIAS_GRAD_ROWS");
-                return v ? std::atoi(v) : 4;
-            }();
-            if (rows_per_thread == 8) launch_bias_grad_bf16x8<8, true>(dbias, dout, BT, OC, stream);
-            else if (rows_per_thread == 0) launch_bias_grad_bf16x8<4, false>(dbias, dout, BT, OC, stream);  // previous
-            else launch_bias_grad_bf16x8<4, true>(dbias, dout, BT, OC, stream);
+            launch_bias_grad_bf16x8(dbias, dout, BT, OC, stream);
             return;
         }
     }

@@ -1,8 +1,8 @@
 // AdamW and sum of squares on CUDA (cuda/optim.h).
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 
+#include "core/knobs.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/optim.h"
 #include "kernels/cuda/runtime.h"
@@ -158,11 +158,7 @@ void adamw_update(float* params, __nv_bfloat16* params_lp, float* m, float* v, c
     const auto [step_size, inv_sqrt_bc2] = adamw_bias_correction(hp);
     const float decay = 1.0f - hp.lr * hp.weight_decay;
     const long n = static_cast<long>(N);
-    static const bool vec = [] {  // LLMTRAIN_ADAMW_VEC=0: the scalar kernel (for measuring)
-        const char* e = std::getenv("LLMTRAIN_ADAMW_VEC");
-        return !(e && e[0] == '0');
-    }();
-    if (vec && N % 4 == 0 && aligned(params, 16) && aligned(m, 16) && aligned(v, 16) && aligned(grads, 16) &&
+    if (N % 4 == 0 && aligned(params, 16) && aligned(m, 16) && aligned(v, 16) && aligned(grads, 16) &&
         aligned(params_lp, 8)) {
         const long n4 = n / 4;
         adamw_x4_kernel<<<grid_for(n4, kBlock), kBlock, 0, stream>>>(
@@ -180,12 +176,9 @@ void adamw_update(float* params, __nv_bfloat16* params_lp, float* m, float* v, c
 void adamw_update_runs(float* params, __nv_bfloat16* params_lp, float* m, float* v, const float* grads,
                        const AdamWRun* runs, int n_runs, const AdamWParams& hp, cudaStream_t stream) {
     if (n_runs <= 0) return;
-    static const bool fused = [] {  // LLMTRAIN_ADAMW_RUNS=0: one launch per run (for measuring)
-        const char* e = std::getenv("LLMTRAIN_ADAMW_RUNS");
-        return !(e && e[0] == '0');
-    }();
-    const bool ok = fused && aligned(params, 16) && aligned(m, 16) && aligned(v, 16) && aligned(grads, 16) &&
-                    aligned(params_lp, 8);
+    // LLMTRAIN_ADAMW_RUNS=0: one launch per run (the path misaligned arenas take anyway).
+    const bool ok = knob_on(Knob::kAdamwRuns) && aligned(params, 16) && aligned(m, 16) && aligned(v, 16) &&
+                    aligned(grads, 16) && aligned(params_lp, 8);
     auto one_run = [&](const AdamWRun& run) {  // the single-run kernels
         AdamWParams h = hp;
         if (!run.decay) h.weight_decay = 0.0f;

@@ -3,12 +3,11 @@
 
 #include <fmt/format.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 #include "core/device_memory.h"
 #include "core/error.h"
+#include "core/knobs.h"
 
 namespace llmt::kernels::cuda {
 
@@ -22,13 +21,7 @@ void throw_cublas_error(const char* call, cublasStatus_t st, const char* file, i
 }
 
 namespace {
-bool sync_after_launch() {
-    static const bool on = [] {
-        const char* v = std::getenv("LLMTRAIN_CUDA_SYNC");
-        return v && std::strcmp(v, "0") != 0 && *v != '\0';
-    }();
-    return on;
-}
+bool sync_after_launch() { return knob_on(Knob::kCudaSync); }
 
 struct Context {
     cudaStream_t stream = nullptr;
