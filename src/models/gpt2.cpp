@@ -258,7 +258,7 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
         auto A = [&](const char* n, int64_t w) { return btc(acts_, h + n, B, T, w); };
         auto S = [&](const char* n) { return bt(acts_, h + n, B, T); };
         kernels::layernorm_forward(A("ln1", C), S("ln1_mean"), S("ln1_rstd"), residual, P(p + "ln_1.weight"),
-                                   P(p + "ln_1.bias"));
+                                   P(p + "ln_1.bias"), cfg_.norm_eps);
         kernels::matmul_forward(A("qkv", 3 * C), A("ln1", C), P(p + "attn.c_attn.weight"), P(p + "attn.c_attn.bias"));
         kernels::attention_forward(A("atty", C), Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_), A("qkv", 3 * C),
                                    static_cast<int>(NH));
@@ -273,7 +273,7 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
                                     P(p + "attn.c_proj.bias"), residual);
         }
         kernels::layernorm_forward(A("ln2", C), S("ln2_mean"), S("ln2_rstd"), A("residual2", C), P(p + "ln_2.weight"),
-                                   P(p + "ln_2.bias"));
+                                   P(p + "ln_2.bias"), cfg_.norm_eps);
         // fch_gelu = GELU(fch), fch = ln2 @ W^T + b (one cuBLASLt call with the GELU epilogue in bf16).
         kernels::matmul_forward_gelu(A("fch_gelu", F), A("fch", F), A("ln2", C), P(p + "mlp.c_fc.weight"),
                                      P(p + "mlp.c_fc.bias"));
@@ -289,7 +289,7 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
         residual = A("residual3", C);
     }
     kernels::layernorm_forward(btc(acts_, "lnf", B, T, C), bt(acts_, "lnf_mean", B, T), bt(acts_, "lnf_rstd", B, T),
-                               residual, P("transformer.ln_f.weight"), P("transformer.ln_f.bias"));
+                               residual, P("transformer.ln_f.weight"), P("transformer.ln_f.bias"), cfg_.norm_eps);
     Tensor logits = btc(acts_, "logits", B, T, Vp);
     Tensor head = cfg_.tie_embeddings ? P("transformer.wte.weight") : P("lm_head.weight");
     kernels::matmul_forward(logits, btc(acts_, "lnf", B, T, C), head, Tensor());

@@ -79,7 +79,7 @@ TEST(Kernels, LayerNorm) {
     auto x = randn(B * T * C, 7, 2.0f), w = randn(C, 8), b = randn(C, 9), dout = randn(B * T * C, 10);
     for (auto& v : x) v += 3.0f;  // a mean far from 0 checks the two-pass variance
     std::vector<float> out(x.size()), mean(B * T), rstd(B * T);
-    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), B, T, C);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), 1e-5f, B, T, C);
     auto xd = cast<double>(x), wd = cast<double>(w), bd = cast<double>(b), dd = cast<double>(dout);
     std::vector<double> rout(x.size()), rmean(B * T), rrstd(B * T);
     ref::layernorm_forward(rout.data(), rmean.data(), rrstd.data(), xd.data(), wd.data(), bd.data(), B * T, C);

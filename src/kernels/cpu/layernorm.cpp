@@ -11,7 +11,7 @@
 namespace llmt::kernels::cpu {
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int B, int T, int C) {
+                       const float* bias, float eps, int B, int T, int C) {
     const long rows = static_cast<long>(B) * T;
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < rows; r++) {
@@ -27,7 +27,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
             v += d * d;
         }
         v /= static_cast<float>(C);
-        const float s = 1.0f / std::sqrt(v + kLayerNormEps);
+        const float s = 1.0f / std::sqrt(v + eps);
         float* o = out + static_cast<size_t>(r) * C;
 #pragma omp simd
         for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
