@@ -103,9 +103,6 @@ DType check_supported(const config::Config& cfg, Device device) {
                    cfg.trainer.precision);
         return DType::kF32;
     }
-    LLMT_CHECK(cfg.trainer.recompute == "none",
-               "trainer.recompute: {}: activation recomputation is not implemented on CUDA in this version; use none",
-               cfg.trainer.recompute);
     LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16",
                "trainer.precision: {} is not available on CUDA; use bf16 or fp32", cfg.trainer.precision);
     return cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
@@ -166,8 +163,15 @@ DataFiles resolve_data(const config::Config& cfg, bool need_train) {
     return f;
 }
 
+// The model's configuration plus how the trainer runs it (trainer.recompute).
+models::Gpt2Config model_config(const config::Config& cfg) {
+    models::Gpt2Config mc = models::Gpt2Config::from(cfg.model);
+    mc.recompute = models::recompute_from_name(cfg.trainer.recompute);
+    return mc;
+}
+
 models::Gpt2 build_model(const config::Config& cfg, Device device, DType dtype) {
-    models::Gpt2 model(models::Gpt2Config::from(cfg.model), device, dtype);
+    models::Gpt2 model(model_config(cfg), device, dtype);
     if (cfg.model.init_from == "scratch") {
         model.init_random(cfg.run.seed);
     } else {
@@ -258,10 +262,11 @@ TrainResult run_training(const TrainOptions& opts) {
     if (dev == Device::kCuda) {
         const auto mem = kernels::device_memory_info(dev);
         log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
-                             "AdamW state {:.2f}, activations {:.2f} at B={} T={}) of {:.1f} GiB on the GPU",
+                             "AdamW state {:.2f}, activations {:.2f} at B={} T={}, recompute {}) of {:.1f} GiB on the "
+                             "GPU",
                              dtype_name(dtype), plan_total / 1073741824.0, plan.params / 1073741824.0,
                              plan.grads / 1073741824.0, opt_bytes / 1073741824.0, plan.activations / 1073741824.0, B,
-                             T, mem.total / 1073741824.0));
+                             T, tc.recompute, mem.total / 1073741824.0));
     }
 
     DataFiles files = resolve_data(cfg, true);
@@ -300,6 +305,7 @@ TrainResult run_training(const TrainOptions& opts) {
             {"memory_bytes", {{"parameters", plan.params}, {"gradients", plan.grads}, {"optimizer", opt_bytes},
                               {"activations", plan.activations},
                               {"total", plan_total}}},
+            {"recompute", tc.recompute},
             {"loss", loss},
             {"forward_ms", sw.seconds() * 1e3},
             {"train_windows", loader.num_windows()},
@@ -594,7 +600,7 @@ nlohmann::ordered_json run_evaluation(const config::Config& cfg, const std::stri
     apply_threads(cfg);
     const Device dev = resolve_device(cfg, 1);
     const DType dtype = check_supported(cfg, dev);
-    models::Gpt2 model(models::Gpt2Config::from(cfg.model), dev, dtype);
+    models::Gpt2 model(model_config(cfg), dev, dtype);
     std::string source;
     if (!checkpoint.empty()) {
         Checkpoint ck = load_checkpoint(checkpoint);
