@@ -236,7 +236,8 @@ TrainResult run_training(const TrainOptions& opts) {
     const int world = dc.world(), rank = dc.rank();
     const DType dtype = check_supported(cfg, dev);
     const std::string device(device_name(dev));
-    const bool zero = dc.active() && cfg.dist.zero_stage == 1;
+    const GradSync sync = grad_sync_plan(cfg, dc.active() ? world : 1);
+    const bool zero = sync.zero1;
     rank_log().to_stderr = rank == 0;
     if (dc.active())
         fmt::print(stderr, "dist: rank {} of {} (local {} of {}), {} via {}:{}{}, restart {}\n", rank, world,
@@ -467,10 +468,9 @@ TrainResult run_training(const TrainOptions& opts) {
     // ZeRO-1 gradients are reduce-scattered after the accumulation window instead, each rank updates
     // its shard and the parameters are all-gathered.
     std::unique_ptr<dist::Reducer> reducer;
-    if (dc.active() && !zero) {
-        const size_t bucket = static_cast<size_t>(cfg.dist.bucket_mb * 1024 * 1024);
+    if (sync.bucket_bytes > 0) {
         reducer = std::make_unique<dist::Reducer>(dc.pg(), model.grads().data(), model.grads().nbytes(),
-                                                  std::max<size_t>(bucket, 4), cfg.dist.overlap, model.device());
+                                                  sync.bucket_bytes, sync.overlap, model.device());
         model.set_grads_ready_hook([&](size_t offset) { reducer->grads_ready_from(offset); });
     }
     // ZeRO-1 (DistContext: staging on the model's device): grads[slice] = mean over ranks, returns the
