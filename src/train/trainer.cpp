@@ -103,6 +103,12 @@ DType check_supported(const config::Config& cfg, Device device) {
                    cfg.trainer.precision);
         return DType::kF32;
     }
+    // run.device: cuda is refused by validation (config/loader.cpp); auto lands here when a GPU is present.
+    LLMT_CHECK(!cfg.run.deterministic,
+               "run.deterministic: true cannot be honoured on CUDA (run.device: {} resolved to cuda; the GPU kernels "
+               "accumulate with float atomics and cuBLASLt chooses GEMM algorithms by timing); use run.device: cpu "
+               "for bit-reproducible runs, or run.deterministic: false",
+               cfg.run.device);
     LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16",
                "trainer.precision: {} is not available on CUDA; use bf16 or fp32", cfg.trainer.precision);
     return cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
