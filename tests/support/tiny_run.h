@@ -43,10 +43,11 @@ public:
 
     const std::filesystem::path& root() const { return root_; }
 
-    // The base config: CPU, fp32, 3 steps, evaluation and checkpoints off until the end.
+    // The base config: CPU, fp32, one thread (at these sizes OpenMP threads only wait for each other), 3
+    // steps, evaluation and checkpoints off until the end.
     std::string base_yaml() const {
         return R"(schema_version: 1
-run: {name: tiny, seed: 7, device: cpu, threads: 2}
+run: {name: tiny, seed: 7, device: cpu, threads: 1}
 model: {arch: gpt2, n_layer: 2, n_head: 2, d_model: 16, block_size: 8, vocab_size: 64, vocab_pad_multiple: 64}
 trainer: {max_steps: 3, micro_batch_size: 2, lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 1, log_every_steps: 1,
           eval_every_steps: 0, eval_steps: 2, save_every_steps: 0, keep_last: 1}
