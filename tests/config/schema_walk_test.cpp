@@ -263,7 +263,15 @@ const std::map<std::string, Probe>& probes() {
          [](const Ctx& c) {
              EXPECT_NE(dry(c.t, {"model.tie_embeddings=false"})["parameters"], dry(c.t, {})["parameters"]);
          }},
-        {"model.norm_eps", [](const Ctx& c) { EXPECT_NE(dry(c.t, {"model.norm_eps=0.5"})["loss"], dry(c.t, {})["loss"]); }},
+        // The eps of every LayerNorm; weights whose config.json says another layer_norm_epsilon are refused.
+        {"model.norm_eps",
+         [](const Ctx& c) {
+             EXPECT_NE(dry(c.t, {"model.norm_eps=0.5"})["loss"], dry(c.t, {})["loss"]);
+             const auto s = c.t.train({"trainer.max_steps=1"});
+             const fs::path w = c.t.run_dir(s) / "checkpoints/step_1/model.safetensors";
+             EXPECT_NO_THROW((void)dry(c.t, {"model.init_from=" + w.string()}));
+             expect_refused(c.t, {"model.init_from=" + w.string(), "model.norm_eps=0.5"}, "model.norm_eps");
+         }},
         {"model.init_from",
          [](const Ctx& c) {
              const auto s = c.t.train({"trainer.max_steps=2"});
