@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <regex>
@@ -335,11 +336,78 @@ void apply_set(YAML::Node& root, const std::string& kv, std::map<std::string, st
 
 int64_t as_i(const ordered_json& j) { return j.get<int64_t>(); }
 
-void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v) {
-    auto at = [&](const std::string& path) -> std::string {
+// The resolved value at "section.key".
+const ordered_json& value_at(const ordered_json& r, const std::string& path) {
+    const auto dot = path.find('.');
+    return r.at(path.substr(0, dot)).at(path.substr(dot + 1));
+}
+
+bool is_default(const ordered_json& r, const std::string& path) {
+    return value_at(r, path) == find_field(path)->default_value;
+}
+
+// Keys this version accepts in the schema but cannot act on: a value other than the default is refused
+// (never silently ignored), naming the key and the issue that implements it.
+void refuse_unimplemented(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
+                          Validator& v) {
+    for (const char* key : {"tracking.mlflow_dir", "tracking.tensorboard_dir"})
+        if (!value_at(r, key).get<std::string>().empty())
+            v.add(key, at(key),
+                  "is not implemented yet (TensorBoard and MLflow output are issue 22); leave it empty: "
+                  "metrics.jsonl in the run directory has every metric");
+    if (as_i(value_at(r, "lora.r")) > 0)
+        v.add("lora.r", at("lora.r"), "LoRA fine-tuning is not implemented yet (issue 20); set lora.r: 0");
+    for (const char* key : {"lora.alpha", "lora.dropout", "lora.target_modules"})
+        if (!is_default(r, key))
+            v.add(key, at(key),
+                  fmt::format("has no effect: LoRA is not implemented yet (issue 20); remove it (default {})",
+                              find_field(key)->default_value.dump()));
+}
+
+// run.deterministic: CPU runs are bit-reproducible (fixed thread partitions and reduction orders in every
+// CPU kernel); the CUDA kernels are not (float atomics in the LayerNorm, bias, embedding and attention
+// backward passes, and cuBLASLt picks its GEMM algorithm by timing), so true on CUDA is refused.
+void check_deterministic(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
+                         Validator& v) {
+    if (value_at(r, "run.deterministic").get<bool>() && value_at(r, "run.device") == "cuda")
+        v.add("run.deterministic", at("run.deterministic"),
+              "true cannot be honoured with run.device: cuda (the GPU kernels accumulate with float atomics "
+              "and cuBLASLt chooses GEMM algorithms by timing); use run.device: cpu for bit-reproducible runs, "
+              "or run.deterministic: false");
+}
+
+// data.* keys that the configured source never reads: a non-default value would be silently ignored.
+void check_data_keys_read(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
+                          Validator& v) {
+    const std::string source = value_at(r, "data.source");
+    auto unread = [&](const std::string& key, const std::string& readers) {
+        if (!is_default(r, key))
+            v.add(key, at(key),
+                  fmt::format("is read only with data.source {}, and data.source is {}; remove it (or change "
+                              "data.source)",
+                              readers, source));
+    };
+    if (source == "shards") {
+        for (const char* key : {"data.paths", "data.val_fraction", "data.cache_dir"}) unread(key, "text or jsonl");
+        unread("data.text_field", "jsonl");
+    } else {
+        // text/jsonl are tokenized into llm.c shards in data.cache_dir, whatever data.shard_format says.
+        for (const char* key : {"data.train_shards", "data.val_shards", "data.shard_format"}) unread(key, "shards");
+        if (source == "text") unread("data.text_field", "jsonl");
+    }
+}
+
+// Where a key's value came from (file:line:col, --set, or the default), for messages.
+std::function<std::string(const std::string&)> locator(const std::map<std::string, std::string>& loc,
+                                                       const Validator& v) {
+    return [&loc, &v](const std::string& path) -> std::string {
         auto it = loc.find(path);
         return it == loc.end() ? v.source() + " (default)" : it->second;
     };
+}
+
+void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v) {
+    const auto at = locator(loc, v);
     auto& m = r["model"];
     auto& t = r["trainer"];
     // Derived defaults first.
@@ -392,6 +460,11 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
     }
     if (r["output"]["root_dir"].get<std::string>().empty())
         v.add("output.root_dir", at("output.root_dir"), "must not be empty");
+    if (t["precision"] == "bf16" && r["run"]["device"] == "cpu")
+        v.add("trainer.precision", at("trainer.precision"),
+              "bf16 runs on CUDA only in this version; use fp32 with run.device: cpu (or run.device: cuda)");
+    check_deterministic(r, at, v);
+    check_data_keys_read(r, at, v);
 }
 
 }  // namespace
@@ -491,6 +564,8 @@ Config load_config_string(std::string_view text, const std::string& source_name,
             resolved[f.path.substr(0, dot)][f.path.substr(dot + 1)] = value;
         }
     }
+    // Each value on its own: reported even when another key has the wrong type.
+    refuse_unimplemented(resolved, locator(loc, v), v);
     if (all_typed) cross_checks(resolved, loc, v);
     if (!v.ok()) v.raise();
 

@@ -71,7 +71,8 @@ std::vector<FieldSpec> build() {
     v.push_back(string_field("run.name", "llmtrain", "name of the run; prefix of generated run ids"));
     v.push_back(int_field("run.seed", 1337, 0, 9007199254740991.0, "seed of every random stream (init, data order, dropout)"));
     v.push_back(enum_field("run.device", "auto", {"cpu", "cuda", "auto"}, "where to train; auto picks cuda when a GPU is present"));
-    v.push_back(bool_field("run.deterministic", false, "bit-reproducible runs (fixed reduction order; may be slower)"));
+    v.push_back(bool_field("run.deterministic", false, "bit-reproducible runs: CPU runs always are (same config, threads and data give the same bits); "
+                          "true is refused on CUDA, whose kernels are not (docs/config.md)"));
     v.push_back(int_field("run.threads", 0, 0, 4096, "CPU threads per process; 0 = all available cores"));
     // model
     v.push_back(enum_field("model.arch", "gpt2", {"gpt2"}, "model family"));
@@ -86,19 +87,19 @@ std::vector<FieldSpec> build() {
                           "the embedding/logit tables are padded to a multiple of this for speed; padding is never predicted"));
     v.push_back(float_field("model.dropout", 0.0, 0.0, 0.999, false, "dropout probability during training"));
     v.push_back(bool_field("model.tie_embeddings", true, "share the token embedding with the output projection"));
-    v.push_back(float_field("model.norm_eps", 1e-5, 0.0, 1.0, true, "epsilon of LayerNorm"));
+    v.push_back(float_field("model.norm_eps", 1e-5, 0.0, 1.0, true, "epsilon of every LayerNorm (GPT-2: 1e-5)"));
     v.push_back(string_field("model.init_from", "scratch",
                              "'scratch' or a path to a Hugging Face safetensors file / model directory"));
     // lora
-    v.push_back(int_field("lora.r", 0, 0, 65536, "LoRA rank; 0 disables LoRA"));
-    v.push_back(float_field("lora.alpha", 16.0, 0.0, kInf, true, "LoRA scaling numerator (scale = alpha / r)"));
-    v.push_back(float_field("lora.dropout", 0.0, 0.0, 0.999, false, "dropout on the LoRA input"));
+    v.push_back(int_field("lora.r", 0, 0, 65536, "LoRA rank; LoRA is not implemented yet (issue 20): must be 0"));
+    v.push_back(float_field("lora.alpha", 16.0, 0.0, kInf, true, "LoRA scaling numerator (scale = alpha / r); not implemented yet (issue 20)"));
+    v.push_back(float_field("lora.dropout", 0.0, 0.0, 0.999, false, "dropout on the LoRA input; not implemented yet (issue 20)"));
     {
         FieldSpec f;
         f.path = "lora.target_modules";
         f.type = FieldType::kStringList;
         f.default_value = ordered_json::array({"c_attn"});
-        f.doc = "modules that get adapters (Hugging Face names: c_attn, c_proj, c_fc)";
+        f.doc = "modules that get adapters (Hugging Face names: c_attn, c_proj, c_fc); not implemented yet (issue 20)";
         v.push_back(f);
     }
     // data
@@ -109,17 +110,17 @@ std::vector<FieldSpec> build() {
         f.path = "data.paths";
         f.type = FieldType::kStringList;
         f.default_value = ordered_json::array();
-        f.doc = "input files or directories for source text/jsonl";
+        f.doc = "input files or directories (source text/jsonl only)";
         v.push_back(f);
     }
-    v.push_back(string_field("data.text_field", "text", "JSONL field that holds the document text"));
+    v.push_back(string_field("data.text_field", "text", "JSONL field that holds the document text (source jsonl only)"));
     v.push_back(string_field("data.tokenizer", "gpt2", "'gpt2' or a path to a .tiktoken / tokenizer.json file"));
-    v.push_back(float_field("data.val_fraction", 0.005, 0.0, 0.999, false, "share of documents held out for validation"));
-    v.push_back(string_field("data.cache_dir", "data/cache", "where tokenized text/jsonl sources are cached"));
+    v.push_back(float_field("data.val_fraction", 0.005, 0.0, 0.999, false, "share of documents held out for validation (source text/jsonl only)"));
+    v.push_back(string_field("data.cache_dir", "data/cache", "where tokenized text/jsonl sources are cached (source text/jsonl only)"));
     v.push_back(string_field("data.train_shards", "", "glob of training shards (source: shards)"));
     v.push_back(string_field("data.val_shards", "", "glob of validation shards (source: shards)"));
     v.push_back(enum_field("data.shard_format", "llmc", {"llmc", "nanogpt"},
-                           "llmc: llm.c .bin with a 1 KiB header; nanogpt: header-less uint16 train.bin/val.bin"));
+                           "llmc: llm.c .bin with a 1 KiB header; nanogpt: header-less uint16 train.bin/val.bin (source shards only)"));
     v.push_back(bool_field("data.shuffle", true, "shuffle training windows each epoch (by seed and epoch)"));
     // trainer
     v.push_back(int_field("trainer.max_steps", 1000, 1, 1e15, "optimizer steps to train"));
@@ -145,7 +146,8 @@ std::vector<FieldSpec> build() {
     v.push_back(float_field("trainer.eps", 1e-8, 0.0, 1.0, true, "AdamW epsilon"));
     v.push_back(float_field("trainer.max_grad_norm", 1.0, 0.0, kInf, false, "global gradient-norm clip; 0 disables"));
     v.push_back(enum_field("trainer.precision", "fp32", {"fp32", "bf16"}, "compute precision (master weights stay fp32)"));
-    v.push_back(enum_field("trainer.recompute", "none", {"none", "gelu", "all"}, "activation recomputation to save memory"));
+    v.push_back(enum_field("trainer.recompute", "none", {"none", "gelu", "all"}, "activation recomputation to save memory: gelu recomputes the MLP's GELU output in backward; all "
+                           "keeps only each block's input and re-runs the block's forward before its backward"));
     v.push_back(int_field("trainer.log_every_steps", 10, 1, 1e15, "steps between metric lines"));
     v.push_back(int_field("trainer.eval_every_steps", 250, 0, 1e15, "steps between evaluations; 0 = off"));
     v.push_back(int_field("trainer.eval_steps", 20, 1, 1e15, "validation batches per evaluation"));
@@ -159,8 +161,8 @@ std::vector<FieldSpec> build() {
     v.push_back(int_field("dist.zero_stage", 0, 0, 1, "1 shards optimizer state across ranks (ZeRO-1)"));
     // tracking
     v.push_back(bool_field("tracking.jsonl", true, "write metrics.jsonl in the run directory"));
-    v.push_back(string_field("tracking.mlflow_dir", "", "MLflow file-store directory; empty = off"));
-    v.push_back(string_field("tracking.tensorboard_dir", "", "TensorBoard log directory; empty = off"));
+    v.push_back(string_field("tracking.mlflow_dir", "", "MLflow file-store directory; not implemented yet (issue 22): must be empty"));
+    v.push_back(string_field("tracking.tensorboard_dir", "", "TensorBoard log directory; not implemented yet (issue 22): must be empty"));
     // output
     v.push_back(string_field("output.root_dir", "runs", "parent directory of run directories"));
     v.push_back(string_field("output.run_id", "", "run directory name; empty = <run.name>-<UTC time>-<random>"));

@@ -1,6 +1,7 @@
 // Validation and device dispatch for kernels/ops.h.
 #include "kernels/ops.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
@@ -231,8 +232,9 @@ void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp) {
                           as_int(op, "C", C));
 }
 
-void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) {
+void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias, float eps) {
     const char* op = "layernorm_forward";
+    LLMT_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
     check_device(op, {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"inp", inp}, {"weight", weight},
                       {"bias", bias}});
     check_shape(op, "inp", inp, {-1, -1, -1});
@@ -245,9 +247,9 @@ void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor 
     check_f32(op, {{"mean", mean}, {"rstd", rstd}});
     const DType dt = check_act(op, inp.device, {{"out", out}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
     LLMT_ON_CUDA_T(inp.device, dt, cuda::layernorm_forward(p<E>(out), f(mean), f(rstd), p<E>(inp), p<E>(weight),
-                                                            p<E>(bias), as_int(op, "B", B), as_int(op, "T", T),
+                                                            p<E>(bias), eps, as_int(op, "B", B), as_int(op, "T", T),
                                                             as_int(op, "C", C), cuda::stream()));
-    cpu::layernorm_forward(f(out), f(mean), f(rstd), f(inp), f(weight), f(bias), as_int(op, "B", B),
+    cpu::layernorm_forward(f(out), f(mean), f(rstd), f(inp), f(weight), f(bias), eps, as_int(op, "B", B),
                            as_int(op, "T", T), as_int(op, "C", C));
 }
 

@@ -26,11 +26,12 @@ void encoder_forward(Tensor out, Tensor inp, Tensor wte, Tensor wpe);
 // dwte (V,C) +=, dwpe (maxT,C) +=; dout (B,T,C); inp (B,T).
 void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp);
 
-// cpu/layernorm.h. out (B,T,C), mean (B,T), rstd (B,T); inp (B,T,C); weight, bias (C).
-void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias);
-// dinp (B,T,C) += (residual stream); dweight, dbias (C) +=. dinp_colsum (C, f32, optional) += the column
-// sums of dinp after the update: the bias gradient of the linear layer whose output was added to this
-// residual stream (fused into the CUDA kernel's pass over dinp).
+// cpu/layernorm.h. out (B,T,C), mean (B,T), rstd (B,T) = 1/sqrt(var + eps); inp (B,T,C); weight, bias (C);
+// eps > 0 (model.norm_eps).
+void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias, float eps);
+// dinp (B,T,C) += (residual stream); dweight, dbias (C) +=; eps reaches it through the forward's rstd.
+// dinp_colsum (C, f32, optional) += the column sums of dinp after the update: the bias gradient of the
+// linear layer whose output was added to this residual stream (fused into the CUDA kernel's pass over dinp).
 void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                         Tensor mean, Tensor rstd, Tensor dinp_colsum = {});
 

@@ -7,6 +7,7 @@
 
 #include "config/config.h"
 #include "core/check.h"
+#include "core/error.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
 
@@ -18,7 +19,28 @@ namespace {
 const char* const kLayerActs[] = {"ln1", "ln1_mean", "ln1_rstd", "qkv", "atty", "lse", "attproj", "residual2",
                                   "ln2", "ln2_mean", "ln2_rstd", "fch", "fch_gelu", "fcproj", "residual3"};
 
+// Elements per (b, t) row of one layer's activation `name`, and whether it is fp32 (statistics) rather
+// than the compute dtype.
+struct ActShape {
+    int64_t per_row = 0;
+    bool f32 = false;
+};
+ActShape act_shape(const std::string& name, int64_t C, int64_t F, int64_t NH) {
+    if (name == "ln1_mean" || name == "ln1_rstd" || name == "ln2_mean" || name == "ln2_rstd") return {1, true};
+    if (name == "lse") return {NH, true};
+    if (name == "qkv") return {3 * C, false};
+    if (name == "fch" || name == "fch_gelu") return {F, false};
+    return {C, false};
+}
+
 }  // namespace
+
+Recompute recompute_from_name(const std::string& name) {
+    if (name == "none") return Recompute::kNone;
+    if (name == "gelu") return Recompute::kGelu;
+    if (name == "all") return Recompute::kAll;
+    throw InputError(fmt::format("trainer.recompute: expected one of none, gelu, all, found '{}'", name));
+}
 
 Gpt2Config Gpt2Config::from(const config::ModelConfig& m) {
     LLMT_CHECK(m.arch == "gpt2", "model.arch: expected gpt2, found {}", m.arch);
@@ -151,34 +173,40 @@ void Gpt2::init_random(uint64_t seed) {
     sync_compute_params();
 }
 
+bool Gpt2::kept_per_layer(const std::string& name) const {
+    switch (cfg_.recompute) {
+        case Recompute::kNone: return true;
+        case Recompute::kGelu: return name != "fch_gelu";
+        case Recompute::kAll: return name == "residual3";  // the next block's input
+    }
+    return true;
+}
+
+std::string Gpt2::act_name(int l, const std::string& name) const {
+    return kept_per_layer(name) ? fmt::format("h{}.{}", l, name) : "blk." + name;
+}
+
 Arena Gpt2::activation_layout(int B, int T) const {
     const int64_t BT = static_cast<int64_t>(B) * T, C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head;
     Arena a;
     // Activations (and their gradients) in the compute dtype; statistics and losses in fp32.
     auto add = [&](const std::string& name, int64_t n) { a.add(name, {n}, dtype_); };
     auto add_f32 = [&](const std::string& name, int64_t n) { a.add(name, {n}, DType::kF32); };
+    // The projections' outputs are kept apart from the residual stream only for dropout; without it each
+    // is added to the stream inside its matmul (forward()).
+    auto present = [&](const std::string& s) { return !((s == "attproj" || s == "fcproj") && cfg_.dropout <= 0.f); };
+    auto add_act = [&](const std::string& key, const std::string& s) {
+        const ActShape sh = act_shape(s, C, F, NH);
+        if (sh.f32) add_f32(key, BT * sh.per_row);
+        else add(key, BT * sh.per_row);
+    };
     add("encoded", BT * C);
-    for (int l = 0; l < cfg_.n_layer; ++l) {
-        for (const char* nm : kLayerActs) {
-            std::string k = fmt::format("h{}.{}", l, nm);
-            std::string s(nm);
-            int64_t n = BT * C;
-            if (s == "ln1_mean" || s == "ln1_rstd" || s == "ln2_mean" || s == "ln2_rstd") {
-                add_f32(k, BT);
-                continue;
-            }
-            if (s == "lse") {
-                add_f32(k, BT * NH);
-                continue;
-            }
-            // The projections' outputs are kept apart from the residual stream only for dropout; without
-            // it each is added to the stream inside its matmul (forward()).
-            if ((s == "attproj" || s == "fcproj") && cfg_.dropout <= 0.f) continue;
-            if (s == "qkv") n = BT * 3 * C;
-            else if (s == "fch" || s == "fch_gelu") n = BT * F;
-            add(k, n);
-        }
-    }
+    for (int l = 0; l < cfg_.n_layer; ++l)
+        for (const char* nm : kLayerActs)
+            if (present(nm) && kept_per_layer(nm)) add_act(act_name(l, nm), nm);
+    // trainer.recompute: one block's worth of the activations not kept per layer, rewritten by every layer.
+    for (const char* nm : kLayerActs)
+        if (present(nm) && !kept_per_layer(nm)) add_act(act_name(0, nm), nm);
     add("lnf", BT * C);
     add_f32("lnf_mean", BT);
     add_f32("lnf_rstd", BT);
@@ -220,6 +248,49 @@ Tensor bt(const Arena& a, const std::string& name, int B, int T) {
 
 }  // namespace
 
+void Gpt2::block_forward(int l, Tensor residual, bool to_residual3) {
+    const int B = B_, T = T_;
+    const int64_t C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head;
+    const std::string p = fmt::format("transformer.h.{}.", l);
+    auto P = [&](const std::string& n) { return weight(n); };
+    auto A = [&](const char* n, int64_t w) { return btc(acts_, act_name(l, n), B, T, w); };
+    auto S = [&](const char* n) { return bt(acts_, act_name(l, n), B, T); };
+    // Dropout in place on each residual branch before it is added; nothing that backward reads is
+    // overwritten (matmul backward reads inputs, never outputs). The masks are stateless, so a re-run
+    // block (trainer.recompute: all) draws the same ones.
+    auto drop = [&](Tensor t, int site) {
+        if (dropped_) kernels::dropout_forward(t, t, cfg_.dropout, dropout_seed_ + static_cast<uint64_t>(site));
+    };
+    kernels::layernorm_forward(A("ln1", C), S("ln1_mean"), S("ln1_rstd"), residual, P(p + "ln_1.weight"),
+                               P(p + "ln_1.bias"), cfg_.norm_eps);
+    kernels::matmul_forward(A("qkv", 3 * C), A("ln1", C), P(p + "attn.c_attn.weight"), P(p + "attn.c_attn.bias"));
+    Tensor lse(acts_.view(act_name(l, "lse")).data, {B, NH, T}, DType::kF32, device_);
+    kernels::attention_forward(A("atty", C), lse, A("qkv", 3 * C), static_cast<int>(NH));
+    // residual2 = residual + attproj (+ dropout on the branch first, when training with it).
+    if (dropped_) {
+        kernels::matmul_forward(A("attproj", C), A("atty", C), P(p + "attn.c_proj.weight"), P(p + "attn.c_proj.bias"));
+        drop(A("attproj", C), 1 + 2 * l);
+        kernels::residual_forward(A("residual2", C), residual, A("attproj", C));
+    } else {
+        kernels::matmul_forward(A("residual2", C), A("atty", C), P(p + "attn.c_proj.weight"), P(p + "attn.c_proj.bias"),
+                                residual);
+    }
+    kernels::layernorm_forward(A("ln2", C), S("ln2_mean"), S("ln2_rstd"), A("residual2", C), P(p + "ln_2.weight"),
+                               P(p + "ln_2.bias"), cfg_.norm_eps);
+    // fch_gelu = GELU(fch), fch = ln2 @ W^T + b (one cuBLASLt call with the GELU epilogue in bf16).
+    kernels::matmul_forward_gelu(A("fch_gelu", F), A("fch", F), A("ln2", C), P(p + "mlp.c_fc.weight"),
+                                 P(p + "mlp.c_fc.bias"));
+    if (!to_residual3) return;
+    if (dropped_) {
+        kernels::matmul_forward(A("fcproj", C), A("fch_gelu", F), P(p + "mlp.c_proj.weight"), P(p + "mlp.c_proj.bias"));
+        drop(A("fcproj", C), 2 + 2 * l);
+        kernels::residual_forward(A("residual3", C), A("residual2", C), A("fcproj", C));
+    } else {
+        kernels::matmul_forward(A("residual3", C), A("fch_gelu", F), P(p + "mlp.c_proj.weight"),
+                                P(p + "mlp.c_proj.bias"), A("residual2", C));
+    }
+}
+
 float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale) {
     LLMT_CHECK(B > 0 && T > 0, "gpt2 forward: B and T must be positive (B {}, T {})", B, T);
     LLMT_CHECK(T <= cfg_.block_size, "gpt2 forward: sequence length {} exceeds model.block_size {}", T,
@@ -228,7 +299,7 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
     ensure_activations(B, T);
     B_ = B;
     T_ = T;
-    const int64_t C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head, Vp = cfg_.padded_vocab;
+    const int64_t C = cfg_.d_model, Vp = cfg_.padded_vocab;
     const int V = cfg_.vocab_size;
     inputs_.assign(inputs, inputs + static_cast<int64_t>(B) * T);
     if (device_ != Device::kCpu) {  // device kernels do not range-check ids (kernels/ops.h)
@@ -245,51 +316,17 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
     auto P = [&](const std::string& n) { return weight(n); };
     kernels::encoder_forward(btc(acts_, "encoded", B, T, C), inp, P("transformer.wte.weight"),
                              P("transformer.wpe.weight"));
-    // Dropout in place on the embeddings and on each residual branch before it is added; nothing that
-    // backward reads is overwritten (matmul backward reads inputs, never outputs).
+    // Dropout in place on the embeddings (site 0) and inside each block (block_forward).
     dropped_ = train && cfg_.dropout > 0.f;
-    auto drop = [&](Tensor t, int site) {
-        if (dropped_) kernels::dropout_forward(t, t, cfg_.dropout, dropout_seed_ + static_cast<uint64_t>(site));
-    };
-    drop(btc(acts_, "encoded", B, T, C), 0);
+    if (dropped_) kernels::dropout_forward(btc(acts_, "encoded", B, T, C), btc(acts_, "encoded", B, T, C),
+                                           cfg_.dropout, dropout_seed_);
     Tensor residual = btc(acts_, "encoded", B, T, C);
     for (int l = 0; l < cfg_.n_layer; ++l) {
-        std::string h = fmt::format("h{}.", l), p = fmt::format("transformer.h.{}.", l);
-        auto A = [&](const char* n, int64_t w) { return btc(acts_, h + n, B, T, w); };
-        auto S = [&](const char* n) { return bt(acts_, h + n, B, T); };
-        kernels::layernorm_forward(A("ln1", C), S("ln1_mean"), S("ln1_rstd"), residual, P(p + "ln_1.weight"),
-                                   P(p + "ln_1.bias"));
-        kernels::matmul_forward(A("qkv", 3 * C), A("ln1", C), P(p + "attn.c_attn.weight"), P(p + "attn.c_attn.bias"));
-        kernels::attention_forward(A("atty", C), Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_), A("qkv", 3 * C),
-                                   static_cast<int>(NH));
-        // residual2 = residual + attproj (+ dropout on the branch first, when training with it).
-        if (dropped_) {
-            kernels::matmul_forward(A("attproj", C), A("atty", C), P(p + "attn.c_proj.weight"),
-                                    P(p + "attn.c_proj.bias"));
-            drop(A("attproj", C), 1 + 2 * l);
-            kernels::residual_forward(A("residual2", C), residual, A("attproj", C));
-        } else {
-            kernels::matmul_forward(A("residual2", C), A("atty", C), P(p + "attn.c_proj.weight"),
-                                    P(p + "attn.c_proj.bias"), residual);
-        }
-        kernels::layernorm_forward(A("ln2", C), S("ln2_mean"), S("ln2_rstd"), A("residual2", C), P(p + "ln_2.weight"),
-                                   P(p + "ln_2.bias"));
-        // fch_gelu = GELU(fch), fch = ln2 @ W^T + b (one cuBLASLt call with the GELU epilogue in bf16).
-        kernels::matmul_forward_gelu(A("fch_gelu", F), A("fch", F), A("ln2", C), P(p + "mlp.c_fc.weight"),
-                                     P(p + "mlp.c_fc.bias"));
-        if (dropped_) {
-            kernels::matmul_forward(A("fcproj", C), A("fch_gelu", F), P(p + "mlp.c_proj.weight"),
-                                    P(p + "mlp.c_proj.bias"));
-            drop(A("fcproj", C), 2 + 2 * l);
-            kernels::residual_forward(A("residual3", C), A("residual2", C), A("fcproj", C));
-        } else {
-            kernels::matmul_forward(A("residual3", C), A("fch_gelu", F), P(p + "mlp.c_proj.weight"),
-                                    P(p + "mlp.c_proj.bias"), A("residual2", C));
-        }
-        residual = A("residual3", C);
+        block_forward(l, residual, /*to_residual3=*/true);
+        residual = btc(acts_, act_name(l, "residual3"), B, T, C);
     }
     kernels::layernorm_forward(btc(acts_, "lnf", B, T, C), bt(acts_, "lnf_mean", B, T), bt(acts_, "lnf_rstd", B, T),
-                               residual, P("transformer.ln_f.weight"), P("transformer.ln_f.bias"));
+                               residual, P("transformer.ln_f.weight"), P("transformer.ln_f.bias"), cfg_.norm_eps);
     Tensor logits = btc(acts_, "logits", B, T, Vp);
     Tensor head = cfg_.tie_embeddings ? P("transformer.wte.weight") : P("lm_head.weight");
     kernels::matmul_forward(logits, btc(acts_, "lnf", B, T, C), head, Tensor());
@@ -358,10 +395,16 @@ void Gpt2::backward() {
     };
     ready_from("transformer.ln_f.weight");
     for (int l = cfg_.n_layer - 1; l >= 0; --l) {
-        std::string h = fmt::format("h{}.", l), p = fmt::format("transformer.h.{}.", l);
-        auto A = [&](const char* n, int64_t w) { return btc(acts_, h + n, B, T, w); };
-        auto S = [&](const char* n) { return bt(acts_, h + n, B, T); };
+        const std::string p = fmt::format("transformer.h.{}.", l);
+        auto A = [&](const char* n, int64_t w) { return btc(acts_, act_name(l, n), B, T, w); };
+        auto S = [&](const char* n) { return bt(acts_, act_name(l, n), B, T); };
         Tensor residual = l == 0 ? btc(acts_, "encoded", B, T, C) : btc(acts_, fmt::format("h{}.residual3", l - 1), B, T, C);
+        // trainer.recompute: the same kernels on the same inputs as the forward, so what they rewrite is
+        // bit for bit what the forward wrote (the kernels are deterministic; one exception: bf16 on CUDA
+        // fuses the forward's GELU into the GEMM epilogue from the fp32 sum, while gelu_forward starts from
+        // the bf16-rounded pre-activation, so kGelu there differs by bf16 rounding).
+        if (cfg_.recompute == Recompute::kAll) block_forward(l, residual, /*to_residual3=*/false);
+        if (cfg_.recompute == Recompute::kGelu) kernels::gelu_forward(A("fch_gelu", F), A("fch", F));
         // dres holds d residual3 = d fcproj = d residual2 (residual add passes it through).
         // df = d fch (through the GELU: the DGELU epilogue in bf16).
         kernels::matmul_backward_gelu(df, A("fch", F), G(p + "mlp.c_proj.weight"), proj_dbias(p + "mlp.c_proj.bias"),
@@ -376,7 +419,7 @@ void Gpt2::backward() {
                                  undrop(dc, 1 + 2 * l), A("atty", C), P(p + "attn.c_proj.weight"));
         // The qkv bias gradient (dqkv's column sums) comes out of the attention backward's own passes.
         kernels::attention_backward(dqkv, dc2, A("qkv", 3 * C), A("atty", C),
-                                    Tensor(acts_.view(h + "lse").data, {B, NH, T}, DType::kF32, device_),
+                                    Tensor(acts_.view(act_name(l, "lse")).data, {B, NH, T}, DType::kF32, device_),
                                     static_cast<int>(NH), G(p + "attn.c_attn.bias"));
         kernels::matmul_backward(dc, G(p + "attn.c_attn.weight"), Tensor(), dqkv, A("ln1", C),
                                  P(p + "attn.c_attn.weight"));

@@ -20,6 +20,14 @@ struct ModelConfig;
 
 namespace llmt::models {
 
+// trainer.recompute: which activations backward() recomputes instead of keeping from the forward.
+// kGelu: the MLP's GELU output, recomputed from its kept pre-activation (one layer's worth of buffer, shared).
+// kAll: everything inside a block; only each block's input and output on the residual stream are kept,
+// and backward re-runs the block's forward into one block's worth of scratch right before its backward.
+enum class Recompute { kNone, kGelu, kAll };
+// "none" | "gelu" | "all" (the schema's choices); InputError naming trainer.recompute otherwise.
+Recompute recompute_from_name(const std::string& name);
+
 struct Gpt2Config {
     int n_layer = 0, n_head = 0, d_model = 0, d_ff = 0;
     int block_size = 0;  // maximum T
@@ -31,6 +39,8 @@ struct Gpt2Config {
     // both residual branches). Attention-probability dropout (attn_pdrop) is not applied: the tiled
     // attention never materialises the probabilities. 0 disables it (and costs nothing).
     float dropout = 0.f;
+    // Activation memory for compute (trainer.recompute; not a model property: it changes no result).
+    Recompute recompute = Recompute::kNone;
 
     static Gpt2Config from(const config::ModelConfig& m);
     // 6N + 12 L C T: training FLOPs per token (PaLM appendix B), N counting tied weights once.
@@ -72,6 +82,7 @@ public:
     // block_size or an id outside [0, V). Activations are sized on first use and regrown if B*T grows.
     float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale = 1.f);
     // Accumulates (+=) the gradients of the last train forward into grads(). Call zero_grad() per step.
+    // Re-runs what config().recompute did not keep (the same kernels on the same inputs as the forward).
     void backward();
     void zero_grad() { grads_.zero(); }
     // Seed of the dropout masks of the next train forward (and its backward). The masks are stateless
@@ -92,7 +103,8 @@ public:
     // Per-layer hook for sampling/eval without targets: logits of all positions (B,T,Vp).
     const float* logits() const;
 
-    // Memory plan: bytes of parameters, gradients and activations for (B, T).
+    // Memory plan: bytes of parameters, gradients and activations for (B, T); the activations shrink with
+    // config().recompute.
     struct MemoryPlan {
         size_t params = 0, grads = 0, activations = 0;
     };
@@ -100,6 +112,14 @@ public:
 
 private:
     void ensure_activations(int B, int T);
+    // Layer l's block on the residual stream `residual` (B_, T_ of the last forward): LayerNorms,
+    // attention and MLP into the layer's activation buffers; with `to_residual3` false it stops before
+    // the MLP's output projection (what backward needs when it re-runs the block, trainer.recompute all).
+    void block_forward(int l, Tensor residual, bool to_residual3);
+    // Whether activation `name` (one of each layer's) is kept per layer, else in one shared "blk." buffer.
+    bool kept_per_layer(const std::string& name) const;
+    // Layer l's buffer of activation `name`: "h<l>.<name>", or the shared "blk.<name>".
+    std::string act_name(int l, const std::string& name) const;
 
     // The activation arena's layout for (B, T) (not allocated).
     Arena activation_layout(int B, int T) const;

@@ -68,12 +68,12 @@ const float* Gpt2Decoder::run(const int32_t* ids, int n) {
         auto W = [&](const char* name) { return P.view(p + name); };
         Tensor cache = cache_.view(fmt::format("h{}.qkv", l));  // (1, max_T, 3C)
         Tensor qkv_new(static_cast<float*>(cache.data) + static_cast<int64_t>(t0) * 3 * C, {1, n, 3 * C});
-        kernels::layernorm_forward(S("ln", C), mean, rstd, residual, W("ln_1.weight"), W("ln_1.bias"));
+        kernels::layernorm_forward(S("ln", C), mean, rstd, residual, W("ln_1.weight"), W("ln_1.bias"), c.norm_eps);
         kernels::matmul_forward(qkv_new, S("ln", C), W("attn.c_attn.weight"), W("attn.c_attn.bias"));
         kernels::attention_forward_cached(S("atty", C), cache, t0, c.n_head);
         kernels::matmul_forward(S("proj", C), S("atty", C), W("attn.c_proj.weight"), W("attn.c_proj.bias"));
         kernels::residual_forward(S("res2", C), residual, S("proj", C));
-        kernels::layernorm_forward(S("ln", C), mean, rstd, S("res2", C), W("ln_2.weight"), W("ln_2.bias"));
+        kernels::layernorm_forward(S("ln", C), mean, rstd, S("res2", C), W("ln_2.weight"), W("ln_2.bias"), c.norm_eps);
         kernels::matmul_forward(S("fch", F), S("ln", C), W("mlp.c_fc.weight"), W("mlp.c_fc.bias"));
         kernels::gelu_forward(S("fch_gelu", F), S("fch", F));
         kernels::matmul_forward(S("proj", C), S("fch_gelu", F), W("mlp.c_proj.weight"), W("mlp.c_proj.bias"));
@@ -87,7 +87,7 @@ const float* Gpt2Decoder::run(const int32_t* ids, int n) {
     Tensor ln_row(scratch_.view("ln").data, {1, 1, C});
     Tensor mean1(scratch_.view("mean").data, {1, 1}), rstd1(scratch_.view("rstd").data, {1, 1});
     kernels::layernorm_forward(ln_row, mean1, rstd1, last_row, P.view("transformer.ln_f.weight"),
-                               P.view("transformer.ln_f.bias"));
+                               P.view("transformer.ln_f.bias"), c.norm_eps);
     Tensor logits(scratch_.view("logits").data, {1, 1, Vp});
     Tensor head = c.tie_embeddings ? P.view("transformer.wte.weight") : P.view("lm_head.weight");
     kernels::matmul_forward(logits, ln_row, head, Tensor());

@@ -58,7 +58,33 @@ std::vector<TensorRef> gpt2_hf_tensors(const Gpt2& model, const Arena& arena,
     return out;
 }
 
+namespace {
+
+// Hugging Face model directories and our checkpoints hold a config.json beside the weights; its
+// layer_norm_epsilon is the eps the weights were trained with, which model.norm_eps must repeat (the
+// tensors' shapes cannot tell). Compared in float, the precision both sides use (1e-05 there is 1e-5f here).
+void check_norm_eps(const Gpt2Config& c, const std::string& weights_path) {
+    const std::filesystem::path cfg = std::filesystem::path(weights_path).parent_path() / "config.json";
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(cfg, ec)) return;
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(read_file(cfg, 1 << 20));
+    } catch (const nlohmann::json::exception&) {
+        return;  // not a config we know how to read: the tensors' shapes are still checked
+    }
+    if (!j.is_object() || !j.contains("layer_norm_epsilon") || !j["layer_norm_epsilon"].is_number()) return;
+    const float eps = j["layer_norm_epsilon"].get<float>();
+    if (eps != c.norm_eps)
+        throw InputError(fmt::format("model.norm_eps: {} but '{}' says layer_norm_epsilon {}, the eps these weights "
+                                     "were trained with; set model.norm_eps: {}",
+                                     c.norm_eps, cfg.string(), eps, eps));
+}
+
+}  // namespace
+
 void gpt2_load_hf(const Gpt2& model, Arena& arena, const SafetensorsFile& file) {
+    check_norm_eps(model.config(), file.path());
     std::map<std::string, std::string> by_canonical;  // canonical -> name in file
     std::vector<std::string> problems;
     for (const auto& n : file.names()) {

@@ -21,7 +21,8 @@ std::vector<TensorRef> gpt2_hf_tensors(const Gpt2& model, const Arena& arena, st
 
 // Copies HF-layout tensors from `file` into `arena` (the model's layout): transposes Conv1D weights,
 // pads wte rows with zeros, crops a position table longer than block_size to its first rows.
-// Throws CheckpointError listing every missing, unexpected or mis-shaped tensor (nothing is changed then).
+// Throws CheckpointError listing every missing, unexpected or mis-shaped tensor (nothing is changed then),
+// InputError naming model.norm_eps when a config.json beside the file has another layer_norm_epsilon.
 void gpt2_load_hf(const Gpt2& model, Arena& arena, const SafetensorsFile& file);
 
 // Writes model.safetensors (HF names and layout) and, beside it, config.json for transformers.

@@ -16,6 +16,16 @@
 
 namespace llmt::train {
 
+// How a rank synchronises gradients (dist.zero_stage, dist.bucket_mb, dist.overlap) in a world of
+// `world` ranks. One process has nothing to synchronise: every field stays off, whatever the keys say
+// (docs/config.md), so a data-parallel config also runs as one process.
+struct GradSync {
+    bool zero1 = false;       // ZeRO-1: reduce-scatter after the accumulation window, sharded AdamW state
+    size_t bucket_bytes = 0;  // DDP: all-reduce bucket size (0 = no DDP Reducer: one rank, or ZeRO-1)
+    bool overlap = false;     // DDP: all-reduce buckets while backward still runs
+};
+GradSync grad_sync_plan(const config::Config& cfg, int world);
+
 class DistContext {
 public:
     // Reads the worker environment; with WORLD_SIZE > 1 connects the store (rank 0 serves it), runs

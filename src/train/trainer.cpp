@@ -105,9 +105,12 @@ DType check_supported(const config::Config& cfg, Device device) {
                    cfg.trainer.precision);
         return DType::kF32;
     }
-    LLMT_CHECK(cfg.trainer.recompute == "none",
-               "trainer.recompute: {}: activation recomputation is not implemented on CUDA in this version; use none",
-               cfg.trainer.recompute);
+    // run.device: cuda is refused by validation (config/loader.cpp); auto lands here when a GPU is present.
+    LLMT_CHECK(!cfg.run.deterministic,
+               "run.deterministic: true cannot be honoured on CUDA (run.device: {} resolved to cuda; the GPU kernels "
+               "accumulate with float atomics and cuBLASLt chooses GEMM algorithms by timing); use run.device: cpu "
+               "for bit-reproducible runs, or run.deterministic: false",
+               cfg.run.device);
     LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16",
                "trainer.precision: {} is not available on CUDA; use bf16 or fp32", cfg.trainer.precision);
     return cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
@@ -168,8 +171,15 @@ DataFiles resolve_data(const config::Config& cfg, bool need_train) {
     return f;
 }
 
+// The model's configuration plus how the trainer runs it (trainer.recompute).
+models::Gpt2Config model_config(const config::Config& cfg) {
+    models::Gpt2Config mc = models::Gpt2Config::from(cfg.model);
+    mc.recompute = models::recompute_from_name(cfg.trainer.recompute);
+    return mc;
+}
+
 models::Gpt2 build_model(const config::Config& cfg, Device device, DType dtype) {
-    models::Gpt2 model(models::Gpt2Config::from(cfg.model), device, dtype);
+    models::Gpt2 model(model_config(cfg), device, dtype);
     if (cfg.model.init_from == "scratch") {
         model.init_random(cfg.run.seed);
     } else {
@@ -234,7 +244,8 @@ TrainResult run_training(const TrainOptions& opts) {
     const int world = dc.world(), rank = dc.rank();
     const DType dtype = check_supported(cfg, dev);
     const std::string device(device_name(dev));
-    const bool zero = dc.active() && cfg.dist.zero_stage == 1;
+    const GradSync sync = grad_sync_plan(cfg, dc.active() ? world : 1);
+    const bool zero = sync.zero1;
     rank_log().to_stderr = rank == 0;
     if (dc.active())
         fmt::print(stderr, "dist: rank {} of {} (local {} of {}), {} via {}:{}{}, restart {}\n", rank, world,
@@ -260,10 +271,11 @@ TrainResult run_training(const TrainOptions& opts) {
     if (dev == Device::kCuda) {
         const auto mem = kernels::device_memory_info(dev);
         log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
-                             "AdamW state {:.2f}, activations {:.2f} at B={} T={}) of {:.1f} GiB on the GPU",
+                             "AdamW state {:.2f}, activations {:.2f} at B={} T={}, recompute {}) of {:.1f} GiB on the "
+                             "GPU",
                              dtype_name(dtype), plan_total / 1073741824.0, plan.params / 1073741824.0,
                              plan.grads / 1073741824.0, opt_bytes / 1073741824.0, plan.activations / 1073741824.0, B,
-                             T, mem.total / 1073741824.0));
+                             T, tc.recompute, mem.total / 1073741824.0));
     }
 
     DataFiles files = resolve_data(cfg, true);
@@ -302,6 +314,7 @@ TrainResult run_training(const TrainOptions& opts) {
             {"memory_bytes", {{"parameters", plan.params}, {"gradients", plan.grads}, {"optimizer", opt_bytes},
                               {"activations", plan.activations},
                               {"total", plan_total}}},
+            {"recompute", tc.recompute},
             {"loss", loss},
             {"forward_ms", sw.seconds() * 1e3},
             {"train_windows", loader.num_windows()},
@@ -463,10 +476,9 @@ TrainResult run_training(const TrainOptions& opts) {
     // ZeRO-1 gradients are reduce-scattered after the accumulation window instead, each rank updates
     // its shard and the parameters are all-gathered.
     std::unique_ptr<dist::Reducer> reducer;
-    if (dc.active() && !zero) {
-        const size_t bucket = static_cast<size_t>(cfg.dist.bucket_mb * 1024 * 1024);
+    if (sync.bucket_bytes > 0) {
         reducer = std::make_unique<dist::Reducer>(dc.pg(), model.grads().data(), model.grads().nbytes(),
-                                                  std::max<size_t>(bucket, 4), cfg.dist.overlap, model.device());
+                                                  sync.bucket_bytes, sync.overlap, model.device());
         model.set_grads_ready_hook([&](size_t offset) { reducer->grads_ready_from(offset); });
     }
     // ZeRO-1 (DistContext: staging on the model's device): grads[slice] = mean over ranks, returns the
@@ -597,7 +609,7 @@ nlohmann::ordered_json run_evaluation(const config::Config& cfg, const std::stri
     apply_threads(cfg);
     const Device dev = resolve_device(cfg, 1);
     const DType dtype = check_supported(cfg, dev);
-    models::Gpt2 model(models::Gpt2Config::from(cfg.model), dev, dtype);
+    models::Gpt2 model(model_config(cfg), dev, dtype);
     std::string source;
     if (!checkpoint.empty()) {
         Checkpoint ck = load_checkpoint(checkpoint);

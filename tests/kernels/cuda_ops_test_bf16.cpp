@@ -38,6 +38,9 @@ constexpr double kTolOut = 1e-2;
 constexpr double kTolGrad = 2e-2;
 // Stays fp32 end to end (losses from identical bf16 logits; AdamW's fp32 master update).
 constexpr double kTolF32 = 1e-5;
+// LayerNorm eps of the comparisons: not GPT-2's 1e-5, so a kernel (generic or vectorised) that dropped its
+// eps argument would differ from the CPU by ~1% in rstd, beyond the 1e-4 rstd bound below.
+constexpr float kLnEps = 0.1f;
 
 uint32_t base_seed() {
     static const uint32_t s = [] {
@@ -172,11 +175,11 @@ TEST_F(CudaBf16Ops, EncoderLayerNormElementwise) {
     // LayerNorm: fp32 statistics from bf16 inputs.
     auto x = rounded(randn(B * T * C, seed(10), 2.0f)), w = rounded(randn(C, seed(11))), b = rounded(randn(C, seed(12)));
     std::vector<float> lo(B * T * C), mean(B * T), rstd(B * T);
-    layernorm_forward(H(lo, {B, T, C}), H(mean, {B, T}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), H(b, {C}));
+    layernorm_forward(H(lo, {B, T, C}), H(mean, {B, T}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), H(b, {C}), kLnEps);
     Dev dx = bf(x, {B, T, C}), dw = bf(w, {C}), db = bf(b, {C}), dlo({B, T, C}, DType::kBF16), dm({B, T}, DType::kF32),
         dr({B, T}, DType::kF32);
     dlo.poison();
-    layernorm_forward(dlo.t(), dm.t(), dr.t(), dx.t(), dw.t(), db.t());
+    layernorm_forward(dlo.t(), dm.t(), dr.t(), dx.t(), dw.t(), db.t(), kLnEps);
     expect_close("layernorm_forward out", dlo.download(), lo, kTolOut);
     expect_close("layernorm_forward rstd (f32)", dr.download(), rstd, 1e-4);
     auto gl = rounded(randn(B * T * C, seed(13))), gi = rounded(randn(B * T * C, seed(14)));
@@ -340,13 +343,13 @@ TEST_F(CudaBf16Ops, GptWidthsLayerNormAndBiasGradient) {
         for (int i = 0; i < C; i++) x[C + i] += 5.0f;  // one row with a large mean: the variance's two passes matter
         x = rounded(x);  // after the shift, so both sides see the same bf16 values
         std::vector<float> lo(B * T * C), mean(B * T), rstd(B * T);
-        layernorm_forward(H(lo, {B, T, C}), H(mean, {B, T}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), H(b, {C}));
+        layernorm_forward(H(lo, {B, T, C}), H(mean, {B, T}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), H(b, {C}), kLnEps);
         Dev dx = bf(x, {B, T, C}), dw = bf(w, {C}), db = bf(b, {C}), dlo({B, T, C}, DType::kBF16),
             dm({B, T}, DType::kF32), dr({B, T}, DType::kF32);
         dlo.poison();
         dm.poison();
         dr.poison();
-        layernorm_forward(dlo.t(), dm.t(), dr.t(), dx.t(), dw.t(), db.t());
+        layernorm_forward(dlo.t(), dm.t(), dr.t(), dx.t(), dw.t(), db.t(), kLnEps);
         const std::string c = " C=" + std::to_string(C);
         expect_close(("layernorm_forward out" + c).c_str(), dlo.download(), lo, kTolOut);
         expect_close(("layernorm_forward mean (f32)" + c).c_str(), dm.download(), mean, 1e-5);
@@ -484,7 +487,7 @@ TEST_F(CudaBf16Ops, FusedResidualAndBiasColumnSums) {
             auto gw = randn(C, seed(144 + C)), gb = randn(C, seed(145 + C)), cs = randn(C, seed(146 + C));
             std::vector<float> lo(B * T * C), mean(B * T), rstd(B * T), bias(C, 0.0f);
             layernorm_forward(H(lo, {B, T, C}), H(mean, {B, T}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}),
-                              H(bias, {C}));
+                              H(bias, {C}), kLnEps);
             Dev dgl = bf(gl, {B, T, C}), dgi = bf(gi, {B, T, C}), dgw = f32(gw, {C}), dgb = f32(gb, {C}),
                 dcs = f32(cs, {C}), dx = bf(x, {B, T, C}), dw = bf(w, {C}), dmean = f32(mean, {B, T}),
                 drstd = f32(rstd, {B, T});

@@ -5,9 +5,11 @@
 // of simd.h, errors relative to the output's scale stay below ~1e-6. 2e-5 leaves margin for summation
 // order (OpenMP, GEMM blocking) while any indexing or formula mistake gives errors of order 1.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/knobs.h"
 #include "kernels/cpu/adamw.h"
@@ -78,7 +80,7 @@ TEST(Kernels, LayerNorm) {
     auto x = randn(B * T * C, 7, 2.0f), w = randn(C, 8), b = randn(C, 9), dout = randn(B * T * C, 10);
     for (auto& v : x) v += 3.0f;  // a mean far from 0 checks the two-pass variance
     std::vector<float> out(x.size()), mean(B * T), rstd(B * T);
-    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), B, T, C);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), 1e-5f, B, T, C);
     auto xd = cast<double>(x), wd = cast<double>(w), bd = cast<double>(b), dd = cast<double>(dout);
     std::vector<double> rout(x.size()), rmean(B * T), rrstd(B * T);
     ref::layernorm_forward(rout.data(), rmean.data(), rrstd.data(), xd.data(), wd.data(), bd.data(), B * T, C);
@@ -343,6 +345,32 @@ TEST(Kernels, SumSquaresAndScale) {
     EXPECT_NEAR(cpu::sum_squares(x.data(), N), ref, 1e-9 * ref);  // fp64 accumulation
     cpu::scale_inplace(x.data(), N, 0.5f);
     EXPECT_NEAR(cpu::sum_squares(x.data(), N), 0.25 * ref, 1e-9 * ref);
+}
+
+// run.deterministic (docs/config.md): kernels that combine per-thread partial sums must do it in a fixed
+// order. Four threads on any machine (oversubscribed on two cores, where threads finish in varying
+// order): LayerNorm's backward, when it summed its partials in a critical section, gave 12 distinct
+// dweight bit patterns in 2000 identical calls on the 2-core dev machine; every call must give one.
+TEST(Kernels, ParallelReductionsAreBitwiseRepeatable) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(4);
+    const int B = 4, T = 64, C = 64;
+    auto x = randn(B * T * C, 40), dout = randn(B * T * C, 41), w = randn(C, 42), b = randn(C, 43);
+    std::vector<float> out(x.size()), mean(B * T), rstd(B * T);
+    cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), 1e-5f, B, T, C);
+    std::vector<float> first_dw;
+    for (int rep = 0; rep < 2000; ++rep) {
+        std::vector<float> dx(x.size(), 0.f), dw(C, 0.f), db(C, 0.f);
+        cpu::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(), mean.data(),
+                                rstd.data(), B, T, C);
+        if (rep == 0) first_dw = dw;
+        ASSERT_EQ(std::memcmp(dw.data(), first_dw.data(), C * sizeof(float)), 0) << "call " << rep;
+    }
+    const size_t N = 9 * 65536 + 7;  // several blocks per thread
+    auto g = randn(N, 44);
+    const double s0 = cpu::sum_squares(g.data(), N);
+    for (int rep = 0; rep < 200; ++rep) ASSERT_EQ(cpu::sum_squares(g.data(), N), s0) << "call " << rep;
+    omp_set_num_threads(saved);
 }
 
 }  // namespace

@@ -174,7 +174,8 @@ void check_Encoder(const Ref& r) {
 void check_LayerNorm(const Ref& r) {
     auto x = in("ln_x"), w = in("ln_w"), b = in("ln_b"), dout = in("ln_dout");
     std::vector<float> out(x.size()), mean(B * T), rstd(B * T), dx(x.size(), 0.0f), dw(C, 0.0f), db(C, 0.0f);
-    layernorm_forward(t(out, {B, T, C}), t(mean, {B, T}), t(rstd, {B, T}), t(x, {B, T, C}), t(w, {C}), t(b, {C}));
+    layernorm_forward(t(out, {B, T, C}), t(mean, {B, T}), t(rstd, {B, T}), t(x, {B, T, C}), t(w, {C}), t(b, {C}),
+                      1e-5f);
     layernorm_backward(t(dx, {B, T, C}), t(dw, {C}), t(db, {C}), t(dout, {B, T, C}), t(x, {B, T, C}), t(w, {C}),
                        t(mean, {B, T}), t(rstd, {B, T}));
     expect_close(out, r.out("ln_out"), "ln_out");
@@ -183,6 +184,28 @@ void check_LayerNorm(const Ref& r) {
     expect_close(dx, r.out("ln_dx"), "ln_dx");
     expect_close(dw, r.out("ln_dw"), "ln_dw");
     expect_close(db, r.out("ln_db"), "ln_db");
+}
+
+// model.norm_eps reaches the kernel: eps = 0.1 matches torch's layer_norm(eps=0.1), forward and backward
+// (the backward sees eps through the saved rstd), and is far from the eps = 1e-5 result: with inputs of
+// variance ~4, rstd moves by ~1.2%; the outputs must differ by over 10x the 1e-4 tolerance, so an ignored
+// eps cannot pass.
+void check_LayerNormEps(const Ref& r) {
+    auto x = in("ln_x"), w = in("ln_w"), b = in("ln_b"), dout = in("ln_dout");
+    std::vector<float> out(x.size()), mean(B * T), rstd(B * T), dx(x.size(), 0.0f), dw(C, 0.0f), db(C, 0.0f);
+    layernorm_forward(t(out, {B, T, C}), t(mean, {B, T}), t(rstd, {B, T}), t(x, {B, T, C}), t(w, {C}), t(b, {C}),
+                      0.1f);
+    layernorm_backward(t(dx, {B, T, C}), t(dw, {C}), t(db, {C}), t(dout, {B, T, C}), t(x, {B, T, C}), t(w, {C}),
+                       t(mean, {B, T}), t(rstd, {B, T}));
+    expect_close(out, r.out("ln01_out"), "ln01_out");
+    expect_close(rstd, r.out("ln01_rstd"), "ln01_rstd");
+    expect_close(dx, r.out("ln01_dx"), "ln01_dx");
+    expect_close(dw, r.out("ln01_dw"), "ln01_dw");
+    expect_close(db, r.out("ln01_db"), "ln01_db");
+    const double d_out = rel_err(out, r.out("ln_out")), d_dx = rel_err(dx, r.out("ln_dx"));
+    std::printf("  eps 0.1 vs 1e-5: out differs by %.2e, dx by %.2e (relative)\n", d_out, d_dx);
+    EXPECT_GT(d_out, 10 * kTol) << "eps 0.1 should differ from eps 1e-5";
+    EXPECT_GT(d_dx, 10 * kTol) << "eps 0.1 should differ from eps 1e-5";
 }
 
 void check_Matmul(const Ref& r) {
@@ -274,6 +297,10 @@ TEST(KernelsReference, AllOpsMatchTorch) {
     {
         SCOPED_TRACE("LayerNorm");
         check_LayerNorm(r);
+    }
+    {
+        SCOPED_TRACE("LayerNormEps");
+        check_LayerNormEps(r);
     }
     {
         SCOPED_TRACE("Matmul");

@@ -54,6 +54,13 @@ out.backward(load("ln_dout", (B, T, C)))
 save("ln_out", out), save("ln_mean", mean), save("ln_rstd", 1.0 / torch.sqrt(var + 1e-5))
 save("ln_dx", x.grad), save("ln_dw", w.grad), save("ln_db", b.grad)
 
+# layernorm with a large eps (model.norm_eps = 0.1): the same inputs, so only eps differs
+x, w, b = leaf("ln_x", (B, T, C)), leaf("ln_w", (C,)), leaf("ln_b", (C,))
+out = F.layer_norm(x, (C,), w, b, eps=0.1)
+out.backward(load("ln_dout", (B, T, C)))
+save("ln01_out", out), save("ln01_rstd", 1.0 / torch.sqrt(var + 0.1))
+save("ln01_dx", x.grad), save("ln01_dw", w.grad), save("ln01_db", b.grad)
+
 # matmul (nn.Linear layout: weight (OC, C))
 x, w, b = leaf("mm_x", (B, T, C)), leaf("mm_w", (OC, C)), leaf("mm_b", (OC,))
 out = F.linear(x, w, b)

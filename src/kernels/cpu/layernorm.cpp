@@ -11,7 +11,7 @@
 namespace llmt::kernels::cpu {
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int B, int T, int C) {
+                       const float* bias, float eps, int B, int T, int C) {
     const long rows = static_cast<long>(B) * T;
 #pragma omp parallel for schedule(static)
     for (long r = 0; r < rows; r++) {
@@ -27,7 +27,7 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
             v += d * d;
         }
         v /= static_cast<float>(C);
-        const float s = 1.0f / std::sqrt(v + kLayerNormEps);
+        const float s = 1.0f / std::sqrt(v + eps);
         float* o = out + static_cast<size_t>(r) * C;
 #pragma omp simd
         for (int c = 0; c < C; c++) o[c] = (x[c] - m) * s * weight[c] + bias[c];
@@ -39,13 +39,17 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int B, int T, int C) {
     const long rows = static_cast<long>(B) * T;
-    // dweight/dbias sum over all rows: each thread accumulates its rows in a private buffer, then the
-    // buffers are added into the parameter grads one thread at a time.
-#pragma omp parallel
+    // dweight/dbias sum over all rows: each thread accumulates its rows (a static partition) in its own
+    // slot, then the slots are added into the parameter grads in thread order after the parallel region.
+    // A fixed order, not a critical section's arrival order: run.deterministic relies on it (the same
+    // thread count gives the same bits).
+    const int nth = omp_get_max_threads();
+    const size_t Cz = static_cast<size_t>(C);
+    std::vector<float> partial(2 * Cz * static_cast<size_t>(nth), 0.0f);  // slots of absent threads stay 0
+#pragma omp parallel num_threads(nth)
     {
-        std::vector<float> dw(static_cast<size_t>(C), 0.0f), db(static_cast<size_t>(C), 0.0f);
-        float* dwp = dw.data();
-        float* dbp = db.data();
+        float* dwp = partial.data() + 2 * Cz * static_cast<size_t>(omp_get_thread_num());
+        float* dbp = dwp + Cz;
 #pragma omp for schedule(static)
         for (long r = 0; r < rows; r++) {
             const float* x = inp + static_cast<size_t>(r) * C;
@@ -72,7 +76,10 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                 dx[c] += (dn - dnorm_mean - n * dnorm_norm_mean) * s;
             }
         }
-#pragma omp critical(llmt_layernorm_backward)
+    }
+    for (int t = 0; t < nth; t++) {
+        const float* dwp = partial.data() + 2 * Cz * static_cast<size_t>(t);
+        const float* dbp = dwp + Cz;
         for (int c = 0; c < C; c++) {
             dweight[c] += dwp[c];
             dbias[c] += dbp[c];

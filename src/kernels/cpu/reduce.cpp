@@ -1,6 +1,8 @@
 // sum of squares in fp64 and in-place scale (reduce.h).
 #include "kernels/cpu/reduce.h"
 
+#include <vector>
+
 #include "kernels/cpu/simd.h"
 
 namespace llmt::kernels::cpu {
@@ -20,12 +22,17 @@ double sum_squares(const float* x, size_t N) {
     constexpr long kBlock = 65536;
     const long n = static_cast<long>(N);
     const long blocks = (n + kBlock - 1) / kBlock;
-    double total = 0.0;
-#pragma omp parallel for reduction(+ : total) schedule(static)
+    // One partial per block, summed in block order: the result depends on N only, not on the thread
+    // count or on which thread finishes first (an OpenMP reduction combines in arrival order), so the
+    // gradient norm and clipping are bit-reproducible (run.deterministic).
+    std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
+#pragma omp parallel for schedule(static)
     for (long b = 0; b < blocks; b++) {
         const long i0 = b * kBlock;
-        total += sum_squares_block(x + i0, (n - i0) < kBlock ? n - i0 : kBlock);
+        partial[static_cast<size_t>(b)] = sum_squares_block(x + i0, (n - i0) < kBlock ? n - i0 : kBlock);
     }
+    double total = 0.0;
+    for (double p : partial) total += p;
     return total;
 }
 

@@ -11,13 +11,12 @@
 namespace llmt::kernels::cuda {
 namespace {
 
-constexpr float kEps = 1e-5f;
 constexpr int kWarps = 8;
 constexpr long kMaxBackwardBlocks = 264;  // ~2 blocks per SM of an H100 (132 SMs)
 
 template <typename T>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const T* weight,
-                                         const T* bias, long rows, int C) {
+                                         const T* bias, float eps, long rows, int C) {
     const int lane = threadIdx.x % 32;
     const long row = blockIdx.x * static_cast<long>(kWarps) + threadIdx.x / 32;
     if (row >= rows) return;
@@ -30,7 +29,7 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
         const float d = ldf(x[c]) - m;
         v += d * d;
     }
-    const float r = 1.0f / sqrtf(warp_sum(v) / C + kEps);
+    const float r = 1.0f / sqrtf(warp_sum(v) / C + eps);
     T* o = out + row * C;
     for (int c = lane; c < C; c += 32) o[c] = cvt<T>((ldf(x[c]) - m) * r * ldf(weight[c]) + ldf(bias[c]));
     if (lane == 0) {
@@ -44,7 +43,8 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 // registers. The generic kernel above re-reads the row three times with 2-byte loads.
 template <int kVecs>
 __global__ void layernorm_forward_bf16x8_kernel(bf16* out, float* mean, float* rstd, const bf16* inp,
-                                                const bf16* weight, const bf16* bias, long rows, int C) {
+                                                const bf16* weight, const bf16* bias, float eps, long rows,
+                                                int C) {
     const int lane = threadIdx.x % 32;
     const long row = blockIdx.x * static_cast<long>(kWarps) + threadIdx.x / 32;
     if (row >= rows) return;
@@ -68,7 +68,7 @@ __global__ void layernorm_forward_bf16x8_kernel(bf16* out, float* mean, float* r
         const float d = x[i] - m;
         var += d * d;
     }
-    const float r = 1.0f / sqrtf(warp_sum(var) / C + kEps);
+    const float r = 1.0f / sqrtf(warp_sum(var) / C + eps);
     const uint4* wv = reinterpret_cast<const uint4*>(weight);
     const uint4* bv = reinterpret_cast<const uint4*>(bias);
     uint4* orow = reinterpret_cast<uint4*>(out + row * C);
@@ -321,8 +321,8 @@ int try_backward_bf16x8(bf16* dinp, float* dweight, float* dbias, const bf16* do
 }
 
 template <typename T>
-void forward_t(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int B, int T_, int C,
-               cudaStream_t stream) {
+void forward_t(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, float eps, int B,
+               int T_, int C, cudaStream_t stream) {
     const long rows = static_cast<long>(B) * T_;
     const unsigned grid = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
     if constexpr (std::is_same_v<T, bf16>) {
@@ -330,7 +330,7 @@ void forward_t(T* out, float* mean, float* rstd, const T* inp, const T* weight, 
 #define LLMT_LN_FWD_VEC(K)                                                                                     \
     case K:                                                                                                    \
         layernorm_forward_bf16x8_kernel<K><<<grid, kWarps * 32, 0, stream>>>(out, mean, rstd, inp, weight,   \
-                                                                            bias, rows, C);                   \
+                                                                            bias, eps, rows, C);              \
         LLMT_CUDA_CHECK_LAUNCH("layernorm_forward_bf16x8_kernel");                                            \
         return;
             switch (C / 256) {
@@ -346,7 +346,7 @@ void forward_t(T* out, float* mean, float* rstd, const T* inp, const T* weight, 
 #undef LLMT_LN_FWD_VEC
         }
     }
-    layernorm_forward_kernel<<<grid, kWarps * 32, 0, stream>>>(out, mean, rstd, inp, weight, bias, rows, C);
+    layernorm_forward_kernel<<<grid, kWarps * 32, 0, stream>>>(out, mean, rstd, inp, weight, bias, eps, rows, C);
     LLMT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
@@ -375,9 +375,9 @@ void backward_t(T* dinp, float* dweight, float* dbias, const T* dout, const T* i
 }  // namespace
 
 #define LLMT_LAYERNORM_FOR(T)                                                                                     \
-    void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias, int B, \
-                           int T_, int C, cudaStream_t stream) {                                                  \
-        forward_t(out, mean, rstd, inp, weight, bias, B, T_, C, stream);                                          \
+    void layernorm_forward(T* out, float* mean, float* rstd, const T* inp, const T* weight, const T* bias,         \
+                           float eps, int B, int T_, int C, cudaStream_t stream) {                                \
+        forward_t(out, mean, rstd, inp, weight, bias, eps, B, T_, C, stream);                                     \
     }                                                                                                             \
     void layernorm_backward(T* dinp, float* dweight, float* dbias, const T* dout, const T* inp, const T* weight,  \
                             const float* mean, const float* rstd, int B, int T_, int C, cudaStream_t stream,      \
