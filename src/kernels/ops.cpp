@@ -86,7 +86,7 @@ Device check_device(const char* op, std::initializer_list<Arg> args) {
             dev = a.t.device;
             first = false;
         }
-        LLMT_CHECK(a.t.device == dev, "{}: argument '{}' is on {} but the others are on {}", op, a.name,
+        LLMT_INTERNAL_CHECK(a.t.device == dev, "{}: argument '{}' is on {} but the others are on {}", op, a.name,
                    device_name(a.t.device), device_name(dev));
     }
     if (dev == Device::kCuda && !LLMT_CUDA_ENABLED) throw DeviceError(fmt::format("{}: built without CUDA", op));
@@ -94,11 +94,11 @@ Device check_device(const char* op, std::initializer_list<Arg> args) {
 }
 
 void check_present(const char* op, const char* name, const Tensor& t) {
-    LLMT_CHECK(!t.empty(), "{}: argument '{}' is missing (null data)", op, name);
+    LLMT_INTERNAL_CHECK(!t.empty(), "{}: argument '{}' is missing (null data)", op, name);
 }
 
 void check_dtype(const char* op, const char* name, const Tensor& t, DType dt) {
-    LLMT_CHECK(t.dtype == dt, "{}: argument '{}' must be {}, got {}", op, name, dtype_name(dt),
+    LLMT_INTERNAL_CHECK(t.dtype == dt, "{}: argument '{}' must be {}, got {}", op, name, dtype_name(dt),
                t.describe());
 }
 
@@ -127,7 +127,7 @@ void check_f32(const char* op, std::initializer_list<Arg> args) {
 }
 
 int as_int(const char* op, const char* what, int64_t v) {
-    LLMT_CHECK(v >= 0 && v <= INT32_MAX, "{}: {} = {} out of range", op, what, v);
+    LLMT_INTERNAL_CHECK(v >= 0 && v <= INT32_MAX, "{}: {} = {} out of range", op, what, v);
     return static_cast<int>(v);
 }
 
@@ -148,11 +148,11 @@ DType check_act(const char* op, Device dev, std::initializer_list<Arg> args) {
             dt = a.t.dtype;
             break;
         }
-    LLMT_CHECK(dt == DType::kF32 || dt == DType::kBF16, "{}: tensors must be f32 or bf16, got {}", op,
+    LLMT_INTERNAL_CHECK(dt == DType::kF32 || dt == DType::kBF16, "{}: tensors must be f32 or bf16, got {}", op,
                dtype_name(dt));
     for (const Arg& a : args)
         if (!a.t.empty()) check_dtype(op, a.name, a.t, dt);
-    LLMT_CHECK(dt == DType::kF32 || dev == Device::kCuda, "{}: bf16 tensors are supported on CUDA only, got {}", op,
+    LLMT_INTERNAL_CHECK(dt == DType::kF32 || dev == Device::kCuda, "{}: bf16 tensors are supported on CUDA only, got {}", op,
                device_name(dev));
     return dt;
 }
@@ -197,14 +197,14 @@ void encoder_forward(Tensor out, Tensor inp, Tensor wte, Tensor wpe) {
     check_shape(op, "inp", inp, {B, T});
     check_shape(op, "wte", wte, {-1, C});
     check_shape(op, "wpe", wpe, {-1, C});
-    LLMT_CHECK(wpe.dim(0) >= T, "{}: wpe has {} positions, sequence length is {}", op, wpe.dim(0), T);
+    LLMT_INTERNAL_CHECK(wpe.dim(0) >= T, "{}: wpe has {} positions, sequence length is {}", op, wpe.dim(0), T);
     const DType dt = check_act(op, out.device, {{"out", out}, {"wte", wte}, {"wpe", wpe}});
     check_dtype(op, "inp", inp, DType::kI32);
     LLMT_ON_CUDA_T(out.device, dt, cuda::encoder_forward(p<E>(out), ids(inp), p<E>(wte), p<E>(wpe), as_int(op, "B", B),
                                                           as_int(op, "T", T), as_int(op, "C", C), cuda::stream()));
     const int32_t* p = ids(inp);
     for (int64_t i = 0; i < B * T; i++)
-        LLMT_CHECK(p[i] >= 0 && p[i] < wte.dim(0), "{}: token id {} at position {} is outside [0, {})", op,
+        LLMT_INTERNAL_CHECK(p[i] >= 0 && p[i] < wte.dim(0), "{}: token id {} at position {} is outside [0, {})", op,
                    p[i], i, wte.dim(0));
     cpu::encoder_forward(f(out), p, f(wte), f(wpe), as_int(op, "B", B), as_int(op, "T", T),
                          as_int(op, "C", C));
@@ -218,7 +218,7 @@ void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp) {
     check_shape(op, "inp", inp, {B, T});
     check_shape(op, "dwte", dwte, {-1, C});
     check_shape(op, "dwpe", dwpe, {-1, C});
-    LLMT_CHECK(dwpe.dim(0) >= T, "{}: dwpe has {} positions, sequence length is {}", op, dwpe.dim(0), T);
+    LLMT_INTERNAL_CHECK(dwpe.dim(0) >= T, "{}: dwpe has {} positions, sequence length is {}", op, dwpe.dim(0), T);
     check_f32(op, {{"dwte", dwte}, {"dwpe", dwpe}});
     const DType dt = check_act(op, dout.device, {{"dout", dout}});
     check_dtype(op, "inp", inp, DType::kI32);
@@ -226,7 +226,7 @@ void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp) {
                                                             as_int(op, "T", T), as_int(op, "C", C), cuda::stream()));
     const int32_t* p = ids(inp);
     for (int64_t i = 0; i < B * T; i++)
-        LLMT_CHECK(p[i] >= 0 && p[i] < dwte.dim(0), "{}: token id {} at position {} is outside [0, {})",
+        LLMT_INTERNAL_CHECK(p[i] >= 0 && p[i] < dwte.dim(0), "{}: token id {} at position {} is outside [0, {})",
                    op, p[i], i, dwte.dim(0));
     cpu::encoder_backward(f(dwte), f(dwpe), f(dout), p, as_int(op, "B", B), as_int(op, "T", T),
                           as_int(op, "C", C));
@@ -234,7 +234,7 @@ void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp) {
 
 void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias, float eps) {
     const char* op = "layernorm_forward";
-    LLMT_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
+    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
     check_device(op, {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"inp", inp}, {"weight", weight},
                       {"bias", bias}});
     check_shape(op, "inp", inp, {-1, -1, -1});
@@ -300,9 +300,9 @@ DType check_matmul_forward(const char* op, const Tensor& out, const Tensor& inp,
     const int64_t OC = weight.dim(0), C = weight.dim(1);
     check_present(op, "inp", inp);
     check_present(op, "out", out);
-    LLMT_CHECK(inp.ndim >= 1 && inp.dim(-1) == C, "{}: inp must end in C = {}, got {}", op, C,
+    LLMT_INTERNAL_CHECK(inp.ndim >= 1 && inp.dim(-1) == C, "{}: inp must end in C = {}, got {}", op, C,
                inp.describe());
-    LLMT_CHECK(out.ndim == inp.ndim && out.dim(-1) == OC && out.numel() / OC == inp.numel() / C,
+    LLMT_INTERNAL_CHECK(out.ndim == inp.ndim && out.dim(-1) == OC && out.numel() / OC == inp.numel() / C,
                "{}: out must be inp's leading dims x OC = {}, got {} for inp {}", op, OC, out.describe(),
                inp.describe());
     if (!bias.empty()) check_shape(op, "bias", bias, {OC});
@@ -315,10 +315,10 @@ void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor r
     const DType dt = check_matmul_forward(op, out, inp, weight, bias);
     if (!residual.empty()) {
         check_device(op, {{"out", out}, {"residual", residual}});
-        LLMT_CHECK(residual.dtype == out.dtype && residual.numel() == out.numel(),
+        LLMT_INTERNAL_CHECK(residual.dtype == out.dtype && residual.numel() == out.numel(),
                    "{}: residual {} must have out's element count and dtype ({})", op, residual.describe(),
                    out.describe());
-        LLMT_CHECK(residual.data != out.data && residual.data != inp.data,
+        LLMT_INTERNAL_CHECK(residual.data != out.data && residual.data != inp.data,
                    "{}: residual must not alias out or inp (it is read while out is written)", op);
     }
     const int64_t OC = weight.dim(0), C = weight.dim(1);
@@ -347,13 +347,13 @@ void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
     check_shape(op, "dweight", dweight, {OC, C});
     check_present(op, "inp", inp);
     check_present(op, "dout", dout);
-    LLMT_CHECK(inp.ndim >= 1 && inp.dim(-1) == C, "{}: inp must end in C = {}, got {}", op, C,
+    LLMT_INTERNAL_CHECK(inp.ndim >= 1 && inp.dim(-1) == C, "{}: inp must end in C = {}, got {}", op, C,
                inp.describe());
     const int64_t rows = inp.numel() / C;
-    LLMT_CHECK(dout.ndim == inp.ndim && dout.dim(-1) == OC && dout.numel() / OC == rows,
+    LLMT_INTERNAL_CHECK(dout.ndim == inp.ndim && dout.dim(-1) == OC && dout.numel() / OC == rows,
                "{}: dout must be inp's leading dims x OC = {}, got {}", op, OC, dout.describe());
     if (!dinp.empty())
-        LLMT_CHECK(dinp.ndim == inp.ndim && dinp.numel() == inp.numel() && dinp.dim(-1) == C,
+        LLMT_INTERNAL_CHECK(dinp.ndim == inp.ndim && dinp.numel() == inp.numel() && dinp.dim(-1) == C,
                    "{}: dinp must have inp's shape {}, got {}", op, inp.describe(), dinp.describe());
     if (!dbias.empty()) check_shape(op, "dbias", dbias, {OC});
     check_f32(op, {{"dweight", dweight}, {"dbias", dbias}});
@@ -380,7 +380,7 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH) {
     check_device(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
     check_shape(op, "out", out, {-1, -1, -1});
     const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
-    LLMT_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
+    LLMT_INTERNAL_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
     check_shape(op, "lse", lse, {B, NH, T});
     check_shape(op, "qkv", qkv, {B, T, 3 * C});
     check_f32(op, {{"lse", lse}});
@@ -409,7 +409,7 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
                       {"dqkv_colsum", dqkv_colsum}});
     check_shape(op, "out", out, {-1, -1, -1});
     const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
-    LLMT_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
+    LLMT_INTERNAL_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
     check_shape(op, "dout", dout, {B, T, C});
     check_shape(op, "lse", lse, {B, NH, T});
     check_shape(op, "qkv", qkv, {B, T, 3 * C});
@@ -459,10 +459,10 @@ void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH) {
     check_device(op, {{"out", out}, {"qkv", qkv}});
     check_shape(op, "out", out, {-1, -1, -1});
     const int64_t B = out.dim(0), Tq = out.dim(1), C = out.dim(2);
-    LLMT_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
+    LLMT_INTERNAL_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
     check_shape(op, "qkv", qkv, {B, -1, 3 * C});
     const int64_t Tmax = qkv.dim(1);
-    LLMT_CHECK(t0 >= 0 && t0 + Tq <= Tmax, "{}: positions {}..{} exceed the cache of {} positions", op, t0,
+    LLMT_INTERNAL_CHECK(t0 >= 0 && t0 + Tq <= Tmax, "{}: positions {}..{} exceed the cache of {} positions", op, t0,
                t0 + Tq - 1, Tmax);
     check_f32(op, {{"out", out}, {"qkv", qkv}});
     LLMT_ON_CUDA(qkv.device, attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
@@ -478,7 +478,7 @@ DType check_same_numel(const char* op, std::initializer_list<Arg> args) {
     const Tensor& first = args.begin()->t;
     for (const Arg& a : args) {
         check_present(op, a.name, a.t);
-        LLMT_CHECK(a.t.numel() == first.numel(), "{}: argument '{}' has {} elements, expected {} ({})", op,
+        LLMT_INTERNAL_CHECK(a.t.numel() == first.numel(), "{}: argument '{}' has {} elements, expected {} ({})", op,
                    a.name, a.t.numel(), first.numel(), args.begin()->name);
     }
     return check_act(op, first.device, args);
@@ -517,7 +517,7 @@ void residual_backward(Tensor dinp1, Tensor dinp2, Tensor dout) {
 void dropout_forward(Tensor out, Tensor inp, float p_drop, uint64_t seed) {
     const Device dev = check_device("dropout_forward", {{"out", out}, {"inp", inp}});
     const DType dt = check_same_numel("dropout_forward", {{"out", out}, {"inp", inp}});
-    LLMT_CHECK(p_drop >= 0.0f && p_drop < 1.0f, "dropout_forward: p = {} must be in [0, 1)", p_drop);
+    LLMT_INTERNAL_CHECK(p_drop >= 0.0f && p_drop < 1.0f, "dropout_forward: p = {} must be in [0, 1)", p_drop);
     LLMT_ON_CUDA_T(dev, dt, cuda::dropout_forward(p<E>(out), p<E>(inp), p_drop, seed, n_of(inp), cuda::stream()));
     cpu::dropout_forward(f(out), f(inp), p_drop, seed, n_of(inp));
 }
@@ -525,7 +525,7 @@ void dropout_forward(Tensor out, Tensor inp, float p_drop, uint64_t seed) {
 void dropout_backward(Tensor dinp, Tensor dout, float p_drop, uint64_t seed) {
     const Device dev = check_device("dropout_backward", {{"dinp", dinp}, {"dout", dout}});
     const DType dt = check_same_numel("dropout_backward", {{"dinp", dinp}, {"dout", dout}});
-    LLMT_CHECK(p_drop >= 0.0f && p_drop < 1.0f, "dropout_backward: p = {} must be in [0, 1)", p_drop);
+    LLMT_INTERNAL_CHECK(p_drop >= 0.0f && p_drop < 1.0f, "dropout_backward: p = {} must be in [0, 1)", p_drop);
     LLMT_ON_CUDA_T(dev, dt, cuda::dropout_backward(p<E>(dinp), p<E>(dout), p_drop, seed, n_of(dout), cuda::stream()));
     cpu::dropout_backward(f(dinp), f(dout), p_drop, seed, n_of(dout));
 }
@@ -537,7 +537,7 @@ std::array<int, 3> check_classifier(const char* op, const Tensor& losses, const 
     check_device(op, {{"losses", losses}, {"logits", logits}, {"targets", targets}});
     check_shape(op, "logits", logits, {-1, -1, -1});
     const int64_t B = logits.dim(0), T = logits.dim(1), Vp = logits.dim(2);
-    LLMT_CHECK(V > 0 && V <= Vp, "{}: V = {} must be in [1, Vp = {}]", op, V, Vp);
+    LLMT_INTERNAL_CHECK(V > 0 && V <= Vp, "{}: V = {} must be in [1, Vp = {}]", op, V, Vp);
     check_shape(op, "losses", losses, {B, T});
     check_shape(op, "targets", targets, {B, T});
     check_f32(op, {{"losses", losses}});
@@ -546,7 +546,7 @@ std::array<int, 3> check_classifier(const char* op, const Tensor& losses, const 
     if (logits.device == Device::kCpu) {  // device targets are not read back; the caller validated them
         const int32_t* y = ids(targets);
         for (int64_t i = 0; i < B * T; i++)
-            LLMT_CHECK(y[i] < V, "{}: target {} at position {} is >= V = {}", op, y[i], i, V);
+            LLMT_INTERNAL_CHECK(y[i] < V, "{}: target {} at position {} is >= V = {}", op, y[i], i, V);
     }
     return {as_int(op, "B", B), as_int(op, "T", T), as_int(op, "Vp", Vp)};
 }
@@ -574,7 +574,7 @@ void softmax_forward(Tensor probs, Tensor logits, int V) {
     check_device(op, {{"probs", probs}, {"logits", logits}});
     check_shape(op, "logits", logits, {-1, -1, -1});
     const int64_t B = logits.dim(0), T = logits.dim(1), Vp = logits.dim(2);
-    LLMT_CHECK(V > 0 && V <= Vp, "{}: V = {} must be in [1, Vp = {}]", op, V, Vp);
+    LLMT_INTERNAL_CHECK(V > 0 && V <= Vp, "{}: V = {} must be in [1, Vp = {}]", op, V, Vp);
     check_shape(op, "probs", probs, {B, T, Vp});
     const DType dt = check_act(op, logits.device, {{"probs", probs}, {"logits", logits}});
     LLMT_ON_CUDA_T(logits.device, dt,
@@ -591,10 +591,10 @@ void check_adamw(const char* op, const Tensor& params, const Tensor& m, const Te
     check_device(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}, {"params_lp", params_lp}});
     check_same_numel(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
     check_f32(op, {{"params", params}, {"m", m}, {"v", v}, {"grads", grads}});
-    LLMT_CHECK(hp.step >= 1, "{}: step must be >= 1, got {}", op, hp.step);
+    LLMT_INTERNAL_CHECK(hp.step >= 1, "{}: step must be >= 1, got {}", op, hp.step);
     if (!params_lp.empty()) {
         check_dtype(op, "params_lp", params_lp, DType::kBF16);
-        LLMT_CHECK(params_lp.numel() == params.numel(), "{}: params_lp has {} elements, params {}", op,
+        LLMT_INTERNAL_CHECK(params_lp.numel() == params.numel(), "{}: params_lp has {} elements, params {}", op,
                    params_lp.numel(), params.numel());
     }
 }
@@ -612,7 +612,7 @@ void adamw_update_runs(Tensor params, Tensor m, Tensor v, Tensor grads, const Ad
     const char* op = "adamw_update_runs";
     check_adamw(op, params, m, v, grads, hp, params_lp);
     for (size_t r = 0; r < runs.size(); r++)
-        LLMT_CHECK(runs[r].begin < runs[r].end && runs[r].end <= params.numel() &&
+        LLMT_INTERNAL_CHECK(runs[r].begin < runs[r].end && runs[r].end <= params.numel() &&
                        (r == 0 ? runs[r].begin >= 0 : runs[r].begin >= runs[r - 1].end),
                    "{}: run {} [{}, {}) is empty, outside the {} elements or not after the previous run", op, r,
                    runs[r].begin, runs[r].end, params.numel());
@@ -631,7 +631,7 @@ void matmul_forward_gelu(Tensor out, Tensor pre_gelu, Tensor inp, Tensor weight,
     const char* op = "matmul_forward_gelu";
     check_device(op, {{"out", out}, {"pre_gelu", pre_gelu}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
     check_present(op, "pre_gelu", pre_gelu);
-    LLMT_CHECK(pre_gelu.numel() == out.numel(), "{}: pre_gelu {} must have out's shape {}", op, pre_gelu.describe(),
+    LLMT_INTERNAL_CHECK(pre_gelu.numel() == out.numel(), "{}: pre_gelu {} must have out's shape {}", op, pre_gelu.describe(),
                out.describe());
     const DType dt = check_act(op, inp.device, {{"out", out}, {"pre_gelu", pre_gelu}});
 #if LLMT_CUDA_ENABLED
@@ -654,7 +654,7 @@ void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor d
     const char* op = "matmul_backward_gelu";
     check_present(op, "dinp", dinp);
     check_present(op, "gelu_pre", gelu_pre);
-    LLMT_CHECK(gelu_pre.numel() == dinp.numel() && gelu_pre.dtype == dinp.dtype && gelu_pre.device == dinp.device,
+    LLMT_INTERNAL_CHECK(gelu_pre.numel() == dinp.numel() && gelu_pre.dtype == dinp.dtype && gelu_pre.device == dinp.device,
                "{}: gelu_pre {} must match dinp {}", op, gelu_pre.describe(), dinp.describe());
 #if LLMT_CUDA_ENABLED
     if (inp.device == Device::kCuda && inp.dtype == DType::kBF16 && gelu_fusion()) {
@@ -675,7 +675,7 @@ void convert(Tensor dst, Tensor src) {
     const Device dev = check_device(op, {{"dst", dst}, {"src", src}});
     check_present(op, "dst", dst);
     check_present(op, "src", src);
-    LLMT_CHECK(dst.numel() == src.numel(), "{}: dst {} and src {} differ in element count", op, dst.describe(),
+    LLMT_INTERNAL_CHECK(dst.numel() == src.numel(), "{}: dst {} and src {} differ in element count", op, dst.describe(),
                src.describe());
     const bool down = dst.dtype == DType::kBF16 && src.dtype == DType::kF32;
     const bool up = dst.dtype == DType::kF32 && src.dtype == DType::kBF16;
@@ -726,7 +726,7 @@ void copy(Tensor dst, Tensor src) {
     const char* op = "copy";
     check_present(op, "dst", dst);
     check_present(op, "src", src);
-    LLMT_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(),
+    LLMT_INTERNAL_CHECK(dst.dtype == src.dtype && dst.numel() == src.numel(),
                "{}: dst {} and src {} differ in dtype or element count", op, dst.describe(), src.describe());
     if (dst.device == Device::kCpu && src.device == Device::kCpu) {
         if (dst.data != src.data) std::memmove(dst.data, src.data, src.nbytes());

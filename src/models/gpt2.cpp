@@ -67,9 +67,9 @@ double Gpt2Config::flops_per_token(int T) const {
 }
 
 Gpt2::Gpt2(const Gpt2Config& cfg, Device device, DType dtype) : cfg_(cfg), device_(device), dtype_(dtype) {
-    LLMT_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "gpt2: compute dtype must be f32 or bf16, got {}",
+    LLMT_INTERNAL_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "gpt2: compute dtype must be f32 or bf16, got {}",
                dtype_name(dtype));
-    LLMT_CHECK(dtype == DType::kF32 || device == Device::kCuda,
+    LLMT_INTERNAL_CHECK(dtype == DType::kF32 || device == Device::kCuda,
                "gpt2: bf16 mixed precision runs on CUDA only (device {})", device_name(device));
     LLMT_CHECK(cfg.n_layer > 0 && cfg.n_head > 0 && cfg.d_model > 0 && cfg.d_ff > 0 && cfg.block_size > 0 &&
                    cfg.vocab_size > 0 && cfg.padded_vocab >= cfg.vocab_size,
@@ -292,10 +292,10 @@ void Gpt2::block_forward(int l, Tensor residual, bool to_residual3) {
 }
 
 float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale) {
-    LLMT_CHECK(B > 0 && T > 0, "gpt2 forward: B and T must be positive (B {}, T {})", B, T);
+    LLMT_INTERNAL_CHECK(B > 0 && T > 0, "gpt2 forward: B and T must be positive (B {}, T {})", B, T);
     LLMT_CHECK(T <= cfg_.block_size, "gpt2 forward: sequence length {} exceeds model.block_size {}", T,
                cfg_.block_size);
-    LLMT_CHECK(!train || targets, "gpt2 forward: training needs targets");
+    LLMT_INTERNAL_CHECK(!train || targets, "gpt2 forward: training needs targets");
     ensure_activations(B, T);
     B_ = B;
     T_ = T;
@@ -356,7 +356,7 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
 }
 
 void Gpt2::backward() {
-    LLMT_CHECK(has_grad_, "gpt2 backward: call forward(..., train = true) first");
+    LLMT_INTERNAL_CHECK(has_grad_, "gpt2 backward: call forward(..., train = true) first");
     const int B = B_, T = T_;
     const int64_t C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head, Vp = cfg_.padded_vocab;
     auto P = [&](const std::string& n) { return weight(n); };
@@ -437,7 +437,7 @@ void Gpt2::backward() {
 }
 
 const float* Gpt2::logits() const {
-    LLMT_CHECK(device_ == Device::kCpu, "gpt2: logits() reads host memory; this model is on {}", device_name(device_));
+    LLMT_INTERNAL_CHECK(device_ == Device::kCpu, "gpt2: logits() reads host memory; this model is on {}", device_name(device_));
     return static_cast<const float*>(acts_.view("logits").data);
 }
 

@@ -96,7 +96,7 @@ public:
     void set_grads_ready_hook(std::function<void(size_t byte_offset)> hook) { grads_ready_ = std::move(hook); }
 
     // Logits of the last position of every row after forward(..., targets = nullptr): (B, Vp). CPU models
-    // only (InputError otherwise).
+    // only (InternalError otherwise).
     // Used by sampling; columns >= V are padding.
     const float* last_logits(int b) const;
 

@@ -149,10 +149,10 @@ TEST_F(FlashAttention, TileMultipleHs128) { check(1, 256, 3, 128, 1.0f, 8); }
 
 // Validation happens before any device call, so this runs (and must throw) with or without a GPU.
 TEST(FlashAttentionArgs, RejectsUnsupportedHeadSize) {
-    EXPECT_THROW(cuda::flash_attention_forward(nullptr, nullptr, nullptr, 1, 16, 96, 3, nullptr), InputError);
+    EXPECT_THROW(cuda::flash_attention_forward(nullptr, nullptr, nullptr, 1, 16, 96, 3, nullptr), InternalError);
     EXPECT_THROW(cuda::flash_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 16, 256, 1, nullptr),
-                 InputError);
-    EXPECT_THROW(cuda::flash_attention_forward(nullptr, nullptr, nullptr, 1, 0, 128, 2, nullptr), InputError);
+                 InternalError);
+    EXPECT_THROW(cuda::flash_attention_forward(nullptr, nullptr, nullptr, 1, 0, 128, 2, nullptr), InternalError);
 }
 
 }  // namespace

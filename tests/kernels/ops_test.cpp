@@ -24,8 +24,8 @@ TEST(Ops, MatmulValidatesAndRuns) {
     try {
         matmul_forward(Tensor(out.data(), {2, 3, 5}), Tensor(x.data(), {2, 4, 3}), Tensor(w.data(), {5, 4}),
                        Tensor());
-        FAIL() << "expected InputError";
-    } catch (const InputError& e) {
+        FAIL() << "expected InternalError";
+    } catch (const InternalError& e) {
         EXPECT_NE(std::string(e.what()).find("matmul_forward"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("inp"), std::string::npos) << e.what();
     }
@@ -34,9 +34,9 @@ TEST(Ops, MatmulValidatesAndRuns) {
 TEST(Ops, DtypeAndDevice) {
     std::vector<float> a(8), b(8);
     std::vector<int32_t> ia(8);
-    EXPECT_THROW(gelu_forward(Tensor(a.data(), {8}), Tensor(ia.data(), {8}, DType::kI32)), InputError);
+    EXPECT_THROW(gelu_forward(Tensor(a.data(), {8}), Tensor(ia.data(), {8}, DType::kI32)), InternalError);
     EXPECT_THROW(gelu_forward(Tensor(a.data(), {8}), Tensor(b.data(), {8}, DType::kF32, Device::kCuda)),
-                 InputError);  // mixed devices
+                 InternalError);  // mixed devices
 #if !LLMT_CUDA_ENABLED
     // Without the CUDA backend a CUDA tensor is refused (with it, the op would run on the GPU:
     // tests/kernels/cuda_ops_test.cpp).
@@ -44,7 +44,7 @@ TEST(Ops, DtypeAndDevice) {
                               Tensor(b.data(), {8}, DType::kF32, Device::kCuda)),
                  DeviceError);
 #endif
-    EXPECT_THROW(gelu_forward(Tensor(a.data(), {8}), Tensor(b.data(), {7})), InputError);
+    EXPECT_THROW(gelu_forward(Tensor(a.data(), {8}), Tensor(b.data(), {7})), InternalError);
 }
 
 TEST(Ops, TokenAndTargetRanges) {
@@ -53,7 +53,7 @@ TEST(Ops, TokenAndTargetRanges) {
     std::vector<int32_t> ids = {0, 3};
     EXPECT_THROW(encoder_forward(Tensor(out.data(), {B, T, C}), Tensor(ids.data(), {B, T}, DType::kI32),
                                  Tensor(wte.data(), {V, C}), Tensor(wpe.data(), {T, C})),
-                 InputError);
+                 InternalError);
     ids[1] = 2;
     encoder_forward(Tensor(out.data(), {B, T, C}), Tensor(ids.data(), {B, T}, DType::kI32),
                     Tensor(wte.data(), {V, C}), Tensor(wpe.data(), {T, C}));
@@ -62,10 +62,10 @@ TEST(Ops, TokenAndTargetRanges) {
     std::vector<int32_t> y = {0, 3};  // 3 == V: a padding column is never a valid target
     EXPECT_THROW(classifier_forward(Tensor(losses.data(), {B, T}), Tensor(logits.data(), {B, T, 4}),
                                     Tensor(y.data(), {B, T}, DType::kI32), V),
-                 InputError);
+                 InternalError);
     EXPECT_THROW(classifier_forward(Tensor(losses.data(), {B, T}), Tensor(logits.data(), {B, T, 4}),
                                     Tensor(y.data(), {B, T}, DType::kI32), 5),
-                 InputError);  // V > Vp
+                 InternalError);  // V > Vp
     y[1] = -1;
     classifier_forward(Tensor(losses.data(), {B, T}), Tensor(logits.data(), {B, T, 4}),
                        Tensor(y.data(), {B, T}, DType::kI32), V);
@@ -77,7 +77,7 @@ TEST(Ops, AttentionHeadsMustDivide) {
     std::vector<float> out(1 * 2 * 6), lse(1 * 4 * 2), qkv(1 * 2 * 18);
     EXPECT_THROW(attention_forward(Tensor(out.data(), {1, 2, 6}), Tensor(lse.data(), {1, 4, 2}),
                                    Tensor(qkv.data(), {1, 2, 18}), 4),
-                 InputError);
+                 InternalError);
 }
 
 // The optional fused outputs on the CPU: matmul_forward's residual is added to the product; the column-sum
@@ -97,8 +97,8 @@ TEST(Ops, FusedResidualAndColumnSums) {
     try {
         matmul_forward(Tensor(fused.data(), {B, T, OC}), Tensor(x.data(), {B, T, C}), Tensor(w.data(), {OC, C}),
                        Tensor(b.data(), {OC}), Tensor(fused.data(), {B, T, OC}));
-        FAIL() << "expected InputError for a residual aliasing out";
-    } catch (const InputError& e) {
+        FAIL() << "expected InternalError for a residual aliasing out";
+    } catch (const InternalError& e) {
         EXPECT_NE(std::string(e.what()).find("residual"), std::string::npos) << e.what();
     }
 
@@ -121,7 +121,7 @@ TEST(Ops, FusedResidualAndColumnSums) {
                                     Tensor(g.data(), {B, T, C}), Tensor(lx.data(), {B, T, C}), Tensor(lw.data(), {C}),
                                     Tensor(mean.data(), {B, T}), Tensor(rstd.data(), {B, T}),
                                     Tensor(cs.data(), {C - 1})),
-                 InputError);
+                 InternalError);
 
     const int AC = 4 * NH;  // head size 4
     auto qkv = test::randn(B * T * 3 * AC, 10), dy = test::randn(B * T * AC, 11), qcs = test::randn(3 * AC, 12);
@@ -137,8 +137,8 @@ TEST(Ops, FusedResidualAndColumnSums) {
         attention_backward(Tensor(dqkv.data(), {B, T, 3 * AC}), Tensor(dy.data(), {B, T, AC}),
                            Tensor(qkv.data(), {B, T, 3 * AC}), Tensor(y.data(), {B, T, AC}),
                            Tensor(lse.data(), {B, NH, T}), NH, Tensor(qcs.data(), {AC}));
-        FAIL() << "expected InputError for a dqkv_colsum of the wrong width";
-    } catch (const InputError& e) {
+        FAIL() << "expected InternalError for a dqkv_colsum of the wrong width";
+    } catch (const InternalError& e) {
         EXPECT_NE(std::string(e.what()).find("dqkv_colsum"), std::string::npos) << e.what();
     }
 }
@@ -171,13 +171,13 @@ TEST(Ops, AdamWRuns) {
     try {
         adamw_update_runs(Tensor(p.data(), {N}), Tensor(m.data(), {N}), Tensor(v.data(), {N}), Tensor(g.data(), {N}),
                           hp, {{0, 10, true}, {5, 12, false}});
-        FAIL() << "expected InputError for overlapping runs";
-    } catch (const InputError& e) {
+        FAIL() << "expected InternalError for overlapping runs";
+    } catch (const InternalError& e) {
         EXPECT_NE(std::string(e.what()).find("adamw_update_runs: run 1"), std::string::npos) << e.what();
     }
     EXPECT_THROW(adamw_update_runs(Tensor(p.data(), {N}), Tensor(m.data(), {N}), Tensor(v.data(), {N}),
                                    Tensor(g.data(), {N}), hp, {{30, 41, true}}),
-                 InputError);
+                 InternalError);
 }
 
 TEST(Ops, GemmBackendName) {

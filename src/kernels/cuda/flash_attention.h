@@ -10,7 +10,7 @@
 namespace llmt::kernels::cuda {
 
 // out (B,T,C) bf16; lse (B,NH,T) fp32; qkv (B,T,3C) bf16 with q, k, v at channel offsets 0, C, 2C and
-// head h at channels [h*HS, (h+1)*HS) of each. Throws InputError for HS not in {64, 128} or bad shapes.
+// head h at channels [h*HS, (h+1)*HS) of each. Throws InternalError for HS not in {64, 128} or bad shapes (ops.h checks them first).
 void flash_attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int C, int NH,
                              cudaStream_t s);
 
