@@ -44,7 +44,7 @@ public:
     // without blocking the host. join_async() makes the compute stream wait for every collective queued
     // so far (the host does not wait) and throws the error (DistError / DistTimeout) of one that failed
     // or timed out by now. The bytes of t must not be written until join_async(). Backends without
-    // device streams (gloo) throw InputError.
+    // device streams (gloo) throw InternalError.
     virtual bool has_async() const { return false; }
     virtual void allreduce_async(Tensor t, ReduceOp op);
     virtual void join_async();

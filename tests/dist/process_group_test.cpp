@@ -143,24 +143,25 @@ TEST_P(GlooCollectives, MatchThePlainReference) {
     for (const auto& r : rs) EXPECT_TRUE(r.ok) << describe(rs);
 }
 
-TEST_P(GlooCollectives, WrongArgumentsAreInputErrors) {
+// The engine passes these tensors, so wrong ones are internal errors (exit 1), not bad input.
+TEST_P(GlooCollectives, WrongArgumentsAreInternalErrors) {
     const int P = GetParam();
     auto rs = run_group(P, 30s, [P](GlooProcessGroup& pg, const Report& report) {
         std::vector<float> a(6);
         std::vector<int32_t> i(6);
         int thrown = 0;
-        auto expect_input_error = [&](const std::function<void()>& f) {
+        auto expect_internal_error = [&](const std::function<void()>& f) {
             try {
                 f();
-            } catch (const InputError&) {
+            } catch (const InternalError&) {
                 ++thrown;
             }
         };
-        expect_input_error([&] { pg.reduce_scatter(Tensor(a.data(), {5}), Tensor(a.data(), {6}), ReduceOp::kSum); });
-        expect_input_error([&] { pg.allgather(Tensor(a.data(), {5}), Tensor(a.data(), {2})); });
-        expect_input_error([&] { pg.allreduce(Tensor(i.data(), {6}, DType::kI32), ReduceOp::kAvg); });
-        expect_input_error([&] { pg.allreduce(Tensor(a.data(), {3}, DType::kBF16), ReduceOp::kSum); });
-        expect_input_error([&] { pg.broadcast(Tensor(a.data(), {6}), P); });
+        expect_internal_error([&] { pg.reduce_scatter(Tensor(a.data(), {5}), Tensor(a.data(), {6}), ReduceOp::kSum); });
+        expect_internal_error([&] { pg.allgather(Tensor(a.data(), {5}), Tensor(a.data(), {2})); });
+        expect_internal_error([&] { pg.allreduce(Tensor(i.data(), {6}, DType::kI32), ReduceOp::kAvg); });
+        expect_internal_error([&] { pg.allreduce(Tensor(a.data(), {3}, DType::kBF16), ReduceOp::kSum); });
+        expect_internal_error([&] { pg.broadcast(Tensor(a.data(), {6}), P); });
         report(std::to_string(thrown));
         pg.barrier();  // the group still works: argument checks happen before any communication
     });
