@@ -5,7 +5,8 @@
 #
 # The root is made by debootstrap (minbase, plus `make`: the README's commands need it to start) with
 # the host's apt sources, so setup.sh reaches the same archive. A clean `git archive` of HEAD goes to
-# /root/llmtrain. The commands run as root under chroot inside new mount and PID namespaces, with /proc,
+# /root/llmtrain, and ../shared (the reference data the tests read) beside it read-only, as CI has it.
+# The commands run as root under chroot inside new mount and PID namespaces, with the root itself, /proc,
 # /sys, /dev, /dev/shm and /run mounted (the netns and Chromium tests need them) and the machine's CUDA
 # toolkit bind-mounted read-only at /usr/local/cuda (it is not a Debian package; the build compiles the
 # CUDA code with it). When the namespaces end, every mount and process in them ends too.
@@ -91,6 +92,12 @@ printf '127.0.0.1 localhost llmt-fresh\n::1 localhost ip6-localhost ip6-loopback
 mkdir -p "$ROOT/usr/local/cuda" "$ROOT/root/llmtrain" "$ROOT/root/.ccache"
 
 git archive --format=tar "$REV" | tar -x -C "$ROOT/root/llmtrain"
+# The reference data (tokenizer ids, schemas) that the tests read from ../shared, laid beside the
+# checkout read-only, as CI lays it.
+if [ -d "$REPO/../shared" ]; then
+  cp -a "$REPO/../shared" "$ROOT/root/shared"
+  chmod -R a-w "$ROOT/root/shared"
+fi
 echo "== copied git archive of $(git rev-parse --short "$REV") to /root/llmtrain"
 
 # The script that runs inside the root. Only `make run` and `make test` are the user's commands; the
@@ -121,6 +128,8 @@ chmod +x "$ROOT/root/fresh_commands.sh"
 inner=$(cat <<EOF
 set -euo pipefail
 R="$ROOT"
+# The root is a mount point of its own, as / is on a booted machine (ip netns exec remounts / rslave).
+mount --bind "\$R" "\$R"
 mount -t proc proc "\$R/proc"
 mount --rbind /sys "\$R/sys" && mount --make-rslave "\$R/sys"
 mount --rbind /dev "\$R/dev" && mount --make-rslave "\$R/dev"

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "core/error.h"
@@ -94,6 +95,8 @@ const Gpt2Files& gpt2_files() {
     static const Gpt2Files files = [] {
         Gpt2Files f;
         std::ifstream in(kShared + "gpt2.tiktoken");
+        // Without the file the merges list is empty and write_vocab_merges' swap would index past it.
+        if (!in) throw std::runtime_error("cannot open " + kShared + "gpt2.tiktoken");
         std::string b64, rank;
         std::unordered_map<std::string, uint32_t> ranks;
         while (in >> b64 >> rank) {
