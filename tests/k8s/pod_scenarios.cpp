@@ -72,6 +72,13 @@ void PodScenarios::SetUpTestSuite() {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     // The pods run as uid 10001 and the data claim is mounted read-only (no fsGroup change there).
     chmod_tree(root_, 0755, 0644);
+    // Host-root pods run the binary under test as uid 10001, which may not reach the build tree (a
+    // checkout under root's 0700 home, as on a fresh machine: "env: 'llmtrain': Permission denied"),
+    // so they run a copy in the suite's own directory.
+    fs::create_directories(root_ / "bin");
+    fs::copy_file(llmtrain_bin(), root_ / "bin" / "llmtrain", fs::copy_options::overwrite_existing);
+    fs::permissions(root_ / "bin", fs::perms(0755));
+    fs::permissions(root_ / "bin" / "llmtrain", fs::perms(0755));
 }
 
 void PodScenarios::TearDownTestSuite() { fs::remove_all(root_); }
@@ -88,7 +95,7 @@ JobRunner PodScenarios::make_runner(const std::string& name, const fs::path& out
     in.secrets["hf-token"]["HF_TOKEN"] = "hf_test_token";
     in.image_env = image_env_;
     if (runtime_ == PodRuntime::HostRoot)
-        in.image_env = {{"PATH", fs::path(llmtrain_bin()).parent_path().string() +
+        in.image_env = {{"PATH", (root_ / "bin").string() +
                                      ":/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
     if (const char* c = std::getenv("OPENBLAS_CORETYPE")) in.image_env.emplace_back("OPENBLAS_CORETYPE", c);
     return JobRunner(parse_manifests(r.out), in, root_ / ("work-" + name), kBackoffS, runtime_);
