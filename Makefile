@@ -41,7 +41,8 @@ test: setup build
 test-full: test test-asan fuzz test-image test-fresh
 
 # `make run` and `make test` in a new Debian 12 root made by debootstrap (scripts/test_fresh.sh): the
-# check that the setup installs everything. About an hour on 2 cores; run it before resolving any
+# check that the setup installs everything. About 40 minutes on 2 cores with an empty compiler cache
+# (.cache/fresh), 12 with a warm one (docs/benchmarks.md); run it before resolving any
 # issue that changes dependencies. Needs root.
 test-fresh: setup
 	bash scripts/test_fresh.sh

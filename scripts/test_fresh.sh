@@ -4,8 +4,8 @@
 # was installed by hand, a build step that only works on a second try.
 #
 # The root is made by debootstrap (minbase, plus `make`: the README's commands need it to start) with
-# the host's apt sources, so setup.sh reaches the same archive. A clean `git archive` of HEAD goes to
-# /root/llmtrain, and ../shared (the reference data the tests read) beside it read-only, as CI has it.
+# the host's apt sources, so setup.sh reaches the same archive. A clean `git archive` of HEAD (or of
+# FRESH_REV) goes to /root/llmtrain, and ../shared (the reference data the tests read) beside it read-only, as CI has it.
 # The commands run as root under chroot inside new mount and PID namespaces, with the root itself, /proc,
 # /sys, /dev, /dev/shm and /run mounted (the netns and Chromium tests need them) and the machine's CUDA
 # toolkit bind-mounted read-only at /usr/local/cuda (it is not a Debian package; the build compiles the
@@ -16,7 +16,8 @@
 # then installed into the root after the base and set as CMake's compiler launcher; it provides no
 # library or header, so it cannot hide a missing dependency). FRESH_KEEP=1 keeps the root afterwards.
 # FRESH_MAX_STEPS (default 20) shortens the training of `make run`; FRESH_REV (default HEAD) picks the
-# commit to test, FRESH_DIR (default .cache/fresh) the cache.
+# commit to test, FRESH_DIR (default .cache/fresh) the cache. Two runs at once need two FRESH_DIRs (apt
+# locks the shared .deb cache).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPO=$(pwd)
