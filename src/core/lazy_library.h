@@ -37,6 +37,11 @@ private:
     mutable bool tried_ = false;
 };
 
+// The value of a macro as a string literal, for sonames built from a header's version macros:
+// "libnccl.so." LLMT_LAZY_STR(NCCL_MAJOR).
+#define LLMT_LAZY_STR_(x) #x
+#define LLMT_LAZY_STR(x) LLMT_LAZY_STR_(x)
+
 // Defines the C function `name` (declared by the vendor header with parameter list `params`) to call
 // the same symbol of `lib` (an expression yielding a LazyLibrary&) with `args`. The symbol is resolved
 // once, at the first call; a failure throws DeviceError from that call (never from a static initialiser).

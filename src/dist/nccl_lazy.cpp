@@ -7,13 +7,11 @@
 
 namespace {
 
-#define LLMT_STR2(x) #x
-#define LLMT_STR(x) LLMT_STR2(x)
 
 const llmt::LazyLibrary& nccl_library() {
     // The soname of the major version the header declares, then the directory found at build time.
-    static const llmt::LazyLibrary lib({"libnccl.so." LLMT_STR(NCCL_MAJOR), LLMT_NCCL_LIBRARY_DIR "/libnccl.so." LLMT_STR(NCCL_MAJOR)},
-                                       "NCCL " LLMT_STR(NCCL_MAJOR),
+    static const llmt::LazyLibrary lib({"libnccl.so." LLMT_LAZY_STR(NCCL_MAJOR), LLMT_NCCL_LIBRARY_DIR "/libnccl.so." LLMT_LAZY_STR(NCCL_MAJOR)},
+                                       "NCCL " LLMT_LAZY_STR(NCCL_MAJOR),
                                        "install NCCL (libnccl2) or put its directory on LD_LIBRARY_PATH");
     return lib;
 }

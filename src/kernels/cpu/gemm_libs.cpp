@@ -19,11 +19,9 @@ const llmt::LazyLibrary& openblas_library() {
 }
 
 #if LLMT_HAVE_ONEDNN
-#define LLMT_STR2(x) #x
-#define LLMT_STR(x) LLMT_STR2(x)
 const llmt::LazyLibrary& onednn_library() {
-    static const llmt::LazyLibrary lib({"libdnnl.so." LLMT_STR(DNNL_VERSION_MAJOR), LLMT_ONEDNN_LIBRARY},
-                                       "oneDNN " LLMT_STR(DNNL_VERSION_MAJOR),
+    static const llmt::LazyLibrary lib({"libdnnl.so." LLMT_LAZY_STR(DNNL_VERSION_MAJOR), LLMT_ONEDNN_LIBRARY},
+                                       "oneDNN " LLMT_LAZY_STR(DNNL_VERSION_MAJOR),
                                        "install libdnnl (Debian: libdnnl2) or run with LLMTRAIN_GEMM=openblas");
     return lib;
 }
