@@ -171,13 +171,23 @@ void check_Encoder(const Ref& r) {
     expect_close(dwpe, r.out("enc_dwpe"), "enc_dwpe");
 }
 
-void check_LayerNorm(const Ref& r) {
+// LayerNorm forward with `eps`, then backward, on the reference inputs ln_x, ln_w, ln_b, ln_dout.
+struct LayerNormRun {
+    std::vector<float> out, mean, rstd, dx, dw, db;
+};
+LayerNormRun run_layernorm(float eps) {
     auto x = in("ln_x"), w = in("ln_w"), b = in("ln_b"), dout = in("ln_dout");
-    std::vector<float> out(x.size()), mean(B * T), rstd(B * T), dx(x.size(), 0.0f), dw(C, 0.0f), db(C, 0.0f);
-    layernorm_forward(t(out, {B, T, C}), t(mean, {B, T}), t(rstd, {B, T}), t(x, {B, T, C}), t(w, {C}), t(b, {C}),
-                      1e-5f);
-    layernorm_backward(t(dx, {B, T, C}), t(dw, {C}), t(db, {C}), t(dout, {B, T, C}), t(x, {B, T, C}), t(w, {C}),
-                       t(mean, {B, T}), t(rstd, {B, T}));
+    LayerNormRun l{std::vector<float>(x.size()), std::vector<float>(B * T), std::vector<float>(B * T),
+                   std::vector<float>(x.size(), 0.0f), std::vector<float>(C, 0.0f), std::vector<float>(C, 0.0f)};
+    layernorm_forward(t(l.out, {B, T, C}), t(l.mean, {B, T}), t(l.rstd, {B, T}), t(x, {B, T, C}), t(w, {C}),
+                      t(b, {C}), eps);
+    layernorm_backward(t(l.dx, {B, T, C}), t(l.dw, {C}), t(l.db, {C}), t(dout, {B, T, C}), t(x, {B, T, C}),
+                       t(w, {C}), t(l.mean, {B, T}), t(l.rstd, {B, T}));
+    return l;
+}
+
+void check_LayerNorm(const Ref& r) {
+    auto [out, mean, rstd, dx, dw, db] = run_layernorm(1e-5f);
     expect_close(out, r.out("ln_out"), "ln_out");
     expect_close(mean, r.out("ln_mean"), "ln_mean");
     expect_close(rstd, r.out("ln_rstd"), "ln_rstd");
@@ -191,12 +201,7 @@ void check_LayerNorm(const Ref& r) {
 // variance ~4, rstd moves by ~1.2%; the outputs must differ by over 10x the 1e-4 tolerance, so an ignored
 // eps cannot pass.
 void check_LayerNormEps(const Ref& r) {
-    auto x = in("ln_x"), w = in("ln_w"), b = in("ln_b"), dout = in("ln_dout");
-    std::vector<float> out(x.size()), mean(B * T), rstd(B * T), dx(x.size(), 0.0f), dw(C, 0.0f), db(C, 0.0f);
-    layernorm_forward(t(out, {B, T, C}), t(mean, {B, T}), t(rstd, {B, T}), t(x, {B, T, C}), t(w, {C}), t(b, {C}),
-                      0.1f);
-    layernorm_backward(t(dx, {B, T, C}), t(dw, {C}), t(db, {C}), t(dout, {B, T, C}), t(x, {B, T, C}), t(w, {C}),
-                       t(mean, {B, T}), t(rstd, {B, T}));
+    auto [out, mean, rstd, dx, dw, db] = run_layernorm(0.1f);
     expect_close(out, r.out("ln01_out"), "ln01_out");
     expect_close(rstd, r.out("ln01_rstd"), "ln01_rstd");
     expect_close(dx, r.out("ln01_dx"), "ln01_dx");
