@@ -19,11 +19,8 @@
     } while (0)
 #define LLMT_CHECK(cond, ...) LLMT_CHECK_AS(::llmt::InputError, cond, __VA_ARGS__)
 
-// Throws InternalError("internal error: " + message) when cond is false.
-#define LLMT_INTERNAL_CHECK(cond, ...)                                                        \
-    do {                                                                                      \
-        if (!(cond)) throw ::llmt::InternalError("internal error: " + fmt::format(__VA_ARGS__)); \
-    } while (0)
+// Throws InternalError(message), whose what() starts "internal error: ", when cond is false.
+#define LLMT_INTERNAL_CHECK(cond, ...) LLMT_CHECK_AS(::llmt::InternalError, cond, __VA_ARGS__)
 
 // Internal invariant: prints file:line and aborts. Never for conditions user input can reach.
 #define LLMT_ASSERT(cond)                                                                   \

@@ -73,7 +73,8 @@ public:
 // "internal error" so that it is reported. Thrown by LLMT_INTERNAL_CHECK (core/check.h).
 class InternalError : public Error {
 public:
-    using Error::Error;
+    // what() is "internal error: " + msg.
+    explicit InternalError(const std::string& msg) : Error("internal error: " + msg) {}
 };
 
 // The operation was cancelled (signal, user request).

@@ -34,7 +34,7 @@ ncclDataType_t nccl_dtype(DType t) {
         case DType::kI32: return ncclInt32;
         default: break;
     }
-    throw InternalError(fmt::format("internal error: nccl: unsupported dtype {}", dtype_name(t)));
+    throw InternalError(fmt::format("nccl: unsupported dtype {}", dtype_name(t)));
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::kAvg ? ncclAvg : ncclSum; }

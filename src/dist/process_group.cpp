@@ -19,12 +19,12 @@ namespace llmt::dist {
 ProcessGroup::~ProcessGroup() = default;
 
 void ProcessGroup::allreduce_async(Tensor t, ReduceOp) {
-    throw InternalError(fmt::format("internal error: allreduce_async of {}: the {} backend has no device streams (use allreduce)",
+    throw InternalError(fmt::format("allreduce_async of {}: the {} backend has no device streams (use allreduce)",
                                  t.describe(), backend()));
 }
 
 void ProcessGroup::join_async() {
-    throw InternalError(fmt::format("internal error: join_async: the {} backend has no device streams", backend()));
+    throw InternalError(fmt::format("join_async: the {} backend has no device streams", backend()));
 }
 
 bool nccl_available() { return LLMT_HAVE_NCCL != 0; }

@@ -116,7 +116,7 @@ void check_shape(const char* op, const char* name, const Tensor& t, std::initial
         i = 0;
         for (int64_t w : want) s += (i++ ? ", " : "") + (w >= 0 ? std::to_string(w) : std::string("*"));
         s += ")";
-        throw InternalError(fmt::format("internal error: {}: argument '{}' must have shape {}, got {}", op,
+        throw InternalError(fmt::format("{}: argument '{}' must have shape {}, got {}", op,
                                         name, s, t.describe()));
     }
 }

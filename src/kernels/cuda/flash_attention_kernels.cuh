@@ -607,19 +607,19 @@ __global__ void __launch_bounds__(NW * 32)
 
 int check_args(const char* fn, const void* const* ptrs, int nptrs, int B, int T, int C, int NH) {
     if (B < 1 || T < 1 || C < 1 || NH < 1 || C % NH != 0)
-        throw InternalError("internal error: " + std::string(fn) + ": bad shape B=" + std::to_string(B) + " T=" + std::to_string(T) +
+        throw InternalError(std::string(fn) + ": bad shape B=" + std::to_string(B) + " T=" + std::to_string(T) +
                          " C=" + std::to_string(C) + " NH=" + std::to_string(NH) +
                          " (expected positive sizes with C divisible by NH)");
     if (static_cast<long>(B) * NH * ((T + 15) / 16) > 0x7fffffffL)
-        throw InternalError("internal error: " + std::string(fn) + ": B*NH*T = " + std::to_string(static_cast<long>(B) * NH * T) +
+        throw InternalError(std::string(fn) + ": B*NH*T = " + std::to_string(static_cast<long>(B) * NH * T) +
                          " is too large for one launch (expected B*NH*ceil(T/16) < 2^31)");
     const int hs = C / NH;
     if (hs != 64 && hs != 128)
-        throw InternalError("internal error: " + std::string(fn) + ": head size C/NH = " + std::to_string(hs) +
+        throw InternalError(std::string(fn) + ": head size C/NH = " + std::to_string(hs) +
                          " is not supported (expected 64 or 128)");
     for (int i = 0; i < nptrs; i++)
         if (reinterpret_cast<uintptr_t>(ptrs[i]) % 16 != 0)
-            throw InternalError("internal error: " + std::string(fn) + ": argument " + std::to_string(i) +
+            throw InternalError(std::string(fn) + ": argument " + std::to_string(i) +
                              " is not 16-byte aligned (device buffers from cudaMalloc/Arena are)");
     return hs;
 }
