@@ -56,10 +56,12 @@ test-asan: setup
 	cmake --build --preset asan -j $(JOBS)
 	cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --label-exclude 'gpu|reference|image' -j $(JOBS) --timeout 1800
 
+# Every fuzz target FUZZ_SECONDS (default 10 minutes) in turn; FUZZ_TARGETS="a_fuzz b_fuzz" picks some.
+FUZZ_SECONDS ?= 600
 fuzz: setup
 	cmake --preset fuzz >/dev/null
 	cmake --build --preset fuzz -j $(JOBS)
-	bash scripts/run_fuzzers.sh build/fuzz 120
+	bash scripts/run_fuzzers.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # The default corpus (scripts/make_corpus.sh, docs/data.md) and its GPT-2 shards, which the default
 # preset trains on. Each step is skipped when its output is newer than its input.

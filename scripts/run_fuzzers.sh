@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds the `fuzz` preset (clang + libFuzzer + ASan/UBSan) and runs every fuzz target for SECONDS each.
-# Usage: scripts/run_fuzzers.sh BUILD_DIR SECONDS
+# Usage: scripts/run_fuzzers.sh BUILD_DIR SECONDS [TARGET...]
+# Runs every *_fuzz binary the preset built (tests/fuzz/CMakeLists.txt lists them), or the named ones.
+# Seeds: tests/fuzz/corpus/<target without _fuzz>/ when present (config_fuzz also gets the presets).
 # A crash leaves its input in BUILD_DIR/crashes/ and makes this script exit non-zero.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/fuzz}
 secs=${2:-60}
+shift $(( $# < 2 ? $# : 2 ))
 # Serialise concurrent callers (ctest -j) on one build dir.
 exec 9>"${build}.lock"
 flock 9
@@ -14,11 +17,17 @@ cmake --build "$build" -j "$(nproc)" >/dev/null
 mkdir -p "$build/crashes" "$build/corpus"
 status=0
 ran=0
-for t in config_fuzz tokenizer_fuzz shard_fuzz safetensors_fuzz; do
+if [ $# -gt 0 ]; then targets=("$@"); else
+  targets=()
+  for bin in "$build"/tests/fuzz/*_fuzz; do [ -x "$bin" ] && targets+=("$(basename "$bin")"); done
+fi
+for t in "${targets[@]}"; do
   bin="$build/tests/fuzz/$t"
-  [ -x "$bin" ] || continue
+  [ -x "$bin" ] || { echo "fuzz: $t was not built" >&2; status=1; continue; }
   corpus="$build/corpus/$t"
   mkdir -p "$corpus"
+  seeds="tests/fuzz/corpus/${t%_fuzz}"
+  [ -d "$seeds" ] && cp -n "$seeds"/* "$corpus/" 2>/dev/null || true
   case $t in
     config_fuzz) cp -n configs/presets/*.yaml "$corpus/" 2>/dev/null || true ;;
   esac
