@@ -8,6 +8,7 @@
 #include "cli/command.h"
 #include "cli/config_options.h"
 #include "config/emit.h"
+#include "config/path_values.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "k8s/job_spec.h"
@@ -72,11 +73,8 @@ k8s::JobSpec build_spec(const SpecOptions& o, const ConfigOptions& copts) {
     s.config_device = cfg.run.device;
     s.config_run_name = cfg.run.name;
     s.config_threads = cfg.run.threads;
-    for (const auto& p : cfg.data.paths) s.config_data_paths.push_back({"data.paths", p});
-    if (!cfg.data.train_shards.empty()) s.config_data_paths.push_back({"data.train_shards", cfg.data.train_shards});
-    if (!cfg.data.val_shards.empty()) s.config_data_paths.push_back({"data.val_shards", cfg.data.val_shards});
-    if (!cfg.model.init_from.empty() && cfg.model.init_from != "scratch")
-        s.config_data_paths.push_back({"model.init_from", cfg.model.init_from});
+    for (const auto& p : config::path_values(cfg.resolved))
+        if (p.access == config::Access::kRead) s.config_data_paths.push_back({p.field, p.value});
     s = k8s::resolve(std::move(s));
     for (const auto& w : k8s::warnings(s)) fmt::print(stderr, "llmtrain: warning: {}\n", w);
     return s;

@@ -45,6 +45,13 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--max-body-bytes", o->max_body_bytes, "request body size limit")->check(CLI::Range(1024, 64 << 20));
     cmd->add_option("--kill-grace-s", o->kill_grace_s, "SIGTERM to SIGKILL grace when cancelling or timing out")
         ->check(CLI::Range(0.0, 3600.0));
+    auto allow_read = std::make_shared<std::vector<std::string>>();
+    cmd->add_option("--allow-read", *allow_read,
+                    "a directory (or file) jobs may read data, tokenizers and models from, besides the presets' data "
+                    "directories (repeatable); the server's own files stay unreadable (docs/security.md)");
+    cmd->add_option("--job-env", o->job_env,
+                    "NAME of an environment variable of this server that jobs also get (repeatable); by default jobs "
+                    "get only non-secret ones (PATH, locale, threads, CUDA/NCCL, LLMTRAIN_*)");
     cmd->add_option("--port-file", *port_file, "write HOST:PORT here once listening");
     cmd->add_option("--web-dir", *web_dir, "the built dashboard served at / (default: share/llmtrain/web beside the "
                                            "binary, else the checkout's web/dist)");
@@ -68,6 +75,7 @@ void register_serve(CLI::App& app, Runtime& rt) {
         o->presets_dir = *presets;
         o->port_file = *port_file;
         o->web_dir = *web_dir;
+        o->allow_read.assign(allow_read->begin(), allow_read->end());
 
         // Signals go to one watcher thread (blocked everywhere else, inherited by every thread).
         sigset_t set;

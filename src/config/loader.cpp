@@ -380,22 +380,28 @@ void check_deterministic(const ordered_json& r, const std::function<std::string(
 void check_data_keys_read(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
                           Validator& v) {
     const std::string source = value_at(r, "data.source");
-    auto unread = [&](const std::string& key, const std::string& readers) {
+    for (const auto& [key, readers] : unread_data_keys(source))
         if (!is_default(r, key))
             v.add(key, at(key),
                   fmt::format("is read only with data.source {}, and data.source is {}; remove it (or change "
                               "data.source)",
                               readers, source));
-    };
-    if (source == "shards") {
-        for (const char* key : {"data.paths", "data.val_fraction", "data.cache_dir"}) unread(key, "text or jsonl");
-        unread("data.text_field", "jsonl");
-    } else {
-        // text/jsonl are tokenized into llm.c shards in data.cache_dir, whatever data.shard_format says.
-        for (const char* key : {"data.train_shards", "data.val_shards", "data.shard_format"}) unread(key, "shards");
-        if (source == "text") unread("data.text_field", "jsonl");
-    }
 }
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::string& source) {
+    if (source == "shards")
+        return {{"data.paths", "text or jsonl"}, {"data.val_fraction", "text or jsonl"},
+                {"data.cache_dir", "text or jsonl"}, {"data.text_field", "jsonl"}};
+    // text/jsonl are tokenized into llm.c shards in data.cache_dir, whatever data.shard_format says.
+    std::vector<std::pair<std::string, std::string>> keys = {
+        {"data.train_shards", "shards"}, {"data.val_shards", "shards"}, {"data.shard_format", "shards"}};
+    if (source == "text") keys.push_back({"data.text_field", "jsonl"});
+    return keys;
+}
+
+namespace {
 
 // Where a key's value came from (file:line:col, --set, or the default), for messages.
 std::function<std::string(const std::string&)> locator(const std::map<std::string, std::string>& loc,

@@ -40,4 +40,8 @@ Config load_config_file(const std::filesystem::path& path, const std::vector<std
 Config load_config_string(std::string_view yaml, const std::string& source_name,
                           const std::vector<std::string>& sets = {});
 
+// The data.* keys that `data.source: source` never reads (a non-default value there is refused), with
+// the sources that do read each.
+std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::string& source);
+
 }  // namespace llmt::config

@@ -38,12 +38,28 @@ FieldSpec bool_field(std::string path, bool def, std::string doc) {
     f.doc = std::move(doc);
     return f;
 }
-FieldSpec string_field(std::string path, std::string def, std::string doc) {
+FieldSpec string_field(std::string path, std::string def, Access access, std::string doc,
+                       std::vector<std::string> not_paths = {""}) {
     FieldSpec f;
     f.path = std::move(path);
     f.type = FieldType::kString;
     f.default_value = std::move(def);
     f.doc = std::move(doc);
+    f.access = access;
+    f.not_paths = std::move(not_paths);
+    return f;
+}
+FieldSpec glob_field(FieldSpec f) {
+    f.glob = true;
+    return f;
+}
+FieldSpec string_list_field(std::string path, ordered_json def, Access access, std::string doc) {
+    FieldSpec f;
+    f.path = std::move(path);
+    f.type = FieldType::kStringList;
+    f.default_value = std::move(def);
+    f.doc = std::move(doc);
+    f.access = access;
     return f;
 }
 FieldSpec enum_field(std::string path, std::string def, std::vector<std::string> choices, std::string doc) {
@@ -68,7 +84,7 @@ std::vector<FieldSpec> build() {
     v.push_back(int_field("schema_version", kSchemaVersion, kSchemaVersion, kSchemaVersion,
                           "version of this config format; must be 1"));
     // run
-    v.push_back(string_field("run.name", "llmtrain", "name of the run; prefix of generated run ids"));
+    v.push_back(string_field("run.name", "llmtrain", Access::kNone, "name of the run; prefix of generated run ids"));
     v.push_back(int_field("run.seed", 1337, 0, 9007199254740991.0, "seed of every random stream (init, data order, dropout)"));
     v.push_back(enum_field("run.device", "auto", {"cpu", "cuda", "auto"}, "where to train; auto picks cuda when a GPU is present"));
     v.push_back(bool_field("run.deterministic", false, "bit-reproducible runs: CPU runs always are (same config, threads and data give the same bits); "
@@ -88,37 +104,27 @@ std::vector<FieldSpec> build() {
     v.push_back(float_field("model.dropout", 0.0, 0.0, 0.999, false, "dropout probability during training"));
     v.push_back(bool_field("model.tie_embeddings", true, "share the token embedding with the output projection"));
     v.push_back(float_field("model.norm_eps", 1e-5, 0.0, 1.0, true, "epsilon of every LayerNorm (GPT-2: 1e-5)"));
-    v.push_back(string_field("model.init_from", "scratch",
-                             "'scratch' or a path to a Hugging Face safetensors file / model directory"));
+    v.push_back(string_field("model.init_from", "scratch", Access::kRead,
+                             "'scratch' or a path to a Hugging Face safetensors file / model directory", {"", "scratch"}));
     // lora
     v.push_back(int_field("lora.r", 0, 0, 65536, "LoRA rank; LoRA is not implemented yet (issue 20): must be 0"));
     v.push_back(float_field("lora.alpha", 16.0, 0.0, kInf, true, "LoRA scaling numerator (scale = alpha / r); not implemented yet (issue 20)"));
     v.push_back(float_field("lora.dropout", 0.0, 0.0, 0.999, false, "dropout on the LoRA input; not implemented yet (issue 20)"));
-    {
-        FieldSpec f;
-        f.path = "lora.target_modules";
-        f.type = FieldType::kStringList;
-        f.default_value = ordered_json::array({"c_attn"});
-        f.doc = "modules that get adapters (Hugging Face names: c_attn, c_proj, c_fc); not implemented yet (issue 20)";
-        v.push_back(f);
-    }
+    v.push_back(string_list_field("lora.target_modules", ordered_json::array({"c_attn"}), Access::kNone,
+                                  "modules that get adapters (Hugging Face names: c_attn, c_proj, c_fc); not implemented "
+                                  "yet (issue 20)"));
     // data
     v.push_back(enum_field("data.source", "shards", {"shards", "text", "jsonl"},
                            "shards: prepared token shards; text/jsonl: raw corpora tokenized into data.cache_dir"));
-    {
-        FieldSpec f;
-        f.path = "data.paths";
-        f.type = FieldType::kStringList;
-        f.default_value = ordered_json::array();
-        f.doc = "input files or directories (source text/jsonl only)";
-        v.push_back(f);
-    }
-    v.push_back(string_field("data.text_field", "text", "JSONL field that holds the document text (source jsonl only)"));
-    v.push_back(string_field("data.tokenizer", "gpt2", "'gpt2' or a path to a .tiktoken / tokenizer.json file"));
+    v.push_back(string_list_field("data.paths", ordered_json::array(), Access::kRead,
+                                  "input files or directories (source text/jsonl only)"));
+    v.push_back(string_field("data.text_field", "text", Access::kNone, "JSONL field that holds the document text (source jsonl only)"));
+    v.push_back(string_field("data.tokenizer", "gpt2", Access::kRead,
+                           "'gpt2' or a path to a .tiktoken / tokenizer.json file", {"", "gpt2"}));
     v.push_back(float_field("data.val_fraction", 0.005, 0.0, 0.999, false, "share of documents held out for validation (source text/jsonl only)"));
-    v.push_back(string_field("data.cache_dir", "data/cache", "where tokenized text/jsonl sources are cached (source text/jsonl only)"));
-    v.push_back(string_field("data.train_shards", "", "glob of training shards (source: shards)"));
-    v.push_back(string_field("data.val_shards", "", "glob of validation shards (source: shards)"));
+    v.push_back(string_field("data.cache_dir", "data/cache", Access::kWrite, "where tokenized text/jsonl sources are cached (source text/jsonl only)"));
+    v.push_back(glob_field(string_field("data.train_shards", "", Access::kRead, "glob of training shards (source: shards)")));
+    v.push_back(glob_field(string_field("data.val_shards", "", Access::kRead, "glob of validation shards (source: shards)")));
     v.push_back(enum_field("data.shard_format", "llmc", {"llmc", "nanogpt"},
                            "llmc: llm.c .bin with a 1 KiB header; nanogpt: header-less uint16 train.bin/val.bin (source shards only)"));
     v.push_back(bool_field("data.shuffle", true, "shuffle training windows each epoch (by seed and epoch)"));
@@ -161,11 +167,11 @@ std::vector<FieldSpec> build() {
     v.push_back(int_field("dist.zero_stage", 0, 0, 1, "1 shards optimizer state across ranks (ZeRO-1)"));
     // tracking
     v.push_back(bool_field("tracking.jsonl", true, "write metrics.jsonl in the run directory"));
-    v.push_back(string_field("tracking.mlflow_dir", "", "MLflow file-store directory; not implemented yet (issue 22): must be empty"));
-    v.push_back(string_field("tracking.tensorboard_dir", "", "TensorBoard log directory; not implemented yet (issue 22): must be empty"));
+    v.push_back(string_field("tracking.mlflow_dir", "", Access::kWrite, "MLflow file-store directory; not implemented yet (issue 22): must be empty"));
+    v.push_back(string_field("tracking.tensorboard_dir", "", Access::kWrite, "TensorBoard log directory; not implemented yet (issue 22): must be empty"));
     // output
-    v.push_back(string_field("output.root_dir", "runs", "parent directory of run directories"));
-    v.push_back(string_field("output.run_id", "", "run directory name; empty = <run.name>-<UTC time>-<random>"));
+    v.push_back(string_field("output.root_dir", "runs", Access::kWrite, "parent directory of run directories"));
+    v.push_back(string_field("output.run_id", "", Access::kNone, "run directory name; empty = <run.name>-<UTC time>-<random>"));
     return v;
 }
 
@@ -180,6 +186,13 @@ const FieldSpec* find_field(const std::string& path) {
     for (const auto& f : schema_fields())
         if (f.path == path) return &f;
     return nullptr;
+}
+
+bool names_a_path(const FieldSpec& f, const std::string& value) {
+    if (f.access == Access::kNone) return false;
+    for (const auto& n : f.not_paths)
+        if (value == n) return false;
+    return true;
 }
 
 const std::vector<std::string>& schema_sections() {

@@ -12,6 +12,15 @@ namespace llmt::config {
 
 enum class FieldType { kInt, kFloat, kBool, kString, kEnum, kFloatList, kStringList };
 
+// What a string-valued key's value names, for the server's access policy (docs/security.md): every
+// kString/kStringList field states one, so a new path- or URI-valued key cannot escape the policy.
+enum class Access {
+    kNone,      // not a path (a name, a field, a pattern of values)
+    kRead,      // a file, directory or glob the run reads
+    kWrite,     // a directory the run creates and writes
+    kEndpoint,  // a URI the run connects to (tracking server, object store)
+};
+
 struct FieldSpec {
     std::string path;  // "trainer.lr"
     FieldType type = FieldType::kString;
@@ -25,6 +34,9 @@ struct FieldSpec {
     int list_len = -1;                 // exact length for lists, -1 = any
     std::string derived_note;          // "n_head" for model.n_kv_head, ...
     std::string doc;
+    Access access = Access::kNone;     // kString / kStringList: what the value names
+    bool glob = false;                 // kRead: the value is a glob (its matches are read)
+    std::vector<std::string> not_paths;  // values that name no file ("scratch", "gpt2", "")
 };
 
 // All fields, in the order print-config prints them.
@@ -35,6 +47,9 @@ const FieldSpec* find_field(const std::string& path);
 
 // Section names in order: run, model, lora, data, trainer, dist, tracking, output.
 const std::vector<std::string>& schema_sections();
+
+// Whether `value` of field `f` names a file, directory or URI (not one of f.not_paths).
+bool names_a_path(const FieldSpec& f, const std::string& value);
 
 // "an integer >= 1", "one of cpu, cuda, auto", ... for error messages.
 std::string describe_expected(const FieldSpec& f);

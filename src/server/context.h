@@ -5,9 +5,11 @@
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "server/admission.h"
 #include "server/estimate.h"
+#include "server/job_access.h"
 
 namespace llmt::server {
 
@@ -34,6 +36,10 @@ struct ServerOptions {
     size_t max_body_bytes = 1 << 20;
     double kill_grace_s = 30;
     int threads = 32;
+    // The access policy's inputs (server/job_access.h, docs/security.md): directories jobs may read
+    // besides the presets' data directories, and server environment variables jobs also get.
+    std::vector<std::filesystem::path> allow_read;
+    std::vector<std::string> job_env;
 };
 
 struct ServerContext {
@@ -47,6 +53,7 @@ struct ServerContext {
     const Router* router = nullptr;  // for the OpenAPI document
     std::mutex submit_mu;            // submit checks label budgets then inserts: one at a time
     ThroughputTable throughput;      // measured rows for estimates (loaded at start)
+    JobAccessPolicy access;          // what jobs may read and write, checked at submit
 };
 
 void register_job_routes(Router& router, ServerContext& ctx);     // routes_jobs.cpp

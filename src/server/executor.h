@@ -52,6 +52,15 @@ public:
     // Where each rank's log lines are, rank order: a file, and the prefix that marks the rank's lines in
     // it ("" = every line of the file is this rank's).
     virtual std::vector<RankLog> rank_logs(const std::filesystem::path& job_dir, const JobSpec& spec) const = 0;
+
+    // How jobs see files, for the access policy (server/job_access.h). Local: this machine's files,
+    // relative paths against `jobs_workdir()`. Elsewhere (pods): `job_read_mounts()` are the read-only
+    // volumes every job gets, and relative paths mean nothing the server can check.
+    virtual bool jobs_see_local_files() const = 0;
+    virtual std::filesystem::path jobs_workdir() const { return {}; }
+    virtual std::vector<std::filesystem::path> job_read_mounts() const { return {}; }
+    // The job's own directory as the job sees it: write-class config values are placed under it.
+    virtual std::filesystem::path job_write_root(const AttemptRequest& req) const = 0;
 };
 
 }  // namespace llmt::server

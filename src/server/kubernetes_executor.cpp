@@ -100,6 +100,17 @@ void KubernetesExecutor::validate(const JobSpec& spec) const {
                        "nproc_per_node");
 }
 
+std::vector<fs::path> KubernetesExecutor::job_read_mounts() const {
+    std::vector<fs::path> m;
+    if (!o_.data_pvc.empty()) m.push_back(k8s::kDataDir);
+    if (!o_.models_pvc.empty()) m.push_back(k8s::kModelsDir);
+    return m;
+}
+
+fs::path KubernetesExecutor::job_write_root(const AttemptRequest& req) const {
+    return fs::path(k8s::kOutDir) / object_name(req.spec.name, req.job_id, req.spec.nodes);
+}
+
 std::string KubernetesExecutor::start(const AttemptRequest& req, const std::function<void(const std::string&)>& record) {
     const auto cfg = config::load_config_file(req.config_path);
     k8s::JobSpec s;

@@ -37,6 +37,11 @@ public:
     void stop(const std::string& handle, bool kill) override;
     // Refreshes <job_dir>/logs/rank<k>.log from `kubectl logs` of each rank's newest pod, then lists them.
     std::vector<RankLog> rank_logs(const std::filesystem::path& job_dir, const JobSpec& spec) const override;
+    // Pods read what the image holds and the read-only volumes mounted in them (/data, /models) and
+    // write under /out/<workload name>.
+    bool jobs_see_local_files() const override { return false; }
+    std::vector<std::filesystem::path> job_read_mounts() const override;
+    std::filesystem::path job_write_root(const AttemptRequest& req) const override;
 
     // The workload's name for a server job: "<name>-<id>", cut so the pods' host names fit 63 characters.
     static std::string object_name(const std::string& job_name, int64_t job_id, int nodes);

@@ -21,6 +21,7 @@
 #include "core/fs.h"
 #include "core/time.h"
 #include "server/api_error.h"
+#include "server/job_env.h"
 
 extern char** environ;
 
@@ -76,8 +77,9 @@ bool run_help(const fs::path& bin, const std::string& sub, std::string* out) {
 
 }  // namespace
 
-LocalExecutor::LocalExecutor(fs::path llmtrain_bin, fs::path workdir)
-    : bin_(std::move(llmtrain_bin)), workdir_(std::move(workdir)) {
+LocalExecutor::LocalExecutor(fs::path llmtrain_bin, fs::path workdir, std::vector<std::string> job_env)
+    : bin_(std::move(llmtrain_bin)), workdir_(std::move(workdir)), job_env_(std::move(job_env)) {
+    for (const auto& n : job_env_) check_env_name(n);
     std::string help;
     has_launch_ = run_help(bin_, "launch", &help);
 }
@@ -126,6 +128,11 @@ std::string LocalExecutor::start(const AttemptRequest& req, const std::function<
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    std::vector<std::string> env = job_environment(environ, job_env_);
+    if (std::find(job_env_.begin(), job_env_.end(), "HOME") == job_env_.end()) env.push_back("HOME=" + req.job_dir.string());
+    std::vector<char*> envp;
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
     const std::string header =
         fmt::format("=== llmtrain serve: job {} attempt {} at {}: {} ===\n", req.job_id, req.attempt,
                     utc_iso8601_now(), fmt::join(args, " "));
@@ -172,7 +179,7 @@ std::string LocalExecutor::start(const AttemptRequest& req, const std::function<
         if (child == 0) {
             ::sigprocmask(SIG_SETMASK, &none, nullptr);
             if (::chdir(cwd.c_str()) != 0) _exit(127);
-            ::execve(argv[0], argv.data(), environ);
+            ::execve(argv[0], argv.data(), envp.data());
             static const char msg[] = "llmtrain serve: exec of the trainer failed\n";
             (void)!::write(2, msg, sizeof msg - 1);
             _exit(127);

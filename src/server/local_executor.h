@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "server/executor.h"
 
@@ -19,7 +20,10 @@ class LocalExecutor : public Executor {
 public:
     // `llmtrain_bin`: the binary to run (normally /proc/self/exe); `workdir`: the trainer's working
     // directory, against which relative paths in configs resolve (the server's own).
-    LocalExecutor(std::filesystem::path llmtrain_bin, std::filesystem::path workdir);
+    // `job_env`: the names of this process's environment variables that jobs also get, beyond the
+    // non-secret ones every job gets (server/job_env.h).
+    LocalExecutor(std::filesystem::path llmtrain_bin, std::filesystem::path workdir,
+                  std::vector<std::string> job_env = {});
 
     std::string name() const override { return "local"; }
     void validate(const JobSpec& spec) const override;
@@ -27,11 +31,15 @@ public:
     AttemptStatus poll(const std::string& handle) override;
     void stop(const std::string& handle, bool kill) override;
     std::vector<RankLog> rank_logs(const std::filesystem::path& job_dir, const JobSpec& spec) const override;
+    bool jobs_see_local_files() const override { return true; }
+    std::filesystem::path jobs_workdir() const override { return workdir_; }
+    std::filesystem::path job_write_root(const AttemptRequest& req) const override { return req.job_dir; }
 
     bool has_launch() const { return has_launch_; }
 
 private:
     std::filesystem::path bin_, workdir_;
+    std::vector<std::string> job_env_;
     bool has_launch_ = false;
 };
 

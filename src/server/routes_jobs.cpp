@@ -51,6 +51,7 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool check_lab
     Checked c{parse_job_request(body, ctx.opts.presets_dir), {}};
     const JobSpec& s = c.job.spec;
     ctx.executor.validate(s);
+    check_job_access(c.job.config, ctx.access);
     const Capacity& cap = ctx.opts.capacity;
     if (!cap.holds_everything() && (s.cpus() > cap.cpus || s.gpus() > cap.gpus))
         throw ApiError(422, "exceeds_capacity",

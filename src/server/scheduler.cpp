@@ -180,11 +180,16 @@ void Scheduler::start_attempt(const JobRecord& j) {
     if (!store_.transition(j.id, j.state, JobState::kRunning, u)) return;  // cancelled meanwhile
     try {
         make_dirs(dir);
-        // The run directory is fixed per job, so every attempt resumes the same run (--resume auto).
-        auto cfg = config::load_config_string(
-            j.config_yaml, fmt::format("job {} config", j.id),
-            {"output.root_dir=" + (dir / "runs").string(), fmt::format("output.run_id=job-{}", j.id)});
         AttemptRequest req{j.id, attempt, dir, dir / "config.yaml", j.spec};
+        // The policy again (the operator may have narrowed it since the submit), then the job's writes
+        // placed in its own directory. The run directory is fixed per job, so every attempt resumes the
+        // same run (--resume auto).
+        auto submitted = config::load_config_string(j.config_yaml, fmt::format("job {} config", j.id));
+        check_job_access(submitted, opts_.access);
+        auto sets = job_write_overrides(submitted, exec_.job_write_root(req));
+        sets.push_back("output.root_dir=" + (dir / "runs").string());
+        sets.push_back(fmt::format("output.run_id=job-{}", j.id));
+        auto cfg = config::load_config_string(j.config_yaml, fmt::format("job {} config", j.id), sets);
         write_file_atomic(req.config_path, config::to_yaml(cfg.resolved, false));
         exec_.start(req, [&](const std::string& handle) { store_.set_handle(j.id, handle); });
     } catch (const std::exception& e) {

@@ -11,6 +11,7 @@
 
 #include "server/admission.h"
 #include "server/executor.h"
+#include "server/job_access.h"
 #include "server/store.h"
 
 namespace llmt::server {
@@ -21,6 +22,7 @@ struct SchedulerOptions {
     Quotas quotas;
     double kill_grace_s = 30;        // SIGTERM -> SIGKILL
     double tick_s = 0.25;
+    JobAccessPolicy access;          // checked again when an attempt starts (server/job_access.h)
 };
 
 // The one writer of running jobs' states besides cancel requests. Thread-safe: wake() from any thread.

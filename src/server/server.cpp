@@ -30,11 +30,41 @@ std::unique_ptr<Executor> make_executor(const ServerOptions& o) {
         std::error_code ec;
         fs::path self = fs::read_symlink("/proc/self/exe", ec);
         if (ec) throw IoError("cannot find this binary via /proc/self/exe: " + ec.message());
-        return std::make_unique<LocalExecutor>(self, fs::current_path());
+        return std::make_unique<LocalExecutor>(self, fs::current_path(), o.job_env);
     }
     if (o.executor.rfind("kubernetes", 0) == 0)
         return std::make_unique<KubernetesExecutor>(parse_kubernetes_options(o.executor));
     throw UsageError("--executor must be local or kubernetes[:KEY=VALUE,...], got '" + o.executor + "'");
+}
+
+// The policy's paths as this server sees them (docs/security.md "What a job may touch").
+JobAccessPolicy make_access_policy(const ServerOptions& o, const Executor& ex) {
+    JobAccessPolicy p;
+    p.local = ex.jobs_see_local_files();
+    if (!p.local) {
+        // Pods: the read-only volumes every job mounts, and the operator's paths inside the image.
+        p.read_roots = ex.job_read_mounts();
+        for (const auto& r : o.allow_read) {
+            if (r.is_relative()) throw UsageError(fmt::format("--allow-read {}: with the kubernetes executor, give a path "
+                                                              "as the pods see it (absolute)", r.string()));
+            p.read_roots.push_back(r.lexically_normal());
+        }
+        return p;
+    }
+    p.relative_base = ex.jobs_workdir();
+    p.read_roots = preset_read_roots(o.presets_dir, p.relative_base);
+    for (const auto& r : o.allow_read) {
+        std::error_code ec;
+        fs::path root = fs::canonical(r.is_relative() ? p.relative_base / r : r, ec);
+        if (ec) throw UsageError(fmt::format("--allow-read {}: {}", r.string(), ec.message()));
+        p.read_roots.push_back(root);
+    }
+    // The server's own files stay unreadable under any root: other jobs' directories, the tokens, the store.
+    for (const fs::path& d : {o.data_dir, o.tokens_file, o.db, fs::path(o.db.string() + "-wal"),
+                              fs::path(o.db.string() + "-shm"), fs::path(o.db.string() + "-journal"), o.rates_file,
+                              o.quotas_file})
+        if (!d.empty()) p.denied.push_back(fs::weakly_canonical(fs::absolute(d)));
+    return p;
 }
 
 void make_private_dir(const fs::path& dir) {
@@ -79,10 +109,16 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
     if (!o.quotas_file.empty()) quotas = load_quotas(o.quotas_file);
     m.store = std::make_unique<JobStore>(o.db);
     m.executor = make_executor(o);
+    JobAccessPolicy access = make_access_policy(o, *m.executor);
+    std::vector<std::string> roots;
+    for (const auto& r : access.read_roots) roots.push_back(r.string());
+    std::fprintf(stderr, "llmtrain serve: jobs may read under: %s (--allow-read)\n",
+                 roots.empty() ? "nothing" : fmt::format("{}", fmt::join(roots, ", ")).c_str());
     m.scheduler = std::make_unique<Scheduler>(
-        *m.store, *m.executor, SchedulerOptions{o.data_dir, o.capacity, quotas, o.kill_grace_s, 0.25});
+        *m.store, *m.executor, SchedulerOptions{o.data_dir, o.capacity, quotas, o.kill_grace_s, 0.25, access});
     m.opts = o;
-    m.ctx.reset(new ServerContext{o, rates, quotas, *m.store, *m.executor, *m.scheduler, m.metrics, nullptr, {}, {}});
+    m.ctx.reset(
+        new ServerContext{o, rates, quotas, *m.store, *m.executor, *m.scheduler, m.metrics, nullptr, {}, {}, access});
     if (auto f = o.throughput_file.empty() ? default_throughput_file() : std::optional<fs::path>(o.throughput_file)) {
         m.ctx->throughput.rows = load_throughput(*f);
         m.ctx->throughput.path = f->string();

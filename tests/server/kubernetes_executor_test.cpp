@@ -188,7 +188,7 @@ TEST_F(KubernetesExecutorTest, ServeRunsAJobThroughKubectlAndReFindsItAfterARest
     using namespace llmt::testing;
     put("workload.json", Json{{"status", Json::object()}}.dump());
     put("pods.json", Json{{"items", Json::array()}}.dump());
-    const std::vector<std::string> flags = {"--executor", "kubernetes:namespace=ml,output-pvc=outputs", "--capacity",
+    const std::vector<std::string> flags = {"--executor", "kubernetes:namespace=ml,output-pvc=outputs,data-pvc=datasets", "--capacity",
                                             "cpus=4,gpus=0"};
     auto server = std::make_unique<ServeProcess>(dir_ / "serve", flags);
     Api bob(server->port(), kSubmitterToken);

@@ -36,6 +36,8 @@ public:
     }
     void stop(const std::string& handle, bool kill) override { signals.push_back(handle + (kill ? " KILL" : " TERM")); }
     std::vector<RankLog> rank_logs(const fs::path&, const JobSpec&) const override { return {}; }
+    bool jobs_see_local_files() const override { return true; }
+    fs::path job_write_root(const AttemptRequest& req) const override { return req.job_dir; }
 
     void exit(int64_t id, int attempt, int code) {
         status[std::to_string(id) + "/" + std::to_string(attempt)] = {AttemptStatus::kExited, code, ""};
@@ -57,7 +59,11 @@ protected:
     }
     void TearDown() override { fs::remove_all(dir_); }
     Scheduler make(int cpus, Quotas q = {}, double grace = 30) {
-        return Scheduler(*store_, exec_, SchedulerOptions{dir_, Capacity{cpus, 0}, std::move(q), grace, 0.25});
+        // The preset's data, as a server started in the checkout lets jobs read it (server/job_access.h).
+        JobAccessPolicy access;
+        access.relative_base = LLMT_SOURCE_DIR;
+        access.read_roots = {fs::path(LLMT_SOURCE_DIR) / "data"};
+        return Scheduler(*store_, exec_, SchedulerOptions{dir_, Capacity{cpus, 0}, std::move(q), grace, 0.25, access});
     }
     int64_t submit(const std::string& name, int nproc = 1, int priority = 0, std::map<std::string, std::string> labels = {},
                    int max_retries = 2, double max_runtime_s = 0) {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -31,7 +32,9 @@ inline const char* kSubmitterToken = "submit-token-0123456789abcdef";
 inline const char* kOtherSubmitterToken = "other-token-0123456789abcdef";
 inline const char* kViewerToken = "viewer-token-0123456789abcdef";
 
-// A server process. Destruction kills it (SIGKILL) if it still runs.
+// A server process. Destruction kills it (SIGKILL) if it still runs. Jobs may read under the suite's
+// temporary directory (root's parent: the shards tests prepare) unless `extra` has --allow-read of its own;
+// the server's data dir inside it stays unreadable (server/job_access.h).
 class ServeProcess {
 public:
     ServeProcess(const fs::path& root, std::vector<std::string> extra) : root_(root) {
@@ -45,6 +48,8 @@ public:
                                          "--data-dir", (root / "data").string(), "--tokens-file", (root / "tokens").string(),
                                          "--port-file", (root / "port").string(), "--presets-dir",
                                          std::string(LLMT_SOURCE_DIR) + "/configs/presets", "--kill-grace-s", "20"};
+        if (std::find(extra.begin(), extra.end(), "--allow-read") == extra.end())
+            extra.insert(extra.end(), {"--allow-read", root.parent_path().string()});
         args.insert(args.end(), extra.begin(), extra.end());
         std::string log = (root / "serve.log").string();
         pid_ = ::fork();

@@ -1,0 +1,200 @@
+// The access policy for server-side jobs (server/job_access.h) on real files: roots, denied paths,
+// symlinks out of a root, "..", globs, relative values, pods' paths, write values, endpoints; the
+// schema's classes (a path-valued key must be classified); the environment jobs get (server/job_env.h).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/loader.h"
+#include "config/path_values.h"
+#include "config/schema.h"
+#include "server/api_error.h"
+#include "server/job_access.h"
+#include "server/job_env.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace llmt::server;
+using llmt::config::Access;
+using llmt::config::PathValue;
+
+class JobAccessTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        dir_ = fs::temp_directory_path() / ("llmt_access_" + std::to_string(::getpid()) + "_" +
+                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_ / "data/shards");
+        fs::create_directories(dir_ / "data/server");
+        fs::create_directories(dir_ / "outside");
+        std::ofstream(dir_ / "data/shards/train_0.bin") << "x";
+        std::ofstream(dir_ / "outside/secret") << "llmt_secret\n";
+        fs::create_symlink(dir_ / "outside/secret", dir_ / "data/shards/link");
+        policy_.read_roots = {fs::canonical(dir_ / "data")};
+        policy_.denied = {fs::canonical(dir_ / "data/server")};
+        policy_.relative_base = dir_;
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+
+    static PathValue read(const std::string& v, bool glob = false) { return {"data.x", "data.x", v, Access::kRead, glob}; }
+    // The refusal's field, or "" when the value is allowed.
+    std::string refused(const PathValue& v, const JobAccessPolicy& p) {
+        try {
+            check_job_access(std::vector<PathValue>{v}, p);
+            return "";
+        } catch (const ApiError& e) {
+            EXPECT_EQ(e.status(), 400);
+            EXPECT_EQ(e.code(), "path_not_allowed");
+            message_ = e.what();
+            return e.field();
+        }
+    }
+    std::string refused(const PathValue& v) { return refused(v, policy_); }
+
+    fs::path dir_;
+    JobAccessPolicy policy_;
+    std::string message_;
+};
+
+TEST_F(JobAccessTest, ReadsUnderARootAreAllowedAndOthersRefusedNamingTheKey) {
+    EXPECT_EQ(refused(read((dir_ / "data/shards/train_0.bin").string())), "");
+    EXPECT_EQ(refused(read("data/shards/train_0.bin")), "");  // relative to the jobs' working directory
+    EXPECT_EQ(refused(read((dir_ / "data/shards/not_yet_there.bin").string())), "");
+    EXPECT_EQ(refused(read((dir_ / "outside/secret").string())), "data.x");
+    EXPECT_NE(message_.find("outside what jobs on this server may read"), std::string::npos) << message_;
+    EXPECT_NE(message_.find("--allow-read"), std::string::npos) << message_;
+    EXPECT_EQ(refused(read("/etc/passwd")), "data.x");
+    EXPECT_EQ(refused(read("outside/secret")), "data.x");
+}
+
+TEST_F(JobAccessTest, EscapesThroughDotDotSymlinksAndPrefixesAreRefused) {
+    EXPECT_EQ(refused(read((dir_ / "data/shards/../../outside/secret").string())), "data.x");
+    EXPECT_EQ(refused(read("data/../outside/secret")), "data.x");
+    EXPECT_EQ(refused(read((dir_ / "data/shards/link").string())), "data.x");  // a symlink out of the root
+    fs::create_directories(dir_ / "data2");
+    EXPECT_EQ(refused(read((dir_ / "data2").string())), "data.x");  // "data2" is not under "data"
+}
+
+TEST_F(JobAccessTest, DeniedPathsStayUnreadableUnderARoot) {
+    std::ofstream(dir_ / "data/server/tokens") << "llmt_admin admin admin\n";
+    EXPECT_EQ(refused(read((dir_ / "data/server/tokens").string())), "data.x");
+    EXPECT_EQ(refused(read((dir_ / "data/server").string())), "data.x");
+    EXPECT_EQ(refused(read((dir_ / "data/server/*").string(), true)), "data.x");
+}
+
+TEST_F(JobAccessTest, TheAnswerDoesNotTellWhetherAFileExists) {
+    refused(read((dir_ / "outside/secret").string()));
+    const std::string existing = message_.substr(message_.find("' is"));
+    refused(read((dir_ / "outside/no_such_file").string()));
+    EXPECT_EQ(message_.substr(message_.find("' is")), existing);
+}
+
+TEST_F(JobAccessTest, GlobsAreCheckedByTheirFixedDirectoriesAndMayNotClimbAfterAWildcard) {
+    EXPECT_EQ(refused(read((dir_ / "data/shards/train_*.bin").string(), true)), "");
+    EXPECT_EQ(refused(read("data/shards/*.bin", true)), "");
+    EXPECT_EQ(refused(read((dir_ / "outside/*").string(), true)), "data.x");
+    EXPECT_EQ(refused(read((dir_ / "data/*/../../outside/secret").string(), true)), "data.x");
+    EXPECT_NE(message_.find("after a wildcard"), std::string::npos) << message_;
+    EXPECT_EQ(refused(read("*", true)), "data.x");  // the working directory itself is not a root
+}
+
+TEST_F(JobAccessTest, PodPathsAreCheckedLexicallyAndMustBeAbsolute) {
+    JobAccessPolicy pods;
+    pods.local = false;
+    pods.read_roots = {"/data", "/models"};
+    EXPECT_EQ(refused(read("/data/shards/train_*.bin", true), pods), "");
+    EXPECT_EQ(refused(read("/models/llama"), pods), "");
+    EXPECT_EQ(refused(read("/out/other-job/model.safetensors"), pods), "data.x");
+    EXPECT_EQ(refused(read("/data/../out/x"), pods), "data.x");
+    EXPECT_EQ(refused(read("data/shards/x.bin"), pods), "data.x");
+    EXPECT_NE(message_.find("relative"), std::string::npos) << message_;
+}
+
+TEST_F(JobAccessTest, WriteValuesAreRelativeAndPlacedInTheJobsDirectory) {
+    PathValue w{"data.cache_dir", "data.cache_dir", "", Access::kWrite, false};
+    for (const char* bad : {"/tmp/anywhere", "../jobs/7/runs", "cache/../../x"}) {
+        w.value = bad;
+        EXPECT_EQ(refused(w), "data.cache_dir") << bad;
+    }
+    w.value = "my/cache";
+    EXPECT_EQ(refused(w), "");
+    auto cfg = llmt::config::load_config_string("data: {source: text, paths: [a.txt], cache_dir: my/cache}\n", "t");
+    auto sets = job_write_overrides(cfg, "/srv/jobs/7");
+    EXPECT_NE(std::find(sets.begin(), sets.end(), "data.cache_dir=/srv/jobs/7/my/cache"), sets.end());
+    for (const auto& s : sets) {
+        EXPECT_EQ(s.rfind("output.", 0), std::string::npos) << s;  // the server's own keys
+    }
+}
+
+TEST_F(JobAccessTest, EndpointsMustStartWithAnAllowedOneAtABoundary) {
+    PathValue e{"tracking.uri", "tracking.uri", "https://mlflow.example", Access::kEndpoint, false};
+    EXPECT_EQ(refused(e), "tracking.uri");  // none allowed
+    policy_.endpoints = {"https://mlflow.example"};
+    EXPECT_EQ(refused(e), "");
+    e.value = "https://mlflow.example/api";
+    EXPECT_EQ(refused(e), "");
+    e.value = "https://mlflow.example.evil.net";
+    EXPECT_EQ(refused(e), "tracking.uri");
+}
+
+TEST_F(JobAccessTest, ServerSetOutputKeysAreNotTheSubmittersToPlace) {
+    auto cfg = llmt::config::load_config_string(
+        "data: {source: text, paths: [data/a.txt]}\noutput: {root_dir: /etc}\n", "t");
+    EXPECT_NO_THROW(check_job_access(cfg, policy_));
+}
+
+// Every path- or URI-valued key is classified: this list changes only with a look at the policy.
+TEST(SchemaAccess, PathValuedKeysAreClassified) {
+    std::vector<std::string> read, write, endpoint;
+    for (const auto& f : llmt::config::schema_fields()) {
+        if (f.access == Access::kRead) read.push_back(f.path);
+        if (f.access == Access::kWrite) write.push_back(f.path);
+        if (f.access == Access::kEndpoint) endpoint.push_back(f.path);
+        if (f.access != Access::kNone) {
+            EXPECT_TRUE(f.type == llmt::config::FieldType::kString || f.type == llmt::config::FieldType::kStringList)
+                << f.path;
+        }
+    }
+    EXPECT_EQ(read, (std::vector<std::string>{"model.init_from", "data.paths", "data.tokenizer", "data.train_shards",
+                                              "data.val_shards"}));
+    EXPECT_EQ(write, (std::vector<std::string>{"data.cache_dir", "tracking.mlflow_dir", "tracking.tensorboard_dir",
+                                               "output.root_dir"}));
+    EXPECT_TRUE(endpoint.empty());
+}
+
+TEST(SchemaAccess, PathValuesListEveryFileOfAConfigButNames) {
+    auto cfg = llmt::config::load_config_string(
+        "data: {source: text, paths: [a.txt, b.txt], tokenizer: gpt2}\nmodel: {init_from: scratch}\n", "t");
+    std::vector<std::string> keys;
+    for (const auto& v : llmt::config::path_values(cfg.resolved)) keys.push_back(v.key + "=" + v.value);
+    EXPECT_EQ(keys, (std::vector<std::string>{"data.paths[0]=a.txt", "data.paths[1]=b.txt", "data.cache_dir=data/cache",
+                                              "output.root_dir=runs"}));
+}
+
+TEST(PresetRoots, AreThePresetsDataDirectories) {
+    const fs::path src = LLMT_SOURCE_DIR;
+    auto roots = preset_read_roots(src / "configs/presets", src);
+    ASSERT_EQ(roots.size(), 1u);
+    EXPECT_EQ(roots[0], fs::weakly_canonical(src / "data/shards/gpt2_corpus"));
+}
+
+TEST(JobEnv, JobsGetTheSafeVariablesAndTheNamedOnesOnly) {
+    std::vector<std::string> vars = {"PATH=/usr/bin", "HOME=/root", "LANG=C.UTF-8", "OMP_NUM_THREADS=2",
+                                     "LLMTRAIN_HOME=/opt/l", "AWS_SECRET_ACCESS_KEY=s3cr3t", "HF_TOKEN=hf_x",
+                                     "MLFLOW_TRACKING_TOKEN=t", "MY_PASSWORD=p", "NCCL_DEBUG=INFO"};
+    std::vector<char*> env;
+    for (auto& v : vars) env.push_back(v.data());
+    env.push_back(nullptr);
+    EXPECT_EQ(job_environment(env.data(), {}),
+              (std::vector<std::string>{"PATH=/usr/bin", "LANG=C.UTF-8", "OMP_NUM_THREADS=2", "LLMTRAIN_HOME=/opt/l",
+                                        "NCCL_DEBUG=INFO"}));
+    EXPECT_EQ(job_environment(env.data(), {"HF_TOKEN"}).size(), 6u);
+    EXPECT_THROW(check_env_name("A=B"), llmt::UsageError);
+    EXPECT_THROW(check_env_name("1X"), llmt::UsageError);
+    EXPECT_NO_THROW(check_env_name("HF_TOKEN"));
+}
+
+}  // namespace
