@@ -127,6 +127,29 @@ TEST_F(SchedulerTest, RetriesRuntimeFailuresButNotBadInput) {
     EXPECT_TRUE(store_->check_consistency().empty());
 }
 
+// The access policy again at start (server/job_access.h): a stored job that reads outside the roots (the
+// operator narrowed them since the submit) never starts; a text job's cache is placed in its directory.
+TEST_F(SchedulerTest, AttemptsStartOnlyInsideTheAccessPolicyWithWritesInTheJobsDirectory) {
+    auto s = make(2);
+    JobRecord r;
+    r.spec.name = "outside";
+    r.config_yaml = preset_ + "\n";
+    r.config_yaml.replace(r.config_yaml.find("data/shards/gpt2_corpus/train_*.bin"),
+                          std::string("data/shards/gpt2_corpus/train_*.bin").size(), "/etc/*");
+    r.estimate = {{"cost_usd", 0.0}};
+    const int64_t outside = store_->insert(r);
+    r.spec.name = "text";
+    r.config_yaml = "data: {source: text, paths: [data/corpus/a.txt], cache_dir: c}\n";
+    const int64_t text = store_->insert(r);
+    s.tick();
+    EXPECT_EQ(state(outside), JobState::kFailed);
+    EXPECT_NE(store_->get(outside)->reason.find("data.train_shards '/etc/*' is outside"), std::string::npos)
+        << store_->get(outside)->reason;
+    EXPECT_EQ(exec_.started, (std::vector<int64_t>{text}));
+    auto cfg = llmt::read_file(dir_ / "jobs" / std::to_string(text) / "config.yaml");
+    EXPECT_NE(cfg.find("cache_dir: " + (dir_ / "jobs" / std::to_string(text) / "c").string()), std::string::npos) << cfg;
+}
+
 TEST_F(SchedulerTest, CancelSendsTermThenKillAfterGrace) {
     auto s = make(1, {}, 0.0);
     int64_t id = submit("c");
