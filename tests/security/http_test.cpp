@@ -345,4 +345,20 @@ TEST_F(HttpSecurityTest, ExpectContinueIsAnsweredOnlyAfterAuthentication) {
     EXPECT_EQ(status_of(r), 400) << r;
 }
 
+TEST_F(HttpSecurityTest, LongAndOversizedTargetsAreRefusedAndTheServerLives) {
+    // Routes match with std::regex, which recurses per character: the longest target the head
+    // allows (8 KiB) must still be matched on a worker's stack.
+    std::string artifact = "/v1/jobs/1/artifacts/" + std::string(8000, 'a');
+    std::string nested = "/";
+    while (nested.size() < 8000) nested += "a/";
+    nested += "x.js";
+    EXPECT_EQ(probe(port(), artifact, kViewerToken), 404);
+    EXPECT_EQ(probe(port(), nested), 404);
+    EXPECT_EQ(probe(port(), "/" + std::string(9000, 'a')), 414);
+    RawConn big(port());
+    big.send("GET /healthz HTTP/1.1\r\nX-Big: " + std::string(20000, 'b') + "\r\n\r\n");
+    EXPECT_EQ(status_of(big.read_response()), 431);
+    EXPECT_EQ(probe(port(), "/healthz"), 200);
+}
+
 }  // namespace

@@ -17,16 +17,17 @@ bool needs_length(const std::string& method) { return method == "POST" || method
 
 // Reads the body the head announced into `out`, or throws HttpError without reading more than the limit.
 void read_body(Connection& conn, const RequestHead& head, const Limits& limits, std::string* out) {
-    if (const std::string* enc = head.headers.find("Content-Encoding"); enc && !iequals(*enc, "identity"))
-        throw HttpError(415, "unsupported_encoding",
-                        fmt::format("Content-Encoding '{}' is not accepted; send the body uncompressed",
-                                    enc->substr(0, 64)));
     if (!head.chunked && !head.content_length) {
         if (needs_length(head.method))
             throw HttpError(411, "length_required",
                             head.method + " needs a Content-Length header (or Transfer-Encoding: chunked)");
         return;
     }
+    // We never inflate: a compressed body's size says nothing about what it decodes to.
+    if (const std::string* enc = head.headers.find("Content-Encoding"); enc && !iequals(*enc, "identity"))
+        throw HttpError(415, "unsupported_encoding",
+                        fmt::format("Content-Encoding '{}' is not accepted; send the body uncompressed",
+                                    enc->substr(0, 64)));
     const uint64_t max = limits.max_body_bytes;
     if (head.content_length && *head.content_length > max)
         throw HttpError(413, "payload_too_large",
