@@ -31,6 +31,7 @@ namespace {
 
 constexpr int kLoopTickMs = 100;             // deadlines are checked at least this often
 constexpr uint64_t kMaxDrainBytes = 64 << 20;  // a refused body is dropped up to this much, then cut
+constexpr int kReadsPerWake = 64;            // 16 KiB reads per readiness event: one fast sender cannot hold the loop
 constexpr int kReservedFds = 64;             // file descriptors kept for the store, logs and jobs
 
 Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
@@ -206,7 +207,7 @@ struct Server::Impl {
         auto it = waiting.find(fd);
         if (it == waiting.end()) return;
         Waiting& w = it->second;
-        for (;;) {
+        for (int reads = 0; reads < kReadsPerWake; ++reads) {  // level-triggered: the rest comes next round
             if (w.state == Waiting::State::kHead && w.conn->buffer().size() > cfg.limits.head.max_head_bytes) break;
             Connection::Read r = w.conn->read_some(16 << 10);
             if (r == Connection::Read::kClosed) return close_waiting(fd);
