@@ -42,7 +42,16 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--estimate-card", o->estimate_card,
                     "estimate from the rows of this card (substring; default: the latest measured)");
     cmd->add_option("--presets-dir", *presets, "where preset names in job configs are looked up");
-    cmd->add_option("--max-body-bytes", o->max_body_bytes, "request body size limit")->check(CLI::Range(1024, 64 << 20));
+    cmd->add_option("--max-body-bytes", o->max_body_bytes, "request body size limit (after chunked decoding)")
+        ->check(CLI::Range(1024, 64 << 20));
+    cmd->add_option("--head-timeout-s", o->head_timeout_s,
+                    "deadline for a whole request head, and for an idle keep-alive connection (408 / close)")
+        ->check(CLI::Range(0.1, 600.0));
+    cmd->add_option("--body-timeout-s", o->body_timeout_s, "deadline for a whole request body (408)")
+        ->check(CLI::Range(0.1, 3600.0));
+    cmd->add_option("--max-connections", o->max_connections,
+                    "open connections; past it the oldest one still sending its head is closed")
+        ->check(CLI::Range(8, 1 << 20));
     cmd->add_option("--kill-grace-s", o->kill_grace_s, "SIGTERM to SIGKILL grace when cancelling or timing out")
         ->check(CLI::Range(0.0, 3600.0));
     auto allow_read = std::make_shared<std::vector<std::string>>();

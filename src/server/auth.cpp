@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstring>
 #include <sstream>
 
@@ -100,9 +101,14 @@ TokenTable TokenTable::load_or_create(const std::filesystem::path& path, bool* c
 }
 
 std::optional<Principal> TokenTable::authenticate(const std::string& header) const {
-    static const std::string kPrefix = "Bearer ";
-    if (header.size() <= kPrefix.size() || header.compare(0, kPrefix.size(), kPrefix) != 0) return std::nullopt;
-    std::string token = header.substr(kPrefix.size());
+    // The scheme is case-insensitive (RFC 9110 11.1: "bearer" is "Bearer"), then one or more spaces.
+    static const std::string kScheme = "bearer";
+    if (header.size() <= kScheme.size() || header[kScheme.size()] != ' ') return std::nullopt;
+    for (size_t i = 0; i < kScheme.size(); ++i)
+        if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return std::nullopt;
+    const size_t start = header.find_first_not_of(' ', kScheme.size());
+    std::string token = start == std::string::npos ? std::string() : header.substr(start);
+    if (token.empty()) return std::nullopt;
     std::optional<Principal> found;
     for (const auto& e : entries_)  // no early exit: every token is compared
         if (equal_constant_time(token, e.token)) found = e.who;

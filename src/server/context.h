@@ -33,7 +33,10 @@ struct ServerOptions {
     std::filesystem::path presets_dir = "configs/presets";
     std::filesystem::path port_file;        // written once listening ("host:port"), for scripts and tests
     std::filesystem::path web_dir;          // --web-dir: the built dashboard (default: see web_assets.h)
-    size_t max_body_bytes = 1 << 20;
+    size_t max_body_bytes = 1 << 20;        // after chunked decoding too; Content-Encoding is refused (415)
+    double head_timeout_s = 10;             // a whole request head (and an idle keep-alive connection)
+    double body_timeout_s = 30;             // a whole request body
+    size_t max_connections = 512;           // past it, the oldest connection still sending its head is closed
     double kill_grace_s = 30;
     int threads = 32;
     // The access policy's inputs (server/job_access.h, docs/security.md): directories jobs may read

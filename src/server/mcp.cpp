@@ -3,7 +3,6 @@
 // JSON; no sessions, no server-sent events). Tools: submit_job, job_status, job_logs, estimate. Each
 // tool runs the handler of its REST route from the router table (same validation, same answers) under
 // the caller's bearer token and the route's role, so a viewer cannot submit_job. docs/server.md "MCP".
-#include <httplib.h>
 
 #include <fmt/format.h>
 
@@ -119,8 +118,8 @@ nlohmann::json call_tool(const Router& router, const Tool& tool, nlohmann::json 
                              fmt::format("token '{}' has role {}; tool {} needs role {}", who.name, role_name(who.role),
                                          tool.name, role_name(*route.role)),
                              "", nullptr);
-    httplib::Request req;
-    httplib::Response res;
+    http::Request req;
+    http::Response res;
     req.method = tool.method;
     std::map<std::string, std::string> params;
     if (tool.name == "submit_job" || tool.name == "estimate") {

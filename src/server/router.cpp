@@ -1,8 +1,6 @@
 // Router: auth, error mapping ({error: {code, message, field}}), latency metrics, OpenAPI 3 output.
 #include "server/router.h"
 
-#include <httplib.h>
-
 #include <chrono>
 #include <regex>
 
@@ -11,6 +9,7 @@
 #include "config/loader.h"
 #include "core/version.h"
 #include "server/api_error.h"
+#include "server/http/http_error.h"
 #include "server/prom.h"
 
 namespace llmt::server {
@@ -33,7 +32,7 @@ std::string to_regex(const std::string& path, std::vector<std::string>* names) {
     return out + path.substr(last);
 }
 
-void write_error(httplib::Response& res, int status, const std::string& code, const std::string& msg,
+void write_error(http::Response& res, int status, const std::string& code, const std::string& msg,
                  const std::string& field = "", const nlohmann::json& details = nullptr) {
     res.status = status;
     // Messages may quote the caller's bytes; invalid UTF-8 is replaced, never a reason to fail.
@@ -80,8 +79,44 @@ void Call::reply(int status, const nlohmann::json& body) {
     res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
-void Router::dispatch(const Route& r, const std::vector<std::string>& names, const httplib::Request& req,
-                      httplib::Response& res) {
+void render_http_error(const http::HttpError& e, http::Response& res) {
+    write_error(res, e.status(), e.code(), e.what());
+}
+
+void Router::add(Route r) {
+    Compiled c;
+    c.path = std::regex(to_regex(r.path, &c.names));
+    compiled_.push_back(std::move(c));
+    routes_.push_back(std::move(r));
+}
+
+void Router::add_page(Page p) {
+    page_patterns_.emplace_back(p.pattern);
+    pages_.push_back(std::move(p));
+}
+
+void Router::handle(http::Request& req, http::Response& res) const {
+    const std::string method = req.method == "HEAD" ? "GET" : req.method;
+    std::smatch m;
+    for (size_t i = 0; i < routes_.size(); ++i) {
+        if (routes_[i].method != method || !std::regex_match(req.path, m, compiled_[i].path)) continue;
+        req.matches.assign(m.begin(), m.end());
+        return dispatch(routes_[i], compiled_[i], req, res);
+    }
+    if (method == "GET") {
+        for (size_t i = 0; i < pages_.size(); ++i) {
+            if (!std::regex_match(req.path, m, page_patterns_[i])) continue;
+            req.matches.assign(m.begin(), m.end());
+            pages_[i].handler(req, res);
+            if (res.status != 404 || !res.body.empty()) return;
+            break;
+        }
+    }
+    // Same answer as for unknown paths: a method the path does not serve is not a route either.
+    write_error(res, 404, "no_route", "no route " + req.method + " " + req.path.substr(0, 256));
+}
+
+void Router::dispatch(const Route& r, const Compiled& c, http::Request& req, http::Response& res) const {
     auto t0 = std::chrono::steady_clock::now();
     Call call{req, res, {}, {}};
     try {
@@ -98,10 +133,14 @@ void Router::dispatch(const Route& r, const std::vector<std::string>& names, con
                                                              role_name(who->role), r.method, r.path, role_name(*r.role)));
             call.who = *who;
         }
-        for (size_t i = 0; i < names.size() && i + 1 < req.matches.size(); ++i) call.params[names[i]] = req.matches[i + 1];
+        // Only now, with the caller known to hold the route's role, is the body read (within the limits).
+        req.read_body();
+        for (size_t i = 0; i < c.names.size() && i + 1 < req.matches.size(); ++i) call.params[c.names[i]] = req.matches[i + 1];
         r.handler(call);
     } catch (const ApiError& e) {
         write_error(res, e.status(), e.code(), e.what(), e.field(), e.details());
+    } catch (const http::HttpError& e) {
+        write_error(res, e.status(), e.code(), e.what());
     } catch (const config::ConfigValidationError& e) {
         nlohmann::json issues = nlohmann::json::array();
         for (const auto& i : e.issues()) issues.push_back({{"key", i.key}, {"where", i.where}, {"message", i.message}});
@@ -114,31 +153,6 @@ void Router::dispatch(const Route& r, const std::vector<std::string>& names, con
     }
     metrics_.observe(r.path, r.method, res.status,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-}
-
-void Router::install(httplib::Server& svr) {
-    for (const auto& r : routes_) {
-        std::vector<std::string> names;
-        std::string pattern = to_regex(r.path, &names);
-        auto h = [this, &r, names](const httplib::Request& req, httplib::Response& res) { dispatch(r, names, req, res); };
-        if (r.method == "GET")
-            svr.Get(pattern, h);
-        else if (r.method == "POST")
-            svr.Post(pattern, h);
-        else if (r.method == "DELETE")
-            svr.Delete(pattern, h);
-    }
-    // Anything that did not reach a route (unknown path, body over the limit, malformed request) still
-    // answers in the API's error shape.
-    svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return;
-        switch (res.status) {
-            case 404: write_error(res, 404, "no_route", "no route " + req.method + " " + req.path); break;
-            case 413: write_error(res, 413, "payload_too_large", "request body is over the server's size limit"); break;
-            case 405: write_error(res, 405, "method_not_allowed", req.method + " is not allowed here"); break;
-            default: write_error(res, res.status, "bad_request", "the request could not be read"); break;
-        }
-    });
 }
 
 nlohmann::json Router::openapi() const {

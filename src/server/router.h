@@ -1,7 +1,8 @@
 // The route table: every HTTP route is registered here once, with its method, path template, the role
-// it needs and its OpenAPI description; install() hands the table to cpp-httplib and openapi() writes
-// the /v1/openapi.json document from the same table, so the two cannot drift apart. Route files
-// (routes_*.cpp) each add their own routes.
+// it needs and its OpenAPI description; handle() serves requests from the table (the HTTP server's
+// handler) and openapi() writes the /v1/openapi.json document from the same table, so the two cannot
+// drift apart. Route files (routes_*.cpp) each add their own routes. handle() authenticates before it
+// reads a request's body: a caller without the route's role never gets its body read.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -9,16 +10,13 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include "server/auth.h"
-
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
+#include "server/http/request.h"
+#include "server/http/response.h"
 
 namespace llmt::server {
 
@@ -26,8 +24,8 @@ class ApiMetrics;
 
 // One request as a handler sees it.
 struct Call {
-    const httplib::Request& req;
-    httplib::Response& res;
+    const http::Request& req;
+    http::Response& res;
     Principal who;                               // empty name for public routes
     std::map<std::string, std::string> params;   // path parameters by name
 
@@ -41,7 +39,7 @@ struct Call {
 };
 
 struct Route {
-    std::string method;          // GET | POST
+    std::string method;          // GET | POST | DELETE (GET routes also answer HEAD)
     std::string path;            // "/v1/jobs/{id}/cancel"; {id} matches digits, {path} the rest of the URL
     std::optional<Role> role;    // nullopt: no token needed
     std::string summary;
@@ -49,21 +47,44 @@ struct Route {
     std::function<void(Call&)> handler;
 };
 
-// Register routes before install(); the table is read-only afterwards (so thread-safe).
+// A GET page outside the API (the dashboard's files): no token, not in the OpenAPI document. `pattern`
+// is a regex over the whole decoded path; its groups land in req.matches. A 404 with an empty body
+// becomes the API's no_route answer.
+struct Page {
+    std::string pattern;
+    std::function<void(const http::Request&, http::Response&)> handler;
+};
+
+// Register routes and pages before serving; the table is read-only afterwards (so thread-safe).
 class Router {
 public:
     Router(const TokenTable& tokens, ApiMetrics& metrics) : tokens_(tokens), metrics_(metrics) {}
-    void add(Route r) { routes_.push_back(std::move(r)); }
+    void add(Route r);
+    void add_page(Page p);
     const std::vector<Route>& routes() const { return routes_; }
-    void install(httplib::Server& svr);
+    // The HTTP server's handler: routes (API routes first, then pages), authenticates, reads the body,
+    // runs the handler and maps errors to the API's error shape.
+    void handle(http::Request& req, http::Response& res) const;
     nlohmann::json openapi() const;
 
 private:
-    void dispatch(const Route& r, const std::vector<std::string>& names, const httplib::Request& req,
-                  httplib::Response& res);
+    struct Compiled {
+        std::regex path;
+        std::vector<std::string> names;  // path parameter names, in group order
+    };
+    void dispatch(const Route& r, const Compiled& c, http::Request& req, http::Response& res) const;
     const TokenTable& tokens_;
     ApiMetrics& metrics_;
     std::vector<Route> routes_;
+    std::vector<Compiled> compiled_;  // compiled_[i] is routes_[i]'s path
+    std::vector<Page> pages_;
+    std::vector<std::regex> page_patterns_;
 };
+
+namespace http {
+class HttpError;
+}
+// A refusal by the HTTP layer (bad head, 408, 411, 413, 415) in the API's error shape.
+void render_http_error(const http::HttpError& e, http::Response& res);
 
 }  // namespace llmt::server

@@ -1,7 +1,6 @@
 // What a job produced: per-rank logs (tail, or followed as a chunked stream), metrics since a step,
 // the run directory's files and their download. Paths from requests are checked segment by segment
 // and must resolve inside the job's run directory.
-#include <httplib.h>
 
 #include <fmt/format.h>
 
@@ -132,7 +131,7 @@ void register_job_output_routes(Router& router, ServerContext& ctx) {
                                                                       std::chrono::duration<double>(kFollowMaxS))});
                     c.res.status = 200;
                     c.res.set_chunked_content_provider(
-                        "text/plain; charset=utf-8", [&ctx, st](size_t, httplib::DataSink& sink) {
+                        "text/plain; charset=utf-8", [&ctx, st](size_t, http::DataSink& sink) {
                             if (!st->pending.empty()) {
                                 std::string out = std::move(st->pending);
                                 st->pending.clear();
@@ -224,7 +223,7 @@ void register_job_output_routes(Router& router, ServerContext& ctx) {
                                        : full.extension() == ".yaml"  ? "application/yaml"
                                                                       : "application/octet-stream";
                     c.res.status = 200;
-                    c.res.set_content_provider(size, type, [full](size_t offset, size_t length, httplib::DataSink& sink) {
+                    c.res.set_content_provider(size, type, [full](size_t offset, size_t length, http::DataSink& sink) {
                         std::string chunk = read_range(full, offset, offset + std::min<size_t>(length, 1 << 20));
                         if (chunk.empty()) return false;
                         return sink.write(chunk.data(), chunk.size());

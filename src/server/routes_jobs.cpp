@@ -1,5 +1,4 @@
 // Job routes: submit (validation, capacity, budgets, estimate), list, get, cancel.
-#include <httplib.h>
 
 #include <fmt/format.h>
 

@@ -1,6 +1,5 @@
 // GET /v1/presets: the preset names a job's "config" may name (the *.yaml files of --presets-dir), each
 // with the comment lines its file starts with; the dashboard's submit form lists them.
-#include <httplib.h>
 
 #include <algorithm>
 #include <fstream>

@@ -1,5 +1,4 @@
 // Service routes: health, Prometheus metrics, the OpenAPI document.
-#include <httplib.h>
 
 #include <fmt/format.h>
 

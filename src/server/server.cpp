@@ -1,16 +1,17 @@
-// Server wiring: options -> store, tokens, executor, scheduler, router -> cpp-httplib.
+// Server wiring: options -> store, tokens, executor, scheduler, router -> our HTTP server (server/http).
 #include "server/server.h"
 
-#include <httplib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <mutex>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "server/http/server.h"
 #include "server/kubernetes_executor.h"
 #include "server/local_executor.h"
 #include "server/prom.h"
@@ -84,7 +85,9 @@ struct Server::Impl {
     ApiMetrics metrics;
     std::unique_ptr<ServerContext> ctx;
     std::unique_ptr<Router> router;
-    httplib::Server http;
+    std::unique_ptr<http::Server> http;  // made by run(); stop() may come before
+    std::mutex http_mu;                  // guards `http` and `stopped` between run() and stop()
+    bool stopped = false;
     std::optional<fs::path> web_dir;  // the built dashboard, served at /
 };
 
@@ -135,6 +138,7 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
     register_preset_routes(*m.router, *m.ctx);
     register_mcp_routes(*m.router, *m.ctx);
     m.web_dir = find_web_dir(o.web_dir);
+    install_web_assets(*m.router, m.web_dir);
     if (m.web_dir)
         std::fprintf(stderr, "llmtrain serve: dashboard at / from %s\n", m.web_dir->c_str());
     else
@@ -148,34 +152,37 @@ Server::~Server() {
 
 void Server::run(const std::function<void(int port)>& on_listening) {
     Impl& m = *impl_;
-    m.http.set_payload_max_length(m.opts.max_body_bytes);
-    m.http.set_read_timeout(30);
-    m.http.set_write_timeout(30);
-    m.http.set_keep_alive_max_count(1000);
-    m.http.set_tcp_nodelay(true);
-    const int threads = m.opts.threads;
-    m.http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-    m.router->install(m.http);
-    install_web_assets(m.http, m.web_dir);
-    int port = m.opts.port;
-    if (port == 0) {
-        port = m.http.bind_to_any_port(m.opts.host);
-        if (port < 0) throw IoError("cannot bind " + m.opts.host + " to a free port");
-    } else if (!m.http.bind_to_port(m.opts.host, port)) {
-        throw IoError(fmt::format("cannot listen on {}:{} (address in use or not available)", m.opts.host, port));
+    http::ServerConfig cfg;
+    cfg.host = m.opts.host;
+    cfg.port = m.opts.port;
+    cfg.threads = m.opts.threads;
+    cfg.limits.max_body_bytes = m.opts.max_body_bytes;
+    cfg.limits.head_timeout_s = m.opts.head_timeout_s;
+    cfg.limits.body_timeout_s = m.opts.body_timeout_s;
+    cfg.limits.max_connections = m.opts.max_connections;
+    cfg.handler = [&m](http::Request& req, http::Response& res) { m.router->handle(req, res); };
+    cfg.render_error = render_http_error;
+    {
+        std::lock_guard<std::mutex> lk(m.http_mu);
+        if (m.stopped) return;
+        m.http = std::make_unique<http::Server>(std::move(cfg));
     }
+    const int port = m.http->bind();
     m.scheduler->start();
     std::fprintf(stderr, "llmtrain serve: listening on http://%s:%d (executor %s, capacity cpus=%d,gpus=%d, data %s)\n",
                  m.opts.host.c_str(), port, m.executor->name().c_str(), m.opts.capacity.cpus, m.opts.capacity.gpus,
                  m.opts.data_dir.c_str());
     if (!m.opts.port_file.empty()) write_file_atomic(m.opts.port_file, fmt::format("{}:{}\n", m.opts.host, port));
     if (on_listening) on_listening(port);
-    m.http.listen_after_bind();
+    m.http->run();
     m.scheduler->stop();
 }
 
 void Server::stop() {
-    if (impl_) impl_->http.stop();
+    if (!impl_) return;
+    std::lock_guard<std::mutex> lk(impl_->http_mu);
+    impl_->stopped = true;
+    if (impl_->http) impl_->http->stop();
 }
 
 }  // namespace llmt::server

@@ -3,12 +3,12 @@
 // with a known extension are served, resolved inside the folder.
 #include "server/web_assets.h"
 
-#include <httplib.h>
-
 #include <fmt/format.h>
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "server/http/response.h"
+#include "server/router.h"
 
 #ifndef LLMT_WEB_DIST_DIR
 #define LLMT_WEB_DIST_DIR ""
@@ -38,7 +38,7 @@ const char* content_type(const fs::path& p) {
     return nullptr;
 }
 
-void set_security_headers(httplib::Response& res) {
+void set_security_headers(http::Response& res) {
     res.set_header("Content-Security-Policy", kCsp);
     res.set_header("X-Content-Type-Options", "nosniff");
     res.set_header("Referrer-Policy", "no-referrer");
@@ -69,20 +69,20 @@ std::optional<fs::path> find_web_dir(const fs::path& flag) {
     return std::nullopt;
 }
 
-void install_web_assets(httplib::Server& svr, const std::optional<fs::path>& dir) {
+void install_web_assets(Router& router, const std::optional<fs::path>& dir) {
     if (!dir) {
-        svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
+        router.add_page({"/", [](const http::Request&, http::Response& res) {
             set_security_headers(res);
             res.status = 503;
             res.set_content("The llmtrain dashboard is not built, so this server has nothing to show at /.\n"
                             "Build it with scripts/setup.sh (or: cd web && npm ci && npm run build) and restart,\n"
                             "or pass --web-dir DIR. The API under /v1 works without it.\n",
                             "text/plain; charset=utf-8");
-        });
+        }});
         return;
     }
     const fs::path root = fs::weakly_canonical(*dir);
-    auto serve = [root](const std::string& rel, httplib::Response& res) {
+    auto serve = [root](const std::string& rel, http::Response& res) {
         std::error_code ec;
         fs::path full = fs::canonical(root / rel, ec);
         const std::string prefix = root.string() + "/";
@@ -96,10 +96,10 @@ void install_web_assets(httplib::Server& svr, const std::optional<fs::path>& dir
         res.status = 200;
         res.set_content(read_file(full, 16u << 20), type);
     };
-    svr.Get("/", [serve](const httplib::Request&, httplib::Response& res) { serve("index.html", res); });
+    router.add_page({"/", [serve](const http::Request&, http::Response& res) { serve("index.html", res); }});
     // Segments start with a letter, digit or '_' (so never '.' or '..'); the extension picks the type.
-    svr.Get(R"(/((?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)*[A-Za-z0-9_][A-Za-z0-9_.-]*\.[a-z]+))",
-            [serve](const httplib::Request& req, httplib::Response& res) { serve(req.matches[1], res); });
+    router.add_page({R"(/((?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)*[A-Za-z0-9_][A-Za-z0-9_.-]*\.[a-z]+))",
+                     [serve](const http::Request& req, http::Response& res) { serve(req.matches[1], res); }});
 }
 
 }  // namespace llmt::server

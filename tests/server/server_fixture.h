@@ -92,6 +92,7 @@ public:
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
     int port() const { return port_; }
+    pid_t pid() const { return pid_; }
     std::string log() const { return llmt::read_file(root_ / "serve.log"); }
 
 private:

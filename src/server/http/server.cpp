@@ -1,0 +1,395 @@
+// The event loop (accepts, reads heads, enforces head deadlines and the connection cap, drains refused
+// bodies) and the worker pool (runs exchanges); see server.h.
+#include "server/http/server.h"
+
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "server/http/connection.h"
+#include "server/http/http_error.h"
+
+namespace llmt::server::http {
+
+namespace {
+
+constexpr int kLoopTickMs = 100;             // deadlines are checked at least this often
+constexpr uint64_t kMaxDrainBytes = 64 << 20;  // a refused body is dropped up to this much, then cut
+constexpr int kReadsPerWake = 64;            // 16 KiB reads per readiness event: one fast sender cannot hold the loop
+constexpr int kReservedFds = 64;             // file descriptors kept for the store, logs and jobs
+
+Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+
+// A connection the event loop owns: waiting for (the rest of) a request head, or draining a body we
+// refused before closing (so the client reads our answer instead of a reset).
+struct Waiting {
+    enum class State { kHead, kDraining };
+    std::unique_ptr<Connection> conn;
+    State state = State::kHead;
+    Clock::time_point since;     // when it began waiting for this head: eviction takes the oldest
+    Clock::time_point deadline;  // head deadline or end of draining
+    uint64_t drained = 0;
+};
+
+struct Task {
+    std::unique_ptr<Connection> conn;
+    RequestHead head;
+};
+
+struct Returned {
+    std::unique_ptr<Connection> conn;
+    AfterExchange after;
+};
+
+void render_text_error(const HttpError& e, Response& res) {
+    res.status = e.status();
+    res.set_content(std::string(e.what()) + "\n", "text/plain; charset=utf-8");
+}
+
+// The soft limit on open files raised to the hard one; returns the soft limit now in force.
+size_t raise_open_file_limit() {
+    rlimit lim{};
+    if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return 1024;
+    if (lim.rlim_cur < lim.rlim_max) {
+        lim.rlim_cur = lim.rlim_max;
+        ::setrlimit(RLIMIT_NOFILE, &lim);
+        ::getrlimit(RLIMIT_NOFILE, &lim);
+    }
+    return static_cast<size_t>(std::min<rlim_t>(lim.rlim_cur, 1 << 20));
+}
+
+}  // namespace
+
+struct Server::Impl {
+    ServerConfig cfg;
+    int listen_fd = -1, epoll_fd = -1, wake_fd = -1;
+    std::atomic<bool> stopping{false};
+    std::atomic<size_t> open{0};                  // sockets accepted and not yet closed
+    std::unordered_map<int, Waiting> waiting;     // the loop thread's
+    std::mutex tasks_mu;
+    std::condition_variable tasks_cv;
+    std::deque<Task> tasks;                       // complete heads for the workers
+    std::mutex returned_mu;
+    std::vector<Returned> returned;               // connections the workers hand back
+    std::vector<std::thread> workers;
+
+    ~Impl() {
+        for (int fd : {listen_fd, epoll_fd, wake_fd})
+            if (fd >= 0) ::close(fd);
+    }
+
+    void wake() {
+        uint64_t one = 1;
+        if (wake_fd >= 0 && ::write(wake_fd, &one, sizeof one) < 0) {
+            // the counter is already non-zero: the loop wakes anyway
+        }
+    }
+    void release(std::unique_ptr<Connection> conn) {
+        conn.reset();
+        open.fetch_sub(1);
+    }
+
+    void watch(std::unique_ptr<Connection> conn, Waiting::State state, Clock::duration for_how_long) {
+        const int fd = conn->fd();
+        const auto now = Clock::now();
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            release(std::move(conn));
+            return;
+        }
+        waiting[fd] = Waiting{std::move(conn), state, now, now + for_how_long, 0};
+    }
+
+    void close_waiting(int fd) {
+        auto it = waiting.find(fd);
+        if (it == waiting.end()) return;
+        ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+        release(std::move(it->second.conn));
+        waiting.erase(it);
+    }
+
+    // Answers a refused head at once (never waiting on the client) and drains what it still sends.
+    void refuse(Waiting& w, const HttpError& e) {
+        Response res;
+        cfg.render_error(e, res);
+        w.conn->write_now(response_head(res, false) + res.body);
+        w.conn->shutdown_write();
+        w.conn->buffer().clear();
+        w.state = Waiting::State::kDraining;
+        w.deadline = Clock::now() + seconds(cfg.limits.linger_s);
+    }
+
+    // Closes the connection that has waited longest for its head (draining ones first); false if none.
+    bool evict_oldest() {
+        int victim = -1;
+        bool victim_drains = false;
+        Clock::time_point oldest = Clock::time_point::max();
+        for (const auto& [fd, w] : waiting) {
+            const bool drains = w.state == Waiting::State::kDraining;
+            if ((drains && !victim_drains) || (drains == victim_drains && w.since < oldest)) {
+                victim = fd;
+                victim_drains = drains;
+                oldest = w.since;
+            }
+        }
+        if (victim < 0) return false;
+        close_waiting(victim);
+        return true;
+    }
+
+    void accept_all() {
+        for (;;) {
+            int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) {
+                if (errno == EINTR) continue;
+                if ((errno == EMFILE || errno == ENFILE) && evict_oldest()) continue;
+                return;
+            }
+            if (open.load() >= cfg.limits.max_connections && !evict_oldest()) {
+                ::close(fd);  // every open connection is at a worker: this one waits for none of them
+                continue;
+            }
+            int one = 1;
+            ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            open.fetch_add(1);
+            watch(std::make_unique<Connection>(fd), Waiting::State::kHead, seconds(cfg.limits.head_timeout_s));
+        }
+    }
+
+    // A complete head goes to a worker; a bad or oversized one is refused here.
+    void try_head(int fd) {
+        Waiting& w = waiting.at(fd);
+        std::string& buf = w.conn->buffer();
+        auto end = find_head_end(buf);
+        if (!end) {
+            if (buf.size() > cfg.limits.head.max_head_bytes)
+                refuse(w, HttpError(431, "header_too_large",
+                                    fmt::format("the request head is over {} bytes", cfg.limits.head.max_head_bytes)));
+            return;
+        }
+        RequestHead head;
+        try {
+            head = parse_request_head(std::string_view(buf).substr(0, *end), cfg.limits.head);
+        } catch (const HttpError& e) {
+            refuse(w, e);
+            return;
+        }
+        buf.erase(0, *end);
+        ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+        Task task{std::move(w.conn), std::move(head)};
+        waiting.erase(fd);
+        {
+            std::lock_guard<std::mutex> lk(tasks_mu);
+            tasks.push_back(std::move(task));
+        }
+        tasks_cv.notify_one();
+    }
+
+    void on_readable(int fd) {
+        auto it = waiting.find(fd);
+        if (it == waiting.end()) return;
+        Waiting& w = it->second;
+        for (int reads = 0; reads < kReadsPerWake; ++reads) {  // level-triggered: the rest comes next round
+            if (w.state == Waiting::State::kHead && w.conn->buffer().size() > cfg.limits.head.max_head_bytes) break;
+            Connection::Read r = w.conn->read_some(16 << 10);
+            if (r == Connection::Read::kClosed) return close_waiting(fd);
+            if (r == Connection::Read::kWouldBlock) break;
+            if (w.state == Waiting::State::kDraining) {
+                w.drained += w.conn->buffer().size();
+                w.conn->buffer().clear();
+                if (w.drained > kMaxDrainBytes) return close_waiting(fd);
+            }
+        }
+        if (w.state == Waiting::State::kHead) try_head(fd);
+    }
+
+    void adopt_returned() {
+        std::vector<Returned> back;
+        {
+            std::lock_guard<std::mutex> lk(returned_mu);
+            back.swap(returned);
+        }
+        for (auto& r : back) {
+            const int fd = r.conn->fd();
+            const bool keep = r.after == AfterExchange::kKeepAlive;
+            const bool pipelined = keep && !r.conn->buffer().empty();
+            if (keep)
+                watch(std::move(r.conn), Waiting::State::kHead, seconds(cfg.limits.head_timeout_s));
+            else
+                watch(std::move(r.conn), Waiting::State::kDraining, seconds(cfg.limits.linger_s));
+            if (pipelined && waiting.count(fd)) try_head(fd);
+        }
+    }
+
+    // Heads past their deadline get 408 (silence on an idle keep-alive connection just closes);
+    // drains past theirs close.
+    void expire(Clock::time_point now) {
+        std::vector<int> to_close;
+        for (auto& [fd, w] : waiting) {
+            if (now < w.deadline) continue;
+            const bool idle = w.conn->buffer().find_first_not_of("\r\n") == std::string::npos;
+            if (w.state == Waiting::State::kHead && !idle)
+                refuse(w, HttpError(408, "request_timeout",
+                                    fmt::format("the request head did not arrive within {} s", cfg.limits.head_timeout_s)));
+            else
+                to_close.push_back(fd);
+        }
+        for (int fd : to_close) close_waiting(fd);
+    }
+
+    void loop() {
+        epoll_event events[64];
+        while (!stopping.load()) {
+            int n = ::epoll_wait(epoll_fd, events, 64, kLoopTickMs);
+            for (int i = 0; i < n; ++i) {
+                const int fd = events[i].data.fd;
+                if (fd == listen_fd) {
+                    accept_all();
+                } else if (fd == wake_fd) {
+                    uint64_t count = 0;
+                    if (::read(wake_fd, &count, sizeof count) < 0) {
+                        // nothing to read: another wake-up already cleared it
+                    }
+                } else {
+                    on_readable(fd);
+                }
+            }
+            adopt_returned();
+            expire(Clock::now());
+        }
+    }
+
+    void work() {
+        for (;;) {
+            Task task;
+            {
+                std::unique_lock<std::mutex> lk(tasks_mu);
+                tasks_cv.wait(lk, [&] { return stopping.load() || !tasks.empty(); });
+                if (stopping.load()) return;
+                task = std::move(tasks.front());
+                tasks.pop_front();
+            }
+            AfterExchange after = AfterExchange::kClose;
+            try {
+                after = run_exchange(*task.conn, std::move(task.head), cfg.limits, cfg.handler, cfg.render_error, stopping);
+            } catch (const std::exception&) {
+                after = AfterExchange::kClose;  // the socket failed mid-answer
+            }
+            if (after == AfterExchange::kClose || stopping.load()) {
+                release(std::move(task.conn));
+                continue;
+            }
+            if (after == AfterExchange::kDrainAndClose) task.conn->shutdown_write();
+            {
+                std::lock_guard<std::mutex> lk(returned_mu);
+                returned.push_back({std::move(task.conn), after});
+            }
+            wake();
+        }
+    }
+};
+
+Server::Server(ServerConfig config) : impl_(std::make_unique<Impl>()) {
+    impl_->cfg = std::move(config);
+    if (!impl_->cfg.render_error) impl_->cfg.render_error = render_text_error;
+    impl_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (impl_->wake_fd < 0) throw IoError(fmt::format("eventfd: {}", std::strerror(errno)));
+}
+
+Server::~Server() {
+    stop();
+}
+
+int Server::bind() {
+    Impl& m = *impl_;
+    const size_t fd_limit = raise_open_file_limit();
+    if (fd_limit > kReservedFds * 2)
+        m.cfg.limits.max_connections = std::min(m.cfg.limits.max_connections, fd_limit - kReservedFds);
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* found = nullptr;
+    const std::string port = std::to_string(m.cfg.port);
+    if (int rc = ::getaddrinfo(m.cfg.host.c_str(), port.c_str(), &hints, &found); rc != 0)
+        throw IoError(fmt::format("cannot resolve {}: {}", m.cfg.host, ::gai_strerror(rc)));
+    std::string why = "no address";
+    for (addrinfo* a = found; a && m.listen_fd < 0; a = a->ai_next) {
+        int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+        if (fd < 0) continue;
+        int one = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
+            m.listen_fd = fd;
+        } else {
+            why = std::strerror(errno);
+            ::close(fd);
+        }
+    }
+    ::freeaddrinfo(found);
+    if (m.listen_fd < 0) throw IoError(fmt::format("cannot listen on {}:{}: {}", m.cfg.host, m.cfg.port, why));
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    ::getsockname(m.listen_fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                      : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+void Server::run() {
+    Impl& m = *impl_;
+    if (m.listen_fd < 0) bind();
+    if (m.stopping.load()) return;
+    m.epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
+    if (m.epoll_fd < 0) throw IoError(fmt::format("epoll_create1: {}", std::strerror(errno)));
+    for (int fd : {m.listen_fd, m.wake_fd}) {
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.fd = fd;
+        ::epoll_ctl(m.epoll_fd, EPOLL_CTL_ADD, fd, &ev);
+    }
+    for (int i = 0; i < std::max(1, m.cfg.threads); ++i) m.workers.emplace_back([&m] { m.work(); });
+    m.loop();
+    // stop(): no new connections; workers finish their exchange (streams see is_writable() false).
+    m.tasks_cv.notify_all();
+    for (auto& t : m.workers) t.join();
+    m.workers.clear();
+    for (auto& t : m.tasks) m.release(std::move(t.conn));
+    m.tasks.clear();
+    for (auto& r : m.returned) m.release(std::move(r.conn));
+    m.returned.clear();
+    std::vector<int> fds;
+    for (const auto& [fd, w] : m.waiting) fds.push_back(fd);
+    for (int fd : fds) m.close_waiting(fd);
+    ::close(m.listen_fd);
+    m.listen_fd = -1;
+}
+
+void Server::stop() {
+    if (!impl_) return;
+    impl_->stopping.store(true);
+    {
+        std::lock_guard<std::mutex> lk(impl_->tasks_mu);  // a worker between its check and its wait sees it
+    }
+    impl_->tasks_cv.notify_all();
+    impl_->wake();
+}
+
+}  // namespace llmt::server::http
