@@ -149,7 +149,13 @@ const std::uint8_t* SafetensorsFile::bytes() const {
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     SafetensorsFile f;
     f.label_ = path.string();
-    const RegularFile file = open_regular_file(path, "safetensors file");
+    const RegularFile file = [&] {
+        try {
+            return open_regular_file(path, "safetensors file");
+        } catch (const InputError& e) {  // a FIFO, device or directory: FormatError, as open() promises
+            throw FormatError(e.what());
+        }
+    }();
     const UniqueFd& fd = file.fd;
     f.size_ = static_cast<std::size_t>(file.size);
     if (f.size_ > 0) {

@@ -1,5 +1,5 @@
 // Per-tensor checksums and finiteness of safetensors files (safetensors_integrity.h). Each tensor is
-// read once, in 1 MiB pieces: the CRC and the finiteness scan see the same piece while it is in cache.
+// read once, in 256 KiB pieces: the CRC and the finiteness scan see the same piece while it is in cache.
 #include "core/safetensors_integrity.h"
 
 #include <fmt/format.h>
@@ -17,7 +17,7 @@
 namespace llmt {
 namespace {
 
-constexpr std::size_t kPiece = 1 << 20;
+constexpr std::size_t kPiece = 256 << 10;  // stays in L2 between the checksum and the scan
 
 std::uint64_t byte_size(const TensorRef& t) {
     std::uint64_t n = st_dtype_size(t.dtype);
@@ -26,30 +26,56 @@ std::uint64_t byte_size(const TensorRef& t) {
 }
 
 // Index (in elements, from the start of the piece) of the first NaN or infinity among n elements of
-// `dtype` at p, or nullopt. Integer and bool dtypes are always finite. An exponent field of all ones
-// is what makes IEEE values non-finite: checked on the bits, so the loop vectorises.
-template <typename Bits>
-std::optional<std::size_t> first_all_ones(const std::uint8_t* p, std::size_t n, Bits exp_mask) {
-    constexpr std::size_t kLanes = 256;
-    for (std::size_t i = 0; i < n; i += kLanes) {
-        const std::size_t m = std::min(kLanes, n - i);
-        Bits w[kLanes];
-        std::memcpy(w, p + i * sizeof(Bits), m * sizeof(Bits));
-        bool any = false;
-        for (std::size_t k = 0; k < m; ++k) any |= (w[k] & exp_mask) == exp_mask;
-        if (!any) continue;
-        for (std::size_t k = 0; k < m; ++k)
-            if ((w[k] & exp_mask) == exp_mask) return i + k;
+// `dtype` at p, or nullopt. Integer and bool dtypes are always finite. A float is non-finite when its
+// exponent field is all ones. Word-parallel on 64 bits: with `exp` the exponent mask of every lane
+// and `one` the lowest exponent bit of every lane, (w & exp) + one sets a lane's top bit exactly when
+// its exponent is all ones (and never carries into the next lane), so OR-ing that over a block tells
+// whether the block holds a bad value; only then is it searched element by element.
+struct Lanes {
+    std::uint64_t exp, one, top;
+    std::size_t size;  // bytes per element
+};
+
+std::optional<std::size_t> first_bad_lane(const std::uint8_t* p, std::size_t n, const Lanes& l) {
+    const std::uint64_t nbytes = static_cast<std::uint64_t>(n) * l.size;
+    constexpr std::size_t kBlock = 4096;  // bytes
+    for (std::uint64_t start = 0; start < nbytes; start += kBlock) {
+        const std::size_t len = static_cast<std::size_t>(std::min<std::uint64_t>(kBlock, nbytes - start));
+        const std::uint8_t* q = p + start;
+        std::uint64_t acc = 0, a[4] = {0, 0, 0, 0};  // four chains: the loop is not bound by one OR's latency
+        std::size_t i = 0;
+        for (; i + 32 <= len; i += 32) {
+            std::uint64_t w[4];
+            std::memcpy(w, q + i, 32);
+            for (int j = 0; j < 4; ++j) a[j] |= (w[j] & l.exp) + l.one;
+        }
+        acc = a[0] | a[1] | a[2] | a[3];
+        for (; i + 8 <= len; i += 8) {
+            std::uint64_t w;
+            std::memcpy(&w, q + i, 8);
+            acc |= (w & l.exp) + l.one;
+        }
+        if (i < len) {  // a tail of whole elements; the zero padding is finite
+            std::uint64_t w = 0;
+            std::memcpy(&w, q + i, len - i);
+            acc |= (w & l.exp) + l.one;
+        }
+        if ((acc & l.top) == 0) continue;
+        for (std::size_t k = 0; k < len; k += l.size) {
+            std::uint64_t w = 0;
+            std::memcpy(&w, q + k, l.size);
+            if (((w & l.exp) + l.one) & l.top) return (start + k) / l.size;
+        }
     }
     return std::nullopt;
 }
 
 std::optional<std::size_t> first_non_finite(StDType dtype, const std::uint8_t* p, std::size_t n) {
     switch (dtype) {
-        case StDType::kF64: return first_all_ones<std::uint64_t>(p, n, 0x7ff0000000000000ull);
-        case StDType::kF32: return first_all_ones<std::uint32_t>(p, n, 0x7f800000u);
-        case StDType::kBF16: return first_all_ones<std::uint16_t>(p, n, 0x7f80u);
-        case StDType::kF16: return first_all_ones<std::uint16_t>(p, n, 0x7c00u);
+        case StDType::kF64: return first_bad_lane(p, n, {0x7ff0000000000000ull, 0x0010000000000000ull, 1ull << 63, 8});
+        case StDType::kF32: return first_bad_lane(p, n, {0x7f8000007f800000ull, 0x0080000000800000ull, 0x8000000080000000ull, 4});
+        case StDType::kBF16: return first_bad_lane(p, n, {0x7f807f807f807f80ull, 0x0080008000800080ull, 0x8000800080008000ull, 2});
+        case StDType::kF16: return first_bad_lane(p, n, {0x7c007c007c007c00ull, 0x0400040004000400ull, 0x8000800080008000ull, 2});
         default: return std::nullopt;
     }
 }

@@ -5,8 +5,9 @@
 #include <unistd.h>
 
 #include <cctype>
-#include <cstring>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string>
 
@@ -22,11 +23,10 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 // MemAvailable of /proc/meminfo in bytes, else physical RAM (sysconf).
 std::uint64_t host_available_bytes() {
     std::ifstream in("/proc/meminfo");
-    std::string key;
-    std::uint64_t kib = 0;
-    std::string unit;
-    while (in >> key >> kib >> unit) {
-        if (key == "MemAvailable:") return kib * 1024;
+    std::string line;
+    while (std::getline(in, line)) {  // "MemAvailable:   21757996 kB"
+        unsigned long long kib = 0;
+        if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) return kib * 1024;
     }
     const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
     return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;

@@ -137,7 +137,6 @@ DataFiles resolve_data(const config::Config& cfg, bool need_train) {
     return f;
 }
 
-// The model's configuration plus how the trainer runs it (trainer.recompute).
 // model.init_from's file, its checksums (when it has them: files from elsewhere have none) and the
 // finiteness of every weight checked before it is used.
 SafetensorsFile open_init_from(const std::filesystem::path& path) {
