@@ -32,7 +32,7 @@ enum class Checksums {
 };
 
 // Reads every tensor once: compares its CRC-32C with the recorded one and refuses NaN or infinity in
-// F64/F32/BF16/F16 tensors. Throws FormatError naming the file and the tensor (and the first bad
+// F64/F32/BF16/F16/F8 tensors. Throws FormatError naming the file and the tensor (and the first bad
 // index, or the recorded and computed checksums); also for a checksum entry that is malformed or
 // names no tensor. Thread-safe for distinct files.
 void verify_tensors(const SafetensorsFile& file, Checksums policy);

@@ -97,6 +97,20 @@ TEST(SafetensorsIntegrity, NonFiniteNamesTensorAndIndex) {
         << msg;
 }
 
+// F8: E4M3's only NaN is all seven low bits set (no infinity); E5M2 has IEEE infinities.
+TEST(SafetensorsIntegrity, NonFiniteF8) {
+    const std::uint8_t e4m3[] = {0x00, 0x7e, 0xfe, 0xff}, e5m2[] = {0x3c, 0x7b, 0xfc};
+    const auto p = temp_file("f8.safetensors");
+    write_safetensors(p, {{"a", StDType::kF8E4M3, {4}, e4m3}, {"b", StDType::kF8E5M2, {3}, e5m2}});
+    const std::string msg = message_of([&] { verify_tensors(SafetensorsFile::open(p), Checksums::kRequired); });
+    EXPECT_NE(msg.find("'a' (F8_E4M3 [4]) holds a non-finite value (nan) at flat index 3"), std::string::npos) << msg;
+    const std::uint8_t fine[] = {0x00, 0x7e, 0xfe, 0x01};
+    write_safetensors(p, {{"a", StDType::kF8E4M3, {4}, fine}, {"b", StDType::kF8E5M2, {3}, e5m2}});
+    const std::string msg_b = message_of([&] { verify_tensors(SafetensorsFile::open(p), Checksums::kRequired); });
+    EXPECT_NE(msg_b.find("'b' (F8_E5M2 [3]) holds a non-finite value (-inf) at flat index 2"), std::string::npos)
+        << msg_b;
+}
+
 // Files from elsewhere (no checksums) load with kIfPresent; our checkpoints require them.
 TEST(SafetensorsIntegrity, MissingChecksums) {
     auto g = SafetensorsFile::from_bytes(hand_made("\"format\":\"pt\""), "hf.safetensors");

@@ -158,6 +158,10 @@ TEST_F(IntegrityTest, NanWeightsAreRefused) {
     const std::string needle = "tensor 'transformer.h.0.attn.c_proj.weight' (F32 [16, 16]) holds a non-finite value (nan) at flat index 5";
     expect_refused(eval(), needle, "eval");
     expect_refused(resume(), needle, "train --resume");
+    // The same file as model.init_from (a file from elsewhere: checked for NaN/inf too).
+    const std::string init = "model.init_from=" + (step_ / "model.safetensors").string();
+    expect_refused(llmtrain({"eval", "--config", config_, "--set", init}), needle, "eval with model.init_from");
+    expect_refused(llmtrain({"train", "--config", config_, "--set", init}), needle, "train with model.init_from");
 }
 
 TEST_F(IntegrityTest, StateJsonWithWrongTypeIsRefused) {
