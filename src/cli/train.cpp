@@ -2,8 +2,13 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <optional>
+
 #include "cli/command.h"
 #include "cli/config_options.h"
+#include "core/error.h"
+#include "train/run_plan.h"
 #include "train/trainer.h"
 
 namespace llmt::cli {
@@ -22,10 +27,19 @@ void register_train(CLI::App& app, Runtime& rt) {
     cmd->add_option("--resume", *resume,
                     "continue a run: auto | RUN_ID | runs/RUN_ID | PATH/TO/checkpoints/step_N (auto resumes "
                     "output.run_id if it has a checkpoint, else starts it)");
+    auto max_memory = std::make_shared<std::string>();
+    cmd->add_option("--max-memory", *max_memory,
+                    "refuse to start when the estimated memory per process (parameters, gradients, AdamW state, "
+                    "activations) exceeds SIZE (e.g. 64GiB); default: the GPU's memory or the host's MemAvailable");
     cmd->add_flag("--dry-run", *dry, "one forward pass: parameter count, memory plan and loss; no update, no files");
     cmd->add_flag("--json", *json, "print the summary as one JSON document on stdout");
-    cmd->callback([opts, resume, dry, json, stop_at, &rt] {
-        train::TrainOptions to{load_config(*opts), *resume, *dry, rt.argv, true, *stop_at};
+    cmd->callback([cmd, opts, resume, dry, json, stop_at, max_memory, &rt] {
+        // An empty value would read as "no --resume" and start a fresh run (issue 17).
+        if (cmd->count("--resume") > 0 && resume->empty())
+            throw UsageError("--resume needs a path, a run id or 'auto' (got an empty string)");
+        std::optional<std::uint64_t> limit;
+        if (!max_memory->empty()) limit = train::parse_memory_size(*max_memory);
+        train::TrainOptions to{load_config(*opts), *resume, *dry, rt.argv, true, *stop_at, limit};
         auto result = train::run_training(to);
         if (*json || *dry) fmt::print("{}\n", result.summary.dump(*json ? -1 : 2));
         rt.exit_code = result.exit_code;

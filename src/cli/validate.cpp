@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 
 #include "cli/command.h"
 #include "cli/config_options.h"
 #include "config/emit.h"
 #include "config/loader.h"
+#include "train/run_plan.h"
 
 namespace llmt::cli {
 namespace {
@@ -25,15 +28,31 @@ void register_validate(CLI::App& app, Runtime& rt) {
     auto* cmd = app.add_subcommand("validate", "Check a config strictly; report every problem with its key path");
     auto opts = add_config_options(cmd);
     auto json = std::make_shared<bool>(false);
-    cmd->add_flag("--json", *json, "print one JSON document {ok, config, errors}");
-    cmd->callback([opts, json, &rt] {
+    cmd->add_flag("--json", *json, "print one JSON document {ok, config, errors, memory_bytes}");
+    auto max_memory = std::make_shared<std::string>();
+    cmd->add_option("--max-memory", *max_memory,
+                    "refuse the config when training it needs more than SIZE per process (e.g. 64GiB); default: "
+                    "the GPU's memory or the host's MemAvailable");
+    cmd->callback([opts, json, max_memory, &rt] {
         try {
             auto cfg = load_config(*opts);
+            std::optional<std::uint64_t> limit;
+            if (!max_memory->empty()) limit = train::parse_memory_size(*max_memory);
+            // Memory of a training process, estimated without allocating: a model that cannot fit is refused.
+            const train::MemoryCheck mem = train::check_config_memory(cfg, limit);
+            const auto& e = mem.estimate;
             if (*json) {
-                nlohmann::ordered_json j = {{"ok", true}, {"config", opts->path}, {"errors", nlohmann::json::array()}};
+                nlohmann::ordered_json j = {{"ok", true}, {"config", opts->path}, {"errors", nlohmann::json::array()},
+                                            {"memory_bytes", {{"parameters", e.parameters}, {"gradients", e.gradients},
+                                                              {"optimizer", e.optimizer}, {"activations", e.activations},
+                                                              {"total", e.total()}, {"limit", mem.limit.bytes}}}};
                 fmt::print("{}\n", j.dump());
             } else {
-                fmt::print(stderr, "{}: ok\n", opts->path);
+                fmt::print(stderr, "{}: ok (training needs {:.2f} GiB per process{})\n", opts->path,
+                           e.total() / 1073741824.0,
+                           mem.limit.bytes ? fmt::format(" of {:.2f} GiB, {}", mem.limit.bytes / 1073741824.0,
+                                                         mem.limit.source)
+                                           : std::string());
             }
             rt.exit_code = 0;
         } catch (const config::ConfigValidationError& e) {

@@ -1,6 +1,7 @@
 // Arena: layout, one aligned allocation, named views (core/arena.h).
 #include "core/arena.h"
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -20,18 +21,23 @@ size_t Arena::add(std::string name, std::vector<int64_t> shape, DType dtype) {
     LLMT_INTERNAL_CHECK(shape.size() <= static_cast<size_t>(Tensor::kMaxDims),
                "arena: view '{}' has {} dims, at most {} supported", name, shape.size(),
                Tensor::kMaxDims);
-    size_t n = 1;
+    // Shapes come from configs: sizes that overflow 64 bits are refused, never wrapped (issue 17).
+    size_t n = 1, nbytes = 0, total = 0;
     for (int64_t d : shape) {
         LLMT_INTERNAL_CHECK(d >= 0, "arena: view '{}' has negative extent {}", name, d);
-        n *= static_cast<size_t>(d);
+        LLMT_CHECK(!__builtin_mul_overflow(n, static_cast<size_t>(d), &n),
+                   "arena: view '{}' has more elements than 64-bit sizes hold", name);
     }
+    LLMT_CHECK(!__builtin_mul_overflow(n, dtype_size(dtype), &nbytes) && nbytes <= SIZE_MAX - kAlignment &&
+                   !__builtin_add_overflow(total_, (nbytes + kAlignment - 1) / kAlignment * kAlignment, &total),
+               "arena: view '{}' takes the arena beyond 64-bit byte sizes", name);
     Entry e;
     e.name = std::move(name);
     e.shape = std::move(shape);
     e.dtype = dtype;
     e.offset = total_;
-    e.nbytes = n * dtype_size(dtype);
-    total_ += (e.nbytes + kAlignment - 1) / kAlignment * kAlignment;
+    e.nbytes = nbytes;
+    total_ = total;
     by_name_.emplace(e.name, entries_.size());
     entries_.push_back(std::move(e));
     return entries_.size() - 1;

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "core/unique_fd.h"
 
 namespace llmt {
@@ -23,14 +24,11 @@ namespace {
 }  // namespace
 
 std::string read_file(const std::filesystem::path& path, std::size_t max_bytes) {
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) throw_io("cannot open", path, errno);
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) throw_io("cannot stat", path, errno);
-    if (S_ISDIR(st.st_mode)) throw InputError(fmt::format("'{}' is a directory, expected a file", path.string()));
-    if (S_ISREG(st.st_mode) && static_cast<std::size_t>(st.st_size) > max_bytes) {
+    const RegularFile file = open_regular_file(path, "");
+    const UniqueFd& fd = file.fd;
+    if (file.size > max_bytes) {
         throw InputError(fmt::format("'{}' is {} bytes; files of this kind are limited to {} bytes",
-                                     path.string(), st.st_size, max_bytes));
+                                     path.string(), file.size, max_bytes));
     }
     std::string out;
     char buf[1 << 16];

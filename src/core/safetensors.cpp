@@ -20,6 +20,8 @@
 #include "core/error.h"
 #include "core/unique_fd.h"
 #include "core/fs.h"
+#include "core/regular_file.h"
+#include "core/safetensors_integrity.h"
 #include "core/strings.h"
 
 namespace llmt {
@@ -147,14 +149,15 @@ const std::uint8_t* SafetensorsFile::bytes() const {
 SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path) {
     SafetensorsFile f;
     f.label_ = path.string();
-    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) throw_io("cannot open safetensors file", path, errno);
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) throw_io("cannot stat", path, errno);
-    if (!S_ISREG(st.st_mode)) {
-        throw FormatError(fmt::format("safetensors file '{}': not a regular file", f.label_));
-    }
-    f.size_ = static_cast<std::size_t>(st.st_size);
+    const RegularFile file = [&] {
+        try {
+            return open_regular_file(path, "safetensors file");
+        } catch (const InputError& e) {  // a FIFO, device or directory: FormatError, as open() promises
+            throw FormatError(e.what());
+        }
+    }();
+    const UniqueFd& fd = file.fd;
+    f.size_ = static_cast<std::size_t>(file.size);
     if (f.size_ > 0) {
         void* m = ::mmap(nullptr, f.size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
         if (m == MAP_FAILED) throw_io("cannot mmap", path, errno);
@@ -452,6 +455,7 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
             throw InputError(fmt::format("writing '{}': metadata key '{}' or its value is not UTF-8", path.string(), k));
         }
     }
+    const std::map<std::string, std::string> meta = with_checksums(tensors, metadata);
     std::vector<std::size_t> order(tensors.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -459,9 +463,9 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
     });
 
     nlohmann::ordered_json h = nlohmann::ordered_json::object();
-    if (!metadata.empty()) {
+    if (!meta.empty()) {
         nlohmann::ordered_json m = nlohmann::ordered_json::object();
-        for (const auto& [k, v] : metadata) m[k] = v;
+        for (const auto& [k, v] : meta) m[k] = v;
         h["__metadata__"] = std::move(m);
     }
     std::uint64_t off = 0;

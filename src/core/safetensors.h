@@ -111,7 +111,8 @@ private:
 // Writes a safetensors file atomically (`path.tmp.<pid>` written, fsynced, renamed, dir fsynced).
 // Layout is deterministic: tensors sorted by dtype size (largest first, so every tensor is naturally
 // aligned, as the safetensors library does), then in the given order; the header is padded with
-// spaces to a multiple of 8 bytes; "__metadata__" comes first in the header (omitted when empty).
+// spaces to a multiple of 8 bytes; "__metadata__" comes first in the header and holds `metadata` plus
+// a CRC-32C per tensor (core/safetensors_integrity.h; verify_tensors checks them at load).
 // Throws InputError for duplicate/empty names or a null data pointer, IoError on write failure.
 void write_safetensors(const std::filesystem::path& path, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata = {});

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace llmt {
 namespace {
@@ -108,8 +109,7 @@ std::string sha256_hex(std::string_view bytes) {
 }
 
 std::string sha256_file(const std::filesystem::path& path) {
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw IoError(fmt::format("cannot open '{}': {}", path.string(), std::strerror(errno)));
+    const int fd = open_regular_file(path, "").fd.release();
     Sha256 h;
     std::vector<char> buf(1 << 20);
     for (;;) {

@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "core/sha256.h"
 
 namespace llmt::data {
@@ -243,8 +244,7 @@ DocumentReader::DocumentReader(const fs::path& path, const CorpusOptions& opts) 
     LLMT_CHECK(!opts.doc_separator.empty(), "--doc-separator must not be empty (use blank, file, or a separator line such as %)");
     impl_->path = path;
     impl_->opts = opts;
-    impl_->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (impl_->fd < 0) throw IoError(fmt::format("cannot open '{}': {}", path.string(), std::strerror(errno)));
+    impl_->fd = open_regular_file(path, "corpus input").fd.release();
     const std::string name = path.filename().string();
     impl_->gz = name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0;
     if (impl_->gz) {

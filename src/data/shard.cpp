@@ -16,6 +16,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/regular_file.h"
 
 namespace llmt::data {
 
@@ -43,22 +44,12 @@ int32_t load_i32(const uint8_t* p) {
 
 Shard Shard::open(const std::filesystem::path& path, ShardFormat format, std::size_t vocab_size) {
     LLMT_ASSERT(vocab_size > 0);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw IoError(fmt::format("cannot open shard '{}': {}", path.string(), std::strerror(errno)));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        int err = errno;
-        ::close(fd);
-        throw IoError(fmt::format("cannot stat shard '{}': {}", path.string(), std::strerror(err)));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw InputError(fmt::format("shard '{}' is not a regular file", path.string()));
-    }
+    RegularFile file = open_regular_file(path, "shard");
+    const int fd = file.fd.release();
     Shard s;
     s.path_ = path;
     s.vocab_size_ = vocab_size;
-    s.map_bytes_ = static_cast<std::size_t>(st.st_size);
+    s.map_bytes_ = static_cast<std::size_t>(file.size);
     if (s.map_bytes_ > 0) {
         void* m = ::mmap(nullptr, s.map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
         int err = errno;

@@ -66,7 +66,18 @@ double Gpt2Config::flops_per_token(int T) const {
     return 6 * n + 12 * L * C * T;
 }
 
-Gpt2::Gpt2(const Gpt2Config& cfg, Device device, DType dtype) : cfg_(cfg), device_(device), dtype_(dtype) {
+Gpt2::Gpt2(const Gpt2Config& cfg, Device device, DType dtype) : Gpt2(cfg, device, dtype, LayoutOnly{}) {
+    params_.allocate(true, device_);
+    grads_ = params_.mirror();
+    if (params_lp_.size() > 0) params_lp_.allocate(true, device_);
+}
+
+Gpt2::MemoryPlan Gpt2::plan_memory(const Gpt2Config& cfg, Device device, DType dtype, int B, int T) {
+    return Gpt2(cfg, device, dtype, LayoutOnly{}).memory_plan(B, T);
+}
+
+Gpt2::Gpt2(const Gpt2Config& cfg, Device device, DType dtype, LayoutOnly)
+    : cfg_(cfg), device_(device), dtype_(dtype) {
     LLMT_INTERNAL_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "gpt2: compute dtype must be f32 or bf16, got {}",
                dtype_name(dtype));
     LLMT_INTERNAL_CHECK(dtype == DType::kF32 || device == Device::kCuda,
@@ -105,12 +116,8 @@ Gpt2::Gpt2(const Gpt2Config& cfg, Device device, DType dtype) : cfg_(cfg), devic
     if (!cfg.tie_embeddings)
         add("lm_head.weight", {Vp, C}, ParamInit::kNormal, ParamKind::kWeight, false, cfg.vocab_size);
     for (const auto& s : specs_) params_.add(s.name, s.shape);
-    params_.allocate(true, device_);
-    grads_ = params_.mirror();
-    if (dtype_ == DType::kBF16) {
+    if (dtype_ == DType::kBF16)
         params_lp_.add("params", {static_cast<int64_t>(params_.nbytes() / sizeof(float))}, DType::kBF16);
-        params_lp_.allocate(true, device_);
-    }
 }
 
 Tensor Gpt2::compute_params() const { return params_lp_.allocated() ? params_lp_.view(size_t{0}) : Tensor(); }
@@ -190,35 +197,45 @@ Arena Gpt2::activation_layout(int B, int T) const {
     const int64_t BT = static_cast<int64_t>(B) * T, C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head;
     Arena a;
     // Activations (and their gradients) in the compute dtype; statistics and losses in fp32.
-    auto add = [&](const std::string& name, int64_t n) { a.add(name, {n}, dtype_); };
-    auto add_f32 = [&](const std::string& name, int64_t n) { a.add(name, {n}, DType::kF32); };
+    // add/add_f32 take elements per (b, t) row. Sizes come from the config (B, T and widths up to the
+    // schema's bounds): a product beyond int64 is refused rather than wrapped into a small allocation.
+    auto rows = [&](int64_t width) {
+        int64_t n = 0;
+        LLMT_CHECK(!__builtin_mul_overflow(BT, width, &n),
+                   "gpt2: activations of B*T = {} rows x {} elements overflow 64-bit sizes; lower "
+                   "trainer.micro_batch_size or the model's widths",
+                   BT, width);
+        return n;
+    };
+    auto add = [&](const std::string& name, int64_t width) { a.add(name, {rows(width)}, dtype_); };
+    auto add_f32 = [&](const std::string& name, int64_t width) { a.add(name, {rows(width)}, DType::kF32); };
     // The projections' outputs are kept apart from the residual stream only for dropout; without it each
     // is added to the stream inside its matmul (forward()).
     auto present = [&](const std::string& s) { return !((s == "attproj" || s == "fcproj") && cfg_.dropout <= 0.f); };
     auto add_act = [&](const std::string& key, const std::string& s) {
         const ActShape sh = act_shape(s, C, F, NH);
-        if (sh.f32) add_f32(key, BT * sh.per_row);
-        else add(key, BT * sh.per_row);
+        if (sh.f32) add_f32(key, sh.per_row);
+        else add(key, sh.per_row);
     };
-    add("encoded", BT * C);
+    add("encoded", C);
     for (int l = 0; l < cfg_.n_layer; ++l)
         for (const char* nm : kLayerActs)
             if (present(nm) && kept_per_layer(nm)) add_act(act_name(l, nm), nm);
     // trainer.recompute: one block's worth of the activations not kept per layer, rewritten by every layer.
     for (const char* nm : kLayerActs)
         if (present(nm) && !kept_per_layer(nm)) add_act(act_name(0, nm), nm);
-    add("lnf", BT * C);
-    add_f32("lnf_mean", BT);
-    add_f32("lnf_rstd", BT);
-    add("logits", BT * cfg_.padded_vocab);
-    add_f32("losses", BT);
+    add("lnf", C);
+    add_f32("lnf_mean", 1);
+    add_f32("lnf_rstd", 1);
+    add("logits", cfg_.padded_vocab);
+    add_f32("losses", 1);
     // Backward scratch, reused by every layer (llm.c's CUDA layout): the residual-stream gradient and
     // one buffer per activation width.
-    add("d_residual", BT * C);
-    add("d_c", BT * C);
-    add("d_c2", BT * C);
-    add("d_qkv", BT * 3 * C);
-    add("d_f", BT * F);
+    add("d_residual", C);
+    add("d_c", C);
+    add("d_c2", C);
+    add("d_qkv", 3 * C);
+    add("d_f", F);
     a.add("inputs", {BT}, DType::kI32);  // token ids and targets where the kernels read them
     a.add("targets", {BT}, DType::kI32);
     return a;
@@ -448,7 +465,7 @@ const float* Gpt2::last_logits(int b) const {
 Gpt2::MemoryPlan Gpt2::memory_plan(int B, int T) const {
     MemoryPlan m;
     m.params = params_.nbytes() + params_lp_.nbytes();
-    m.grads = grads_.nbytes();
+    m.grads = params_.nbytes();  // grads_ mirrors params_ (and is not allocated in a plan)
     m.activations = activation_layout(B, T).nbytes();
     return m;
 }

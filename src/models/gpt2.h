@@ -109,8 +109,15 @@ public:
         size_t params = 0, grads = 0, activations = 0;
     };
     MemoryPlan memory_plan(int B, int T) const;
+    // The same plan for a model not built: nothing is allocated, so a model too large for the device
+    // can be refused with its figures (train/memory_check.h). Throws InputError as the constructor does,
+    // and when a size overflows 64 bits.
+    static MemoryPlan plan_memory(const Gpt2Config& cfg, Device device, DType dtype, int B, int T);
 
 private:
+    struct LayoutOnly {};
+    // Checks cfg, lists the parameters and lays out the arenas without allocating them.
+    Gpt2(const Gpt2Config& cfg, Device device, DType dtype, LayoutOnly);
     void ensure_activations(int B, int T);
     // Layer l's block on the residual stream `residual` (B_, T_ of the last forward): LayerNorms,
     // attention and MLP into the layer's activation buffers; with `to_residual3` false it stops before

@@ -15,8 +15,10 @@
 #include <set>
 
 #include "core/check.h"
+#include "core/crc32c.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/safetensors_integrity.h"
 #include "core/strings.h"
 
 namespace fs = std::filesystem;
@@ -52,6 +54,33 @@ std::optional<std::int64_t> read_pointer(const fs::path& root, const char* name)
                                           p.string(), std::string(trim(text)).substr(0, 100)));
     }
     return step;
+}
+
+// state.json's checksum covers the compact dump of the object without the checksum key (checkpoint.h).
+std::string state_checksum(const nlohmann::json& state) {
+    nlohmann::json body = state;
+    body.erase(kStateChecksumKey);
+    return crc32c_text(crc32c(body.dump()));
+}
+
+// Removes and checks state.json's checksum; false when it has none (written before checksums existed).
+bool take_state_checksum(nlohmann::json& state, const fs::path& path) {
+    auto it = state.find(kStateChecksumKey);
+    if (it == state.end()) return false;
+    LLMT_CHECK_AS(FormatError, it->is_string(), "'{}': field \"{}\" must be a string 'crc32c:<8 hex digits>', found {}",
+                  path.string(), kStateChecksumKey, it->type_name());
+    const std::string recorded = it->get<std::string>();
+    std::uint32_t unused = 0;
+    LLMT_CHECK_AS(FormatError, parse_crc32c_text(recorded, &unused),
+                  "'{}': field \"{}\" is '{}', expected 'crc32c:' and 8 hex digits", path.string(),
+                  kStateChecksumKey, recorded.substr(0, 40));
+    const std::string computed = state_checksum(state);
+    LLMT_CHECK_AS(FormatError, computed == recorded,
+                  "'{}' fails its checksum (recorded {}, computed {}): the file is corrupt or was edited (hint: load "
+                  "an earlier checkpoint)",
+                  path.string(), recorded, computed);
+    state.erase(it);
+    return true;
 }
 
 void check_plain_filename(const std::string& f) {
@@ -115,6 +144,13 @@ void CheckpointWriter::write_json(const std::string& filename, const nlohmann::j
     hook("after:" + filename);
 }
 
+void CheckpointWriter::write_state(const nlohmann::json& state) {
+    LLMT_INTERNAL_CHECK(state.is_object(), "checkpoint state must be a JSON object");
+    nlohmann::json s = state;
+    s[kStateChecksumKey] = state_checksum(s);
+    write_json(kStateFile, s);
+}
+
 fs::path CheckpointWriter::commit() {
     LLMT_INTERNAL_CHECK(!committed_, "checkpoint {} committed twice", step_);
     for (const char* f : {kModelFile, kStateFile}) {
@@ -166,7 +202,7 @@ fs::path save_checkpoint(const fs::path& root, std::int64_t step, const std::vec
     CheckpointWriter w(root, step, opts);
     w.write_tensors(kModelFile, model, model_metadata);
     if (!optimizer.empty()) w.write_tensors(kOptimizerFile, optimizer, optimizer_metadata);
-    w.write_json(kStateFile, state);
+    w.write_state(state);
     return w.commit();
 }
 
@@ -277,16 +313,7 @@ Checkpoint load_checkpoint(const fs::path& path_in) {
 
     Checkpoint ck{dir, 0, SafetensorsFile::open(dir / kModelFile), std::nullopt, {}};
     fs::path state_path = dir / kStateFile;
-    try {
-        ck.state = nlohmann::json::parse(read_file(state_path, kMaxStateBytes));
-    } catch (const nlohmann::json::exception& e) {
-        throw FormatError(fmt::format("'{}': not valid JSON: {}", state_path.string(), e.what()));
-    }
-    if (!ck.state.is_object() || !ck.state.contains("step") || !ck.state["step"].is_number_integer() ||
-        ck.state["step"].get<std::int64_t>() < 0) {
-        throw FormatError(fmt::format("'{}': expected a JSON object with an integer \"step\" >= 0",
-                                      state_path.string()));
-    }
+    ck.state = parse_state_json(read_file(state_path, kMaxStateBytes), state_path, &ck.checksummed);
     ck.step = ck.state["step"].get<std::int64_t>();
     auto named = parse_step_dir_name(dir.filename().string());
     if (named && *named != ck.step) {
@@ -294,7 +321,34 @@ Checkpoint load_checkpoint(const fs::path& path_in) {
                                           dir.string(), ck.step, dir.filename().string()));
     }
     if (fs::exists(dir / kOptimizerFile, ec)) ck.optimizer = SafetensorsFile::open(dir / kOptimizerFile);
+    verify_checkpoint_file(ck, ck.model);
+    if (ck.optimizer) verify_checkpoint_file(ck, *ck.optimizer);
     return ck;
+}
+
+nlohmann::json parse_state_json(const std::string& text, const fs::path& file, bool* checksummed) {
+    nlohmann::json state;
+    try {
+        state = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        throw FormatError(fmt::format("'{}': not valid JSON: {}", file.string(), e.what()));
+    }
+    *checksummed = state.is_object() && take_state_checksum(state, file);
+    const auto step = state.is_object() ? state.find("step") : state.end();
+    if (!state.is_object() || step == state.end() || !step->is_number_integer() ||
+        (step->is_number_unsigned() && step->get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX)) ||
+        step->get<std::int64_t>() < 0) {
+        throw FormatError(fmt::format("'{}': field \"step\" must be an integer >= 0 in a JSON object{}", file.string(),
+                                      !state.is_object()   ? fmt::format(", found a JSON {}", state.type_name())
+                                      : step == state.end() ? std::string(", and it is missing")
+                                      : step->is_primitive() ? fmt::format(", found {}", step->dump().substr(0, 40))
+                                                             : fmt::format(", found a JSON {}", step->type_name())));
+    }
+    return state;
+}
+
+void verify_checkpoint_file(const Checkpoint& ck, const SafetensorsFile& file) {
+    verify_tensors(file, ck.checksummed ? Checksums::kRequired : Checksums::kIfPresent);
 }
 
 void check_tensors(const SafetensorsFile& file, const std::vector<TensorSpec>& expected, std::string_view what,

@@ -21,6 +21,10 @@ namespace llmt::train {
 inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kOptimizerFile = "optimizer.safetensors";
 inline constexpr const char* kStateFile = "state.json";
+// state.json's own checksum: "crc32c:%08x" of the object without this key, serialised compactly
+// (nlohmann::json::dump(), keys sorted), so reformatting the file keeps it valid and changing a value
+// does not. Its presence marks a checkpoint whose every tensor carries a checksum.
+inline constexpr const char* kStateChecksumKey = "checksum";
 
 struct SaveOptions {
     // Keep the newest `keep_last` step_N directories (0 = keep all). The ones `latest` and `best`
@@ -49,6 +53,8 @@ public:
     void write_tensors(const std::string& filename, const std::vector<TensorRef>& tensors,
                        const std::map<std::string, std::string>& metadata = {});
     void write_json(const std::string& filename, const nlohmann::json& value);
+    // state.json with its checksum (kStateChecksumKey) added; `state` must be an object.
+    void write_state(const nlohmann::json& state);
 
     const std::filesystem::path& temp_dir() const { return tmp_; }
 
@@ -95,14 +101,27 @@ struct Checkpoint {
     std::int64_t step = 0;
     SafetensorsFile model;
     std::optional<SafetensorsFile> optimizer;  // absent when the checkpoint has none
-    nlohmann::json state;
+    nlohmann::json state;                      // without kStateChecksumKey
+    // state.json had a checksum, so every tensor file of the checkpoint must carry per-tensor
+    // checksums. False for checkpoints written before checksums existed: loaded, not verified.
+    bool checksummed = false;
 };
 
 // `path` is a step_<N> directory, a checkpoints/ directory (follows `latest`) or a run directory
 // (follows checkpoints/latest). Throws CheckpointError naming what was looked for when nothing is
 // there, FormatError for a corrupt safetensors or state.json, CheckpointError when state.json's step
-// disagrees with the directory name.
+// disagrees with the directory name. Verifies state.json's checksum and every tensor of
+// model.safetensors and optimizer.safetensors (verify_checkpoint_file): FormatError naming the file and
+// the tensor on a checksum mismatch, a missing checksum (when state.json has one) or a NaN/infinity.
 Checkpoint load_checkpoint(const std::filesystem::path& path);
+
+// state.json's text -> the object without its checksum (verified when present: *checksummed is then
+// set). Throws FormatError naming `file` for invalid JSON, a non-object, a missing or non-integer or
+// negative "step", or a checksum that is malformed or does not match.
+nlohmann::json parse_state_json(const std::string& text, const std::filesystem::path& file, bool* checksummed);
+
+// Checks another tensor file of `ck` (a ZeRO-1 optimizer shard) as load_checkpoint checks its own.
+void verify_checkpoint_file(const Checkpoint& ck, const SafetensorsFile& file);
 
 // Throws CheckpointError listing every difference between `file` and `expected` (see diff_tensors);
 // `what` names the role in the message ("model", "optimizer").

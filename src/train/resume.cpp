@@ -1,10 +1,12 @@
 #include "train/resume.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <set>
 
 #include "core/error.h"
+#include "core/regular_file.h"
 #include "train/checkpoint.h"
 
 namespace llmt::train {
@@ -34,8 +36,10 @@ ResumeTarget resolve_resume(const std::string& spec, const config::Config& cfg) 
         }
         return {dir, std::nullopt};
     }
+    if (spec.empty()) throw UsageError("--resume needs a path, a run id or 'auto' (got an empty string)");
     std::vector<fs::path> tried;
     fs::path p(spec);
+
     // A step_N directory.
     if (parse_step_dir_name(p.filename().string()) && fs::is_directory(p, ec))
         return {p.parent_path().parent_path(), p};
@@ -51,6 +55,13 @@ ResumeTarget resolve_resume(const std::string& spec, const config::Config& cfg) 
             int64_t s = step ? *step : list_checkpoint_steps(run / "checkpoints").back();
             return {run, run / "checkpoints" / step_dir_name(s)};
         }
+    }
+    // Only stat, never open: a FIFO given here must not block (issue 17).
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) {
+        throw InputError(fmt::format("--resume {}: '{}' is {}, expected a run directory, a checkpoints directory "
+                                     "or a step_<N> directory",
+                                     spec, p.string(), file_type_name(st.st_mode)));
     }
     std::string places;
     for (const auto& t : tried) places += "\n  " + t.string();

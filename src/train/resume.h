@@ -20,7 +20,9 @@ struct ResumeTarget {
 };
 
 // spec: "auto" | run id | run dir | checkpoints dir | step_N dir. For "auto" a run without any checkpoint
-// (or with no directory yet) returns no checkpoint. Throws InputError naming every place looked at.
+// (or with no directory yet) returns no checkpoint. Throws InputError naming every place looked at,
+// naming the file type when spec is an existing file that is not a directory (a FIFO is never opened),
+// and UsageError for an empty spec.
 ResumeTarget resolve_resume(const std::string& spec, const config::Config& cfg);
 
 // Differences between the checkpoint's resolved config and the current one.

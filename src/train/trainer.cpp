@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/rng.h"
+#include "core/safetensors_integrity.h"
 #include "core/time.h"
 #include "data/loader.h"
 #include "data/prepare_cache.h"
@@ -33,7 +34,9 @@
 #include "train/mfu.h"
 #include "train/resume.h"
 #include "train/run_dir.h"
+#include "train/run_plan.h"
 #include "train/signals.h"
+#include "train/train_state.h"
 
 namespace llmt::train {
 
@@ -77,43 +80,6 @@ std::string zero_optimizer_file(int rank) { return fmt::format("optimizer.rank{}
 
 void apply_threads(const config::Config& cfg) {
     if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
-}
-
-// run.device: cuda (a usable GPU required; under data parallelism one per local rank, GPU LOCAL_RANK, which
-// DistContext checks), auto (the GPU when every local rank gets one), or cpu.
-Device resolve_device(const config::Config& cfg, int local_world) {
-    if (cfg.run.device == "cpu") return Device::kCpu;  // without asking the driver: a CPU run never starts CUDA
-    const int gpus = kernels::device_count(Device::kCuda);
-    if (cfg.run.device == "cuda") {
-        if (gpus == 0)
-            throw InputError("run.device: cuda: no usable CUDA device (this binary is built without CUDA, or no GPU "
-                             "or driver is present); use run.device: cpu or auto");
-        return Device::kCuda;
-    }
-    if (cfg.run.device == "auto" && gpus > 0 && gpus >= local_world) return Device::kCuda;
-    return Device::kCpu;
-}
-
-// The model's compute precision on `device` (trainer.precision); what this version cannot do is refused.
-DType check_supported(const config::Config& cfg, Device device) {
-    LLMT_CHECK(cfg.lora.r == 0, "lora.r: {}: LoRA fine-tuning is not implemented in this version; set lora.r: 0",
-               cfg.lora.r);
-    if (device == Device::kCpu) {
-        LLMT_CHECK(cfg.trainer.precision == "fp32",
-                   "trainer.precision: {} is not available on the CPU in this version; use fp32 (bf16 needs "
-                   "run.device: cuda)",
-                   cfg.trainer.precision);
-        return DType::kF32;
-    }
-    // run.device: cuda is refused by validation (config/loader.cpp); auto lands here when a GPU is present.
-    LLMT_CHECK(!cfg.run.deterministic,
-               "run.deterministic: true cannot be honoured on CUDA (run.device: {} resolved to cuda; the GPU kernels "
-               "accumulate with float atomics and cuBLASLt chooses GEMM algorithms by timing); use run.device: cpu "
-               "for bit-reproducible runs, or run.deterministic: false",
-               cfg.run.device);
-    LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16",
-               "trainer.precision: {} is not available on CUDA; use bf16 or fp32", cfg.trainer.precision);
-    return cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
 }
 
 // A host arena with `a`'s layout (the staging buffer for checkpoints of device parameters).
@@ -171,11 +137,12 @@ DataFiles resolve_data(const config::Config& cfg, bool need_train) {
     return f;
 }
 
-// The model's configuration plus how the trainer runs it (trainer.recompute).
-models::Gpt2Config model_config(const config::Config& cfg) {
-    models::Gpt2Config mc = models::Gpt2Config::from(cfg.model);
-    mc.recompute = models::recompute_from_name(cfg.trainer.recompute);
-    return mc;
+// model.init_from's file, its checksums (when it has them: files from elsewhere have none) and the
+// finiteness of every weight checked before it is used.
+SafetensorsFile open_init_from(const std::filesystem::path& path) {
+    SafetensorsFile file = SafetensorsFile::open(path);
+    verify_tensors(file, Checksums::kIfPresent);
+    return file;
 }
 
 models::Gpt2 build_model(const config::Config& cfg, Device device, DType dtype) {
@@ -184,7 +151,7 @@ models::Gpt2 build_model(const config::Config& cfg, Device device, DType dtype) 
         model.init_random(cfg.run.seed);
     } else {
         auto path = models::gpt2_resolve_init_from(cfg.model.init_from);
-        load_params(model, SafetensorsFile::open(path));
+        load_params(model, open_init_from(path));
         log_line(fmt::format("model: initialised from {}", path.string()));
     }
     return model;
@@ -252,6 +219,10 @@ TrainResult run_training(const TrainOptions& opts) {
                    dc.env().local_rank, dc.env().local_world_size, dc.pg().backend(), dc.env().master_addr,
                    dc.env().master_port, zero ? ", ZeRO-1" : "", dc.env().restart_count);
 
+    // Memory before any arena is allocated: a model that cannot fit is refused with its figures.
+    const MemoryEstimate mem_est = estimate_training_memory(cfg, dev, dtype, zero ? world : 1);
+    check_memory(mem_est, memory_limit(dev, opts.max_memory), cfg);
+
     models::Gpt2 model = build_model(cfg, dev, dtype);
     const auto& mc = model.config();
     // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
@@ -265,16 +236,14 @@ TrainResult run_training(const TrainOptions& opts) {
     log_line(fmt::format("model: gpt2, {} layers, d_model {}, {} heads, block {}, vocab {} (padded {}), {:.2f}M parameters",
                          mc.n_layer, mc.d_model, mc.n_head, mc.block_size, mc.vocab_size, mc.padded_vocab,
                          static_cast<double>(model.num_parameters()) / 1e6));
-    const auto plan = model.memory_plan(B, T);
-    const size_t opt_bytes = 2 * model.grads().nbytes();  // AdamW m and v, fp32
-    const size_t plan_total = plan.params + plan.grads + opt_bytes + plan.activations;
+    const std::uint64_t opt_bytes = mem_est.optimizer, plan_total = mem_est.total();
     if (dev == Device::kCuda) {
         const auto mem = kernels::device_memory_info(dev);
         log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
                              "AdamW state {:.2f}, activations {:.2f} at B={} T={}, recompute {}) of {:.1f} GiB on the "
                              "GPU",
-                             dtype_name(dtype), plan_total / 1073741824.0, plan.params / 1073741824.0,
-                             plan.grads / 1073741824.0, opt_bytes / 1073741824.0, plan.activations / 1073741824.0, B,
+                             dtype_name(dtype), plan_total / 1073741824.0, mem_est.parameters / 1073741824.0,
+                             mem_est.gradients / 1073741824.0, opt_bytes / 1073741824.0, mem_est.activations / 1073741824.0, B,
                              T, tc.recompute, mem.total / 1073741824.0));
     }
 
@@ -311,8 +280,8 @@ TrainResult run_training(const TrainOptions& opts) {
         nlohmann::ordered_json s = {
             {"dry_run", true},
             {"parameters", model.num_parameters()},
-            {"memory_bytes", {{"parameters", plan.params}, {"gradients", plan.grads}, {"optimizer", opt_bytes},
-                              {"activations", plan.activations},
+            {"memory_bytes", {{"parameters", mem_est.parameters}, {"gradients", mem_est.gradients}, {"optimizer", opt_bytes},
+                              {"activations", mem_est.activations},
                               {"total", plan_total}}},
             {"recompute", tc.recompute},
             {"loss", loss},
@@ -378,7 +347,13 @@ TrainResult run_training(const TrainOptions& opts) {
     open_rank_log(run_dir->logs_dir(), rank);
     if (!ckpt_path.empty()) {
         Checkpoint ck = load_checkpoint(ckpt_path);
-        ConfigDiff diff = diff_for_resume(ck.state.value("config", nlohmann::json::object()), cfg.resolved);
+        const std::filesystem::path state_file = ck.dir / kStateFile;
+        const TrainState st = parse_train_state(ck.state, state_file);
+        if (!ck.checksummed)
+            log_line(fmt::format("resume: '{}' predates per-tensor checksums: its tensors were checked for NaN/inf "
+                                 "but not verified",
+                                 ck.dir.string()));
+        ConfigDiff diff = diff_for_resume(st.config, cfg.resolved);
         if (!diff.identity.empty()) {
             std::string msg = fmt::format("cannot resume from '{}': its model or data differ from this config:",
                                           ck.dir.string());
@@ -388,14 +363,16 @@ TrainResult run_training(const TrainOptions& opts) {
         for (const auto& l : diff.cadence) log_line("resume: changed " + l);
         for (const auto& l : diff.other) log_line("resume: changed " + l);
         load_params(model, ck.model);
-        const int ck_world = ck.state.value("world_size", 1), ck_zero = ck.state.value("zero_stage", 0);
+        const int ck_world = st.world_size, ck_zero = st.zero_stage;
         if (zero || ck_zero == 1) {
             LLMT_CHECK_AS(CheckpointError, zero && ck_zero == 1 && ck_world == world,
                           "checkpoint '{}' was saved with dist.zero_stage {} by {} ranks; this run has zero_stage {} "
                           "and {} ranks: ZeRO-1 optimizer shards resume only with the same world size and "
                           "zero_stage (hint: relaunch with --nproc-per-node/--nnodes giving {} ranks)",
                           ck.dir.string(), ck_zero, ck_world, zero ? 1 : 0, world, ck_world);
-            opt.load_state(SafetensorsFile::open(ck.dir / zero_optimizer_file(rank)));
+            SafetensorsFile opt_shard = SafetensorsFile::open(ck.dir / zero_optimizer_file(rank));
+            verify_checkpoint_file(ck, opt_shard);
+            opt.load_state(opt_shard);
         } else {
             LLMT_CHECK_AS(CheckpointError, ck.optimizer.has_value(), "checkpoint '{}' has no {}", ck.dir.string(),
                           kOptimizerFile);
@@ -405,12 +382,15 @@ TrainResult run_training(const TrainOptions& opts) {
                                      "batch changes from {} to {} rows",
                                      ck_world, world, B * accum * ck_world, B * accum * world));
         }
-        loader.restore(ck.state.at("loader"));
+        try {
+            loader.restore(st.loader);
+        } catch (const InputError& e) {
+            throw CheckpointError(fmt::format("'{}': field \"loader\": {}", state_file.string(), e.what()));
+        }
         step = ck.step;
-        tokens = ck.state.value("tokens", int64_t{0});
-        if (ck.state.contains("best_val_loss") && ck.state["best_val_loss"].is_number())
-            best_val = ck.state["best_val_loss"].get<double>();
-        prior_wall = ck.state.value("wall_s", 0.0);
+        tokens = st.tokens;
+        if (st.best_val_loss) best_val = *st.best_val_loss;
+        prior_wall = st.wall_s;
         if (rank == 0) truncate_metrics_after(run_dir->metrics_path(), step);
         log_line(fmt::format("resume: {} at step {} ({} tokens seen)", ck.dir.string(), step, tokens));
     }
@@ -444,7 +424,7 @@ TrainResult run_training(const TrainOptions& opts) {
                          models::gpt2_hf_tensors(model, dev == Device::kCpu ? model.params() : host_params, scratch),
                          {{"format", "pt"}});
         w->write_tensors(zero ? zero_optimizer_file(0) : kOptimizerFile, opt.state_tensors(), opt.state_metadata());
-        w->write_json(kStateFile, {{"step", step},
+        w->write_state({{"step", step},
                                    {"tokens", tokens},
                                    {"loader", loader.state()},
                                    {"best_val_loss", std::isfinite(best_val) ? nlohmann::json(best_val) : nlohmann::json()},
@@ -617,7 +597,7 @@ nlohmann::ordered_json run_evaluation(const config::Config& cfg, const std::stri
         source = ck.dir.string();
     } else if (cfg.model.init_from != "scratch") {
         auto path = models::gpt2_resolve_init_from(cfg.model.init_from);
-        load_params(model, SafetensorsFile::open(path));
+        load_params(model, open_init_from(path));
         source = path.string();
     } else {
         throw InputError("eval: nothing to evaluate: give --checkpoint PATH, or set model.init_from");

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,9 @@ struct TrainOptions {
     // Stop after this optimizer step (checkpoint, exit 0) while the schedule still runs to max_steps:
     // a run split into parts (time-limited jobs, tests of exact resume). 0 = off.
     int64_t stop_at_step = 0;
+    // Bytes one process may use (--max-memory); nullopt: the GPU's memory or the host's MemAvailable.
+    // The estimate (train/run_plan.h) is checked against it before anything is allocated.
+    std::optional<std::uint64_t> max_memory;
 };
 
 // What a finished (or stopped) run reports; also written to summary.json.

@@ -104,6 +104,29 @@ TEST_F(CliTest, ValidatePresetOk) {
     EXPECT_TRUE(nlohmann::json::parse(r.out)["ok"].get<bool>());
 }
 
+// validate --json reports the training memory estimate; --max-memory takes sizes and refuses junk.
+TEST_F(CliTest, ValidateReportsMemoryAndTakesMaxMemory) {
+    auto r = llmtrain({"validate", "--config", kPreset, "--json", "--max-memory", "64GiB"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto mem = nlohmann::json::parse(r.out)["memory_bytes"];
+    EXPECT_GT(mem["parameters"].get<std::uint64_t>(), 0u) << mem.dump();
+    EXPECT_EQ(mem["total"].get<std::uint64_t>(), mem["parameters"].get<std::uint64_t>() +
+                                                     mem["gradients"].get<std::uint64_t>() +
+                                                     mem["optimizer"].get<std::uint64_t>() +
+                                                     mem["activations"].get<std::uint64_t>());
+    EXPECT_EQ(mem["limit"].get<std::uint64_t>(), 64ull << 30);
+    r = llmtrain({"validate", "--config", kPreset, "--max-memory", "lots"});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--max-memory: 'lots' is not a size"), std::string::npos) << r.err;
+}
+
+// An empty --resume used to start a fresh run (issue 17).
+TEST_F(CliTest, EmptyResumeIsUsageError) {
+    auto r = llmtrain({"train", "--config", kPreset, "--resume", ""});
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find("--resume needs a path, a run id or 'auto'"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, PrintConfigJsonHasEveryKey) {
     auto r = llmtrain({"print-config", "--config", kPreset, "--json", "--set", "trainer.lr=3e-4"});
     ASSERT_EQ(r.exit_code, 0) << r.err;

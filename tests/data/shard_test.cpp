@@ -2,6 +2,7 @@
 // reader of llm.c and nanoGPT files, every corruption case -> FormatError naming file + byte offset,
 // and a short in-process fuzz of the reader on random and mutated bytes.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <numeric>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/corpus.h"
 #include "data/shard.h"
 #include "data/shard_set.h"
 #include "data/shard_writer.h"
@@ -233,6 +235,35 @@ TEST(Shard, FuzzRandomAndMutatedBytes) {
     // Both outcomes must occur, else the mutations are not reaching the checks.
     EXPECT_GT(ok, 30);
     EXPECT_GT(rejected, 30);
+}
+
+}  // namespace
+}  // namespace llmt::data
+
+namespace llmt::data {
+namespace {
+
+// Issue 17: a FIFO as a shard or a corpus input is refused at once (opening it used to block until a
+// writer appeared), naming the path and its type.
+TEST(SpecialFiles, FifoShardAndCorpusInputAreRefused) {
+    testing::TempDir d;
+    const auto fifo = d / "train_000000.bin";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    auto message = [](auto&& f) {
+        try {
+            f();
+        } catch (const InputError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_NE(message([&] { Shard::open(fifo, ShardFormat::kLlmc, 65536); })
+                  .find("is a FIFO (named pipe), expected a regular file (shard)"),
+              std::string::npos);
+    CorpusOptions o;
+    o.doc_separator = "blank";
+    EXPECT_NE(message([&] { DocumentReader r(fifo, o); }).find("is a FIFO (named pipe), expected a regular file (corpus input)"),
+              std::string::npos);
 }
 
 }  // namespace

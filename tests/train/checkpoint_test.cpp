@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "train/train_state.h"
 
 namespace fs = std::filesystem;
 using namespace llmt;
@@ -268,4 +270,104 @@ TEST(CheckpointNames, StepDirNames) {
                             "step_9999999999999999999"}) {
         EXPECT_EQ(parse_step_dir_name(bad), std::nullopt) << bad;
     }
+}
+
+// Issue 17: state.json and every tensor carry a checksum; a flipped bit, an edited value or a NaN is
+// refused at load naming the file and the tensor or field, while a reformatted state.json and a
+// checkpoint written before checksums existed still load.
+TEST_F(CheckpointTest, IntegrityIsCheckedAtLoad) {
+    const fs::path dir = save(5);
+    {
+        Checkpoint ck = load_checkpoint(dir);
+        EXPECT_TRUE(ck.checksummed);
+        EXPECT_FALSE(ck.state.contains(kStateChecksumKey));
+    }
+    auto expect_format_error = [&](const std::string& needle) {
+        try {
+            load_checkpoint(dir);
+            ADD_FAILURE() << "loaded despite: " << needle;
+        } catch (const FormatError& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+    };
+    // A bit flipped in a weight (a mantissa bit: the value stays finite).
+    const std::string model = read_file(dir / kModelFile);
+    const auto off = SafetensorsFile::open(dir / kModelFile).info("transformer.h.0.attn.c_attn.bias").offset;
+    std::string flipped = model;
+    flipped[off] ^= 0x01;
+    write_file_atomic(dir / kModelFile, flipped);
+    expect_format_error("tensor 'transformer.h.0.attn.c_attn.bias' fails its checksum");
+    write_file_atomic(dir / kModelFile, model);
+
+    // NaN in the optimizer state, with a valid checksum (written by our writer).
+    std::vector<float> m(12, 0.25f);
+    m[7] = std::nanf("");
+    write_safetensors(dir / kOptimizerFile, {{"transformer.h.0.attn.c_attn.weight.exp_avg", StDType::kF32, {3, 4}, m.data()}});
+    expect_format_error("'transformer.h.0.attn.c_attn.weight.exp_avg' (F32 [3, 4]) holds a non-finite value (nan) at flat index 7");
+    m[7] = 0.f;
+    write_safetensors(dir / kOptimizerFile, {{"transformer.h.0.attn.c_attn.weight.exp_avg", StDType::kF32, {3, 4}, m.data()}});
+
+    // state.json: an edited value fails the checksum; reformatting does not.
+    const std::string state_text = read_file(dir / kStateFile);
+    auto state = nlohmann::json::parse(state_text);
+    write_file_atomic(dir / kStateFile, state.dump(4));
+    EXPECT_EQ(load_checkpoint(dir).step, 5);
+    state["tokens_seen"] = 1;
+    write_file_atomic(dir / kStateFile, state.dump(2));
+    expect_format_error("state.json' fails its checksum");
+
+    // A checkpoint from before checksums: loads (tensors still checked for NaN), marked unverified.
+    state.erase(kStateChecksumKey);
+    write_file_atomic(dir / kStateFile, state.dump(2));
+    Checkpoint old = load_checkpoint(dir);
+    EXPECT_FALSE(old.checksummed);
+    EXPECT_EQ(old.state["tokens_seen"], 1);
+
+    // A wrong type of "step" names the field.
+    state["step"] = "5";
+    write_file_atomic(dir / kStateFile, state.dump(2));
+    expect_format_error("field \"step\" must be an integer >= 0 in a JSON object, found \"5\"");
+}
+
+TEST(TrainState, EveryFieldIsTyped) {
+    const nlohmann::json good = {{"step", 3},          {"tokens", 96},     {"loader", {{"kind", "x"}}},
+                                 {"best_val_loss", nullptr}, {"world_size", 2}, {"zero_stage", 1},
+                                 {"wall_s", 1.5},      {"config", {{"model", nlohmann::json::object()}}}};
+    const TrainState s = parse_train_state(good, "ck/state.json");
+    EXPECT_EQ(s.step, 3);
+    EXPECT_EQ(s.tokens, 96);
+    EXPECT_FALSE(s.best_val_loss.has_value());
+    EXPECT_EQ(s.world_size, 2);
+    EXPECT_EQ(s.zero_stage, 1);
+    EXPECT_DOUBLE_EQ(s.wall_s, 1.5);
+    // Optional fields may be absent (older checkpoints).
+    nlohmann::json minimal = {{"step", 0}, {"loader", nlohmann::json::object()}, {"config", nlohmann::json::object()}};
+    EXPECT_EQ(parse_train_state(minimal, "s").world_size, 1);
+
+    auto expect_field_error = [&](const char* field, nlohmann::json value, const std::string& needle) {
+        nlohmann::json bad = good;
+        if (value.is_discarded()) bad.erase(field);
+        else bad[field] = value;
+        try {
+            parse_train_state(bad, "ck/state.json");
+            ADD_FAILURE() << field;
+        } catch (const CheckpointError& e) {
+            EXPECT_NE(std::string(e.what()).find("'ck/state.json': field \"" + std::string(field) + "\" " + needle),
+                      std::string::npos)
+                << e.what();
+        }
+    };
+    const nlohmann::json missing = nlohmann::json::value_t::discarded;
+    expect_field_error("tokens", "many", "must be an integer >= 0, found string");
+    expect_field_error("tokens", -1, "must be an integer >= 0, found -1");
+    expect_field_error("tokens", 1.5, "must be an integer >= 0, found 1.5");
+    expect_field_error("step", missing, "is missing, expected an integer >= 0");
+    expect_field_error("loader", missing, "is missing, expected an object");
+    expect_field_error("loader", nlohmann::json::array(), "must be an object, found array");
+    expect_field_error("config", "x", "must be an object, found string");
+    expect_field_error("best_val_loss", "low", "must be a number or null, found string");
+    expect_field_error("world_size", 0, "must be an integer >= 1, found 0");
+    expect_field_error("zero_stage", 3, "must be 0 or 1, found 3");
+    expect_field_error("wall_s", true, "must be a number >= 0, found true");
+    expect_field_error("step", 18446744073709551615ull, "must be an integer >= 0, found 18446744073709551615");
 }

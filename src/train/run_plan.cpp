@@ -1,0 +1,165 @@
+// Device, precision and memory of a run before allocation (run_plan.h).
+#include "train/run_plan.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace llmt::train {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// MemAvailable of /proc/meminfo in bytes, else physical RAM (sysconf).
+std::uint64_t host_available_bytes() {
+    std::ifstream in("/proc/meminfo");
+    std::string line;
+    while (std::getline(in, line)) {  // "MemAvailable:   21757996 kB"
+        unsigned long long kib = 0;
+        if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) return kib * 1024;
+    }
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page) : 0;
+}
+
+}  // namespace
+
+// run.device: cuda (a usable GPU required; under data parallelism one per local rank, GPU LOCAL_RANK, which
+// DistContext checks), auto (the GPU when every local rank gets one), or cpu.
+Device resolve_device(const config::Config& cfg, int local_world) {
+    if (cfg.run.device == "cpu") return Device::kCpu;  // without asking the driver: a CPU run never starts CUDA
+    const int gpus = kernels::device_count(Device::kCuda);
+    if (cfg.run.device == "cuda") {
+        if (gpus == 0)
+            throw InputError("run.device: cuda: no usable CUDA device (this binary is built without CUDA, or no GPU "
+                             "or driver is present); use run.device: cpu or auto");
+        return Device::kCuda;
+    }
+    if (cfg.run.device == "auto" && gpus > 0 && gpus >= local_world) return Device::kCuda;
+    return Device::kCpu;
+}
+
+// The model's compute precision on `device` (trainer.precision); what this version cannot do is refused.
+DType check_supported(const config::Config& cfg, Device device) {
+    LLMT_CHECK(cfg.lora.r == 0, "lora.r: {}: LoRA fine-tuning is not implemented in this version; set lora.r: 0",
+               cfg.lora.r);
+    if (device == Device::kCpu) {
+        LLMT_CHECK(cfg.trainer.precision == "fp32",
+                   "trainer.precision: {} is not available on the CPU in this version; use fp32 (bf16 needs "
+                   "run.device: cuda)",
+                   cfg.trainer.precision);
+        return DType::kF32;
+    }
+    // run.device: cuda is refused by validation (config/loader.cpp); auto lands here when a GPU is present.
+    LLMT_CHECK(!cfg.run.deterministic,
+               "run.deterministic: true cannot be honoured on CUDA (run.device: {} resolved to cuda; the GPU kernels "
+               "accumulate with float atomics and cuBLASLt chooses GEMM algorithms by timing); use run.device: cpu "
+               "for bit-reproducible runs, or run.deterministic: false",
+               cfg.run.device);
+    LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16",
+               "trainer.precision: {} is not available on CUDA; use bf16 or fp32", cfg.trainer.precision);
+    return cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
+}
+
+models::Gpt2Config model_config(const config::Config& cfg) {
+    models::Gpt2Config mc = models::Gpt2Config::from(cfg.model);
+    mc.recompute = models::recompute_from_name(cfg.trainer.recompute);
+    return mc;
+}
+
+MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device, DType dtype, int zero1_world) {
+    const auto plan = models::Gpt2::plan_memory(model_config(cfg), device, dtype, cfg.trainer.micro_batch_size,
+                                                cfg.model.block_size);
+    MemoryEstimate e;
+    e.parameters = plan.params;
+    e.gradients = plan.grads;
+    // AdamW m and v in fp32, one each per fp32 master parameter (the grads arena has the same layout).
+    const std::uint64_t moments = 2 * static_cast<std::uint64_t>(plan.grads);
+    e.optimizer = (moments + static_cast<std::uint64_t>(zero1_world) - 1) / static_cast<std::uint64_t>(zero1_world);
+    e.activations = plan.activations;
+    const std::uint64_t parts[] = {e.parameters, e.gradients, e.optimizer, e.activations};
+    std::uint64_t sum = 0;
+    for (std::uint64_t p : parts)
+        LLMT_CHECK(!__builtin_add_overflow(sum, p, &sum), "model: the memory needed overflows 64-bit sizes");
+    return e;
+}
+
+MemoryLimit memory_limit(Device device, std::optional<std::uint64_t> max_memory) {
+    if (max_memory) return {*max_memory, "--max-memory"};
+    if (device == Device::kCuda) return {kernels::device_memory_info(device).total, "GPU memory"};
+    return {host_available_bytes(), "MemAvailable of this host"};
+}
+
+void check_memory(const MemoryEstimate& est, const MemoryLimit& limit, const config::Config& cfg) {
+    if (limit.bytes == 0 || est.total() <= limit.bytes) return;  // 0: unknown, nothing to compare with
+    throw InputError(fmt::format(
+        "model does not fit: training needs {:.2f} GiB per process (parameters {:.2f}, gradients {:.2f}, AdamW "
+        "state {:.2f}, activations {:.2f} at micro_batch_size {} x block_size {}, recompute {}, precision {}) but "
+        "{} is {:.2f} GiB\n(hint: lower model.n_layer / model.d_model, trainer.micro_batch_size or model.block_size, "
+        "set trainer.recompute: all, or raise --max-memory)",
+        est.total() / kGiB, est.parameters / kGiB, est.gradients / kGiB, est.optimizer / kGiB,
+        est.activations / kGiB, cfg.trainer.micro_batch_size, cfg.model.block_size, cfg.trainer.recompute,
+        cfg.trainer.precision, limit.source, limit.bytes / kGiB));
+}
+
+MemoryCheck check_config_memory(const config::Config& cfg, std::optional<std::uint64_t> max_memory) {
+    const bool gpu = cfg.run.device != "cpu" && kernels::device_count(Device::kCuda) > 0;
+    const Device device = gpu || cfg.run.device == "cuda" ? Device::kCuda : Device::kCpu;
+    const DType dtype = device == Device::kCuda && cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
+    MemoryCheck c;
+    c.estimate = estimate_training_memory(cfg, device, dtype);
+    if (gpu || device == Device::kCpu) c.limit = memory_limit(device, max_memory);
+    else if (max_memory) c.limit = {*max_memory, "--max-memory"};
+    check_memory(c.estimate, c.limit, cfg);
+    return c;
+}
+
+std::uint64_t parse_memory_size(std::string_view text) {
+    auto bad = [&] {
+        return UsageError(fmt::format("--max-memory: '{}' is not a size; expected e.g. 64GiB, 512M, 1.5TB or a "
+                                      "number of bytes",
+                                      text));
+    };
+    std::size_t i = 0;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+    if (i == 0) throw bad();
+    double value = 0;
+    try {
+        std::size_t used = 0;
+        value = std::stod(std::string(text.substr(0, i)), &used);
+        if (used != i) throw bad();
+    } catch (const std::logic_error&) {
+        throw bad();
+    }
+    std::string unit;
+    for (char c : text.substr(i))
+        if (c != ' ') unit += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    double scale = 0;
+    const char* const kUnits = "KMGTP";
+    if (unit.empty() || unit == "B") {
+        scale = 1;
+    } else {
+        const char* u = std::strchr(kUnits, unit[0]);
+        if (!u || unit[0] == '\0') throw bad();
+        const int power = static_cast<int>(u - kUnits) + 1;
+        const std::string rest = unit.substr(1);
+        if (rest.empty() || rest == "IB" || rest == "I") scale = std::pow(1024.0, power);
+        else if (rest == "B") scale = std::pow(1000.0, power);
+        else throw bad();
+    }
+    const double bytes = value * scale;
+    if (!(bytes >= 1) || bytes >= 1.8e19) throw bad();
+    return static_cast<std::uint64_t>(bytes);
+}
+
+}  // namespace llmt::train
