@@ -14,6 +14,7 @@
 
 #include "config/schema.h"
 #include "config/typed.h"
+#include "config/yaml_bounds.h"
 #include "core/fs.h"
 #include "core/strings.h"
 
@@ -227,9 +228,12 @@ std::optional<ordered_json> convert(const FieldSpec& f, const YAML::Node& n, con
     return bad();
 }
 
-// Duplicate keys are silently merged by many YAML loaders; we refuse them.
-void check_duplicates(const YAML::Node& n, const std::string& prefix, Validator& v, int depth = 0) {
+// Duplicate keys are silently merged by many YAML loaders; we refuse them. An alias is the node it
+// names (same mark), so each collection is walked once however many aliases point at it.
+void check_duplicates(const YAML::Node& n, const std::string& prefix, Validator& v, std::set<int>& walked,
+                      int depth = 0) {
     if (depth > 64) return;
+    if ((n.IsMap() || n.IsSequence()) && !n.Mark().is_null() && !walked.insert(n.Mark().pos).second) return;
     if (n.IsMap()) {
         std::map<std::string, YAML::Node> seen;
         for (auto it = n.begin(); it != n.end(); ++it) {
@@ -240,10 +244,10 @@ void check_duplicates(const YAML::Node& n, const std::string& prefix, Validator&
                 v.add(path, v.where(it->first),
                       fmt::format("duplicate key (first defined at line {})", pos->second.Mark().line + 1));
             }
-            check_duplicates(it->second, path, v, depth + 1);
+            check_duplicates(it->second, path, v, walked, depth + 1);
         }
     } else if (n.IsSequence()) {
-        for (const auto& e : n) check_duplicates(e, prefix, v, depth + 1);
+        for (const auto& e : n) check_duplicates(e, prefix, v, walked, depth + 1);
     }
 }
 
@@ -315,6 +319,10 @@ void apply_set(YAML::Node& root, const std::string& kv, std::map<std::string, st
     }
     YAML::Node parsed;
     try {
+        if (auto issue = find_yaml_bounds_issue(value)) {
+            v.add(key, where, fmt::format("the value {}", issue->message));
+            return;
+        }
         parsed = YAML::Load(value);
     } catch (const YAML::Exception& e) {
         v.add(key, where, fmt::format("cannot parse the value as YAML: {}", e.msg));
@@ -483,6 +491,10 @@ Config load_config_string(std::string_view text, const std::string& source_name,
 
     YAML::Node root;
     try {
+        if (auto issue = find_yaml_bounds_issue(text)) {
+            v.add("", issue->line ? v.where_line(issue->line, issue->column) : source_name, issue->message);
+            v.raise();
+        }
         root = YAML::Load(std::string(text));
     } catch (const YAML::DeepRecursion& e) {
         v.add("", v.where_line(e.mark.line + 1, e.mark.column + 1),
@@ -502,10 +514,11 @@ Config load_config_string(std::string_view text, const std::string& source_name,
     if (!root.IsMap()) {
         v.add("", v.where(root),
               fmt::format("the top level is {}; expected a mapping with the sections run, model, data, trainer, ...",
-                          describe_found(root)));
+                          root.IsScalar() ? "a single scalar (text without `key: value` lines)" : describe_found(root)));
         v.raise();
     }
-    check_duplicates(root, "", v);
+    std::set<int> walked;
+    check_duplicates(root, "", v, walked);
     if (!v.ok()) v.raise();
 
     std::map<std::string, std::string> set_origin;

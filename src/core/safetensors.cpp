@@ -18,6 +18,8 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_describe.h"
+#include "core/json_parse.h"
 #include "core/unique_fd.h"
 #include "core/fs.h"
 #include "core/strings.h"
@@ -200,23 +202,16 @@ void SafetensorsFile::parse() {
     const std::uint64_t data_start = 8 + n;
     const std::uint64_t data_len = size_ - data_start;
 
-    // nlohmann keeps the last of duplicate keys silently; the callback sees every top-level key.
-    std::set<std::string> seen;
-    std::string duplicate;
-    auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
-        if (ev == nlohmann::json::parse_event_t::key && depth == 1) {
-            auto key = parsed.get<std::string>();
-            if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-        }
-        return true;
-    };
+    // Duplicate keys refused at every level (nlohmann alone keeps the last one silently).
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(header.begin(), header.end(), cb);
-    } catch (const nlohmann::json::exception& e) {
+        j = parse_json(header, "header", {kMaxHeaderBytes, 16, true});
+    } catch (const JsonParseError& e) {
+        if (e.reason() == "duplicate key")
+            throw fail(fmt::format("'{}' appears more than once in the header (a duplicate key at byte {})",
+                                   e.key_path(), 8 + e.byte()));
         throw fail(fmt::format("header (bytes 8..{}) is not valid JSON: {}", data_start, e.what()));
     }
-    if (!duplicate.empty()) throw fail(fmt::format("tensor name '{}' appears more than once in the header", duplicate));
     if (!j.is_object()) throw fail("header is not a JSON object");
 
     for (auto it = j.begin(); it != j.end(); ++it) {
@@ -254,17 +249,17 @@ void SafetensorsFile::parse() {
         std::uint64_t numel = 1;
         for (const auto& d : *sh) {
             if (!d.is_number_unsigned()) {
-                throw tfail(fmt::format("shape {} has an entry that is not a non-negative integer", sh->dump()));
+                throw tfail(fmt::format("shape {} has an entry that is not a non-negative integer", describe_json(*sh)));
             }
             auto dim = d.get<std::uint64_t>();
             if (dim > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, dim, &numel)) {
-                throw tfail(fmt::format("shape {} overflows 64 bits", sh->dump()));
+                throw tfail(fmt::format("shape {} overflows 64 bits", describe_json(*sh)));
             }
             info.shape.push_back(static_cast<std::int64_t>(dim));
         }
         std::uint64_t nbytes = 0;
         if (__builtin_mul_overflow(numel, static_cast<std::uint64_t>(st_dtype_size(info.dtype)), &nbytes)) {
-            throw tfail(fmt::format("shape {} x {} overflows 64 bits", sh->dump(), st_dtype_name(info.dtype)));
+            throw tfail(fmt::format("shape {} x {} overflows 64 bits", describe_json(*sh), st_dtype_name(info.dtype)));
         }
         auto off = v.find("data_offsets");
         if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||

@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/sha256.h"
 
 namespace llmt::data {
@@ -211,12 +212,9 @@ struct DocumentReader::Impl {
         std::string_view line;
         while (next_line(line)) {
             if (is_blank(line)) continue;
-            nlohmann::json j;
-            try {
-                j = nlohmann::json::parse(line);
-            } catch (const nlohmann::json::exception& e) {
-                throw FormatError(fmt::format("{}:{}: not a JSON value: {}", path.string(), line_no, e.what()));
-            }
+            // A document's line may be large (a book); its nesting and key names are not ours to print.
+            const nlohmann::json j =
+                parse_json(line, fmt::format("{}:{}", path.string(), line_no), {SIZE_MAX, 64, false});
             if (!j.is_object()) {
                 throw FormatError(fmt::format("{}:{}: expected a JSON object with a \"{}\" field, found a {}", path.string(), line_no,
                                               opts.text_field, j.type_name()));
