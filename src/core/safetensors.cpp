@@ -33,6 +33,9 @@ namespace {
 // The reference implementation refuses headers above 100 MB; so do we, before allocating anything.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 
+// A name from the header as messages show it: at most 128 bytes (a header may hold a 100 MB key).
+std::string shown(const std::string& name) { return name.size() <= 128 ? name : name.substr(0, 128) + "..."; }
+
 struct DTypeRow {
     StDType type;
     const char* name;
@@ -221,18 +224,18 @@ void SafetensorsFile::parse() {
             if (!v.is_object()) throw fail("\"__metadata__\" must be an object of string values");
             for (auto m = v.begin(); m != v.end(); ++m) {
                 if (!m->is_string()) {
-                    throw fail(fmt::format("\"__metadata__\".\"{}\" is {}, expected a string", m.key(),
+                    throw fail(fmt::format("\"__metadata__\".\"{}\" is {}, expected a string", shown(m.key()),
                                            m->type_name()));
                 }
                 metadata_[m.key()] = m->get<std::string>();
             }
             continue;
         }
-        auto tfail = [&](const std::string& msg) { return fail(fmt::format("tensor '{}': {}", name, msg)); };
+        auto tfail = [&](const std::string& msg) { return fail(fmt::format("tensor '{}': {}", shown(name), msg)); };
         if (!v.is_object()) throw tfail(fmt::format("entry is {}, expected an object", v.type_name()));
         for (auto f = v.begin(); f != v.end(); ++f) {
             if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") {
-                throw tfail(fmt::format("unknown field '{}' (expected dtype, shape, data_offsets)", f.key()));
+                throw tfail(fmt::format("unknown field '{}' (expected dtype, shape, data_offsets)", shown(f.key())));
             }
         }
         TensorInfo info;
@@ -242,7 +245,7 @@ void SafetensorsFile::parse() {
         if (!st_dtype_from_name(dt->get_ref<const std::string&>(), &info.dtype)) {
             throw tfail(fmt::format("unknown dtype '{}' (expected one of F64, F32, F16, BF16, I64, I32, "
                                     "I16, I8, U64, U32, U16, U8, BOOL, F8_E4M3, F8_E5M2)",
-                                    dt->get<std::string>()));
+                                    shown(dt->get<std::string>())));
         }
         auto sh = v.find("shape");
         if (sh == v.end() || !sh->is_array()) throw tfail("missing array field 'shape'");
@@ -293,13 +296,13 @@ void SafetensorsFile::parse() {
     const TensorInfo* prev = nullptr;
     for (const auto& t : infos_) {
         if (t.offset < expect) {
-            throw fail(fmt::format("tensor '{}' (data_offsets begin {}) overlaps tensor '{}' (ends at {})", t.name,
-                                   t.offset - data_start, prev->name, expect - data_start));
+            throw fail(fmt::format("tensor '{}' (data_offsets begin {}) overlaps tensor '{}' (ends at {})", shown(t.name),
+                                   t.offset - data_start, shown(prev->name), expect - data_start));
         }
         if (t.offset > expect) {
             throw fail(fmt::format("gap in the data section: tensor '{}' begins at {}, expected {} (tensors must "
                                    "be contiguous)",
-                                   t.name, t.offset - data_start, expect - data_start));
+                                   shown(t.name), t.offset - data_start, expect - data_start));
         }
         expect = t.offset + t.nbytes;
         prev = &t;

@@ -221,8 +221,12 @@ struct DocumentReader::Impl {
             }
             auto it = j.find(opts.text_field);
             if (it == j.end()) {
+                // Field names only (never values), at most 8 of them, each cut at 32 bytes.
                 std::string keys;
-                for (auto k = j.begin(); k != j.end(); ++k) keys += (keys.empty() ? "" : ", ") + k.key();
+                std::size_t listed = 0;
+                for (auto k = j.begin(); k != j.end() && listed < 8; ++k, ++listed)
+                    keys += (keys.empty() ? "" : ", ") + k.key().substr(0, 32);
+                if (j.size() > listed) keys += fmt::format(" and {} more", j.size() - listed);
                 throw FormatError(fmt::format("{}:{}: no field \"{}\" (fields present: {}) (hint: --text-field NAME)", path.string(),
                                               line_no, opts.text_field, keys.empty() ? "none" : keys));
             }
