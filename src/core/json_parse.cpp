@@ -6,13 +6,13 @@
 #include <fmt/format.h>
 
 #include <iterator>
+#include <set>
+#include <type_traits>
 #include <vector>
 
 namespace llmt {
 
 namespace {
-
-using Json = nlohmann::json;
 
 // A const char* iterator that publishes its position to *cursor on every step.
 struct CountingIterator {
@@ -65,6 +65,7 @@ std::string library_reason(const nlohmann::detail::exception& ex) {
 
 bool is_integer_literal(const std::string& s) { return s.find_first_of(".eE") == std::string::npos; }
 
+template <class Json>
 class BoundedDomBuilder {
 public:
     BoundedDomBuilder(const JsonLimits& limits, const char* begin, const char* const* cursor)
@@ -96,23 +97,28 @@ public:
     // ---- nlohmann SAX interface ----
     bool null() { return add(Json(nullptr)); }
     bool boolean(bool v) { return add(Json(v)); }
-    bool number_integer(Json::number_integer_t v) { return add(Json(v)); }
-    bool number_unsigned(Json::number_unsigned_t v) { return add(Json(v)); }
-    bool number_float(Json::number_float_t v, const Json::string_t& text) {
+    bool number_integer(typename Json::number_integer_t v) { return add(Json(v)); }
+    bool number_unsigned(typename Json::number_unsigned_t v) { return add(Json(v)); }
+    bool number_float(typename Json::number_float_t v, const typename Json::string_t& text) {
         begin_value();
         // The lexer reads an integer literal beyond 64 bits as a double: refuse it rather than round.
         if (is_integer_literal(text)) return fail("integer does not fit 64 bits");
         return place(Json(v));
     }
-    bool string(Json::string_t& v) { return add(Json(std::move(v))); }
-    bool binary(Json::binary_t& /*v*/) { return fail("binary values are not JSON"); }
+    bool string(typename Json::string_t& v) { return add(Json(std::move(v))); }
+    bool binary(typename Json::binary_t& /*v*/) { return fail("binary values are not JSON"); }
     bool start_object(std::size_t /*elements*/) { return open(Json::object(), true); }
-    bool key(Json::string_t& k) {
+    bool key(typename Json::string_t& k) {
         Frame& f = frames_.back();
         f.key = k;
         f.has_key = true;
         Json& obj = *stack_.back();
-        if (obj.contains(k)) return fail("duplicate key");
+        // ordered_json looks keys up by a linear scan: a set per open object keeps this O(log n).
+        if constexpr (std::is_same_v<Json, nlohmann::json>) {
+            if (obj.contains(k)) return fail("duplicate key");
+        } else {
+            if (!f.keys.insert(k).second) return fail("duplicate key");
+        }
         slot_ = &obj[k];
         return true;
     }
@@ -136,6 +142,7 @@ private:
         bool has_key = false;
         std::string key;
         std::size_t begun = 0;  // arrays: elements begun so far
+        std::set<std::string> keys;  // objects of ordered_json: keys seen
     };
 
     void begin_value() {
@@ -155,8 +162,8 @@ private:
         }
         Json& parent = *stack_.back();
         if (parent.is_array()) {
-            parent.get_ref<Json::array_t&>().push_back(std::move(v));
-            return &parent.get_ref<Json::array_t&>().back();
+            parent.template get_ref<typename Json::array_t&>().push_back(std::move(v));
+            return &parent.template get_ref<typename Json::array_t&>().back();
         }
         *slot_ = std::move(v);
         return slot_;
@@ -174,7 +181,7 @@ private:
         if (static_cast<int>(stack_.size()) >= limits_.max_depth)
             return fail(fmt::format("nested deeper than {} level{}", limits_.max_depth, limits_.max_depth == 1 ? "" : "s"));
         stack_.push_back(put(std::move(empty)));
-        frames_.push_back(Frame{object, false, {}, 0});
+        frames_.push_back(Frame{object, false, {}, 0, {}});
         return true;
     }
     bool close() {
@@ -225,14 +232,17 @@ JsonParseError::JsonParseError(std::string source, std::string reason, std::size
     : FormatError(compose(source, reason, byte, line, column, key_path)), reason_(std::move(reason)), byte_(byte),
       key_path_(std::move(key_path)) {}
 
-nlohmann::json parse_json(std::string_view text, const std::string& source, const JsonLimits& limits) {
+namespace {
+
+template <class Json>
+Json parse_bounded(std::string_view text, const std::string& source, const JsonLimits& limits) {
     if (text.size() > limits.max_bytes)
         throw JsonParseError(source,
                              fmt::format("{} bytes, over the {}-byte limit for this JSON input", text.size(),
                                          limits.max_bytes),
                              0, 0, 0, "");
     const char* cursor = text.data();
-    BoundedDomBuilder builder(limits, text.data(), &cursor);
+    BoundedDomBuilder<Json> builder(limits, text.data(), &cursor);
     CountingIterator first{text.data(), &cursor};
     CountingIterator last{text.data() + text.size(), &cursor};
     const bool ok = Json::sax_parse(first, last, &builder, nlohmann::detail::input_format_t::json, true, false);
@@ -241,6 +251,17 @@ nlohmann::json parse_json(std::string_view text, const std::string& source, cons
     const auto [line, column] = line_column(text, byte);
     const std::string path = limits.name_keys ? builder.key_path(builder.in_error_callback()) : "";
     throw JsonParseError(source, builder.failed() ? builder.reason() : "not JSON", byte, line, column, path);
+}
+
+}  // namespace
+
+nlohmann::json parse_json(std::string_view text, const std::string& source, const JsonLimits& limits) {
+    return parse_bounded<nlohmann::json>(text, source, limits);
+}
+
+nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::string& source,
+                                          const JsonLimits& limits) {
+    return parse_bounded<nlohmann::ordered_json>(text, source, limits);
 }
 
 std::optional<nlohmann::json> try_parse_json(std::string_view text, const JsonLimits& limits) {

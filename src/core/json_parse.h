@@ -50,6 +50,10 @@ private:
 // Thread-safe; the result owns no reference to `text`.
 nlohmann::json parse_json(std::string_view text, const std::string& source, const JsonLimits& limits = {});
 
+// The same, keeping object keys in input order (nlohmann::ordered_json).
+nlohmann::ordered_json parse_ordered_json(std::string_view text, const std::string& source,
+                                          const JsonLimits& limits = {});
+
 // parse_json that returns nullopt instead of throwing, for inputs where a bad line is skipped.
 std::optional<nlohmann::json> try_parse_json(std::string_view text, const JsonLimits& limits = {});
 

@@ -138,3 +138,22 @@ TEST(JsonDescribe, BoundedDescriptions) {
 
 }  // namespace
 }  // namespace llmt
+
+namespace llmt {
+namespace {
+
+TEST(JsonParseOrdered, KeepsKeyOrderAndRefusesDuplicates) {
+    const auto j = parse_ordered_json(R"({"b": 1, "a": {"z": [1, 2], "y": null}})", "in");
+    EXPECT_EQ(j.begin().key(), "b");
+    EXPECT_EQ(j["a"].begin().key(), "z");
+    try {
+        parse_ordered_json(R"({"a": {"z": 1, "y": 2, "z": 3}})", "in");
+        FAIL() << "duplicate accepted";
+    } catch (const JsonParseError& e) {
+        EXPECT_EQ(e.key_path(), "a.z");
+    }
+    EXPECT_THROW(parse_ordered_json(std::string(1000, '['), "in"), JsonParseError);
+}
+
+}  // namespace
+}  // namespace llmt
