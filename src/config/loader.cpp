@@ -142,14 +142,28 @@ std::string describe_found(const YAML::Node& n) {
 
 bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
 
-std::optional<double> parse_number(const YAML::Node& n) {
+// The scalar spelled as a plain (unquoted) decimal number, or nullopt; the value may be infinite.
+std::optional<double> number_literal(const YAML::Node& n) {
     if (!n.IsScalar() || is_quoted(n)) return std::nullopt;
     static const std::regex kNum(R"(^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$)");
     const std::string& s = n.Scalar();
     if (!std::regex_match(s, kNum)) return std::nullopt;
-    double x = std::strtod(s.c_str(), nullptr);
-    if (!std::isfinite(x)) return std::nullopt;
+    return std::strtod(s.c_str(), nullptr);
+}
+
+std::optional<double> parse_number(const YAML::Node& n) {
+    auto x = number_literal(n);
+    if (!x || !std::isfinite(*x)) return std::nullopt;
     return x;
+}
+
+// Why a number literal was refused beyond the field's range, for the message ("" if it fits).
+std::string overflow_note(const YAML::Node& n, bool integer) {
+    const auto x = number_literal(n);
+    if (!x) return "";
+    if (!std::isfinite(*x)) return " (beyond the range of a 64-bit float)";
+    if (integer && std::abs(*x) > 9007199254740991.0) return " (integers are limited to 2^53 - 1)";
+    return "";
 }
 
 bool in_range(const FieldSpec& f, double x) {
@@ -169,12 +183,13 @@ std::optional<ordered_json> convert(const FieldSpec& f, const YAML::Node& n, con
     switch (f.type) {
         case FieldType::kInt: {
             auto x = parse_number(n);
-            if (!x || *x != std::floor(*x) || std::abs(*x) > 9007199254740991.0 || !in_range(f, *x)) return bad();
+            if (!x || *x != std::floor(*x) || std::abs(*x) > 9007199254740991.0 || !in_range(f, *x))
+                return bad(overflow_note(n, true));
             return ordered_json(static_cast<int64_t>(*x));
         }
         case FieldType::kFloat: {
             auto x = parse_number(n);
-            if (!x || !in_range(f, *x)) return bad();
+            if (!x || !in_range(f, *x)) return bad(overflow_note(n, false));
             return ordered_json(*x);
         }
         case FieldType::kBool: {
