@@ -45,7 +45,7 @@ std::vector<uint32_t> parse_ids(const std::string& in) {
     std::vector<uint32_t> ids;
     const std::size_t first = in.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && in[first] == '[') {
-        // Ids are flat: depth 1. Input size is bounded by the reader; the parse adds no limit of its own.
+        // Ids are flat: depth 1. The whole of stdin is the input (the user's own), so no size limit here.
         const nlohmann::json j = parse_json(in, "stdin (a JSON array of ids)", {SIZE_MAX, 1});
         if (!j.is_array()) throw InputError("stdin: expected a JSON array of ids");
         ids.reserve(j.size());

@@ -9,8 +9,8 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/json_parse.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "core/sha256.h"
 
 namespace llmt::data {

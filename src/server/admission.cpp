@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "core/json_parse.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 
 namespace llmt::server {
 

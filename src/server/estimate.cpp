@@ -7,8 +7,8 @@
 #include <algorithm>
 
 #include "core/error.h"
-#include "core/json_parse.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "models/gpt2.h"
 
 namespace llmt::server {
