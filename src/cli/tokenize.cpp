@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -13,6 +14,8 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/json_describe.h"
+#include "core/json_parse.h"
 #include "data/tokenizer.h"
 
 namespace llmt::cli {
@@ -42,18 +45,14 @@ std::vector<uint32_t> parse_ids(const std::string& in) {
     std::vector<uint32_t> ids;
     const std::size_t first = in.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && in[first] == '[') {
-        nlohmann::json j;
-        try {
-            j = nlohmann::json::parse(in);
-        } catch (const nlohmann::json::parse_error& e) {
-            throw InputError(fmt::format("stdin: not a valid JSON array of ids (at byte {}): {}", e.byte, e.what()));
-        }
+        // Ids are flat: depth 1. The whole of stdin is the input (the user's own), so no size limit here.
+        const nlohmann::json j = parse_json(in, "stdin (a JSON array of ids)", {SIZE_MAX, 1});
         if (!j.is_array()) throw InputError("stdin: expected a JSON array of ids");
         ids.reserve(j.size());
         for (std::size_t i = 0; i < j.size(); ++i) {
             if (!j[i].is_number_unsigned() || j[i].get<uint64_t>() > UINT32_MAX)
                 throw InputError(fmt::format("stdin: element {} ({}) is not a token id (a non-negative integer)", i,
-                                             j[i].dump()));
+                                             describe_json(j[i])));
             ids.push_back(j[i].get<uint32_t>());
         }
         return ids;

@@ -14,6 +14,7 @@
 
 #include "config/schema.h"
 #include "config/typed.h"
+#include "config/yaml_bounds.h"
 #include "core/fs.h"
 #include "core/strings.h"
 
@@ -141,14 +142,28 @@ std::string describe_found(const YAML::Node& n) {
 
 bool is_quoted(const YAML::Node& n) { return n.Tag() == "!"; }
 
-std::optional<double> parse_number(const YAML::Node& n) {
+// The scalar spelled as a plain (unquoted) decimal number, or nullopt; the value may be infinite.
+std::optional<double> number_literal(const YAML::Node& n) {
     if (!n.IsScalar() || is_quoted(n)) return std::nullopt;
     static const std::regex kNum(R"(^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$)");
     const std::string& s = n.Scalar();
     if (!std::regex_match(s, kNum)) return std::nullopt;
-    double x = std::strtod(s.c_str(), nullptr);
-    if (!std::isfinite(x)) return std::nullopt;
+    return std::strtod(s.c_str(), nullptr);
+}
+
+std::optional<double> parse_number(const YAML::Node& n) {
+    auto x = number_literal(n);
+    if (!x || !std::isfinite(*x)) return std::nullopt;
     return x;
+}
+
+// Why a number literal was refused beyond the field's range, for the message ("" if it fits).
+std::string overflow_note(const YAML::Node& n, bool integer) {
+    const auto x = number_literal(n);
+    if (!x) return "";
+    if (!std::isfinite(*x)) return " (beyond the range of a 64-bit float)";
+    if (integer && std::abs(*x) > 9007199254740991.0) return " (integers are limited to 2^53 - 1)";
+    return "";
 }
 
 bool in_range(const FieldSpec& f, double x) {
@@ -168,12 +183,13 @@ std::optional<ordered_json> convert(const FieldSpec& f, const YAML::Node& n, con
     switch (f.type) {
         case FieldType::kInt: {
             auto x = parse_number(n);
-            if (!x || *x != std::floor(*x) || std::abs(*x) > 9007199254740991.0 || !in_range(f, *x)) return bad();
+            if (!x || *x != std::floor(*x) || std::abs(*x) > 9007199254740991.0 || !in_range(f, *x))
+                return bad(overflow_note(n, true));
             return ordered_json(static_cast<int64_t>(*x));
         }
         case FieldType::kFloat: {
             auto x = parse_number(n);
-            if (!x || !in_range(f, *x)) return bad();
+            if (!x || !in_range(f, *x)) return bad(overflow_note(n, false));
             return ordered_json(*x);
         }
         case FieldType::kBool: {
@@ -227,9 +243,12 @@ std::optional<ordered_json> convert(const FieldSpec& f, const YAML::Node& n, con
     return bad();
 }
 
-// Duplicate keys are silently merged by many YAML loaders; we refuse them.
-void check_duplicates(const YAML::Node& n, const std::string& prefix, Validator& v, int depth = 0) {
+// Duplicate keys are silently merged by many YAML loaders; we refuse them. An alias is the node it
+// names (same mark), so each collection is walked once however many aliases point at it.
+void check_duplicates(const YAML::Node& n, const std::string& prefix, Validator& v, std::set<int>& walked,
+                      int depth = 0) {
     if (depth > 64) return;
+    if ((n.IsMap() || n.IsSequence()) && !n.Mark().is_null() && !walked.insert(n.Mark().pos).second) return;
     if (n.IsMap()) {
         std::map<std::string, YAML::Node> seen;
         for (auto it = n.begin(); it != n.end(); ++it) {
@@ -240,10 +259,10 @@ void check_duplicates(const YAML::Node& n, const std::string& prefix, Validator&
                 v.add(path, v.where(it->first),
                       fmt::format("duplicate key (first defined at line {})", pos->second.Mark().line + 1));
             }
-            check_duplicates(it->second, path, v, depth + 1);
+            check_duplicates(it->second, path, v, walked, depth + 1);
         }
     } else if (n.IsSequence()) {
-        for (const auto& e : n) check_duplicates(e, prefix, v, depth + 1);
+        for (const auto& e : n) check_duplicates(e, prefix, v, walked, depth + 1);
     }
 }
 
@@ -315,6 +334,10 @@ void apply_set(YAML::Node& root, const std::string& kv, std::map<std::string, st
     }
     YAML::Node parsed;
     try {
+        if (auto issue = find_yaml_bounds_issue(value)) {
+            v.add(key, where, fmt::format("the value {}", issue->message));
+            return;
+        }
         parsed = YAML::Load(value);
     } catch (const YAML::Exception& e) {
         v.add(key, where, fmt::format("cannot parse the value as YAML: {}", e.msg));
@@ -489,6 +512,10 @@ Config load_config_string(std::string_view text, const std::string& source_name,
 
     YAML::Node root;
     try {
+        if (auto issue = find_yaml_bounds_issue(text)) {
+            v.add("", issue->line ? v.where_line(issue->line, issue->column) : source_name, issue->message);
+            v.raise();
+        }
         root = YAML::Load(std::string(text));
     } catch (const YAML::DeepRecursion& e) {
         v.add("", v.where_line(e.mark.line + 1, e.mark.column + 1),
@@ -508,10 +535,11 @@ Config load_config_string(std::string_view text, const std::string& source_name,
     if (!root.IsMap()) {
         v.add("", v.where(root),
               fmt::format("the top level is {}; expected a mapping with the sections run, model, data, trainer, ...",
-                          describe_found(root)));
+                          root.IsScalar() ? "a single scalar (text without `key: value` lines)" : describe_found(root)));
         v.raise();
     }
-    check_duplicates(root, "", v);
+    std::set<int> walked;
+    check_duplicates(root, "", v, walked);
     if (!v.ok()) v.raise();
 
     std::map<std::string, std::string> set_origin;

@@ -18,6 +18,8 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/json_describe.h"
+#include "core/json_parse.h"
 #include "core/unique_fd.h"
 #include "core/fs.h"
 #include "core/regular_file.h"
@@ -32,6 +34,9 @@ namespace {
 
 // The reference implementation refuses headers above 100 MB; so do we, before allocating anything.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+
+// A name from the header as messages show it: at most 128 bytes (a header may hold a 100 MB key).
+std::string shown(const std::string& name) { return name.size() <= 128 ? name : name.substr(0, 128) + "..."; }
 
 struct DTypeRow {
     StDType type;
@@ -203,23 +208,16 @@ void SafetensorsFile::parse() {
     const std::uint64_t data_start = 8 + n;
     const std::uint64_t data_len = size_ - data_start;
 
-    // nlohmann keeps the last of duplicate keys silently; the callback sees every top-level key.
-    std::set<std::string> seen;
-    std::string duplicate;
-    auto cb = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
-        if (ev == nlohmann::json::parse_event_t::key && depth == 1) {
-            auto key = parsed.get<std::string>();
-            if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-        }
-        return true;
-    };
+    // Duplicate keys refused at every level (nlohmann alone keeps the last one silently).
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(header.begin(), header.end(), cb);
-    } catch (const nlohmann::json::exception& e) {
+        j = parse_json(header, "header", {kMaxHeaderBytes, 16, true});
+    } catch (const JsonParseError& e) {
+        if (e.reason() == "duplicate key")
+            throw fail(fmt::format("'{}' appears more than once in the header (a duplicate key at byte {})",
+                                   e.key_path(), 8 + e.byte()));
         throw fail(fmt::format("header (bytes 8..{}) is not valid JSON: {}", data_start, e.what()));
     }
-    if (!duplicate.empty()) throw fail(fmt::format("tensor name '{}' appears more than once in the header", duplicate));
     if (!j.is_object()) throw fail("header is not a JSON object");
 
     for (auto it = j.begin(); it != j.end(); ++it) {
@@ -229,18 +227,18 @@ void SafetensorsFile::parse() {
             if (!v.is_object()) throw fail("\"__metadata__\" must be an object of string values");
             for (auto m = v.begin(); m != v.end(); ++m) {
                 if (!m->is_string()) {
-                    throw fail(fmt::format("\"__metadata__\".\"{}\" is {}, expected a string", m.key(),
+                    throw fail(fmt::format("\"__metadata__\".\"{}\" is {}, expected a string", shown(m.key()),
                                            m->type_name()));
                 }
                 metadata_[m.key()] = m->get<std::string>();
             }
             continue;
         }
-        auto tfail = [&](const std::string& msg) { return fail(fmt::format("tensor '{}': {}", name, msg)); };
+        auto tfail = [&](const std::string& msg) { return fail(fmt::format("tensor '{}': {}", shown(name), msg)); };
         if (!v.is_object()) throw tfail(fmt::format("entry is {}, expected an object", v.type_name()));
         for (auto f = v.begin(); f != v.end(); ++f) {
             if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") {
-                throw tfail(fmt::format("unknown field '{}' (expected dtype, shape, data_offsets)", f.key()));
+                throw tfail(fmt::format("unknown field '{}' (expected dtype, shape, data_offsets)", shown(f.key())));
             }
         }
         TensorInfo info;
@@ -250,24 +248,24 @@ void SafetensorsFile::parse() {
         if (!st_dtype_from_name(dt->get_ref<const std::string&>(), &info.dtype)) {
             throw tfail(fmt::format("unknown dtype '{}' (expected one of F64, F32, F16, BF16, I64, I32, "
                                     "I16, I8, U64, U32, U16, U8, BOOL, F8_E4M3, F8_E5M2)",
-                                    dt->get<std::string>()));
+                                    shown(dt->get<std::string>())));
         }
         auto sh = v.find("shape");
         if (sh == v.end() || !sh->is_array()) throw tfail("missing array field 'shape'");
         std::uint64_t numel = 1;
         for (const auto& d : *sh) {
             if (!d.is_number_unsigned()) {
-                throw tfail(fmt::format("shape {} has an entry that is not a non-negative integer", sh->dump()));
+                throw tfail(fmt::format("shape {} has an entry that is not a non-negative integer", describe_json(*sh)));
             }
             auto dim = d.get<std::uint64_t>();
             if (dim > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, dim, &numel)) {
-                throw tfail(fmt::format("shape {} overflows 64 bits", sh->dump()));
+                throw tfail(fmt::format("shape {} overflows 64 bits", describe_json(*sh)));
             }
             info.shape.push_back(static_cast<std::int64_t>(dim));
         }
         std::uint64_t nbytes = 0;
         if (__builtin_mul_overflow(numel, static_cast<std::uint64_t>(st_dtype_size(info.dtype)), &nbytes)) {
-            throw tfail(fmt::format("shape {} x {} overflows 64 bits", sh->dump(), st_dtype_name(info.dtype)));
+            throw tfail(fmt::format("shape {} x {} overflows 64 bits", describe_json(*sh), st_dtype_name(info.dtype)));
         }
         auto off = v.find("data_offsets");
         if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
@@ -301,13 +299,13 @@ void SafetensorsFile::parse() {
     const TensorInfo* prev = nullptr;
     for (const auto& t : infos_) {
         if (t.offset < expect) {
-            throw fail(fmt::format("tensor '{}' (data_offsets begin {}) overlaps tensor '{}' (ends at {})", t.name,
-                                   t.offset - data_start, prev->name, expect - data_start));
+            throw fail(fmt::format("tensor '{}' (data_offsets begin {}) overlaps tensor '{}' (ends at {})", shown(t.name),
+                                   t.offset - data_start, shown(prev->name), expect - data_start));
         }
         if (t.offset > expect) {
             throw fail(fmt::format("gap in the data section: tensor '{}' begins at {}, expected {} (tensors must "
                                    "be contiguous)",
-                                   t.name, t.offset - data_start, expect - data_start));
+                                   shown(t.name), t.offset - data_start, expect - data_start));
         }
         expect = t.offset + t.nbytes;
         prev = &t;

@@ -15,6 +15,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "core/regular_file.h"
 #include "core/sha256.h"
 
@@ -212,20 +213,21 @@ struct DocumentReader::Impl {
         std::string_view line;
         while (next_line(line)) {
             if (is_blank(line)) continue;
-            nlohmann::json j;
-            try {
-                j = nlohmann::json::parse(line);
-            } catch (const nlohmann::json::exception& e) {
-                throw FormatError(fmt::format("{}:{}: not a JSON value: {}", path.string(), line_no, e.what()));
-            }
+            // A document's line may be large (a book); its nesting and key names are not ours to print.
+            const nlohmann::json j =
+                parse_json(line, fmt::format("{}:{}", path.string(), line_no), {SIZE_MAX, 64, false});
             if (!j.is_object()) {
                 throw FormatError(fmt::format("{}:{}: expected a JSON object with a \"{}\" field, found a {}", path.string(), line_no,
                                               opts.text_field, j.type_name()));
             }
             auto it = j.find(opts.text_field);
             if (it == j.end()) {
+                // Field names only (never values), at most 8 of them, each cut at 32 bytes.
                 std::string keys;
-                for (auto k = j.begin(); k != j.end(); ++k) keys += (keys.empty() ? "" : ", ") + k.key();
+                std::size_t listed = 0;
+                for (auto k = j.begin(); k != j.end() && listed < 8; ++k, ++listed)
+                    keys += (keys.empty() ? "" : ", ") + k.key().substr(0, 32);
+                if (j.size() > listed) keys += fmt::format(" and {} more", j.size() - listed);
                 throw FormatError(fmt::format("{}:{}: no field \"{}\" (fields present: {}) (hint: --text-field NAME)", path.string(),
                                               line_no, opts.text_field, keys.empty() ? "none" : keys));
             }

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/json_describe.h"
 
 namespace llmt::data {
 namespace {
@@ -108,12 +109,12 @@ void DataLoader::restore(const nlohmann::json& s) {
     auto uint_field = [&](const char* name) -> uint64_t {
         const auto& v = field(name);
         LLMT_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0),
-                   "data loader state: field '{}' must be a non-negative integer, got {}", name, v.dump());
+                   "data loader state: field '{}' must be a non-negative integer, got {}", name, describe_json(v));
         return v.get<uint64_t>();
     };
     const auto& kind = field("kind");
-    LLMT_CHECK(kind == "llmtrain.DataLoader", "data loader state: field 'kind' is {}, expected \"llmtrain.DataLoader\"", kind.dump());
-    LLMT_CHECK(uint_field("version") == 1, "data loader state: field 'version' is {}, this build reads version 1", field("version").dump());
+    LLMT_CHECK(kind == "llmtrain.DataLoader", "data loader state: field 'kind' is {}, expected \"llmtrain.DataLoader\"", describe_json(kind));
+    LLMT_CHECK(uint_field("version") == 1, "data loader state: field 'version' is {}, this build reads version 1", describe_json(field("version")));
     auto expect_eq = [&](const char* name, uint64_t mine, const char* what) {
         const uint64_t theirs = uint_field(name);
         LLMT_CHECK(theirs == mine, "data loader state: field '{}' is {} but this loader has {} {} (different data or settings?)", name,
@@ -125,11 +126,11 @@ void DataLoader::restore(const nlohmann::json& s) {
     expect_eq("total_tokens", shards_.size(), "total_tokens");
     const auto& sh = field("shuffle");
     LLMT_CHECK(sh.is_boolean() && sh.get<bool>() == opts_.shuffle, "data loader state: field 'shuffle' is {} but this loader has shuffle = {}",
-               sh.dump(), opts_.shuffle);
+               describe_json(sh), opts_.shuffle);
     const uint64_t pos = uint_field("position");
     LLMT_CHECK(uint_field("epoch") == pos / num_windows_ && uint_field("cursor") == pos % num_windows_,
                "data loader state: fields 'epoch' ({}) and 'cursor' ({}) do not agree with 'position' ({}) over {} windows",
-               field("epoch").dump(), field("cursor").dump(), pos, num_windows_);
+               describe_json(field("epoch")), describe_json(field("cursor")), pos, num_windows_);
     position_ = pos;
 }
 

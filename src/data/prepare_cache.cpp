@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "core/sha256.h"
 
 namespace llmt::data {
@@ -53,10 +54,10 @@ CachedShards prepare_cached(PrepareOptions opts, const fs::path& cache_root) {
     std::error_code ec;
     if (fs::exists(manifest, ec)) {
         try {
-            out.manifest = nlohmann::json::parse(read_file(manifest));
+            out.manifest = parse_json(read_file(manifest), manifest.string());
             out.reused = true;
             return out;
-        } catch (const nlohmann::json::exception&) {
+        } catch (const JsonParseError&) {
             // An unreadable manifest (edited by hand?): prepare again, which replaces it.
         }
     }

@@ -89,8 +89,9 @@ Shard Shard::open(const std::filesystem::path& path, ShardFormat format, std::si
         }
         s.token_bytes_ = 4;
     } else {
+        // The bytes found are not printed: a file named by mistake may hold a secret.
         format_error(path, 0,
-                     fmt::format("bad magic {}: expected {} (uint16 tokens) or {} (uint32 tokens) of an llm.c token shard", magic,
+                     fmt::format("bad magic: expected {} (uint16 tokens) or {} (uint32 tokens) of an llm.c token shard",
                                  kShardMagicU16, kShardMagicU32));
     }
     if (count < 0) format_error(path, 8, fmt::format("negative token count {}", count));

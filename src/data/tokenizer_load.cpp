@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "core/sha256.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_vocab.h"
@@ -20,6 +21,10 @@ namespace fs = std::filesystem;
 
 namespace llmt::data {
 namespace {
+
+// Hugging Face tokenizer.json files run to tens of MB; their nesting is a handful of levels. Key names
+// stay out of messages: the file may be something else named by mistake.
+constexpr JsonLimits kTokenizerJsonLimits{std::size_t{256} << 20, 32, false};
 
 // sha256 of OpenAI's r50k_base.tiktoken (= gpt2), the file `--tokenizer gpt2` must find.
 constexpr const char* kGpt2Sha256 = "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930";
@@ -127,9 +132,10 @@ RankList ranks_from_merges(const std::vector<std::pair<std::string, uint32_t>>& 
             continue;
         }
         if (!decode_byte_level(key, bytes)) {
-            throw FormatError(fmt::format("{}: token \"{}\" (id {}) has a character outside GPT-2's byte-level "
+            // Token text is not quoted (here or below): the file may not be a vocabulary at all.
+            throw FormatError(fmt::format("{}: the token with id {} has a character outside GPT-2's byte-level "
                                           "alphabet",
-                                          vocab_name, key, id));
+                                          vocab_name, id));
         }
         ids.emplace(bytes, id);
     }
@@ -153,17 +159,17 @@ RankList ranks_from_merges(const std::vector<std::pair<std::string, uint32_t>>& 
     std::string l, r;
     for (const Merge& m : merges) {
         if (!decode_byte_level(m.left, l) || !decode_byte_level(m.right, r)) {
-            throw FormatError(fmt::format("{}: merge \"{} {}\" has a character outside GPT-2's byte-level alphabet",
-                                          where(m), m.left, m.right));
+            throw FormatError(fmt::format("{}: the merge has a character outside GPT-2's byte-level alphabet",
+                                          where(m)));
         }
         const std::string merged = l + r;
         auto it = ids.find(merged);
         if (it == ids.end() || it->second != rank) {
             throw FormatError(fmt::format(
-                "{}: merge \"{} {}\" gives rank {} but {} has {} for \"{}{}\"; only vocabularies whose ids "
+                "{}: the merge gives rank {} but {} has {} for the merged token; only vocabularies whose ids "
                 "follow the merge order (like GPT-2's) give the same tokens under rank-based BPE",
-                where(m), m.left, m.right, rank, vocab_name,
-                it == ids.end() ? std::string("no id") : fmt::format("id {}", it->second), m.left, m.right));
+                where(m), rank, vocab_name,
+                it == ids.end() ? std::string("no id") : fmt::format("id {}", it->second)));
         }
         list.ranks.emplace_back(merged, rank++);
     }
@@ -226,9 +232,10 @@ RankList load_tiktoken_file(const std::string& path) {
         if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
         if (line.empty()) continue;
         const std::size_t sp = line.find(' ');
+        // The line itself is never quoted: a file named by mistake may hold a secret (a tokens file).
         auto bad = [&](const char* what) {
-            return FormatError(fmt::format("{}:{}: {}; expected 'BASE64 RANK' (the .tiktoken format), found \"{}\"",
-                                           path, line_no, what, line.substr(0, 80)));
+            return FormatError(fmt::format("{}:{}: {}; expected 'BASE64 RANK' (the .tiktoken format) on every line",
+                                           path, line_no, what));
         };
         if (sp == std::string_view::npos) throw bad("no space");
         if (!base64_decode(line.substr(0, sp), bytes)) throw bad("invalid base64");
@@ -251,12 +258,7 @@ RankList load_tiktoken_file(const std::string& path) {
 namespace {
 RankList load_hf_tokenizer_json_unchecked(const std::string& path) {
     const std::string data = read_file(path);
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(data);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw FormatError(fmt::format("{}: not valid JSON at byte {}: {}", path, e.byte, e.what()));
-    }
+    const nlohmann::json j = parse_json(data, path, kTokenizerJsonLimits);
     auto fail = [&](const std::string& key, const std::string& what) {
         return FormatError(fmt::format("{}: {}: {}", path, key, what));
     };
@@ -264,7 +266,7 @@ RankList load_hf_tokenizer_json_unchecked(const std::string& path) {
         throw fail("model", "missing; expected a Hugging Face tokenizer.json");
     const auto& model = j["model"];
     if (model.value("type", std::string("BPE")) != "BPE")
-        throw fail("model.type", fmt::format("is \"{}\"; only BPE is supported", model.value("type", "")));
+        throw fail("model.type", "is not \"BPE\"; only BPE is supported");
     const auto& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json();
     if (!pre.is_object() || pre.value("type", "") != "ByteLevel" || pre.value("add_prefix_space", false) ||
         !pre.value("use_regex", true)) {
@@ -276,7 +278,8 @@ RankList load_hf_tokenizer_json_unchecked(const std::string& path) {
     if (!model.contains("merges") || !model["merges"].is_array()) throw fail("model.merges", "missing or not an array");
     std::vector<std::pair<std::string, uint32_t>> vocab;
     for (const auto& [key, id] : model["vocab"].items()) {
-        if (!id.is_number_unsigned()) throw fail("model.vocab." + key, "id is not a non-negative integer");
+        if (!id.is_number_unsigned())
+            throw fail(fmt::format("model.vocab entry {}", vocab.size()), "id is not a non-negative integer");
         vocab.emplace_back(key, id.get<uint32_t>());
     }
     std::vector<Merge> merges;
@@ -306,8 +309,7 @@ RankList load_hf_tokenizer_json_unchecked(const std::string& path) {
             for (auto& [k, v] : vocab) listed = listed || (k == content && v == id);
             if (!listed) vocab.emplace_back(content, id);
             if (!is_hf_special(content)) {
-                throw fail("added_tokens", fmt::format("special token \"{}\" is not supported (only <|endoftext|>)",
-                                                       content));
+                throw fail("added_tokens", "a special token other than <|endoftext|> is not supported");
             }
         }
     }
@@ -322,6 +324,7 @@ RankList load_hf_tokenizer_json(const std::string& path) {
     try {
         return load_hf_tokenizer_json_unchecked(path);
     } catch (const nlohmann::json::exception& e) {  // a value of the wrong JSON type somewhere
+        // nlohmann's type_error names types and keys of its own, never values.
         throw FormatError(fmt::format("{}: unexpected JSON value: {}", path, e.what()));
     }
 }
@@ -329,17 +332,12 @@ RankList load_hf_tokenizer_json(const std::string& path) {
 RankList load_vocab_merges(const std::string& vocab_path, const std::string& merges_path) {
     const std::string vdata = read_file(vocab_path);
     const std::string mdata = read_file(merges_path);
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(vdata);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw FormatError(fmt::format("{}: not valid JSON at byte {}: {}", vocab_path, e.byte, e.what()));
-    }
+    const nlohmann::json j = parse_json(vdata, vocab_path, kTokenizerJsonLimits);
     if (!j.is_object()) throw FormatError(fmt::format("{}: expected a JSON object of token -> id", vocab_path));
     std::vector<std::pair<std::string, uint32_t>> vocab;
     for (const auto& [key, id] : j.items()) {
         if (!id.is_number_unsigned())
-            throw FormatError(fmt::format("{}: \"{}\": id is not a non-negative integer", vocab_path, key));
+            throw FormatError(fmt::format("{}: entry {}: id is not a non-negative integer", vocab_path, vocab.size()));
         vocab.emplace_back(key, id.get<uint32_t>());
     }
     std::vector<Merge> merges;
@@ -354,8 +352,9 @@ RankList load_vocab_merges(const std::string& vocab_path, const std::string& mer
         if (line.empty() || (line_no == 1 && line.rfind("#version", 0) == 0)) continue;
         const std::size_t sp = line.find(' ');
         if (sp == std::string::npos || line.find(' ', sp + 1) != std::string::npos) {
-            throw FormatError(fmt::format("{}:{}: expected \"LEFT RIGHT\" (one space), found \"{}\"", merges_path,
-                                          line_no, line.substr(0, 80)));
+            throw FormatError(fmt::format("{}:{}: expected \"LEFT RIGHT\" (two tokens and one space), found {}",
+                                          merges_path, line_no,
+                                          sp == std::string::npos ? "no space" : "more than one space"));
         }
         merges.push_back({line_no, line.substr(0, sp), line.substr(sp + 1)});
     }

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 
+#include "core/json_parse.h"
 #include "k8s/render.h"
 #include "k8s/yaml_emit.h"
 
@@ -17,10 +18,12 @@ namespace llmt::k8s {
 
 namespace {
 
+// kubectl's output describes objects other users made too: bounded like any input that is not ours
+// (a list of many pods runs to megabytes; object nesting is a few dozen levels at most).
 Json parse_json(const std::string& text, const std::string& what) {
     try {
-        return Json::parse(text);
-    } catch (const std::exception& e) {
+        return parse_ordered_json(text, "output", {std::size_t{256} << 20, 128, true});
+    } catch (const JsonParseError& e) {
         throw Error(fmt::format("kubectl {} did not print JSON: {}", what, e.what()));
     }
 }

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 
 namespace llmt::server {
 
@@ -38,12 +39,7 @@ Capacity parse_capacity(const std::string& text) {
 }
 
 Quotas load_quotas(const std::filesystem::path& path) {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(read_file(path, 1 << 20));
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
-    }
+    const nlohmann::json j = parse_json(read_file(path, 1 << 20), path.string(), {1 << 20, 8, false});
     if (!j.is_object()) throw InputError(path.string() + ": expected an object of \"key=value\": {limits}");
     Quotas q;
     for (auto& [label, limits] : j.items()) {

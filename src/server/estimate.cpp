@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "models/gpt2.h"
 
 namespace llmt::server {
@@ -69,12 +70,7 @@ std::string unmeasured_reason(const JobShape& s, const ThroughputTable& table) {
 }  // namespace
 
 Rates load_rates(const std::filesystem::path& path) {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(read_file(path, 1 << 20));
-    } catch (const nlohmann::json::exception& e) {
-        throw InputError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
-    }
+    const nlohmann::json j = parse_json(read_file(path, 1 << 20), path.string(), {1 << 20, 8, false});
     if (!j.is_object()) throw InputError(path.string() + ": expected a JSON object of rates");
     Rates r;
     for (auto& [k, v] : j.items()) {

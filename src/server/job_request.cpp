@@ -9,6 +9,7 @@
 #include "config/emit.h"
 #include "config/loader.h"
 #include "core/fs.h"
+#include "core/json_describe.h"
 #include "server/api_error.h"
 
 namespace llmt::server {
@@ -23,7 +24,7 @@ int get_int(const nlohmann::json& body, const char* key, int def, int lo, int hi
     if (!body.contains(key)) return def;
     const auto& v = body[key];
     if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
-        bad(key, fmt::format("{} must be an integer in [{}, {}], got {}", key, lo, hi, v.dump()));
+        bad(key, fmt::format("{} must be an integer in [{}, {}], got {}", key, lo, hi, describe_json(v)));
     return v.get<int>();
 }
 
@@ -31,7 +32,7 @@ double get_number(const nlohmann::json& body, const char* key, double hi) {
     if (!body.contains(key)) return 0;
     const auto& v = body[key];
     if (!v.is_number() || v.get<double>() < 0 || v.get<double>() > hi)
-        bad(key, fmt::format("{} must be a number in [0, {}], got {}", key, hi, v.dump()));
+        bad(key, fmt::format("{} must be a number in [0, {}], got {}", key, hi, describe_json(v)));
     return v.get<double>();
 }
 

@@ -11,6 +11,7 @@
 #include "config/loader.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "k8s/kubectl.h"
 #include "k8s/ops.h"
 #include "k8s/render.h"
@@ -36,10 +37,11 @@ Handle parse_handle(const std::string& h) {
     }
 }
 
+// kubectl's output: bounded like any input that is not ours (see k8s/ops.cpp).
 Json parse_json(const std::string& s, const std::string& what) {
     try {
-        return Json::parse(s);
-    } catch (const Json::exception& e) {
+        return llmt::parse_json(s, "output", {std::size_t{256} << 20, 128, true});
+    } catch (const JsonParseError& e) {
         throw FormatError(fmt::format("kubectl {}: output is not JSON: {}", what, e.what()));
     }
 }

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "config/loader.h"
+#include "core/json_describe.h"
+#include "core/json_parse.h"
 #include "core/version.h"
 #include "server/api_error.h"
 #include "server/context.h"
@@ -98,7 +100,7 @@ int64_t int_arg(const nlohmann::json& args, const std::string& key, std::optiona
     const auto& v = args[key];
     if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi)
         throw bad_param(key, fmt::format("argument '{}' must be an integer in [{}, {}], got {}", key, lo, hi,
-                                         v.dump().substr(0, 64)));
+                                         describe_json(v)));
     return v.get<int64_t>();
 }
 
@@ -217,8 +219,12 @@ void register_mcp_routes(Router& router, ServerContext& ctx) {
                         if (!e.data.is_null()) err["data"] = e.data;
                         c.reply(http, {{"jsonrpc", "2.0"}, {"id", id}, {"error", err}});
                     };
-                    nlohmann::json msg = nlohmann::json::parse(c.req.body, nullptr, false);
-                    if (msg.is_discarded()) return reply_error(400, {kParseError, "the body is not valid JSON", nullptr});
+                    nlohmann::json msg;
+                    try {
+                        msg = parse_json(c.req.body, "the body");
+                    } catch (const JsonParseError& e) {
+                        return reply_error(400, {kParseError, e.what(), {{"field", e.key_path()}}});
+                    }
                     if (!msg.is_object())
                         return reply_error(400, {kInvalidRequest, "expected one JSON-RPC request object (batches are "
                                                                   "not supported)", nullptr});

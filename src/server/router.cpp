@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "config/loader.h"
+#include "core/json_parse.h"
 #include "core/version.h"
 #include "server/api_error.h"
 #include "server/http/http_error.h"
@@ -47,9 +48,9 @@ int64_t Call::id_param() const { return std::stoll(params.at("id")); }
 nlohmann::json Call::json_body() const {
     nlohmann::json j;
     try {
-        j = nlohmann::json::parse(req.body);
-    } catch (const nlohmann::json::parse_error& e) {
-        throw ApiError(400, "invalid_json", std::string("request body is not valid JSON: ") + e.what());
+        j = parse_json(req.body, "request body");
+    } catch (const JsonParseError& e) {
+        throw ApiError(400, "invalid_json", e.what(), e.key_path());
     }
     if (!j.is_object()) throw ApiError(400, "invalid_json", "request body must be a JSON object");
     return j;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "server/api_error.h"
 #include "server/context.h"
 #include "server/executor.h"
@@ -175,8 +176,10 @@ void register_job_output_routes(Router& router, ServerContext& ctx) {
                         while (start < text.size()) {
                             size_t end = text.find('\n', start);
                             if (end == std::string::npos) break;  // a line still being written
-                            auto line = nlohmann::json::parse(text.substr(start, end - start), nullptr, false);
+                            auto parsed = try_parse_json(std::string_view(text).substr(start, end - start));
                             start = end + 1;
+                            if (!parsed) continue;
+                            nlohmann::json& line = *parsed;
                             if (!line.is_object() || !line.contains("step") || !line["step"].is_number_integer()) continue;
                             int64_t step = line["step"];
                             if (step <= since) continue;

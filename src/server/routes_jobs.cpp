@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "server/api_error.h"
 #include "server/context.h"
 #include "server/estimate.h"
@@ -120,8 +121,7 @@ nlohmann::json latest_metrics(const fs::path& run_dir) {
         start = start == std::string::npos ? 0 : start + 1;
         auto line = text.substr(start, end - start);
         if (!line.empty() && line.find("\"step\"") != std::string::npos) {
-            auto j = nlohmann::json::parse(line, nullptr, false);
-            if (!j.is_discarded()) return j;
+            if (auto j = try_parse_json(line)) return *j;
         }
         if (start == 0) break;
         end = start - 1;

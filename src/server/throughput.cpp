@@ -10,6 +10,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "core/json_parse.h"
 
 namespace llmt::server {
 
@@ -88,12 +89,7 @@ std::vector<ThroughputRow> load_throughput(const fs::path& path) {
     for (int line = 1; std::getline(in, text); ++line) {
         if (text.find_first_not_of(" \t\r") == std::string::npos || text[text.find_first_not_of(" \t")] == '#') continue;
         const std::string where = fmt::format("{}:{}", path.string(), line);
-        nlohmann::json j;
-        try {
-            j = nlohmann::json::parse(text);
-        } catch (const nlohmann::json::exception& e) {
-            throw InputError(fmt::format("{}: not a JSON object: {}", where, e.what()));
-        }
+        const nlohmann::json j = parse_json(text, where, {1 << 20, 8, false});
         if (!j.is_object()) throw InputError(where + ": expected one JSON object per line");
         ThroughputRow r;
         r.line = line;

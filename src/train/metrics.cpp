@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 
 namespace llmt::train {
 
@@ -35,9 +36,9 @@ void truncate_metrics_after(const std::filesystem::path& path, int64_t max_step)
     std::string line, kept;
     while (std::getline(in, line)) {
         if (line.empty()) continue;
-        auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded()) continue;  // a torn last line from a crash
-        if (j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > max_step) continue;
+        auto j = try_parse_json(line);
+        if (!j) continue;  // a torn last line from a crash
+        if (j->contains("step") && (*j)["step"].is_number_integer() && (*j)["step"].get<int64_t>() > max_step) continue;
         kept += line + "\n";
     }
     write_file_atomic(path, kept);

@@ -84,7 +84,7 @@ TEST(Corpus, JsonlTextFieldAndErrorsNameFileAndLine) {
         }
     };
     expect_error("{\"body\": \"ok\"}\n{\"body\": \"ok\"}\n{\"text\": \"x\", \"id\": 2}\n", "3", "no field \"body\" (fields present: id, text)");
-    expect_error("{\"body\": \"ok\"}\n{\"body\": 1\n", "2", "not a JSON value");
+    expect_error("{\"body\": \"ok\"}\n{\"body\": 1\n", "2", "invalid JSON");
     expect_error("\n\n[1, 2]\n", "3", "expected a JSON object");
     expect_error("{\"body\": 5}\n", "1", "is a number, expected a string");
 }

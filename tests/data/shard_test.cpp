@@ -190,6 +190,19 @@ TEST(Shard, CorruptionCasesNameFileAndOffset) {
     expect_format_error([&] { n.validate(); }, d / "id.nano", 2);
 }
 
+// A file named by mistake (a tokens file) is refused without printing its bytes, even as numbers.
+TEST(Shard, BadMagicDoesNotPrintTheBytesFound) {
+    TempDir d;
+    write_bytes(d / "tokens", header(12345, 1, 4) + std::string(4096, 's'));
+    try {
+        Shard::open(d / "tokens", ShardFormat::kLlmc, 50257);
+        ADD_FAILURE() << "accepted";
+    } catch (const FormatError& e) {
+        EXPECT_EQ(std::string(e.what()).find("12345"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("bad magic"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Shard, MissingFileIsIoErrorAndEmptyListIsInputError) {
     TempDir d;
     EXPECT_THROW(Shard::open(d / "nope.bin", ShardFormat::kLlmc, 50257), IoError);

@@ -119,7 +119,7 @@ TEST(Throughput, BadRowsNameTheLineAndField) {
             EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
         }
     };
-    expect_error("{not json\n", ":1: not a JSON object");
+    expect_error("{not json\n", ":1: invalid JSON");
     expect_error(row("cpu", "c", 1, 1, 1e8, 1) + "{\"device\":\"cpu\"}\n", ":2: missing field 'card'");
     expect_error(row("tpu", "c", 1, 1, 1e8, 1), "field 'device' must be");
     expect_error(row("cpu", "c", 0, 1, 1e8, 1), "'world_size' must be >= 1");
