@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 
 namespace llmt::models {
 
@@ -67,12 +68,11 @@ void check_norm_eps(const Gpt2Config& c, const std::string& weights_path) {
     const std::filesystem::path cfg = std::filesystem::path(weights_path).parent_path() / "config.json";
     std::error_code ec;
     if (!std::filesystem::is_regular_file(cfg, ec)) return;
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(read_file(cfg, 1 << 20));
-    } catch (const nlohmann::json::exception&) {
-        return;  // not a config we know how to read: the tensors' shapes are still checked
-    }
+    // Not a config we know how to read (or over the bounded parser's limits): the tensors' shapes are
+    // still checked.
+    const auto parsed = try_parse_json(read_file(cfg, 1 << 20));
+    if (!parsed) return;
+    const nlohmann::json& j = *parsed;
     if (!j.is_object() || !j.contains("layer_norm_epsilon") || !j["layer_norm_epsilon"].is_number()) return;
     const float eps = j["layer_norm_epsilon"].get<float>();
     if (eps != c.norm_eps)

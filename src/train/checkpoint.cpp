@@ -18,6 +18,7 @@
 #include "core/crc32c.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/json_parse.h"
 #include "core/safetensors_integrity.h"
 #include "core/strings.h"
 
@@ -327,12 +328,8 @@ Checkpoint load_checkpoint(const fs::path& path_in) {
 }
 
 nlohmann::json parse_state_json(const std::string& text, const fs::path& file, bool* checksummed) {
-    nlohmann::json state;
-    try {
-        state = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw FormatError(fmt::format("'{}': not valid JSON: {}", file.string(), e.what()));
-    }
+    // Bounded (core/json_parse.h): a checkpoint may come from elsewhere; JsonParseError is a FormatError.
+    nlohmann::json state = parse_json(text, "'" + file.string() + "'");
     *checksummed = state.is_object() && take_state_checksum(state, file);
     const auto step = state.is_object() ? state.find("step") : state.end();
     if (!state.is_object() || step == state.end() || !step->is_number_integer() ||

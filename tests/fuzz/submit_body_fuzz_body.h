@@ -1,6 +1,7 @@
 // The submit-body fuzz body, shared by the libFuzzer target (submit_body_fuzz.cpp) and the short
 // in-gtest run (tests/server/submit_body_fuzz_smoke_test.cpp): the bounded parser (core/json_parse.h)
-// and the server's job-request parsing (server/job_request.cpp), as POST /v1/jobs runs them.
+// the server's job-request parsing (server/job_request.cpp) and its access policy for the config's
+// files (server/job_access.cpp), as POST /v1/jobs runs them.
 // Contract under test: any bytes give a ParsedJob, or JsonParseError / ApiError / an InputError
 // (ConfigValidationError); the error body the router would send serialises without crashing.
 #pragma once
@@ -13,6 +14,7 @@
 #include "config/loader.h"
 #include "core/json_parse.h"
 #include "server/api_error.h"
+#include "server/job_access.h"
 #include "server/job_request.h"
 
 namespace llmt::fuzz {
@@ -29,6 +31,15 @@ inline void fuzz_submit_body_one(const uint8_t* data, std::size_t size) {
         if (!body.is_object()) return;
         auto parsed = server::parse_job_request(body, LLMT_SOURCE_DIR "/configs/presets");
         (void)parsed.spec.to_json().dump();
+        static const server::JobAccessPolicy policy = [] {
+            server::JobAccessPolicy p;
+            p.read_roots = {LLMT_SOURCE_DIR "/data"};
+            p.denied = {LLMT_SOURCE_DIR "/data/cache"};
+            p.relative_base = LLMT_SOURCE_DIR;
+            return p;
+        }();
+        server::check_job_access(parsed.config, policy);
+        (void)server::job_write_overrides(parsed.config, "/srv/jobs/1");
     } catch (const JsonParseError& e) {
         reply_with_error(e.what(), e.key_path());
     } catch (const server::ApiError& e) {

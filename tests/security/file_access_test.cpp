@@ -56,7 +56,9 @@ protected:
         cfg["data"].update(data);
         return {{"name", name}, {"config", cfg}};
     }
+    // Each refusal, and the server still answering its liveness probe after it.
     static void expect_path_refused(const Http& r, const std::string& field) {
+        EXPECT_EQ(Api(server_->port(), "").get("/healthz").status, 200);
         EXPECT_EQ(r.status, 400) << r.text;
         ASSERT_TRUE(r.body.is_object() && r.body.contains("error")) << r.text;
         EXPECT_EQ(r.body["error"]["code"], "path_not_allowed") << r.text;
