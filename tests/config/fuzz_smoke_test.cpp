@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/fs.h"
+#include "support/hostile_input.h"
 #include "fuzz/config_fuzz_body.h"
 
 namespace {
@@ -18,17 +19,7 @@ TEST(ConfigFuzzSmoke, MutatedPresetsNeverCrash) {
     const std::string alphabet = ":-[]{}#&*!|>'\"%@`,? \n\t\\0123456789abcdefxyz.eE+~";
     std::mt19937_64 rng(20261126);
     for (int iter = 0; iter < 3000; ++iter) {
-        std::string s = seeds[rng() % seeds.size()];
-        int edits = 1 + static_cast<int>(rng() % 8);
-        for (int k = 0; k < edits && !s.empty(); ++k) {
-            std::size_t pos = rng() % s.size();
-            switch (rng() % 4) {
-                case 0: s[pos] = alphabet[rng() % alphabet.size()]; break;
-                case 1: s.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
-                case 2: s.erase(pos, 1 + rng() % 16); break;
-                default: s[pos] = static_cast<char>(rng() & 0xFF); break;
-            }
-        }
+        const std::string s = llmt::testing::mutate_bytes(seeds[rng() % seeds.size()], alphabet, rng);
         SCOPED_TRACE(iter);
         llmt::fuzz::fuzz_config_one(reinterpret_cast<const uint8_t*>(s.data()), s.size());
     }

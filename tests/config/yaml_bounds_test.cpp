@@ -8,20 +8,12 @@
 #include <string>
 
 #include "config/loader.h"
+#include "support/hostile_input.h"
 
 namespace llmt::config {
 namespace {
 
-// Ten levels of nine aliases: a few hundred bytes that expand to 9^10 nodes (issue 17, finding 5).
-std::string alias_bomb(int levels = 10, const std::string& indent = "") {
-    std::string s = indent + "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
-    for (int i = 1; i < levels; ++i) {
-        s += indent + "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
-        for (int k = 0; k < 9; ++k) s += (k ? ", *a" : "*a") + std::to_string(i - 1);
-        s += "]\n";
-    }
-    return s;
-}
+using testing::yaml_alias_bomb;
 
 std::string issues_text(const std::string& yaml, const std::vector<std::string>& sets = {}) {
     try {
@@ -41,7 +33,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 TEST(YamlBounds, AliasBombIsRefusedAtTheNodeLimit) {
-    const std::string bomb = alias_bomb();
+    const std::string bomb = yaml_alias_bomb();
     EXPECT_LT(bomb.size(), 600u);
     const auto issue = find_yaml_bounds_issue(bomb);
     ASSERT_TRUE(issue);
@@ -51,7 +43,7 @@ TEST(YamlBounds, AliasBombIsRefusedAtTheNodeLimit) {
 
 TEST(YamlBounds, AliasBombConfigIsRefusedQuickly) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::string msg = issues_text("run: {name: x}\n" + alias_bomb());
+    const std::string msg = issues_text("run: {name: x}\n" + yaml_alias_bomb());
     EXPECT_LT(seconds_since(t0), 2.0);
     EXPECT_TRUE(contains(msg, "expands to more than 100000 nodes")) << msg;
     EXPECT_TRUE(contains(msg, "t.yaml:")) << msg;
@@ -67,7 +59,7 @@ TEST(YamlBounds, AliasCountLimit) {
 }
 
 TEST(YamlBounds, ModestAliasesPass) {
-    EXPECT_FALSE(find_yaml_bounds_issue(alias_bomb(4)));  // 9^4 = 6561 nodes
+    EXPECT_FALSE(find_yaml_bounds_issue(yaml_alias_bomb(4)));  // 9^4 = 6561 nodes
     EXPECT_FALSE(find_yaml_bounds_issue("---\na: 1\n...\n"));
     EXPECT_FALSE(find_yaml_bounds_issue(""));
 }
@@ -91,13 +83,7 @@ TEST(YamlBounds, SecondDocumentIsAnErrorNamingItsLine) {
 }
 
 TEST(YamlBounds, SetValuesAreBoundedToo) {
-    std::string value = "[&a [x, x, x, x, x, x, x, x, x]";
-    for (int i = 1; i < 10; ++i) {
-        value += ", &a" + std::to_string(i) + " [";
-        for (int k = 0; k < 9; ++k) value += (k ? ", *a" : "*a") + (i == 1 ? std::string() : std::to_string(i - 1));
-        value += "]";
-    }
-    value += "]";
+    const std::string value = testing::yaml_alias_bomb_flow();
     const auto t0 = std::chrono::steady_clock::now();
     const std::string msg = issues_text("run: {name: x}\n", {"data.paths=" + value});
     EXPECT_LT(seconds_since(t0), 2.0);

@@ -4,23 +4,13 @@
 #include <chrono>
 #include <future>
 
-#include "../server/server_fixture.h"
+#include "server/server_fixture.h"
+#include "support/hostile_input.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace llmt::testing;
-
-// Ten levels of nine aliases (538 bytes in the report; this one is 537).
-std::string alias_bomb() {
-    std::string s = "a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
-    for (int i = 1; i < 10; ++i) {
-        s += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
-        for (int k = 0; k < 9; ++k) s += (k ? ", *a" : "*a") + std::to_string(i - 1);
-        s += "]\n";
-    }
-    return s;
-}
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -158,7 +148,7 @@ TEST_F(ParseSecurityTest, DuplicateKeysAreFourHundredNamingTheKey) {
 }
 
 TEST_F(ParseSecurityTest, AliasBombSubmitIsRefusedQuicklyWhileHealthzAnswers) {
-    const nlohmann::json body = {{"name", "bomb"}, {"config", alias_bomb()}};
+    const nlohmann::json body = {{"name", "bomb"}, {"config", yaml_alias_bomb()}};
     const auto t0 = std::chrono::steady_clock::now();
     auto submit = std::async(std::launch::async,
                              [&] { return bounded_post(port(), kSubmitterToken, "/v1/jobs", body.dump()); });
@@ -174,13 +164,7 @@ TEST_F(ParseSecurityTest, AliasBombSubmitIsRefusedQuicklyWhileHealthzAnswers) {
     EXPECT_TRUE(contains(r.text, "expands to more than 100000 nodes")) << r.text;
     EXPECT_EQ(healthz(port()), 200);
     // The same bomb in an override value.
-    std::string value = "[&a [x, x, x, x, x, x, x, x, x]";
-    for (int i = 1; i < 10; ++i) {
-        value += ", &a" + std::to_string(i) + " [";
-        for (int k = 0; k < 9; ++k) value += (k ? ", *a" : "*a") + (i == 1 ? std::string() : std::to_string(i - 1));
-        value += "]";
-    }
-    value += "]";
+    const std::string value = yaml_alias_bomb_flow();
     const nlohmann::json over = {{"name", "bomb2"}, {"config", "gpt2_tiny_cpu"}, {"overrides", {{"data.paths", value}}}};
     const auto t1 = std::chrono::steady_clock::now();
     const Http o = bounded_post(port(), kSubmitterToken, "/v1/jobs", over.dump());
@@ -224,7 +208,7 @@ TEST_F(ParseCliTest, DetokenizeOfADeepArrayIsExitTwo) {
 }
 
 TEST_F(ParseCliTest, ValidateOfTheAliasBombIsExitTwoWithinSeconds) {
-    const fs::path f = write("bomb.yaml", alias_bomb());
+    const fs::path f = write("bomb.yaml", yaml_alias_bomb());
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = run_process({llmtrain_bin(), "validate", "--config", f.string()}, "", 30);
     ASSERT_FALSE(r.timed_out);

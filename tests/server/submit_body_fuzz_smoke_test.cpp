@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/fs.h"
+#include "support/hostile_input.h"
 #include "fuzz/submit_body_fuzz_body.h"
 
 namespace {
@@ -21,17 +22,7 @@ TEST(SubmitBodyFuzzSmoke, MutatedBodiesNeverCrash) {
     const std::string alphabet = "[]{}\":,-+.eE0123456789 \n\\tfnul&*!|";
     std::mt19937_64 rng(20261127);
     for (int iter = 0; iter < 3000; ++iter) {
-        std::string s = seeds[rng() % seeds.size()];
-        const int edits = 1 + static_cast<int>(rng() % 8);
-        for (int k = 0; k < edits && !s.empty(); ++k) {
-            const std::size_t pos = rng() % s.size();
-            switch (rng() % 4) {
-                case 0: s[pos] = alphabet[rng() % alphabet.size()]; break;
-                case 1: s.insert(pos, 1, alphabet[rng() % alphabet.size()]); break;
-                case 2: s.erase(pos, 1 + rng() % 16); break;
-                default: s[pos] = static_cast<char>(rng() & 0xFF); break;
-            }
-        }
+        const std::string s = llmt::testing::mutate_bytes(seeds[rng() % seeds.size()], alphabet, rng);
         SCOPED_TRACE(iter);
         llmt::fuzz::fuzz_submit_body_one(reinterpret_cast<const uint8_t*>(s.data()), s.size());
     }
