@@ -52,6 +52,9 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--max-connections", o->max_connections,
                     "open connections; past it the oldest one still sending its head is closed")
         ->check(CLI::Range(8, 1 << 20));
+    cmd->add_option("--threads", o->threads,
+                    "request workers (each runs one request's handler; heads and idle connections need none)")
+        ->check(CLI::Range(1, 1024));
     cmd->add_option("--kill-grace-s", o->kill_grace_s, "SIGTERM to SIGKILL grace when cancelling or timing out")
         ->check(CLI::Range(0.0, 3600.0));
     auto allow_read = std::make_shared<std::vector<std::string>>();

@@ -362,3 +362,27 @@ TEST_F(HttpSecurityTest, LongAndOversizedTargetsAreRefusedAndTheServerLives) {
 }
 
 }  // namespace
+
+namespace {
+
+// `serve --threads N` is the number of request workers: one authenticated client sending its body
+// slowly holds one of them (until --body-timeout-s), so with one worker /healthz waits behind it and
+// with two it answers. The bound what "not answered" means is 1.5 s, far above a probe's few ms.
+TEST(HttpThreadsTest, ThreadsIsTheNumberOfRequestWorkers) {
+    const fs::path root = fs::temp_directory_path() / ("llmt_security_threads_" + std::to_string(::getpid()));
+    for (const char* threads : {"1", "2"}) {
+        fs::remove_all(root);
+        ServeProcess server(root, {"--capacity", "cpus=0,gpus=0", "--threads", threads, "--body-timeout-s", "30"});
+        RawConn slow(server.port());
+        ASSERT_TRUE(slow.send(std::string("POST /v1/estimate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") +
+                              kViewerToken + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"na"));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the worker is now reading its body
+        RawConn health(server.port());
+        ASSERT_TRUE(health.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+        const int status = status_of(health.read_response(1.5));
+        EXPECT_EQ(status, std::string(threads) == "1" ? 0 : 200) << "--threads " << threads;
+    }
+    fs::remove_all(root);
+}
+
+}  // namespace
