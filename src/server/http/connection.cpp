@@ -1,6 +1,8 @@
 // Socket I/O with deadlines; see connection.h.
 #include "server/http/connection.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -44,6 +46,7 @@ bool Connection::read_until(Clock::time_point deadline, const char* what) {
         Read r = read_some(64 << 10);
         if (r == Read::kData) return true;
         if (r == Read::kClosed) return false;
+        ack_now();
         pollfd p{fd_, POLLIN, 0};
         int ready = ::poll(&p, 1, ms_until(deadline));
         if (ready < 0 && errno == EINTR) continue;
@@ -88,5 +91,10 @@ bool Connection::is_writable() const {
 }
 
 void Connection::shutdown_write() { ::shutdown(fd_, SHUT_WR); }
+
+void Connection::ack_now() {
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);  // best effort: a missed ACK only costs time
+}
 
 }  // namespace llmt::server::http

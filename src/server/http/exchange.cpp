@@ -138,9 +138,14 @@ AfterExchange run_exchange(Connection& conn, RequestHead head, const Limits& lim
     }
     const bool keep_alive = head.keep_alive && body_consumed && !stopping.load();
     const bool head_only = head.method == "HEAD" || res.status == 204 || res.status == 304;
-    if (!conn.write_all(response_head(res, keep_alive), std::chrono::milliseconds(static_cast<int64_t>(limits.write_timeout_s * 1000))))
-        return AfterExchange::kClose;
-    if (!head_only && !write_body(conn, res, limits, stopping)) return AfterExchange::kClose;
+    const auto timeout = to_ms(limits.write_timeout_s);
+    if (!head_only && !res.provider && !res.chunked_provider) {
+        // Head and body in one write: one segment for a small answer, one syscall.
+        if (!conn.write_all(response_head(res, keep_alive) + res.body, timeout)) return AfterExchange::kClose;
+    } else {
+        if (!conn.write_all(response_head(res, keep_alive), timeout)) return AfterExchange::kClose;
+        if (!head_only && !write_body(conn, res, limits, stopping)) return AfterExchange::kClose;
+    }
     if (keep_alive) return AfterExchange::kKeepAlive;
     return body_consumed ? AfterExchange::kClose : AfterExchange::kDrainAndClose;
 }

@@ -193,6 +193,9 @@ struct Server::Impl {
             return;
         }
         buf.erase(0, *end);
+        // The body the head announced has not all arrived: acknowledge now, so a client holding it
+        // back for our ACK (Nagle) sends it before the worker starts waiting.
+        if (head.chunked || (head.content_length && buf.size() < *head.content_length)) w.conn->ack_now();
         ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
         Task task{std::move(w.conn), std::move(head)};
         waiting.erase(fd);
