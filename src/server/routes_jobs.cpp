@@ -1,5 +1,8 @@
 // Job routes: submit (validation, capacity, budgets, estimate), list, get, cancel.
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include "core/fs.h"
@@ -99,6 +102,20 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool check_lab
     return c;
 }
 
+// The Idempotency-Key header of a submission with the request it names (the body as canonical JSON:
+// keys sorted, no whitespace), or nullopt without the header. Throws ApiError 400 when malformed.
+std::optional<IdempotencyKey> idempotency_key(const Call& c, const nlohmann::json& body) {
+    if (!c.req.has_header("Idempotency-Key")) return std::nullopt;
+    const std::string key = c.req.get_header_value("Idempotency-Key");
+    const bool ok = !key.empty() && key.size() <= 128 && std::all_of(key.begin(), key.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == ':' || ch == '-';
+    });
+    if (!ok)
+        throw ApiError(400, "invalid_header", "Idempotency-Key must be 1 to 128 characters of A-Z a-z 0-9 . _ : -",
+                       "Idempotency-Key");
+    return IdempotencyKey{key, body.dump()};
+}
+
 nlohmann::json history_json(JobStore& store, int64_t id) {
     nlohmann::json h = nlohmann::json::array();
     for (const auto& e : store.history(id))
@@ -160,17 +177,42 @@ nlohmann::json job_summary(const JobRecord& j) {
 void register_job_routes(Router& router, ServerContext& ctx) {
     router.add({"POST", "/v1/jobs", Role::kSubmitter, "Submit a training job",
                 {{"requestBody", json_body_doc()},
+                 {"parameters",
+                  {{{"name", "Idempotency-Key"},
+                    {"in", "header"},
+                    {"description",
+                     "a retry with the same key and body returns the first job (201, Idempotent-Replayed: true) "
+                     "and creates none; the same key with another body is 422 idempotency_key_reused"},
+                    {"schema", {{"type", "string"}, {"pattern", "^[A-Za-z0-9._:-]{1,128}$"}}}}}},
                  {"responses", {{"201", {{"description", "queued: {id, state, estimate}"}}}}}},
                 [&ctx](Call& c) {
                     auto body = c.json_body();
-                    std::lock_guard lock(ctx.submit_mu);  // label budgets: check and insert as one step
+                    const auto idem = idempotency_key(c, body);
+                    // Label budgets and idempotency keys: check and insert as one step.
+                    std::lock_guard lock(ctx.submit_mu);
+                    if (idem) {
+                        if (auto first = ctx.store.find_idempotent(c.who.name, idem->key)) {
+                            if (first->request != idem->request)
+                                throw ApiError(422, "idempotency_key_reused",
+                                               fmt::format("this Idempotency-Key was first used with a different "
+                                                           "request body (job {}); use a new key for a new job",
+                                                           first->job_id),
+                                               "Idempotency-Key");
+                            // A retry: the first answer again, and no second job.
+                            JobRecord j = require_job(ctx, first->job_id);
+                            c.res.set_header("Location", fmt::format("/v1/jobs/{}", j.id));
+                            c.res.set_header("Idempotent-Replayed", "true");
+                            c.reply(201, {{"id", j.id}, {"state", "queued"}, {"estimate", j.estimate}});
+                            return;
+                        }
+                    }
                     Checked chk = check_job(ctx, body, true);
                     JobRecord r;
                     r.spec = chk.job.spec;
                     r.config_yaml = chk.job.config_yaml;
                     r.estimate = chk.estimate;
                     r.submitted_by = c.who.name;
-                    int64_t id = ctx.store.insert(r);
+                    int64_t id = ctx.store.insert(r, idem);
                     ctx.scheduler.wake();
                     c.res.set_header("Location", fmt::format("/v1/jobs/{}", id));
                     c.reply(201, {{"id", id}, {"state", "queued"}, {"estimate", chk.estimate}});

@@ -52,6 +52,10 @@ const char* const kMigrations[] = {
     // 2: when SIGTERM went out (cancel or max_runtime_s), so the SIGKILL grace survives a restart.
     R"(ALTER TABLE jobs ADD COLUMN term_sent_at REAL NOT NULL DEFAULT 0;
        ALTER TABLE jobs ADD COLUMN timed_out INTEGER NOT NULL DEFAULT 0;)",
+    // 3: Idempotency-Key of POST /v1/jobs: a retried submission returns the job its key first created.
+    R"(CREATE TABLE idempotency_keys (principal TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL,
+                                      job_id INTEGER NOT NULL REFERENCES jobs(id), created_at REAL NOT NULL,
+                                      PRIMARY KEY (principal, key));)",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == JobStore::kSchemaVersion);
 
@@ -222,7 +226,7 @@ void JobStore::add_event(int64_t id, const std::string& state, int attempt, cons
     st.bind(1, id).bind(2, unix_now()).bind(3, state).bind(4, attempt).bind(5, detail).step();
 }
 
-int64_t JobStore::insert(const JobRecord& r) {
+int64_t JobStore::insert(const JobRecord& r, const std::optional<IdempotencyKey>& idem) {
     std::lock_guard lock(mu_);
     Txn txn(db_);
     Stmt st(db_,
@@ -236,8 +240,20 @@ int64_t JobStore::insert(const JobRecord& r) {
         l.bind(1, id).bind(2, k).bind(3, v).step();
     }
     add_event(id, "queued", 0, "submitted by " + r.submitted_by);
+    if (idem) {
+        Stmt k(db_, "INSERT INTO idempotency_keys(principal, key, request, job_id, created_at) VALUES (?, ?, ?, ?, ?)");
+        k.bind(1, r.submitted_by).bind(2, idem->key).bind(3, idem->request).bind(4, id).bind(5, unix_now()).step();
+    }
     txn.commit();
     return id;
+}
+
+std::optional<IdempotentSubmission> JobStore::find_idempotent(const std::string& principal, const std::string& key) {
+    std::lock_guard lock(mu_);
+    Stmt st(db_, "SELECT job_id, request FROM idempotency_keys WHERE principal = ? AND key = ?");
+    st.bind(1, principal).bind(2, key);
+    if (!st.step()) return std::nullopt;
+    return IdempotentSubmission{st.i64(0), st.text(1)};
 }
 
 std::vector<JobRecord> JobStore::query_jobs(const std::string& where, const std::vector<std::string>& args,

@@ -46,10 +46,22 @@ struct ListQuery {
     int limit = 50;
 };
 
+// A submission's Idempotency-Key and the request it came with (canonical JSON of the body).
+struct IdempotencyKey {
+    std::string key;
+    std::string request;
+};
+
+// What a key created before: its job and the request that created it.
+struct IdempotentSubmission {
+    int64_t job_id = 0;
+    std::string request;
+};
+
 // Thread-safe: one connection behind a mutex; every method is atomic.
 class JobStore {
 public:
-    static constexpr int kSchemaVersion = 2;
+    static constexpr int kSchemaVersion = 3;
 
     // Opens or creates the database (mode 0600), applies pending migrations. Throws IoError.
     explicit JobStore(const std::filesystem::path& path);
@@ -59,8 +71,11 @@ public:
 
     int schema_version();
 
-    // Inserts a queued job (and its labels and first history entry); returns its id.
-    int64_t insert(const JobRecord& r);
+    // Inserts a queued job (and its labels and first history entry, and `idem` for r.submitted_by, in the
+    // same transaction); returns its id. A key the principal already used fails (IoError): look first.
+    int64_t insert(const JobRecord& r, const std::optional<IdempotencyKey>& idem = std::nullopt);
+    // The submission `principal` made with Idempotency-Key `key`, if any.
+    std::optional<IdempotentSubmission> find_idempotent(const std::string& principal, const std::string& key);
     std::optional<JobRecord> get(int64_t id);
     std::vector<JobRecord> list(const ListQuery& q);
     std::vector<JobEvent> history(int64_t id);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "core/error.h"
 #include "server/store.h"
 
 namespace {
@@ -76,15 +77,36 @@ TEST_F(StoreTest, UpgradesAVersionOneDatabase) {
     // Rebuild jobs without the version-2 columns and forget that migration.
     const char* downgrade =
         "ALTER TABLE jobs DROP COLUMN term_sent_at; ALTER TABLE jobs DROP COLUMN timed_out;"
-        "DELETE FROM schema_migrations WHERE version = 2;";
+        "DROP TABLE idempotency_keys; DELETE FROM schema_migrations WHERE version >= 2;";
     ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
     sqlite3_close(db);
     JobStore s(dir_ / "db.sqlite");
-    EXPECT_EQ(s.schema_version(), 2);
+    EXPECT_EQ(s.schema_version(), JobStore::kSchemaVersion);
+    EXPECT_FALSE(s.find_idempotent("bob", "k"));  // the version-3 table is there
     auto j = s.list({});
     ASSERT_EQ(j.size(), 1u);
     EXPECT_EQ(j[0].spec.name, "old");
     EXPECT_EQ(j[0].term_sent_at, 0.0);
+}
+
+TEST_F(StoreTest, IdempotencyKeysAreKeptPerPrincipalAcrossReopening) {
+    {
+        JobStore s(dir_ / "db.sqlite");
+        JobRecord r = rec("first");
+        const int64_t id = s.insert(r, IdempotencyKey{"retry-1", R"({"name":"first"})"});
+        auto hit = s.find_idempotent(r.submitted_by, "retry-1");
+        ASSERT_TRUE(hit);
+        EXPECT_EQ(hit->job_id, id);
+        EXPECT_EQ(hit->request, R"({"name":"first"})");
+        EXPECT_FALSE(s.find_idempotent("someone-else", "retry-1"));
+        // The same key twice for one principal is refused, and the job of the refused insert is rolled back.
+        EXPECT_THROW(s.insert(rec("second"), IdempotencyKey{"retry-1", "{}"}), llmt::IoError);
+        EXPECT_EQ(s.list({}).size(), 1u);
+    }
+    JobStore again(dir_ / "db.sqlite");
+    auto hit = again.find_idempotent(rec("x").submitted_by, "retry-1");
+    ASSERT_TRUE(hit);
+    EXPECT_EQ(again.get(hit->job_id)->spec.name, "first");
 }
 
 TEST_F(StoreTest, TransitionsAreConditionalAndRecorded) {
