@@ -55,6 +55,10 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--threads", o->threads,
                     "request workers (each runs one request's handler; heads and idle connections need none)")
         ->check(CLI::Range(1, 1024));
+    cmd->add_option("--max-queued", o->max_queued,
+                    "complete requests waiting while every worker is busy; past it they get 503 with Retry-After "
+                    "(default 2 x --threads)")
+        ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--kill-grace-s", o->kill_grace_s, "SIGTERM to SIGKILL grace when cancelling or timing out")
         ->check(CLI::Range(0.0, 3600.0));
     auto allow_read = std::make_shared<std::vector<std::string>>();

@@ -39,6 +39,7 @@ struct ServerOptions {
     size_t max_connections = 512;           // past it, the oldest connection still sending its head is closed
     double kill_grace_s = 30;
     int threads = 32;
+    int max_queued = -1;                    // complete heads waiting for a busy pool, past it 503; -1: 2 x threads
     // The access policy's inputs (server/job_access.h, docs/security.md): directories jobs may read
     // besides the presets' data directories, and server environment variables jobs also get.
     std::vector<std::filesystem::path> allow_read;

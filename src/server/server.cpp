@@ -160,6 +160,8 @@ void Server::run(const std::function<void(int port)>& on_listening) {
     cfg.limits.head_timeout_s = m.opts.head_timeout_s;
     cfg.limits.body_timeout_s = m.opts.body_timeout_s;
     cfg.limits.max_connections = m.opts.max_connections;
+    cfg.limits.max_queued = m.opts.max_queued < 0 ? 2 * static_cast<size_t>(std::max(1, m.opts.threads))
+                                                  : static_cast<size_t>(m.opts.max_queued);
     cfg.handler = [&m](http::Request& req, http::Response& res) { m.router->handle(req, res); };
     cfg.render_error = render_http_error;
     {

@@ -385,4 +385,34 @@ TEST(HttpThreadsTest, ThreadsIsTheNumberOfRequestWorkers) {
     fs::remove_all(root);
 }
 
+TEST(HttpThreadsTest, PastTheQueueRequestsGetServiceUnavailableWithRetryAfter) {
+    // --threads 1 --max-queued 1: one slow authenticated body holds the only worker, one more request
+    // waits in the queue; the ones after it are answered 503 with Retry-After at once, not left hanging
+    // or reset.
+    const fs::path root = fs::temp_directory_path() / ("llmt_security_overload_" + std::to_string(::getpid()));
+    fs::remove_all(root);
+    ServeProcess server(root, {"--capacity", "cpus=0,gpus=0", "--threads", "1", "--max-queued", "1",
+                               "--body-timeout-s", "30"});
+    RawConn slow(server.port());
+    ASSERT_TRUE(slow.send(std::string("POST /v1/estimate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") +
+                          kViewerToken + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"na"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the worker is now reading its body
+    RawConn queued(server.port());
+    ASSERT_TRUE(queued.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // its head is in the queue
+    for (int i = 0; i < 3; ++i) {
+        RawConn extra(server.port());
+        ASSERT_TRUE(extra.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+        const std::string raw = extra.read_response();
+        EXPECT_EQ(status_of(raw), 503) << raw;
+        EXPECT_NE(raw.find("Retry-After: 1\r\n"), std::string::npos) << raw;
+        EXPECT_NE(raw.find("\"overloaded\""), std::string::npos) << raw;
+        EXPECT_TRUE(extra.closed_within(kProbeTimeoutS));
+    }
+    // The queued request is still waiting for the worker, not refused.
+    EXPECT_EQ(status_of(queued.read_response(0.5)), 0);
+    server.kill9();
+    fs::remove_all(root);
+}
+
 }  // namespace

@@ -18,6 +18,8 @@ struct Limits {
     double write_timeout_s = 30;        // each wait for the client to take bytes of the answer
     double linger_s = 2;                // a refused request's unread body is read and dropped this long before close
     size_t max_connections = 512;       // open sockets; past it the oldest still sending a head is closed (--max-connections)
+    size_t max_queued = 64;             // complete heads waiting for a worker; past it 503 + Retry-After at once (--max-queued)
+    int retry_after_s = 1;              // the Retry-After of that 503
 };
 
 }  // namespace llmt::server::http

@@ -88,6 +88,8 @@ struct Server::Impl {
     std::mutex returned_mu;
     std::vector<Returned> returned;               // connections the workers hand back
     std::vector<std::thread> workers;
+    size_t worker_count = 1;
+    std::atomic<size_t> busy{0};                  // workers running an exchange
 
     ~Impl() {
         for (int fd : {listen_fd, epoll_fd, wake_fd})
@@ -127,9 +129,10 @@ struct Server::Impl {
     }
 
     // Answers a refused head at once (never waiting on the client) and drains what it still sends.
-    void refuse(Waiting& w, const HttpError& e) {
+    void refuse(Waiting& w, const HttpError& e, int retry_after_s = 0) {
         Response res;
         cfg.render_error(e, res);
+        if (retry_after_s > 0) res.set_header("Retry-After", std::to_string(retry_after_s));
         w.conn->write_now(response_head(res, false) + res.body);
         w.conn->shutdown_write();
         w.conn->buffer().clear();
@@ -193,6 +196,18 @@ struct Server::Impl {
             return;
         }
         buf.erase(0, *end);
+        {
+            // Every worker is busy and the queue is full: say so now rather than let requests pile up
+            // (the client retries after Retry-After; a submission with an Idempotency-Key safely).
+            std::lock_guard<std::mutex> lk(tasks_mu);
+            if (busy.load() >= worker_count && tasks.size() >= cfg.limits.max_queued) {
+                refuse(w, HttpError(503, "overloaded",
+                                    fmt::format("every request worker is busy and {} requests wait; retry after {} s",
+                                                tasks.size(), cfg.limits.retry_after_s)),
+                       cfg.limits.retry_after_s);
+                return;
+            }
+        }
         // The body the head announced has not all arrived: acknowledge now, so a client holding it
         // back for our ACK (Nagle) sends it before the worker starts waiting.
         if (head.chunked || (head.content_length && buf.size() < *head.content_length)) w.conn->ack_now();
@@ -289,6 +304,7 @@ struct Server::Impl {
                 if (stopping.load()) return;
                 task = std::move(tasks.front());
                 tasks.pop_front();
+                busy.fetch_add(1);
             }
             AfterExchange after = AfterExchange::kClose;
             try {
@@ -296,6 +312,7 @@ struct Server::Impl {
             } catch (const std::exception&) {
                 after = AfterExchange::kClose;  // the socket failed mid-answer
             }
+            busy.fetch_sub(1);
             if (after == AfterExchange::kClose || stopping.load()) {
                 release(std::move(task.conn));
                 continue;
@@ -368,7 +385,8 @@ void Server::run() {
         ev.data.fd = fd;
         ::epoll_ctl(m.epoll_fd, EPOLL_CTL_ADD, fd, &ev);
     }
-    for (int i = 0; i < std::max(1, m.cfg.threads); ++i) m.workers.emplace_back([&m] { m.work(); });
+    m.worker_count = static_cast<size_t>(std::max(1, m.cfg.threads));
+    for (size_t i = 0; i < m.worker_count; ++i) m.workers.emplace_back([&m] { m.work(); });
     m.loop();
     // stop(): no new connections; workers finish their exchange (streams see is_writable() false).
     m.tasks_cv.notify_all();

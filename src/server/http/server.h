@@ -2,8 +2,9 @@
 // connections and reads request heads without blocking, each head under a whole-head deadline, with a
 // cap on open connections that closes the oldest still sending a head (clients on loopback share one
 // address, so there is no per-address cap to lock them out). Complete heads go to a pool of workers
-// that run the handler (which reads the body only when it asks) and write the answer; an idle
-// keep-alive connection goes back to the loop and holds no worker.
+// that run the handler (which reads the body only when it asks) and write the answer, through a
+// bounded queue: with every worker busy and Limits::max_queued heads waiting, the loop answers 503
+// with Retry-After at once. An idle keep-alive connection goes back to the loop and holds no worker.
 // Thread safety: bind() then run() on one thread; stop() from any thread, any time.
 #pragma once
 
