@@ -365,6 +365,13 @@ TEST_F(HttpSecurityTest, LongAndOversizedTargetsAreRefusedAndTheServerLives) {
 
 namespace {
 
+// An authenticated POST that announces 100 body bytes and sends 4: the worker that takes it waits for
+// the rest (until --body-timeout-s). False when the server did not take the bytes.
+bool start_slow_body(RawConn& c) {
+    return c.send(std::string("POST /v1/estimate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") + kViewerToken +
+                  "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"na");
+}
+
 // `serve --threads N` is the number of request workers: one authenticated client sending its body
 // slowly holds one of them (until --body-timeout-s), so with one worker /healthz waits behind it and
 // with two it answers. The bound what "not answered" means is 1.5 s, far above a probe's few ms.
@@ -374,8 +381,7 @@ TEST(HttpThreadsTest, ThreadsIsTheNumberOfRequestWorkers) {
         fs::remove_all(root);
         ServeProcess server(root, {"--capacity", "cpus=0,gpus=0", "--threads", threads, "--body-timeout-s", "30"});
         RawConn slow(server.port());
-        ASSERT_TRUE(slow.send(std::string("POST /v1/estimate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") +
-                              kViewerToken + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"na"));
+        ASSERT_TRUE(start_slow_body(slow));
         std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the worker is now reading its body
         RawConn health(server.port());
         ASSERT_TRUE(health.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
@@ -394,8 +400,7 @@ TEST(HttpThreadsTest, PastTheQueueRequestsGetServiceUnavailableWithRetryAfter) {
     ServeProcess server(root, {"--capacity", "cpus=0,gpus=0", "--threads", "1", "--max-queued", "1",
                                "--body-timeout-s", "30"});
     RawConn slow(server.port());
-    ASSERT_TRUE(slow.send(std::string("POST /v1/estimate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ") +
-                          kViewerToken + "\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"na"));
+    ASSERT_TRUE(start_slow_body(slow));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the worker is now reading its body
     RawConn queued(server.port());
     ASSERT_TRUE(queued.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));

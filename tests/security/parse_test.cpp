@@ -16,32 +16,10 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 // One request with a 15 s bound on connect, read and write: a hang fails the probe instead of the suite.
 Http bounded_post(int port, const std::string& token, const std::string& path, const std::string& body) {
-    httplib::Client cli("127.0.0.1", port);
-    cli.set_connection_timeout(15);
-    cli.set_read_timeout(15);
-    cli.set_write_timeout(15);
-    httplib::Headers h;
-    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
-    Http out;
-    auto r = cli.Post(path, h, body, "application/json");
-    if (!r) {
-        out.status = -1;
-        out.text = "transport error " + httplib::to_string(r.error());
-        return out;
-    }
-    out.status = r->status;
-    out.text = r->body;
-    out.body = nlohmann::json::parse(r->body, nullptr, false);
-    return out;
+    return Api(port, token, 15).post(path, body);
 }
 
-int healthz(int port) {
-    httplib::Client cli("127.0.0.1", port);
-    cli.set_connection_timeout(5);
-    cli.set_read_timeout(5);
-    auto r = cli.Get("/healthz");
-    return r ? r->status : -1;
-}
+int healthz(int port) { return Api(port, "", 5).get("/healthz").status; }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -109,9 +109,11 @@ struct Http {
 
 class Api {
 public:
-    Api(int port, std::string token) : cli_("127.0.0.1", port), token_(std::move(token)) {
-        cli_.set_read_timeout(60);
-        cli_.set_write_timeout(60);
+    // Every request bounded by `timeout_s` on connect, read and write: a hang fails the call, not the suite.
+    Api(int port, std::string token, int timeout_s = 60) : cli_("127.0.0.1", port), token_(std::move(token)) {
+        cli_.set_connection_timeout(timeout_s);
+        cli_.set_read_timeout(timeout_s);
+        cli_.set_write_timeout(timeout_s);
     }
     httplib::Headers headers() const {
         httplib::Headers h;
