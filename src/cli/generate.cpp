@@ -1,4 +1,4 @@
-// `llmtrain generate`: sample text from a checkpoint with the KV-cache decoder (models/gpt2_decode.h)
+// `llmtrain generate`: sample text from a checkpoint with the model's KV-cache decoder (models/model.h)
 // and the seeded sampler (models/sampler.h), streaming the text to stdout token by token.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -13,14 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "cli/checkpoint_model.h"
 #include "cli/command.h"
-#include "config/loader.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
-#include "models/gpt2.h"
-#include "models/gpt2_decode.h"
-#include "models/gpt2_io.h"
 #include "models/sampler.h"
 #include "models/utf8_stream.h"
 #include "train/checkpoint.h"
@@ -44,31 +41,14 @@ void write_out(const std::string& s) {
     std::fflush(stdout);  // stream: each token appears as soon as it is sampled
 }
 
-// The checkpoint's model: --config when given, else the resolved config the trainer stored in state.json.
-config::Config checkpoint_config(const GenerateOptions& o, const train::Checkpoint& ck) {
-    if (!o.config.empty()) return config::load_config_file(o.config, o.sets);
-    if (!ck.state.contains("config") || !ck.state["config"].is_object())
-        throw InputError(fmt::format("generate: {} has no \"config\" object; pass --config with the run's config.yaml",
-                                     (ck.dir / train::kStateFile).string()));
-    // JSON is YAML: the stored config goes through the same strict loader as a file.
-    return config::load_config_string(ck.state["config"].dump(), (ck.dir / train::kStateFile).string(), o.sets);
-}
-
 void run_generate(const GenerateOptions& o) {
     LLMT_CHECK(o.max_new_tokens >= 0, "generate: --max-new-tokens must be >= 0, got {}", o.max_new_tokens);
-    train::Checkpoint ck = [&] {
-        try {
-            return train::load_checkpoint(o.checkpoint);
-        } catch (const CheckpointError& e) {
-            // The path is user input: a wrong or empty one is a usage problem (exit 2).
-            throw InputError(fmt::format("generate: --checkpoint '{}': {}", o.checkpoint, e.what()));
-        }
-    }();
-    const config::Config cfg = checkpoint_config(o, ck);
+    const CheckpointModel loaded = load_checkpoint_model("generate", o.checkpoint, o.config, o.sets);
+    const config::Config& cfg = loaded.config;
+    const train::Checkpoint& ck = loaded.checkpoint;
+    const models::Model& model = *loaded.model;
     if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
-    models::Gpt2 model(models::Gpt2Config::from(cfg.model));
-    models::gpt2_load_hf(model, model.params(), ck.model);
-    const models::Gpt2Config& mc = model.config();
+    const models::ModelDims& mc = model.dims();
 
     const data::Tokenizer tok = data::Tokenizer::load(o.tokenizer.empty() ? cfg.data.tokenizer : o.tokenizer);
     std::vector<int32_t> seq;
@@ -83,7 +63,8 @@ void run_generate(const GenerateOptions& o) {
     // Ids the model predicts must also be ids the tokenizer can print.
     const int V = std::min<int>(mc.vocab_size, static_cast<int>(tok.vocab_size()));
     models::Sampler sampler({o.temperature, o.top_k, o.seed}, V);
-    models::Gpt2Decoder dec(model);
+    const std::unique_ptr<models::Decoder> decoder = model.decoder();
+    models::Decoder& dec = *decoder;
     models::Utf8Stream text;
     write_out(o.prompt);
 

@@ -196,8 +196,10 @@ void encoder_forward(Tensor out, Tensor inp, Tensor wte, Tensor wpe) {
     const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
     check_shape(op, "inp", inp, {B, T});
     check_shape(op, "wte", wte, {-1, C});
-    check_shape(op, "wpe", wpe, {-1, C});
-    LLMT_INTERNAL_CHECK(wpe.dim(0) >= T, "{}: wpe has {} positions, sequence length is {}", op, wpe.dim(0), T);
+    if (!wpe.empty()) {
+        check_shape(op, "wpe", wpe, {-1, C});
+        LLMT_INTERNAL_CHECK(wpe.dim(0) >= T, "{}: wpe has {} positions, sequence length is {}", op, wpe.dim(0), T);
+    }
     const DType dt = check_act(op, out.device, {{"out", out}, {"wte", wte}, {"wpe", wpe}});
     check_dtype(op, "inp", inp, DType::kI32);
     LLMT_ON_CUDA_T(out.device, dt, cuda::encoder_forward(p<E>(out), ids(inp), p<E>(wte), p<E>(wpe), as_int(op, "B", B),
@@ -217,9 +219,12 @@ void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp) {
     const int64_t B = dout.dim(0), T = dout.dim(1), C = dout.dim(2);
     check_shape(op, "inp", inp, {B, T});
     check_shape(op, "dwte", dwte, {-1, C});
-    check_shape(op, "dwpe", dwpe, {-1, C});
-    LLMT_INTERNAL_CHECK(dwpe.dim(0) >= T, "{}: dwpe has {} positions, sequence length is {}", op, dwpe.dim(0), T);
-    check_f32(op, {{"dwte", dwte}, {"dwpe", dwpe}});
+    if (!dwpe.empty()) {
+        check_shape(op, "dwpe", dwpe, {-1, C});
+        LLMT_INTERNAL_CHECK(dwpe.dim(0) >= T, "{}: dwpe has {} positions, sequence length is {}", op, dwpe.dim(0), T);
+    }
+    check_f32(op, {{"dwte", dwte}});
+    if (!dwpe.empty()) check_f32(op, {{"dwpe", dwpe}});
     const DType dt = check_act(op, dout.device, {{"dout", dout}});
     check_dtype(op, "inp", inp, DType::kI32);
     LLMT_ON_CUDA_T(dout.device, dt, cuda::encoder_backward(f(dwte), f(dwpe), p<E>(dout), ids(inp), as_int(op, "B", B),

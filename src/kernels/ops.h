@@ -21,9 +21,10 @@
 
 namespace llmt::kernels {
 
-// cpu/encoder.h. out (B,T,C); inp (B,T) ids in [0,V); wte (V,C); wpe (maxT>=T, C).
+// cpu/encoder.h. out (B,T,C); inp (B,T) ids in [0,V); wte (V,C); wpe (maxT>=T, C), or empty: the token
+// embedding alone (LLaMA, whose positions are RoPE's).
 void encoder_forward(Tensor out, Tensor inp, Tensor wte, Tensor wpe);
-// dwte (V,C) +=, dwpe (maxT,C) +=; dout (B,T,C); inp (B,T).
+// dwte (V,C) +=, dwpe (maxT,C) += (or empty, as in the forward); dout (B,T,C); inp (B,T).
 void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp);
 
 // cpu/layernorm.h. out (B,T,C), mean (B,T), rstd (B,T) = 1/sqrt(var + eps); inp (B,T,C); weight, bias (C);

@@ -2,31 +2,22 @@
 // embeddings, pre-LayerNorm blocks (causal self-attention, GELU-tanh MLP), final LayerNorm, logits over
 // a vocabulary padded to a multiple of 64/128 (padding never predicted). Forward and an explicit
 // backward in llm.c style, all through kernels/ops.h, so the same code drives every backend.
-// Parameters live in one arena named with Hugging Face's names (models/gpt2_params.h).
+// Parameters carry Hugging Face's names (transformer.h.<l>....; Conv1D weights stored transposed there).
 #pragma once
 
+#include <array>
 #include <cstdint>
-#include <filesystem>
-#include <functional>
 #include <string>
 #include <vector>
 
-#include "core/arena.h"
-#include "models/param_spec.h"
+#include "models/activations.h"
+#include "models/model.h"
 
 namespace llmt::config {
 struct ModelConfig;
 }
 
 namespace llmt::models {
-
-// trainer.recompute: which activations backward() recomputes instead of keeping from the forward.
-// kGelu: the MLP's GELU output, recomputed from its kept pre-activation (one layer's worth of buffer, shared).
-// kAll: everything inside a block; only each block's input and output on the residual stream are kept,
-// and backward re-runs the block's forward into one block's worth of scratch right before its backward.
-enum class Recompute { kNone, kGelu, kAll };
-// "none" | "gelu" | "all" (the schema's choices); InputError naming trainer.recompute otherwise.
-Recompute recompute_from_name(const std::string& name);
 
 struct Gpt2Config {
     int n_layer = 0, n_head = 0, d_model = 0, d_ff = 0;
@@ -47,106 +38,75 @@ struct Gpt2Config {
     double flops_per_token(int T) const;
 };
 
-// Not thread-safe: one model per training process. forward/backward use OpenMP inside the kernels.
-class Gpt2 {
+class Gpt2 final : public Model {
 public:
-    // Parameters, gradients and activations live on `device` (CUDA: arenas in GPU memory; the model code
-    // is the same, kernels/ops.h dispatches on the tensors' device). `dtype` is the compute precision:
-    // f32, or bf16 (CUDA only: mixed precision with fp32 master weights and gradients, a bf16 copy of
-    // the weights that the kernels read, bf16 activations; the loss is fp32).
+    // Parameters, gradients and activations live on `device`; `dtype` is the compute precision: f32, or
+    // bf16 (CUDA only: fp32 master weights and gradients, a bf16 copy the kernels read, bf16 activations).
     explicit Gpt2(const Gpt2Config& cfg, Device device = Device::kCpu, DType dtype = DType::kF32);
-    Device device() const { return device_; }
-    DType dtype() const { return dtype_; }
+    // The memory plan of a model not built: nothing is allocated, so a model too large for the device
+    // can be refused with its figures. Throws InputError as the constructor does.
+    static MemoryPlan plan_memory(const Gpt2Config& cfg, Device device, DType dtype, int B, int T);
 
     const Gpt2Config& config() const { return cfg_; }
-    const std::vector<ParamSpec>& param_specs() const { return specs_; }
-    Arena& params() { return params_; }
-    Arena& grads() { return grads_; }
-    const Arena& params() const { return params_; }
-    // Number of parameters (tied weights once; the padding rows of wte not counted).
-    int64_t num_parameters() const;
-    // bf16: the compute copy of the parameters as one flat bf16 tensor indexed like params() (element i of
-    // the arena, alignment gaps included), which the optimizer rewrites after each update; empty for f32.
-    Tensor compute_params() const;
-    // Refreshes the compute copy from params() (call after writing params() other than through the
-    // optimizer: loading a checkpoint). No-op for f32.
-    void sync_compute_params();
+    std::string_view arch() const override { return "gpt2"; }
+    std::string summary() const override;
+    // N(0, 0.02) for weights and embeddings, N(0, 0.02/sqrt(2L)) for the two residual projections, zeros
+    // for biases, ones for LayerNorm weights; padding rows of wte are 0.
+    void init_random(uint64_t seed) override;
+    float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train,
+                  float loss_scale = 1.f) override;
+    // Dropout masks are stateless (kernels/cpu/dropout.h): site k (0 = embeddings, 1 + 2l / 2 + 2l = layer
+    // l's attention / MLP branch) uses the dropout seed + k, so resume reproduces them exactly.
+    void backward() override;
+    MemoryPlan memory_plan(int B, int T) const override;
+    double flops_per_token(int T) const override { return cfg_.flops_per_token(T); }
+    std::unique_ptr<Decoder> decoder(int max_T = 0) const override;
+    // Hub files spell the names without "transformer." and carry the attention-mask buffers
+    // (attn.bias, attn.masked_bias): ignored, as is a stored lm_head.weight when tied.
+    std::string hf_canonical_name(const std::string& name) const override;
+    nlohmann::ordered_json hf_config() const override;
 
-    // GPT-2 initialisation: N(0, 0.02) for weights and embeddings, N(0, 0.02/sqrt(2L)) for the two
-    // residual projections, zeros for biases, ones for LayerNorm weights; padding rows of wte are 0.
-    void init_random(uint64_t seed);
-
-    // Mean cross-entropy of `targets` given `inputs` (both (B,T) i32, B*T each; a target < 0 is
-    // ignored). When `train` is true the gradient of the loss times `loss_scale` is prepared for
-    // backward() (dlogits are computed in the same pass as the loss). Throws InputError for T >
-    // block_size or an id outside [0, V). Activations are sized on first use and regrown if B*T grows.
-    float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale = 1.f);
-    // Accumulates (+=) the gradients of the last train forward into grads(). Call zero_grad() per step.
-    // Re-runs what config().recompute did not keep (the same kernels on the same inputs as the forward).
-    void backward();
-    void zero_grad() { grads_.zero(); }
-    // Seed of the dropout masks of the next train forward (and its backward). The masks are stateless
-    // (kernels/cpu/dropout.h): site k (0 = embeddings, 1 + 2l / 2 + 2l = layer l's attention / MLP
-    // branch) uses seed + k, so the trainer derives one seed per (step, micro-step, rank) and resume
-    // reproduces the masks exactly.
-    void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
-    // Called during backward() with a byte offset into the gradient arena each time every gradient at
-    // and after it is final: after the final LayerNorm, after each layer (in reverse), 0 at the end.
-    // The data-parallel Reducer starts all-reducing those buckets while backward goes on.
-    void set_grads_ready_hook(std::function<void(size_t byte_offset)> hook) { grads_ready_ = std::move(hook); }
-
-    // Logits of the last position of every row after forward(..., targets = nullptr): (B, Vp). CPU models
-    // only (InternalError otherwise).
-    // Used by sampling; columns >= V are padding.
-    const float* last_logits(int b) const;
-
-    // Per-layer hook for sampling/eval without targets: logits of all positions (B,T,Vp).
-    const float* logits() const;
-
-    // Memory plan: bytes of parameters, gradients and activations for (B, T); the activations shrink with
-    // config().recompute.
-    struct MemoryPlan {
-        size_t params = 0, grads = 0, activations = 0;
+    // Typed handles into the parameter table.
+    struct Layer {
+        ParamId ln1_w, ln1_b, qkv_w, qkv_b, attn_proj_w, attn_proj_b, ln2_w, ln2_b, fc_w, fc_b, mlp_proj_w, mlp_proj_b;
     };
-    MemoryPlan memory_plan(int B, int T) const;
-    // The same plan for a model not built: nothing is allocated, so a model too large for the device
-    // can be refused with its figures (train/memory_check.h). Throws InputError as the constructor does,
-    // and when a size overflows 64 bits.
-    static MemoryPlan plan_memory(const Gpt2Config& cfg, Device device, DType dtype, int B, int T);
+    struct Weights {
+        ParamId wte, wpe, lnf_w, lnf_b, head;  // head == wte when tied
+        std::vector<Layer> layers;
+    };
+    const Weights& weights() const { return w_; }
+    Tensor weight(ParamId id) const { return store_.weight(id); }
 
 private:
     struct LayoutOnly {};
-    // Checks cfg, lists the parameters and lays out the arenas without allocating them.
     Gpt2(const Gpt2Config& cfg, Device device, DType dtype, LayoutOnly);
-    void ensure_activations(int B, int T);
-    // Layer l's block on the residual stream `residual` (B_, T_ of the last forward): LayerNorms,
-    // attention and MLP into the layer's activation buffers; with `to_residual3` false it stops before
-    // the MLP's output projection (what backward needs when it re-runs the block, trainer.recompute all).
-    void block_forward(int l, Tensor residual, bool to_residual3);
-    // Whether activation `name` (one of each layer's) is kept per layer, else in one shared "blk." buffer.
-    bool kept_per_layer(const std::string& name) const;
-    // Layer l's buffer of activation `name`: "h<l>.<name>", or the shared "blk.<name>".
-    std::string act_name(int l, const std::string& name) const;
 
-    // The activation arena's layout for (B, T) (not allocated).
-    Arena activation_layout(int B, int T) const;
-    // Parameter `name` as the kernels read it: the fp32 master view, or its bf16 compute copy.
-    Tensor weight(const std::string& name) const;
+    // Each layer's activations, in arena order.
+    enum LayerAct { kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kLse, kAttProj, kResidual2, kLn2, kLn2Mean, kLn2Rstd,
+                    kFch, kFchGelu, kFcProj, kResidual3, kNumLayerActs };
+    struct Acts {
+        ActId encoded, lnf, lnf_mean, lnf_rstd, logits, losses, d_residual, d_c, d_c2, d_qkv, d_f, inputs, targets;
+        std::vector<std::array<ActId, kNumLayerActs>> layer;  // per layer; shared buffers repeat an id
+    };
+    // The activation arena for (B, T), not allocated; `ids` (optional) receives the handles.
+    Arena activation_layout(int B, int T, Acts* ids = nullptr) const;
+    // Whether activation `a` is kept per layer (else one shared buffer, recomputed in backward), and
+    // whether it exists at all (the projections' outputs only with dropout).
+    bool kept_per_layer(LayerAct a) const;
+    bool present(LayerAct a) const;
+    // Layer l's block on `residual` (the last forward's B, T); to_residual3 false stops before the MLP's
+    // output projection (what backward needs when it re-runs the block, trainer.recompute all).
+    void block_forward(int l, Tensor residual, bool to_residual3);
+    Tensor act(int l, LayerAct a, int64_t width) const { return acts_.btc(ids_.layer[l][a], B_, T_, width); }
+    Tensor stat(int l, LayerAct a) const { return acts_.bt(ids_.layer[l][a], B_, T_); }
 
     Gpt2Config cfg_;
-    Device device_ = Device::kCpu;
-    DType dtype_ = DType::kF32;
-    std::vector<ParamSpec> specs_;
-    Arena params_, grads_;
-    Arena params_lp_;  // bf16 compute copy (one flat view), allocated only for dtype bf16
-    Arena acts_;
-    int act_B_ = 0, act_T_ = 0;  // the (B, T) of the allocated activation arena
-    int B_ = 0, T_ = 0;          // of the last forward
-    bool has_grad_ = false;      // the last forward prepared dlogits
-    bool dropped_ = false;       // the last forward applied dropout (backward must too)
-    uint64_t dropout_seed_ = 0;
-    std::function<void(size_t)> grads_ready_;
-    std::vector<int32_t> inputs_;
+    Weights w_;
+    Acts ids_;
+    Activations acts_;
+    int B_ = 0, T_ = 0;      // of the last forward
+    bool has_grad_ = false;  // the last forward prepared the head's gradient
+    bool dropped_ = false;   // the last forward applied dropout (backward must too)
 };
 
 }  // namespace llmt::models

@@ -12,6 +12,8 @@ namespace llmt::models {
 
 Gpt2Decoder::Gpt2Decoder(const Gpt2& model, int max_T) : model_(model) {
     const Gpt2Config& c = model.config();
+    LLMT_INTERNAL_CHECK(model.device() == Device::kCpu, "decoder: the KV-cache decoder runs on the CPU (model on {})",
+                        device_name(model.device()));
     max_T_ = max_T == 0 ? c.block_size : max_T;
     LLMT_INTERNAL_CHECK(max_T_ > 0 && max_T_ <= c.block_size, "decoder: cache of {} positions; expected 1..model.block_size ({})",
                max_T_, c.block_size);
@@ -53,30 +55,31 @@ const float* Gpt2Decoder::run(const int32_t* ids, int n) {
         LLMT_CHECK(ids[i] >= 0 && ids[i] < c.vocab_size, "decoder: token id {} at position {} is outside [0, {})",
                    ids[i], t0 + i, c.vocab_size);
     const Arena& P = model_.params();
-    auto S = [&](const char* name, int64_t w) { return Tensor(scratch_.view(name).data, {1, n, w}); };
+    const Gpt2::Weights& w = model_.weights();
+    auto W = [&](ParamId id) { return P.view(id); };
+    auto S = [&](const char* name, int64_t width) { return Tensor(scratch_.view(name).data, {1, n, width}); };
     Tensor mean(scratch_.view("mean").data, {1, n}), rstd(scratch_.view("rstd").data, {1, n});
 
     // Positions t0.. use rows t0.. of the position table.
-    Tensor wpe = P.view("transformer.wpe.weight");
+    Tensor wpe = W(w.wpe);
     Tensor wpe_from(static_cast<float*>(wpe.data) + static_cast<int64_t>(t0) * C, {c.block_size - t0, C});
     Tensor inp(const_cast<int32_t*>(ids), {1, n}, DType::kI32);
-    kernels::encoder_forward(S("x", C), inp, P.view("transformer.wte.weight"), wpe_from);
+    kernels::encoder_forward(S("x", C), inp, W(w.wte), wpe_from);
 
     Tensor residual = S("x", C);
     for (int l = 0; l < c.n_layer; ++l) {
-        const std::string p = fmt::format("transformer.h.{}.", l);
-        auto W = [&](const char* name) { return P.view(p + name); };
-        Tensor cache = cache_.view(fmt::format("h{}.qkv", l));  // (1, max_T, 3C)
+        const Gpt2::Layer& L = w.layers[static_cast<size_t>(l)];
+        Tensor cache = cache_.view(static_cast<size_t>(l));  // (1, max_T, 3C)
         Tensor qkv_new(static_cast<float*>(cache.data) + static_cast<int64_t>(t0) * 3 * C, {1, n, 3 * C});
-        kernels::layernorm_forward(S("ln", C), mean, rstd, residual, W("ln_1.weight"), W("ln_1.bias"), c.norm_eps);
-        kernels::matmul_forward(qkv_new, S("ln", C), W("attn.c_attn.weight"), W("attn.c_attn.bias"));
+        kernels::layernorm_forward(S("ln", C), mean, rstd, residual, W(L.ln1_w), W(L.ln1_b), c.norm_eps);
+        kernels::matmul_forward(qkv_new, S("ln", C), W(L.qkv_w), W(L.qkv_b));
         kernels::attention_forward_cached(S("atty", C), cache, t0, c.n_head);
-        kernels::matmul_forward(S("proj", C), S("atty", C), W("attn.c_proj.weight"), W("attn.c_proj.bias"));
+        kernels::matmul_forward(S("proj", C), S("atty", C), W(L.attn_proj_w), W(L.attn_proj_b));
         kernels::residual_forward(S("res2", C), residual, S("proj", C));
-        kernels::layernorm_forward(S("ln", C), mean, rstd, S("res2", C), W("ln_2.weight"), W("ln_2.bias"), c.norm_eps);
-        kernels::matmul_forward(S("fch", F), S("ln", C), W("mlp.c_fc.weight"), W("mlp.c_fc.bias"));
+        kernels::layernorm_forward(S("ln", C), mean, rstd, S("res2", C), W(L.ln2_w), W(L.ln2_b), c.norm_eps);
+        kernels::matmul_forward(S("fch", F), S("ln", C), W(L.fc_w), W(L.fc_b));
         kernels::gelu_forward(S("fch_gelu", F), S("fch", F));
-        kernels::matmul_forward(S("proj", C), S("fch_gelu", F), W("mlp.c_proj.weight"), W("mlp.c_proj.bias"));
+        kernels::matmul_forward(S("proj", C), S("fch_gelu", F), W(L.mlp_proj_w), W(L.mlp_proj_b));
         // res3 is the next layer's input; that layer reads it (ln_1, res2 = res3 + attn) before rewriting it.
         kernels::residual_forward(S("res3", C), S("res2", C), S("proj", C));
         residual = S("res3", C);
@@ -86,11 +89,9 @@ const float* Gpt2Decoder::run(const int32_t* ids, int n) {
     Tensor last_row(const_cast<float*>(last), {1, 1, C});
     Tensor ln_row(scratch_.view("ln").data, {1, 1, C});
     Tensor mean1(scratch_.view("mean").data, {1, 1}), rstd1(scratch_.view("rstd").data, {1, 1});
-    kernels::layernorm_forward(ln_row, mean1, rstd1, last_row, P.view("transformer.ln_f.weight"),
-                               P.view("transformer.ln_f.bias"), c.norm_eps);
+    kernels::layernorm_forward(ln_row, mean1, rstd1, last_row, W(w.lnf_w), W(w.lnf_b), c.norm_eps);
     Tensor logits(scratch_.view("logits").data, {1, 1, Vp});
-    Tensor head = c.tie_embeddings ? P.view("transformer.wte.weight") : P.view("lm_head.weight");
-    kernels::matmul_forward(logits, ln_row, head, Tensor());
+    kernels::matmul_forward(logits, ln_row, W(w.head), Tensor());
     pos_ = t0 + n;
     return logits.ptr<float>();
 }

@@ -11,26 +11,27 @@
 
 #include "core/arena.h"
 #include "models/gpt2.h"
+#include "models/model.h"
 
 namespace llmt::models {
 
 // Holds a reference to `model`, whose parameters must outlive the decoder and not change while a
 // sequence is being decoded. Not thread-safe (the kernels use OpenMP inside).
-class Gpt2Decoder {
+class Gpt2Decoder final : public Decoder {
 public:
     // max_T: cache capacity in positions, 0 = the model's block_size; InputError if above it.
     explicit Gpt2Decoder(const Gpt2& model, int max_T = 0);
 
     // Starts a new sequence: runs `ids` (1..max_T ids in [0, V)) in one batched pass and returns the
     // logits (Vp floats; columns >= V are padding) that predict the token after the last one.
-    const float* prefill(std::span<const int32_t> ids);
+    const float* prefill(std::span<const int32_t> ids) override;
     // Appends one id to the sequence and returns the logits predicting the next token. InputError
     // when the cache is full (position() == capacity(); the message names model.block_size) or
     // before any prefill.
-    const float* step(int32_t id);
+    const float* step(int32_t id) override;
 
-    int position() const { return pos_; }  // ids in the cache
-    int capacity() const { return max_T_; }
+    int position() const override { return pos_; }  // ids in the cache
+    int capacity() const override { return max_T_; }
     const Gpt2& model() const { return model_; }
 
 private:

@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json_parse.h"
-#include "models/gpt2.h"
+#include "models/registry.h"
 
 namespace llmt::server {
 
@@ -29,7 +29,7 @@ JobShape shape_of(const JobSpec& spec, const config::Config& cfg) {
     s.world = spec.cpus();
     s.threads = s.gpu ? 0 : cfg.run.threads;
     const int T = cfg.model.block_size;
-    s.flops_per_token = models::Gpt2Config::from(cfg.model).flops_per_token(T);
+    s.flops_per_token = models::model_flops_per_token(cfg.model, T);
     s.tokens = static_cast<double>(cfg.trainer.max_steps) * cfg.trainer.micro_batch_size * cfg.trainer.grad_accum_steps *
                T * s.world;
     return s;

@@ -19,7 +19,7 @@ struct ThroughputRow {
     std::string card;          // what ran it: the CPU model and core count, or the GPU's name
     int world_size = 1;        // ranks (processes) of the run
     int threads_per_rank = 0;  // CPU runs; 0 when not recorded
-    double flops_per_token = 0;  // 6N + 12LCT of the model that ran (models::Gpt2Config::flops_per_token)
+    double flops_per_token = 0;  // 6N + 12LCT of the model that ran (models::model_flops_per_token)
     double tokens_per_s = 0;     // all ranks together
     std::string model;           // "L4 d256 h4 T256" (for people reading the rows)
     std::string precision;       // "fp32" | "bf16"

@@ -14,6 +14,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "models/registry.h"
 
 namespace llmt::train {
 namespace {
@@ -71,15 +72,8 @@ DType check_supported(const config::Config& cfg, Device device) {
     return cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
 }
 
-models::Gpt2Config model_config(const config::Config& cfg) {
-    models::Gpt2Config mc = models::Gpt2Config::from(cfg.model);
-    mc.recompute = models::recompute_from_name(cfg.trainer.recompute);
-    return mc;
-}
-
 MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device, DType dtype, int zero1_world) {
-    const auto plan = models::Gpt2::plan_memory(model_config(cfg), device, dtype, cfg.trainer.micro_batch_size,
-                                                cfg.model.block_size);
+    const auto plan = models::plan_model_memory(cfg, device, dtype, cfg.trainer.micro_batch_size, cfg.model.block_size);
     MemoryEstimate e;
     e.parameters = plan.params;
     e.gradients = plan.grads;

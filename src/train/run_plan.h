@@ -12,7 +12,6 @@
 #include "config/config.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
-#include "models/gpt2.h"
 
 namespace llmt::train {
 
@@ -22,8 +21,6 @@ Device resolve_device(const config::Config& cfg, int local_world);
 // The model's compute precision on `device` (trainer.precision); what this version cannot do is
 // refused with InputError naming the key.
 DType check_supported(const config::Config& cfg, Device device);
-// The model section plus trainer.recompute.
-models::Gpt2Config model_config(const config::Config& cfg);
 
 // Bytes one training process holds. Under bf16 `parameters` counts the fp32 master weights and their
 // bf16 compute copy; `optimizer` is AdamW's two fp32 moments (sharded over the ranks under ZeRO-1).

@@ -25,6 +25,8 @@
 #include "kernels/ops.h"
 #include "models/gpt2.h"
 #include "models/gpt2_io.h"
+#include "models/hf_adapter.h"
+#include "models/registry.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
@@ -82,29 +84,6 @@ void apply_threads(const config::Config& cfg) {
     if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
 }
 
-// A host arena with `a`'s layout (the staging buffer for checkpoints of device parameters).
-Arena host_copy(const Arena& a) {
-    Arena h;
-    for (const auto& e : a.entries()) h.add(e.name, std::vector<int64_t>(e.shape), e.dtype);
-    h.allocate(false);
-    kernels::copy(Tensor(h.data(), {static_cast<int64_t>(h.nbytes() / 4)}),
-                  Tensor(a.data(), {static_cast<int64_t>(a.nbytes() / 4)}, DType::kF32, a.device()));
-    return h;
-}
-
-// HF-layout weights into the model's parameters on any device (staged through host memory for a GPU).
-void load_params(models::Gpt2& model, const SafetensorsFile& file) {
-    if (model.device() == Device::kCpu) {
-        models::gpt2_load_hf(model, model.params(), file);
-        return;
-    }
-    Arena host = host_copy(model.params());
-    models::gpt2_load_hf(model, host, file);
-    kernels::copy(Tensor(model.params().data(), {static_cast<int64_t>(host.nbytes() / 4)}, DType::kF32, model.device()),
-                  Tensor(host.data(), {static_cast<int64_t>(host.nbytes() / 4)}));
-    model.sync_compute_params();
-}
-
 // The train and val shard lists for the configured source (preparing text/jsonl into the cache).
 struct DataFiles {
     std::vector<std::string> train, val;
@@ -145,22 +124,27 @@ SafetensorsFile open_init_from(const std::filesystem::path& path) {
     return file;
 }
 
-models::Gpt2 build_model(const config::Config& cfg, Device device, DType dtype) {
-    models::Gpt2 model(model_config(cfg), device, dtype);
+// The model with its weights: drawn from run.seed, or model.init_from's.
+std::unique_ptr<models::Model> build_model(const config::Config& cfg, Device device, DType dtype) {
+    auto model = models::make_model(cfg, device, dtype);
     if (cfg.model.init_from == "scratch") {
-        model.init_random(cfg.run.seed);
+        model->init_random(cfg.run.seed);
     } else {
         auto path = models::gpt2_resolve_init_from(cfg.model.init_from);
-        load_params(model, open_init_from(path));
+        if (cfg.model.arch == "gpt2") models::gpt2_check_norm_eps(models::Gpt2Config::from(cfg.model), path);
+        const SafetensorsFile file = open_init_from(path);
+        models::load_hf_params(*model, models::SafetensorsSource(file));
         log_line(fmt::format("model: initialised from {}", path.string()));
     }
     return model;
 }
 
-std::vector<optim::ParamSlot> param_slots(const models::Gpt2& model, bool decay_embeddings) {
+// AdamW's tensors: the trainable ones, weight decay on matrices (and embeddings when asked).
+std::vector<optim::ParamSlot> param_slots(const models::Model& model, bool decay_embeddings) {
     std::vector<optim::ParamSlot> slots;
     const auto& specs = model.param_specs();
     for (size_t i = 0; i < specs.size(); ++i) {
+        if (!specs[i].trainable) continue;
         const auto& e = model.params().entry(i);
         bool decay = specs[i].kind == models::ParamKind::kWeight ||
                      (decay_embeddings && specs[i].kind == models::ParamKind::kEmbedding);
@@ -177,7 +161,7 @@ struct EvalOutput {
     int64_t batches = 0;
 };
 
-EvalOutput evaluate(models::Gpt2& model, const data::EvalLoader& loader, int B, int T, int64_t steps) {
+EvalOutput evaluate(models::Model& model, const data::EvalLoader& loader, int B, int T, int64_t steps) {
     EvalOutput out;
     int64_t n = std::min<int64_t>(steps, static_cast<int64_t>(loader.num_batches()));
     std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
@@ -194,158 +178,183 @@ EvalOutput evaluate(models::Gpt2& model, const data::EvalLoader& loader, int B, 
 
 bool stderr_is_tty() { return ::isatty(2) == 1; }
 
-}  // namespace
+// One training run, as named steps: set up the device and ranks, build the model and data, then either a
+// dry run or the optimizer, the run directory (new or resumed), and the loop of steps with evaluation,
+// checkpoints and a graceful stop. run() is the order; each method is one step.
+class TrainingRun {
+public:
+    explicit TrainingRun(const TrainOptions& opts) : opts_(opts), cfg_(opts.cfg), tc_(opts.cfg.trainer) {}
 
-TrainResult run_training(const TrainOptions& opts) {
-    const config::Config& cfg = opts.cfg;
-    install_stop_handlers();  // first: before any OpenMP thread exists (see signals.h)
-    // Config refusals before any rendezvous (the device is settled once the world size is known).
-    check_supported(cfg, cfg.run.device == "cpu" || kernels::device_count(Device::kCuda) == 0 ? Device::kCpu
-                                                                                              : Device::kCuda);
-    apply_threads(cfg);
-    const auto& tc = cfg.trainer;
-    const int B = tc.micro_batch_size, T = cfg.model.block_size, accum = tc.grad_accum_steps;
-    // The device first: with NCCL, DistContext makes GPU LOCAL_RANK current before any CUDA work.
-    const Device dev = resolve_device(cfg, opts.dry_run ? 1 : dist::worker_env_from().local_world_size);
-    DistContext dc = opts.dry_run ? DistContext::single() : DistContext::create(cfg, dev);
-    const int world = dc.world(), rank = dc.rank();
-    const DType dtype = check_supported(cfg, dev);
-    const std::string device(device_name(dev));
-    const GradSync sync = grad_sync_plan(cfg, dc.active() ? world : 1);
-    const bool zero = sync.zero1;
-    rank_log().to_stderr = rank == 0;
-    if (dc.active())
-        fmt::print(stderr, "dist: rank {} of {} (local {} of {}), {} via {}:{}{}, restart {}\n", rank, world,
-                   dc.env().local_rank, dc.env().local_world_size, dc.pg().backend(), dc.env().master_addr,
-                   dc.env().master_port, zero ? ", ZeRO-1" : "", dc.env().restart_count);
+    TrainResult run() {
+        set_up_ranks();
+        check_memory_fits();
+        build();
+        open_data();
+        if (opts_.dry_run) return dry_run();
+        build_optimizer();
+        open_run_dir();
+        attach_grad_sync();
+        log_line(fmt::format("run: {} ({})", run_dir_->run_id(), run_dir_->path().string()));
+        metrics_.emplace(cfg_.tracking.jsonl && rank_ == 0 ? run_dir_->metrics_path() : std::filesystem::path());
+        const int exit_code = train_loop();
+        return finish(exit_code);
+    }
+
+private:
+    // The device, the process group and how gradients are synchronised.
+    void set_up_ranks() {
+        install_stop_handlers();  // first: before any OpenMP thread exists (see signals.h)
+        // Config refusals before any rendezvous (the device is settled once the world size is known).
+        check_supported(cfg_, cfg_.run.device == "cpu" || kernels::device_count(Device::kCuda) == 0 ? Device::kCpu
+                                                                                                   : Device::kCuda);
+        apply_threads(cfg_);
+        // The device first: with NCCL, DistContext makes GPU LOCAL_RANK current before any CUDA work.
+        dev_ = resolve_device(cfg_, opts_.dry_run ? 1 : dist::worker_env_from().local_world_size);
+        dc_ = opts_.dry_run ? DistContext::single() : DistContext::create(cfg_, dev_);
+        world_ = dc_.world();
+        rank_ = dc_.rank();
+        dtype_ = check_supported(cfg_, dev_);
+        sync_ = grad_sync_plan(cfg_, dc_.active() ? world_ : 1);
+        rank_log().to_stderr = rank_ == 0;
+        if (dc_.active())
+            fmt::print(stderr, "dist: rank {} of {} (local {} of {}), {} via {}:{}{}, restart {}\n", rank_, world_,
+                       dc_.env().local_rank, dc_.env().local_world_size, dc_.pg().backend(), dc_.env().master_addr,
+                       dc_.env().master_port, sync_.zero1 ? ", ZeRO-1" : "", dc_.env().restart_count);
+    }
 
     // Memory before any arena is allocated: a model that cannot fit is refused with its figures.
-    const MemoryEstimate mem_est = estimate_training_memory(cfg, dev, dtype, zero ? world : 1);
-    check_memory(mem_est, memory_limit(dev, opts.max_memory), cfg);
-
-    models::Gpt2 model = build_model(cfg, dev, dtype);
-    const auto& mc = model.config();
-    // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
-    // could differ between hosts).
-    if (dc.active()) {
-        dc.pg().broadcast(Tensor(model.params().data(), {static_cast<int64_t>(model.params().nbytes() / 4)},
-                                 DType::kF32, model.device()),
-                          0);
-        model.sync_compute_params();
+    void check_memory_fits() {
+        mem_ = estimate_training_memory(cfg_, dev_, dtype_, sync_.zero1 ? world_ : 1);
+        check_memory(mem_, memory_limit(dev_, opts_.max_memory), cfg_);
     }
-    log_line(fmt::format("model: gpt2, {} layers, d_model {}, {} heads, block {}, vocab {} (padded {}), {:.2f}M parameters",
-                         mc.n_layer, mc.d_model, mc.n_head, mc.block_size, mc.vocab_size, mc.padded_vocab,
-                         static_cast<double>(model.num_parameters()) / 1e6));
-    const std::uint64_t opt_bytes = mem_est.optimizer, plan_total = mem_est.total();
-    if (dev == Device::kCuda) {
-        const auto mem = kernels::device_memory_info(dev);
+
+    void build() {
+        model_ = build_model(cfg_, dev_, dtype_);
+        // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
+        // could differ between hosts).
+        if (dc_.active()) {
+            dc_.pg().broadcast(Tensor(model_->params().data(), {static_cast<int64_t>(model_->params().nbytes() / 4)},
+                                      DType::kF32, model_->device()),
+                               0);
+            model_->sync_compute_params();
+        }
+        log_line("model: " + model_->summary());
+        if (dev_ != Device::kCuda) return;
+        const auto mem = kernels::device_memory_info(dev_);
         log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
                              "AdamW state {:.2f}, activations {:.2f} at B={} T={}, recompute {}) of {:.1f} GiB on the "
                              "GPU",
-                             dtype_name(dtype), plan_total / 1073741824.0, mem_est.parameters / 1073741824.0,
-                             mem_est.gradients / 1073741824.0, opt_bytes / 1073741824.0, mem_est.activations / 1073741824.0, B,
-                             T, tc.recompute, mem.total / 1073741824.0));
+                             dtype_name(dtype_), mem_.total() / 1073741824.0, mem_.parameters / 1073741824.0,
+                             mem_.gradients / 1073741824.0, mem_.optimizer / 1073741824.0,
+                             mem_.activations / 1073741824.0, B(), T(), tc_.recompute, mem.total / 1073741824.0));
     }
 
-    DataFiles files = resolve_data(cfg, true);
-    data::LoaderOptions lo;
-    lo.shard_paths = files.train;
-    lo.B = B;
-    lo.T = T;
-    lo.rank = rank;
-    lo.world = world;
-    lo.seed = cfg.run.seed;
-    lo.shuffle = cfg.data.shuffle;
-    lo.vocab_size = static_cast<size_t>(cfg.model.vocab_size);
-    lo.format = files.format;
-    data::DataLoader loader(lo);
-    std::optional<data::EvalLoader> eval_loader;
-    if (!files.val.empty()) {
+    void open_data() {
+        DataFiles files = resolve_data(cfg_, true);
+        data::LoaderOptions lo;
+        lo.shard_paths = files.train;
+        lo.B = B();
+        lo.T = T();
+        lo.rank = rank_;
+        lo.world = world_;
+        lo.seed = cfg_.run.seed;
+        lo.shuffle = cfg_.data.shuffle;
+        lo.vocab_size = static_cast<size_t>(cfg_.model.vocab_size);
+        lo.format = files.format;
+        loader_.emplace(lo);
+        if (files.val.empty()) return;
         data::EvalLoaderOptions eo;
         eo.shard_paths = files.val;
-        eo.B = B;
-        eo.T = T;
-        eo.rank = rank;
-        eo.world = world;
+        eo.B = B();
+        eo.T = T();
+        eo.rank = rank_;
+        eo.world = world_;
         eo.vocab_size = lo.vocab_size;
         eo.format = files.format;
-        eval_loader.emplace(eo);
+        eval_loader_.emplace(eo);
     }
 
-    if (opts.dry_run) {
-        std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
-        loader.next(x.data(), y.data());
+    // One forward pass: the parameter count, the memory plan and the loss; no update.
+    TrainResult dry_run() {
+        std::vector<int32_t> x(static_cast<size_t>(B()) * T()), y(x.size());
+        loader_->next(x.data(), y.data());
         Stopwatch sw;
-        float loss = model.forward(x.data(), y.data(), B, T, false);
+        float loss = model_->forward(x.data(), y.data(), B(), T(), false);
         nlohmann::ordered_json s = {
             {"dry_run", true},
-            {"parameters", model.num_parameters()},
-            {"memory_bytes", {{"parameters", mem_est.parameters}, {"gradients", mem_est.gradients}, {"optimizer", opt_bytes},
-                              {"activations", mem_est.activations},
-                              {"total", plan_total}}},
-            {"recompute", tc.recompute},
+            {"parameters", model_->num_parameters()},
+            {"memory_bytes", {{"parameters", mem_.parameters}, {"gradients", mem_.gradients}, {"optimizer", mem_.optimizer},
+                              {"activations", mem_.activations}, {"total", mem_.total()}}},
+            {"recompute", tc_.recompute},
             {"loss", loss},
             {"forward_ms", sw.seconds() * 1e3},
-            {"train_windows", loader.num_windows()},
-            {"device", device},
-            {"precision", std::string(dtype == DType::kBF16 ? "bf16" : "fp32")}};
-        if (dev == Device::kCuda) {
-            const auto mem = kernels::device_memory_info(dev);
+            {"train_windows", loader_->num_windows()},
+            {"device", std::string(device_name(dev_))},
+            {"precision", std::string(dtype_ == DType::kBF16 ? "bf16" : "fp32")}};
+        if (dev_ == Device::kCuda) {
+            const auto mem = kernels::device_memory_info(dev_);
             s["gpu_memory_bytes"] = {{"used_after_forward", mem.total - mem.free}, {"total", mem.total}};
         }
         return {0, s};
     }
 
-    optim::AdamWConfig ac;
-    ac.beta1 = static_cast<float>(tc.betas[0]);
-    ac.beta2 = static_cast<float>(tc.betas[1]);
-    ac.eps = static_cast<float>(tc.eps);
-    ac.weight_decay = static_cast<float>(tc.weight_decay);
-    const size_t arena_numel = model.params().nbytes() / sizeof(float);
-    // ZeRO-1: rank r keeps the AdamW state of arena elements [r*shard, (r+1)*shard) only.
-    const size_t shard = zero ? (arena_numel + world - 1) / static_cast<size_t>(world) : arena_numel;
-    optim::ArenaSlice slice;
-    if (zero) slice = {static_cast<size_t>(rank) * shard, std::min(arena_numel, static_cast<size_t>(rank + 1) * shard)};
-    optim::AdamW opt(param_slots(model, tc.decay_embeddings), arena_numel, ac, slice, dev);
-    optim::LrSchedule sched{optim::parse_schedule_kind(tc.schedule), tc.lr, tc.min_lr, tc.warmup_steps, tc.max_steps};
-    sched.validate();
-
-    // Run directory: new, or the one being resumed. Rank 0 decides (and alone creates files); the
-    // others learn the directory and the checkpoint through the store and read the checkpoint too
-    // (the run directory is on a filesystem every rank sees: one host, or a shared volume in pods).
-    std::optional<RunDir> run_dir;
-    int64_t step = 0, tokens = 0;
-    double best_val = std::numeric_limits<double>::infinity();
-    double prior_wall = 0;
-    RunMeta meta{opts.argv, world, device};
-    std::string ckpt_path;
-    if (rank == 0) {
-        if (!opts.resume.empty()) {
-            ResumeTarget target = resolve_resume(opts.resume, cfg);
-            if (target.checkpoint) {
-                ckpt_path = target.checkpoint->string();
-                run_dir = RunDir::open(target.run_dir);
-            } else {
-                // --resume auto and the run has no checkpoint yet: start it (reusing a directory a crash left).
-                std::error_code ec;
-                if (std::filesystem::is_directory(target.run_dir, ec) &&
-                    std::filesystem::exists(target.run_dir / "config.yaml", ec)) {
-                    run_dir = RunDir::open(target.run_dir);
-                    truncate_metrics_after(run_dir->metrics_path(), 0);
-                } else {
-                    run_dir = RunDir::create(cfg, meta);
-                }
-                log_line(fmt::format("resume auto: no checkpoint in '{}', starting the run", target.run_dir.string()));
-            }
-        } else {
-            run_dir = RunDir::create(cfg, meta);
-        }
+    void build_optimizer() {
+        optim::AdamWConfig ac;
+        ac.beta1 = static_cast<float>(tc_.betas[0]);
+        ac.beta2 = static_cast<float>(tc_.betas[1]);
+        ac.eps = static_cast<float>(tc_.eps);
+        ac.weight_decay = static_cast<float>(tc_.weight_decay);
+        arena_numel_ = model_->params().nbytes() / sizeof(float);
+        // ZeRO-1: rank r keeps the AdamW state of arena elements [r*shard, (r+1)*shard) only.
+        const size_t shard = sync_.zero1 ? (arena_numel_ + world_ - 1) / static_cast<size_t>(world_) : arena_numel_;
+        optim::ArenaSlice slice;
+        if (sync_.zero1)
+            slice = {static_cast<size_t>(rank_) * shard, std::min(arena_numel_, static_cast<size_t>(rank_ + 1) * shard)};
+        opt_.emplace(param_slots(*model_, tc_.decay_embeddings), arena_numel_, ac, slice, dev_);
+        sched_ = optim::LrSchedule{optim::parse_schedule_kind(tc_.schedule), tc_.lr, tc_.min_lr, tc_.warmup_steps,
+                                   tc_.max_steps};
+        sched_.validate();
     }
-    const std::string run_path = dc.from_rank0("run_dir", rank == 0 ? run_dir->path().string() : "");
-    ckpt_path = dc.from_rank0("checkpoint", ckpt_path);
-    if (rank != 0) run_dir = RunDir::open(run_path);
-    open_rank_log(run_dir->logs_dir(), rank);
-    if (!ckpt_path.empty()) {
+
+    // Run directory: new, or the one being resumed. Rank 0 decides (and alone creates files); the others
+    // learn the directory and the checkpoint through the store and read the checkpoint too (the run
+    // directory is on a filesystem every rank sees: one host, or a shared volume in pods).
+    void open_run_dir() {
+        RunMeta meta{opts_.argv, world_, std::string(device_name(dev_))};
+        std::string ckpt_path;
+        if (rank_ == 0) ckpt_path = choose_run_dir(meta);
+        const std::string run_path = dc_.from_rank0("run_dir", rank_ == 0 ? run_dir_->path().string() : "");
+        ckpt_path = dc_.from_rank0("checkpoint", ckpt_path);
+        if (rank_ != 0) run_dir_ = RunDir::open(run_path);
+        open_rank_log(run_dir_->logs_dir(), rank_);
+        if (!ckpt_path.empty()) restore(ckpt_path);
+    }
+
+    // Rank 0: creates or opens the run directory; returns the checkpoint to resume from ("" for none).
+    std::string choose_run_dir(const RunMeta& meta) {
+        if (opts_.resume.empty()) {
+            run_dir_ = RunDir::create(cfg_, meta);
+            return "";
+        }
+        ResumeTarget target = resolve_resume(opts_.resume, cfg_);
+        if (target.checkpoint) {
+            run_dir_ = RunDir::open(target.run_dir);
+            return target.checkpoint->string();
+        }
+        // --resume auto and the run has no checkpoint yet: start it (reusing a directory a crash left).
+        std::error_code ec;
+        if (std::filesystem::is_directory(target.run_dir, ec) && std::filesystem::exists(target.run_dir / "config.yaml", ec)) {
+            run_dir_ = RunDir::open(target.run_dir);
+            truncate_metrics_after(run_dir_->metrics_path(), 0);
+        } else {
+            run_dir_ = RunDir::create(cfg_, meta);
+        }
+        log_line(fmt::format("resume auto: no checkpoint in '{}', starting the run", target.run_dir.string()));
+        return "";
+    }
+
+    // Weights, optimizer state, data position and counters from a checkpoint of this run's model and data.
+    void restore(const std::string& ckpt_path) {
         Checkpoint ck = load_checkpoint(ckpt_path);
         const std::filesystem::path state_file = ck.dir / kStateFile;
         const TrainState st = parse_train_state(ck.state, state_file);
@@ -353,7 +362,7 @@ TrainResult run_training(const TrainOptions& opts) {
             log_line(fmt::format("resume: '{}' predates per-tensor checksums: its tensors were checked for NaN/inf "
                                  "but not verified",
                                  ck.dir.string()));
-        ConfigDiff diff = diff_for_resume(st.config, cfg.resolved);
+        ConfigDiff diff = diff_for_resume(st.config, cfg_.resolved);
         if (!diff.identity.empty()) {
             std::string msg = fmt::format("cannot resume from '{}': its model or data differ from this config:",
                                           ck.dir.string());
@@ -362,242 +371,305 @@ TrainResult run_training(const TrainOptions& opts) {
         }
         for (const auto& l : diff.cadence) log_line("resume: changed " + l);
         for (const auto& l : diff.other) log_line("resume: changed " + l);
-        load_params(model, ck.model);
-        const int ck_world = st.world_size, ck_zero = st.zero_stage;
-        if (zero || ck_zero == 1) {
-            LLMT_CHECK_AS(CheckpointError, zero && ck_zero == 1 && ck_world == world,
-                          "checkpoint '{}' was saved with dist.zero_stage {} by {} ranks; this run has zero_stage {} "
-                          "and {} ranks: ZeRO-1 optimizer shards resume only with the same world size and "
-                          "zero_stage (hint: relaunch with --nproc-per-node/--nnodes giving {} ranks)",
-                          ck.dir.string(), ck_zero, ck_world, zero ? 1 : 0, world, ck_world);
-            SafetensorsFile opt_shard = SafetensorsFile::open(ck.dir / zero_optimizer_file(rank));
-            verify_checkpoint_file(ck, opt_shard);
-            opt.load_state(opt_shard);
-        } else {
-            LLMT_CHECK_AS(CheckpointError, ck.optimizer.has_value(), "checkpoint '{}' has no {}", ck.dir.string(),
-                          kOptimizerFile);
-            opt.load_state(*ck.optimizer);
-            if (ck_world != world)
-                log_line(fmt::format("resume: the checkpoint was trained by {} ranks, this run has {}: the global "
-                                     "batch changes from {} to {} rows",
-                                     ck_world, world, B * accum * ck_world, B * accum * world));
-        }
+        models::load_hf_params(*model_, models::SafetensorsSource(ck.model));
+        restore_optimizer(ck, st);
         try {
-            loader.restore(st.loader);
+            loader_->restore(st.loader);
         } catch (const InputError& e) {
             throw CheckpointError(fmt::format("'{}': field \"loader\": {}", state_file.string(), e.what()));
         }
-        step = ck.step;
-        tokens = st.tokens;
-        if (st.best_val_loss) best_val = *st.best_val_loss;
-        prior_wall = st.wall_s;
-        if (rank == 0) truncate_metrics_after(run_dir->metrics_path(), step);
-        log_line(fmt::format("resume: {} at step {} ({} tokens seen)", ck.dir.string(), step, tokens));
+        step_ = ck.step;
+        tokens_ = st.tokens;
+        if (st.best_val_loss) best_val_ = *st.best_val_loss;
+        prior_wall_ = st.wall_s;
+        if (rank_ == 0) truncate_metrics_after(run_dir_->metrics_path(), step_);
+        log_line(fmt::format("resume: {} at step {} ({} tokens seen)", ck.dir.string(), step_, tokens_));
     }
-    log_line(fmt::format("run: {} ({})", run_dir->run_id(), run_dir->path().string()));
-    MetricsLog metrics(cfg.tracking.jsonl && rank == 0 ? run_dir->metrics_path() : std::filesystem::path());
 
-    int64_t last_saved_step = -1;
-    int saves = 0;
+    void restore_optimizer(const Checkpoint& ck, const TrainState& st) {
+        const bool zero = sync_.zero1;
+        const int ck_world = st.world_size, ck_zero = st.zero_stage;
+        if (zero || ck_zero == 1) {
+            LLMT_CHECK_AS(CheckpointError, zero && ck_zero == 1 && ck_world == world_,
+                          "checkpoint '{}' was saved with dist.zero_stage {} by {} ranks; this run has zero_stage {} "
+                          "and {} ranks: ZeRO-1 optimizer shards resume only with the same world size and "
+                          "zero_stage (hint: relaunch with --nproc-per-node/--nnodes giving {} ranks)",
+                          ck.dir.string(), ck_zero, ck_world, zero ? 1 : 0, world_, ck_world);
+            SafetensorsFile opt_shard = SafetensorsFile::open(ck.dir / zero_optimizer_file(rank_));
+            verify_checkpoint_file(ck, opt_shard);
+            opt_->load_state(opt_shard);
+            return;
+        }
+        LLMT_CHECK_AS(CheckpointError, ck.optimizer.has_value(), "checkpoint '{}' has no {}", ck.dir.string(),
+                      kOptimizerFile);
+        opt_->load_state(*ck.optimizer);
+        if (ck_world != world_)
+            log_line(fmt::format("resume: the checkpoint was trained by {} ranks, this run has {}: the global batch "
+                                 "changes from {} to {} rows",
+                                 ck_world, world_, B() * tc_.grad_accum_steps * ck_world,
+                                 B() * tc_.grad_accum_steps * world_));
+    }
+
+    // Data parallelism: the Reducer all-reduces gradient buckets while backward runs (DDP); under ZeRO-1
+    // gradients are reduce-scattered after the accumulation window instead, each rank updates its shard
+    // and the parameters are all-gathered.
+    void attach_grad_sync() {
+        if (sync_.bucket_bytes == 0) return;
+        reducer_ = std::make_unique<dist::Reducer>(dc_.pg(), model_->grads().data(), model_->grads().nbytes(),
+                                                   sync_.bucket_bytes, sync_.overlap, model_->device());
+        model_->set_grads_ready_hook([this](size_t offset) { reducer_->grads_ready_from(offset); });
+    }
+
     // Every rank calls save() at the same steps. Rank 0 writes the checkpoint; under ZeRO-1 every other
     // rank first writes its optimizer shard into rank 0's temp directory, so the one atomic rename
     // publishes all shards together.
-    auto save = [&](bool mark_best) {
-        last_saved_step = step;
-        ++saves;
+    std::filesystem::path save(bool mark_best) {
+        last_saved_step_ = step_;
+        ++saves_;
         SaveOptions so;
-        so.keep_last = tc.keep_last;
+        so.keep_last = tc_.keep_last;
         so.mark_best = mark_best;
         std::optional<CheckpointWriter> w;
-        if (rank == 0) w.emplace(run_dir->checkpoints_dir(), step, so);
-        if (zero) {
+        if (rank_ == 0) w.emplace(run_dir_->checkpoints_dir(), step_, so);
+        if (sync_.zero1) {
             const std::filesystem::path tmp =
-                dc.from_rank0(fmt::format("ckpt_tmp/{}", saves), rank == 0 ? w->temp_dir().string() : "");
-            if (rank != 0) write_safetensors(tmp / zero_optimizer_file(rank), opt.state_tensors(), opt.state_metadata());
-            dc.barrier();
+                dc_.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank_ == 0 ? w->temp_dir().string() : "");
+            if (rank_ != 0) write_safetensors(tmp / zero_optimizer_file(rank_), opt_->state_tensors(), opt_->state_metadata());
+            dc_.barrier();
         }
-        if (rank != 0) return std::filesystem::path();
+        if (rank_ != 0) return {};
         std::vector<std::vector<float>> scratch;
         // Device parameters are staged in host memory: the file is the same whichever device wrote it.
-        const Arena host_params = dev == Device::kCpu ? Arena() : host_copy(model.params());
+        const Arena host_params = dev_ == Device::kCpu ? Arena() : models::host_copy(model_->params());
         w->write_tensors(kModelFile,
-                         models::gpt2_hf_tensors(model, dev == Device::kCpu ? model.params() : host_params, scratch),
+                         models::hf_tensors(*model_, dev_ == Device::kCpu ? model_->params() : host_params, scratch),
                          {{"format", "pt"}});
-        w->write_tensors(zero ? zero_optimizer_file(0) : kOptimizerFile, opt.state_tensors(), opt.state_metadata());
-        w->write_state({{"step", step},
-                                   {"tokens", tokens},
-                                   {"loader", loader.state()},
-                                   {"best_val_loss", std::isfinite(best_val) ? nlohmann::json(best_val) : nlohmann::json()},
-                                   {"world_size", world},
-                                   {"zero_stage", zero ? 1 : 0},
-                                   {"wall_s", prior_wall},
-                                   {"config", cfg.resolved}});
-        models::gpt2_write_hf_config(model.config(), w->temp_dir());  // so the step dir loads in transformers
+        w->write_tensors(sync_.zero1 ? zero_optimizer_file(0) : kOptimizerFile, opt_->state_tensors(),
+                         opt_->state_metadata());
+        w->write_state({{"step", step_},
+                        {"tokens", tokens_},
+                        {"loader", loader_->state()},
+                        {"best_val_loss", std::isfinite(best_val_) ? nlohmann::json(best_val_) : nlohmann::json()},
+                        {"world_size", world_},
+                        {"zero_stage", sync_.zero1 ? 1 : 0},
+                        {"wall_s", prior_wall_},
+                        {"config", cfg_.resolved}});
+        // So the step dir loads in transformers.
+        write_file_atomic(w->temp_dir() / "config.json", model_->hf_config().dump(2) + "\n");
         return w->commit();
-    };
-
-    const double flops_per_token = mc.flops_per_token(T);
-    MfuMeter mfu_meter(mfu_peak(dev));
-    log_line(fmt::format("mfu: model FLOPs per token ({:.3g}) x tokens/s, against {}", flops_per_token,
-                         mfu_meter.peak().what));
-    const int64_t tokens_per_step = static_cast<int64_t>(B) * T * accum * world;
-    std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
-    float* params = static_cast<float*>(model.params().data());
-    float* grads = static_cast<float*>(model.grads().data());
-    const size_t n_grads = model.grads().nbytes() / sizeof(float);
-    double last_loss = std::nan(""), last_val = std::nan("");
-    int64_t last_eval_step = -1;
-    Stopwatch run_clock;
-    double train_time = 0;
-    int64_t steps_this_run = 0;
-    const bool bar = opts.progress && stderr_is_tty();
-
-    // Data parallelism: the Reducer all-reduces gradient buckets while backward runs (DDP); under
-    // ZeRO-1 gradients are reduce-scattered after the accumulation window instead, each rank updates
-    // its shard and the parameters are all-gathered.
-    std::unique_ptr<dist::Reducer> reducer;
-    if (sync.bucket_bytes > 0) {
-        reducer = std::make_unique<dist::Reducer>(dc.pg(), model.grads().data(), model.grads().nbytes(),
-                                                  sync.bucket_bytes, sync.overlap, model.device());
-        model.set_grads_ready_hook([&](size_t offset) { reducer->grads_ready_from(offset); });
     }
-    // ZeRO-1 (DistContext: staging on the model's device): grads[slice] = mean over ranks, returns the
-    // global sum of squares; then every rank's updated slice of the parameters to every rank, and the
-    // bf16 compute copy refreshed from them.
-    auto zero_reduce_grads = [&]() { return dc.zero_reduce_grads(grads, arena_numel); };
-    auto zero_gather_params = [&]() {
-        dc.zero_gather_params(params, arena_numel);
-        model.sync_compute_params();
-    };
 
-    auto run_eval = [&]() {
-        if (!eval_loader) return;
+    void run_eval() {
+        if (!eval_loader_) return;
         Stopwatch sw;
-        auto ev = evaluate(model, *eval_loader, B, T, tc.eval_steps);
-        ev.loss = dc.mean(ev.loss);  // every rank evaluated its rows of the same batches
-        ev.tokens *= world;
-        last_val = ev.loss;
-        last_eval_step = step;
-        bool best = ev.loss < best_val;
-        if (best) best_val = ev.loss;
-        metrics.write({{"step", step}, {"val_loss", ev.loss}, {"val_ppl", std::exp(ev.loss)},
-                       {"val_tokens", ev.tokens}, {"best_val_loss", best_val}, {"eval_ms", sw.seconds() * 1e3}});
-        log_line(fmt::format("{}eval step {}: val loss {:.4f} (ppl {:.1f}){}", bar ? "\n" : "", step, ev.loss,
+        auto ev = evaluate(*model_, *eval_loader_, B(), T(), tc_.eval_steps);
+        ev.loss = dc_.mean(ev.loss);  // every rank evaluated its rows of the same batches
+        ev.tokens *= world_;
+        last_val_ = ev.loss;
+        last_eval_step_ = step_;
+        bool best = ev.loss < best_val_;
+        if (best) best_val_ = ev.loss;
+        metrics_->write({{"step", step_}, {"val_loss", ev.loss}, {"val_ppl", std::exp(ev.loss)},
+                         {"val_tokens", ev.tokens}, {"best_val_loss", best_val_}, {"eval_ms", sw.seconds() * 1e3}});
+        log_line(fmt::format("{}eval step {}: val loss {:.4f} (ppl {:.1f}){}", bar_ ? "\n" : "", step_, ev.loss,
                              std::exp(ev.loss), best ? ", best so far" : ""));
-        if (best && step > 0) {
+        if (best && step_ > 0) {
             auto dir = save(true);
             log_line(fmt::format("checkpoint: {} (best)", dir.string()));
         }
-    };
+    }
 
-    int exit_code = 0;
-    while (step < tc.max_steps) {
-        Stopwatch sw;
-        model.zero_grad();
-        double loss_sum = 0;
+    // One optimizer step: the micro-steps' forward/backward (gradients synchronised as configured),
+    // the global norm, clipping and AdamW. Returns the gradient norm; loss_sum gets the micro-steps' losses.
+    double optimizer_step(double& loss_sum) {
+        const int accum = tc_.grad_accum_steps;
+        float* params = static_cast<float*>(model_->params().data());
+        float* grads = static_cast<float*>(model_->grads().data());
+        model_->zero_grad();
+        loss_sum = 0;
         for (int m = 0; m < accum; ++m) {
-            loader.next(x.data(), y.data());
-            // One dropout seed per (seed, step, micro-step): resume reproduces the masks.
+            loader_->next(x_.data(), y_.data());
             // One dropout seed per (seed, rank, step, micro-step): resume reproduces the masks.
-            model.set_dropout_seed(splitmix64(splitmix64(static_cast<uint64_t>(cfg.run.seed) ^ 0x64726f70ULL) +
-                                              (static_cast<uint64_t>(rank) << 48) +
-                                              static_cast<uint64_t>(step) * 4096 + static_cast<uint64_t>(m)));
-            loss_sum += model.forward(x.data(), y.data(), B, T, /*train=*/true, 1.0f / static_cast<float>(accum));
-            if (reducer) reducer->begin_backward(/*sync=*/m == accum - 1);  // no_sync until the last micro-step
-            model.backward();
-            if (reducer) reducer->finish();
+            model_->set_dropout_seed(splitmix64(splitmix64(static_cast<uint64_t>(cfg_.run.seed) ^ 0x64726f70ULL) +
+                                                (static_cast<uint64_t>(rank_) << 48) +
+                                                static_cast<uint64_t>(step_) * 4096 + static_cast<uint64_t>(m)));
+            loss_sum += model_->forward(x_.data(), y_.data(), B(), T(), /*train=*/true, 1.0f / static_cast<float>(accum));
+            if (reducer_) reducer_->begin_backward(/*sync=*/m == accum - 1);  // no_sync until the last micro-step
+            model_->backward();
+            if (reducer_) reducer_->finish();
         }
-        const double norm = optim::global_norm_from_sumsq(zero ? zero_reduce_grads()
-                                                               : optim::grad_sum_squares(grads, n_grads, dev));
+        // ZeRO-1 (DistContext: staging on the model's device): grads[slice] = mean over ranks, returns the
+        // global sum of squares.
+        const double sumsq = sync_.zero1 ? dc_.zero_reduce_grads(grads, arena_numel_)
+                                         : optim::grad_sum_squares(grads, arena_numel_, dev_);
+        const double norm = optim::global_norm_from_sumsq(sumsq);
         if (!std::isfinite(norm))
             throw Error(fmt::format("step {}: the gradient norm is {} (loss {}); stopping before the weights are "
                                     "corrupted (hint: lower trainer.lr)",
-                                    step + 1, norm, loss_sum / accum));
-        float coef = optim::clip_coefficient(norm, tc.max_grad_norm);
-        double lr = sched.at(step);
-        opt.step(params, grads, static_cast<float>(lr), coef, model.compute_params());
-        if (zero) zero_gather_params();
-        ++step;
-        ++steps_this_run;
-        tokens += tokens_per_step;
-        if (dev == Device::kCuda && steps_this_run == 1) {
-            const auto mem = kernels::device_memory_info(dev);
-            log_line(fmt::format("device: {:.2f} GiB of GPU memory in use after the first step (of {:.1f} GiB)",
-                                 (mem.total - mem.free) / 1073741824.0, mem.total / 1073741824.0));
+                                    step_ + 1, norm, loss_sum / accum));
+        const float coef = optim::clip_coefficient(norm, tc_.max_grad_norm);
+        lr_ = sched_.at(step_);
+        opt_->step(params, grads, static_cast<float>(lr_), coef, model_->compute_params());
+        if (sync_.zero1) {
+            // Every rank's updated slice of the parameters to every rank, and the bf16 copy refreshed.
+            dc_.zero_gather_params(params, arena_numel_);
+            model_->sync_compute_params();
         }
-        double dt = sw.seconds();
-        train_time += dt;
-        last_loss = dc.mean(loss_sum / accum);
-        if (step % tc.log_every_steps == 0 || step == 1 || step == tc.max_steps) {
-            double tps = static_cast<double>(tokens_per_step) / dt;
-            const double mfu = mfu_meter.fraction(flops_per_token * tps);
-            if (auto note = mfu_meter.raised()) log_line(*note);
-            metrics.write({{"step", step}, {"loss", last_loss}, {"lr", lr}, {"grad_norm", norm}, {"ms", dt * 1e3},
-                           {"tokens_per_sec", tps}, {"mfu", mfu}, {"tokens", tokens}});
-            double eta = (tc.max_steps - step) * (train_time / static_cast<double>(steps_this_run));
-            std::string line = fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | "
-                                           "{:.0f} tok/s | mfu {:.1f}% | eta {:.0f}s",
-                                           step, tc.max_steps, last_loss, lr, norm, dt * 1e3, tps, 100 * mfu, eta);
-            if (bar) fmt::print(stderr, "\r{}", line);
-            else log_line(line);
+        return norm;
+    }
+
+    void log_step(double norm, double dt) {
+        const int64_t tokens_per_step = static_cast<int64_t>(B()) * T() * tc_.grad_accum_steps * world_;
+        const double tps = static_cast<double>(tokens_per_step) / dt;
+        const double mfu = mfu_meter_->fraction(flops_per_token_ * tps);
+        if (auto note = mfu_meter_->raised()) log_line(*note);
+        metrics_->write({{"step", step_}, {"loss", last_loss_}, {"lr", lr_}, {"grad_norm", norm}, {"ms", dt * 1e3},
+                         {"tokens_per_sec", tps}, {"mfu", mfu}, {"tokens", tokens_}});
+        const double eta = (tc_.max_steps - step_) * (train_time_ / static_cast<double>(steps_this_run_));
+        std::string line = fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | "
+                                       "{:.0f} tok/s | mfu {:.1f}% | eta {:.0f}s",
+                                       step_, tc_.max_steps, last_loss_, lr_, norm, dt * 1e3, tps, 100 * mfu, eta);
+        if (bar_) fmt::print(stderr, "\r{}", line);
+        else log_line(line);
+    }
+
+    // Steps until max_steps, --stop-at-step or a signal; returns the exit code.
+    int train_loop() {
+        flops_per_token_ = model_->flops_per_token(T());
+        mfu_meter_.emplace(mfu_peak(dev_));
+        log_line(fmt::format("mfu: model FLOPs per token ({:.3g}) x tokens/s, against {}", flops_per_token_,
+                             mfu_meter_->peak().what));
+        x_.resize(static_cast<size_t>(B()) * T());
+        y_.resize(x_.size());
+        bar_ = opts_.progress && stderr_is_tty();
+        run_clock_.reset();
+        const int64_t tokens_per_step = static_cast<int64_t>(B()) * T() * tc_.grad_accum_steps * world_;
+        while (step_ < tc_.max_steps) {
+            Stopwatch sw;
+            double loss_sum = 0;
+            const double norm = optimizer_step(loss_sum);
+            ++step_;
+            ++steps_this_run_;
+            tokens_ += tokens_per_step;
+            if (dev_ == Device::kCuda && steps_this_run_ == 1) {
+                const auto mem = kernels::device_memory_info(dev_);
+                log_line(fmt::format("device: {:.2f} GiB of GPU memory in use after the first step (of {:.1f} GiB)",
+                                     (mem.total - mem.free) / 1073741824.0, mem.total / 1073741824.0));
+            }
+            const double dt = sw.seconds();
+            train_time_ += dt;
+            last_loss_ = dc_.mean(loss_sum / tc_.grad_accum_steps);
+            if (step_ % tc_.log_every_steps == 0 || step_ == 1 || step_ == tc_.max_steps) log_step(norm, dt);
+            if (const int code = after_step(); code >= 0) return code;
         }
+        return 0;
+    }
+
+    // Evaluation, checkpoints and stopping after a step: -1 to go on, else the exit code.
+    int after_step() {
         // A signal reaches the ranks at slightly different times: they agree to stop at the same step.
-        const bool stop = dc.mean(stop_signal() != 0 ? 1.0 : 0.0) > 0;
-        if (tc.eval_every_steps > 0 && step % tc.eval_every_steps == 0 && !stop) run_eval();
-        bool at_end = step == tc.max_steps || step == opts.stop_at_step;
-        bool due = (tc.save_every_steps > 0 && step % tc.save_every_steps == 0) || at_end || stop;
-        if (due && last_saved_step != step) {
-            prior_wall += run_clock.seconds();
-            run_clock.reset();
+        const bool stop = dc_.mean(stop_signal() != 0 ? 1.0 : 0.0) > 0;
+        if (tc_.eval_every_steps > 0 && step_ % tc_.eval_every_steps == 0 && !stop) run_eval();
+        const bool at_end = step_ == tc_.max_steps || step_ == opts_.stop_at_step;
+        const bool due = (tc_.save_every_steps > 0 && step_ % tc_.save_every_steps == 0) || at_end || stop;
+        if (due && last_saved_step_ != step_) {
+            prior_wall_ += run_clock_.seconds();
+            run_clock_.reset();
             auto dir = save(false);
-            log_line(fmt::format("{}checkpoint: {}", bar ? "\n" : "", dir.string()));
+            log_line(fmt::format("{}checkpoint: {}", bar_ ? "\n" : "", dir.string()));
         }
-        if (step == opts.stop_at_step && step < tc.max_steps) {
-            log_line(fmt::format("stopping at step {} as asked (--stop-at-step); resume with --resume {}", step,
-                                 run_dir->run_id()));
-            break;
+        if (step_ == opts_.stop_at_step && step_ < tc_.max_steps) {
+            log_line(fmt::format("stopping at step {} as asked (--stop-at-step); resume with --resume {}", step_,
+                                 run_dir_->run_id()));
+            return 0;
         }
         if (stop) {
             const int sig = stop_signal() != 0 ? stop_signal() : SIGTERM;  // a peer's signal stops us too
-            exit_code = 128 + sig;
-            log_line(fmt::format("stopping on signal {} after step {}; resume with --resume {}", sig, step,
-                                 run_dir->run_id()));
-            break;
+            log_line(fmt::format("stopping on signal {} after step {}; resume with --resume {}", sig, step_,
+                                 run_dir_->run_id()));
+            return 128 + sig;
         }
+        return -1;
     }
-    if (exit_code == 0 && eval_loader && tc.eval_every_steps > 0 && last_eval_step != step) run_eval();
-    prior_wall += run_clock.seconds();
 
-    nlohmann::ordered_json summary = {
-        {"run_id", run_dir->run_id()},
-        {"final_train_loss", std::isfinite(last_loss) ? nlohmann::ordered_json(last_loss) : nlohmann::ordered_json()},
-        {"final_val_loss", std::isfinite(last_val) ? nlohmann::ordered_json(last_val) : nlohmann::ordered_json()},
-        {"best_val_loss", std::isfinite(best_val) ? nlohmann::ordered_json(best_val) : nlohmann::ordered_json()},
-        {"steps", step},
-        {"tokens", tokens},
-        {"wall_s", prior_wall},
-        {"tokens_per_sec", train_time > 0 ? static_cast<double>(steps_this_run * tokens_per_step) / train_time : 0.0},
-        {"interrupted", exit_code != 0},
-        {"device", device},
-        {"world_size", world}};
-    if (rank == 0) write_file_atomic(run_dir->summary_path(), summary.dump(2) + "\n");
-    dc.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
-    return {exit_code, summary};
-}
+    TrainResult finish(int exit_code) {
+        if (exit_code == 0 && eval_loader_ && tc_.eval_every_steps > 0 && last_eval_step_ != step_) run_eval();
+        prior_wall_ += run_clock_.seconds();
+        const int64_t tokens_per_step = static_cast<int64_t>(B()) * T() * tc_.grad_accum_steps * world_;
+        auto opt_num = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
+        nlohmann::ordered_json summary = {
+            {"run_id", run_dir_->run_id()},
+            {"final_train_loss", opt_num(last_loss_)},
+            {"final_val_loss", opt_num(last_val_)},
+            {"best_val_loss", opt_num(best_val_)},
+            {"steps", step_},
+            {"tokens", tokens_},
+            {"wall_s", prior_wall_},
+            {"tokens_per_sec",
+             train_time_ > 0 ? static_cast<double>(steps_this_run_ * tokens_per_step) / train_time_ : 0.0},
+            {"interrupted", exit_code != 0},
+            {"device", std::string(device_name(dev_))},
+            {"world_size", world_}};
+        if (rank_ == 0) write_file_atomic(run_dir_->summary_path(), summary.dump(2) + "\n");
+        dc_.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
+        return {exit_code, summary};
+    }
+
+    int B() const { return tc_.micro_batch_size; }
+    int T() const { return cfg_.model.block_size; }
+
+    const TrainOptions& opts_;
+    const config::Config& cfg_;
+    const config::TrainerConfig& tc_;
+    Device dev_ = Device::kCpu;
+    DType dtype_ = DType::kF32;
+    DistContext dc_ = DistContext::single();
+    int world_ = 1, rank_ = 0;
+    GradSync sync_;
+    MemoryEstimate mem_;
+    std::unique_ptr<models::Model> model_;
+    std::optional<data::DataLoader> loader_;
+    std::optional<data::EvalLoader> eval_loader_;
+    std::optional<optim::AdamW> opt_;
+    optim::LrSchedule sched_{};
+    size_t arena_numel_ = 0;
+    std::optional<RunDir> run_dir_;
+    std::optional<MetricsLog> metrics_;
+    std::unique_ptr<dist::Reducer> reducer_;
+    std::optional<MfuMeter> mfu_meter_;
+    double flops_per_token_ = 0;
+    std::vector<int32_t> x_, y_;
+    bool bar_ = false;
+    // Progress, restored on resume.
+    int64_t step_ = 0, tokens_ = 0;
+    double best_val_ = std::numeric_limits<double>::infinity();
+    double prior_wall_ = 0;
+    // This process's part of the run.
+    int64_t last_saved_step_ = -1, last_eval_step_ = -1, steps_this_run_ = 0;
+    int saves_ = 0;
+    double last_loss_ = std::nan(""), last_val_ = std::nan(""), lr_ = 0, train_time_ = 0;
+    Stopwatch run_clock_;
+};
+
+}  // namespace
+
+TrainResult run_training(const TrainOptions& opts) { return TrainingRun(opts).run(); }
 
 nlohmann::ordered_json run_evaluation(const config::Config& cfg, const std::string& checkpoint) {
     apply_threads(cfg);
     const Device dev = resolve_device(cfg, 1);
     const DType dtype = check_supported(cfg, dev);
-    models::Gpt2 model(model_config(cfg), dev, dtype);
+    auto model = models::make_model(cfg, dev, dtype);
     std::string source;
     if (!checkpoint.empty()) {
         Checkpoint ck = load_checkpoint(checkpoint);
-        load_params(model, ck.model);
+        models::load_hf_params(*model, models::SafetensorsSource(ck.model));
         source = ck.dir.string();
     } else if (cfg.model.init_from != "scratch") {
         auto path = models::gpt2_resolve_init_from(cfg.model.init_from);
-        load_params(model, open_init_from(path));
+        if (cfg.model.arch == "gpt2") models::gpt2_check_norm_eps(models::Gpt2Config::from(cfg.model), path);
+        const SafetensorsFile file = open_init_from(path);
+        models::load_hf_params(*model, models::SafetensorsSource(file));
         source = path.string();
     } else {
         throw InputError("eval: nothing to evaluate: give --checkpoint PATH, or set model.init_from");
@@ -612,7 +684,7 @@ nlohmann::ordered_json run_evaluation(const config::Config& cfg, const std::stri
     eo.vocab_size = static_cast<size_t>(cfg.model.vocab_size);
     eo.format = files.format;
     data::EvalLoader loader(eo);
-    auto ev = evaluate(model, loader, eo.B, eo.T, cfg.trainer.eval_steps);
+    auto ev = evaluate(*model, loader, eo.B, eo.T, cfg.trainer.eval_steps);
     return {{"val_loss", ev.loss}, {"tokens", ev.tokens}, {"batches", ev.batches}, {"weights", source}};
 }
 

@@ -69,8 +69,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 void expect_bitwise_equal(float dropout) {
     const Trace none = run(Recompute::kNone, dropout, 3);
-    for (Recompute r : {Recompute::kGelu, Recompute::kAll}) {
-        SCOPED_TRACE(r == Recompute::kGelu ? "recompute gelu" : "recompute all");
+    for (Recompute r : {Recompute::kMlp, Recompute::kAll}) {
+        SCOPED_TRACE(r == Recompute::kMlp ? "recompute gelu" : "recompute all");
         const Trace t = run(r, dropout, 3);
         ASSERT_EQ(t.losses.size(), none.losses.size());
         for (size_t s = 0; s < t.losses.size(); ++s) EXPECT_EQ(t.losses[s], none.losses[s]) << "loss of step " << s;
@@ -90,7 +90,7 @@ TEST(Gpt2Recompute, GeluAndAllMatchNoneBitwiseWithDropout) { expect_bitwise_equa
 TEST(Gpt2Recompute, ActivationArenaShrinksByTheUnkeptBuffers) {
     const size_t BT = kB * kT, f = sizeof(float);
     const size_t none = Gpt2(tiny(Recompute::kNone, 0.f)).memory_plan(kB, kT).activations;
-    const size_t gelu = Gpt2(tiny(Recompute::kGelu, 0.f)).memory_plan(kB, kT).activations;
+    const size_t gelu = Gpt2(tiny(Recompute::kMlp, 0.f)).memory_plan(kB, kT).activations;
     const size_t all = Gpt2(tiny(Recompute::kAll, 0.f)).memory_plan(kB, kT).activations;
     // gelu: L per-layer GELU outputs (BT x F) become one shared buffer.
     EXPECT_EQ(none - gelu, (kL - 1) * BT * kF * f);
@@ -102,7 +102,7 @@ TEST(Gpt2Recompute, ActivationArenaShrinksByTheUnkeptBuffers) {
 
 TEST(Gpt2Recompute, NamesParseAndUnknownIsRefusedNamingTheKey) {
     EXPECT_EQ(recompute_from_name("none"), Recompute::kNone);
-    EXPECT_EQ(recompute_from_name("gelu"), Recompute::kGelu);
+    EXPECT_EQ(recompute_from_name("gelu"), Recompute::kMlp);
     EXPECT_EQ(recompute_from_name("all"), Recompute::kAll);
     try {
         recompute_from_name("some");

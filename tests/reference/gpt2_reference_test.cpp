@@ -9,7 +9,7 @@
 #include "core/fs.h"
 #include "core/safetensors.h"
 #include "models/gpt2.h"
-#include "models/gpt2_io.h"
+#include "models/hf_adapter.h"
 #include "support/subprocess.h"
 
 namespace llmt::models {
@@ -34,7 +34,7 @@ void compare_with_pytorch(float p, uint64_t dropout_seed) {
     Gpt2Config cfg{L, NH, C, 4 * C, T, V, 50304, true, 1e-5f, p};
     Gpt2 model(cfg);
     model.set_dropout_seed(dropout_seed);
-    gpt2_load_hf(model, model.params(), SafetensorsFile::open(dir / "weights.safetensors"));
+    load_hf(model, model.params(), SafetensorsSource(SafetensorsFile::open(dir / "weights.safetensors")));
     auto batch = SafetensorsFile::open(dir / "batch.safetensors");
     std::vector<int32_t> inputs(B * T), targets(B * T);
     batch.read_exact("inputs", StDType::kI32, {B, T}, inputs.data());
@@ -50,7 +50,7 @@ void compare_with_pytorch(float p, uint64_t dropout_seed) {
 
     // Our gradients in HF layout, compared per tensor by relative L2 error.
     std::vector<std::vector<float>> scratch;
-    auto ours = gpt2_hf_tensors(model, model.grads(), scratch);
+    auto ours = hf_tensors(model, model.grads(), scratch);
     auto ref = SafetensorsFile::open(dir / "grads.safetensors");
     ASSERT_EQ(ours.size(), ref.size());
     for (const auto& t : ours) {

@@ -15,6 +15,10 @@ void encoder_forward(float* out, const int32_t* inp, const float* wte, const flo
         for (int t = 0; t < T; t++) {
             float* o = out + (static_cast<size_t>(b) * T + t) * C;
             const float* e = wte + static_cast<size_t>(inp[b * T + t]) * C;
+            if (!wpe) {
+                for (int c = 0; c < C; c++) o[c] = e[c];
+                continue;
+            }
             const float* p = wpe + static_cast<size_t>(t) * C;
             for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
         }
@@ -34,11 +38,10 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
             for (int t = 0; t < T; t++) {
                 const float* d = dout + (static_cast<size_t>(b) * T + t) * C;
                 float* e = dwte + static_cast<size_t>(inp[b * T + t]) * C;
+                for (int c = c0; c < c1; c++) e[c] += d[c];
+                if (!dwpe) continue;
                 float* p = dwpe + static_cast<size_t>(t) * C;
-                for (int c = c0; c < c1; c++) {
-                    e[c] += d[c];
-                    p[c] += d[c];
-                }
+                for (int c = c0; c < c1; c++) p[c] += d[c];
             }
         }
     }

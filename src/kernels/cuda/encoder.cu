@@ -15,7 +15,8 @@ __global__ void encoder_forward_kernel(T* out, const int32_t* inp, const T* wte,
         const long bt = i / C;
         const int c = static_cast<int>(i - bt * C);
         const int t = static_cast<int>(bt % T_);
-        out[i] = cvt<T>(ldf(wte[static_cast<long>(inp[bt]) * C + c]) + ldf(wpe[static_cast<long>(t) * C + c]));
+        const float pos = wpe ? ldf(wpe[static_cast<long>(t) * C + c]) : 0.0f;
+        out[i] = cvt<T>(ldf(wte[static_cast<long>(inp[bt]) * C + c]) + pos);
     }
 }
 
@@ -52,6 +53,7 @@ void backward_t(float* dwte, float* dwpe, const T* dout, const int32_t* inp, int
     const long N = static_cast<long>(B) * T_ * C;
     encoder_backward_wte_kernel<<<grid_for(N, 256), 256, 0, stream>>>(dwte, dout, inp, C, N);
     LLMT_CUDA_CHECK_LAUNCH("encoder_backward_wte_kernel");
+    if (!dwpe) return;  // no position table (LLaMA)
     const long TC = static_cast<long>(T_) * C;
     encoder_backward_wpe_kernel<<<grid_for(TC, 256, 1L << 30), 256, 0, stream>>>(dwpe, dout, B, T_, C);
     LLMT_CUDA_CHECK_LAUNCH("encoder_backward_wpe_kernel");

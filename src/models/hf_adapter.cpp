@@ -1,0 +1,154 @@
+#include "models/hf_adapter.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "core/check.h"
+#include "core/error.h"
+#include "kernels/ops.h"
+
+namespace llmt::models {
+
+namespace {
+
+// Elements per row of ours (the product of the trailing dims).
+int64_t row_width(const ParamSpec& s) {
+    int64_t w = 1;
+    for (size_t d = 1; d < s.shape.size(); ++d) w *= s.shape[d];
+    return w;
+}
+
+// The shape HF stores part `p` of `s` with.
+Shape hf_shape(const ParamSpec& s, const HfPart& p) {
+    Shape sh(s.shape.begin(), s.shape.end());
+    sh[0] = p.rows;
+    if (s.hf_transposed) std::swap(sh[0], sh[1]);
+    return sh;
+}
+
+bool is_float(StDType t) {
+    return t == StDType::kF32 || t == StDType::kBF16 || t == StDType::kF16 || t == StDType::kF64;
+}
+
+// Copies `rows` x `width` floats, transposing from HF's (width, rows) when asked.
+void place_rows(float* dst, const float* src, int64_t rows, int64_t width, bool transposed) {
+    if (!transposed) {
+        std::memcpy(dst, src, static_cast<size_t>(rows * width) * sizeof(float));
+        return;
+    }
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t k = 0; k < width; ++k) dst[r * width + k] = src[k * rows + r];
+}
+
+}  // namespace
+
+std::vector<TensorRef> hf_tensors(const Model& model, const Arena& arena, std::vector<std::vector<float>>& scratch) {
+    std::vector<TensorRef> out;
+    scratch.clear();
+    size_t transposed = 0;
+    for (const auto& s : model.param_specs()) transposed += s.hf_transposed ? s.hf.size() : 0;
+    scratch.reserve(transposed);  // refs into scratch must not move
+    for (size_t i = 0; i < model.param_specs().size(); ++i) {
+        const auto& s = model.param_specs()[i];
+        const float* src = static_cast<const float*>(arena.view(i).data);
+        const int64_t width = row_width(s);
+        int64_t row = 0;
+        for (const auto& p : s.hf) {
+            const float* rows = src + row * width;
+            if (s.hf_transposed) {  // ours (rows, width) -> HF (width, rows)
+                auto& buf = scratch.emplace_back(static_cast<size_t>(p.rows * width));
+                for (int64_t r = 0; r < p.rows; ++r)
+                    for (int64_t k = 0; k < width; ++k) buf[static_cast<size_t>(k * p.rows + r)] = rows[r * width + k];
+                rows = buf.data();
+            }
+            out.push_back({p.name, StDType::kF32, hf_shape(s, p), rows});
+            row += p.rows;
+        }
+    }
+    return out;
+}
+
+void load_hf(const Model& model, Arena& arena, const TensorSource& source) {
+    std::map<std::string, std::string> by_canonical;  // canonical -> name in the source
+    for (const auto& n : source.names()) {
+        std::string c = model.hf_canonical_name(n);
+        if (!c.empty()) by_canonical[c] = n;
+    }
+    std::vector<std::string> problems;
+    std::set<std::string> used;
+    for (const auto& s : model.param_specs()) {
+        for (const auto& p : s.hf) {
+            const Shape want = hf_shape(s, p);
+            auto it = by_canonical.find(p.name);
+            if (it == by_canonical.end()) {
+                problems.push_back(fmt::format("missing tensor `{}` (expected shape {})", p.name, shape_str(want)));
+                continue;
+            }
+            used.insert(it->first);
+            const TensorInfo& info = source.info(it->second);
+            // Only untransposed tables crop (their first rows are a prefix of HF's row-major data).
+            LLMT_INTERNAL_CHECK(!(s.hf_crop_rows && s.hf_transposed), "hf: `{}` cannot crop a transposed tensor", s.name);
+            bool ok = info.shape.size() == want.size();
+            for (size_t d = 0; ok && d < want.size(); ++d) {
+                const bool crop_dim = s.hf_crop_rows && d == 0;
+                ok = crop_dim ? info.shape[d] >= want[d] : info.shape[d] == want[d];
+            }
+            if (!ok)
+                problems.push_back(fmt::format("`{}`: expected shape {}{}, found {}", p.name, shape_str(want),
+                                               s.hf_crop_rows ? " (or more rows)" : "", shape_str(info.shape)));
+            if (!is_float(info.dtype))
+                problems.push_back(fmt::format("`{}`: expected a float dtype, found {}", p.name, st_dtype_name(info.dtype)));
+        }
+    }
+    for (const auto& [canon, name] : by_canonical)
+        if (!used.count(canon)) problems.push_back(fmt::format("unexpected tensor `{}`", name));
+    if (!problems.empty()) {
+        std::string msg = fmt::format("'{}' does not match the {} model ({} difference{}):", source.label(), model.arch(),
+                                      problems.size(), problems.size() == 1 ? "" : "s");
+        for (const auto& p : problems) msg += "\n  " + p;
+        throw CheckpointError(msg);
+    }
+    std::vector<float> tmp;
+    for (size_t i = 0; i < model.param_specs().size(); ++i) {
+        const auto& s = model.param_specs()[i];
+        float* dst = static_cast<float*>(arena.view(i).data);
+        const int64_t width = row_width(s);
+        int64_t row = 0;
+        for (const auto& p : s.hf) {
+            const std::string& name = by_canonical.at(p.name);
+            const TensorInfo& info = source.info(name);
+            tmp.resize(static_cast<size_t>(info.numel));
+            source.read_f32(name, tmp.data(), info.shape);
+            // A cropped table keeps its first rows (HF's row-major (rows, width) layout: a prefix).
+            place_rows(dst + row * width, tmp.data(), p.rows, width, s.hf_transposed);
+            row += p.rows;
+        }
+        std::memset(dst + row * width, 0, static_cast<size_t>((s.shape[0] - row) * width) * sizeof(float));
+    }
+}
+
+Arena host_copy(const Arena& a) {
+    Arena h;
+    for (const auto& e : a.entries()) h.add(e.name, std::vector<int64_t>(e.shape), e.dtype);
+    h.allocate(false);
+    kernels::copy(Tensor(h.data(), {static_cast<int64_t>(h.nbytes() / 4)}),
+                  Tensor(a.data(), {static_cast<int64_t>(a.nbytes() / 4)}, DType::kF32, a.device()));
+    return h;
+}
+
+void load_hf_params(Model& model, const TensorSource& source) {
+    if (model.device() == Device::kCpu) {
+        load_hf(model, model.params(), source);
+        return;
+    }
+    Arena host = host_copy(model.params());
+    load_hf(model, host, source);
+    kernels::copy(Tensor(model.params().data(), {static_cast<int64_t>(host.nbytes() / 4)}, DType::kF32, model.device()),
+                  Tensor(host.data(), {static_cast<int64_t>(host.nbytes() / 4)}));
+    model.sync_compute_params();
+}
+
+}  // namespace llmt::models

@@ -1,0 +1,65 @@
+#include "models/lm_head.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "kernels/ops.h"
+
+namespace llmt::models {
+
+namespace {
+
+// Rows [r0, r0 + n) of a (rows, width) tensor.
+Tensor rows_of(Tensor t, int64_t r0, int64_t n) {
+    const int64_t width = t.numel() / t.dim(0);
+    Tensor v = t;
+    v.data = static_cast<char*>(t.data) + static_cast<size_t>(r0 * width) * dtype_size(t.dtype);
+    v.shape[0] = n;
+    return v;
+}
+
+// (n, width) as (1, n, width): the classifier kernels take (B, T, Vp).
+Tensor as_bt(Tensor t) { return Tensor(t.data, {1, t.dim(0), t.numel() / t.dim(0)}, t.dtype, t.device); }
+
+}  // namespace
+
+int64_t lm_head_chunk_rows(int64_t BT, int64_t Vp) {
+    const int64_t max_rows = std::max<int64_t>(1, kLmHeadChunkElems / std::max<int64_t>(1, Vp));
+    if (BT <= max_rows) return BT;
+    const int64_t chunks = (BT + max_rows - 1) / max_rows;
+    return (BT + chunks - 1) / chunks;
+}
+
+void lm_head_loss(const LmHeadIo& io, int V, float dloss_scale) {
+    const int64_t BT = io.x.dim(0), rows = io.logits.dim(0);
+    const bool train = !io.dx.empty();
+    for (int64_t r0 = 0; r0 < BT; r0 += rows) {
+        const int64_t n = std::min(rows, BT - r0);
+        Tensor x = rows_of(io.x, r0, n), logits = rows_of(io.logits, 0, n);
+        Tensor losses(rows_of(io.losses, r0, n).data, {1, n}, DType::kF32, io.losses.device);
+        Tensor targets(rows_of(io.targets, r0, n).data, {1, n}, DType::kI32, io.targets.device);
+        kernels::matmul_forward(logits, x, io.weight, Tensor());
+        if (!train) {
+            kernels::classifier_forward(losses, as_bt(logits), targets, V);
+            continue;
+        }
+        // logits become dlogits in place; then this chunk's share of dx and dW.
+        kernels::classifier_forward_backward(losses, as_bt(logits), targets, dloss_scale, V);
+        kernels::matmul_backward(rows_of(io.dx, r0, n), io.dweight, Tensor(), logits, x, io.weight);
+    }
+}
+
+void lm_head_logits(float* out, Tensor x, Tensor weight, Tensor logits_scratch) {
+    LLMT_INTERNAL_CHECK(x.device == Device::kCpu, "lm head: logits of every position are a CPU feature (model on {})",
+                        device_name(x.device));
+    const int64_t BT = x.dim(0), rows = logits_scratch.dim(0), Vp = weight.dim(0);
+    for (int64_t r0 = 0; r0 < BT; r0 += rows) {
+        const int64_t n = std::min(rows, BT - r0);
+        Tensor logits = rows_of(logits_scratch, 0, n);
+        kernels::matmul_forward(logits, rows_of(x, r0, n), weight, Tensor());
+        std::memcpy(out + r0 * Vp, logits.data, static_cast<size_t>(n * Vp) * sizeof(float));
+    }
+}
+
+}  // namespace llmt::models

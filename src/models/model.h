@@ -1,0 +1,136 @@
+// The model interface: what the trainer, `eval`, `generate`, `export` and the server's estimator need
+// from an architecture, whatever it is. An architecture (models/gpt2.h, models/llama.h) is a parameter
+// table (ParamStore) plus a forward and an explicit backward written with kernels/ops.h, and an HF name
+// map in its table; models/registry.h builds one from the config. Not thread-safe: one model per
+// training process (the kernels use OpenMP inside).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "models/param_store.h"
+
+namespace llmt::models {
+
+// trainer.recompute: which activations backward() recomputes instead of keeping from the forward.
+// kMlp: the MLP's activation output (GPT-2's GELU, LLaMA's SwiGLU), recomputed from its kept input.
+// kAll: everything inside a block; only each block's input and output on the residual stream are kept,
+// and backward re-runs the block's forward into one block's worth of scratch right before its backward.
+enum class Recompute { kNone, kMlp, kAll };
+// "none" | "gelu" (the MLP activation, whichever it is) | "all"; InputError naming trainer.recompute otherwise.
+Recompute recompute_from_name(const std::string& name);
+
+// Bytes of parameters (with the bf16 copy), gradients and activations for (B, T).
+struct MemoryPlan {
+    size_t params = 0, grads = 0, activations = 0;
+};
+
+// Shape facts every architecture has.
+struct ModelDims {
+    int n_layer = 0, d_model = 0;
+    int block_size = 0;    // maximum T
+    int vocab_size = 0;    // V: ids and targets are < V
+    int padded_vocab = 0;  // Vp >= V: rows of the embedding and logit tables
+};
+
+// Incremental inference with a KV cache (one sequence): prefill(prompt) then step(id) per new token,
+// each returning the next-token logits (Vp floats; columns >= V are padding), equal to the model's
+// forward logits at that position. CPU models. Positions past capacity() are an InputError.
+class Decoder {
+public:
+    virtual ~Decoder() = default;
+    // Starts a new sequence: 1..capacity() ids in [0, V).
+    virtual const float* prefill(std::span<const int32_t> ids) = 0;
+    // Appends one id; InputError when the cache is full or before any prefill.
+    virtual const float* step(int32_t id) = 0;
+    virtual int position() const = 0;  // ids in the cache
+    virtual int capacity() const = 0;
+};
+
+class Model {
+public:
+    virtual ~Model() = default;
+
+    virtual std::string_view arch() const = 0;
+    // One line for logs: "llama, 16 layers, d_model 2048, 32 heads (8 kv), ...".
+    virtual std::string summary() const = 0;
+    const ModelDims& dims() const { return dims_; }
+    Device device() const { return store_.device(); }
+    DType dtype() const { return store_.dtype(); }
+
+    // Parameters (models/param_store.h).
+    const std::vector<ParamSpec>& param_specs() const { return store_.specs(); }
+    Arena& params() { return store_.params(); }
+    Arena& grads() { return store_.grads(); }
+    const Arena& params() const { return store_.params(); }
+    Tensor compute_params() const { return store_.compute_params(); }
+    void sync_compute_params() { store_.sync_compute_params(); }
+    int64_t num_parameters() const { return store_.num_parameters(); }
+    // The architecture's initialisation (its stds; padding rows 0).
+    virtual void init_random(uint64_t seed) = 0;
+
+    // Mean cross-entropy of `targets` given `inputs` (both (B,T) i32; a target < 0 is ignored). With
+    // `train` the gradient of the loss times `loss_scale` is prepared for backward(). Without targets the
+    // logits of every position are computed (logits()). InputError for T > block_size or an id outside [0, V).
+    virtual float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train,
+                          float loss_scale = 1.f) = 0;
+    // Accumulates (+=) the gradients of the last train forward into grads(). Call zero_grad() per step.
+    virtual void backward() = 0;
+    void zero_grad() { store_.grads().zero(); }
+    // Seed of the dropout masks of the next train forward (and its backward); architectures without
+    // dropout ignore it (their config refuses model.dropout > 0).
+    void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
+    // Called during backward() with a byte offset into the gradient arena each time every gradient at and
+    // after it is final (0 at the end). The data-parallel Reducer all-reduces those buckets meanwhile.
+    void set_grads_ready_hook(std::function<void(size_t byte_offset)> hook) { grads_ready_ = std::move(hook); }
+    // Logits (B,T,Vp) of every position after forward(..., targets = nullptr). CPU models only.
+    const float* logits() const;
+
+    virtual MemoryPlan memory_plan(int B, int T) const = 0;
+    // Training FLOPs per token at context T: 6N + the attention's 12 L H T (PaLM appendix B), N without
+    // the embedding lookups' (free) FLOPs where the architecture says so.
+    virtual double flops_per_token(int T) const = 0;
+
+    // A KV-cache decoder over this model's parameters (which must outlive it and not change meanwhile).
+    // max_T: cache capacity, 0 = block_size.
+    virtual std::unique_ptr<Decoder> decoder(int max_T = 0) const = 0;
+
+    // Hugging Face: the canonical name of a tensor found in an HF file (hub spellings normalised), or ""
+    // for a tensor to ignore (buffers such as GPT-2's attention masks).
+    virtual std::string hf_canonical_name(const std::string& name) const { return name; }
+    // config.json as transformers writes it for this model.
+    virtual nlohmann::ordered_json hf_config() const = 0;
+
+protected:
+    Model() = default;
+    // Shared by every architecture's forward: validates (B, T) and the ids, records them, copies them
+    // to the device (the activation arena's "inputs"/"targets" views, i32) and counts the targets.
+    struct Batch {
+        int B = 0, T = 0;
+        int64_t counted = 0;  // targets >= 0
+    };
+    Batch begin_forward(Arena& acts, const int32_t* inputs, const int32_t* targets, int B, int T, bool train);
+    // Every gradient at and after parameter `first` is final.
+    void grads_ready_from(ParamId first) const {
+        if (grads_ready_) grads_ready_(store_.grad_offset(first));
+    }
+    void grads_ready_all() const {
+        if (grads_ready_) grads_ready_(0);
+    }
+
+    ModelDims dims_;
+    ParamStore store_;
+    uint64_t dropout_seed_ = 0;
+    std::function<void(size_t)> grads_ready_;
+    std::vector<float> all_logits_;  // forward without targets (CPU)
+    int last_B_ = 0, last_T_ = 0;
+};
+
+}  // namespace llmt::models

@@ -1,0 +1,94 @@
+#include "models/param_store.h"
+
+#include <cstring>
+
+#include "core/check.h"
+#include "core/rng.h"
+#include "kernels/ops.h"
+
+namespace llmt::models {
+
+ParamId ParamStore::add(ParamSpec spec) {
+    LLMT_INTERNAL_CHECK(params_.size() == 0, "param store: add() after layout() ({})", spec.name);
+    if (spec.hf.empty()) spec.hf.push_back({spec.name, spec.shape.empty() ? 1 : spec.shape[0]});
+    specs_.push_back(std::move(spec));
+    return specs_.size() - 1;
+}
+
+void ParamStore::layout(Device device, DType dtype) {
+    LLMT_INTERNAL_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "model: compute dtype must be f32 or bf16, got {}",
+                        dtype_name(dtype));
+    LLMT_INTERNAL_CHECK(dtype == DType::kF32 || device == Device::kCuda,
+                        "model: bf16 mixed precision runs on CUDA only (device {})", device_name(device));
+    device_ = device;
+    dtype_ = dtype;
+    for (const auto& s : specs_) params_.add(s.name, s.shape);
+    if (dtype_ == DType::kBF16)
+        params_lp_.add("params", {static_cast<int64_t>(params_.nbytes() / sizeof(float))}, DType::kBF16);
+}
+
+void ParamStore::allocate() {
+    params_.allocate(true, device_);
+    grads_ = params_.mirror();
+    if (params_lp_.size() > 0) params_lp_.allocate(true, device_);
+}
+
+Tensor ParamStore::weight(ParamId id) const {
+    Tensor t = params_.view(id);
+    if (!params_lp_.allocated()) return t;
+    t.data = static_cast<uint16_t*>(params_lp_.data()) + params_.entry(id).offset / sizeof(float);  // same index
+    t.dtype = DType::kBF16;
+    return t;
+}
+
+Tensor ParamStore::compute_params() const {
+    return params_lp_.allocated() ? params_lp_.view(size_t{0}) : Tensor();
+}
+
+void ParamStore::sync_compute_params() {
+    if (!params_lp_.allocated()) return;
+    kernels::convert(params_lp_.view(size_t{0}),
+                     Tensor(params_.data(), {static_cast<int64_t>(params_.nbytes() / sizeof(float))}, DType::kF32,
+                            device_));
+}
+
+int64_t ParamStore::num_parameters() const {
+    int64_t n = 0;
+    for (const auto& s : specs_) {
+        int64_t k = s.live_rows();
+        for (size_t i = 1; i < s.shape.size(); ++i) k *= s.shape[i];
+        n += k;
+    }
+    return n;
+}
+
+void ParamStore::init_random(uint64_t seed, double std, double residual_std) {
+    for (size_t i = 0; i < specs_.size(); ++i) {
+        const auto& s = specs_[i];
+        Tensor t = params_.view(i);
+        const int64_t n = t.numel();
+        // Device parameters are drawn on the host and copied: the same values on every backend.
+        std::vector<float> host(device_ == Device::kCpu ? 0 : static_cast<size_t>(n));
+        float* p = device_ == Device::kCpu ? t.ptr<float>() : host.data();
+        switch (s.init) {
+            case ParamInit::kZeros: std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); break;
+            case ParamInit::kOnes:
+                for (int64_t k = 0; k < n; ++k) p[k] = 1.f;
+                break;
+            case ParamInit::kNormal:
+            case ParamInit::kNormalResidual: {
+                const double sd = s.init == ParamInit::kNormal ? std : residual_std;
+                CounterRng rng(seed, i);  // one stream per tensor: independent of threads and order
+                const int64_t live = s.shape.empty() ? n : s.live_rows() * (n / s.shape[0]);  // padding stays 0
+#pragma omp parallel for schedule(static)
+                for (int64_t k = 0; k < live; ++k) p[k] = static_cast<float>(sd * rng.normal(static_cast<uint64_t>(k)));
+                std::memset(p + live, 0, static_cast<size_t>(n - live) * sizeof(float));
+                break;
+            }
+        }
+        if (device_ != Device::kCpu) kernels::copy(t, Tensor(host.data(), {n}));
+    }
+    sync_compute_params();
+}
+
+}  // namespace llmt::models

@@ -1,0 +1,72 @@
+// A model's parameters: the table of ParamSpecs, the fp32 master arena laid out from it, the gradient
+// arena mirroring it, and under bf16 mixed precision the compute copy the kernels read. Shared by every
+// architecture; a model adds its tensors once and keeps the returned indices as typed handles.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/tensor.h"
+#include "models/param_spec.h"
+
+namespace llmt::models {
+
+// An index into the parameter table, returned by ParamStore::add.
+using ParamId = size_t;
+
+class ParamStore {
+public:
+    ParamStore() = default;
+    ParamStore(ParamStore&&) noexcept = default;
+    ParamStore& operator=(ParamStore&&) noexcept = default;
+
+    // Appends a tensor to the table (before layout()).
+    ParamId add(ParamSpec spec);
+    // Lays out the arenas for `device` and compute `dtype` (f32, or bf16: CUDA only). Nothing allocated.
+    void layout(Device device, DType dtype);
+    // Allocates parameters (zeroed), gradients and the bf16 copy.
+    void allocate();
+
+    Device device() const { return device_; }
+    DType dtype() const { return dtype_; }
+    const std::vector<ParamSpec>& specs() const { return specs_; }
+    const ParamSpec& spec(ParamId id) const { return specs_[id]; }
+    Arena& params() { return params_; }
+    Arena& grads() { return grads_; }
+    const Arena& params() const { return params_; }
+    const Arena& grads() const { return grads_; }
+
+    // Parameter `id` as the kernels read it: the fp32 master view, or its bf16 compute copy.
+    Tensor weight(ParamId id) const;
+    // Its gradient (fp32).
+    Tensor grad(ParamId id) const { return grads_.view(id); }
+    // Byte offset of `id` in the gradient arena (the data-parallel Reducer's unit).
+    size_t grad_offset(ParamId id) const { return params_.entry(id).offset; }
+
+    // bf16: the compute copy as one flat bf16 tensor indexed like params() (element i of the arena,
+    // alignment gaps included), which the optimizer rewrites after each update; empty for f32.
+    Tensor compute_params() const;
+    // Refreshes the compute copy from params() (after writing params() other than through the optimizer).
+    void sync_compute_params();
+
+    // Parameters counted as Hugging Face counts them: padding rows excluded, each tensor once.
+    int64_t num_parameters() const;
+    // Draws every tensor from its ParamInit: N(0, std), N(0, residual_std), zeros or ones; padding rows 0.
+    // One counter-based stream per tensor, so values depend on (seed, tensor index) only, on any device.
+    void init_random(uint64_t seed, double std, double residual_std);
+
+    // Bytes of the parameters (fp32 + the bf16 copy) and of the gradients, laid out or allocated.
+    size_t param_bytes() const { return params_.nbytes() + params_lp_.nbytes(); }
+    size_t grad_bytes() const { return params_.nbytes(); }
+
+private:
+    std::vector<ParamSpec> specs_;
+    Device device_ = Device::kCpu;
+    DType dtype_ = DType::kF32;
+    Arena params_, grads_;
+    Arena params_lp_;  // bf16 compute copy (one flat view), allocated only for dtype bf16
+};
+
+}  // namespace llmt::models
