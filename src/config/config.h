@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,16 @@ struct ModelConfig {
     int vocab_pad_multiple = 1;
     float dropout = 0.f;
     bool tie_embeddings = true;
-    float norm_eps = 1e-5f;
+    float norm_eps = 1e-5f;  // LayerNorm (gpt2) or RMSNorm (llama) epsilon
+    int head_dim = 0;        // d_model / n_head unless written (llama: HF head_dim may differ)
+    // RoPE (llama): the base, and transformers' "llama3" frequency scaling (type "none" or "llama3"; the
+    // other fields are read only with llama3).
+    float rope_theta = 10000.f;
+    struct RopeScaling {
+        std::string type = "none";
+        double factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
+        int original_max_position_embeddings = 8192;
+    } rope_scaling;
     std::string init_from;  // "scratch" or a path
 
     // vocab_size rounded up to vocab_pad_multiple (the width of the embedding and logit tables).
@@ -104,6 +114,12 @@ struct Config {
 
     std::string source;              // the file (or "<string>") it was loaded from
     nlohmann::ordered_json resolved;  // every key with defaults materialized, in schema order
+    // The keys the user wrote (in the file or with --set), each with where: "configs/x.yaml:12:3" or
+    // "--set model.n_layer=4". Keys left to their defaults (or derived) are absent; so are all keys of a
+    // config rebuilt from a checkpoint's resolved JSON. models/hf_config.h takes the unwritten model keys
+    // from a Hugging Face config.json and compares the written ones.
+    std::map<std::string, std::string> written;
+    bool wrote(const std::string& key) const { return written.count(key) != 0; }
 };
 
 }  // namespace llmt::config

@@ -35,21 +35,32 @@ std::string scalar(const nlohmann::ordered_json& v) {
 
 }  // namespace
 
+namespace {
+
+// One mapping's keys at `indent`; a nested mapping (a section, or a group such as model.rope_scaling)
+// becomes a block under its key. `prefix` is the key path of the mapping ("" at the top).
+void emit_map(const nlohmann::ordered_json& map, const std::string& prefix, int indent, bool with_comments,
+              std::string& out) {
+    for (auto it = map.begin(); it != map.end(); ++it) {
+        const std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
+        const std::string pad(static_cast<std::size_t>(indent), ' ');
+        if (it.value().is_object()) {
+            out += pad + it.key() + ":\n";
+            emit_map(it.value(), path, indent + 2, with_comments, out);
+            continue;
+        }
+        std::string line = fmt::format("{}{}: {}", pad, it.key(), scalar(it.value()));
+        const FieldSpec* f = with_comments && !prefix.empty() ? find_field(path) : nullptr;
+        if (f) line = fmt::format("{:<40} # {}", line, f->doc);
+        out += line + "\n";
+    }
+}
+
+}  // namespace
+
 std::string to_yaml(const nlohmann::ordered_json& resolved, bool with_comments) {
     std::string out;
-    for (auto it = resolved.begin(); it != resolved.end(); ++it) {
-        if (it.value().is_object()) {
-            out += it.key() + ":\n";
-            for (auto jt = it.value().begin(); jt != it.value().end(); ++jt) {
-                std::string line = fmt::format("  {}: {}", jt.key(), scalar(jt.value()));
-                const FieldSpec* f = with_comments ? find_field(it.key() + "." + jt.key()) : nullptr;
-                if (f) line = fmt::format("{:<40} # {}", line, f->doc);
-                out += line + "\n";
-            }
-        } else {
-            out += fmt::format("{}: {}\n", it.key(), scalar(it.value()));
-        }
-    }
+    emit_map(resolved, "", 0, with_comments, out);
     return out;
 }
 

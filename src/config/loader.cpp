@@ -266,11 +266,15 @@ void check_duplicates(const YAML::Node& n, const std::string& prefix, Validator&
     }
 }
 
+// The keys directly under a section or group: "model" has n_layer, ..., rope_scaling (a group, once).
 std::vector<std::string> keys_of_section(const std::string& section) {
     std::vector<std::string> out;
+    const std::string prefix = section + ".";
     for (const auto& f : schema_fields()) {
-        auto dot = f.path.find('.');
-        if (dot != std::string::npos && f.path.substr(0, dot) == section) out.push_back(f.path.substr(dot + 1));
+        if (f.path.compare(0, prefix.size(), prefix) != 0) continue;
+        std::string rest = f.path.substr(prefix.size());
+        rest = rest.substr(0, rest.find('.'));
+        if (std::find(out.begin(), out.end(), rest) == out.end()) out.push_back(rest);
     }
     return out;
 }
@@ -302,6 +306,32 @@ std::string unknown_key_message(const std::string& path, const std::string& leaf
                                : fmt::format("; `{}` has: {}", section, list);
     }
     return msg;
+}
+
+// Records every key of the mapping `map` (the keys of section or group `prefix`) in values/loc; a key that
+// is a group of keys ("model.rope_scaling") is walked in turn. Unknown keys are issues.
+void walk_keys(const YAML::Node& map, const std::string& prefix, Validator& v, std::map<std::string, YAML::Node>& values,
+               std::map<std::string, std::string>& loc, std::map<std::string, std::string>& set_origin, int depth = 0) {
+    for (auto jt = map.begin(); jt != map.end(); ++jt) {
+        std::string leaf = jt->first.IsScalar() ? jt->first.Scalar() : "<complex key>";
+        std::string path = prefix + "." + leaf;
+        if (!find_field(path) && is_key_group(path) && depth < 4) {
+            const YAML::Node group = jt->second;
+            if (group.IsNull()) continue;  // "rope_scaling:" with nothing under it: all defaults
+            if (!group.IsMap()) {
+                v.add(path, v.where(jt->second), fmt::format("expected a mapping of keys, found {}", describe_found(group)));
+                continue;
+            }
+            walk_keys(group, path, v, values, loc, set_origin, depth + 1);
+            continue;
+        }
+        if (!find_field(path)) {
+            v.add(path, v.where(jt->first), unknown_key_message(path, leaf, keys_of_section(prefix), prefix));
+            continue;
+        }
+        values[path] = jt->second;
+        loc[path] = set_origin.count(path) ? set_origin[path] : v.where(jt->first);
+    }
 }
 
 struct Origin {
@@ -343,27 +373,28 @@ void apply_set(YAML::Node& root, const std::string& kv, std::map<std::string, st
         v.add(key, where, fmt::format("cannot parse the value as YAML: {}", e.msg));
         return;
     }
-    auto dot = key.find('.');
-    if (dot == std::string::npos) {
-        root[key] = parsed;
-    } else {
-        std::string section = key.substr(0, dot);
-        if (root[section] && !root[section].IsMap() && !root[section].IsNull()) {
-            v.add(section, where, "cannot apply: the section in the file is not a mapping");
+    // Walk (creating) the mappings down to the key's parent: "model.rope_scaling.type" sets
+    // root[model][rope_scaling][type]. yaml-cpp's operator[] on a Node returns a handle into the tree.
+    std::vector<std::string> parts = split(key, '.');
+    YAML::Node node = root;
+    std::string walked;
+    for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+        walked += (i ? "." : "") + parts[i];
+        YAML::Node child = node[parts[i]];
+        if (child && !child.IsMap() && !child.IsNull()) {
+            v.add(walked, where, "cannot apply: this key in the file is not a mapping");
             return;
         }
-        root[section][key.substr(dot + 1)] = parsed;
+        node.reset(child);
     }
+    node[parts.back()] = parsed;
     set_origin[key] = where;
 }
 
 int64_t as_i(const ordered_json& j) { return j.get<int64_t>(); }
 
 // The resolved value at "section.key".
-const ordered_json& value_at(const ordered_json& r, const std::string& path) {
-    const auto dot = path.find('.');
-    return r.at(path.substr(0, dot)).at(path.substr(dot + 1));
-}
+const ordered_json& value_at(const ordered_json& r, const std::string& path) { return r.at(schema_pointer(path)); }
 
 bool is_default(const ordered_json& r, const std::string& path) {
     return value_at(r, path) == find_field(path)->default_value;
@@ -435,14 +466,16 @@ std::function<std::string(const std::string&)> locator(const std::map<std::strin
     };
 }
 
-void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v) {
-    const auto at = locator(loc, v);
+// The model section: derived defaults (a null value), then the cross-field and per-architecture checks.
+// Run by the loader, and again after a Hugging Face config.json changed model keys (recheck_model_section).
+void model_checks(ordered_json& r, const std::function<std::string(const std::string&)>& at, Validator& v) {
     auto& m = r["model"];
-    auto& t = r["trainer"];
-    // Derived defaults first.
     if (m["n_kv_head"].is_null()) m["n_kv_head"] = m["n_head"];
     if (m["d_ff"].is_null()) m["d_ff"] = 4 * as_i(m["d_model"]);
+    if (m["head_dim"].is_null()) m["head_dim"] = as_i(m["d_model"]) / as_i(m["n_head"]);
+    const std::string arch = m["arch"];
 
+    // transformers requires this of LlamaConfig too (validate_architecture), even with another head_dim.
     if (as_i(m["d_model"]) % as_i(m["n_head"]) != 0)
         v.add("model.d_model", at("model.d_model"),
               fmt::format("must be divisible by model.n_head ({} % {} = {})", as_i(m["d_model"]), as_i(m["n_head"]),
@@ -451,9 +484,52 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
         v.add("model.n_kv_head", at("model.n_kv_head"),
               fmt::format("model.n_head ({}) must be a multiple of model.n_kv_head ({})", as_i(m["n_head"]),
                           as_i(m["n_kv_head"])));
-    if (as_i(m["n_kv_head"]) != as_i(m["n_head"]) && m["arch"] == "gpt2")
-        v.add("model.n_kv_head", at("model.n_kv_head"),
-              fmt::format("gpt2 uses full multi-head attention: must equal model.n_head ({})", as_i(m["n_head"])));
+    if (arch == "gpt2") {
+        if (as_i(m["n_kv_head"]) != as_i(m["n_head"]))
+            v.add("model.n_kv_head", at("model.n_kv_head"),
+                  fmt::format("gpt2 uses full multi-head attention: must equal model.n_head ({})", as_i(m["n_head"])));
+        // (An indivisible d_model is reported above; the derived head_dim would only repeat it.)
+        if (as_i(m["d_model"]) % as_i(m["n_head"]) == 0 && as_i(m["head_dim"]) * as_i(m["n_head"]) != as_i(m["d_model"]))
+            v.add("model.head_dim", at("model.head_dim"),
+                  fmt::format("gpt2 heads split model.d_model: must be model.d_model / model.n_head ({}), found {}",
+                              as_i(m["d_model"]) / std::max<int64_t>(1, as_i(m["n_head"])), as_i(m["head_dim"])));
+        // gpt2 has learned positions: RoPE keys would be silently ignored.
+        for (const char* key : {"model.rope_theta", "model.rope_scaling.type"})
+            if (!is_default(r, key))
+                v.add(key, at(key),
+                      fmt::format("is read only with model.arch llama, and model.arch is gpt2 (learned positions, no "
+                                  "RoPE); remove it (default {}), or set model.arch: llama",
+                                  find_field(key)->default_value.dump()));
+    }
+    // RoPE needs pairs of channels.
+    if (arch == "llama" && as_i(m["head_dim"]) % 2 != 0)
+        v.add("model.head_dim", at("model.head_dim"),
+              fmt::format("RoPE rotates pairs of channels: must be even, found {}", as_i(m["head_dim"])));
+    static const char* kLlama3Keys[] = {"model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
+                                        "model.rope_scaling.high_freq_factor",
+                                        "model.rope_scaling.original_max_position_embeddings"};
+    if (value_at(r, "model.rope_scaling.type") != "llama3") {
+        for (const char* key : kLlama3Keys)
+            if (!is_default(r, key))
+                v.add(key, at(key),
+                      fmt::format("is read only with model.rope_scaling.type llama3, and the type is {}; remove it "
+                                  "(default {}) or set model.rope_scaling.type: llama3",
+                                  value_at(r, "model.rope_scaling.type").get<std::string>(),
+                                  find_field(key)->default_value.dump()));
+    } else if (value_at(r, "model.rope_scaling.high_freq_factor").get<double>() <=
+               value_at(r, "model.rope_scaling.low_freq_factor").get<double>()) {
+        // The llama3 ramp divides by (high - low).
+        v.add("model.rope_scaling.high_freq_factor", at("model.rope_scaling.high_freq_factor"),
+              fmt::format("must be > model.rope_scaling.low_freq_factor ({}), found {}",
+                          value_at(r, "model.rope_scaling.low_freq_factor").get<double>(),
+                          value_at(r, "model.rope_scaling.high_freq_factor").get<double>()));
+    }
+}
+
+void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v) {
+    const auto at = locator(loc, v);
+    auto& t = r["trainer"];
+    model_checks(r, at, v);
     if (as_i(t["warmup_steps"]) > as_i(t["max_steps"]))
         v.add("trainer.warmup_steps", at("trainer.warmup_steps"),
               fmt::format("must be <= trainer.max_steps ({}), found {}", as_i(t["max_steps"]), as_i(t["warmup_steps"])));
@@ -567,16 +643,7 @@ Config load_config_string(std::string_view text, const std::string& source_name,
             v.add(k, v.where(it->second), fmt::format("expected a mapping of keys, found {}", describe_found(sec)));
             continue;
         }
-        for (auto jt = sec.begin(); jt != sec.end(); ++jt) {
-            std::string leaf = jt->first.IsScalar() ? jt->first.Scalar() : "<complex key>";
-            std::string path = k + "." + leaf;
-            if (!find_field(path)) {
-                v.add(path, v.where(jt->first), unknown_key_message(path, leaf, keys_of_section(k), k));
-                continue;
-            }
-            values[path] = jt->second;
-            loc[path] = set_origin.count(path) ? set_origin[path] : v.where(jt->first);
-        }
+        walk_keys(sec, k, v, values, loc, set_origin);
     }
 
     // Materialize every field: the given value, or its default.
@@ -591,12 +658,7 @@ Config load_config_string(std::string_view text, const std::string& source_name,
                 all_typed = false;
             }
         }
-        auto dot = f.path.find('.');
-        if (dot == std::string::npos) {
-            resolved[f.path] = value;
-        } else {
-            resolved[f.path.substr(0, dot)][f.path.substr(dot + 1)] = value;
-        }
+        resolved[schema_pointer(f.path)] = value;
     }
     // Each value on its own: reported even when another key has the wrong type.
     refuse_unimplemented(resolved, locator(loc, v), v);
@@ -605,7 +667,18 @@ Config load_config_string(std::string_view text, const std::string& source_name,
 
     Config cfg = from_resolved(resolved);
     cfg.source = source_name;
+    for (const auto& [path, node] : values)
+        if (!node.IsNull()) cfg.written[path] = loc[path];  // "n_kv_head: null" asks for the derived value
     return cfg;
+}
+
+void recheck_model_section(Config& cfg, const std::map<std::string, std::string>& origins) {
+    Validator v(cfg.source);
+    std::map<std::string, std::string> loc = cfg.written;
+    for (const auto& [key, where] : origins) loc[key] = where;
+    model_checks(cfg.resolved, locator(loc, v), v);
+    if (!v.ok()) v.raise();
+    cfg.model = from_resolved(cfg.resolved).model;
 }
 
 Config load_config_file(const std::filesystem::path& path, const std::vector<std::string>& sets) {

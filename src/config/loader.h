@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,13 @@ inline constexpr std::size_t kMaxConfigBytes = 1 << 20;
 Config load_config_file(const std::filesystem::path& path, const std::vector<std::string>& sets = {});
 Config load_config_string(std::string_view yaml, const std::string& source_name,
                           const std::vector<std::string>& sets = {});
+
+// After a caller changed model keys in cfg.resolved (models/hf_config.h applying a Hugging Face
+// config.json): derives the null model keys, re-runs the model section's checks (divisibility, the
+// per-architecture refusals) and refreshes cfg.model from cfg.resolved. `origins` names where changed
+// keys came from ("DIR/config.json: num_hidden_layers"), cfg.written where the user's did.
+// Throws ConfigValidationError (every issue).
+void recheck_model_section(Config& cfg, const std::map<std::string, std::string>& origins);
 
 // The data.* keys that `data.source: source` never reads (a non-default value there is refused), with
 // the sources that do read each.

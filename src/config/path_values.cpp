@@ -8,16 +8,9 @@ std::vector<PathValue> path_values(const nlohmann::ordered_json& resolved) {
     std::vector<PathValue> out;
     for (const auto& f : schema_fields()) {
         if (f.access == Access::kNone) continue;
-        const auto dot = f.path.find('.');
-        const nlohmann::ordered_json* v = &resolved;
-        if (dot == std::string::npos) {
-            if (!v->contains(f.path)) continue;
-            v = &(*v)[f.path];
-        } else {
-            const std::string section = f.path.substr(0, dot), key = f.path.substr(dot + 1);
-            if (!v->contains(section) || !(*v)[section].is_object() || !(*v)[section].contains(key)) continue;
-            v = &(*v)[section][key];
-        }
+        const auto ptr = schema_pointer(f.path);
+        if (!resolved.contains(ptr)) continue;
+        const nlohmann::ordered_json* v = &resolved[ptr];
         auto add = [&](const std::string& key, const nlohmann::ordered_json& item) {
             if (!item.is_string()) return;
             const std::string value = item.get<std::string>();

@@ -91,19 +91,35 @@ std::vector<FieldSpec> build() {
                           "true is refused on CUDA, whose kernels are not (docs/config.md)"));
     v.push_back(int_field("run.threads", 0, 0, 4096, "CPU threads per process; 0 = all available cores"));
     // model
-    v.push_back(enum_field("model.arch", "gpt2", {"gpt2"}, "model family"));
+    v.push_back(enum_field("model.arch", "gpt2", {"gpt2", "llama"},
+                           "model family; with model.init_from a Hugging Face directory, taken from its config.json"));
     v.push_back(int_field("model.n_layer", 12, 1, 1024, "number of transformer blocks"));
     v.push_back(int_field("model.n_head", 12, 1, 1024, "attention heads"));
     v.push_back(derived(int_field("model.n_kv_head", nullptr, 1, 1024, "key/value heads (grouped-query attention)"), "model.n_head"));
     v.push_back(int_field("model.d_model", 768, 1, 65536, "embedding width"));
     v.push_back(derived(int_field("model.d_ff", nullptr, 1, 1048576, "MLP hidden width"), "4 x model.d_model"));
+    v.push_back(derived(int_field("model.head_dim", nullptr, 1, 65536,
+                                  "width of one attention head; gpt2: must be d_model / n_head; llama may differ (HF head_dim)"),
+                        "model.d_model / model.n_head"));
     v.push_back(int_field("model.block_size", 1024, 1, 1048576, "context length in tokens"));
     v.push_back(int_field("model.vocab_size", 50257, 1, 16777216, "vocabulary size of the tokenizer"));
     v.push_back(int_field("model.vocab_pad_multiple", 128, 1, 65536,
                           "the embedding/logit tables are padded to a multiple of this for speed; padding is never predicted"));
     v.push_back(float_field("model.dropout", 0.0, 0.0, 0.999, false, "dropout probability during training"));
     v.push_back(bool_field("model.tie_embeddings", true, "share the token embedding with the output projection"));
-    v.push_back(float_field("model.norm_eps", 1e-5, 0.0, 1.0, true, "epsilon of every LayerNorm (GPT-2: 1e-5)"));
+    v.push_back(float_field("model.norm_eps", 1e-5, 0.0, 1.0, true, "epsilon of every LayerNorm (gpt2: 1e-5) or RMSNorm (llama: HF rms_norm_eps)"));
+    // RoPE (llama only; gpt2 has learned positions and refuses these keys when not at their defaults).
+    v.push_back(float_field("model.rope_theta", 10000.0, 0.0, kInf, true, "llama: RoPE base frequency (HF rope_theta)"));
+    v.push_back(enum_field("model.rope_scaling.type", "none", {"none", "llama3"},
+                           "llama: RoPE frequency scaling; llama3 as transformers' _compute_llama3_parameters"));
+    v.push_back(float_field("model.rope_scaling.factor", 8.0, 1.0, kInf, false,
+                            "llama3 scaling: long-wavelength frequencies are divided by this (Llama 3.1: 8, 3.2: 32)"));
+    v.push_back(float_field("model.rope_scaling.low_freq_factor", 1.0, 0.0, kInf, true,
+                            "llama3 scaling: wavelengths above original_max_position_embeddings / this are scaled"));
+    v.push_back(float_field("model.rope_scaling.high_freq_factor", 4.0, 0.0, kInf, true,
+                            "llama3 scaling: wavelengths below original_max_position_embeddings / this are kept"));
+    v.push_back(int_field("model.rope_scaling.original_max_position_embeddings", 8192, 1, 1048576,
+                          "llama3 scaling: the context length the model was pre-trained with"));
     v.push_back(string_field("model.init_from", "scratch", Access::kRead,
                              "'scratch' or a path to a Hugging Face safetensors file / model directory", {"", "scratch"}));
     // lora
@@ -180,6 +196,19 @@ std::vector<FieldSpec> build() {
 const std::vector<FieldSpec>& schema_fields() {
     static const std::vector<FieldSpec> fields = build();
     return fields;
+}
+
+nlohmann::ordered_json::json_pointer schema_pointer(const std::string& path) {
+    std::string p = "/" + path;
+    std::replace(p.begin(), p.end(), '.', '/');
+    return nlohmann::ordered_json::json_pointer(p);
+}
+
+bool is_key_group(const std::string& path) {
+    for (const auto& f : schema_fields())
+        if (f.path.size() > path.size() && f.path.compare(0, path.size(), path) == 0 && f.path[path.size()] == '.')
+            return true;
+    return false;
 }
 
 const FieldSpec* find_field(const std::string& path) {

@@ -45,6 +45,13 @@ const std::vector<FieldSpec>& schema_fields();
 // The field at `path`, or nullptr.
 const FieldSpec* find_field(const std::string& path);
 
+// Where field `path` ("model.rope_scaling.type") lives in a resolved config: a JSON pointer
+// ("/model/rope_scaling/type"). Keys nest: a section, then keys, some of them groups of keys.
+nlohmann::ordered_json::json_pointer schema_pointer(const std::string& path);
+
+// Whether `path` is a section or a group of keys ("model", "model.rope_scaling"): some field lies under it.
+bool is_key_group(const std::string& path);
+
 // Section names in order: run, model, lora, data, trainer, dist, tracking, output.
 const std::vector<std::string>& schema_sections();
 

@@ -27,6 +27,14 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.model.dropout = m.at("dropout").get<float>();
     c.model.tie_embeddings = m.at("tie_embeddings");
     c.model.norm_eps = m.at("norm_eps").get<float>();
+    c.model.head_dim = m.at("head_dim");
+    c.model.rope_theta = m.at("rope_theta").get<float>();
+    const auto& rs = m.at("rope_scaling");
+    c.model.rope_scaling.type = rs.at("type");
+    c.model.rope_scaling.factor = rs.at("factor");
+    c.model.rope_scaling.low_freq_factor = rs.at("low_freq_factor");
+    c.model.rope_scaling.high_freq_factor = rs.at("high_freq_factor");
+    c.model.rope_scaling.original_max_position_embeddings = rs.at("original_max_position_embeddings");
     c.model.init_from = m.at("init_from");
 
     const auto& l = r.at("lora");

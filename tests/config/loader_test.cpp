@@ -61,10 +61,8 @@ TEST(ConfigLoader, DerivedDefaults) {
 TEST(ConfigLoader, EveryDefaultIsMaterialized) {
     Config c = load_config_string(kMinimal, "t.yaml");
     for (const auto& f : schema_fields()) {
-        auto dot = f.path.find('.');
-        const auto& v = dot == std::string::npos ? c.resolved[f.path]
-                                                 : c.resolved[f.path.substr(0, dot)][f.path.substr(dot + 1)];
-        EXPECT_FALSE(v.is_null()) << f.path;
+        ASSERT_TRUE(c.resolved.contains(schema_pointer(f.path))) << f.path;
+        EXPECT_FALSE(c.resolved[schema_pointer(f.path)].is_null()) << f.path;
     }
 }
 

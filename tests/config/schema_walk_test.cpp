@@ -238,7 +238,30 @@ const std::map<std::string, Probe>& probes() {
              EXPECT_EQ(omp_get_max_threads(), 2);
          }},
         // model
+        // llama passes validation; until the LLaMA model lands (issue 18) building the model refuses it by name.
         {"model.arch", [](const Ctx& c) { expect_refused(c.t, {"model.arch=llama"}, "model.arch"); }},
+        // gpt2 splits d_model into heads: any other head width is refused by name.
+        {"model.head_dim", [](const Ctx& c) { expect_refused(c.t, {"model.head_dim=3"}, "model.head_dim"); }},
+        // RoPE keys are llama's; gpt2 (learned positions) refuses them, and the llama3 fields are refused
+        // with rope_scaling.type none. TODO(#18): loss probes once the LLaMA model reads them.
+        {"model.rope_theta", [](const Ctx& c) { expect_refused(c.t, {"model.rope_theta=500000"}, "model.rope_theta"); }},
+        {"model.rope_scaling.type",
+         [](const Ctx& c) { expect_refused(c.t, {"model.rope_scaling.type=llama3"}, "model.rope_scaling.type"); }},
+        {"model.rope_scaling.factor",
+         [](const Ctx& c) { expect_refused(c.t, {"model.rope_scaling.factor=32"}, "model.rope_scaling.factor"); }},
+        {"model.rope_scaling.low_freq_factor",
+         [](const Ctx& c) {
+             expect_refused(c.t, {"model.rope_scaling.low_freq_factor=2"}, "model.rope_scaling.low_freq_factor");
+         }},
+        {"model.rope_scaling.high_freq_factor",
+         [](const Ctx& c) {
+             expect_refused(c.t, {"model.rope_scaling.high_freq_factor=8"}, "model.rope_scaling.high_freq_factor");
+         }},
+        {"model.rope_scaling.original_max_position_embeddings",
+         [](const Ctx& c) {
+             expect_refused(c.t, {"model.rope_scaling.original_max_position_embeddings=4096"},
+                            "model.rope_scaling.original_max_position_embeddings");
+         }},
         {"model.n_layer",
          [](const Ctx& c) { EXPECT_NE(dry(c.t, {"model.n_layer=1"})["parameters"], dry(c.t, {})["parameters"]); }},
         // Same parameters, another split of the channels into heads: another attention, another loss.

@@ -1,0 +1,84 @@
+// Hugging Face config.json, in and out: what a model directory's config.json says about the model
+// (LlamaConfig or GPT2Config, as transformers 4.x and 5.x write them), how it fills the model keys of a
+// config the user left unwritten, and the config.json / generation_config.json we export.
+// docs/formats/hf_directories.md describes what is read, written and refused.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace llmt::config {
+struct Config;
+struct ModelConfig;
+}  // namespace llmt::config
+
+namespace llmt::models {
+
+// One model's config.json, in our terms. Every field is set (transformers' defaults where the file omits
+// an optional field, e.g. num_key_value_heads = num_attention_heads).
+struct HfConfig {
+    std::string path;        // the file, for messages
+    std::string model_type;  // "llama" | "gpt2" (also our model.arch)
+    int hidden_size = 0, num_hidden_layers = 0, num_attention_heads = 0, num_key_value_heads = 0;
+    int intermediate_size = 0;  // gpt2: n_inner, 4 x n_embd when null
+    int head_dim = 0;           // hidden_size / num_attention_heads unless the file says otherwise
+    int max_position_embeddings = 0;  // gpt2: n_positions
+    int vocab_size = 0;
+    double norm_eps = 0;  // llama: rms_norm_eps (default 1e-6); gpt2: layer_norm_epsilon (default 1e-5)
+    bool tie_word_embeddings = false;  // absent: llama false, gpt2 true (transformers' class defaults)
+    // llama: RoPE base and scaling (4.x: rope_theta + rope_scaling; 5.x: rope_parameters).
+    double rope_theta = 10000.0;
+    std::string rope_type = "none";  // "none" (HF "default") | "llama3"
+    double rope_factor = 0, rope_low_freq_factor = 0, rope_high_freq_factor = 0;
+    int rope_original_max_position_embeddings = 0;
+    std::vector<int64_t> bos_token_id, eos_token_id;  // an int in the file is one element; null is empty
+    std::string dtype;  // 5.x dtype / 4.x torch_dtype ("bfloat16", ...), "" when absent
+    // Where each of our model keys came from in the file ("num_hidden_layers",
+    // "rope_parameters.rope_theta", "n_inner (null: 4 x n_embd)"), for messages.
+    std::map<std::string, std::string> field_of;
+};
+
+// Parses config.json text. `path` names the file in messages. Throws FormatError naming the file and
+// the field for malformed JSON, a missing shape field, a wrong type or a value out of range, and for
+// what llmtrain cannot compute: a model_type other than llama/gpt2, hidden_act other than silu,
+// attention_bias or mlp_bias true, a rope type other than default/llama3 (llama); an activation other
+// than gelu_new, scale_attn_weights false, scale_attn_by_inverse_layer_idx or reorder_and_upcast_attn
+// true (gpt2).
+HfConfig parse_hf_config(std::string_view json_text, const std::string& path);
+// Reads and parses `file` (at most 1 MiB). Throws IoError when it cannot be read, and as above.
+HfConfig read_hf_config(const std::filesystem::path& file);
+
+// Takes the model keys the user did not write (cfg.written) from `hf`, and compares the written ones:
+// arch, n_layer, n_head, n_kv_head, d_model, d_ff, head_dim, vocab_size, tie_embeddings, norm_eps,
+// and for llama rope_theta and rope_scaling.*. model.block_size may be written up to
+// max_position_embeddings (unwritten: max_position_embeddings). vocab_pad_multiple, dropout and
+// init_from stay ours. Keeps cfg.resolved in step (checkpoints store it), re-runs the model checks
+// (config/loader.h recheck_model_section) and refreshes cfg.model.
+// Throws ConfigError listing every disagreement, each naming both sides ("model.n_layer: 16 in
+// x.yaml:3:3 but num_hidden_layers: 22 in DIR/config.json"), or a config.json value outside the key's
+// range. Call it from a command (train, eval, export, estimate) after the access policy allowed the
+// path: config parsing never reads files that init_from names.
+void apply_hf_config(config::Config& cfg, const HfConfig& hf);
+
+// What an export knows beyond the model keys.
+struct HfExportInfo {
+    std::string dtype = "float32";     // the tensors' dtype in transformers' spelling: float32 | bfloat16
+    int max_position_embeddings = 0;   // 0: model.block_size (llama: pass the original's, RoPE has no table)
+    std::vector<int64_t> bos_token_id, eos_token_id;  // empty: null in config.json, absent in generation
+};
+
+// config.json for `m` as transformers 5.x writes it (keys sorted), readable by 4.x too: llama writes
+// rope_parameters (5.x) and the legacy rope_theta + rope_scaling (4.x; 5.x reads them as the same values),
+// dtype (5.x) and torch_dtype (4.x). Throws InputError for an arch other than llama/gpt2.
+nlohmann::json hf_config_json(const config::ModelConfig& m, const HfExportInfo& info);
+
+// generation_config.json: bos/eos token ids, as transformers derives it from a model config.
+nlohmann::json hf_generation_config_json(const HfExportInfo& info);
+
+}  // namespace llmt::models

@@ -1,0 +1,53 @@
+#include "models/hf_resolve.h"
+
+#include <fmt/format.h>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "models/hf_config.h"
+#include "models/hf_weights.h"
+
+namespace llmt::models {
+
+namespace fs = std::filesystem;
+
+HfSource resolve_init_from(const std::string& init_from, const std::string& arch) {
+    const fs::path p(init_from);
+    std::error_code ec;
+    const auto st = fs::status(p, ec);
+    if (!fs::exists(st))
+        throw InputError(fmt::format("model.init_from: '{}' does not exist (expected a .safetensors file or a "
+                                     "Hugging Face model directory)",
+                                     init_from));
+    HfSource s;
+    s.weights = p;
+    if (fs::is_regular_file(st)) {
+        const fs::path beside = (p.parent_path().empty() ? fs::path(".") : p.parent_path()) / "config.json";
+        if (fs::is_regular_file(beside, ec)) s.config_json = beside;
+        return s;
+    }
+    if (!fs::is_directory(st))
+        throw InputError(fmt::format("model.init_from: '{}' is neither a file nor a directory", init_from));
+    if (!fs::exists(p / kHfIndexFile, ec) && !fs::exists(p / kHfWeightsFile, ec))
+        throw InputError(fmt::format("model.init_from: directory '{}' has neither {} nor {}", init_from,
+                                     kHfWeightsFile, kHfIndexFile));
+    if (fs::is_regular_file(p / "config.json", ec)) {
+        s.config_json = p / "config.json";
+    } else if (arch == "llama") {
+        throw InputError(fmt::format("model.init_from: directory '{}' has no config.json, which a llama model "
+                                     "directory needs (RoPE and norm settings are not in the weights)",
+                                     init_from));
+    }
+    return s;
+}
+
+HfSource prepare_init_from(config::Config& cfg) {
+    if (cfg.model.init_from.empty() || cfg.model.init_from == "scratch") return {};
+    // A directory's config.json decides the arch unless the user wrote it: look without the llama rule
+    // first, then apply the rule for the arch that results.
+    HfSource s = resolve_init_from(cfg.model.init_from, cfg.wrote("model.arch") ? cfg.model.arch : "");
+    if (s.config_json) apply_hf_config(cfg, read_hf_config(*s.config_json));
+    return resolve_init_from(cfg.model.init_from, cfg.model.arch);
+}
+
+}  // namespace llmt::models

@@ -1,0 +1,37 @@
+// model.init_from resolved: which weights and which config.json a path names (a .safetensors file, or a
+// Hugging Face model directory), and the config.json applied to the run's config. Commands call this
+// after the server's access policy (server/job_access.h) allowed the path; config parsing never does.
+// docs/formats/hf_directories.md. Replaces models/gpt2_io.h gpt2_resolve_init_from (TODO(#18): the
+// lead moves train/generate to it with the model layer).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+namespace llmt::config {
+struct Config;
+}
+
+namespace llmt::models {
+
+struct HfSource {
+    std::filesystem::path weights;                     // a .safetensors file or a model directory (HfWeights::open)
+    std::optional<std::filesystem::path> config_json;  // the config.json that describes them, when there is one
+};
+
+// Resolves `init_from` for a model of arch `arch`:
+//  - a .safetensors file: its weights; the config.json beside it, if any (our checkpoints have one);
+//  - a directory: model.safetensors.index.json or model.safetensors in it, and its config.json, which is
+//    required for llama (GPT-2 directories without one are read with the config's shape keys).
+// Throws InputError naming model.init_from: the path does not exist, is neither a file nor a directory,
+// a directory without weights, a llama directory without config.json.
+HfSource resolve_init_from(const std::string& init_from, const std::string& arch);
+
+// resolve_init_from(cfg.model.init_from, arch), then apply_hf_config (models/hf_config.h) with its
+// config.json when there is one: the arch for the lookup is the config.json's model_type when the
+// user did not write model.arch. Returns the source; cfg.model and cfg.resolved hold the merged keys.
+// For init_from "scratch" returns an empty source and changes nothing. Throws as both.
+HfSource prepare_init_from(config::Config& cfg);
+
+}  // namespace llmt::models
