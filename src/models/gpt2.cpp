@@ -282,7 +282,7 @@ void Gpt2::block_forward(int l, Tensor residual, bool to_residual3) {
                                P(p + "ln_1.bias"), cfg_.norm_eps);
     kernels::matmul_forward(A("qkv", 3 * C), A("ln1", C), P(p + "attn.c_attn.weight"), P(p + "attn.c_attn.bias"));
     Tensor lse(acts_.view(act_name(l, "lse")).data, {B, NH, T}, DType::kF32, device_);
-    kernels::attention_forward(A("atty", C), lse, A("qkv", 3 * C), static_cast<int>(NH));
+    kernels::attention_forward(A("atty", C), lse, A("qkv", 3 * C), static_cast<int>(NH), static_cast<int>(NH));
     // residual2 = residual + attproj (+ dropout on the branch first, when training with it).
     if (dropped_) {
         kernels::matmul_forward(A("attproj", C), A("atty", C), P(p + "attn.c_proj.weight"), P(p + "attn.c_proj.bias"));
@@ -437,7 +437,7 @@ void Gpt2::backward() {
         // The qkv bias gradient (dqkv's column sums) comes out of the attention backward's own passes.
         kernels::attention_backward(dqkv, dc2, A("qkv", 3 * C), A("atty", C),
                                     Tensor(acts_.view(act_name(l, "lse")).data, {B, NH, T}, DType::kF32, device_),
-                                    static_cast<int>(NH), G(p + "attn.c_attn.bias"));
+                                    static_cast<int>(NH), static_cast<int>(NH), G(p + "attn.c_attn.bias"));
         kernels::matmul_backward(dc, G(p + "attn.c_attn.weight"), Tensor(), dqkv, A("ln1", C),
                                  P(p + "attn.c_attn.weight"));
         // dres becomes d residual: layer l-1's mlp.c_proj output gradient (none below layer 0).

@@ -70,7 +70,7 @@ const float* Gpt2Decoder::run(const int32_t* ids, int n) {
         Tensor qkv_new(static_cast<float*>(cache.data) + static_cast<int64_t>(t0) * 3 * C, {1, n, 3 * C});
         kernels::layernorm_forward(S("ln", C), mean, rstd, residual, W("ln_1.weight"), W("ln_1.bias"), c.norm_eps);
         kernels::matmul_forward(qkv_new, S("ln", C), W("attn.c_attn.weight"), W("attn.c_attn.bias"));
-        kernels::attention_forward_cached(S("atty", C), cache, t0, c.n_head);
+        kernels::attention_forward_cached(S("atty", C), cache, t0, c.n_head, c.n_head);
         kernels::matmul_forward(S("proj", C), S("atty", C), W("attn.c_proj.weight"), W("attn.c_proj.bias"));
         kernels::residual_forward(S("res2", C), residual, S("proj", C));
         kernels::layernorm_forward(S("ln", C), mean, rstd, S("res2", C), W("ln_2.weight"), W("ln_2.bias"), c.norm_eps);
