@@ -35,21 +35,31 @@ std::string scalar(const nlohmann::ordered_json& v) {
 
 }  // namespace
 
+namespace {
+
+// One mapping's keys at `indent`, nested mappings (sections, tracking.mlflow) below their key.
+void emit_mapping(const nlohmann::ordered_json& m, const std::string& prefix, int indent, bool with_comments,
+                  std::string& out) {
+    const std::string pad(static_cast<size_t>(indent), ' ');
+    for (auto it = m.begin(); it != m.end(); ++it) {
+        const std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
+        if (it.value().is_object()) {
+            out += pad + it.key() + ":\n";
+            emit_mapping(it.value(), path, indent + 2, with_comments, out);
+            continue;
+        }
+        std::string line = fmt::format("{}{}: {}", pad, it.key(), scalar(it.value()));
+        const FieldSpec* f = with_comments && indent > 0 ? find_field(path) : nullptr;
+        if (f) line = fmt::format("{:<40} # {}", line, f->doc);
+        out += line + "\n";
+    }
+}
+
+}  // namespace
+
 std::string to_yaml(const nlohmann::ordered_json& resolved, bool with_comments) {
     std::string out;
-    for (auto it = resolved.begin(); it != resolved.end(); ++it) {
-        if (it.value().is_object()) {
-            out += it.key() + ":\n";
-            for (auto jt = it.value().begin(); jt != it.value().end(); ++jt) {
-                std::string line = fmt::format("  {}: {}", jt.key(), scalar(jt.value()));
-                const FieldSpec* f = with_comments ? find_field(it.key() + "." + jt.key()) : nullptr;
-                if (f) line = fmt::format("{:<40} # {}", line, f->doc);
-                out += line + "\n";
-            }
-        } else {
-            out += fmt::format("{}: {}\n", it.key(), scalar(it.value()));
-        }
-    }
+    emit_mapping(resolved, "", 0, with_comments, out);
     return out;
 }
 

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct FieldSpec {
     Access access = Access::kNone;     // kString / kStringList: what the value names
     bool glob = false;                 // kRead: the value is a glob (its matches are read)
     std::vector<std::string> not_paths;  // values that name no file ("scratch", "gpt2", "")
+    // A kEndpoint key whose value may instead be a local directory (a plain path or a file: URI), which
+    // is then a kWrite value (tracking.mlflow.uri: a file store or a tracking server).
+    bool file_uri_is_write = false;
 };
 
 // All fields, in the order print-config prints them.
@@ -44,6 +48,23 @@ const std::vector<FieldSpec>& schema_fields();
 
 // The field at `path`, or nullptr.
 const FieldSpec* find_field(const std::string& path);
+
+// Keys nest with dots ("tracking.mlflow.uri" is `tracking: {mlflow: {uri: ...}}`); the resolved config
+// nests the same way. The parts of a key path, and whether `prefix` is a mapping of keys (a section,
+// or "tracking.mlflow").
+std::vector<std::string> split_path(const std::string& path);
+bool is_group(const std::string& prefix);
+// The value at `path` in a resolved config, or nullptr.
+const nlohmann::ordered_json* resolved_value(const nlohmann::ordered_json& resolved, const std::string& path);
+// Sets the value at `path`, creating the mappings on the way.
+void set_resolved_value(nlohmann::ordered_json& resolved, const std::string& path, nlohmann::ordered_json value);
+
+// What `value` of field `f` names: f.access, except for file_uri_is_write keys, whose http(s) URLs are
+// kEndpoint and whose paths and file: URIs are kWrite.
+Access access_of(const FieldSpec& f, const std::string& value);
+// The local path a plain path or file: URI names ("file:///a/b" -> "/a/b", "file:rel" -> "rel"); nullopt
+// for a URI of another scheme.
+std::optional<std::string> local_path_of_uri(const std::string& value);
 
 // Section names in order: run, model, lora, data, trainer, dist, tracking, output.
 const std::vector<std::string>& schema_sections();
