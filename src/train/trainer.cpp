@@ -28,6 +28,7 @@
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
+#include "tracking/tracker.h"
 #include "train/checkpoint.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
@@ -396,6 +397,8 @@ TrainResult run_training(const TrainOptions& opts) {
     }
     log_line(fmt::format("run: {} ({})", run_dir->run_id(), run_dir->path().string()));
     MetricsLog metrics(cfg.tracking.jsonl && rank == 0 ? run_dir->metrics_path() : std::filesystem::path());
+    tracking::Tracker tracker(cfg, run_dir->path(), run_dir->run_id(), rank, step);  // TensorBoard, MLflow
+    metrics.also_to([&tracker](const nlohmann::ordered_json& r) { tracker.log(r); });
 
     int64_t last_saved_step = -1;
     int saves = 0;
@@ -581,6 +584,7 @@ TrainResult run_training(const TrainOptions& opts) {
         {"device", device},
         {"world_size", world}};
     if (rank == 0) write_file_atomic(run_dir->summary_path(), summary.dump(2) + "\n");
+    tracker.finish(exit_code);
     dc.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
     return {exit_code, summary};
 }
