@@ -584,8 +584,8 @@ TrainResult run_training(const TrainOptions& opts) {
         {"device", device},
         {"world_size", world}};
     if (rank == 0) write_file_atomic(run_dir->summary_path(), summary.dump(2) + "\n");
-    tracker.finish(exit_code);
     dc.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
+    tracker.finish(exit_code);  // after the barrier: peers never wait on a tracking server
     return {exit_code, summary};
 }
 
