@@ -236,6 +236,26 @@ TEST(MlflowConfig, MlflowDirIsAnErrorPointingToTheUri) {
     EXPECT_NO_THROW(t.config({"tracking.mlflow.uri=https://mlflow.example"}));
 }
 
+// An empty tracking.mlflow.uri falls back to MLFLOW_TRACKING_URI, as the mlflow client does; a scheme
+// this version does not speak there is refused when the run starts, naming the variable.
+TEST(MlflowConfig, AnEmptyUriFallsBackToMlflowTrackingUri) {
+    TinyRun t("mlenv");
+    const fs::path store = t.root() / "env_mlruns";
+    ::setenv("MLFLOW_TRACKING_URI", ("file:" + store.string()).c_str(), 1);
+    auto summary = t.train({"tracking.mlflow.experiment=from-env"});
+    ::setenv("MLFLOW_TRACKING_URI", "databricks://profile", 1);
+    try {
+        t.train(std::vector<std::string>{});
+        ADD_FAILURE() << "MLFLOW_TRACKING_URI=databricks://profile was accepted";
+    } catch (const llmt::ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("MLFLOW_TRACKING_URI"), std::string::npos) << e.what();
+    }
+    ::unsetenv("MLFLOW_TRACKING_URI");
+    json run = only_run(read_json("read_mlflow_filestore.py", store), "from-env");
+    ASSERT_TRUE(run.is_object());
+    expect_metrics_equal(run, t.metrics(summary));
+}
+
 // ---- MLflow REST ----
 
 TEST(MlflowRest, ARunIsLoggedThroughTheDocumentedApi) {
