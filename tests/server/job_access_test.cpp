@@ -146,6 +146,47 @@ TEST_F(JobAccessTest, ServerSetOutputKeysAreNotTheSubmittersToPlace) {
     EXPECT_NO_THROW(check_job_access(cfg, policy_));
 }
 
+// tracking.mlflow.uri is an endpoint when it is a tracking server's URL, and a write path (the file
+// store's directory, placed in the job's directory) when it is a path or a file: URI.
+TEST_F(JobAccessTest, TheMlflowUriIsAnEndpointOrAWritePathByItsValue) {
+    auto cfg_of = [](const std::string& uri) {
+        return llmt::config::load_config_string(
+            "data: {source: text, paths: [data/shards/train_0.bin]}\ntracking: {mlflow: {uri: \"" + uri + "\"}}\n", "t");
+    };
+    auto mlflow_value = [](const llmt::config::Config& cfg) {
+        for (const auto& v : llmt::config::path_values(cfg.resolved))
+            if (v.field == "tracking.mlflow.uri") return v;
+        return PathValue{};
+    };
+    PathValue v = mlflow_value(cfg_of("https://mlflow.example/x"));
+    EXPECT_EQ(v.access, Access::kEndpoint);
+    EXPECT_EQ(v.value, "https://mlflow.example/x");
+    v = mlflow_value(cfg_of("file:mlruns"));
+    EXPECT_EQ(v.access, Access::kWrite);
+    EXPECT_EQ(v.value, "mlruns");
+    EXPECT_EQ(mlflow_value(cfg_of("file:///abs/mlruns")).value, "/abs/mlruns");
+
+    policy_.endpoints = {"https://mlflow.example"};
+    auto refused_key = [&](const llmt::config::Config& cfg) -> std::string {
+        try {
+            check_job_access(cfg, policy_);
+            return "";
+        } catch (const ApiError& e) {
+            return e.field();
+        }
+    };
+    EXPECT_EQ(refused_key(cfg_of("https://mlflow.example/x")), "");
+    EXPECT_EQ(refused_key(cfg_of("http://other.example")), "tracking.mlflow.uri");
+    EXPECT_EQ(refused_key(cfg_of("file:///abs/mlruns")), "tracking.mlflow.uri");  // outside the job's directory
+    EXPECT_EQ(refused_key(cfg_of("../mlruns")), "tracking.mlflow.uri");
+    EXPECT_EQ(refused_key(cfg_of("file:mlruns")), "");
+    const auto sets = job_write_overrides(cfg_of("file:mlruns"), "/srv/jobs/7");
+    EXPECT_NE(std::find(sets.begin(), sets.end(), "tracking.mlflow.uri=/srv/jobs/7/mlruns"), sets.end());
+    // A URL is not rewritten into the job's directory.
+    for (const auto& s : job_write_overrides(cfg_of("https://mlflow.example/x"), "/srv/jobs/7"))
+        EXPECT_EQ(s.rfind("tracking.mlflow.uri", 0), std::string::npos) << s;
+}
+
 // Every path- or URI-valued key is classified: this list changes only with a look at the policy.
 TEST(SchemaAccess, PathValuedKeysAreClassified) {
     std::vector<std::string> read, write, endpoint;
@@ -160,9 +201,9 @@ TEST(SchemaAccess, PathValuedKeysAreClassified) {
     }
     EXPECT_EQ(read, (std::vector<std::string>{"model.init_from", "data.paths", "data.tokenizer", "data.train_shards",
                                               "data.val_shards"}));
-    EXPECT_EQ(write, (std::vector<std::string>{"data.cache_dir", "tracking.mlflow_dir", "tracking.tensorboard_dir",
-                                               "output.root_dir"}));
-    EXPECT_TRUE(endpoint.empty());
+    EXPECT_EQ(write, (std::vector<std::string>{"data.cache_dir", "tracking.tensorboard_dir", "output.root_dir"}));
+    // tracking.mlflow.uri: a tracking server's URL is an endpoint; a directory or file: URI is a write path.
+    EXPECT_EQ(endpoint, (std::vector<std::string>{"tracking.mlflow.uri"}));
 }
 
 TEST(SchemaAccess, PathValuesListEveryFileOfAConfigButNames) {
