@@ -78,6 +78,9 @@ TEST(ModelKeys, UnknownAndMistypedNestedKeys) {
     is = issues_of("  arch: llama\n", {"model.rope_scaling.nope=1"});
     ASSERT_EQ(is.size(), 1u) << joined(is);
     EXPECT_EQ(is[0].key, "model.rope_scaling.nope");
+    is = issues_of("  arch: llama\n", {"model.rope_scaling.fctor=1"});
+    ASSERT_EQ(is.size(), 1u) << joined(is);
+    EXPECT_NE(is[0].message.find("did you mean `model.rope_scaling.factor`?"), std::string::npos) << is[0].message;
 }
 
 TEST(ModelKeys, Gpt2RefusesWhatItDoesNotRead) {
