@@ -339,10 +339,14 @@ void apply_set(YAML::Node& root, const std::string& kv, std::map<std::string, st
         return;
     }
     if (!find_field(key)) {
+        // The deepest known section or group above the key: "model.rope_scaling.fctor" is looked up among
+        // model.rope_scaling's keys.
         auto dot = key.rfind('.');
+        while (dot != std::string::npos && !is_key_group(key.substr(0, dot)))
+            dot = dot == 0 ? std::string::npos : key.rfind('.', dot - 1);
         std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
         std::string leaf = dot == std::string::npos ? key : key.substr(dot + 1);
-        const bool known_section = !section.empty() && is_key_group(section);
+        const bool known_section = !section.empty();
         v.add(key, where,
               unknown_key_message(key, known_section ? leaf : key,
                                   known_section ? keys_of_section(section) : all_paths(),

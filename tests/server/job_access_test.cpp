@@ -4,15 +4,20 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 
 #include "config/loader.h"
 #include "config/path_values.h"
 #include "config/schema.h"
+#include "core/fs.h"
+#include "models/hf_resolve.h"
 #include "server/api_error.h"
 #include "server/job_access.h"
 #include "server/job_env.h"
+#include "server/job_request.h"
 
 namespace {
 
@@ -218,8 +223,10 @@ TEST(SchemaAccess, PathValuesListEveryFileOfAConfigButNames) {
 TEST(PresetRoots, AreThePresetsDataDirectories) {
     const fs::path src = LLMT_SOURCE_DIR;
     auto roots = preset_read_roots(src / "configs/presets", src);
-    ASSERT_EQ(roots.size(), 1u);
-    EXPECT_EQ(roots[0], fs::weakly_canonical(src / "data/shards/gpt2_corpus"));
+    std::sort(roots.begin(), roots.end());
+    // The GPT-2 corpus (gpt2_*, llama_tiny_cpu, ddp_cpu) and Llama 3 token shards (llama3_1b).
+    EXPECT_EQ(roots, (std::vector<fs::path>{fs::weakly_canonical(src / "data/shards/gpt2_corpus"),
+                                            fs::weakly_canonical(src / "data/shards/llama3")}));
 }
 
 TEST(JobEnv, JobsGetTheSafeVariablesAndTheNamedOnesOnly) {
@@ -239,3 +246,28 @@ TEST(JobEnv, JobsGetTheSafeVariablesAndTheNamedOnesOnly) {
 }
 
 }  // namespace
+
+// A job whose config writes only model.init_from (a LLaMA directory): the config the server hands the job
+// keeps the other model keys unwritten, so the directory's config.json supplies them there. Re-emitting every
+// resolved key made arch gpt2, n_layer 12, ... "written" and the job failed on the disagreement.
+TEST(JobConfig, UnwrittenModelKeysStayUnwrittenForTheJob) {
+    const fs::path dir = fs::temp_directory_path() / ("llmt_job_hf_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    llmt::write_file_atomic(dir / "config.json",
+                            R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+                                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+                                "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+                                "tie_word_embeddings": true})");
+    llmt::write_file_atomic(dir / "model.safetensors", "");  // resolution needs it present; not read here
+    const std::string yaml = "model: {init_from: " + dir.string() + ", block_size: 64}\n"
+                             "data: {train_shards: shards/train_*.bin}\ntrainer: {eval_every_steps: 0}\n";
+    const ParsedJob job = parse_job_request({{"name", "hf"}, {"config", yaml}}, fs::path(LLMT_SOURCE_DIR) / "configs/presets");
+    EXPECT_EQ(job.config_yaml.find("n_layer"), std::string::npos) << job.config_yaml;
+    auto cfg = llmt::config::load_config_string(job.config_yaml, "job config");
+    llmt::models::prepare_init_from(cfg);
+    EXPECT_EQ(cfg.model.arch, "llama");
+    EXPECT_EQ(cfg.model.n_layer, 2);
+    EXPECT_EQ(cfg.model.n_kv_head, 2);
+    EXPECT_EQ(cfg.model.block_size, 64);
+    fs::remove_all(dir);
+}
