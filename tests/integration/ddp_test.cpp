@@ -208,6 +208,20 @@ TEST_F(DdpTest, TwoRanksMatchOneProcessWithDdpAndZero1) {
 
 // Two "hosts" (network namespaces on a bridge, own IPs and host names; tests/support/netns_hosts.sh), one
 // launcher each, rank 0 found by host name: the same losses as one process.
+// LLaMA goes through the same model interface hooks (the grads-ready offsets for the Reducer, the flat
+// arena for ZeRO-1): 2 ranks with ZeRO-1 and overlapped DDP buckets match one process with the whole batch.
+TEST_F(DdpTest, LlamaTwoRanksWithZero1MatchOneProcess) {
+    const std::vector<std::string> llama = {"--set", "model.arch=llama", "--set", "model.n_kv_head=1"};
+    auto one = run_process(with_bin(train_args("llama-one", llama)), "", 600);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto extra = llama;
+    extra.insert(extra.end(), {"--set", "trainer.micro_batch_size=4", "--set", "dist.zero_stage=1"});
+    auto r = run_process(launch(2, {}, train_args("llama-zero1", extra)), "", 600);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    expect_same_losses(series("llama-one", "loss"), series("llama-zero1", "loss"), "train loss");
+    expect_same_losses(series("llama-one", "val_loss"), series("llama-zero1", "val_loss"), "val loss");
+}
+
 TEST_F(DdpTest, TwoHostsInNetworkNamespacesMatchOneProcess) {
     if (!fs::exists(root_ / "runs/one/metrics.jsonl")) {
         auto one = run_process(with_bin(train_args("one")), "", 600);
