@@ -4,8 +4,9 @@
 // Prints one human line and, with --json FILE, {"fwd_ms", "bwd_ms", "fwd_tflops", "bwd_tflops", ...}.
 // --impl cudnn times cuDNN's fused attention through our backend-API graph (kernels/cuda/cudnn_attention.h)
 // the same way instead (variant "cudnn"); exit code 3 when cuDNN is missing or refuses the shape.
-// Usage: attention_gpu_bench [--B 16] [--T 1024] [--NH 12] [--hs 64] [--iters 50] [--warmup 10] [--json F]
-//                            [--impl flash|cudnn]
+// --KV: key/value heads (grouped-query attention, NH % KV == 0; default NH); FLOPs count the NH query heads.
+// Usage: attention_gpu_bench [--B 16] [--T 1024] [--NH 12] [--KV NH] [--hs 64] [--iters 50] [--warmup 10]
+//                            [--json F] [--impl flash|cudnn]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -72,7 +73,7 @@ double median_ms(int warmup, int iters, cudaStream_t s, F&& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int B = 16, T = 1024, NH = 12, hs = 64, iters = 50, warmup = 10;
+    int B = 16, T = 1024, NH = 12, KV = 0, hs = 64, iters = 50, warmup = 10;
     std::string json, impl = "flash";
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
         if (a == "--B") B = std::atoi(v);
         else if (a == "--T") T = std::atoi(v);
         else if (a == "--NH") NH = std::atoi(v);
+        else if (a == "--KV") KV = std::atoi(v);
         else if (a == "--hs") hs = std::atoi(v);
         else if (a == "--iters") iters = std::max(1, std::atoi(v));
         else if (a == "--warmup") warmup = std::atoi(v);
@@ -90,9 +92,10 @@ int main(int argc, char** argv) {
             return 2;
         }
     }
+    if (KV <= 0) KV = NH;
     try {
         const int C = NH * hs;
-        const size_t n_qkv = static_cast<size_t>(B) * T * 3 * C, n_out = static_cast<size_t>(B) * T * C;
+        const size_t n_qkv = static_cast<size_t>(B) * T * (C + 2 * KV * hs), n_out = static_cast<size_t>(B) * T * C;
         cudaStream_t s = llmt::kernels::cuda::stream();
         __nv_bfloat16* qkv = random_device_bf16(n_qkv, 1);
         __nv_bfloat16* dout = random_device_bf16(n_out, 2);
@@ -107,24 +110,26 @@ int main(int argc, char** argv) {
         if (impl == "cudnn") {
 #if LLMT_HAVE_CUDNN_ATTENTION
             // One untimed call each first: it builds and caches the plan (cuDNN compiles its kernel then).
-            const bool ok = llmt::kernels::cuda::cudnn_attention_forward(out, lse, qkv, B, T, C, NH, s) &&
-                            llmt::kernels::cuda::cudnn_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, s);
+            const bool ok = llmt::kernels::cuda::cudnn_attention_forward(out, lse, qkv, B, T, C, NH, KV, s) &&
+                            llmt::kernels::cuda::cudnn_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s);
             if (!ok) {
                 std::fprintf(stderr, "attention_gpu_bench: cuDNN attention not available for this shape\n");
                 return 3;
             }
             using llmt::kernels::cuda::cudnn_attention_backward;
             using llmt::kernels::cuda::cudnn_attention_forward;
-            fwd = median_ms(warmup, iters, s, [&] { cudnn_attention_forward(out, lse, qkv, B, T, C, NH, s); });
-            bwd = median_ms(warmup, iters, s, [&] { cudnn_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, s); });
+            fwd = median_ms(warmup, iters, s, [&] { cudnn_attention_forward(out, lse, qkv, B, T, C, NH, KV, s); });
+            bwd = median_ms(warmup, iters, s,
+                            [&] { cudnn_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s); });
             variant = "cudnn";
 #else
             std::fprintf(stderr, "attention_gpu_bench: built without cuDNN attention (no cudnn_graph.h)\n");
             return 3;
 #endif
         } else if (impl == "flash") {
-            fwd = median_ms(warmup, iters, s, [&] { flash_attention_forward(out, lse, qkv, B, T, C, NH, s); });
-            bwd = median_ms(warmup, iters, s, [&] { flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, s); });
+            fwd = median_ms(warmup, iters, s, [&] { flash_attention_forward(out, lse, qkv, B, T, C, NH, KV, s); });
+            bwd = median_ms(warmup, iters, s,
+                            [&] { flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s); });
         } else {
             std::fprintf(stderr, "unknown --impl %s (flash or cudnn)\n", impl.c_str());
             return 2;
@@ -135,13 +140,16 @@ int main(int argc, char** argv) {
         const char* fv = std::getenv("LLMT_FLASH_FWD_VARIANT");
         const char* bv = std::getenv("LLMT_FLASH_BWD_VARIANT");
         const char* gv = std::getenv("LLMT_FLASH_GROUP");
-        if (variant.empty()) variant = std::string("f") + (fv ? fv : "d") + "b" + (bv ? bv : "d") + "g" + (gv ? gv : "d");
+        const char* hv = std::getenv("LLMT_FLASH_HPB");
+        if (variant.empty())
+            variant = std::string("f") + (fv ? fv : "d") + "b" + (bv ? bv : "d") + "g" + (gv ? gv : "d") +
+                      (hv ? std::string("h") + hv : std::string());
         cudaDeviceProp prop{};
         LLMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-        std::printf("ours (llmt %s bf16, variant %s) on %s: B=%d T=%d NH=%d hs=%d  fwd %.3f ms "
+        std::printf("ours (llmt %s bf16, variant %s) on %s: B=%d T=%d NH=%d KV=%d hs=%d  fwd %.3f ms "
                     "%.1f TFLOP/s  bwd %.3f ms %.1f TFLOP/s\n",
-                    impl == "cudnn" ? "cudnn_attention" : "flash_attention", variant.c_str(), prop.name, B, T, NH, hs,
-                    fwd, fwd_tf, bwd, bwd_tf);
+                    impl == "cudnn" ? "cudnn_attention" : "flash_attention", variant.c_str(), prop.name, B, T, NH, KV,
+                    hs, fwd, fwd_tf, bwd, bwd_tf);
         if (!json.empty()) {
             FILE* f = std::fopen(json.c_str(), "w");
             if (!f) {
@@ -149,9 +157,9 @@ int main(int argc, char** argv) {
                 return 1;
             }
             std::fprintf(f,
-                         "{\"variant\": \"%s\", \"device\": \"%s\", \"B\": %d, \"T\": %d, \"NH\": %d, \"hs\": %d, \"fwd_ms\": %.5f, "
-                         "\"bwd_ms\": %.5f, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f}\n",
-                         variant.c_str(), prop.name, B, T, NH, hs, fwd, bwd, fwd_tf, bwd_tf);
+                         "{\"variant\": \"%s\", \"device\": \"%s\", \"B\": %d, \"T\": %d, \"NH\": %d, \"KV\": %d, "
+                         "\"hs\": %d, \"fwd_ms\": %.5f, \"bwd_ms\": %.5f, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f}\n",
+                         variant.c_str(), prop.name, B, T, NH, KV, hs, fwd, bwd, fwd_tf, bwd_tf);
             std::fclose(f);
         }
         cudaFree(qkv);

@@ -127,9 +127,9 @@ int main(int argc, char** argv) {
     time("matmul qkv bwd", L, [&] {
         matmul_backward(dx.data(), dwqkv.data(), dbqkv.data(), dqkv.data(), x.data(), wqkv.data(), BT, C, 3 * C);
     });
-    time("attention fwd", L, [&] { attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, NH); });
+    time("attention fwd", L, [&] { attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, NH, NH); });
     time("attention bwd", L, [&] {
-        attention_backward(dqkv.data(), dy.data(), qkv.data(), y.data(), lse.data(), B, T, C, NH);
+        attention_backward(dqkv.data(), dy.data(), qkv.data(), y.data(), lse.data(), B, T, C, NH, NH);
     });
     time("matmul attproj fwd", L, [&] { matmul_forward(y.data(), x.data(), wap.data(), bia.data(), BT, C, C); });
     time("matmul attproj bwd", L, [&] {

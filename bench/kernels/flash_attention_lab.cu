@@ -28,39 +28,41 @@ FlashShape flash_shape_from_env() {
     s.fwd = env_digit("LLMT_FLASH_FWD_VARIANT", s.fwd);
     s.bwd = env_digit("LLMT_FLASH_BWD_VARIANT", s.bwd);
     if (const char* g = std::getenv("LLMT_FLASH_GROUP")) s.group = std::atoi(g);
+    if (const char* h = std::getenv("LLMT_FLASH_HPB")) s.hpb = std::atoi(h);
     return s;
 }
 
-void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, cudaStream_t s) {
+void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int KV,
+                             cudaStream_t s) {
     const void* ptrs[] = {out, lse, qkv};
-    const int hs = flash::check_args("flash_attention_forward", ptrs, 3, B, T, C, NH);
+    const int hs = flash::check_args("flash_attention_forward", ptrs, 3, B, T, C, NH, KV);
     const FlashShape shape = flash_shape_from_env();
     const int v = shape.fwd, g = group_for(shape, B * NH);
     if (hs == 64) {
-        if (v == 0) flash::launch_forward<64, 4, 64>(out, lse, qkv, B, T, C, NH, s, g);
-        else if (v == 1) flash::launch_forward<64, 4, 128>(out, lse, qkv, B, T, C, NH, s, g);
-        else if (v == 2) flash::launch_forward<64, 8, 64>(out, lse, qkv, B, T, C, NH, s, g);
-        else flash::launch_forward<64, 8, 128>(out, lse, qkv, B, T, C, NH, s, g);
+        if (v == 0) flash::launch_forward<64, 4, 64>(out, lse, qkv, B, T, C, NH, KV, s, g);
+        else if (v == 1) flash::launch_forward<64, 4, 128>(out, lse, qkv, B, T, C, NH, KV, s, g);
+        else if (v == 2) flash::launch_forward<64, 8, 64>(out, lse, qkv, B, T, C, NH, KV, s, g);
+        else flash::launch_forward<64, 8, 128>(out, lse, qkv, B, T, C, NH, KV, s, g);
     } else {
-        if (v == 2) flash::launch_forward<128, 8, 64>(out, lse, qkv, B, T, C, NH, s, g);
-        else flash::launch_forward<128, 4, 64>(out, lse, qkv, B, T, C, NH, s, g);
+        if (v == 2) flash::launch_forward<128, 8, 64>(out, lse, qkv, B, T, C, NH, KV, s, g);
+        else flash::launch_forward<128, 4, 64>(out, lse, qkv, B, T, C, NH, KV, s, g);
     }
 }
 
 void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
-                              int T, int C, int NH, cudaStream_t s, float* dcol) {
+                              int T, int C, int NH, int KV, cudaStream_t s, float* dcol) {
     const void* ptrs[] = {dqkv, dout, qkv, out, lse};
-    const int hs = flash::check_args("flash_attention_backward", ptrs, 5, B, T, C, NH);
+    const int hs = flash::check_args("flash_attention_backward", ptrs, 5, B, T, C, NH, KV);
     const FlashShape shape = flash_shape_from_env();
-    const int v = shape.bwd, g = group_for(shape, B * NH);
+    const int v = shape.bwd, g = shape.group, hpb = shape.hpb;  // 0: src's rules (launch_backward)
     if (hs == 64) {
-        if (v == 0) flash::launch_backward<64, 4, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dcol, g);
-        else if (v == 1) flash::launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dcol, g);
-        else if (v == 2) flash::launch_backward<64, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dcol, g);
-        else flash::launch_backward<64, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dcol, g);
+        if (v == 0) flash::launch_backward<64, 4, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
+        else if (v == 1) flash::launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
+        else if (v == 2) flash::launch_backward<64, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
+        else flash::launch_backward<64, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
     } else {
-        if (v == 1) flash::launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dcol, g);
-        else flash::launch_backward<128, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, s, dcol, g);
+        if (v == 1) flash::launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
+        else flash::launch_backward<128, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
     }
 }
 

@@ -1,12 +1,14 @@
 // Validation and device dispatch for kernels/ops.h.
 #include "kernels/ops.h"
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "core/bf16.h"
 #include "core/build_info.h"
@@ -24,6 +26,9 @@
 #include "kernels/cpu/peak_flops.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/residual.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
 
 #if LLMT_CUDA_ENABLED
 #include "kernels/cuda/attention.h"
@@ -33,7 +38,10 @@
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/optim.h"
+#include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rope.h"
 #include "kernels/cuda/runtime.h"
+#include "kernels/cuda/swiglu.h"
 #if __has_include("kernels/cuda/flash_attention.h") && LLMT_HAVE_FLASH_ATTENTION
 #include "kernels/cuda/flash_attention.h"
 #define LLMT_FLASH_ATTENTION 1
@@ -380,46 +388,57 @@ void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
                          as_int(op, "OC", OC));
 }
 
-void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH) {
+namespace {
+// The attention ops' head checks: NH, KV > 0, NH % KV == 0 and C (out's width) % NH == 0. Returns HS.
+int64_t check_heads(const char* op, int64_t C, int NH, int KV) {
+    LLMT_INTERNAL_CHECK(NH > 0 && KV > 0 && NH % KV == 0, "{}: NH = {} query heads must be a positive multiple of "
+                        "KV = {} key/value heads", op, NH, KV);
+    LLMT_INTERNAL_CHECK(C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
+    return C / NH;
+}
+}  // namespace
+
+void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV) {
     const char* op = "attention_forward";
     check_device(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
     check_shape(op, "out", out, {-1, -1, -1});
     const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
-    LLMT_INTERNAL_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
+    const int64_t C3 = C + 2 * KV * check_heads(op, C, NH, KV);
     check_shape(op, "lse", lse, {B, NH, T});
-    check_shape(op, "qkv", qkv, {B, T, 3 * C});
+    check_shape(op, "qkv", qkv, {B, T, C3});
     check_f32(op, {{"lse", lse}});
     const DType dt = check_act(op, qkv.device, {{"out", out}, {"qkv", qkv}});
 #if LLMT_CUDA_ENABLED && LLMT_CUDNN_ATTENTION
     if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_cudnn_attention() &&
         cuda::cudnn_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
-                                      as_int(op, "T", T), as_int(op, "C", C), NH, cuda::stream()))
+                                      as_int(op, "T", T), as_int(op, "C", C), NH, KV, cuda::stream()))
         return;
 #endif
 #if LLMT_CUDA_ENABLED && LLMT_FLASH_ATTENTION
     if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH))
         return cuda::flash_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
-                                             as_int(op, "T", T), as_int(op, "C", C), NH, cuda::stream());
+                                             as_int(op, "T", T), as_int(op, "C", C), NH, KV, cuda::stream());
 #endif
     LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_forward(p<E>(out), f(lse), p<E>(qkv), as_int(op, "B", B),
-                                                            as_int(op, "T", T), as_int(op, "C", C), NH,
+                                                            as_int(op, "T", T), as_int(op, "C", C), NH, KV,
                                                             cuda::stream()));
     cpu::attention_forward(f(out), f(lse), f(qkv), as_int(op, "B", B), as_int(op, "T", T),
-                           as_int(op, "C", C), NH);
+                           as_int(op, "C", C), NH, KV);
 }
 
-void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH, Tensor dqkv_colsum) {
+void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH, int KV,
+                        Tensor dqkv_colsum) {
     const char* op = "attention_backward";
     check_device(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse},
                       {"dqkv_colsum", dqkv_colsum}});
     check_shape(op, "out", out, {-1, -1, -1});
     const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
-    LLMT_INTERNAL_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
+    const int64_t C3 = C + 2 * KV * check_heads(op, C, NH, KV);
     check_shape(op, "dout", dout, {B, T, C});
     check_shape(op, "lse", lse, {B, NH, T});
-    check_shape(op, "qkv", qkv, {B, T, 3 * C});
-    check_shape(op, "dqkv", dqkv, {B, T, 3 * C});
-    if (!dqkv_colsum.empty()) check_shape(op, "dqkv_colsum", dqkv_colsum, {3 * C});
+    check_shape(op, "qkv", qkv, {B, T, C3});
+    check_shape(op, "dqkv", dqkv, {B, T, C3});
+    if (!dqkv_colsum.empty()) check_shape(op, "dqkv_colsum", dqkv_colsum, {C3});
     check_f32(op, {{"lse", lse}, {"dqkv_colsum", dqkv_colsum}});
     const DType dt = check_act(op, qkv.device, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}});
     float* colsum = dqkv_colsum.empty() ? nullptr : f(dqkv_colsum);
@@ -428,9 +447,9 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
     if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_cudnn_attention() &&
         cuda::cudnn_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
                                        p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
-                                       as_int(op, "C", C), NH, cuda::stream())) {
+                                       as_int(op, "C", C), NH, KV, cuda::stream())) {
         if (colsum)  // cuDNN has no column sums: the separate pass over dqkv
-            cuda::add_column_sums(colsum, p<__nv_bfloat16>(dqkv), as_int(op, "rows", B * T), as_int(op, "3C", 3 * C),
+            cuda::add_column_sums(colsum, p<__nv_bfloat16>(dqkv), as_int(op, "rows", B * T), as_int(op, "C3", C3),
                                   cuda::stream());
         return;
     }
@@ -440,41 +459,181 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
         (!colsum || knob_on(Knob::kFuseAttnColsum)))
         return cuda::flash_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
                                               p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
-                                              as_int(op, "C", C), NH, cuda::stream(), colsum);
+                                              as_int(op, "C", C), NH, KV, cuda::stream(), colsum);
 #endif
     if (qkv.device == Device::kCuda && colsum) {  // the unfused path: backward, then the column sums
-        attention_backward(dqkv, dout, qkv, out, lse, NH);
+        attention_backward(dqkv, dout, qkv, out, lse, NH, KV);
         return on_dtype(dt, [&](auto* tag_) {
             using E = std::remove_pointer_t<decltype(tag_)>;
-            cuda::add_column_sums(colsum, p<E>(dqkv), as_int(op, "rows", B * T), as_int(op, "3C", 3 * C),
+            cuda::add_column_sums(colsum, p<E>(dqkv), as_int(op, "rows", B * T), as_int(op, "C3", C3),
                                   cuda::stream());
         });
     }
 #endif
     LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_backward(p<E>(dqkv), p<E>(dout), p<E>(qkv), p<E>(out), f(lse),
                                                              as_int(op, "B", B), as_int(op, "T", T),
-                                                             as_int(op, "C", C), NH, cuda::stream()));
+                                                             as_int(op, "C", C), NH, KV, cuda::stream()));
     cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
-                            as_int(op, "T", T), as_int(op, "C", C), NH);
-    if (colsum) add_column_sums_cpu(colsum, f(dqkv), B * T, 3 * C);
+                            as_int(op, "T", T), as_int(op, "C", C), NH, KV);
+    if (colsum) add_column_sums_cpu(colsum, f(dqkv), B * T, C3);
 }
 
-void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH) {
+void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH, int KV) {
     const char* op = "attention_forward_cached";
     check_device(op, {{"out", out}, {"qkv", qkv}});
     check_shape(op, "out", out, {-1, -1, -1});
     const int64_t B = out.dim(0), Tq = out.dim(1), C = out.dim(2);
-    LLMT_INTERNAL_CHECK(NH > 0 && C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
-    check_shape(op, "qkv", qkv, {B, -1, 3 * C});
+    const int64_t C3 = C + 2 * KV * check_heads(op, C, NH, KV);
+    check_shape(op, "qkv", qkv, {B, -1, C3});
     const int64_t Tmax = qkv.dim(1);
     LLMT_INTERNAL_CHECK(t0 >= 0 && t0 + Tq <= Tmax, "{}: positions {}..{} exceed the cache of {} positions", op, t0,
                t0 + Tq - 1, Tmax);
     check_f32(op, {{"out", out}, {"qkv", qkv}});
     LLMT_ON_CUDA(qkv.device, attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
-                                                      as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH,
+                                                      as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH, KV,
                                                       cuda::stream()));
     cpu::attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
-                                  as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH);
+                                  as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH, KV);
+}
+
+void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
+    const char* op = "rmsnorm_forward";
+    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
+    check_device(op, {{"out", out}, {"rstd", rstd}, {"inp", inp}, {"weight", weight}});
+    check_shape(op, "inp", inp, {-1, -1, -1});
+    const int64_t B = inp.dim(0), T = inp.dim(1), C = inp.dim(2);
+    check_shape(op, "out", out, {B, T, C});
+    check_shape(op, "rstd", rstd, {B, T});
+    check_shape(op, "weight", weight, {C});
+    check_f32(op, {{"rstd", rstd}});
+    const DType dt = check_act(op, inp.device, {{"out", out}, {"inp", inp}, {"weight", weight}});
+    LLMT_ON_CUDA_T(inp.device, dt, cuda::rmsnorm_forward(p<E>(out), f(rstd), p<E>(inp), p<E>(weight), eps,
+                                                          as_int(op, "B", B), as_int(op, "T", T), as_int(op, "C", C),
+                                                          cuda::stream()));
+    cpu::rmsnorm_forward(f(out), f(rstd), f(inp), f(weight), eps, as_int(op, "B", B), as_int(op, "T", T),
+                         as_int(op, "C", C));
+}
+
+void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd) {
+    const char* op = "rmsnorm_backward";
+    check_device(op, {{"dinp", dinp}, {"dweight", dweight}, {"dout", dout}, {"inp", inp}, {"weight", weight},
+                      {"rstd", rstd}});
+    check_shape(op, "inp", inp, {-1, -1, -1});
+    const int64_t B = inp.dim(0), T = inp.dim(1), C = inp.dim(2);
+    check_shape(op, "dinp", dinp, {B, T, C});
+    check_shape(op, "dout", dout, {B, T, C});
+    check_shape(op, "dweight", dweight, {C});
+    check_shape(op, "weight", weight, {C});
+    check_shape(op, "rstd", rstd, {B, T});
+    check_f32(op, {{"dweight", dweight}, {"rstd", rstd}});
+    const DType dt = check_act(op, inp.device, {{"dinp", dinp}, {"dout", dout}, {"inp", inp}, {"weight", weight}});
+    LLMT_ON_CUDA_T(inp.device, dt, cuda::rmsnorm_backward(p<E>(dinp), f(dweight), p<E>(dout), p<E>(inp), p<E>(weight),
+                                                           f(rstd), as_int(op, "B", B), as_int(op, "T", T),
+                                                           as_int(op, "C", C), cuda::stream()));
+    cpu::rmsnorm_backward(f(dinp), f(dweight), f(dout), f(inp), f(weight), f(rstd), as_int(op, "B", B),
+                          as_int(op, "T", T), as_int(op, "C", C));
+}
+
+void residual_rmsnorm_forward(Tensor residual_out, Tensor out, Tensor rstd, Tensor inp1, Tensor inp2, Tensor weight,
+                              float eps) {
+    const char* op = "residual_rmsnorm_forward";
+    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
+    check_device(op, {{"residual_out", residual_out}, {"out", out}, {"rstd", rstd}, {"inp1", inp1}, {"inp2", inp2},
+                      {"weight", weight}});
+    check_shape(op, "inp1", inp1, {-1, -1, -1});
+    const int64_t B = inp1.dim(0), T = inp1.dim(1), C = inp1.dim(2);
+    check_shape(op, "inp2", inp2, {B, T, C});
+    check_shape(op, "residual_out", residual_out, {B, T, C});
+    check_shape(op, "out", out, {B, T, C});
+    check_shape(op, "rstd", rstd, {B, T});
+    check_shape(op, "weight", weight, {C});
+    LLMT_INTERNAL_CHECK(out.data != residual_out.data && out.data != inp1.data && out.data != inp2.data,
+                        "{}: out must not alias residual_out, inp1 or inp2", op);
+    check_f32(op, {{"rstd", rstd}});
+    const DType dt = check_act(op, inp1.device, {{"residual_out", residual_out}, {"out", out}, {"inp1", inp1},
+                                                 {"inp2", inp2}, {"weight", weight}});
+    LLMT_ON_CUDA_T(inp1.device, dt,
+                   cuda::residual_rmsnorm_forward(p<E>(residual_out), p<E>(out), f(rstd), p<E>(inp1), p<E>(inp2),
+                                                  p<E>(weight), eps, as_int(op, "B", B), as_int(op, "T", T),
+                                                  as_int(op, "C", C), cuda::stream()));
+    cpu::residual_rmsnorm_forward(f(residual_out), f(out), f(rstd), f(inp1), f(inp2), f(weight), eps,
+                                  as_int(op, "B", B), as_int(op, "T", T), as_int(op, "C", C));
+}
+
+namespace {
+// swiglu's shapes: inp (...,2F) and out (...,F) with the same leading dims. Returns {rows, F} and the dtype.
+std::pair<int64_t, int> check_swiglu(const char* op, const Tensor& half, const char* half_name, const Tensor& full,
+                                     const char* full_name) {
+    check_present(op, full_name, full);
+    check_present(op, half_name, half);
+    LLMT_INTERNAL_CHECK(full.ndim >= 1 && full.dim(-1) > 0 && full.dim(-1) % 2 == 0,
+                        "{}: argument '{}' must end in an even width 2F, got {}", op, full_name, full.describe());
+    const int64_t F = full.dim(-1) / 2;
+    bool same_lead = half.ndim == full.ndim && half.dim(-1) == F;
+    for (int i = 0; same_lead && i + 1 < full.ndim; i++) same_lead = half.dim(i) == full.dim(i);
+    LLMT_INTERNAL_CHECK(same_lead, "{}: argument '{}' must be {}'s leading dims x F = {}, got {} for {}", op, half_name,
+                        full_name, F, half.describe(), full.describe());
+    return {full.numel() / (2 * F), as_int(op, "F", F)};
+}
+}  // namespace
+
+void swiglu_forward(Tensor out, Tensor inp) {
+    const char* op = "swiglu_forward";
+    const Device dev = check_device(op, {{"out", out}, {"inp", inp}});
+    const auto [rows, F] = check_swiglu(op, out, "out", inp, "inp");
+    LLMT_INTERNAL_CHECK(out.data != inp.data, "{}: out must not alias inp", op);
+    const DType dt = check_act(op, dev, {{"out", out}, {"inp", inp}});
+    LLMT_ON_CUDA_T(dev, dt, cuda::swiglu_forward(p<E>(out), p<E>(inp), static_cast<size_t>(rows), F, cuda::stream()));
+    cpu::swiglu_forward(f(out), f(inp), static_cast<size_t>(rows), F);
+}
+
+void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp) {
+    const char* op = "swiglu_backward";
+    const Device dev = check_device(op, {{"dinp", dinp}, {"dout", dout}, {"inp", inp}});
+    const auto [rows, F] = check_swiglu(op, dout, "dout", inp, "inp");
+    check_swiglu(op, dout, "dout", dinp, "dinp");
+    LLMT_INTERNAL_CHECK(dinp.numel() == inp.numel(), "{}: dinp {} must have inp's shape {}", op, dinp.describe(),
+                        inp.describe());
+    const DType dt = check_act(op, dev, {{"dinp", dinp}, {"dout", dout}, {"inp", inp}});
+    LLMT_ON_CUDA_T(dev, dt, cuda::swiglu_backward(p<E>(dinp), p<E>(dout), p<E>(inp), static_cast<size_t>(rows), F,
+                                                  cuda::stream()));
+    cpu::swiglu_backward(f(dinp), f(dout), f(inp), static_cast<size_t>(rows), F);
+}
+
+namespace {
+// rope's checks: qkv (B,T,(NH+2KV)*HS) with HS = rope's width (even), rows pos0..pos0+T-1 in the table.
+// Returns {B, T, HS}.
+std::array<int, 3> check_rope(const char* op, const Tensor& qkv, const char* qkv_name, const Tensor& rope, int NH,
+                              int KV, int pos0) {
+    check_device(op, {{qkv_name, qkv}, {"rope", rope}});
+    check_shape(op, "rope", rope, {-1, -1});
+    check_f32(op, {{"rope", rope}});
+    const int64_t Tmax = rope.dim(0), HS = rope.dim(1);
+    LLMT_INTERNAL_CHECK(HS > 0 && HS % 2 == 0, "{}: the table's head size {} must be even", op, HS);
+    LLMT_INTERNAL_CHECK(NH > 0 && KV > 0 && NH % KV == 0, "{}: NH = {} query heads must be a positive multiple of "
+                        "KV = {} key/value heads", op, NH, KV);
+    check_shape(op, qkv_name, qkv, {-1, -1, (NH + 2 * static_cast<int64_t>(KV)) * HS});
+    const int64_t B = qkv.dim(0), T = qkv.dim(1);
+    LLMT_INTERNAL_CHECK(pos0 >= 0 && pos0 + T <= Tmax, "{}: positions {}..{} exceed the table's {} rows", op, pos0,
+                        pos0 + T - 1, Tmax);
+    return {as_int(op, "B", B), as_int(op, "T", T), as_int(op, "HS", HS)};
+}
+}  // namespace
+
+void rope_forward(Tensor qkv, Tensor rope, int NH, int KV, int pos0) {
+    const char* op = "rope_forward";
+    const auto [B, T, HS] = check_rope(op, qkv, "qkv", rope, NH, KV, pos0);
+    const DType dt = check_act(op, qkv.device, {{"qkv", qkv}});
+    LLMT_ON_CUDA_T(qkv.device, dt, cuda::rope_forward(p<E>(qkv), f(rope), B, T, NH, KV, HS, pos0, cuda::stream()));
+    cpu::rope_forward(f(qkv), f(rope), B, T, NH, KV, HS, pos0);
+}
+
+void rope_backward(Tensor dqkv, Tensor rope, int NH, int KV) {
+    const char* op = "rope_backward";
+    const auto [B, T, HS] = check_rope(op, dqkv, "dqkv", rope, NH, KV, 0);
+    const DType dt = check_act(op, dqkv.device, {{"dqkv", dqkv}});
+    LLMT_ON_CUDA_T(dqkv.device, dt, cuda::rope_backward(p<E>(dqkv), f(rope), B, T, NH, KV, HS, cuda::stream()));
+    cpu::rope_backward(f(dqkv), f(rope), B, T, NH, KV, HS);
 }
 
 namespace {

@@ -5,7 +5,8 @@
 // named beside each group; src/kernels/README.md has the conventions. CUDA ops are asynchronous on the
 // backend's stream (copy() and sum_squares() synchronise); they do not read token ids or targets back to
 // range-check them, so callers validate ids on the host before copying them to the device.
-// Legend: B batch, T time, C channels, OC output channels, NH heads, V vocab, Vp padded vocab.
+// Legend: B batch, T time, C channels, OC output channels, NH (query) heads, KV key/value heads, HS head size,
+// F an MLP's hidden width, V vocab, Vp padded vocab.
 // Float tensors are f32; token ids and targets are i32. An empty Tensor means "not present".
 // Mixed precision (CUDA only): an op's activations and weights may all be bf16 instead (arithmetic and
 // accumulation stay fp32); statistics (mean, rstd, lse), losses, parameter gradients and optimizer state
@@ -51,16 +52,46 @@ void matmul_forward_gelu(Tensor out, Tensor pre_gelu, Tensor inp, Tensor weight,
 void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                           Tensor weight);
 
-// cpu/attention.h. out (B,T,C), lse (B,NH,T); qkv (B,T,3C); C divisible by NH.
-void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH);
-// dqkv (B,T,3C) =; dout (B,T,C); qkv, out, lse from the forward. dqkv_colsum (3C, f32, optional) += the
-// column sums of dqkv: the bias gradient of the qkv projection (fused into the CUDA flash kernels).
-void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH,
+// cpu/attention.h: causal attention with grouped-query heads (Hugging Face's repeat_kv): query head h reads
+// key/value head h / (NH / KV); KV == NH is multi-head attention (GPT-2), bit for bit as before KV existed.
+// out (B,T,C) with C = NH*HS, lse (B,NH,T); qkv (B,T,C3) with C3 = C + 2*KV*HS: q at channel 0 (NH*HS wide),
+// k at C and v at C + KV*HS (KV*HS wide each). C divisible by NH, NH by KV.
+void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV);
+// dqkv (B,T,C3) =, dk/dv summed over the NH/KV query heads sharing each kv head; dout (B,T,C); qkv, out, lse
+// from the forward. dqkv_colsum (C3, f32, optional) += the column sums of dqkv: the bias gradient of the qkv
+// projection (fused into the CUDA flash kernels).
+void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH, int KV,
                         Tensor dqkv_colsum = {});
 
 // Inference with a KV cache (cpu/attention.h): out (B,Tq,C) for query positions t0..t0+Tq-1 of
-// qkv (B,Tmax,3C), t0 + Tq <= Tmax.
-void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH);
+// qkv (B,Tmax,C3), t0 + Tq <= Tmax.
+void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH, int KV);
+
+// cpu/rmsnorm.h (Hugging Face's LlamaRMSNorm: fp32 statistics, the normalised row times weight). out (B,T,C),
+// rstd (B,T) f32 = 1/sqrt(mean(inp^2) + eps); inp (B,T,C); weight (C); eps > 0 (model.norm_eps).
+void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps);
+// dinp (B,T,C) += (residual stream); dweight (C, f32) +=; dout, inp (B,T,C); weight (C); rstd from the forward.
+void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd);
+// residual_out (B,T,C) = inp1 + inp2, then rmsnorm_forward(out, rstd, residual_out, weight, eps) in the same
+// pass (bf16: the RMSNorm reads the rounded residual_out, as the two ops in turn would). residual_out may
+// alias inp1 or inp2; out aliases none of them.
+void residual_rmsnorm_forward(Tensor residual_out, Tensor out, Tensor rstd, Tensor inp1, Tensor inp2, Tensor weight,
+                              float eps);
+
+// cpu/swiglu.h. out (...,F) = silu(gate) * up with inp (...,2F) holding gate in columns [0,F) and up in
+// [F,2F) (the fused gate_up projection's output); out does not alias inp.
+void swiglu_forward(Tensor out, Tensor inp);
+// dinp (...,2F) = (d gate, d up); dout (...,F); inp (...,2F) from the forward. dinp may alias inp.
+void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp);
+
+// cpu/rope.h: rotary position embedding, Hugging Face's rotate-half convention (apply_rotary_pos_emb), in
+// place on the NH q heads and KV k heads of qkv (B,T,(NH+2KV)*HS) (v untouched). rope (Tmax,HS) f32: row p
+// holds cos(a_0..a_{HS/2-1}) then sin(a_0..a_{HS/2-1}) of position p (the model computes it); row t of qkv
+// uses table row pos0 + t (pos0 > 0 for KV-cache decoding), pos0 + T <= Tmax. HS even.
+void rope_forward(Tensor qkv, Tensor rope, int NH, int KV, int pos0 = 0);
+// In place: the transpose (rotation by -a) on the dq and dk heads of dqkv (B,T,(NH+2KV)*HS), row t with table
+// row t; dv untouched.
+void rope_backward(Tensor dqkv, Tensor rope, int NH, int KV);
 
 // cpu/gelu.h. Same-shape tensors; out may alias inp, dinp may alias dout. dinp =.
 void gelu_forward(Tensor out, Tensor inp);

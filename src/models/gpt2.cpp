@@ -176,7 +176,8 @@ void Gpt2::block_forward(int l, Tensor residual, bool to_residual3) {
                                W(L.ln1_b), cfg_.norm_eps);
     kernels::matmul_forward(act(l, kQkv, 3 * C), act(l, kLn1, C), W(L.qkv_w), W(L.qkv_b));
     Tensor lse = acts_.shaped(ids_.layer[l][kLse], {B_, NH, T_});
-    kernels::attention_forward(act(l, kAtty, C), lse, act(l, kQkv, 3 * C), static_cast<int>(NH));
+    kernels::attention_forward(act(l, kAtty, C), lse, act(l, kQkv, 3 * C), static_cast<int>(NH),
+                               static_cast<int>(NH));
     // residual2 = residual + attproj (+ dropout on the branch first, when training with it).
     if (dropped_) {
         kernels::matmul_forward(act(l, kAttProj, C), act(l, kAtty, C), W(L.attn_proj_w), W(L.attn_proj_b));
@@ -304,7 +305,8 @@ void Gpt2::backward() {
                                  act(l, kAtty, C), W(L.attn_proj_w));
         // The qkv bias gradient (dqkv's column sums) comes out of the attention backward's own passes.
         kernels::attention_backward(dqkv, dc2, act(l, kQkv, 3 * C), act(l, kAtty, C),
-                                    acts_.shaped(ids_.layer[l][kLse], {B, NH, T}), static_cast<int>(NH), G(L.qkv_b));
+                                    acts_.shaped(ids_.layer[l][kLse], {B, NH, T}), static_cast<int>(NH),
+                                    static_cast<int>(NH), G(L.qkv_b));
         kernels::matmul_backward(dc, G(L.qkv_w), Tensor(), dqkv, act(l, kLn1, C), W(L.qkv_w));
         // dres becomes d residual: layer l-1's mlp.c_proj output gradient (none below layer 0).
         kernels::layernorm_backward(dres, G(L.ln1_w), G(L.ln1_b), dc, residual, W(L.ln1_w), stat(l, kLn1Mean),

@@ -73,7 +73,7 @@ const float* Gpt2Decoder::run(const int32_t* ids, int n) {
         Tensor qkv_new(static_cast<float*>(cache.data) + static_cast<int64_t>(t0) * 3 * C, {1, n, 3 * C});
         kernels::layernorm_forward(S("ln", C), mean, rstd, residual, W(L.ln1_w), W(L.ln1_b), c.norm_eps);
         kernels::matmul_forward(qkv_new, S("ln", C), W(L.qkv_w), W(L.qkv_b));
-        kernels::attention_forward_cached(S("atty", C), cache, t0, c.n_head);
+        kernels::attention_forward_cached(S("atty", C), cache, t0, c.n_head, c.n_head);
         kernels::matmul_forward(S("proj", C), S("atty", C), W(L.attn_proj_w), W(L.attn_proj_b));
         kernels::residual_forward(S("res2", C), residual, S("proj", C));
         kernels::layernorm_forward(S("ln", C), mean, rstd, S("res2", C), W(L.ln2_w), W(L.ln2_b), c.norm_eps);

@@ -237,41 +237,134 @@ TEST_F(CudaOps, MatmulKnobs) {
     matmul_case("(sync, 300x64 -> 33, no bias)", 300, 64, 33, false, 30);
 }
 
-void attention_case(const char* tag, int B, int T, int C, int NH, uint32_t s) {
-    auto qkv = randn(B * T * 3 * C, seed(s));
+// KV < NH: grouped-query attention (qkv rows C + 2*KV*HS wide; the dk/dv of a kv head sum its query heads).
+void attention_case(const char* tag, int B, int T, int C, int NH, int KV, uint32_t s) {
+    const int C3 = C + 2 * KV * (C / NH);
+    auto qkv = randn(B * T * C3, seed(s));
     std::vector<float> out(B * T * C), lse(B * NH * T);
-    attention_forward(H(out, {B, T, C}), H(lse, {B, NH, T}), H(qkv, {B, T, 3 * C}), NH);
-    Dev dqkv = D(qkv, {B, T, 3 * C}), dout({B, T, C}), dlse({B, NH, T});
+    attention_forward(H(out, {B, T, C}), H(lse, {B, NH, T}), H(qkv, {B, T, C3}), NH, KV);
+    Dev dqkv = D(qkv, {B, T, C3}), dout({B, T, C}), dlse({B, NH, T});
     dout.poison();
     dlse.poison();
-    attention_forward(dout.t(), dlse.t(), dqkv.t(), NH);
+    attention_forward(dout.t(), dlse.t(), dqkv.t(), NH, KV);
     expect_close((std::string("attention_forward out ") + tag).c_str(), dout.download<float>(), out, kTolReduce);
     expect_close((std::string("attention_forward lse ") + tag).c_str(), dlse.download<float>(), lse, kTolReduce);
 
     auto g = randn(B * T * C, seed(s + 1));
-    std::vector<float> gq(B * T * 3 * C);
-    Dev dg = D(g, {B, T, C}), dgq({B, T, 3 * C});
+    std::vector<float> gq(B * T * C3);
+    Dev dg = D(g, {B, T, C}), dgq({B, T, C3});
     dgq.poison();
-    attention_backward(H(gq, {B, T, 3 * C}), H(g, {B, T, C}), H(qkv, {B, T, 3 * C}), H(out, {B, T, C}),
-                       H(lse, {B, NH, T}), NH);
-    attention_backward(dgq.t(), dg.t(), dqkv.t(), dout.t(), dlse.t(), NH);
+    attention_backward(H(gq, {B, T, C3}), H(g, {B, T, C}), H(qkv, {B, T, C3}), H(out, {B, T, C}),
+                       H(lse, {B, NH, T}), NH, KV);
+    attention_backward(dgq.t(), dg.t(), dqkv.t(), dout.t(), dlse.t(), NH, KV);
     expect_close((std::string("attention_backward dqkv ") + tag).c_str(), dgq.download<float>(), gq, kTolBackward);
 
     // KV-cache rows t0.. of a cache of T positions.
     const int t0 = T / 3, Tq = T - t0;
     std::vector<float> oc(B * Tq * C);
-    attention_forward_cached(H(oc, {B, Tq, C}), H(qkv, {B, T, 3 * C}), t0, NH);
+    attention_forward_cached(H(oc, {B, Tq, C}), H(qkv, {B, T, C3}), t0, NH, KV);
     Dev doc({B, Tq, C});
     doc.poison();
-    attention_forward_cached(doc.t(), dqkv.t(), t0, NH);
+    attention_forward_cached(doc.t(), dqkv.t(), t0, NH, KV);
     expect_close((std::string("attention_forward_cached out ") + tag).c_str(), doc.download<float>(), oc,
                  kTolReduce);
 }
 
 TEST_F(CudaOps, Attention) {
-    attention_case("(HS 64, T 67)", 2, 67, 192, 3, 40);
-    attention_case("(HS 20, T 33)", 3, 33, 40, 2, 50);
-    attention_case("(HS 128, T 130)", 1, 130, 256, 2, 60);
+    attention_case("(HS 64, T 67)", 2, 67, 192, 3, 3, 40);
+    attention_case("(HS 20, T 33)", 3, 33, 40, 2, 2, 50);
+    attention_case("(HS 128, T 130)", 1, 130, 256, 2, 2, 60);
+    // Grouped-query: 4 query heads on 2 kv heads, multi-query (1 kv head), Llama-3.2-1B's 32 on 8.
+    attention_case("(GQA 4/2, HS 64, T 67)", 2, 67, 256, 4, 2, 42);
+    attention_case("(MQA 4/1, HS 20, T 33)", 3, 33, 80, 4, 1, 52);
+    attention_case("(GQA 8/2, HS 128, T 130)", 1, 130, 1024, 8, 2, 62);
+    attention_case("(GQA 32/8, HS 64, T 97)", 1, 97, 2048, 32, 8, 64);
+}
+
+// RMSNorm, its residual-fused forward, SwiGLU and RoPE (the LLaMA ops), fp32 against the CPU ops. Widths take
+// each kernel: RMSNorm C = 67 (not a multiple of 4 floats: the scalar kernels), 200 and 768 (16-byte rows in
+// registers), 2048 (Llama-3.2-1B; the forward in registers, the backward scalar); SwiGLU F = 100 (16-byte
+// chunks) and 37 (one element per thread); RoPE HS = 64 (4 pairs per thread) and 20 (half = 10: one pair).
+// Tolerances as above: RMSNorm reduces over C (kTolReduce, backward kTolBackward); SwiGLU and RoPE are
+// element-wise up to expf vs libm exp and the order of two products (kTolElementwise).
+TEST_F(CudaOps, RmsNorm) {
+    for (const int C : {67, 200, 768, 2048}) {
+        const int B = 2, T = 41;
+        const std::string c = " C=" + std::to_string(C);
+        auto x = randn(B * T * C, seed(200 + C), 2.0f), w = randn(C, seed(201 + C));
+        std::vector<float> out(B * T * C), rstd(B * T);
+        rmsnorm_forward(H(out, {B, T, C}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), kLnEps);
+        Dev dx = D(x, {B, T, C}), dw = D(w, {C}), dout({B, T, C}), drstd({B, T});
+        dout.poison();
+        drstd.poison();
+        rmsnorm_forward(dout.t(), drstd.t(), dx.t(), dw.t(), kLnEps);
+        expect_close(("rmsnorm_forward out" + c).c_str(), dout.download<float>(), out, kTolReduce);
+        expect_close(("rmsnorm_forward rstd" + c).c_str(), drstd.download<float>(), rstd, kTolReduce);
+
+        auto g = randn(B * T * C, seed(202 + C)), gi = randn(B * T * C, seed(203 + C)), gw = randn(C, seed(204 + C));
+        Dev dg = D(g, {B, T, C}), dgi = D(gi, {B, T, C}), dgw = D(gw, {C});
+        rmsnorm_backward(H(gi, {B, T, C}), H(gw, {C}), H(g, {B, T, C}), H(x, {B, T, C}), H(w, {C}), H(rstd, {B, T}));
+        rmsnorm_backward(dgi.t(), dgw.t(), dg.t(), dx.t(), dw.t(), drstd.t());
+        expect_close(("rmsnorm_backward dinp (+=)" + c).c_str(), dgi.download<float>(), gi, kTolBackward);
+        expect_close(("rmsnorm_backward dweight (+=)" + c).c_str(), dgw.download<float>(), gw, kTolBackward);
+
+        // residual_out = x + y, normalised; then in place on the first input (residual_out aliasing inp1).
+        auto y = randn(B * T * C, seed(205 + C));
+        std::vector<float> h(B * T * C), o2(B * T * C), r2(B * T);
+        residual_rmsnorm_forward(H(h, {B, T, C}), H(o2, {B, T, C}), H(r2, {B, T}), H(x, {B, T, C}), H(y, {B, T, C}),
+                                 H(w, {C}), kLnEps);
+        Dev dy = D(y, {B, T, C}), dh({B, T, C});
+        dh.poison();
+        dout.poison();
+        drstd.poison();
+        residual_rmsnorm_forward(dh.t(), dout.t(), drstd.t(), dx.t(), dy.t(), dw.t(), kLnEps);
+        expect_close(("residual_rmsnorm_forward residual" + c).c_str(), dh.download<float>(), h, kTolElementwise);
+        expect_close(("residual_rmsnorm_forward out" + c).c_str(), dout.download<float>(), o2, kTolReduce);
+        expect_close(("residual_rmsnorm_forward rstd" + c).c_str(), drstd.download<float>(), r2, kTolReduce);
+        dout.poison();
+        residual_rmsnorm_forward(dx.t(), dout.t(), drstd.t(), dx.t(), dy.t(), dw.t(), kLnEps);
+        expect_close(("residual_rmsnorm_forward in place" + c).c_str(), dx.download<float>(), h, kTolElementwise);
+        expect_close(("residual_rmsnorm_forward out, in place" + c).c_str(), dout.download<float>(), o2, kTolReduce);
+    }
+}
+
+TEST_F(CudaOps, SwiGluRope) {
+    for (const int F : {100, 37}) {
+        const int N = 2 * 33;
+        const std::string f = " F=" + std::to_string(F);
+        auto x = randn(N * 2 * F, seed(300 + F), 3.0f), g = randn(N * F, seed(301 + F));
+        std::vector<float> out(N * F), dx(N * 2 * F);
+        swiglu_forward(H(out, {N, F}), H(x, {N, 2 * F}));
+        swiglu_backward(H(dx, {N, 2 * F}), H(g, {N, F}), H(x, {N, 2 * F}));
+        Dev ddx = D(x, {N, 2 * F}), dg = D(g, {N, F}), dout({N, F}), dgx({N, 2 * F});
+        dout.poison();
+        dgx.poison();
+        swiglu_forward(dout.t(), ddx.t());
+        swiglu_backward(dgx.t(), dg.t(), ddx.t());
+        expect_close(("swiglu_forward" + f).c_str(), dout.download<float>(), out, kTolElementwise);
+        expect_close(("swiglu_backward" + f).c_str(), dgx.download<float>(), dx, kTolElementwise);
+        swiglu_backward(ddx.t(), dg.t(), ddx.t());  // dinp aliasing inp
+        expect_close(("swiglu_backward in place" + f).c_str(), ddx.download<float>(), dx, kTolElementwise);
+    }
+    for (const int HS : {64, 20}) {
+        const int B = 2, T = 37, NH = 4, KV = 2, C3 = (NH + 2 * KV) * HS, pos0 = 11, Tmax = T + pos0 + 5;
+        const std::string h = " HS=" + std::to_string(HS);
+        std::vector<float> table(Tmax * HS);
+        for (int p = 0; p < Tmax; p++)
+            for (int i = 0; i < HS / 2; i++) {
+                const double a = p * std::pow(10000.0, -2.0 * i / HS);
+                table[p * HS + i] = static_cast<float>(std::cos(a));
+                table[p * HS + HS / 2 + i] = static_cast<float>(std::sin(a));
+            }
+        auto x = randn(B * T * C3, seed(310 + HS)), g = randn(B * T * C3, seed(311 + HS));
+        Dev dx = D(x, {B, T, C3}), dg = D(g, {B, T, C3}), dt = D(table, {Tmax, HS});
+        rope_forward(H(x, {B, T, C3}), H(table, {Tmax, HS}), NH, KV, pos0);
+        rope_forward(dx.t(), dt.t(), NH, KV, pos0);
+        expect_close(("rope_forward (pos0 11)" + h).c_str(), dx.download<float>(), x, kTolElementwise);
+        rope_backward(H(g, {B, T, C3}), H(table, {Tmax, HS}), NH, KV);
+        rope_backward(dg.t(), dt.t(), NH, KV);
+        expect_close(("rope_backward" + h).c_str(), dg.download<float>(), g, kTolElementwise);
+    }
 }
 
 TEST_F(CudaOps, GeluResidualDropoutScale) {

@@ -5,6 +5,7 @@
 // Each comparison prints "[bf16-vs-cpu] <op/output> max rel err" = max |gpu - cpu| / max |cpu|.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -270,36 +271,41 @@ TEST_F(CudaBf16Ops, MatmulAndGeluUnfused) {
 // the flash kernels again), our flash kernels (LLMTRAIN_CUDNN_ATTENTION=0) and the simple kernels
 // (LLMTRAIN_FLASH_ATTENTION=0 as well). The tensor-core paths round P to bf16 before P @ V, the simple
 // kernels only their bf16 outputs: kTolGrad bounds all three.
-void attention_case(const std::string& path) {
+// KV < NH: grouped-query attention on the same paths (cuDNN's graph with K/V of KV heads and the dK/dV head
+// reduction; the flash kernels' kv-head indexing and their per-group dK/dV sums; the simple kernels' loop).
+void attention_case(const std::string& path, int NH = 4, int KV = 4) {
     const ScopedKnob cudnn(Knob::kCudnnAttention, path == "default" ? "1" : "0");
     const ScopedKnob flash(Knob::kFlashAttention, path == "simple" ? "0" : "1");
-    const int B = 2, T = 100, NH = 4, HS = 64, C = NH * HS;
-    auto qkv = rounded(randn(B * T * 3 * C, seed(40)));
+    const int B = 2, T = 100, HS = 64, C = NH * HS, C3 = C + 2 * KV * HS;
+    const std::string tag = path + (KV == NH ? "" : " GQA " + std::to_string(NH) + "/" + std::to_string(KV));
+    auto qkv = rounded(randn(B * T * C3, seed(40)));
     std::vector<float> out(B * T * C), lse(B * NH * T);
-    attention_forward(H(out, {B, T, C}), H(lse, {B, NH, T}), H(qkv, {B, T, 3 * C}), NH);
-    Dev dqkv = bf(qkv, {B, T, 3 * C}), dout({B, T, C}, DType::kBF16), dlse({B, NH, T}, DType::kF32);
+    attention_forward(H(out, {B, T, C}), H(lse, {B, NH, T}), H(qkv, {B, T, C3}), NH, KV);
+    Dev dqkv = bf(qkv, {B, T, C3}), dout({B, T, C}, DType::kBF16), dlse({B, NH, T}, DType::kF32);
     dout.poison();
     dlse.poison();
-    attention_forward(dout.t(), dlse.t(), dqkv.t(), NH);
-    expect_close(("attention_forward out " + path).c_str(), dout.download(), out, kTolGrad);
-    expect_close(("attention_forward lse (f32) " + path).c_str(), dlse.download(), lse, kTolOut);
+    attention_forward(dout.t(), dlse.t(), dqkv.t(), NH, KV);
+    expect_close(("attention_forward out " + tag).c_str(), dout.download(), out, kTolGrad);
+    expect_close(("attention_forward lse (f32) " + tag).c_str(), dlse.download(), lse, kTolOut);
     auto go = rounded(randn(B * T * C, seed(41)));
-    std::vector<float> gq(B * T * 3 * C);
+    std::vector<float> gq(B * T * C3);
     // The CPU backward runs on the GPU's (bf16-rounded) forward output, as training does.
     auto gout = dout.download();
     auto glse = dlse.download();
-    attention_backward(H(gq, {B, T, 3 * C}), H(go, {B, T, C}), H(qkv, {B, T, 3 * C}), H(gout, {B, T, C}),
-                       H(glse, {B, NH, T}), NH);
-    Dev dgo = bf(go, {B, T, C}), dgq({B, T, 3 * C}, DType::kBF16);
+    attention_backward(H(gq, {B, T, C3}), H(go, {B, T, C}), H(qkv, {B, T, C3}), H(gout, {B, T, C}),
+                       H(glse, {B, NH, T}), NH, KV);
+    Dev dgo = bf(go, {B, T, C}), dgq({B, T, C3}, DType::kBF16);
     dgq.poison();
-    attention_backward(dgq.t(), dgo.t(), dqkv.t(), dout.t(), dlse.t(), NH);
-    expect_close(("attention_backward dqkv " + path).c_str(), dgq.download(), gq, kTolGrad);
+    attention_backward(dgq.t(), dgo.t(), dqkv.t(), dout.t(), dlse.t(), NH, KV);
+    expect_close(("attention_backward dqkv " + tag).c_str(), dgq.download(), gq, kTolGrad);
 }
 
 TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
     for (const char* path : {"default", "flash", "simple"}) {
         SCOPED_TRACE(path);
         attention_case(path);
+        attention_case(path, 8, 2);
+        attention_case(path, 4, 1);
     }
 
     // Classifier over bf16 logits: fp32 losses, bf16 dlogits in place; padding columns and an ignored row.
@@ -499,23 +505,113 @@ TEST_F(CudaBf16Ops, FusedResidualAndBiasColumnSums) {
             expect_close(("layernorm_backward dweight" + c).c_str(), dgw.download(), gw, kTolGrad);
             expect_close(("layernorm_backward dinp column sums (+=)" + c).c_str(), dcs.download(), cs, kTolGrad);
         }
-        for (const int HS : {64, 128}) {
-            const int B = 2, T = 150, NH = 3, C = NH * HS;  // T: a partial tile at the end
-            auto qkv = rounded(randn(B * T * 3 * C, seed(150 + HS)));
-            Dev dqkv = bf(qkv, {B, T, 3 * C}), dout({B, T, C}, DType::kBF16), dlse({B, NH, T}, DType::kF32);
-            attention_forward(dout.t(), dlse.t(), dqkv.t(), NH);
+        // (HS, B, T, NH, KV): multi-head; grouped-query with the query heads of a kv head split over blocks
+        // (dK/dV through the fp32 accumulator) and, at 4 x 1100 x 16/8 (288 key blocks of 128 per head pair on
+        // an H100's 132 SMs), walked by one block each (dK/dV summed in registers).
+        for (const auto& [HS, B, T, NH, KV] : std::vector<std::array<int, 5>>{
+                 {64, 2, 150, 3, 3}, {128, 2, 150, 3, 3}, {64, 2, 150, 4, 2}, {128, 1, 150, 4, 1}, {64, 4, 1100, 16, 8}}) {
+            const int C = NH * HS, C3 = C + 2 * KV * HS;  // T: a partial tile at the end
+            auto qkv = rounded(randn(B * T * C3, seed(150 + HS)));
+            Dev dqkv = bf(qkv, {B, T, C3}), dout({B, T, C}, DType::kBF16), dlse({B, NH, T}, DType::kF32);
+            attention_forward(dout.t(), dlse.t(), dqkv.t(), NH, KV);
             auto out = dout.download(), lse = dlse.download();
-            auto go = rounded(randn(B * T * C, seed(151 + HS))), cs = randn(3 * C, seed(152 + HS));
-            std::vector<float> gq(B * T * 3 * C);
-            Dev dgo = bf(go, {B, T, C}), dgq({B, T, 3 * C}, DType::kBF16), dcs = f32(cs, {3 * C});
-            attention_backward(H(gq, {B, T, 3 * C}), H(go, {B, T, C}), H(qkv, {B, T, 3 * C}), H(out, {B, T, C}),
-                               H(lse, {B, NH, T}), NH, H(cs, {3 * C}));
+            auto go = rounded(randn(B * T * C, seed(151 + HS))), cs = randn(C3, seed(152 + HS));
+            std::vector<float> gq(B * T * C3);
+            Dev dgo = bf(go, {B, T, C}), dgq({B, T, C3}, DType::kBF16), dcs = f32(cs, {C3});
+            attention_backward(H(gq, {B, T, C3}), H(go, {B, T, C}), H(qkv, {B, T, C3}), H(out, {B, T, C}),
+                               H(lse, {B, NH, T}), NH, KV, H(cs, {C3}));
             dgq.poison();
-            attention_backward(dgq.t(), dgo.t(), dqkv.t(), dout.t(), dlse.t(), NH, dcs.t());
-            const std::string h = " HS=" + std::to_string(HS) + k;
+            attention_backward(dgq.t(), dgo.t(), dqkv.t(), dout.t(), dlse.t(), NH, KV, dcs.t());
+            const std::string h = " HS=" + std::to_string(HS) + " heads " + std::to_string(NH) + "/" +
+                                  std::to_string(KV) + " B=" + std::to_string(B) + k;
             expect_close(("attention_backward dqkv" + h).c_str(), dgq.download(), gq, kTolGrad);
             expect_close(("attention_backward dqkv column sums (+=)" + h).c_str(), dcs.download(), cs, kTolGrad);
         }
+    }
+}
+
+}  // namespace
+}  // namespace llmt::kernels
+
+namespace llmt::kernels {
+namespace {
+
+// The LLaMA ops in bf16 against the fp32 CPU ops on the same bf16-rounded inputs. Tolerances as above: one
+// rounding at the output (RMSNorm forward, its residual add, SwiGLU, RoPE) => kTolOut; rstd is fp32 from
+// identical inputs (sums of C squares in another order) => 1e-4, as LayerNorm's; RMSNorm's backward adds into
+// a bf16 dinp and sums bf16-rounded products over rows into dweight => kTolGrad. Widths: RMSNorm C = 2048
+// (Llama-3.2-1B: 8 16-byte groups per lane in registers), 768 (a partial last group per warp), 100 (not a
+// multiple of 8 bf16: the scalar kernels); SwiGLU F = 256 (16-byte chunks) and 100 (elements); RoPE HS = 64
+// with Llama-3.2-1B's 32 query / 8 kv heads (8 pairs per thread) and HS = 20 (one pair per thread).
+TEST_F(CudaBf16Ops, LlamaOps) {
+    for (const int C : {2048, 768, 100}) {
+        const int B = 2, T = 37;
+        const std::string c = " C=" + std::to_string(C);
+        auto x = rounded(randn(B * T * C, seed(400 + C), 2.0f)), w = rounded(randn(C, seed(401 + C)));
+        std::vector<float> out(B * T * C), rstd(B * T);
+        rmsnorm_forward(H(out, {B, T, C}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), kLnEps);
+        Dev dx = bf(x, {B, T, C}), dw = bf(w, {C}), dout({B, T, C}, DType::kBF16), drstd({B, T}, DType::kF32);
+        dout.poison();
+        drstd.poison();
+        rmsnorm_forward(dout.t(), drstd.t(), dx.t(), dw.t(), kLnEps);
+        expect_close(("rmsnorm_forward out" + c).c_str(), dout.download(), out, kTolOut);
+        expect_close(("rmsnorm_forward rstd (f32)" + c).c_str(), drstd.download(), rstd, 1e-4);
+
+        auto g = rounded(randn(B * T * C, seed(402 + C))), gi = rounded(randn(B * T * C, seed(403 + C)));
+        auto gw = randn(C, seed(404 + C));
+        Dev dg = bf(g, {B, T, C}), dgi = bf(gi, {B, T, C}), dgw = f32(gw, {C}), dr = f32(rstd, {B, T});
+        rmsnorm_backward(H(gi, {B, T, C}), H(gw, {C}), H(g, {B, T, C}), H(x, {B, T, C}), H(w, {C}), H(rstd, {B, T}));
+        rmsnorm_backward(dgi.t(), dgw.t(), dg.t(), dx.t(), dw.t(), dr.t());
+        expect_close(("rmsnorm_backward dinp (bf16 +=)" + c).c_str(), dgi.download(), gi, kTolGrad);
+        expect_close(("rmsnorm_backward dweight (f32 +=)" + c).c_str(), dgw.download(), gw, kTolGrad);
+
+        // The residual add fused in front: residual_out = bf16(x + y), normalised from the rounded values.
+        auto y = rounded(randn(B * T * C, seed(405 + C)));
+        std::vector<float> h(B * T * C), o2(B * T * C), r2(B * T);
+        for (size_t i = 0; i < h.size(); i++) h[i] = x[i] + y[i];
+        h = rounded(h);
+        rmsnorm_forward(H(o2, {B, T, C}), H(r2, {B, T}), H(h, {B, T, C}), H(w, {C}), kLnEps);
+        Dev dy = bf(y, {B, T, C}), dh({B, T, C}, DType::kBF16);
+        dh.poison();
+        dout.poison();
+        residual_rmsnorm_forward(dh.t(), dout.t(), drstd.t(), dx.t(), dy.t(), dw.t(), kLnEps);
+        EXPECT_EQ(dh.download(), h) << "residual_out is the rounded sum" << c;
+        expect_close(("residual_rmsnorm_forward out" + c).c_str(), dout.download(), o2, kTolOut);
+        expect_close(("residual_rmsnorm_forward rstd (f32)" + c).c_str(), drstd.download(), r2, 1e-4);
+    }
+    for (const int F : {256, 100}) {
+        const int N = 37;
+        const std::string f = " F=" + std::to_string(F);
+        auto x = rounded(randn(N * 2 * F, seed(420 + F), 3.0f)), g = rounded(randn(N * F, seed(421 + F)));
+        std::vector<float> out(N * F), dx(N * 2 * F);
+        swiglu_forward(H(out, {N, F}), H(x, {N, 2 * F}));
+        swiglu_backward(H(dx, {N, 2 * F}), H(g, {N, F}), H(x, {N, 2 * F}));
+        Dev ddx = bf(x, {N, 2 * F}), dg = bf(g, {N, F}), dout({N, F}, DType::kBF16), dgx({N, 2 * F}, DType::kBF16);
+        dout.poison();
+        dgx.poison();
+        swiglu_forward(dout.t(), ddx.t());
+        swiglu_backward(dgx.t(), dg.t(), ddx.t());
+        expect_close(("swiglu_forward" + f).c_str(), dout.download(), out, kTolOut);
+        expect_close(("swiglu_backward" + f).c_str(), dgx.download(), dx, kTolOut);
+    }
+    for (const auto& [HS, NH, KV] : std::vector<std::array<int, 3>>{{64, 32, 8}, {20, 4, 2}}) {
+        const int B = 2, T = 33, C3 = (NH + 2 * KV) * HS, pos0 = 7, Tmax = T + pos0;
+        const std::string hs = " HS=" + std::to_string(HS) + " heads " + std::to_string(NH) + "/" + std::to_string(KV);
+        std::vector<float> table(Tmax * HS);
+        for (int p = 0; p < Tmax; p++)
+            for (int i = 0; i < HS / 2; i++) {
+                const double a = p * std::pow(500000.0, -2.0 * i / HS);
+                table[p * HS + i] = static_cast<float>(std::cos(a));
+                table[p * HS + HS / 2 + i] = static_cast<float>(std::sin(a));
+            }
+        auto x = rounded(randn(B * T * C3, seed(430 + HS))), g = rounded(randn(B * T * C3, seed(431 + HS)));
+        Dev dx = bf(x, {B, T, C3}), dg = bf(g, {B, T, C3}), dt = f32(table, {Tmax, HS});
+        rope_forward(H(x, {B, T, C3}), H(table, {Tmax, HS}), NH, KV, pos0);
+        rope_forward(dx.t(), dt.t(), NH, KV, pos0);
+        expect_close(("rope_forward (pos0 7)" + hs).c_str(), dx.download(), x, kTolOut);
+        rope_backward(H(g, {B, T, C3}), H(table, {Tmax, HS}), NH, KV);
+        rope_backward(dg.t(), dt.t(), NH, KV);
+        expect_close(("rope_backward" + hs).c_str(), dg.download(), g, kTolOut);
     }
 }
 

@@ -53,14 +53,18 @@ void expect_close(const char* what, const char* vs, const Err& e, double tol_max
     EXPECT_LE(e.max_rel, tol_max) << what << " vs " << vs;
 }
 
-// dq, dk and dv of got vs ref, each on its own scale.
+// dq, dk and dv of got vs ref, each on its own scale. qkv rows: q [0, C), k [C, C + KVW), v [C + KVW, C + 2 KVW).
 void expect_dqkv(const char* who, const char* vs, const std::vector<float>& got, const std::vector<float>& ref, int C,
-                 double tol_max, int T, int hs) {
-    const size_t C3 = 3 * static_cast<size_t>(C);
+                 int KVW, double tol_max, int T, int hs) {
+    const size_t C3 = static_cast<size_t>(C) + 2 * static_cast<size_t>(KVW);
     const char* names[3] = {"dq", "dk", "dv"};
+    auto part_of = [&](size_t i) {
+        const size_t c = i % C3;
+        return c < static_cast<size_t>(C) ? 0u : c < static_cast<size_t>(C + KVW) ? 1u : 2u;
+    };
     for (size_t part = 0; part < 3; part++) {
         const std::string what = std::string(who) + " " + names[part];
-        expect_close(what.c_str(), vs, compare(got, ref, [&](size_t i) { return (i % C3) / C == part; }), tol_max, T,
+        expect_close(what.c_str(), vs, compare(got, ref, [&](size_t i) { return part_of(i) == part; }), tol_max, T,
                      hs);
     }
 }
@@ -76,9 +80,11 @@ protected:
         said = true;
     }
 
-    static void check(int B, int T, int NH, int hs, float sigma, uint32_t k) {
-        const int C = NH * hs;
-        const size_t n_qkv = static_cast<size_t>(B) * T * 3 * C, n_out = static_cast<size_t>(B) * T * C,
+    // KV < NH: grouped-query attention (0: KV = NH).
+    static void check(int B, int T, int NH, int hs, float sigma, uint32_t k, int KV = 0) {
+        if (KV == 0) KV = NH;
+        const int C = NH * hs, KVW = KV * hs;
+        const size_t n_qkv = static_cast<size_t>(B) * T * (C + 2 * KVW), n_out = static_cast<size_t>(B) * T * C,
                      n_lse = static_cast<size_t>(B) * NH * T;
         std::vector<uint16_t> qkv_h, dout_h;
         std::vector<float> qkv_f, dout_f;
@@ -86,9 +92,9 @@ protected:
         random_bf16(n_out, base_seed() * 7919u + 2 * k + 1, 1.0f, dout_h, dout_f);
 
         std::vector<float> out_ref(n_out), lse_ref(n_lse), dqkv_ref(n_qkv);
-        cpu::attention_forward(out_ref.data(), lse_ref.data(), qkv_f.data(), B, T, C, NH);
+        cpu::attention_forward(out_ref.data(), lse_ref.data(), qkv_f.data(), B, T, C, NH, KV);
         cpu::attention_backward(dqkv_ref.data(), dout_f.data(), qkv_f.data(), out_ref.data(), lse_ref.data(), B, T, C,
-                                NH);
+                                NH, KV);
 
         DevBuf<uint16_t> qkv(n_qkv), dout(n_out), out_c(n_out), out_f(n_out), dqkv_c(n_qkv), dqkv_f(n_qkv),
             dqkv_x(n_qkv);
@@ -98,13 +104,13 @@ protected:
         cudaStream_t s = cuda::stream();
 
         // cuDNN end to end, and our flash kernels end to end.
-        ASSERT_TRUE(cuda::cudnn_attention_forward(out_c.bf(), lse_c.get(), qkv.bf(), B, T, C, NH, s))
-            << "cuDNN refused the forward for B=" << B << " T=" << T << " NH=" << NH << " hs=" << hs;
+        ASSERT_TRUE(cuda::cudnn_attention_forward(out_c.bf(), lse_c.get(), qkv.bf(), B, T, C, NH, KV, s))
+            << "cuDNN refused the forward for B=" << B << " T=" << T << " NH=" << NH << " KV=" << KV << " hs=" << hs;
         ASSERT_TRUE(cuda::cudnn_attention_backward(dqkv_c.bf(), dout.bf(), qkv.bf(), out_c.bf(), lse_c.get(), B, T, C,
-                                                   NH, s))
+                                                   NH, KV, s))
             << "cuDNN refused the backward";
-        cuda::flash_attention_forward(out_f.bf(), lse_f.get(), qkv.bf(), B, T, C, NH, s);
-        cuda::flash_attention_backward(dqkv_f.bf(), dout.bf(), qkv.bf(), out_f.bf(), lse_f.get(), B, T, C, NH, s);
+        cuda::flash_attention_forward(out_f.bf(), lse_f.get(), qkv.bf(), B, T, C, NH, KV, s);
+        cuda::flash_attention_backward(dqkv_f.bf(), dout.bf(), qkv.bf(), out_f.bf(), lse_f.get(), B, T, C, NH, KV, s);
         cuda::synchronize();
         const auto out_cw = widen(out_c.download()), out_fw = widen(out_f.download());
         const auto lse_cg = lse_c.download(), lse_fg = lse_f.download();
@@ -119,25 +125,25 @@ protected:
         EXPECT_TRUE(le.finite) << "lse: non-finite value";
         EXPECT_LE(le.max_abs, kTolLseAbs) << "cuDNN lse vs CPU";
         EXPECT_LE(lf.max_abs, kTolLseAbs) << "cuDNN lse vs flash";
-        expect_dqkv("cudnn", "cpu", dqkv_cw, dqkv_ref, C, kTolMax, T, hs);
-        expect_dqkv("cudnn", "flash", dqkv_cw, dqkv_fw, C, kTolMaxGpuPair, T, hs);
+        expect_dqkv("cudnn", "cpu", dqkv_cw, dqkv_ref, C, KVW, kTolMax, T, hs);
+        expect_dqkv("cudnn", "flash", dqkv_cw, dqkv_fw, C, KVW, kTolMaxGpuPair, T, hs);
 
         // Mixed pairs: each backward consumes the other forward's out and lse. The cuDNN one also reruns the
         // backward plan on a workspace whose fp32 dQ accumulator holds the first call's sums, so a stale
         // accumulator (cuDNN >= 9.6 zeroes it itself; we zero it before) would show as a doubled dq here.
         ASSERT_TRUE(cuda::cudnn_attention_backward(dqkv_x.bf(), dout.bf(), qkv.bf(), out_f.bf(), lse_f.get(), B, T, C,
-                                                   NH, s));
+                                                   NH, KV, s));
         cuda::synchronize();
-        expect_dqkv("flash>cudnn", "cpu", widen(dqkv_x.download()), dqkv_ref, C, kTolMax, T, hs);
+        expect_dqkv("flash>cudnn", "cpu", widen(dqkv_x.download()), dqkv_ref, C, KVW, kTolMax, T, hs);
         dqkv_x.poison();
-        cuda::flash_attention_backward(dqkv_x.bf(), dout.bf(), qkv.bf(), out_c.bf(), lse_c.get(), B, T, C, NH, s);
+        cuda::flash_attention_backward(dqkv_x.bf(), dout.bf(), qkv.bf(), out_c.bf(), lse_c.get(), B, T, C, NH, KV, s);
         cuda::synchronize();
-        expect_dqkv("cudnn>flash", "cpu", widen(dqkv_x.download()), dqkv_ref, C, kTolMax, T, hs);
+        expect_dqkv("cudnn>flash", "cpu", widen(dqkv_x.download()), dqkv_ref, C, KVW, kTolMax, T, hs);
 
         // Rerun the forward through the cached plan into poisoned buffers: the same bits (no atomics there).
         out_c.poison();
         lse_c.poison();
-        ASSERT_TRUE(cuda::cudnn_attention_forward(out_c.bf(), lse_c.get(), qkv.bf(), B, T, C, NH, s));
+        ASSERT_TRUE(cuda::cudnn_attention_forward(out_c.bf(), lse_c.get(), qkv.bf(), B, T, C, NH, KV, s));
         cuda::synchronize();
         EXPECT_EQ(widen(out_c.download()), out_cw) << "forward output changed between identical runs";
         EXPECT_EQ(lse_c.download(), lse_cg) << "lse changed between identical runs";
@@ -153,6 +159,11 @@ TEST_F(CudnnAttention, Gpt2Shape) { check(1, 1024, 12, 64, 1.0f, 4); }
 TEST_F(CudnnAttention, Gpt2LengthPeakyHs64) { check(2, 1024, 2, 64, 2.0f, 5); }
 TEST_F(CudnnAttention, RaggedHs128) { check(2, 77, 2, 128, 1.0f, 6); }
 TEST_F(CudnnAttention, LongRaggedHs128) { check(1, 300, 2, 128, 1.5f, 7); }
+// Grouped-query attention (K/V with fewer heads, dK/dV reduced over each kv head's query heads): Llama-3.2-1B's
+// attention for one sequence (32 query heads on 8 kv heads of 64, T 2048), ragged 6/2, multi-query at hs 128.
+TEST_F(CudnnAttention, Llama1BShapeGqa) { check(1, 2048, 32, 64, 1.0f, 8, 8); }
+TEST_F(CudnnAttention, GqaRaggedHs64) { check(2, 200, 6, 64, 1.0f, 9, 2); }
+TEST_F(CudnnAttention, MqaRaggedHs128) { check(2, 77, 4, 128, 1.0f, 10, 1); }
 
 // One token: cuDNN may run it or refuse it; either way the contract holds: true means the right answer,
 // false means nothing was written (the caller falls back).
@@ -164,7 +175,7 @@ TEST_F(CudnnAttention, SingleTokenRunsOrRefusesCleanly) {
     DevBuf<uint16_t> qkv(qkv_h.size()), out(static_cast<size_t>(B) * T * C);
     DevBuf<float> lse(static_cast<size_t>(B) * NH * T);
     qkv.upload(qkv_h);
-    const bool ran = cuda::cudnn_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, cuda::stream());
+    const bool ran = cuda::cudnn_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, NH, cuda::stream());
     cuda::synchronize();
     const auto got = widen(out.download());
     std::printf("[cudnn-attn] T=1 forward %s\n", ran ? "ran" : "refused");
@@ -182,10 +193,13 @@ TEST_F(CudnnAttention, SingleTokenRunsOrRefusesCleanly) {
 
 // Validation happens before cuDNN or the device is touched, so this runs (and must return false) anywhere.
 TEST(CudnnAttentionArgs, RefusesUnsupportedShapes) {
-    EXPECT_FALSE(cuda::cudnn_attention_forward(nullptr, nullptr, nullptr, 1, 16, 300, 3, nullptr));  // hs 100
-    EXPECT_FALSE(cuda::cudnn_attention_forward(nullptr, nullptr, nullptr, 1, 16, 512, 2, nullptr));  // hs 256 > 128
-    EXPECT_FALSE(cuda::cudnn_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 16, 100, 3, nullptr));
-    EXPECT_FALSE(cuda::cudnn_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, 0, 16, 128, 2, nullptr));
+    EXPECT_FALSE(cuda::cudnn_attention_forward(nullptr, nullptr, nullptr, 1, 16, 300, 3, 3, nullptr));  // hs 100
+    EXPECT_FALSE(cuda::cudnn_attention_forward(nullptr, nullptr, nullptr, 1, 16, 512, 2, 2, nullptr));  // hs 256
+    EXPECT_FALSE(
+        cuda::cudnn_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 16, 100, 3, 3, nullptr));
+    EXPECT_FALSE(
+        cuda::cudnn_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, 0, 16, 128, 2, 2, nullptr));
+    EXPECT_FALSE(cuda::cudnn_attention_forward(nullptr, nullptr, nullptr, 1, 16, 192, 3, 2, nullptr));  // 3 on 2
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The bf16 tensor-core flash attention (kernels/cuda/flash_attention.h) against the fp32 CPU op
 // (kernels/cpu/attention.h) run on the same bf16-rounded inputs: out, lse and dqkv, on fresh random inputs
 // (seed printed; replay with LLMT_TEST_SEED), for hs 64 and 128 and T that is and is not a multiple of the
-// 64-row tiles. Label gpu: skipped, saying so, without a CUDA device. Outputs are poisoned with NaN first.
+// 64-row tiles, and grouped-query attention (KV < NH kv heads). Label gpu: skipped, saying so, without a CUDA
+// device. Outputs are poisoned with NaN first.
 // Built twice: flash_attention_test runs src's kernels; flash_attention_lab_test (LLMT_FLASH_LAB) runs the
 // kernel lab's (bench/kernels/flash_attention_lab.h), whose tile shape the LLMT_FLASH_* variables pick.
 #include <gtest/gtest.h>
@@ -68,11 +69,14 @@ protected:
         if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device: flash attention GPU test skipped";
     }
 
-    // One shape: forward and backward on the GPU vs the CPU op, plus a rerun that must reproduce out, lse,
-    // dk and dv bit for bit (a race would move them; dq is summed with atomics in any order).
-    static void check(int B, int T, int NH, int hs, float sigma, uint32_t k) {
-        const int C = NH * hs;
-        const size_t n_qkv = static_cast<size_t>(B) * T * 3 * C, n_out = static_cast<size_t>(B) * T * C,
+    // One shape: forward and backward on the GPU vs the CPU op, plus a rerun that must reproduce out, lse and,
+    // for multi-head attention, dk and dv bit for bit (a race would move them; dq is summed with atomics in any
+    // order, and so are dk/dv of grouped-query heads when a kv head's query heads are split over blocks).
+    // KV < NH: grouped-query attention (0: KV = NH).
+    static void check(int B, int T, int NH, int hs, float sigma, uint32_t k, int KV = 0) {
+        if (KV == 0) KV = NH;
+        const int C = NH * hs, C3 = C + 2 * KV * hs;
+        const size_t n_qkv = static_cast<size_t>(B) * T * C3, n_out = static_cast<size_t>(B) * T * C,
                      n_lse = static_cast<size_t>(B) * NH * T;
         std::vector<uint16_t> qkv_h, dout_h;
         std::vector<float> qkv_f, dout_f;
@@ -80,27 +84,32 @@ protected:
         random_bf16(n_out, base_seed() * 7919u + 2 * k + 1, 1.0f, dout_h, dout_f);
 
         std::vector<float> out_ref(n_out), lse_ref(n_lse), dqkv_ref(n_qkv);
-        cpu::attention_forward(out_ref.data(), lse_ref.data(), qkv_f.data(), B, T, C, NH);
+        cpu::attention_forward(out_ref.data(), lse_ref.data(), qkv_f.data(), B, T, C, NH, KV);
         cpu::attention_backward(dqkv_ref.data(), dout_f.data(), qkv_f.data(), out_ref.data(), lse_ref.data(), B, T, C,
-                                NH);
+                                NH, KV);
 
         DevBuf<uint16_t> qkv(n_qkv), dout(n_out), out(n_out), dqkv(n_qkv);
         DevBuf<float> lse(n_lse);
         qkv.upload(qkv_h);
         dout.upload(dout_h);
         cudaStream_t s = cuda::stream();
-        flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, s);
-        flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, s);
+        flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, KV, s);
+        flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, KV, s);
         cuda::synchronize();
         const auto out_g = out.download(), dqkv_g = dqkv.download();
         const auto lse_g = lse.download();
 
         const auto out_w = widen(out_g), dqkv_w = widen(dqkv_g);
         expect_rel("out", compare(out_w, out_ref, [](size_t) { return true; }), T, hs);
-        const size_t C3 = 3 * static_cast<size_t>(C);
         const char* names[3] = {"dq", "dk", "dv"};
+        // The part of a qkv row channel c belongs to: q [0, C), k [C, C + KV*hs), v after.
+        const size_t kvw = static_cast<size_t>(KV) * hs;
+        auto part_of = [&](size_t i) {
+            const size_t c = i % static_cast<size_t>(C3);
+            return c < static_cast<size_t>(C) ? 0u : c < C + kvw ? 1u : 2u;
+        };
         for (size_t part = 0; part < 3; part++) {
-            const Err e = compare(dqkv_w, dqkv_ref, [&](size_t i) { return (i % C3) / C == part; });
+            const Err e = compare(dqkv_w, dqkv_ref, [&](size_t i) { return part_of(i) == part; });
             if (T == 1 && part < 2) {
                 // One token: P = 1 and D = dout.out = dout.v = dP, so dS = P (dP - D) and with it dq and dk
                 // are exactly zero; both sides hold only fp32 summation noise (~1e-6), so judge it absolutely.
@@ -121,18 +130,23 @@ protected:
         out.poison();
         lse.poison();
         dqkv.poison();
-        flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, s);
-        flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, s);
+        flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, KV, s);
+        flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, KV, s);
         cuda::synchronize();
         EXPECT_EQ(out.download(), out_g) << "forward output changed between identical runs";
         EXPECT_EQ(lse.download(), lse_g) << "lse changed between identical runs";
         const auto dqkv_2 = dqkv.download();
-        size_t diff_kv = 0;
-        for (size_t i = 0; i < n_qkv; i++)
-            if ((i % C3) >= static_cast<size_t>(C) && dqkv_2[i] != dqkv_g[i]) diff_kv++;
-        EXPECT_EQ(diff_kv, 0u) << "dk/dv changed between identical runs";
-        const Err rq = compare(widen(dqkv_2), dqkv_ref, [&](size_t i) { return (i % C3) < static_cast<size_t>(C); });
-        EXPECT_LE(T == 1 ? rq.max_abs : rq.norm_rel, T == 1 ? 1e-4 : kTolNorm) << "dq of the rerun";
+        if (KV == NH) {
+            size_t diff_kv = 0;
+            for (size_t i = 0; i < n_qkv; i++)
+                if (part_of(i) != 0 && dqkv_2[i] != dqkv_g[i]) diff_kv++;
+            EXPECT_EQ(diff_kv, 0u) << "dk/dv changed between identical runs";
+        }
+        for (size_t part = 0; part < (KV == NH ? 1u : 3u); part++) {
+            const Err r2 = compare(widen(dqkv_2), dqkv_ref, [&](size_t i) { return part_of(i) == part; });
+            EXPECT_LE(T == 1 && part < 2 ? r2.max_abs : r2.norm_rel, T == 1 && part < 2 ? 1e-4 : kTolNorm)
+                << names[part] << " of the rerun";
+        }
     }
 };
 
@@ -146,13 +160,27 @@ TEST_F(FlashAttention, Gpt2ShapePeakyHs64) { check(1, 1024, 4, 64, 2.0f, 5); }
 TEST_F(FlashAttention, RaggedHs128) { check(2, 77, 2, 128, 1.0f, 6); }
 TEST_F(FlashAttention, LongRaggedHs128) { check(1, 300, 2, 128, 1.5f, 7); }
 TEST_F(FlashAttention, TileMultipleHs128) { check(1, 256, 3, 128, 1.0f, 8); }
+// Grouped-query attention, on each of the backward's ways to sum dK/dV over a kv head's query heads
+// (flash_attention_kernels.cuh, default_heads_per_block, on an H100's 132 SMs): Llama-3.2-1B's attention for
+// one sequence (32 query heads on 8 kv heads of 64, T 2048: 2 of a group's 4 heads per block, so two blocks add
+// into the fp32 accumulator per kv head); 4 x 1100 x 16/8, where each block walks its kv head's whole group (dK/dV
+// summed in registers, stored directly); multi-query (one kv head) with ragged tiles at hs 128 and peaky scores
+// over 6/2 (one query head per block, dK/dV through the accumulator); one token.
+TEST_F(FlashAttention, Llama1BShapeGqa) { check(1, 2048, 32, 64, 1.0f, 9, 8); }
+TEST_F(FlashAttention, GqaWholeGroupPerBlock) { check(4, 1100, 16, 64, 1.0f, 11, 8); }
+TEST_F(FlashAttention, MqaRaggedHs128) { check(2, 200, 4, 128, 1.0f, 12, 1); }
+TEST_F(FlashAttention, GqaPeakyRaggedHs64) { check(3, 333, 6, 64, 2.0f, 13, 2); }
+TEST_F(FlashAttention, GqaSingleTokenHs128) { check(2, 1, 4, 128, 1.0f, 14, 2); }
 
 // Validation happens before any device call, so this runs (and must throw) with or without a GPU.
 TEST(FlashAttentionArgs, RejectsUnsupportedHeadSize) {
-    EXPECT_THROW(cuda::flash_attention_forward(nullptr, nullptr, nullptr, 1, 16, 96, 3, nullptr), InternalError);
-    EXPECT_THROW(cuda::flash_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 16, 256, 1, nullptr),
-                 InternalError);
-    EXPECT_THROW(cuda::flash_attention_forward(nullptr, nullptr, nullptr, 1, 0, 128, 2, nullptr), InternalError);
+    EXPECT_THROW(cuda::flash_attention_forward(nullptr, nullptr, nullptr, 1, 16, 96, 3, 3, nullptr), InternalError);
+    EXPECT_THROW(
+        cuda::flash_attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, 1, 16, 256, 1, 1, nullptr),
+        InternalError);
+    EXPECT_THROW(cuda::flash_attention_forward(nullptr, nullptr, nullptr, 1, 0, 128, 2, 2, nullptr), InternalError);
+    // 3 query heads over 2 kv heads is no grouping.
+    EXPECT_THROW(cuda::flash_attention_forward(nullptr, nullptr, nullptr, 1, 16, 192, 3, 2, nullptr), InternalError);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// Finite-difference checks, in fp64, of every backward formula (tests/kernels/ref_ops.h). Together with
+// Finite-difference checks, in fp64, of every backward formula (tests/kernels/ref_ops.h), GPT-2's and LLaMA's
+// (RMSNorm, SwiGLU, RoPE, grouped-query attention). Together with
 // kernels_test.cpp (fp32 kernels == these references) this checks each kernel's backward.
 // Tolerance 1e-6 relative: central differences with h = 1e-6 in fp64 have truncation error ~h^2 and
 // rounding error ~1e-16 |L| / h ~ 1e-9 at these sizes, while a wrong formula is off by O(1).
@@ -62,6 +63,71 @@ TEST(GradCheck, Attention) {
     loss();
     ref::attention_backward(dqkv.data(), R.data(), qkv.data(), att, B, T, C, NH);
     EXPECT_LT(fd_check(qkv, dqkv, loss), kTol);
+}
+
+// Grouped-query attention: NH = 4 query heads on KV = 2 and KV = 1 (multi-query) key/value heads; dk and dv
+// collect the terms of every query head that reads them.
+TEST(GradCheck, AttentionGroupedQuery) {
+    for (const int KV : {2, 1}) {
+        SCOPED_TRACE(KV);
+        const int B = 2, T = 5, NH = 4, HS = 3, C = NH * HS, C3 = C + 2 * KV * HS;
+        auto qkv = cast<double>(randn(B * T * C3, 30 + KV));
+        auto R = cast<double>(randn(B * T * C, 40 + KV));
+        std::vector<double> out(B * T * C), dqkv(B * T * C3), att;
+        auto loss = [&] {
+            ref::attention_forward(out.data(), att, qkv.data(), B, T, C, NH, KV);
+            return dot(out, R);
+        };
+        loss();
+        ref::attention_backward(dqkv.data(), R.data(), qkv.data(), att, B, T, C, NH, KV);
+        EXPECT_LT(fd_check(qkv, dqkv, loss), kTol);
+    }
+}
+
+TEST(GradCheck, RmsNorm) {
+    const int N = 3, C = 7;
+    const double eps = 0.1;  // large enough to matter in the derivative
+    auto x = cast<double>(randn(N * C, 50));
+    auto w = cast<double>(randn(C, 51));
+    auto R = cast<double>(randn(N * C, 52));
+    std::vector<double> out(N * C), rstd(N), dx(N * C), dw(C);
+    auto loss = [&] {
+        ref::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), eps, N, C);
+        return dot(out, R);
+    };
+    ref::rmsnorm_backward(dx.data(), dw.data(), R.data(), x.data(), w.data(), eps, N, C);
+    EXPECT_LT(fd_check(x, dx, loss), kTol);
+    EXPECT_LT(fd_check(w, dw, loss), kTol);
+}
+
+TEST(GradCheck, SwiGlu) {
+    const int N = 3, F = 5;
+    auto x = cast<double>(randn(N * 2 * F, 53, 2.0f));
+    auto R = cast<double>(randn(N * F, 54));
+    std::vector<double> out(N * F), dx(N * 2 * F);
+    auto loss = [&] {
+        ref::swiglu_forward(out.data(), x.data(), N, F);
+        return dot(out, R);
+    };
+    ref::swiglu_backward(dx.data(), R.data(), x.data(), N, F);
+    EXPECT_LT(fd_check(x, dx, loss), kTol);
+}
+
+// RoPE is linear in qkv, so its gradient is the transpose of the rotation; v's channels pass through.
+TEST(GradCheck, Rope) {
+    const int B = 2, T = 3, NH = 2, KV = 1, HS = 6, C3 = (NH + 2 * KV) * HS;
+    const auto table = cast<double>(ref::rope_table(T, HS));
+    auto x = cast<double>(randn(B * T * C3, 55));
+    auto R = cast<double>(randn(B * T * C3, 56));
+    std::vector<double> y(x.size());
+    auto loss = [&] {
+        y = x;
+        ref::rope_forward(y.data(), table.data(), B, T, NH, KV, HS, 0);
+        return dot(y, R);
+    };
+    auto dx = R;
+    ref::rope_backward(dx.data(), table.data(), B, T, NH, KV, HS);
+    EXPECT_LT(fd_check(x, dx, loss), kTol);
 }
 
 TEST(GradCheck, Gelu) {

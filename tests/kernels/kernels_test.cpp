@@ -23,6 +23,9 @@
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/residual.h"
+#include "kernels/cpu/rmsnorm.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/swiglu.h"
 #include "kernels/cpu/simd.h"
 #include "ref_ops.h"
 #include "test_util.h"
@@ -131,52 +134,63 @@ INSTANTIATE_TEST_SUITE_P(Kernels, MatmulShapes,
                                            std::make_tuple(33, 48, 300, true),
                                            std::make_tuple(17, 3, 1, true)));
 
-class AttentionShapes : public ::testing::TestWithParam<std::tuple<int, int, int, int>> {};
+// (B, T, C, NH, KV): C = NH * HS; KV < NH is grouped-query attention (qkv rows C + 2*KV*HS wide).
+class AttentionShapes : public ::testing::TestWithParam<std::tuple<int, int, int, int, int>> {};
 
 TEST_P(AttentionShapes, ForwardBackward) {
-    const auto [B, T, C, NH] = GetParam();
-    auto qkv = randn(static_cast<size_t>(B) * T * 3 * C, 20), dout = randn(static_cast<size_t>(B) * T * C, 21);
+    const auto [B, T, C, NH, KV] = GetParam();
+    const size_t C3 = static_cast<size_t>(C) + 2 * static_cast<size_t>(KV) * (C / NH);
+    auto qkv = randn(static_cast<size_t>(B) * T * C3, 20), dout = randn(static_cast<size_t>(B) * T * C, 21);
     // The GEMM backend picks the formulation: oneDNN -> blocked GEMM tiles, OpenBLAS -> row-wise loops.
     for (cpu::GemmBackend be : {cpu::GemmBackend::kOpenBlas, cpu::GemmBackend::kOneDnn}) {
         if (!cpu::gemm_backend_available(be)) continue;
         const ScopedKnob gemm(Knob::kGemm, cpu::gemm_backend_name(be));
         SCOPED_TRACE(cpu::gemm_backend_name(be));
         std::vector<float> out(dout.size()), lse(static_cast<size_t>(B) * NH * T);
-        cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+        cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, KV);
         auto qd = cast<double>(qkv), dd = cast<double>(dout);
         std::vector<double> rout(out.size()), att;
-        ref::attention_forward(rout.data(), att, qd.data(), B, T, C, NH);
+        ref::attention_forward(rout.data(), att, qd.data(), B, T, C, NH, KV);
         EXPECT_LT(rel_err(out, rout), kTol);
 
         std::vector<float> dqkv(qkv.size(), NAN);  // activation grad: =
-        cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH);
+        cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, C, NH, KV);
         std::vector<double> rdqkv(qkv.size());
-        ref::attention_backward(rdqkv.data(), dd.data(), qd.data(), att, B, T, C, NH);
+        ref::attention_backward(rdqkv.data(), dd.data(), qd.data(), att, B, T, C, NH, KV);
         EXPECT_LT(rel_err(dqkv, rdqkv), kTol);
     }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, AttentionShapes,
-                         ::testing::Values(std::make_tuple(1, 1, 4, 1), std::make_tuple(2, 7, 12, 3),
-                                           std::make_tuple(3, 65, 64, 4), std::make_tuple(1, 17, 34, 2),
-                                           std::make_tuple(2, 130, 32, 2)));  // 3 query blocks, ragged
+                         ::testing::Values(std::make_tuple(1, 1, 4, 1, 1), std::make_tuple(2, 7, 12, 3, 3),
+                                           std::make_tuple(3, 65, 64, 4, 4), std::make_tuple(1, 17, 34, 2, 2),
+                                           std::make_tuple(2, 130, 32, 2, 2),  // 3 query blocks, ragged
+                                           // grouped-query (NH = 4 on KV = 2, and multi-query KV = 1), head sizes
+                                           // 16 and 32, T not a multiple of the 64-row blocks
+                                           std::make_tuple(2, 70, 64, 4, 2), std::make_tuple(1, 130, 128, 4, 1),
+                                           std::make_tuple(3, 33, 64, 4, 1), std::make_tuple(2, 65, 128, 4, 2)));
 
 TEST(Kernels, AttentionCachedMatchesFull) {
-    // Decoding positions t0..t0+Tq-1 against a cache longer than needed equals the full forward's rows.
-    const int B = 2, Tmax = 40, C = 32, NH = 4, t0 = 29, Tq = 3, T = t0 + Tq;
-    auto qkv = randn(static_cast<size_t>(B) * Tmax * 3 * C, 50);
-    std::vector<float> full(static_cast<size_t>(B) * T * C), lse(static_cast<size_t>(B) * NH * T);
-    std::vector<float> packed(static_cast<size_t>(B) * T * 3 * C);  // the first T positions, contiguous
-    for (int b = 0; b < B; b++)
-        std::copy_n(qkv.begin() + static_cast<long>(b) * Tmax * 3 * C, T * 3 * C,
-                    packed.begin() + static_cast<long>(b) * T * 3 * C);
-    cpu::attention_forward(full.data(), lse.data(), packed.data(), B, T, C, NH);
-    std::vector<float> out(static_cast<size_t>(B) * Tq * C);
-    cpu::attention_forward_cached(out.data(), qkv.data(), B, t0, Tq, Tmax, C, NH);
-    for (int b = 0; b < B; b++)
-        for (int i = 0; i < Tq * C; i++)
-            ASSERT_NEAR(out[static_cast<size_t>(b) * Tq * C + i], full[(static_cast<size_t>(b) * T + t0) * C + i],
-                        1e-5);  // same math, different summation order (GEMM tiles vs loops)
+    // Decoding positions t0..t0+Tq-1 against a cache longer than needed equals the full forward's rows, for
+    // multi-head (KV = NH) and grouped-query (KV = 2, 1) caches.
+    for (const int KV : {4, 2, 1}) {
+        SCOPED_TRACE(KV);
+        const int B = 2, Tmax = 40, C = 32, NH = 4, t0 = 29, Tq = 3, T = t0 + Tq, C3 = C + 2 * KV * (C / NH);
+        auto qkv = randn(static_cast<size_t>(B) * Tmax * C3, 50);
+        std::vector<float> full(static_cast<size_t>(B) * T * C), lse(static_cast<size_t>(B) * NH * T);
+        std::vector<float> packed(static_cast<size_t>(B) * T * C3);  // the first T positions, contiguous
+        for (int b = 0; b < B; b++)
+            std::copy_n(qkv.begin() + static_cast<long>(b) * Tmax * C3, T * C3,
+                        packed.begin() + static_cast<long>(b) * T * C3);
+        cpu::attention_forward(full.data(), lse.data(), packed.data(), B, T, C, NH, KV);
+        std::vector<float> out(static_cast<size_t>(B) * Tq * C);
+        cpu::attention_forward_cached(out.data(), qkv.data(), B, t0, Tq, Tmax, C, NH, KV);
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < Tq * C; i++)
+                ASSERT_NEAR(out[static_cast<size_t>(b) * Tq * C + i],
+                            full[(static_cast<size_t>(b) * T + t0) * C + i],
+                            1e-5);  // same math, different summation order (GEMM tiles vs loops)
+    }
 }
 
 TEST(Kernels, AttentionLargeScoresStable) {
@@ -184,12 +198,107 @@ TEST(Kernels, AttentionLargeScoresStable) {
     const int B = 1, T = 9, C = 8, NH = 1;
     auto qkv = randn(B * T * 3 * C, 22, 10.0f);
     std::vector<float> out(B * T * C), lse(B * NH * T);
-    cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH);
+    cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, C, NH, NH);
     auto qd = cast<double>(qkv);
     std::vector<double> rout(out.size()), att;
     ref::attention_forward(rout.data(), att, qd.data(), B, T, C, NH);
     for (float v : out) ASSERT_TRUE(std::isfinite(v));
     EXPECT_LT(rel_err(out, rout), 1e-4);  // scores ~ 1e3 in fp32 lose ~1e-4 relative in exp's argument
+}
+
+// RMSNorm, and the residual add fused in front of it: fp32 kernels vs the fp64 references; dinp and dweight
+// accumulate (+=) onto a prefill. Widths 67 (odd: SIMD tails) and 256.
+TEST(Kernels, RmsNorm) {
+    for (const int C : {67, 256}) {
+        SCOPED_TRACE(C);
+        const int B = 2, T = 5;
+        const float eps = 1e-5f;
+        auto x = randn(B * T * C, 60, 2.0f), w = randn(C, 61), dout = randn(B * T * C, 62);
+        std::vector<float> out(x.size(), NAN), rstd(B * T, NAN);
+        cpu::rmsnorm_forward(out.data(), rstd.data(), x.data(), w.data(), eps, B, T, C);
+        auto xd = cast<double>(x), wd = cast<double>(w), dd = cast<double>(dout);
+        std::vector<double> rout(x.size()), rrstd(B * T);
+        ref::rmsnorm_forward(rout.data(), rrstd.data(), xd.data(), wd.data(), static_cast<double>(eps), B * T, C);
+        EXPECT_LT(rel_err(out, rout), kTol);
+        EXPECT_LT(rel_err(rstd, rrstd), kTol);
+
+        auto dx0 = randn(x.size(), 63), dw0 = randn(C, 64);
+        auto dx = dx0, dw = dw0;
+        cpu::rmsnorm_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), rstd.data(), B, T, C);
+        std::vector<double> rdx(x.size()), rdw(C);
+        ref::rmsnorm_backward(rdx.data(), rdw.data(), dd.data(), xd.data(), wd.data(), static_cast<double>(eps), B * T,
+                              C);
+        EXPECT_LT(rel_err(minus(dx, dx0), rdx), kTol);  // residual stream: +=
+        EXPECT_LT(rel_err(minus(dw, dw0), rdw), kTol);
+
+        // The fused residual add: the same values as residual_forward then rmsnorm_forward; residual_out may
+        // be one of its inputs.
+        auto a = randn(B * T * C, 65), b = randn(B * T * C, 66);
+        std::vector<float> h(x.size()), o2(x.size()), r2(B * T), h_sep(x.size()), o_sep(x.size()), r_sep(B * T);
+        cpu::residual_rmsnorm_forward(h.data(), o2.data(), r2.data(), a.data(), b.data(), w.data(), eps, B, T, C);
+        cpu::residual_forward(h_sep.data(), a.data(), b.data(), h.size());
+        cpu::rmsnorm_forward(o_sep.data(), r_sep.data(), h_sep.data(), w.data(), eps, B, T, C);
+        EXPECT_EQ(h, h_sep);
+        EXPECT_EQ(o2, o_sep);
+        EXPECT_EQ(r2, r_sep);
+        cpu::residual_rmsnorm_forward(a.data(), o2.data(), r2.data(), a.data(), b.data(), w.data(), eps, B, T, C);
+        EXPECT_EQ(a, h_sep);  // in place on inp1
+        EXPECT_EQ(o2, o_sep);
+    }
+}
+
+TEST(Kernels, SwiGlu) {
+    const int N = 7, F = 37;
+    auto x = randn(static_cast<size_t>(N) * 2 * F, 70, 3.0f), dout = randn(static_cast<size_t>(N) * F, 71);
+    x[0] = 0.0f;
+    x[1] = 100.0f;  // exp(-x) underflows to 0: silu(x) = x
+    x[2] = -100.0f; // exp(-x) overflows to inf: silu(x) = -0
+    std::vector<float> out(static_cast<size_t>(N) * F, NAN), dx(x.size(), NAN);
+    cpu::swiglu_forward(out.data(), x.data(), N, F);
+    cpu::swiglu_backward(dx.data(), dout.data(), x.data(), N, F);
+    auto xd = cast<double>(x), dd = cast<double>(dout);
+    std::vector<double> rout(out.size()), rdx(x.size());
+    ref::swiglu_forward(rout.data(), xd.data(), N, F);
+    ref::swiglu_backward(rdx.data(), dd.data(), xd.data(), N, F);
+    EXPECT_LT(rel_err(out, rout), kTol);
+    EXPECT_LT(rel_err(dx, rdx), kTol);
+    for (float v : dx) ASSERT_TRUE(std::isfinite(v));
+    auto y = x;  // dinp may alias inp
+    cpu::swiglu_backward(y.data(), dout.data(), y.data(), N, F);
+    EXPECT_EQ(y, dx);
+}
+
+// RoPE on the q and k heads of a grouped-query qkv (NH = 4, KV = 2; v untouched), at positions pos0.. of the
+// table (a decode step's rows) and, backward, 0..; then forward followed by backward restores the input (a
+// rotation's transpose is its inverse).
+TEST(Kernels, Rope) {
+    for (const int HS : {16, 32, 6}) {
+        SCOPED_TRACE(HS);
+        const int B = 2, T = 9, NH = 4, KV = 2, C3 = (NH + 2 * KV) * HS, pos0 = 5;
+        const auto table = ref::rope_table(T + pos0 + 3, HS);
+        const auto td = cast<double>(table);
+        auto x = randn(static_cast<size_t>(B) * T * C3, 72);
+        auto y = x;
+        cpu::rope_forward(y.data(), table.data(), B, T, NH, KV, HS, pos0);
+        auto ry = cast<double>(x);
+        ref::rope_forward(ry.data(), td.data(), B, T, NH, KV, HS, pos0);
+        EXPECT_LT(rel_err(y, ry), kTol);
+        for (int r = 0; r < B * T; r++)
+            for (int c = (NH + KV) * HS; c < C3; c++)
+                ASSERT_EQ(y[static_cast<size_t>(r) * C3 + c], x[static_cast<size_t>(r) * C3 + c]) << "v changed";
+
+        auto g = randn(x.size(), 73);
+        auto dg = g;
+        cpu::rope_backward(dg.data(), table.data(), B, T, NH, KV, HS);
+        auto rg = cast<double>(g);
+        ref::rope_backward(rg.data(), td.data(), B, T, NH, KV, HS);
+        EXPECT_LT(rel_err(dg, rg), kTol);
+
+        auto z = x;
+        cpu::rope_forward(z.data(), table.data(), B, T, NH, KV, HS, 0);
+        cpu::rope_backward(z.data(), table.data(), B, T, NH, KV, HS);
+        EXPECT_LT(rel_err(z, x), kTol);
+    }
 }
 
 TEST(Kernels, Gelu) {

@@ -76,8 +76,49 @@ TEST(Ops, TokenAndTargetRanges) {
 TEST(Ops, AttentionHeadsMustDivide) {
     std::vector<float> out(1 * 2 * 6), lse(1 * 4 * 2), qkv(1 * 2 * 18);
     EXPECT_THROW(attention_forward(Tensor(out.data(), {1, 2, 6}), Tensor(lse.data(), {1, 4, 2}),
-                                   Tensor(qkv.data(), {1, 2, 18}), 4),
+                                   Tensor(qkv.data(), {1, 2, 18}), 4, 4),
                  InternalError);
+    // NH = 3 query heads over KV = 2 key/value heads: not a grouping.
+    std::vector<float> lse3(1 * 3 * 2);
+    EXPECT_THROW(attention_forward(Tensor(out.data(), {1, 2, 6}), Tensor(lse3.data(), {1, 3, 2}),
+                                   Tensor(qkv.data(), {1, 2, 14}), 3, 2),
+                 InternalError);
+    // Grouped-query qkv rows are C + 2*KV*HS wide: a GPT-2-width (3C) qkv for KV = 1 names the argument.
+    try {
+        attention_forward(Tensor(out.data(), {1, 2, 6}), Tensor(lse3.data(), {1, 3, 2}),
+                          Tensor(qkv.data(), {1, 2, 18}), 3, 1);
+        FAIL() << "expected InternalError for a qkv of the wrong width";
+    } catch (const InternalError& e) {
+        EXPECT_NE(std::string(e.what()).find("qkv"), std::string::npos) << e.what();
+    }
+}
+
+// The LLaMA ops' argument checks name the op and the argument.
+TEST(Ops, LlamaOpsValidateShapes) {
+    std::vector<float> a(2 * 3 * 8), b(2 * 3 * 4), r(2 * 3), w(8), rope(5 * 4);
+    auto expect_names = [](auto&& call, const char* what) {
+        try {
+            call();
+            FAIL() << "expected InternalError naming " << what;
+        } catch (const InternalError& e) {
+            EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+        }
+    };
+    expect_names([&] { rmsnorm_forward(Tensor(a.data(), {2, 3, 8}), Tensor(r.data(), {2, 3}), Tensor(a.data(), {2, 3, 8}),
+                                       Tensor(w.data(), {4}), 1e-5f); },
+                 "weight");
+    expect_names([&] { rmsnorm_forward(Tensor(b.data(), {2, 3, 8}), Tensor(r.data(), {2, 3}), Tensor(a.data(), {2, 3, 8}),
+                                       Tensor(w.data(), {8}), 0.0f); },
+                 "eps");
+    // swiglu: out (...,F) against inp (...,2F).
+    expect_names([&] { swiglu_forward(Tensor(a.data(), {2, 3, 8}), Tensor(a.data(), {2, 3, 8})); }, "out");
+    expect_names([&] { swiglu_forward(Tensor(b.data(), {2, 3, 2}), Tensor(b.data(), {2, 3, 4})); }, "alias");
+    // rope: qkv (B,T,(NH+2KV)*HS) with HS from the table (here 4): NH = 1, KV = 1 is 12 wide, not 8.
+    expect_names([&] { rope_forward(Tensor(a.data(), {2, 3, 8}), Tensor(rope.data(), {5, 4}), 1, 1); }, "qkv");
+    // Positions pos0..pos0+T-1 must be rows of the table (5 rows; T = 2 from pos0 = 4 is past the end).
+    std::vector<float> q(1 * 2 * 12);
+    expect_names([&] { rope_forward(Tensor(q.data(), {1, 2, 12}), Tensor(rope.data(), {5, 4}), 1, 1, 4); }, "table");
+    rope_forward(Tensor(q.data(), {1, 2, 12}), Tensor(rope.data(), {5, 4}), 1, 1, 3);  // rows 3, 4: fine
 }
 
 // The optional fused outputs on the CPU: matmul_forward's residual is added to the product; the column-sum
@@ -128,15 +169,27 @@ TEST(Ops, FusedResidualAndColumnSums) {
     const auto qcs0 = qcs;
     std::vector<float> y(B * T * AC), lse(B * NH * T), dqkv(B * T * 3 * AC);
     attention_forward(Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}), Tensor(qkv.data(), {B, T, 3 * AC}),
-                      NH);
+                      NH, NH);
     attention_backward(Tensor(dqkv.data(), {B, T, 3 * AC}), Tensor(dy.data(), {B, T, AC}),
                        Tensor(qkv.data(), {B, T, 3 * AC}), Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}),
-                       NH, Tensor(qcs.data(), {3 * AC}));
+                       NH, NH, Tensor(qcs.data(), {3 * AC}));
     EXPECT_LE(test::rel_err(qcs, column_sums(dqkv, 3 * AC, qcs0)), 1e-5);
+    {  // grouped-query: the column sums span the narrower qkv row (C + 2*KV*HS = 8 + 2*1*4)
+        const int KV = 1, GW = AC + 2 * KV * 4;
+        auto gq = test::randn(B * T * GW, 13), gcs = test::randn(GW, 14);
+        const auto gcs0 = gcs;
+        std::vector<float> gdqkv(B * T * GW);
+        attention_forward(Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}), Tensor(gq.data(), {B, T, GW}),
+                          NH, KV);
+        attention_backward(Tensor(gdqkv.data(), {B, T, GW}), Tensor(dy.data(), {B, T, AC}), Tensor(gq.data(), {B, T, GW}),
+                           Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}), NH, KV,
+                           Tensor(gcs.data(), {GW}));
+        EXPECT_LE(test::rel_err(gcs, column_sums(gdqkv, GW, gcs0)), 1e-5);
+    }
     try {
         attention_backward(Tensor(dqkv.data(), {B, T, 3 * AC}), Tensor(dy.data(), {B, T, AC}),
                            Tensor(qkv.data(), {B, T, 3 * AC}), Tensor(y.data(), {B, T, AC}),
-                           Tensor(lse.data(), {B, NH, T}), NH, Tensor(qcs.data(), {AC}));
+                           Tensor(lse.data(), {B, NH, T}), NH, NH, Tensor(qcs.data(), {AC}));
         FAIL() << "expected InternalError for a dqkv_colsum of the wrong width";
     } catch (const InternalError& e) {
         EXPECT_NE(std::string(e.what()).find("dqkv_colsum"), std::string::npos) << e.what();

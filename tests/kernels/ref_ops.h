@@ -109,20 +109,23 @@ void matmul_backward(F* dinp, F* dw, F* db, const F* dout, const F* inp, const F
     }
 }
 
-// att (B,NH,T,T) probabilities (0 above the diagonal), out (B,T,C).
+// Causal attention with grouped-query heads: qkv rows hold q (NH*HS), k (KV*HS), v (KV*HS); query head h reads
+// kv head h / (NH/KV) (Hugging Face's repeat_kv). att (B,NH,T,T) probabilities (0 above the diagonal), out
+// (B,T,C) with C = NH*HS.
 template <typename F>
-void attention_forward(F* out, std::vector<F>& att, const F* qkv, int B, int T, int C, int NH) {
-    const int HS = C / NH;
+void attention_forward(F* out, std::vector<F>& att, const F* qkv, int B, int T, int C, int NH, int KV) {
+    const int HS = C / NH, C3 = C + 2 * KV * HS;
     const F scale = F(1) / std::sqrt(F(HS));
     att.assign(static_cast<size_t>(B) * NH * T * T, F(0));
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
+            const int g = h / (NH / KV), ko = C + g * HS, vo = C + (KV + g) * HS;
             for (int t = 0; t < T; t++) {
-                const F* q = qkv + (b * T + t) * 3 * C + h * HS;
+                const F* q = qkv + (b * T + t) * C3 + h * HS;
                 F* a = att.data() + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
                 F mx = -1e30;
                 for (int j = 0; j <= t; j++) {
-                    const F* k = qkv + (b * T + j) * 3 * C + C + h * HS;
+                    const F* k = qkv + (b * T + j) * C3 + ko;
                     F s = 0;
                     for (int i = 0; i < HS; i++) s += q[i] * k[i];
                     a[j] = s * scale;
@@ -134,27 +137,30 @@ void attention_forward(F* out, std::vector<F>& att, const F* qkv, int B, int T, 
                 F* o = out + (b * T + t) * C + h * HS;
                 for (int i = 0; i < HS; i++) {
                     F s = 0;
-                    for (int j = 0; j <= t; j++) s += a[j] * qkv[(b * T + j) * 3 * C + 2 * C + h * HS + i];
+                    for (int j = 0; j <= t; j++) s += a[j] * qkv[(b * T + j) * C3 + vo + i];
                     o[i] = s;
                 }
             }
+        }
 }
 
+// dqkv (B,T,C3) = (dk, dv of a kv head summed over its query heads).
 template <typename F>
 void attention_backward(F* dqkv, const F* dout, const F* qkv, const std::vector<F>& att, int B, int T, int C,
-                        int NH) {
-    const int HS = C / NH;
+                        int NH, int KV) {
+    const int HS = C / NH, C3 = C + 2 * KV * HS;
     const F scale = F(1) / std::sqrt(F(HS));
-    for (size_t i = 0; i < static_cast<size_t>(B) * T * 3 * C; i++) dqkv[i] = 0;
+    for (size_t i = 0; i < static_cast<size_t>(B) * T * C3; i++) dqkv[i] = 0;
     std::vector<F> datt(static_cast<size_t>(T)), dpre(static_cast<size_t>(T));
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
+            const int g = h / (NH / KV), ko = C + g * HS, vo = C + (KV + g) * HS;
             for (int t = 0; t < T; t++) {
                 const F* a = att.data() + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
                 const F* dy = dout + (b * T + t) * C + h * HS;
                 for (int j = 0; j <= t; j++) {
-                    const F* v = qkv + (b * T + j) * 3 * C + 2 * C + h * HS;
-                    F* dv = dqkv + (b * T + j) * 3 * C + 2 * C + h * HS;
+                    const F* v = qkv + (b * T + j) * C3 + vo;
+                    F* dv = dqkv + (b * T + j) * C3 + vo;
                     F s = 0;
                     for (int i = 0; i < HS; i++) {
                         s += dy[i] * v[i];
@@ -167,17 +173,142 @@ void attention_backward(F* dqkv, const F* dout, const F* qkv, const std::vector<
                     for (int k = 0; k <= t; k++) s += a[k] * ((j == k ? F(1) : F(0)) - a[j]) * datt[k];
                     dpre[j] = s;
                 }
-                const F* q = qkv + (b * T + t) * 3 * C + h * HS;
-                F* dq = dqkv + (b * T + t) * 3 * C + h * HS;
+                const F* q = qkv + (b * T + t) * C3 + h * HS;
+                F* dq = dqkv + (b * T + t) * C3 + h * HS;
                 for (int j = 0; j <= t; j++) {
-                    const F* k = qkv + (b * T + j) * 3 * C + C + h * HS;
-                    F* dk = dqkv + (b * T + j) * 3 * C + C + h * HS;
+                    const F* k = qkv + (b * T + j) * C3 + ko;
+                    F* dk = dqkv + (b * T + j) * C3 + ko;
                     for (int i = 0; i < HS; i++) {
                         dq[i] += dpre[j] * scale * k[i];
                         dk[i] += dpre[j] * scale * q[i];
                     }
                 }
             }
+        }
+}
+
+// Multi-head attention (KV == NH), the GPT-2 layout qkv (B,T,3C).
+template <typename F>
+void attention_forward(F* out, std::vector<F>& att, const F* qkv, int B, int T, int C, int NH) {
+    attention_forward(out, att, qkv, B, T, C, NH, NH);
+}
+template <typename F>
+void attention_backward(F* dqkv, const F* dout, const F* qkv, const std::vector<F>& att, int B, int T, int C,
+                        int NH) {
+    attention_backward(dqkv, dout, qkv, att, B, T, C, NH, NH);
+}
+
+// RMSNorm (LlamaRMSNorm): out = w * x / sqrt(mean(x^2) + eps); rstd (N) = 1 / sqrt(mean(x^2) + eps).
+template <typename F>
+void rmsnorm_forward(F* out, F* rstd, const F* inp, const F* w, F eps, int N, int C) {
+    for (int r = 0; r < N; r++) {
+        const F* x = inp + static_cast<size_t>(r) * C;
+        F ms = 0;
+        for (int c = 0; c < C; c++) ms += x[c] * x[c];
+        ms /= C;
+        const F s = F(1) / std::sqrt(ms + eps);
+        for (int c = 0; c < C; c++) out[static_cast<size_t>(r) * C + c] = w[c] * (x[c] * s);
+        rstd[r] = s;
+    }
+}
+
+// Gradients overwritten (=). Chain rule through s = (m + eps)^(-1/2), m = sum x^2 / C: ds/dx_i = -s^3 x_i / C,
+// so dx_i = s w_i dy_i - (s^3 x_i / C) sum_c dy_c w_c x_c.
+template <typename F>
+void rmsnorm_backward(F* dinp, F* dw, const F* dout, const F* inp, const F* w, F eps, int N, int C) {
+    for (int c = 0; c < C; c++) dw[c] = 0;
+    for (int r = 0; r < N; r++) {
+        const F* x = inp + static_cast<size_t>(r) * C;
+        const F* dy = dout + static_cast<size_t>(r) * C;
+        F ms = 0, dyw_x = 0;
+        for (int c = 0; c < C; c++) {
+            ms += x[c] * x[c];
+            dyw_x += dy[c] * w[c] * x[c];
+        }
+        ms /= C;
+        const F s = F(1) / std::sqrt(ms + eps);
+        for (int c = 0; c < C; c++) {
+            dinp[static_cast<size_t>(r) * C + c] = s * w[c] * dy[c] - s * s * s * x[c] / C * dyw_x;
+            dw[c] += dy[c] * x[c] * s;
+        }
+    }
+}
+
+template <typename F>
+F sigmoid(F x) {
+    return F(1) / (F(1) + std::exp(-x));
+}
+
+// SwiGLU: out (N,F) = silu(gate) * up, inp (N,2F) = [gate | up].
+template <typename F>
+void swiglu_forward(F* out, const F* inp, int N, int Fw) {
+    for (int r = 0; r < N; r++)
+        for (int j = 0; j < Fw; j++) {
+            const F g = inp[static_cast<size_t>(r) * 2 * Fw + j], u = inp[static_cast<size_t>(r) * 2 * Fw + Fw + j];
+            out[static_cast<size_t>(r) * Fw + j] = g * sigmoid(g) * u;
+        }
+}
+
+// dinp (N,2F) =. d silu(g)/dg = sigmoid(g) + g sigmoid(g) (1 - sigmoid(g)).
+template <typename F>
+void swiglu_backward(F* dinp, const F* dout, const F* inp, int N, int Fw) {
+    for (int r = 0; r < N; r++)
+        for (int j = 0; j < Fw; j++) {
+            const size_t gi = static_cast<size_t>(r) * 2 * Fw + j;
+            const F g = inp[gi], u = inp[gi + Fw], dy = dout[static_cast<size_t>(r) * Fw + j];
+            const F sg = sigmoid(g);
+            dinp[gi] = dy * u * (sg + g * sg * (F(1) - sg));
+            dinp[gi + Fw] = dy * g * sg;
+        }
+}
+
+// RoPE as Hugging Face writes it: y = x * cos_full + rotate_half(x) * sin_full, with cos_full = [cos, cos],
+// sin_full = [sin, sin] over the head's HS channels and rotate_half(x) = [-x2, x1]. table (Tmax, HS) = [cos | sin]
+// per position (half columns each). Applied to the NH + KV leading heads of each qkv row (B,T,(NH+2KV)*HS).
+template <typename F>
+void rope_forward(F* qkv, const F* table, int B, int T, int NH, int KV, int HS, int pos0) {
+    const int half = HS / 2, C3 = (NH + 2 * KV) * HS;
+    std::vector<F> x(static_cast<size_t>(HS)), rot(static_cast<size_t>(HS));
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH + KV; h++) {
+                F* p = qkv + (static_cast<size_t>(b) * T + t) * C3 + h * HS;
+                const F* cs = table + static_cast<size_t>(pos0 + t) * HS;
+                for (int i = 0; i < HS; i++) x[i] = p[i];
+                for (int i = 0; i < HS; i++) rot[i] = i < half ? -x[i + half] : x[i - half];
+                for (int i = 0; i < HS; i++) p[i] = x[i] * cs[i % half] + rot[i] * cs[half + i % half];
+            }
+}
+
+// The transpose: dx = cos_full * dy + rotate_half^T(sin_full * dy), rotate_half^T(z) = [z2, -z1].
+template <typename F>
+void rope_backward(F* dqkv, const F* table, int B, int T, int NH, int KV, int HS) {
+    const int half = HS / 2, C3 = (NH + 2 * KV) * HS;
+    std::vector<F> z(static_cast<size_t>(HS)), dy(static_cast<size_t>(HS));
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int h = 0; h < NH + KV; h++) {
+                F* p = dqkv + (static_cast<size_t>(b) * T + t) * C3 + h * HS;
+                const F* cs = table + static_cast<size_t>(t) * HS;
+                for (int i = 0; i < HS; i++) {
+                    dy[i] = p[i];
+                    z[i] = dy[i] * cs[half + i % half];
+                }
+                for (int i = 0; i < HS; i++) p[i] = dy[i] * cs[i % half] + (i < half ? z[i + half] : -z[i - half]);
+            }
+}
+
+// The table the model would build: inv_freq_i = theta^(-2i/HS), a = pos * inv_freq_i; rows [cos | sin].
+inline std::vector<float> rope_table(int Tmax, int HS, double theta = 10000.0) {
+    const int half = HS / 2;
+    std::vector<float> t(static_cast<size_t>(Tmax) * HS);
+    for (int p = 0; p < Tmax; p++)
+        for (int i = 0; i < half; i++) {
+            const double a = p * std::pow(theta, -2.0 * i / HS);
+            t[static_cast<size_t>(p) * HS + i] = static_cast<float>(std::cos(a));
+            t[static_cast<size_t>(p) * HS + half + i] = static_cast<float>(std::sin(a));
+        }
+    return t;
 }
 
 template <typename F>

@@ -1,7 +1,11 @@
 // Every CPU kernel (through kernels/ops.h) against PyTorch: tools/ref/kernels_ref.py computes each op
 // and its backward in float64 with torch from the same fp32 inputs, which this test writes with a fixed
 // seed as raw .bin files to a temp dir. Sizes are GPT-2-like with odd extents (T = 37) and the real
-// GPT-2 vocabulary (V = 50257 padded to Vp = 50304) for the classifier.
+// GPT-2 vocabulary (V = 50257 padded to Vp = 50304) for the classifier. The LLaMA ops are checked against
+// Hugging Face's formulations written out in the script (transformers' LlamaRMSNorm, LlamaMLP's
+// act_fn(gate) * up, rotate_half / apply_rotary_pos_emb with LlamaRotaryEmbedding's cos/sin, repeat_kv):
+// RMSNorm (and the fused residual add), SwiGLU, RoPE at positions pos0.. and grouped-query attention (NH = 6
+// query heads on KV = 2).
 // Tolerance: relative error (max |ours - torch| / max |torch|) < 1e-4, the acceptance bound of issue 4
 // for fp32. Our fp32 rounding (6e-8 per op; sums of <= 50k terms, blocked) stays near 1e-6, so a
 // wrong index, mask, scale or formula cannot hide under it.
@@ -27,6 +31,11 @@ namespace llmt::kernels {
 namespace {
 
 constexpr int B = 2, T = 37, C = 48, NH = 4, OC = 4 * C, V = 50257, Vp = 50304;
+// LLaMA ops: SwiGLU hidden width, RMSNorm eps, grouped-query heads (GQ_C = GQ_NH * GQ_HS), RoPE's first position.
+constexpr int SWI_F = 40, GQ_NH = 6, GQ_KV = 2, GQ_HS = 16, GQ_C = GQ_NH * GQ_HS, GQ_C3 = GQ_C + 2 * GQ_KV * GQ_HS;
+constexpr int ROPE_POS0 = 5, ROPE_TMAX = T + ROPE_POS0 + 3;
+constexpr float kRmsEps = 1e-5f;
+constexpr double kRopeTheta = 500000.0;  // Llama 3's rope_theta
 constexpr float kDlossScale = 1.0f / (B * T);
 constexpr int kAdamN = 1000;
 constexpr double kTol = 1e-4;
@@ -112,11 +121,33 @@ private:
         write("adam_v", f32_["adam_v"].data(), kAdamN * sizeof(float));
         randn("norm_g1", BTC);
         randn("norm_g2", OC);
+        randn("rms_x", BTC, 2.0f);
+        randn("rms_w", C);
+        randn("rms_dout", BTC);
+        randn("rms_x2", BTC);
+        randn("swi_x", static_cast<size_t>(B) * T * 2 * SWI_F, 3.0f);
+        randn("swi_dout", static_cast<size_t>(B) * T * SWI_F);
+        randn("gq_qkv", static_cast<size_t>(B) * T * GQ_C3);
+        randn("gq_dout", static_cast<size_t>(B) * T * GQ_C);
+        randn("rope_dout", static_cast<size_t>(B) * T * GQ_C3);
+        {  // the table the model builds: rows [cos | sin] of a_i = pos * theta^(-2i/HS), as fp32
+            std::vector<float> tab(static_cast<size_t>(ROPE_TMAX) * GQ_HS);
+            for (int p = 0; p < ROPE_TMAX; p++)
+                for (int i = 0; i < GQ_HS / 2; i++) {
+                    const double a = p * std::pow(kRopeTheta, -2.0 * i / GQ_HS);
+                    tab[static_cast<size_t>(p) * GQ_HS + i] = static_cast<float>(std::cos(a));
+                    tab[static_cast<size_t>(p) * GQ_HS + GQ_HS / 2 + i] = static_cast<float>(std::sin(a));
+                }
+            f32_["rope_table"] = tab;
+            write("rope_table", tab.data(), tab.size() * sizeof(float));
+        }
         std::ofstream(dir_ / "config.json") << fmt::format(
             R"({{"B": {}, "T": {}, "C": {}, "NH": {}, "OC": {}, "V": {}, "Vp": {}, "dloss_scale": {:.9g},
 "adam_n": {}, "lr": 0.003, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "step": 5,
-"grad_scale": 0.5}})",
-            B, T, C, NH, OC, V, Vp, kDlossScale, kAdamN);
+"grad_scale": 0.5, "swi_f": {}, "gq_nh": {}, "gq_kv": {}, "gq_hs": {}, "rope_pos0": {}, "rope_tmax": {},
+"rope_theta": {}, "rms_eps": {:.9g}}})",
+            B, T, C, NH, OC, V, Vp, kDlossScale, kAdamN, SWI_F, GQ_NH, GQ_KV, GQ_HS, ROPE_POS0, ROPE_TMAX, kRopeTheta,
+            kRmsEps);
         const std::string cmd = "/usr/bin/python3 " LLMT_SOURCE_DIR "/tools/ref/kernels_ref.py " + dir_.string();
         ok_ = std::system(cmd.c_str()) == 0;
     }
@@ -228,9 +259,9 @@ void check_Matmul(const Ref& r) {
 void check_Attention(const Ref& r) {
     auto qkv = in("att_qkv"), dout = in("att_dout");
     std::vector<float> out(dout.size()), lse(static_cast<size_t>(B) * NH * T), dqkv(qkv.size());
-    attention_forward(t(out, {B, T, C}), t(lse, {B, NH, T}), t(qkv, {B, T, 3 * C}), NH);
+    attention_forward(t(out, {B, T, C}), t(lse, {B, NH, T}), t(qkv, {B, T, 3 * C}), NH, NH);
     attention_backward(t(dqkv, {B, T, 3 * C}), t(dout, {B, T, C}), t(qkv, {B, T, 3 * C}), t(out, {B, T, C}),
-                       t(lse, {B, NH, T}), NH);
+                       t(lse, {B, NH, T}), NH, NH);
     expect_close(out, r.out("att_out"), "att_out");
     expect_close(lse, r.out("att_lse"), "att_lse");
     expect_close(dqkv, r.out("att_dqkv"), "att_dqkv");
@@ -285,6 +316,54 @@ void check_AdamW(const Ref& r) {
     EXPECT_LT(rel_err(dp, rdp), 1e-3);  // fp32 cancellation in p - p0 costs ~1e-7 / 3e-3 relative
 }
 
+// RMSNorm forward (out, rstd) and backward (dinp, dweight: both += onto zeros here); then the residual add
+// fused in front of it (rms_x + rms_x2, normalised), which must also match torch's (x1 + x2) normalised.
+void check_RmsNorm(const Ref& r) {
+    auto x = in("rms_x"), w = in("rms_w"), dout = in("rms_dout"), x2 = in("rms_x2");
+    std::vector<float> out(x.size()), rstd(B * T), dx(x.size(), 0.0f), dw(C, 0.0f);
+    rmsnorm_forward(t(out, {B, T, C}), t(rstd, {B, T}), t(x, {B, T, C}), t(w, {C}), kRmsEps);
+    rmsnorm_backward(t(dx, {B, T, C}), t(dw, {C}), t(dout, {B, T, C}), t(x, {B, T, C}), t(w, {C}), t(rstd, {B, T}));
+    expect_close(out, r.out("rms_out"), "rms_out");
+    expect_close(rstd, r.out("rms_rstd"), "rms_rstd");
+    expect_close(dx, r.out("rms_dx"), "rms_dx");
+    expect_close(dw, r.out("rms_dw"), "rms_dw");
+    std::vector<float> h(x.size()), out2(x.size()), rstd2(B * T);
+    residual_rmsnorm_forward(t(h, {B, T, C}), t(out2, {B, T, C}), t(rstd2, {B, T}), t(x, {B, T, C}), t(x2, {B, T, C}),
+                             t(w, {C}), kRmsEps);
+    expect_close(h, r.out("rmsres_h"), "rmsres_h");
+    expect_close(out2, r.out("rmsres_out"), "rmsres_out");
+}
+
+void check_SwiGlu(const Ref& r) {
+    auto x = in("swi_x"), dout = in("swi_dout");
+    std::vector<float> out(dout.size()), dx(x.size());
+    swiglu_forward(t(out, {B, T, SWI_F}), t(x, {B, T, 2 * SWI_F}));
+    swiglu_backward(t(dx, {B, T, 2 * SWI_F}), t(dout, {B, T, SWI_F}), t(x, {B, T, 2 * SWI_F}));
+    expect_close(out, r.out("swi_out"), "swi_out");
+    expect_close(dx, r.out("swi_dx"), "swi_dx");
+}
+
+// RoPE on the q and k heads of a grouped-query qkv at positions ROPE_POS0.. (forward), and the backward of the
+// rotation at positions 0.. applied to a gradient (torch: autograd of apply_rotary_pos_emb at positions 0..).
+void check_Rope(const Ref& r) {
+    auto qkv = in("gq_qkv"), tab = in("rope_table"), g = in("rope_dout");
+    rope_forward(t(qkv, {B, T, GQ_C3}), t(tab, {ROPE_TMAX, GQ_HS}), GQ_NH, GQ_KV, ROPE_POS0);
+    expect_close(qkv, r.out("rope_out"), "rope_out");
+    rope_backward(t(g, {B, T, GQ_C3}), t(tab, {ROPE_TMAX, GQ_HS}), GQ_NH, GQ_KV);
+    expect_close(g, r.out("rope_dx"), "rope_dx");
+}
+
+void check_GroupedQueryAttention(const Ref& r) {
+    auto qkv = in("gq_qkv"), dout = in("gq_dout");
+    std::vector<float> out(dout.size()), lse(static_cast<size_t>(B) * GQ_NH * T), dqkv(qkv.size());
+    attention_forward(t(out, {B, T, GQ_C}), t(lse, {B, GQ_NH, T}), t(qkv, {B, T, GQ_C3}), GQ_NH, GQ_KV);
+    attention_backward(t(dqkv, {B, T, GQ_C3}), t(dout, {B, T, GQ_C}), t(qkv, {B, T, GQ_C3}), t(out, {B, T, GQ_C}),
+                       t(lse, {B, GQ_NH, T}), GQ_NH, GQ_KV);
+    expect_close(out, r.out("gq_out"), "gq_out");
+    expect_close(lse, r.out("gq_lse"), "gq_lse");
+    expect_close(dqkv, r.out("gq_dqkv"), "gq_dqkv");
+}
+
 void check_GradNorm(const Ref& r) {
     auto g1 = in("norm_g1"), g2 = in("norm_g2");
     const double sq = sum_squares(t(g1, {B, T, C})) + sum_squares(t(g2, {OC}));
@@ -330,6 +409,22 @@ TEST(KernelsReference, AllOpsMatchTorch) {
     {
         SCOPED_TRACE("GradNorm");
         check_GradNorm(r);
+    }
+    {
+        SCOPED_TRACE("RmsNorm");
+        check_RmsNorm(r);
+    }
+    {
+        SCOPED_TRACE("SwiGlu");
+        check_SwiGlu(r);
+    }
+    {
+        SCOPED_TRACE("Rope");
+        check_Rope(r);
+    }
+    {
+        SCOPED_TRACE("GroupedQueryAttention");
+        check_GroupedQueryAttention(r);
     }
 }
 

@@ -7,7 +7,9 @@ hyper-parameters) and the inputs as raw little-endian arrays DIR/<name>.bin (flo
 token ids / targets) generated with a fixed seed. This script computes each op with torch in float64
 from those fp32 inputs (autograd for the backward, with the test's random output gradient) and writes
 DIR/ref_<name>.bin as float64. Attention is torch's manual causal attention (torch 1.13 has no SDPA);
-the classifier is F.cross_entropy over the first V of Vp columns; AdamW is torch.optim.AdamW.
+the classifier is F.cross_entropy over the first V of Vp columns; AdamW is torch.optim.AdamW. The LLaMA ops
+follow transformers' modeling_llama.py (LlamaRMSNorm, SiLU(gate) * up, rotate_half / apply_rotary_pos_emb with
+LlamaRotaryEmbedding's cos/sin, repeat_kv before the attention).
 """
 import json
 import os
@@ -111,3 +113,98 @@ save("adam_p", p), save("adam_m", opt.state[p]["exp_avg"]), save("adam_v", opt.s
 # global grad norm: torch.nn.utils.clip_grad_norm_ over two tensors
 g1, g2 = load("norm_g1", (B, T, C)), load("norm_g2", (OC,))
 save("norm", torch.stack([torch.linalg.vector_norm(torch.cat([g1.flatten(), g2.flatten()]))]))
+
+# ---- LLaMA ops, as Hugging Face transformers writes them (modeling_llama.py), in float64 ----
+F_SWI, GQ_NH, GQ_KV, GQ_HS = cfg["swi_f"], cfg["gq_nh"], cfg["gq_kv"], cfg["gq_hs"]
+GQ_C = GQ_NH * GQ_HS
+GQ_C3 = GQ_C + 2 * GQ_KV * GQ_HS
+POS0, TMAX, THETA, RMS_EPS = cfg["rope_pos0"], cfg["rope_tmax"], cfg["rope_theta"], cfg["rms_eps"]
+
+
+def llama_rmsnorm(x, w, eps):  # LlamaRMSNorm.forward
+    variance = x.pow(2).mean(-1, keepdim=True)
+    return w * (x * torch.rsqrt(variance + eps))
+
+
+# RMSNorm: out, rstd, and autograd's dx, dw
+x, w = leaf("rms_x", (B, T, C)), leaf("rms_w", (C,))
+out = llama_rmsnorm(x, w, RMS_EPS)
+out.backward(load("rms_dout", (B, T, C)))
+save("rms_out", out), save("rms_dx", x.grad), save("rms_dw", w.grad)
+save("rms_rstd", torch.rsqrt(x.detach().pow(2).mean(-1) + RMS_EPS))
+# the residual add fused in front: h = x1 + x2 (in fp32, as the kernel stores it), then RMSNorm of h
+h = (load("rms_x", (B, T, C)).float() + load("rms_x2", (B, T, C)).float()).double()
+save("rmsres_h", h), save("rmsres_out", llama_rmsnorm(h, load("rms_w", (C,)), RMS_EPS))
+
+# SwiGLU: LlamaMLP's act_fn(gate_proj(x)) * up_proj(x), act_fn = SiLU; gate and up as the halves of one input
+x = leaf("swi_x", (B, T, 2 * F_SWI))
+gate, up = x[..., :F_SWI], x[..., F_SWI:]
+out = F.silu(gate) * up
+out.backward(load("swi_dout", (B, T, F_SWI)))
+save("swi_out", out), save("swi_dx", x.grad)
+
+
+# RoPE: LlamaRotaryEmbedding (default rope_type) and apply_rotary_pos_emb / rotate_half
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def cos_sin(position_ids):  # (T,) -> cos, sin of shape (T, HS)
+    inv_freq = 1.0 / (THETA ** (torch.arange(0, GQ_HS, 2, dtype=torch.int64).double() / GQ_HS))
+    freqs = position_ids.double()[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def split_heads(qkv):  # (B, T, C3) -> q (B, NH, T, HS), k, v (B, KV, T, HS)
+    q, k, v = qkv.split([GQ_C, GQ_KV * GQ_HS, GQ_KV * GQ_HS], dim=2)
+    q = q.view(B, T, GQ_NH, GQ_HS).transpose(1, 2)
+    k = k.view(B, T, GQ_KV, GQ_HS).transpose(1, 2)
+    v = v.view(B, T, GQ_KV, GQ_HS).transpose(1, 2)
+    return q, k, v
+
+
+def merge_heads(q, k, v):
+    return torch.cat([t.transpose(1, 2).reshape(B, T, -1) for t in (q, k, v)], dim=2)
+
+
+def apply_rope(qkv, pos0):
+    cos, sin = cos_sin(torch.arange(pos0, pos0 + T))
+    q, k, v = split_heads(qkv)
+    q = q * cos + rotate_half(q) * sin  # apply_rotary_pos_emb (cos, sin broadcast over batch and heads)
+    k = k * cos + rotate_half(k) * sin
+    return merge_heads(q, k, v)
+
+
+# The test's fp32 table must be HF's cos/sin (rows [cos(a_0..a_{HS/2-1}) | sin(...)]): the layout check.
+tab = load("rope_table", (TMAX, GQ_HS))
+cos_all, sin_all = cos_sin(torch.arange(TMAX))
+tab_err = max((tab[:, : GQ_HS // 2] - cos_all[:, : GQ_HS // 2]).abs().max().item(),
+              (tab[:, GQ_HS // 2:] - sin_all[:, : GQ_HS // 2]).abs().max().item())
+assert tab_err < 1e-6, f"rope table differs from HF's cos/sin by {tab_err}"
+save("rope_out", apply_rope(load("gq_qkv", (B, T, GQ_C3)), POS0))
+qkv = leaf("gq_qkv", (B, T, GQ_C3))
+apply_rope(qkv, 0).backward(load("rope_dout", (B, T, GQ_C3)))
+save("rope_dx", qkv.grad)
+
+
+# Grouped-query attention: repeat_kv, then causal softmax attention (torch 1.13 has no
+# scaled_dot_product_attention; this is its math, as the GPT-2 attention reference above)
+def repeat_kv(x, n_rep):  # modeling_llama.repeat_kv: (B, KV, T, HS) -> (B, KV * n_rep, T, HS)
+    b, kvh, slen, hd = x.shape
+    if n_rep == 1:
+        return x
+    return x[:, :, None, :, :].expand(b, kvh, n_rep, slen, hd).reshape(b, kvh * n_rep, slen, hd)
+
+
+qkv = leaf("gq_qkv", (B, T, GQ_C3))
+q, k, v = split_heads(qkv)
+k, v = repeat_kv(k, GQ_NH // GQ_KV), repeat_kv(v, GQ_NH // GQ_KV)
+att = (q @ k.transpose(-2, -1)) * (1.0 / GQ_HS ** 0.5)
+att = att.masked_fill(~torch.tril(torch.ones(T, T, dtype=torch.bool)), float("-inf"))
+lse = torch.logsumexp(att, dim=-1)
+y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(B, T, GQ_C)
+y.backward(load("gq_dout", (B, T, GQ_C)))
+save("gq_out", y), save("gq_lse", lse), save("gq_dqkv", qkv.grad)

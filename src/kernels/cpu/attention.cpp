@@ -1,5 +1,7 @@
-// Causal self-attention forward/backward (attention.h). Each (batch, head) pair is one task: it reads
-// its q/k/v columns, writes its own out/dqkv columns, so tasks never share a written float.
+// Causal self-attention forward/backward with grouped-query heads (attention.h). The forward's task is one
+// (batch, query head); the backward's one (batch, kv head) with its query heads in order, since those heads'
+// dk/dv terms add into the same columns. Each task writes only its own out/dqkv columns, so tasks never share
+// a written float (and the results do not depend on the thread count).
 // Two formulations of the same math:
 //  * blocked (FlashAttention-2's loop order): per block of kBq query rows, the scores against keys
 //    0..t0+kBq (one kBq x T tile per thread), softmax in the tile, and every product as a single-threaded
@@ -36,17 +38,25 @@ inline void axpy(float* y, float a, const float* x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-// One (b, h): rows t = 0..T-1 of this head. `scores` holds T floats.
+// The rows of one query head and of the kv head it reads: q, k, v point at the head's first channel of
+// row 0 (views into qkv with row stride C3); out rows have stride C (out, dout) and the lse row is the head's.
+struct HeadView {
+    const float* q;
+    const float* k;
+    const float* v;
+    int64_t C3;
+};
+
+// Query rows t0..t1-1 (keys 0..t each); out and lse (nullable) are indexed from t0. `scores` holds t1 floats.
 LLMT_CPU_CLONES
-// Query rows t0..t1-1 (keys 0..t each); out and lse (nullable) are indexed from t0.
-void attention_forward_head(float* out, float* lse, const float* qkv, float* scores, int t0, int t1, int C, int HS,
+void attention_forward_head(float* out, float* lse, HeadView x, float* scores, int t0, int t1, int C, int HS,
                             float scale) {
-    const size_t C3 = 3 * static_cast<size_t>(C);
+    const size_t C3 = static_cast<size_t>(x.C3);
     for (int t = t0; t < t1; t++) {
-        const float* q = qkv + t * C3;
+        const float* q = x.q + t * C3;
         float mx = -std::numeric_limits<float>::infinity();
         for (int j = 0; j <= t; j++) {
-            const float s = scale * dot(q, qkv + j * C3 + C, HS);
+            const float s = scale * dot(q, x.k + j * C3, HS);
             scores[j] = s;
             mx = s > mx ? s : mx;
         }
@@ -59,51 +69,48 @@ void attention_forward_head(float* out, float* lse, const float* qkv, float* sco
         const float inv = 1.0f / sum;
         float* o = out + static_cast<size_t>(t - t0) * C;
         std::memset(o, 0, sizeof(float) * static_cast<size_t>(HS));
-        for (int j = 0; j <= t; j++) axpy(o, scores[j] * inv, qkv + j * C3 + 2 * C, HS);
+        for (int j = 0; j <= t; j++) axpy(o, scores[j] * inv, x.v + j * C3, HS);
         if (lse) lse[t - t0] = mx + std::log(sum);
     }
 }
 
+// One query head's share of the backward: dq of the head (=), and its terms of dk, dv (+=, zeroed by the
+// caller once per kv head). dq, dk, dv point at the head's (kv head's) channels of dqkv's row 0.
 LLMT_CPU_CLONES
-void attention_backward_head(float* dqkv, const float* dout, const float* qkv, const float* out,
+void attention_backward_head(float* dq0, float* dk0, float* dv0, const float* dout, HeadView x, const float* out,
                              const float* lse, int T, int C, int HS, float scale) {
-    const size_t C3 = 3 * static_cast<size_t>(C);
+    const size_t C3 = static_cast<size_t>(x.C3);
+    for (int t = 0; t < T; t++) std::memset(dq0 + t * C3, 0, sizeof(float) * static_cast<size_t>(HS));
     for (int t = 0; t < T; t++) {
-        float* d = dqkv + t * C3;
-        std::memset(d, 0, sizeof(float) * static_cast<size_t>(HS));
-        std::memset(d + C, 0, sizeof(float) * static_cast<size_t>(HS));
-        std::memset(d + 2 * C, 0, sizeof(float) * static_cast<size_t>(HS));
-    }
-    for (int t = 0; t < T; t++) {
-        const float* q = qkv + t * C3;
+        const float* q = x.q + t * C3;
         const float* dy = dout + static_cast<size_t>(t) * C;
         // D_t = sum_j p_tj dp_tj = dout_t . out_t (FlashAttention-2, eq. for dS)
         const float D = dot(dy, out + static_cast<size_t>(t) * C, HS);
         const float l = lse[t];
-        float* dq = dqkv + t * C3;
+        float* dq = dq0 + t * C3;
         for (int j = 0; j <= t; j++) {
-            const float* k = qkv + j * C3 + C;
-            const float* v = qkv + j * C3 + 2 * C;
+            const float* k = x.k + j * C3;
+            const float* v = x.v + j * C3;
             const float p = std::exp(scale * dot(q, k, HS) - l);
             const float dp = dot(dy, v, HS);
             const float ds = p * (dp - D) * scale;
-            axpy(dqkv + j * C3 + 2 * C, p, dy, HS);  // dv_j += p dout_t
-            axpy(dq, ds, k, HS);                     // dq_t += scale ds k_j
-            axpy(dqkv + j * C3 + C, ds, q, HS);      // dk_j += scale ds q_t
+            axpy(dv0 + j * C3, p, dy, HS);  // dv_j += p dout_t
+            axpy(dq, ds, k, HS);            // dq_t += scale ds k_j
+            axpy(dk0 + j * C3, ds, q, HS);  // dk_j += scale ds q_t
         }
     }
 }
 
 constexpr int kBq = 64;  // query rows per block: a 64 x T tile (64 KB at T = 256) per thread
 
-// Blocked forward for one (b, h). S holds kBq * T floats.
-void attention_forward_head_blocked(float* out, float* lse, const float* qkv, float* S, int T, int C, int HS,
+// Blocked forward for one query head. S holds kBq * T floats.
+void attention_forward_head_blocked(float* out, float* lse, HeadView x, float* S, int T, int C, int HS,
                                     float scale) {
-    const int64_t C3 = 3 * static_cast<int64_t>(C);
+    const int64_t C3 = x.C3;
     for (int t0 = 0; t0 < T; t0 += kBq) {
         const int nq = std::min(kBq, T - t0), nk = t0 + nq;
         // S (nq, nk) = scale * Q[t0:t0+nq] K[0:nk]^T
-        sgemm_serial(false, true, nq, nk, HS, scale, qkv + t0 * C3, C3, qkv + C, C3, 0.0f, S, nk);
+        sgemm_serial(false, true, nq, nk, HS, scale, x.q + t0 * C3, C3, x.k, C3, 0.0f, S, nk);
         for (int i = 0; i < nq; i++) {
             float* row = S + static_cast<size_t>(i) * nk;
             const int n = t0 + i + 1;  // causal: keys 0..t0+i
@@ -114,8 +121,7 @@ void attention_forward_head_blocked(float* out, float* lse, const float* qkv, fl
             lse[t0 + i] = m + std::log(sum);
         }
         // out[t0:t0+nq] = P V[0:nk]
-        sgemm_serial(false, false, nq, HS, nk, 1.0f, S, nk, qkv + 2 * C, C3, 0.0f,
-                     out + static_cast<int64_t>(t0) * C, C);
+        sgemm_serial(false, false, nq, HS, nk, 1.0f, S, nk, x.v, C3, 0.0f, out + static_cast<int64_t>(t0) * C, C);
     }
 }
 
@@ -127,19 +133,17 @@ void softmax_grad_row(float* dp, const float* p, int n, int nk, float D, float s
     for (int j = n; j < nk; j++) dp[j] = 0.0f;
 }
 
-// Blocked backward for one (b, h). P and dP hold kBq * T floats each.
-void attention_backward_head_blocked(float* dqkv, const float* dout, const float* qkv, const float* out,
-                                     const float* lse, float* P, float* dP, int T, int C, int HS, float scale) {
-    const int64_t C3 = 3 * static_cast<int64_t>(C);
-    for (int t = 0; t < T; t++) {  // dk, dv accumulate over query blocks
-        std::memset(dqkv + t * C3 + C, 0, sizeof(float) * static_cast<size_t>(HS));
-        std::memset(dqkv + t * C3 + 2 * C, 0, sizeof(float) * static_cast<size_t>(HS));
-    }
+// Blocked backward for one query head: dq (=) and its terms of dk, dv (+=, zeroed by the caller once per kv
+// head). P and dP hold kBq * T floats each.
+void attention_backward_head_blocked(float* dq0, float* dk0, float* dv0, const float* dout, HeadView x,
+                                     const float* out, const float* lse, float* P, float* dP, int T, int C, int HS,
+                                     float scale) {
+    const int64_t C3 = x.C3;
     for (int t0 = 0; t0 < T; t0 += kBq) {
         const int nq = std::min(kBq, T - t0), nk = t0 + nq;
-        const float* q = qkv + t0 * C3;
+        const float* q = x.q + t0 * C3;
         const float* dy = dout + static_cast<int64_t>(t0) * C;
-        sgemm_serial(false, true, nq, nk, HS, scale, q, C3, qkv + C, C3, 0.0f, P, nk);
+        sgemm_serial(false, true, nq, nk, HS, scale, q, C3, x.k, C3, 0.0f, P, nk);
         for (int i = 0; i < nq; i++) {  // P = exp(S - lse), 0 above the diagonal
             float* row = P + static_cast<size_t>(i) * nk;
             const int n = t0 + i + 1;
@@ -147,16 +151,16 @@ void attention_backward_head_blocked(float* dqkv, const float* dout, const float
             if (n < nk) std::memset(row + n, 0, sizeof(float) * static_cast<size_t>(nk - n));
         }
         // dP (nq, nk) = dO V^T
-        sgemm_serial(false, true, nq, nk, HS, 1.0f, dy, C, qkv + 2 * C, C3, 0.0f, dP, nk);
+        sgemm_serial(false, true, nq, nk, HS, 1.0f, dy, C, x.v, C3, 0.0f, dP, nk);
         for (int i = 0; i < nq; i++) {
             const float D = dot(dy + static_cast<int64_t>(i) * C, out + static_cast<int64_t>(t0 + i) * C, HS);
             softmax_grad_row(dP + static_cast<size_t>(i) * nk, P + static_cast<size_t>(i) * nk, t0 + i + 1, nk, D,
                              scale);
         }
         // dQ = dS K (=);  dK += dS^T Q;  dV += P^T dO
-        sgemm_serial(false, false, nq, HS, nk, 1.0f, dP, nk, qkv + C, C3, 0.0f, dqkv + t0 * C3, C3);
-        sgemm_serial(true, false, nk, HS, nq, 1.0f, dP, nk, q, C3, 1.0f, dqkv + C, C3);
-        sgemm_serial(true, false, nk, HS, nq, 1.0f, P, nk, dy, C, 1.0f, dqkv + 2 * C, C3);
+        sgemm_serial(false, false, nq, HS, nk, 1.0f, dP, nk, x.k, C3, 0.0f, dq0 + t0 * C3, C3);
+        sgemm_serial(true, false, nk, HS, nq, 1.0f, dP, nk, q, C3, 1.0f, dk0, C3);
+        sgemm_serial(true, false, nk, HS, nq, 1.0f, P, nk, dy, C, 1.0f, dv0, C3);
     }
 }
 
@@ -166,9 +170,18 @@ bool use_blocked() {
     return sgemm_serial(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
 }
 
+// Head h of batch row b of a qkv buffer with rows_per_batch rows of C3 = C + 2*KV*HS floats.
+HeadView head_view(const float* qkv, int b, int h, int rows_per_batch, int C, int NH, int KV) {
+    const int HS = C / NH, g = h / (NH / KV);
+    const int64_t C3 = C + 2 * static_cast<int64_t>(KV) * HS;
+    const float* row0 = qkv + static_cast<int64_t>(b) * rows_per_batch * C3;
+    return {row0 + static_cast<int64_t>(h) * HS, row0 + C + static_cast<int64_t>(g) * HS,
+            row0 + C + static_cast<int64_t>(KV + g) * HS, C3};
+}
+
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH) {
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV) {
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
     const bool blocked = use_blocked();
@@ -180,7 +193,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
             for (int h = 0; h < NH; h++) {
                 float* o = out + static_cast<size_t>(b) * T * C + h * HS;
                 float* l = lse + (static_cast<size_t>(b) * NH + h) * T;
-                const float* x = qkv + static_cast<size_t>(b) * T * 3 * C + h * HS;
+                const HeadView x = head_view(qkv, b, h, T, C, NH, KV);
                 if (blocked) attention_forward_head_blocked(o, l, x, scratch.data(), T, C, HS, scale);
                 else attention_forward_head(o, l, x, scratch.data(), 0, T, C, HS, scale);
             }
@@ -188,9 +201,13 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
     }
 }
 
+// One task per (batch, kv head): it zeroes the kv head's dk/dv columns, then adds every query head of its
+// group in order (h = g*rep .. g*rep + rep-1), so tasks never share a written float and the sum's order is
+// fixed. With KV == NH each task is one head, as in multi-head attention.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int B, int T, int C, int NH) {
-    const int HS = C / NH;
+                        const float* lse, int B, int T, int C, int NH, int KV) {
+    const int HS = C / NH, rep = NH / KV;
+    const int64_t C3 = C + 2 * static_cast<int64_t>(KV) * HS;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
     const bool blocked = use_blocked();
 #pragma omp parallel
@@ -198,25 +215,34 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         std::vector<float> scratch(blocked ? 2 * static_cast<size_t>(kBq) * T : 0);
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
-            for (int h = 0; h < NH; h++) {
+            for (int g = 0; g < KV; g++) {
                 const size_t bt = static_cast<size_t>(b) * T;
-                float* d = dqkv + bt * 3 * C + h * HS;
-                const float* dy = dout + bt * C + h * HS;
-                const float* x = qkv + bt * 3 * C + h * HS;
-                const float* o = out + bt * C + h * HS;
-                const float* l = lse + (static_cast<size_t>(b) * NH + h) * T;
-                if (blocked) {
-                    attention_backward_head_blocked(d, dy, x, o, l, scratch.data(),
-                                                    scratch.data() + static_cast<size_t>(kBq) * T, T, C, HS, scale);
-                } else {
-                    attention_backward_head(d, dy, x, o, l, T, C, HS, scale);
+                float* dk = dqkv + bt * C3 + C + static_cast<int64_t>(g) * HS;
+                float* dv = dk + static_cast<int64_t>(KV) * HS;
+                for (int t = 0; t < T; t++) {
+                    std::memset(dk + t * C3, 0, sizeof(float) * static_cast<size_t>(HS));
+                    std::memset(dv + t * C3, 0, sizeof(float) * static_cast<size_t>(HS));
+                }
+                for (int h = g * rep; h < (g + 1) * rep; h++) {
+                    float* dq = dqkv + bt * C3 + static_cast<int64_t>(h) * HS;
+                    const float* dy = dout + bt * C + h * HS;
+                    const float* o = out + bt * C + h * HS;
+                    const float* l = lse + (static_cast<size_t>(b) * NH + h) * T;
+                    const HeadView x = head_view(qkv, b, h, T, C, NH, KV);
+                    if (blocked) {
+                        attention_backward_head_blocked(dq, dk, dv, dy, x, o, l, scratch.data(),
+                                                        scratch.data() + static_cast<size_t>(kBq) * T, T, C, HS,
+                                                        scale);
+                    } else {
+                        attention_backward_head(dq, dk, dv, dy, x, o, l, T, C, HS, scale);
+                    }
                 }
             }
         }
     }
 }
 
-void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH) {
+void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV) {
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
     // Decoding: Tq is small (often 1), so the row-wise loop; parallel over (b, h).
@@ -227,8 +253,8 @@ void attention_forward_cached(float* out, const float* qkv, int B, int t0, int T
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
                 attention_forward_head(out + static_cast<size_t>(b) * Tq * C + h * HS, nullptr,
-                                       qkv + static_cast<size_t>(b) * Tmax * 3 * C + h * HS, scores.data(), t0,
-                                       t0 + Tq, C, HS, scale);
+                                       head_view(qkv, b, h, Tmax, C, NH, KV), scores.data(), t0, t0 + Tq, C, HS,
+                                       scale);
             }
         }
     }

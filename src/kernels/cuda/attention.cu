@@ -1,5 +1,5 @@
 // Causal attention on CUDA (cuda/attention.h), fp32 on CUDA cores: one warp per query row (forward, dq)
-// or key row (dk, dv). Keys are taken 32 at a time, one per lane: each lane forms its score against the
+// or key row (dk, dv; with grouped-query heads, a key row of a kv head, summed over its group's query heads). Keys are taken 32 at a time, one per lane: each lane forms its score against the
 // row staged in shared memory, the warp combines them into the running max/sum, then accumulates the
 // 32 value rows with lane l owning head dims l, l+32, ... (coalesced). A first, exact version; the
 // tensor-core bf16 kernel replaces it for speed. Templated on the storage type (fp32, or bf16 as the
@@ -21,11 +21,14 @@ __device__ __forceinline__ float dot(const A* a, const B* b, int n) {
     return s;
 }
 
+// kGqa: grouped-query heads, query head h reading kv head g = h / (NH / KV) (k at channel C + g*HS, v at
+// C + (KV + g)*HS of a qkv row of C3 = C + 2*KV*HS); false: multi-head attention, in the expressions the
+// kernels had before KV existed (the same PTX).
 // DPL head dims per lane (HS <= 32 * DPL). Query row i of (b, h) sits at position t0 + i of a cache of
 // Tmax positions; out has Tq rows per batch; lse (may be null) is (B, NH, Tq).
-template <int DPL, typename T>
+template <int DPL, typename T, bool kGqa>
 __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax,
-                                         int C, int NH) {
+                                         int C, int NH, int KV) {
     __shared__ float sq[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long gw = blockIdx.x * static_cast<long>(kWarps) + warp;  // (b, h, i) with i fastest
@@ -34,9 +37,15 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B
     const int h = static_cast<int>((gw / Tq) % NH);
     const int b = static_cast<int>(gw / (static_cast<long>(Tq) * NH));
     const int HS = C / NH, t = t0 + i;
-    const long C3 = 3L * C;
+    const long C3 = kGqa ? C + 2L * KV * HS : 3L * C;
     const float scale = 1.0f / sqrtf(static_cast<float>(HS));
     const T* base = qkv + static_cast<long>(b) * Tmax * C3 + h * HS;
+    const T* kb = nullptr;  // GQA: k rows of the kv head; v at + voff
+    long voff = 0;
+    if constexpr (kGqa) {
+        kb = qkv + static_cast<long>(b) * Tmax * C3 + C + (h / (NH / KV)) * HS;
+        voff = static_cast<long>(KV) * HS;
+    }
     for (int d = lane; d < HS; d += 32) sq[warp][d] = ldf(base[t * C3 + d]) * scale;
     __syncwarp();
 
@@ -46,7 +55,7 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B
     for (int jb = 0; jb <= t; jb += 32) {
         const int j = jb + lane;
         const bool valid = j <= t;
-        const float s = valid ? dot(sq[warp], base + j * C3 + C, HS) : -INFINITY;
+        const float s = valid ? dot(sq[warp], kGqa ? kb + j * C3 : base + j * C3 + C, HS) : -INFINITY;
         const float m_new = fmaxf(m, warp_max(s));
         const float p = valid ? expf(s - m_new) : 0.0f;
         const float corr = expf(m - m_new);
@@ -56,7 +65,7 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B
         const int n = min(32, t - jb + 1);
         for (int jj = 0; jj < n; jj++) {
             const float pj = __shfl_sync(kFullMask, p, jj);
-            const T* v = base + (jb + jj) * C3 + 2 * C;
+            const T* v = kGqa ? kb + (jb + jj) * C3 + voff : base + (jb + jj) * C3 + 2 * C;
 #pragma unroll
             for (int r = 0; r < DPL; r++) {
                 const int d = lane + 32 * r;
@@ -76,9 +85,9 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B
 }
 
 // dq: one warp per query row t. dS_tj = P_tj (dout_t . v_j - D_t), D_t = dout_t . out_t.
-template <int DPL, typename T>
+template <int DPL, typename T, bool kGqa>
 __global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qkv, const T* out,
-                                             const float* lse, int B, int T_, int C, int NH) {
+                                             const float* lse, int B, int T_, int C, int NH, int KV) {
     __shared__ float sq[kWarps][kMaxHs];
     __shared__ float sdo[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -88,9 +97,15 @@ __global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qk
     const int h = static_cast<int>((gw / T_) % NH);
     const int b = static_cast<int>(gw / (static_cast<long>(T_) * NH));
     const int HS = C / NH;
-    const long C3 = 3L * C;
+    const long C3 = kGqa ? C + 2L * KV * HS : 3L * C;
     const float scale = 1.0f / sqrtf(static_cast<float>(HS));
     const T* base = qkv + static_cast<long>(b) * T_ * C3 + h * HS;
+    const T* kb = nullptr;  // GQA: k rows of the kv head; v at + voff
+    long voff = 0;
+    if constexpr (kGqa) {
+        kb = qkv + static_cast<long>(b) * T_ * C3 + C + (h / (NH / KV)) * HS;
+        voff = static_cast<long>(KV) * HS;
+    }
     const long orow = (static_cast<long>(b) * T_ + t) * C + h * HS;
     float Dp = 0.0f;
     for (int d = lane; d < HS; d += 32) {
@@ -108,13 +123,13 @@ __global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qk
         const int j = jb + lane;
         float ds = 0.0f;
         if (j <= t) {
-            const float p = expf(dot(sq[warp], base + j * C3 + C, HS) - L);
-            ds = p * (dot(sdo[warp], base + j * C3 + 2 * C, HS) - D);
+            const float p = expf(dot(sq[warp], kGqa ? kb + j * C3 : base + j * C3 + C, HS) - L);
+            ds = p * (dot(sdo[warp], kGqa ? kb + j * C3 + voff : base + j * C3 + 2 * C, HS) - D);
         }
         const int n = min(32, t - jb + 1);
         for (int jj = 0; jj < n; jj++) {
             const float dsj = __shfl_sync(kFullMask, ds, jj);
-            const T* k = base + (jb + jj) * C3 + C;
+            const T* k = kGqa ? kb + (jb + jj) * C3 : base + (jb + jj) * C3 + C;
 #pragma unroll
             for (int r = 0; r < DPL; r++) {
                 const int d = lane + 32 * r;
@@ -193,6 +208,73 @@ __global__ void attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* q
     }
 }
 
+// Grouped-query dk, dv: one warp per key row j of kv head g, over the query heads of its group in order and, for each,
+// the query rows t >= j, 32 at a time (one per lane); the group's sum stays in registers (no atomics).
+template <int DPL, typename T>
+__global__ void attention_backward_dkv_gqa_kernel(T* dqkv, const T* dout, const T* qkv, const T* out,
+                                              const float* lse, int B, int T_, int C, int NH, int KV) {
+    __shared__ float sk[kWarps][kMaxHs];
+    __shared__ float sv[kWarps][kMaxHs];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const long gw = blockIdx.x * static_cast<long>(kWarps) + warp;
+    if (gw >= static_cast<long>(B) * KV * T_) return;
+    const int j = static_cast<int>(gw % T_);
+    const int g = static_cast<int>((gw / T_) % KV);
+    const int b = static_cast<int>(gw / (static_cast<long>(T_) * KV));
+    const int HS = C / NH, rep = NH / KV;
+    const long C3 = C + 2L * KV * HS, voff = static_cast<long>(KV) * HS;
+    const float scale = 1.0f / sqrtf(static_cast<float>(HS));
+    const T* kb = qkv + static_cast<long>(b) * T_ * C3 + C + g * HS;
+    for (int d = lane; d < HS; d += 32) {
+        sk[warp][d] = ldf(kb[j * C3 + d]);
+        sv[warp][d] = ldf(kb[j * C3 + voff + d]);
+    }
+    __syncwarp();
+    float dk[DPL], dv[DPL];
+#pragma unroll
+    for (int r = 0; r < DPL; r++) dk[r] = dv[r] = 0.0f;
+    for (int h = g * rep; h < (g + 1) * rep; h++) {
+        const T* base = qkv + static_cast<long>(b) * T_ * C3 + h * HS;
+        const T* obase = out + static_cast<long>(b) * T_ * C + h * HS;
+        const T* dobase = dout + static_cast<long>(b) * T_ * C + h * HS;
+        const float* lrow = lse + (static_cast<long>(b) * NH + h) * T_;
+        for (int tb = j; tb < T_; tb += 32) {
+            const int t = tb + lane;
+            float p = 0.0f, ds = 0.0f;
+            if (t < T_) {
+                const T* q = base + t * C3;
+                const T* go = dobase + static_cast<long>(t) * C;
+                p = expf(dot(sk[warp], q, HS) * scale - lrow[t]);
+                ds = p * (dot(sv[warp], go, HS) - dot(go, obase + static_cast<long>(t) * C, HS));
+            }
+            const int n = min(32, T_ - tb);
+            for (int tt = 0; tt < n; tt++) {
+                const float pt = __shfl_sync(kFullMask, p, tt);
+                const float dst = __shfl_sync(kFullMask, ds, tt);
+                const T* q = base + (tb + tt) * C3;
+                const T* go = dobase + static_cast<long>(tb + tt) * C;
+#pragma unroll
+                for (int r = 0; r < DPL; r++) {
+                    const int d = lane + 32 * r;
+                    if (d < HS) {
+                        dv[r] += pt * ldf(go[d]);
+                        dk[r] += dst * ldf(q[d]);
+                    }
+                }
+            }
+        }
+    }
+    T* dkp = dqkv + (static_cast<long>(b) * T_ + j) * C3 + C + g * HS;
+#pragma unroll
+    for (int r = 0; r < DPL; r++) {
+        const int d = lane + 32 * r;
+        if (d < HS) {
+            dkp[d] = cvt<T>(dk[r] * scale);
+            dkp[voff + d] = cvt<T>(dv[r]);
+        }
+    }
+}
+
 unsigned grid_rows(long rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }
 
 // Head dims per lane for HS: 1 (HS <= 32), 2 (<= 64) or 4 (<= 128); larger heads are refused.
@@ -204,64 +286,81 @@ int dims_per_lane(int C, int NH) {
 }
 
 template <int DPL, typename T>
-void forward_launch(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH,
+void forward_launch(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
                     cudaStream_t stream) {
-    attention_forward_kernel<DPL, T><<<grid_rows(static_cast<long>(B) * NH * Tq), kWarps * 32, 0, stream>>>(
-        out, lse, qkv, B, t0, Tq, Tmax, C, NH);
+    const unsigned grid = grid_rows(static_cast<long>(B) * NH * Tq);
+    if (KV == NH)
+        attention_forward_kernel<DPL, T, false><<<grid, kWarps * 32, 0, stream>>>(out, lse, qkv, B, t0, Tq, Tmax, C, NH,
+                                                                                 KV);
+    else
+        attention_forward_kernel<DPL, T, true><<<grid, kWarps * 32, 0, stream>>>(out, lse, qkv, B, t0, Tq, Tmax, C, NH,
+                                                                                KV);
     LLMT_CUDA_CHECK_LAUNCH("attention_forward_kernel");
 }
 
 template <typename T>
-void forward_any(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH,
+void forward_any(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
                  cudaStream_t stream) {
     switch (dims_per_lane(C, NH)) {
-        case 1: forward_launch<1>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, stream); break;
-        case 2: forward_launch<2>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, stream); break;
-        default: forward_launch<4>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, stream); break;
+        case 1: forward_launch<1>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, stream); break;
+        case 2: forward_launch<2>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, stream); break;
+        default: forward_launch<4>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, stream); break;
     }
 }
 
 template <int DPL, typename T>
 void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C,
-                     int NH, cudaStream_t stream) {
+                     int NH, int KV, cudaStream_t stream) {
     const unsigned grid = grid_rows(static_cast<long>(B) * NH * T_);
-    attention_backward_dq_kernel<DPL, T><<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH);
+    if (KV == NH) {  // multi-head attention: the kernels as they were before KV existed
+        attention_backward_dq_kernel<DPL, T, false>
+            <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV);
+        LLMT_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");
+        attention_backward_dkv_kernel<DPL, T><<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH);
+        LLMT_CUDA_CHECK_LAUNCH("attention_backward_dkv_kernel");
+        return;
+    }
+    attention_backward_dq_kernel<DPL, T, true><<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C,
+                                                                                NH, KV);
     LLMT_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");
-    attention_backward_dkv_kernel<DPL, T><<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH);
-    LLMT_CUDA_CHECK_LAUNCH("attention_backward_dkv_kernel");
+    attention_backward_dkv_gqa_kernel<DPL, T><<<grid_rows(static_cast<long>(B) * KV * T_), kWarps * 32, 0, stream>>>(
+        dqkv, dout, qkv, out, lse, B, T_, C, NH, KV);
+    LLMT_CUDA_CHECK_LAUNCH("attention_backward_dkv_gqa_kernel");
 }
 
 template <typename T>
 void backward_any(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C, int NH,
-                  cudaStream_t stream) {
+                  int KV, cudaStream_t stream) {
     switch (dims_per_lane(C, NH)) {
-        case 1: backward_launch<1>(dqkv, dout, qkv, out, lse, B, T_, C, NH, stream); break;
-        case 2: backward_launch<2>(dqkv, dout, qkv, out, lse, B, T_, C, NH, stream); break;
-        default: backward_launch<4>(dqkv, dout, qkv, out, lse, B, T_, C, NH, stream); break;
+        case 1: backward_launch<1>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, stream); break;
+        case 2: backward_launch<2>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, stream); break;
+        default: backward_launch<4>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, stream); break;
     }
 }
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
-    forward_any(out, lse, qkv, B, 0, T, T, C, NH, stream);
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV,
+                       cudaStream_t stream) {
+    forward_any(out, lse, qkv, B, 0, T, T, C, NH, KV, stream);
 }
-void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, cudaStream_t stream) {
-    forward_any(out, lse, qkv, B, 0, T, T, C, NH, stream);
+void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int KV,
+                       cudaStream_t stream) {
+    forward_any(out, lse, qkv, B, 0, T, T, C, NH, KV, stream);
 }
 
-void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH,
+void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
                               cudaStream_t stream) {
-    forward_any(out, static_cast<float*>(nullptr), qkv, B, t0, Tq, Tmax, C, NH, stream);
+    forward_any(out, static_cast<float*>(nullptr), qkv, B, t0, Tq, Tmax, C, NH, KV, stream);
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                        int B, int T, int C, int NH, cudaStream_t stream) {
-    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, stream);
+                        int B, int T, int C, int NH, int KV, cudaStream_t stream) {
+    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, stream);
 }
 void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
-                        int T, int C, int NH, cudaStream_t stream) {
-    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, stream);
+                        int T, int C, int NH, int KV, cudaStream_t stream) {
+    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, stream);
 }
 
 }  // namespace llmt::kernels::cuda

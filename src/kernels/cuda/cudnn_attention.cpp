@@ -278,14 +278,18 @@ private:
     int64_t next_virtual_ = kFirstVirtual;
 };
 
-// Shapes of one attention call, as the graph sees them (BHSD views of the interleaved buffers).
+// Shapes of one attention call, as the graph sees them (BHSD views of the interleaved buffers). Grouped-query
+// attention: K and V (and dK, dV) have KV heads, Q/O NH; the matmuls broadcast kv head h / (NH/KV) to query
+// head h (cudnn-frontend's GQA), and the backward sums each group's per-query-head dK/dV with a reduction.
 struct Shape {
-    int64_t B, T, C, NH, HS;
-    Dims qkv_strides() const { return {T * 3 * C, HS, 3 * C, 1}; }            // Q, K, V: (B, NH, T, HS)
-    Dims qkv_t_strides() const { return {T * 3 * C, HS, 1, 3 * C}; }          // K^T, V^T: (B, NH, HS, T)
-    Dims out_strides() const { return {T * C, HS, C, 1}; }                    // O, dO: (B, NH, T, HS)
+    int64_t B, T, C, NH, KV, HS;
+    int64_t C3() const { return C + 2 * KV * HS; }                         // a qkv row: q, k, v
+    Dims qkv_strides() const { return {T * C3(), HS, C3(), 1}; }            // Q (B,NH,T,HS); K, V (B,KV,T,HS)
+    Dims qkv_t_strides() const { return {T * C3(), HS, 1, C3()}; }         // K^T, V^T: (B, KV, HS, T)
+    Dims out_strides() const { return {T * C, HS, C, 1}; }                 // O, dO: (B, NH, T, HS)
     Dims bhsd() const { return {B, NH, T, HS}; }
-    Dims bhds() const { return {B, NH, HS, T}; }
+    Dims kv_bhsd() const { return {B, KV, T, HS}; }
+    Dims kv_bhds() const { return {B, KV, HS, T}; }
     Dims scores() const { return {B, NH, T, T}; }
     Dims scores_strides() const { return {NH * T * T, T * T, T, 1}; }
     Dims scores_t_strides() const { return {NH * T * T, T * T, 1, T}; }       // the same buffer transposed
@@ -306,8 +310,8 @@ Desc masked_scores(GraphBuilder& g, const Shape& sh, Desc q, Desc kt, Desc scale
 // The softmax is the frontend's composite (max, sub, exp, sum, log, add, div); P is bf16 for the second GEMM.
 void build_forward(GraphBuilder& g, const Shape& sh) {
     Desc q = g.tensor(kQ, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());
-    Desc kt = g.tensor(kK, CUDNN_DATA_BFLOAT16, sh.bhds(), sh.qkv_t_strides());
-    Desc v = g.tensor(kV, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());
+    Desc kt = g.tensor(kK, CUDNN_DATA_BFLOAT16, sh.kv_bhds(), sh.qkv_t_strides());
+    Desc v = g.tensor(kV, CUDNN_DATA_BFLOAT16, sh.kv_bhsd(), sh.qkv_strides());
     Desc o = g.tensor(kO, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.out_strides());
     Desc stats = g.tensor(kStats, CUDNN_DATA_FLOAT, sh.rows(), sh.rows_strides());
     Desc scale = g.scalar(kScale), neg_big = g.scalar(kNegBig);
@@ -331,17 +335,21 @@ void build_forward(GraphBuilder& g, const Shape& sh) {
 
 // Backward (no dropout), as the frontend's SDPA backward node: D = rowsum(dO * O); P = exp(S - Stats);
 // dV = P^T dO; dS = scale * P * (dO V^T - D); dK = dS^T Q; dQ = dS K, accumulated in a non-virtual fp32
-// F16x16-reordered tensor (how the graph asks for the engine's atomic dQ path) and converted to bf16.
+// F16x16-reordered tensor (how the graph asks for the engine's atomic dQ path) and converted to bf16. With
+// KV < NH, dV and dK are first formed per query head (virtual bf16 (B,NH,T,HS), as the frontend's
+// dV_fullhead / dK_fullhead) and summed over each kv head's group by an ADD reduction to (B,KV,T,HS).
 void build_backward(GraphBuilder& g, const Shape& sh) {
     Desc q = g.tensor(kQ, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());
-    Desc kt = g.tensor(kK, CUDNN_DATA_BFLOAT16, sh.bhds(), sh.qkv_t_strides());
-    Desc vt = g.tensor(kV, CUDNN_DATA_BFLOAT16, sh.bhds(), sh.qkv_t_strides());
+    Desc kt = g.tensor(kK, CUDNN_DATA_BFLOAT16, sh.kv_bhds(), sh.qkv_t_strides());
+    Desc vt = g.tensor(kV, CUDNN_DATA_BFLOAT16, sh.kv_bhds(), sh.qkv_t_strides());
     Desc o = g.tensor(kO, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.out_strides());
     Desc d_o = g.tensor(kDO, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.out_strides());
     Desc stats = g.tensor(kStats, CUDNN_DATA_FLOAT, sh.rows(), sh.rows_strides());
     Desc dq = g.tensor(kDQ, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());
-    Desc dk = g.tensor(kDK, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());
-    Desc dv = g.tensor(kDV, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());
+    Desc dk = g.tensor(kDK, CUDNN_DATA_BFLOAT16, sh.kv_bhsd(), sh.qkv_strides());
+    Desc dv = g.tensor(kDV, CUDNN_DATA_BFLOAT16, sh.kv_bhsd(), sh.qkv_strides());
+    const bool gqa = sh.KV != sh.NH;
+    const Dims full_strides = {sh.NH * sh.T * sh.HS, sh.T * sh.HS, sh.HS, 1};  // (B,NH,T,HS) per query head
     const int64_t B = sh.B, NH = sh.NH, T = sh.T, HS = sh.HS;
     Desc dq_accum = g.tensor(kDQAccum, CUDNN_DATA_FLOAT, sh.bhsd(), {NH * T * HS, T * HS, HS, 1}, false, false, true);
     Desc scale = g.scalar(kScale), neg_big = g.scalar(kNegBig), one = g.scalar(kOne);
@@ -362,7 +370,13 @@ void build_backward(GraphBuilder& g, const Shape& sh) {
 
     Desc p_t = g.virt(CUDNN_DATA_BFLOAT16, {B, NH, T, T}, sh.scores_t_strides());
     g.reshape(p, p_t);
-    g.matmul(p_t, d_o, dv);
+    if (gqa) {
+        Desc dv_full = g.virt(CUDNN_DATA_BFLOAT16, sh.bhsd(), full_strides);
+        g.matmul(p_t, d_o, dv_full);
+        g.reduction(CUDNN_REDUCE_TENSOR_ADD, dv_full, dv);
+    } else {
+        g.matmul(p_t, d_o, dv);
+    }
 
     Desc dp = g.virt(CUDNN_DATA_FLOAT, sh.scores(), sh.scores_strides());
     g.matmul(d_o, vt, dp);
@@ -377,9 +391,15 @@ void build_backward(GraphBuilder& g, const Shape& sh) {
 
     Desc ds_t = g.virt(CUDNN_DATA_BFLOAT16, {B, NH, T, T}, sh.scores_t_strides());
     g.reshape(ds, ds_t);
-    g.matmul(ds_t, q, dk);
+    if (gqa) {
+        Desc dk_full = g.virt(CUDNN_DATA_BFLOAT16, sh.bhsd(), full_strides);
+        g.matmul(ds_t, q, dk_full);
+        g.reduction(CUDNN_REDUCE_TENSOR_ADD, dk_full, dk);
+    } else {
+        g.matmul(ds_t, q, dk);
+    }
 
-    Desc k = g.virt(CUDNN_DATA_FLOAT, sh.bhsd(), sh.qkv_strides());  // K^T seen as K (the frontend's dtype)
+    Desc k = g.virt(CUDNN_DATA_FLOAT, sh.kv_bhsd(), sh.qkv_strides());  // K^T seen as K (the frontend's dtype)
     g.reshape(kt, k);
     g.matmul(ds, k, dq_accum);
     g.pointwise(CUDNN_POINTWISE_IDENTITY, dq_accum, nullptr, dq);
@@ -448,7 +468,7 @@ struct DeviceState {
     cudnnHandle_t handle = nullptr;
     void* ws = nullptr;
     size_t ws_cap = 0;
-    std::map<std::tuple<int, int, int, int, int>, std::unique_ptr<Plan>> plans;  // null: shape unsupported
+    std::map<std::tuple<int, int, int, int, int, int>, std::unique_ptr<Plan>> plans;  // null: shape unsupported
 };
 
 // Per-device state, created on first use and never destroyed (destroying cuDNN handles from static
@@ -467,7 +487,7 @@ DeviceState& device_state(int dev) {
 // Called with st.mu held.
 Plan* get_plan(const Api& a, DeviceState& st, Direction dir, const Shape& sh) {
     const auto key = std::make_tuple(static_cast<int>(dir), static_cast<int>(sh.B), static_cast<int>(sh.T),
-                                     static_cast<int>(sh.C), static_cast<int>(sh.NH));
+                                     static_cast<int>(sh.C), static_cast<int>(sh.NH), static_cast<int>(sh.KV));
     auto it = st.plans.find(key);
     if (it != st.plans.end()) return it->second.get();
     std::unique_ptr<Plan> plan;
@@ -486,8 +506,9 @@ Plan* get_plan(const Api& a, DeviceState& st, Direction dir, const Shape& sh) {
         else build_backward(g, sh);
         finalize_plan(*plan->descs, g, st.handle, *plan);
     } catch (const PlanError& e) {
-        note_unavailable(fmt::format("cuDNN {} cannot plan the {} for B={} T={} C={} NH={}: {}", a.version,
-                                     dir == kForward ? "forward" : "backward", sh.B, sh.T, sh.C, sh.NH, e.what()));
+        note_unavailable(fmt::format("cuDNN {} cannot plan the {} for B={} T={} C={} NH={} KV={}: {}", a.version,
+                                     dir == kForward ? "forward" : "backward", sh.B, sh.T, sh.C, sh.NH, sh.KV,
+                                     e.what()));
         plan.reset();
     }
     Plan* p = plan.get();
@@ -534,9 +555,9 @@ void execute(const Api& a, DeviceState& st, const Plan& p, const char* op, cudaS
 
 // Shapes the graph supports (cuDNN: head size a multiple of 8, at most 128 for the backward) and the 16-byte
 // alignment the tensor descriptors promise. False with a note otherwise.
-bool supported(int B, int T, int C, int NH, std::initializer_list<const void*> ptrs) {
-    if (B <= 0 || T <= 0 || NH <= 0 || C <= 0 || C % NH != 0) {
-        note_unavailable(fmt::format("invalid shape B={} T={} C={} NH={}", B, T, C, NH));
+bool supported(int B, int T, int C, int NH, int KV, std::initializer_list<const void*> ptrs) {
+    if (B <= 0 || T <= 0 || NH <= 0 || KV <= 0 || C <= 0 || C % NH != 0 || NH % KV != 0) {
+        note_unavailable(fmt::format("invalid shape B={} T={} C={} NH={} KV={}", B, T, C, NH, KV));
         return false;
     }
     const int hs = C / NH;
@@ -564,33 +585,36 @@ size_t cudnn_attention_library_version() {
 }
 
 bool cudnn_attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int C, int NH,
-                             cudaStream_t s) {
-    if (!supported(B, T, C, NH, {out, lse, qkv, qkv + C})) return false;
+                             int KV, cudaStream_t s) {
+    const int64_t kv_off = C + static_cast<int64_t>(KV) * (NH > 0 ? C / NH : 0);  // v's channel offset
+    if (!supported(B, T, C, NH, KV, {out, lse, qkv, qkv + C, qkv + kv_off})) return false;
     const Api* a = api();
     int dev = 0;
     if (!a || cudaGetDevice(&dev) != cudaSuccess) return false;
     DeviceState& st = device_state(dev);
     std::lock_guard<std::mutex> lock(st.mu);
-    const Shape sh{B, T, C, NH, C / NH};
+    const Shape sh{B, T, C, NH, KV, C / NH};
     Plan* p = get_plan(*a, st, kForward, sh);
     if (!p) return false;
     void* ws = p->workspace > 0 ? workspace(st, static_cast<size_t>(p->workspace)) : nullptr;
     auto* x = const_cast<__nv_bfloat16*>(qkv);
     execute(*a, st, *p, "cudnn_attention_forward", s, {kQ, kK, kV, kO, kStats, kScale, kNegBig},
-            {x, x + C, x + 2 * C, out, lse, &p->scale, &p->neg_big}, ws);
+            {x, x + C, x + kv_off, out, lse, &p->scale, &p->neg_big}, ws);
     return true;
 }
 
 bool cudnn_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                              const __nv_bfloat16* out, const float* lse, int B, int T, int C, int NH,
+                              const __nv_bfloat16* out, const float* lse, int B, int T, int C, int NH, int KV,
                               cudaStream_t s) {
-    if (!supported(B, T, C, NH, {dqkv, dqkv + C, dout, qkv, qkv + C, out, lse})) return false;
+    const int64_t kv_off = C + static_cast<int64_t>(KV) * (NH > 0 ? C / NH : 0);  // v's channel offset
+    if (!supported(B, T, C, NH, KV, {dqkv, dqkv + C, dqkv + kv_off, dout, qkv, qkv + C, qkv + kv_off, out, lse}))
+        return false;
     const Api* a = api();
     int dev = 0;
     if (!a || cudaGetDevice(&dev) != cudaSuccess) return false;
     DeviceState& st = device_state(dev);
     std::lock_guard<std::mutex> lock(st.mu);
-    const Shape sh{B, T, C, NH, C / NH};
+    const Shape sh{B, T, C, NH, KV, C / NH};
     Plan* p = get_plan(*a, st, kBackward, sh);
     if (!p) return false;
     // Workspace: cuDNN's own, then the fp32 dQ accumulator the engine adds into. From cuDNN 9.6 the engine
@@ -602,8 +626,8 @@ bool cudnn_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, co
     auto* x = const_cast<__nv_bfloat16*>(qkv);
     execute(*a, st, *p, "cudnn_attention_backward", s,
             {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kNegBig, kOne, kDQAccum},
-            {x, x + C, x + 2 * C, const_cast<__nv_bfloat16*>(out), const_cast<__nv_bfloat16*>(dout),
-             const_cast<float*>(lse), dqkv, dqkv + C, dqkv + 2 * C, &p->scale, &p->neg_big, &p->one, ws + own},
+            {x, x + C, x + kv_off, const_cast<__nv_bfloat16*>(out), const_cast<__nv_bfloat16*>(dout),
+             const_cast<float*>(lse), dqkv, dqkv + C, dqkv + kv_off, &p->scale, &p->neg_big, &p->one, ws + own},
             p->workspace > 0 ? ws : nullptr);
     return true;
 }

@@ -17,8 +17,9 @@ namespace llmt::kernels::cuda {
 size_t cudnn_attention_library_version();
 
 // out (B,T,C) bf16; lse (B,NH,T) fp32, the natural-log log-sum-exp of each row of scaled scores
-// (scale 1/sqrt(HS)), as flash_attention_forward writes it; qkv (B,T,3C) bf16 with q, k, v at channel
-// offsets 0, C, 2C and head h at channels [h*HS, (h+1)*HS) of each. Causal.
+// (scale 1/sqrt(HS)), as flash_attention_forward writes it; qkv (B,T,C3) bf16, C3 = C + 2*KV*HS, with q, k, v
+// at channel offsets 0, C, C + KV*HS and head h at channels [h*HS, (h+1)*HS) of each; query head h reads kv
+// head h / (NH/KV) (grouped-query attention; KV == NH: multi-head). Causal.
 // Returns false, having launched nothing and written nothing, when cuDNN is missing or cannot plan this
 // shape (or the shape is invalid); the first such reason per process goes to stderr as one line.
 // Throws DeviceError when a planned graph fails to execute (a real fault, not a missing feature).
@@ -26,13 +27,14 @@ size_t cudnn_attention_library_version();
 // cached; the call is thread-safe and asynchronous on stream s. All calls on one device share one cuDNN
 // handle and one workspace (as the flash kernels share their scratch): do not overlap calls on two streams.
 bool cudnn_attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int C, int NH,
-                             cudaStream_t s);
+                             int KV, cudaStream_t s);
 
-// dqkv (B,T,3C) bf16, overwritten (activation gradient). dout (B,T,C); qkv; out (B,T,C) and lse (B,NH,T)
-// from either forward (this one or flash_attention_forward). Same return, error and caching contract as
-// the forward. cuDNN's fp32 dQ accumulator lives in a grow-only per-device workspace.
+// dqkv (B,T,C3) bf16, overwritten (activation gradient; dk/dv summed over each kv head's query heads). dout
+// (B,T,C); qkv; out (B,T,C) and lse (B,NH,T) from either forward (this one or flash_attention_forward). Same
+// return, error and caching contract as the forward. cuDNN's fp32 dQ accumulator lives in a grow-only
+// per-device workspace.
 bool cudnn_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
-                              const __nv_bfloat16* out, const float* lse, int B, int T, int C, int NH,
+                              const __nv_bfloat16* out, const float* lse, int B, int T, int C, int NH, int KV,
                               cudaStream_t s);
 
 }  // namespace llmt::kernels::cuda

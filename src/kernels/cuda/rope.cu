@@ -1,0 +1,102 @@
+// RoPE on CUDA (cuda/rope.h): one thread per (row, rotated head, V pairs), V = 16 bytes of the storage type
+// (8 bf16 / 4 fp32 pairs: a 16-byte load of x[i..i+V) and one of x[i+half..i+half+V)) where half is a
+// multiple of V and qkv is 16-byte aligned, V = 1 otherwise. The table's cos/sin rows are read as floats
+// (a few KiB per position: L1/L2 hits). In place: each thread reads its pairs before writing them.
+#include <cstdint>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/runtime.h"
+
+namespace llmt::kernels::cuda {
+namespace {
+
+constexpr int kBlock = 256;
+
+template <typename T, int V>
+struct alignas(V * sizeof(T) == 16 ? 16 : alignof(T)) Chunk {
+    T e[V];
+};
+
+template <typename T, int V>
+__device__ __forceinline__ Chunk<T, V> load(const T* p) {
+    Chunk<T, V> c;
+    if constexpr (V * sizeof(T) == 16) {
+        *reinterpret_cast<uint4*>(c.e) = *reinterpret_cast<const uint4*>(p);
+    } else {
+#pragma unroll
+        for (int q = 0; q < V; q++) c.e[q] = p[q];
+    }
+    return c;
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void store(T* p, const Chunk<T, V>& c) {
+    if constexpr (V * sizeof(T) == 16) {
+        *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(c.e);
+    } else {
+#pragma unroll
+        for (int q = 0; q < V; q++) p[q] = c.e[q];
+    }
+}
+
+// sign +1: rotate by a (forward); -1: by -a (backward). Rows of qkv: T per batch; row t uses table row pos0 + t.
+template <typename T, int V>
+__global__ void rope_kernel(T* qkv, const float* rope, long rows, int T_, int heads, int C3, int HS, int pos0,
+                            float sign) {
+    const int half = HS / 2, per_head = half / V;
+    const long n = rows * heads * per_head;
+    for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<long>(gridDim.x) * blockDim.x) {
+        const int k = static_cast<int>(i % per_head) * V;
+        const long rh = i / per_head;
+        const int h = static_cast<int>(rh % heads);
+        const long row = rh / heads;
+        const float* cs = rope + static_cast<long>(pos0 + static_cast<int>(row % T_)) * HS + k;
+        const float* sn = cs + half;
+        T* x = qkv + row * C3 + static_cast<long>(h) * HS + k;
+        const Chunk<T, V> a = load<T, V>(x), b = load<T, V>(x + half);
+        Chunk<T, V> ya, yb;
+#pragma unroll
+        for (int q = 0; q < V; q++) {
+            const float c = cs[q], s = sign * sn[q];
+            const float x0 = ldf(a.e[q]), x1 = ldf(b.e[q]);
+            ya.e[q] = cvt<T>(x0 * c - x1 * s);
+            yb.e[q] = cvt<T>(x1 * c + x0 * s);
+        }
+        store<T, V>(x, ya);
+        store<T, V>(x + half, yb);
+    }
+}
+
+template <typename T>
+void rope_t(T* qkv, const float* rope, int B, int T_, int NH, int KV, int HS, int pos0, float sign,
+            cudaStream_t stream) {
+    constexpr int V = 16 / sizeof(T);
+    const long rows = static_cast<long>(B) * T_;
+    const int heads = NH + KV, C3 = (NH + 2 * KV) * HS;
+    if ((HS / 2) % V == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0) {
+        const long n = rows * heads * (HS / 2 / V);
+        rope_kernel<T, V><<<grid_for(n, kBlock), kBlock, 0, stream>>>(qkv, rope, rows, T_, heads, C3, HS, pos0, sign);
+    } else {
+        const long n = rows * heads * (HS / 2);
+        rope_kernel<T, 1><<<grid_for(n, kBlock), kBlock, 0, stream>>>(qkv, rope, rows, T_, heads, C3, HS, pos0, sign);
+    }
+    LLMT_CUDA_CHECK_LAUNCH("rope_kernel");
+}
+
+}  // namespace
+
+#define LLMT_ROPE_FOR(T)                                                                                        \
+    void rope_forward(T* qkv, const float* rope, int B, int T_, int NH, int KV, int HS, int pos0,                \
+                      cudaStream_t stream) {                                                                    \
+        rope_t(qkv, rope, B, T_, NH, KV, HS, pos0, 1.0f, stream);                                                \
+    }                                                                                                           \
+    void rope_backward(T* dqkv, const float* rope, int B, int T_, int NH, int KV, int HS, cudaStream_t stream) { \
+        rope_t(dqkv, rope, B, T_, NH, KV, HS, 0, -1.0f, stream);                                                 \
+    }
+LLMT_ROPE_FOR(float)
+LLMT_ROPE_FOR(bf16)
+#undef LLMT_ROPE_FOR
+
+}  // namespace llmt::kernels::cuda
