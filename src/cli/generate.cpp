@@ -15,6 +15,7 @@
 
 #include "cli/checkpoint_model.h"
 #include "cli/command.h"
+#include "cli/generation_stop.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
@@ -32,6 +33,7 @@ struct GenerateOptions {
     int max_new_tokens = 100;
     float temperature = 0.8f;
     int top_k = 40;
+    float top_p = 1.f;
     uint64_t seed = 1337;
 };
 
@@ -50,19 +52,23 @@ void run_generate(const GenerateOptions& o) {
     if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
     const models::ModelDims& mc = model.dims();
 
-    const data::Tokenizer tok = data::Tokenizer::load(o.tokenizer.empty() ? cfg.data.tokenizer : o.tokenizer);
+    const std::string tok_spec = o.tokenizer.empty() ? cfg.data.tokenizer : o.tokenizer;
+    const data::Tokenizer tok = data::Tokenizer::load(tok_spec);
+    // Every EOS id of the model directory's generation_config.json (Llama 3 Instruct: <|eot_id|> and
+    // <|end_of_text|>), not just the end-of-text token: a fine-tuned chat model ends its turn with <|eot_id|>.
+    const std::vector<uint32_t> stop = generation_stop_ids(tok, tokenizer_directory(tok_spec));
+    // The tokenizer.json post-processor's tokens first (Llama 3.1: <|begin_of_text|>), as transformers'
+    // encode(add_special_tokens=True) gives them; an empty prompt without them starts from end-of-text.
     std::vector<int32_t> seq;
-    if (o.prompt.empty()) {
-        seq.push_back(static_cast<int32_t>(tok.eot_token()));
-    } else {
-        for (uint32_t id : tok.encode(o.prompt, true)) seq.push_back(static_cast<int32_t>(id));
-    }
+    for (uint32_t id : tok.prefix_tokens()) seq.push_back(static_cast<int32_t>(id));
+    if (o.prompt.empty() && seq.empty()) seq.push_back(static_cast<int32_t>(tok.eot_token()));
+    for (uint32_t id : tok.encode(o.prompt, true)) seq.push_back(static_cast<int32_t>(id));
     LLMT_CHECK(static_cast<int>(seq.size()) <= mc.block_size,
                "generate: the prompt is {} tokens, longer than the model's context (model.block_size {})", seq.size(),
                mc.block_size);
     // Ids the model predicts must also be ids the tokenizer can print.
     const int V = std::min<int>(mc.vocab_size, static_cast<int>(tok.vocab_size()));
-    models::Sampler sampler({o.temperature, o.top_k, o.seed}, V);
+    models::Sampler sampler({o.temperature, o.top_k, o.seed, o.top_p}, V);
     const std::unique_ptr<models::Decoder> decoder = model.decoder();
     models::Decoder& dec = *decoder;
     models::Utf8Stream text;
@@ -71,12 +77,12 @@ void run_generate(const GenerateOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     const float* logits = dec.prefill(seq);
     int generated = 0, reprimes = 0;
-    bool eot = false;
+    int32_t stopped_at = -1;
     while (generated < o.max_new_tokens) {
         int32_t id = sampler.sample(logits);
         ++generated;
-        if (static_cast<uint32_t>(id) == tok.eot_token()) {
-            eot = true;
+        if (std::find(stop.begin(), stop.end(), static_cast<uint32_t>(id)) != stop.end()) {
+            stopped_at = id;
             break;
         }
         seq.push_back(id);
@@ -96,7 +102,8 @@ void run_generate(const GenerateOptions& o) {
     write_out("\n");
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print(stderr, "generate: {} tokens in {:.2f} s ({:.1f} tokens/s){}{}; checkpoint {}\n", generated, s,
-               s > 0 ? generated / s : 0.0, eot ? ", stopped at <|endoftext|>" : "",
+               s > 0 ? generated / s : 0.0,
+               stopped_at >= 0 ? fmt::format(", stopped at {}", tok.token_bytes(static_cast<uint32_t>(stopped_at))) : "",
                reprimes ? fmt::format(", context re-primed {}x", reprimes) : "", ck.dir.string());
 }
 
@@ -115,8 +122,13 @@ void register_generate(CLI::App& app, Runtime& rt) {
     cmd->add_option("--max-new-tokens,-n", o->max_new_tokens, "stop after this many tokens")->capture_default_str();
     cmd->add_option("--temperature,-t", o->temperature, "softmax temperature; 0 = greedy")->capture_default_str();
     cmd->add_option("--top-k,-k", o->top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str();
+    cmd->add_option("--top-p", o->top_p,
+                    "then among the most likely tokens whose probability reaches p (nucleus); 1 = off")
+        ->capture_default_str();
     cmd->add_option("--seed", o->seed, "random seed: the same seed gives the same text")->capture_default_str();
-    cmd->add_option("--tokenizer", o->tokenizer, "tokenizer spec (default: the config's data.tokenizer, gpt2)");
+    cmd->add_option("--tokenizer", o->tokenizer,
+                    "tokenizer spec (default: the config's data.tokenizer, gpt2); a model directory's "
+                    "generation_config.json adds its eos_token_id(s) to the ids that stop generation");
     cmd->callback([o, &rt] {
         run_generate(*o);
         rt.exit_code = 0;
