@@ -1,14 +1,17 @@
-// bench/train_gpu: our CUDA engine's GPT-2 training step through models/gpt2 (the same model code as the
+// bench/train_gpu: our CUDA engine's training step through the model layer (the same model code as the
 // CPU engine; kernels/ops.h dispatches to kernels/cuda): first a small model's forward + backward on the
-// CPU and on the GPU from the same initialisation (loss and every gradient compared), then GPT-2 124M
-// (12 layers, d 768, T 1024, vocab 50257 padded to 50304, random tokens, bf16 mixed precision by default)
-// timed per whole step as the trainer runs it (zero_grad, forward, backward, grad norm, clip, AdamW over
-// the parameter runs with the bf16 copy refreshed, synchronise), median over the timed steps. Also measures
-// the dense bf16 matmul rate (8192^3 through the same cuBLASLt path, random inputs) for the MFU figure.
-// torch_gpu_gpt2.py beside this runs the PyTorch peer; run.sh runs both in one device call and
-// compare.py prints the side-by-side table.
-// Usage: train_gpu_bench [--batch 16,32] [--T 1024] [--steps 10] [--warmup 3] [--dtype bf16|fp32]
-//                        [--no-check] [--no-peak] [--json FILE]
+// CPU and on the GPU from the same initialisation (loss and every gradient compared), then the benchmark
+// model timed per whole step as the trainer runs it (zero_grad, forward, backward, grad norm, clip, AdamW
+// over the parameter runs with the bf16 copy refreshed, synchronise), median over the timed steps:
+//   --arch gpt2:  GPT-2 124M (12 layers, d 768, T 1024, vocab 50257 padded to 50304);
+//   --arch llama: Llama-3.2-1B's shape (16 layers, d 2048, 32 heads / 8 KV heads, FFN 8192, vocab 128,256,
+//                 tied, RoPE theta 500k with llama3 scaling; bench/train_gpu_llama runs it, T 2048).
+// Random tokens, bf16 mixed precision by default. Also measures the dense bf16 matmul rate (8192^3 through
+// the same cuBLASLt path) for the MFU figure, and the GPU memory the step holds beyond the CUDA context.
+// torch_gpu_gpt2.py / ../shared/bench/torch_gpu_llama.py run the PyTorch peers; run.sh runs both in one
+// device call and compare.py prints the side-by-side table.
+// Usage: train_gpu_bench [--arch gpt2|llama] [--batch 16,32] [--T 1024] [--steps 10] [--warmup 3]
+//                        [--dtype bf16|fp32] [--recompute none|mlp|all] [--no-check] [--no-peak] [--json FILE]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +25,7 @@
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "models/gpt2.h"
+#include "models/llama.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 
@@ -45,24 +49,50 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
     return num / den;
 }
 
-// Small GPT-2 on CPU and CUDA from the same seed; returns false when they disagree beyond fp32 tolerance.
-bool check_against_cpu(uint32_t seed) {
+// The benchmark's model (tiny: the small shape of the CPU check) on `device` in `dtype`.
+std::unique_ptr<models::Model> make_bench_model(const std::string& arch, bool tiny, Device device, DType dtype,
+                                                models::Recompute recompute) {
+    if (arch == "llama") {
+        models::LlamaConfig c;
+        c.n_layer = tiny ? 2 : 16;
+        c.n_head = tiny ? 4 : 32;
+        c.n_kv_head = tiny ? 2 : 8;
+        c.d_model = tiny ? 256 : 2048;
+        c.d_ff = tiny ? 704 : 8192;
+        c.block_size = tiny ? 64 : 2048;
+        c.vocab_size = tiny ? 1000 : 128256;
+        c.padded_vocab = tiny ? 1024 : 128256;
+        c.tie_embeddings = true;
+        c.rope_theta = 500000.0;
+        c.rope_scaling = {"llama3", 32.0, 1.0, 4.0, 8192};
+        c.recompute = recompute;
+        return std::make_unique<models::Llama>(c, device, dtype);
+    }
     models::Gpt2Config c;
-    c.n_layer = 2;
-    c.n_head = 4;
-    c.d_model = 128;
-    c.d_ff = 512;
-    c.block_size = 64;
-    c.vocab_size = 1000;
-    c.padded_vocab = 1024;
-    models::Gpt2 cpu(c), gpu(c, Device::kCuda);
+    c.n_layer = tiny ? 2 : 12;
+    c.n_head = tiny ? 4 : 12;
+    c.d_model = tiny ? 128 : 768;
+    c.d_ff = 4 * c.d_model;
+    c.block_size = tiny ? 64 : 1024;
+    c.vocab_size = tiny ? 1000 : 50257;
+    c.padded_vocab = tiny ? 1024 : 50304;
+    c.recompute = recompute;
+    return std::make_unique<models::Gpt2>(c, device, dtype);
+}
+
+// The small model on CPU and CUDA from the same seed; returns false when they disagree beyond fp32 tolerance.
+bool check_against_cpu(const std::string& arch, uint32_t seed) {
+    const auto cpu_model = make_bench_model(arch, true, Device::kCpu, DType::kF32, models::Recompute::kNone);
+    const auto gpu_model = make_bench_model(arch, true, Device::kCuda, DType::kF32, models::Recompute::kNone);
+    models::Model& cpu = *cpu_model;
+    models::Model& gpu = *gpu_model;
     cpu.init_random(seed);
     gpu.init_random(seed);
-    const int B = 3, T = 61;
+    const int B = 3, T = 61, V = cpu.dims().vocab_size;
     std::mt19937 rng(seed);
     std::vector<int32_t> in(B * T), tg(B * T);
-    for (auto& x : in) x = static_cast<int32_t>(rng() % c.vocab_size);
-    for (auto& x : tg) x = static_cast<int32_t>(rng() % c.vocab_size);
+    for (auto& x : in) x = static_cast<int32_t>(rng() % V);
+    for (auto& x : tg) x = static_cast<int32_t>(rng() % V);
     tg[7] = -1;
     cpu.zero_grad();
     gpu.zero_grad();
@@ -118,20 +148,17 @@ double bf16_matmul_rate(int n) {
 }
 
 struct BenchResult {
-    double tok_s = 0, ms = 0, mfu_989 = 0, mfu_measured = 0, flops_per_token = 0;
+    double tok_s = 0, ms = 0, mfu_989 = 0, mfu_measured = 0, flops_per_token = 0, gib = 0;
     float first_loss = 0, last_loss = 0;
 };
 
-BenchResult run_bench(int B, int T, int steps, int warmup, DType dtype, double measured_peak) {
-    models::Gpt2Config c;
-    c.n_layer = 12;
-    c.n_head = 12;
-    c.d_model = 768;
-    c.d_ff = 3072;
-    c.block_size = 1024;
-    c.vocab_size = 50257;
-    c.padded_vocab = 50304;
-    models::Gpt2 m(c, Device::kCuda, dtype);
+BenchResult run_bench(const std::string& arch, models::Recompute recompute, int B, int T, int steps, int warmup,
+                      DType dtype, double measured_peak) {
+    kernels::synchronize(Device::kCuda);
+    const auto before = kernels::device_memory_info(Device::kCuda);  // the CUDA context and cuBLASLt workspace
+    const auto model = make_bench_model(arch, false, Device::kCuda, dtype, recompute);
+    models::Model& m = *model;
+    const int V = m.dims().vocab_size;
     m.init_random(1337);
     std::mt19937 rng(42);
     std::vector<int32_t> in(static_cast<size_t>(B) * (T + 1));
@@ -154,7 +181,7 @@ BenchResult run_bench(int B, int T, int steps, int warmup, DType dtype, double m
     std::vector<double> times;
     BenchResult r;
     for (int s = 0; s < warmup + steps; s++) {
-        for (auto& x : in) x = static_cast<int32_t>(rng() % c.vocab_size);  // random tokens, never zeros
+        for (auto& x : in) x = static_cast<int32_t>(rng() % V);  // random tokens, never zeros
         std::vector<int32_t> x(in.begin(), in.begin() + B * T), y(in.begin() + B, in.begin() + B + B * T);
         kernels::synchronize(Device::kCuda);
         const auto t0 = std::chrono::steady_clock::now();
@@ -174,15 +201,19 @@ BenchResult run_bench(int B, int T, int steps, int warmup, DType dtype, double m
     std::sort(times.begin(), times.end());
     r.ms = times[times.size() / 2] * 1e3;
     r.tok_s = B * T / (r.ms * 1e-3);
-    r.flops_per_token = c.flops_per_token(T);
+    r.flops_per_token = m.flops_per_token(T);
     r.mfu_989 = r.flops_per_token * r.tok_s / 989e12;
     r.mfu_measured = measured_peak > 0 ? r.flops_per_token * r.tok_s / measured_peak : 0;
+    // Our arenas are allocated once (no caching allocator), so the memory in use after the steps, less
+    // what was in use before the model, is the run's peak.
     const auto mem = kernels::device_memory_info(Device::kCuda);
-    std::printf("llmtrain cuda %s B=%d T=%d: median step %.2f ms (min %.2f, max %.2f), %.0f tokens/s, MFU %.1f%% of "
-                "989 TFLOP/s, %.1f%% of the measured %.0f TFLOP/s; loss %.3f->%.3f; GPU memory in use %.1f GiB\n",
-                dtype == DType::kBF16 ? "bf16" : "fp32", B, T, r.ms, times.front() * 1e3, times.back() * 1e3, r.tok_s,
-                100 * r.mfu_989, 100 * r.mfu_measured, measured_peak / 1e12, r.first_loss, r.last_loss,
-                (mem.total - mem.free) / 1073741824.0);
+    r.gib = static_cast<double>(before.free - mem.free) / 1073741824.0;
+    std::printf("llmtrain %s cuda %s B=%d T=%d: median step %.2f ms (min %.2f, max %.2f), %.0f tokens/s, MFU %.1f%% "
+                "of 989 TFLOP/s, %.1f%% of the measured %.0f TFLOP/s; loss %.3f->%.3f; GPU memory for the run %.2f "
+                "GiB (%.1f GiB in use on the card)\n",
+                arch.c_str(), dtype == DType::kBF16 ? "bf16" : "fp32", B, T, r.ms, times.front() * 1e3,
+                times.back() * 1e3, r.tok_s, 100 * r.mfu_989, 100 * r.mfu_measured, measured_peak / 1e12, r.first_loss,
+                r.last_loss, r.gib, (mem.total - mem.free) / 1073741824.0);
     std::fflush(stdout);
     return r;
 }
@@ -192,6 +223,8 @@ BenchResult run_bench(int B, int T, int steps, int warmup, DType dtype, double m
 int main(int argc, char** argv) {
     std::vector<int> batches{16, 32};
     int T = 1024, steps = 10, warmup = 3;
+    std::string arch = "gpt2";
+    models::Recompute recompute = models::Recompute::kNone;
     bool check = true;
     int peak_n = 8192;  // --no-peak: 0 (profiling runs)
     DType dtype = DType::kBF16;
@@ -208,6 +241,8 @@ int main(int argc, char** argv) {
                 p = q == std::string::npos ? v.size() : q + 1;
             }
         } else if (a == "--T") T = std::atoi(next().c_str());
+        else if (a == "--arch") arch = next();
+        else if (a == "--recompute") recompute = models::recompute_from_name(next());
         else if (a == "--steps") steps = std::atoi(next().c_str());
         else if (a == "--warmup") warmup = std::atoi(next().c_str());
         else if (a == "--dtype") dtype = next() == "fp32" ? DType::kF32 : DType::kBF16;
@@ -224,19 +259,24 @@ int main(int argc, char** argv) {
             std::printf("train_gpu_bench: no CUDA device: skipped\n");
             return 0;
         }
-        if (check && !check_against_cpu(std::random_device{}())) return 1;
+        if (arch != "gpt2" && arch != "llama") {
+            std::fprintf(stderr, "train_gpu_bench: --arch must be gpt2 or llama\n");
+            return 2;
+        }
+        if (check && !check_against_cpu(arch, std::random_device{}())) return 1;
         const double peak = peak_n > 0 ? bf16_matmul_rate(peak_n) : 0.0;
         if (peak_n > 0) std::printf("bf16 matmul 8192^3 (cuBLASLt, our path): %.1f TFLOP/s\n", peak / 1e12);
         std::FILE* js = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
         if (js) std::fprintf(js, "{\"system\": \"llmtrain\", \"matmul_tflops\": %.3f}\n", peak / 1e12);
         for (int B : batches) {
-            const BenchResult r = run_bench(B, T, std::max(1, steps), warmup, dtype, peak);
+            const BenchResult r = run_bench(arch, recompute, B, T, std::max(1, steps), warmup, dtype, peak);
             if (js)
                 std::fprintf(js,
-                             "{\"system\": \"llmtrain\", \"dtype\": \"%s\", \"B\": %d, \"T\": %d, \"ms_median\": %.4f, "
-                             "\"tok_s\": %.1f, \"flops_per_token\": %.1f, \"mfu_989\": %.5f, \"mfu_measured\": %.5f}\n",
-                             dtype == DType::kBF16 ? "bf16" : "fp32", B, T, r.ms, r.tok_s, r.flops_per_token, r.mfu_989,
-                             r.mfu_measured);
+                             "{\"system\": \"llmtrain\", \"arch\": \"%s\", \"dtype\": \"%s\", \"B\": %d, \"T\": %d, "
+                             "\"ms_median\": %.4f, \"tok_s\": %.1f, \"flops_per_token\": %.1f, \"mfu_989\": %.5f, "
+                             "\"mfu_measured\": %.5f, \"gib\": %.3f}\n",
+                             arch.c_str(), dtype == DType::kBF16 ? "bf16" : "fp32", B, T, r.ms, r.tok_s,
+                             r.flops_per_token, r.mfu_989, r.mfu_measured, r.gib);
         }
         if (js) std::fclose(js);
     } catch (const Error& e) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,7 @@
 #include "core/json_parse.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
+#include "models/hf_resolve.h"
 #include "models/sampler.h"
 #include "models/utf8_stream.h"
 
@@ -89,20 +91,41 @@ void run_chat(const ChatOptions& o) {
         print_prompt(o);
         return;
     }
-    LLMT_CHECK(!o.model.empty(), "chat: --model is required (a run or checkpoint directory)");
+    LLMT_CHECK_AS(UsageError, !o.model.empty(),
+                  "chat: --model is required (a run or checkpoint directory, or a Hugging Face model directory)");
     LLMT_CHECK(o.max_new_tokens >= 1, "chat: --max-new-tokens must be >= 1, got {}", o.max_new_tokens);
-    const CheckpointModel loaded = load_checkpoint_model("chat", o.model, o.config, o.sets);
+    // A run of ours has checkpoints/ (a checkpoints/ directory has latest, a step directory state.json);
+    // anything else is read as a Hugging Face model directory.
+    std::error_code ec;
+    const std::filesystem::path m(o.model);
+    const bool ours = std::filesystem::exists(m / "checkpoints", ec) || std::filesystem::exists(m / "latest", ec) ||
+                      std::filesystem::exists(m / "state.json", ec);
+    const LoadedModel loaded = ours ? load_checkpoint_model("chat", o.model, o.config, o.sets)
+                                    : load_model_dir("chat", o.model, o.sets);
     const config::Config& cfg = loaded.config;
     const models::Model& model = *loaded.model;
     if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
-    const std::string tok_spec = o.tokenizer.empty() ? cfg.data.tokenizer : o.tokenizer;
+    const std::string tok_spec = !o.tokenizer.empty()                   ? o.tokenizer
+                                 : !ours && model_dir_tokenizer(o.model) ? o.model
+                                                                         : cfg.data.tokenizer;
     const data::Tokenizer tok = data::Tokenizer::load(tok_spec);
     const auto dir = tokenizer_directory(tok_spec);
     const data::ChatTemplate tmpl = load_template(o, tok_spec);
     const uint32_t end_of_turn = tok.token_id(tmpl.end_of_turn());
     LLMT_CHECK(end_of_turn != 0xFFFFFFFFu, "chat: the template's end-of-turn token {} is not in the tokenizer {}",
                tmpl.end_of_turn(), tok.source_path());
-    const std::vector<uint32_t> stop = generation_stop_ids(tok, dir, {end_of_turn});
+    // The template's end of turn, generation_config.json's eos ids (model and tokenizer directories), the
+    // model config's eos ids, end-of-text.
+    std::vector<uint32_t> stop = generation_stop_ids(tok, dir, {end_of_turn});
+    if (!ours) {
+        for (uint32_t id : generation_stop_ids(tok, m))
+            if (std::find(stop.begin(), stop.end(), id) == stop.end()) stop.push_back(id);
+    }
+    for (int64_t id : models::hf_export_info(cfg, "float32").eos_token_id) {
+        if (id >= 0 && static_cast<uint64_t>(id) < tok.vocab_size() &&
+            std::find(stop.begin(), stop.end(), static_cast<uint32_t>(id)) == stop.end())
+            stop.push_back(static_cast<uint32_t>(id));
+    }
 
     const models::ModelDims& mc = model.dims();
     const int V = std::min<int>(mc.vocab_size, static_cast<int>(tok.vocab_size()));
@@ -154,7 +177,9 @@ void register_chat(CLI::App& app, Runtime& rt) {
     auto* cmd = app.add_subcommand(
         "chat", "Talk to a checkpoint's model with its chat template (interactive on a terminal, a turn per line on a pipe)");
     auto o = std::make_shared<ChatOptions>();
-    cmd->add_option("--model,-m", o->model, "a run directory, a checkpoints/ directory or a checkpoints/step_N directory");
+    cmd->add_option("--model,-m", o->model,
+                    "a run directory, a checkpoints/ directory, a checkpoints/step_N directory, or a Hugging Face "
+                    "model directory (config.json + safetensors; its tokenizer.json and tokenizer_config.json are used)");
     cmd->add_option("--config,-c", o->config, "YAML config of the model (default: the one stored in the checkpoint)");
     cmd->add_option("--set", o->sets, "override a config key, e.g. --set run.threads=4 (repeatable)")
         ->allow_extra_args(false);

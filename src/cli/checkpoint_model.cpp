@@ -5,7 +5,10 @@
 #include "config/loader.h"
 #include "core/error.h"
 #include "models/hf_adapter.h"
+#include "models/hf_resolve.h"
+#include "models/hf_weights.h"
 #include "models/registry.h"
+#include "train/checkpoint.h"
 
 namespace llmt::cli {
 
@@ -23,9 +26,9 @@ config::Config checkpoint_config(const train::Checkpoint& ck, const std::string&
 
 }  // namespace
 
-CheckpointModel load_checkpoint_model(const std::string& command, const std::string& checkpoint,
-                                      const std::string& config_path, const std::vector<std::string>& sets) {
-    train::Checkpoint ck = [&] {
+LoadedModel load_checkpoint_model(const std::string& command, const std::string& checkpoint,
+                                  const std::string& config_path, const std::vector<std::string>& sets) {
+    const train::Checkpoint ck = [&] {
         try {
             return train::load_checkpoint(checkpoint);
         } catch (const CheckpointError& e) {
@@ -33,10 +36,23 @@ CheckpointModel load_checkpoint_model(const std::string& command, const std::str
             throw InputError(fmt::format("{}: --checkpoint '{}': {}", command, checkpoint, e.what()));
         }
     }();
-    config::Config cfg = checkpoint_config(ck, command, config_path, sets);
-    std::unique_ptr<models::Model> model = models::make_model(cfg);
-    models::load_hf_params(*model, models::SafetensorsSource(ck.model));
-    return {std::move(ck), std::move(cfg), std::move(model)};
+    LoadedModel out{checkpoint_config(ck, command, config_path, sets), nullptr, ck.dir.string()};
+    out.model = models::make_model(out.config);
+    models::load_hf_params(*out.model, models::SafetensorsSource(ck.model));
+    return out;
+}
+
+LoadedModel load_model_dir(const std::string& command, const std::string& dir, const std::vector<std::string>& sets) {
+    // A config with only model.init_from written: config.json supplies every model key.
+    const nlohmann::json doc = {{"schema_version", 1}, {"model", {{"init_from", dir}}}};
+    LoadedModel out{config::load_config_string(doc.dump(), fmt::format("{} --model", command), sets,
+                                               config::ConfigUse::kModelOnly),
+                    nullptr, dir};
+    const models::HfSource src = models::prepare_init_from(out.config);
+    out.model = models::make_model(out.config);
+    const models::HfWeights weights = models::HfWeights::open(src.weights);
+    models::load_hf_params(*out.model, models::HfWeightsSource(weights));
+    return out;
 }
 
 }  // namespace llmt::cli

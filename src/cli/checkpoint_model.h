@@ -1,5 +1,6 @@
-// A checkpoint's model for the commands that read one (generate, export): its config (--config, else the
-// resolved config the trainer stored in state.json) and the model built from it with the weights loaded.
+// The model a command reads (generate, export): from a checkpoint (its config: --config, else the resolved
+// config the trainer stored in state.json) or from a Hugging Face model directory (its config.json gives
+// the shape), built on the CPU in fp32 with the weights loaded.
 #pragma once
 
 #include <memory>
@@ -8,18 +9,20 @@
 
 #include "config/config.h"
 #include "models/model.h"
-#include "train/checkpoint.h"
 
 namespace llmt::cli {
 
-struct CheckpointModel {
-    train::Checkpoint checkpoint;
-    config::Config config;
-    std::unique_ptr<models::Model> model;  // on the CPU, fp32
+struct LoadedModel {
+    config::Config config;  // with a model directory's config.json applied
+    std::unique_ptr<models::Model> model;
+    std::string source;  // the checkpoint directory or the model directory
 };
 
-// `command` names the subcommand in messages. A wrong or empty --checkpoint is an InputError (exit 2).
-CheckpointModel load_checkpoint_model(const std::string& command, const std::string& checkpoint,
-                                      const std::string& config_path, const std::vector<std::string>& sets);
+// `command` names the subcommand in messages. A wrong or empty path is an InputError (exit 2).
+LoadedModel load_checkpoint_model(const std::string& command, const std::string& checkpoint,
+                                  const std::string& config_path, const std::vector<std::string>& sets);
+// `dir`: an HF model directory (config.json + model.safetensors or shards) or a .safetensors file with a
+// config.json beside it; `sets` override run.* keys (model keys come from config.json).
+LoadedModel load_model_dir(const std::string& command, const std::string& dir, const std::vector<std::string>& sets);
 
 }  // namespace llmt::cli

@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "cli/config_options.h"
 #include "core/error.h"
+#include "models/hf_resolve.h"
 #include "server/estimate.h"
 
 namespace llmt::cli {
@@ -43,6 +44,7 @@ void register_estimate(CLI::App& app, Runtime& rt) {
     cmd->add_flag("--json", a->json, "print one JSON document");
     cmd->callback([opts, a, &rt] {
         config::Config cfg = load_config(*opts);
+        models::prepare_init_from(cfg);  // a model directory's config.json gives the shape
         if (a->gpus_per_node > 0 && a->gpus_per_node != a->nproc_per_node)
             throw UsageError(fmt::format("--gpus-per-node {} must equal --nproc-per-node {} (one GPU per rank)",
                                          a->gpus_per_node, a->nproc_per_node));

@@ -22,6 +22,11 @@ fs::path tokenizer_directory(const std::string& spec) {
     return {};
 }
 
+bool model_dir_tokenizer(const std::string& dir) {
+    std::error_code ec;
+    return !dir.empty() && fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec);
+}
+
 std::vector<uint32_t> generation_stop_ids(const data::Tokenizer& tok, const fs::path& dir,
                                           const std::vector<uint32_t>& extra) {
     std::vector<uint32_t> ids = {tok.eot_token()};

@@ -14,6 +14,9 @@ namespace llmt::cli {
 // directory), the file's directory for a tokenizer.json; empty for "gpt2" and other files.
 std::filesystem::path tokenizer_directory(const std::string& spec);
 
+// True when `dir` is non-empty and holds a tokenizer.json (a Hugging Face model directory's tokenizer).
+bool model_dir_tokenizer(const std::string& dir);
+
 // Ids that stop sampling: the tokenizer's end-of-text token, then every eos_token_id of
 // DIR/generation_config.json (an int or a list; Llama 3 Instruct: <|end_of_text|> and <|eot_id|>) when
 // `dir` has one, then `extra`. Throws FormatError naming the file and field for a malformed file or an id

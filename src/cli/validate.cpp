@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "cli/command.h"
 #include "cli/config_options.h"
 #include "config/emit.h"
 #include "config/loader.h"
+#include "models/hf_resolve.h"
 #include "train/run_plan.h"
 
 namespace llmt::cli {
@@ -36,6 +38,11 @@ void register_validate(CLI::App& app, Runtime& rt) {
     cmd->callback([opts, json, max_memory, &rt] {
         try {
             auto cfg = load_config(*opts);
+            // A model directory that is here (not only inside a pod) gives the shape the memory is sized from,
+            // and its config.json must agree with the keys written.
+            std::error_code ec;
+            if (cfg.model.init_from != "scratch" && std::filesystem::exists(cfg.model.init_from, ec))
+                models::prepare_init_from(cfg);
             std::optional<std::uint64_t> limit;
             if (!max_memory->empty()) limit = train::parse_memory_size(*max_memory);
             // Memory of a training process, estimated without allocating: a model that cannot fit is refused.

@@ -526,19 +526,9 @@ void model_checks(ordered_json& r, const std::function<std::string(const std::st
     }
 }
 
-void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v) {
-    const auto at = locator(loc, v);
+// The data a training run reads must be named: train shards (and val shards when evaluating), or paths.
+void check_training_data(ordered_json& r, const std::function<std::string(const std::string&)>& at, Validator& v) {
     auto& t = r["trainer"];
-    model_checks(r, at, v);
-    if (as_i(t["warmup_steps"]) > as_i(t["max_steps"]))
-        v.add("trainer.warmup_steps", at("trainer.warmup_steps"),
-              fmt::format("must be <= trainer.max_steps ({}), found {}", as_i(t["max_steps"]), as_i(t["warmup_steps"])));
-    if (t["min_lr"].get<double>() > t["lr"].get<double>())
-        v.add("trainer.min_lr", at("trainer.min_lr"),
-              fmt::format("must be <= trainer.lr ({}), found {}", t["lr"].get<double>(), t["min_lr"].get<double>()));
-    if (r["dist"]["backend"] == "nccl" && r["run"]["device"] != "cuda")
-        v.add("dist.backend", at("dist.backend"),
-              fmt::format("nccl needs run.device: cuda (found run.device: {})", r["run"]["device"].get<std::string>()));
     auto& d = r["data"];
     if (d["source"] == "shards") {
         if (d["train_shards"].get<std::string>().empty())
@@ -552,6 +542,22 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
               fmt::format("data.source is {}, so data.paths needs at least one file or directory",
                           d["source"].get<std::string>()));
     }
+}
+
+void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v, ConfigUse use) {
+    const auto at = locator(loc, v);
+    auto& t = r["trainer"];
+    model_checks(r, at, v);
+    if (as_i(t["warmup_steps"]) > as_i(t["max_steps"]))
+        v.add("trainer.warmup_steps", at("trainer.warmup_steps"),
+              fmt::format("must be <= trainer.max_steps ({}), found {}", as_i(t["max_steps"]), as_i(t["warmup_steps"])));
+    if (t["min_lr"].get<double>() > t["lr"].get<double>())
+        v.add("trainer.min_lr", at("trainer.min_lr"),
+              fmt::format("must be <= trainer.lr ({}), found {}", t["lr"].get<double>(), t["min_lr"].get<double>()));
+    if (r["dist"]["backend"] == "nccl" && r["run"]["device"] != "cuda")
+        v.add("dist.backend", at("dist.backend"),
+              fmt::format("nccl needs run.device: cuda (found run.device: {})", r["run"]["device"].get<std::string>()));
+    if (use == ConfigUse::kTraining) check_training_data(r, at, v);
     static const std::regex kName("^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$");
     for (const char* key : {"run.name", "output.run_id"}) {
         auto dot = std::string(key).find('.');
@@ -577,7 +583,8 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
 ConfigValidationError::ConfigValidationError(std::string source, std::vector<ConfigIssue> issues)
     : ConfigError(format_issues(source, issues)), source_(std::move(source)), issues_(std::move(issues)) {}
 
-Config load_config_string(std::string_view text, const std::string& source_name, const std::vector<std::string>& sets) {
+Config load_config_string(std::string_view text, const std::string& source_name, const std::vector<std::string>& sets,
+                          ConfigUse use) {
     Validator v(source_name);
     if (text.size() > kMaxConfigBytes) {
         v.add("", source_name,
@@ -662,7 +669,7 @@ Config load_config_string(std::string_view text, const std::string& source_name,
     }
     // Each value on its own: reported even when another key has the wrong type.
     refuse_unimplemented(resolved, locator(loc, v), v);
-    if (all_typed) cross_checks(resolved, loc, v);
+    if (all_typed) cross_checks(resolved, loc, v, use);
     if (!v.ok()) v.raise();
 
     Config cfg = from_resolved(resolved);

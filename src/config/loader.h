@@ -35,11 +35,15 @@ private:
 // Config files larger than this are refused before they are parsed.
 inline constexpr std::size_t kMaxConfigBytes = 1 << 20;
 
+// What the config is for: a training run (every key's requirements), or only a model to run (`generate
+// --model DIR`: the data section describes no data and its requirements are not checked).
+enum class ConfigUse { kTraining, kModelOnly };
+
 // `sets` are "key.path=value" strings (the CLI's --set); values are YAML scalars or flow lists.
 // Throws ConfigValidationError (all issues), IoError when the file cannot be read.
 Config load_config_file(const std::filesystem::path& path, const std::vector<std::string>& sets = {});
 Config load_config_string(std::string_view yaml, const std::string& source_name,
-                          const std::vector<std::string>& sets = {});
+                          const std::vector<std::string>& sets = {}, ConfigUse use = ConfigUse::kTraining);
 
 // After a caller changed model keys in cfg.resolved (models/hf_config.h applying a Hugging Face
 // config.json): derives the null model keys, re-runs the model section's checks (divisibility, the

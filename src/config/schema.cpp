@@ -168,7 +168,7 @@ std::vector<FieldSpec> build() {
     v.push_back(float_field("trainer.eps", 1e-8, 0.0, 1.0, true, "AdamW epsilon"));
     v.push_back(float_field("trainer.max_grad_norm", 1.0, 0.0, kInf, false, "global gradient-norm clip; 0 disables"));
     v.push_back(enum_field("trainer.precision", "fp32", {"fp32", "bf16"}, "compute precision (master weights stay fp32)"));
-    v.push_back(enum_field("trainer.recompute", "none", {"none", "gelu", "all"}, "activation recomputation to save memory: gelu recomputes the MLP's GELU output in backward; all "
+    v.push_back(enum_field("trainer.recompute", "none", {"none", "gelu", "mlp", "all"}, "activation recomputation to save memory: mlp (alias gelu) recomputes the MLP's activation output (GPT-2's GELU, LLaMA's SwiGLU) in backward; all "
                            "keeps only each block's input and re-runs the block's forward before its backward"));
     v.push_back(int_field("trainer.log_every_steps", 10, 1, 1e15, "steps between metric lines"));
     v.push_back(int_field("trainer.eval_every_steps", 250, 0, 1e15, "steps between evaluations; 0 = off"));

@@ -334,26 +334,4 @@ std::string Gpt2::hf_canonical_name(const std::string& n) const {
     return "transformer." + n;
 }
 
-nlohmann::ordered_json Gpt2::hf_config() const {
-    return {{"architectures", {"GPT2LMHeadModel"}},
-            {"model_type", "gpt2"},
-            {"vocab_size", cfg_.vocab_size},
-            {"n_positions", cfg_.block_size},
-            {"n_ctx", cfg_.block_size},
-            {"n_embd", cfg_.d_model},
-            {"n_layer", cfg_.n_layer},
-            {"n_head", cfg_.n_head},
-            {"n_inner", cfg_.d_ff},
-            {"activation_function", "gelu_new"},
-            {"layer_norm_epsilon", cfg_.norm_eps},
-            {"resid_pdrop", 0.0},
-            {"embd_pdrop", 0.0},
-            {"attn_pdrop", 0.0},
-            {"initializer_range", 0.02},
-            {"tie_word_embeddings", cfg_.tie_embeddings},
-            {"bos_token_id", 50256},
-            {"eos_token_id", 50256},
-            {"torch_dtype", "float32"}};
-}
-
 }  // namespace llmt::models

@@ -64,7 +64,6 @@ public:
     // Hub files spell the names without "transformer." and carry the attention-mask buffers
     // (attn.bias, attn.masked_bias): ignored, as is a stored lm_head.weight when tied.
     std::string hf_canonical_name(const std::string& name) const override;
-    nlohmann::ordered_json hf_config() const override;
 
     // Typed handles into the parameter table.
     struct Layer {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/safetensors.h"
+#include "models/hf_weights.h"
 #include "models/model.h"
 
 namespace llmt::models {
@@ -37,6 +38,19 @@ public:
 
 private:
     const SafetensorsFile& file_;
+};
+
+// A TensorSource over opened HF weights: one file or a sharded directory (not owned).
+class HfWeightsSource final : public TensorSource {
+public:
+    explicit HfWeightsSource(const HfWeights& weights) : w_(weights) {}
+    std::string label() const override { return w_.source().string(); }
+    std::vector<std::string> names() const override { return w_.names(); }
+    const TensorInfo& info(std::string_view name) const override { return w_.info(name); }
+    void read_f32(std::string_view name, float* dst, const Shape& shape) const override { w_.read_f32(name, dst, shape); }
+
+private:
+    const HfWeights& w_;
 };
 
 // The HF tensors of `arena` (the parameters, or a same-layout arena such as the gradients), fp32, in

@@ -50,4 +50,24 @@ HfSource prepare_init_from(config::Config& cfg) {
     return resolve_init_from(cfg.model.init_from, cfg.model.arch);
 }
 
+HfExportInfo hf_export_info(const config::Config& cfg, const std::string& dtype) {
+    HfExportInfo info;
+    info.dtype = dtype;
+    // The directory the run started from may be gone where a checkpoint is read later (another machine,
+    // a volume no longer mounted): its ids are then unknown, which only leaves them out of the files.
+    std::error_code ec;
+    const bool have_source = !cfg.model.init_from.empty() && cfg.model.init_from != "scratch" &&
+                             std::filesystem::exists(cfg.model.init_from, ec);
+    const HfSource src = have_source ? resolve_init_from(cfg.model.init_from, cfg.model.arch) : HfSource{};
+    if (src.config_json) {
+        const HfConfig hf = read_hf_config(*src.config_json);
+        info.max_position_embeddings = hf.max_position_embeddings;
+        info.bos_token_id = hf.bos_token_id;
+        info.eos_token_id = hf.eos_token_id;
+    } else if (cfg.data.tokenizer == "gpt2") {
+        info.bos_token_id = info.eos_token_id = {50256};
+    }
+    return info;
+}
+
 }  // namespace llmt::models

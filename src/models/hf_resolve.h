@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include "models/hf_config.h"
+
 namespace llmt::config {
 struct Config;
 }
@@ -33,5 +35,12 @@ HfSource resolve_init_from(const std::string& init_from, const std::string& arch
 // user did not write model.arch. Returns the source; cfg.model and cfg.resolved hold the merged keys.
 // For init_from "scratch" returns an empty source and changes nothing. Throws as both.
 HfSource prepare_init_from(config::Config& cfg);
+
+// What config.json / generation_config.json record beyond the model keys, for a checkpoint or an export
+// of a run of `cfg` (prepare_init_from already applied) with tensors in `dtype` (float32 | bfloat16):
+// max_position_embeddings and the bos/eos ids of the config.json the run started from, when it has one;
+// else the GPT-2 tokenizer's <|endoftext|> (50256) for data.tokenizer gpt2, and none otherwise (also when
+// model.init_from no longer exists where this runs).
+HfExportInfo hf_export_info(const config::Config& cfg, const std::string& dtype);
 
 }  // namespace llmt::models

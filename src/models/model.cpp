@@ -12,7 +12,7 @@ Recompute recompute_from_name(const std::string& name) {
     if (name == "none") return Recompute::kNone;
     if (name == "gelu" || name == "mlp") return Recompute::kMlp;
     if (name == "all") return Recompute::kAll;
-    throw InputError(fmt::format("trainer.recompute: expected one of none, gelu, all, found '{}'", name));
+    throw InputError(fmt::format("trainer.recompute: expected one of none, gelu, mlp, all, found '{}'", name));
 }
 
 const float* Model::logits() const {

@@ -5,8 +5,6 @@
 // training process (the kernels use OpenMP inside).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -103,10 +101,9 @@ public:
     virtual std::unique_ptr<Decoder> decoder(int max_T = 0) const = 0;
 
     // Hugging Face: the canonical name of a tensor found in an HF file (hub spellings normalised), or ""
-    // for a tensor to ignore (buffers such as GPT-2's attention masks).
+    // for a tensor to ignore (buffers such as GPT-2's attention masks). config.json comes from the config
+    // (models/hf_config.h), not the model.
     virtual std::string hf_canonical_name(const std::string& name) const { return name; }
-    // config.json as transformers writes it for this model.
-    virtual nlohmann::ordered_json hf_config() const = 0;
 
 protected:
     Model() = default;

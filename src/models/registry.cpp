@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "models/gpt2.h"
+#include "models/llama.h"
 
 namespace llmt::models {
 
@@ -15,24 +16,33 @@ Gpt2Config gpt2_config(const config::Config& cfg) {
     return c;
 }
 
+LlamaConfig llama_config(const config::Config& cfg) {
+    LlamaConfig c = LlamaConfig::from(cfg.model);
+    c.recompute = recompute_from_name(cfg.trainer.recompute);
+    return c;
+}
+
 [[noreturn]] void unknown_arch(const std::string& arch) {
-    throw InputError(fmt::format("model.arch: '{}' is not a language model this build can train (expected gpt2)", arch));
+    throw InputError(fmt::format("model.arch: '{}' is not a language model this build can train (expected gpt2 or llama)", arch));
 }
 
 }  // namespace
 
 std::unique_ptr<Model> make_model(const config::Config& cfg, Device device, DType dtype) {
     if (cfg.model.arch == "gpt2") return std::make_unique<Gpt2>(gpt2_config(cfg), device, dtype);
+    if (cfg.model.arch == "llama") return std::make_unique<Llama>(llama_config(cfg), device, dtype);
     unknown_arch(cfg.model.arch);
 }
 
 MemoryPlan plan_model_memory(const config::Config& cfg, Device device, DType dtype, int B, int T) {
     if (cfg.model.arch == "gpt2") return Gpt2::plan_memory(gpt2_config(cfg), device, dtype, B, T);
+    if (cfg.model.arch == "llama") return Llama::plan_memory(llama_config(cfg), device, dtype, B, T);
     unknown_arch(cfg.model.arch);
 }
 
 double model_flops_per_token(const config::ModelConfig& m, int T) {
     if (m.arch == "gpt2") return Gpt2Config::from(m).flops_per_token(T);
+    if (m.arch == "llama") return LlamaConfig::from(m).flops_per_token(T);
     unknown_arch(m.arch);
 }
 

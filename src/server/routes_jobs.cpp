@@ -7,6 +7,7 @@
 
 #include "core/fs.h"
 #include "core/json_parse.h"
+#include "models/hf_resolve.h"
 #include "server/api_error.h"
 #include "server/context.h"
 #include "server/estimate.h"
@@ -44,6 +45,15 @@ nlohmann::json json_body_doc() {
     return {{"required", true}, {"content", {{"application/json", {{"schema", kJobRequestSchema}}}}}};
 }
 
+// The config an estimate sizes: with model.init_from's config.json applied (its shape keys), read only
+// after check_job_access allowed the path and only where jobs see this host's files (a pod's /models
+// path is not on the server: there the config's own keys are used).
+config::Config sized_config(const ServerContext& ctx, const config::Config& cfg) {
+    config::Config sized = cfg;
+    if (ctx.executor.jobs_see_local_files()) models::prepare_init_from(sized);
+    return sized;
+}
+
 // Validation shared by submit and estimate: the body, the executor's limits, capacity, budgets.
 struct Checked {
     ParsedJob job;
@@ -61,7 +71,7 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool check_lab
                        fmt::format("the job needs {} CPU slots and {} GPUs at once; this server has {} and {}", s.cpus(),
                                    s.gpus(), cap.cpus, cap.gpus),
                        s.gpus() > cap.gpus ? "gpus_per_node" : "nproc_per_node");
-    c.estimate = estimate_job(s, c.job.config, ctx.rates, ctx.throughput);
+    c.estimate = estimate_job(s, sized_config(ctx, c.job.config), ctx.rates, ctx.throughput);
     const bool any_budget = s.budget_usd > 0 || (check_label_budgets && [&] {
         for (const auto& [k, v] : s.labels) {
             auto q = ctx.quotas.find(k + "=" + v);

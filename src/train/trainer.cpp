@@ -23,9 +23,8 @@
 #include "dist/env.h"
 #include "dist/reducer.h"
 #include "kernels/ops.h"
-#include "models/gpt2.h"
-#include "models/gpt2_io.h"
 #include "models/hf_adapter.h"
+#include "models/hf_resolve.h"
 #include "models/registry.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
@@ -116,25 +115,22 @@ DataFiles resolve_data(const config::Config& cfg, bool need_train) {
     return f;
 }
 
-// model.init_from's file, its checksums (when it has them: files from elsewhere have none) and the
-// finiteness of every weight checked before it is used.
-SafetensorsFile open_init_from(const std::filesystem::path& path) {
-    SafetensorsFile file = SafetensorsFile::open(path);
-    verify_tensors(file, Checksums::kIfPresent);
-    return file;
+// Loads model.init_from's weights (prepare_init_from resolved them): a file or a (sharded) HF directory,
+// checksums (when the files have them: files from elsewhere have none) and finiteness checked first.
+void load_init_from(models::Model& model, const models::HfSource& source) {
+    const models::HfWeights weights = models::HfWeights::open(source.weights);
+    models::load_hf_params(model, models::HfWeightsSource(weights));
 }
 
 // The model with its weights: drawn from run.seed, or model.init_from's.
-std::unique_ptr<models::Model> build_model(const config::Config& cfg, Device device, DType dtype) {
+std::unique_ptr<models::Model> build_model(const config::Config& cfg, const models::HfSource& init_from, Device device,
+                                           DType dtype) {
     auto model = models::make_model(cfg, device, dtype);
-    if (cfg.model.init_from == "scratch") {
+    if (init_from.weights.empty()) {
         model->init_random(cfg.run.seed);
     } else {
-        auto path = models::gpt2_resolve_init_from(cfg.model.init_from);
-        if (cfg.model.arch == "gpt2") models::gpt2_check_norm_eps(models::Gpt2Config::from(cfg.model), path);
-        const SafetensorsFile file = open_init_from(path);
-        models::load_hf_params(*model, models::SafetensorsSource(file));
-        log_line(fmt::format("model: initialised from {}", path.string()));
+        load_init_from(*model, init_from);
+        log_line(fmt::format("model: initialised from {}", init_from.weights.string()));
     }
     return model;
 }
@@ -183,7 +179,7 @@ bool stderr_is_tty() { return ::isatty(2) == 1; }
 // checkpoints and a graceful stop. run() is the order; each method is one step.
 class TrainingRun {
 public:
-    explicit TrainingRun(const TrainOptions& opts) : opts_(opts), cfg_(opts.cfg), tc_(opts.cfg.trainer) {}
+    explicit TrainingRun(const TrainOptions& opts) : opts_(opts), cfg_(opts.cfg), tc_(cfg_.trainer) {}
 
     TrainResult run() {
         set_up_ranks();
@@ -204,6 +200,9 @@ private:
     // The device, the process group and how gradients are synchronised.
     void set_up_ranks() {
         install_stop_handlers();  // first: before any OpenMP thread exists (see signals.h)
+        // A model directory's config.json fills the model keys the config left out (and must agree with
+        // those it wrote) before anything is sized from them.
+        init_from_ = models::prepare_init_from(cfg_);
         // Config refusals before any rendezvous (the device is settled once the world size is known).
         check_supported(cfg_, cfg_.run.device == "cpu" || kernels::device_count(Device::kCuda) == 0 ? Device::kCpu
                                                                                                    : Device::kCuda);
@@ -229,7 +228,8 @@ private:
     }
 
     void build() {
-        model_ = build_model(cfg_, dev_, dtype_);
+        model_ = build_model(cfg_, init_from_, dev_, dtype_);
+        hf_info_ = models::hf_export_info(cfg_, "float32");  // checkpoints hold fp32 tensors
         // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
         // could differ between hosts).
         if (dc_.active()) {
@@ -455,7 +455,7 @@ private:
                         {"wall_s", prior_wall_},
                         {"config", cfg_.resolved}});
         // So the step dir loads in transformers.
-        write_file_atomic(w->temp_dir() / "config.json", model_->hf_config().dump(2) + "\n");
+        write_file_atomic(w->temp_dir() / "config.json", models::hf_config_json(cfg_.model, hf_info_).dump(2) + "\n");
         return w->commit();
     }
 
@@ -619,8 +619,10 @@ private:
     int T() const { return cfg_.model.block_size; }
 
     const TrainOptions& opts_;
-    const config::Config& cfg_;
+    config::Config cfg_;  // with model.init_from's config.json applied
     const config::TrainerConfig& tc_;
+    models::HfSource init_from_;
+    models::HfExportInfo hf_info_;
     Device dev_ = Device::kCpu;
     DType dtype_ = DType::kF32;
     DistContext dc_ = DistContext::single();
@@ -655,7 +657,9 @@ private:
 
 TrainResult run_training(const TrainOptions& opts) { return TrainingRun(opts).run(); }
 
-nlohmann::ordered_json run_evaluation(const config::Config& cfg, const std::string& checkpoint) {
+nlohmann::ordered_json run_evaluation(const config::Config& config, const std::string& checkpoint) {
+    config::Config cfg = config;
+    const models::HfSource init_from = models::prepare_init_from(cfg);
     apply_threads(cfg);
     const Device dev = resolve_device(cfg, 1);
     const DType dtype = check_supported(cfg, dev);
@@ -665,12 +669,9 @@ nlohmann::ordered_json run_evaluation(const config::Config& cfg, const std::stri
         Checkpoint ck = load_checkpoint(checkpoint);
         models::load_hf_params(*model, models::SafetensorsSource(ck.model));
         source = ck.dir.string();
-    } else if (cfg.model.init_from != "scratch") {
-        auto path = models::gpt2_resolve_init_from(cfg.model.init_from);
-        if (cfg.model.arch == "gpt2") models::gpt2_check_norm_eps(models::Gpt2Config::from(cfg.model), path);
-        const SafetensorsFile file = open_init_from(path);
-        models::load_hf_params(*model, models::SafetensorsSource(file));
-        source = path.string();
+    } else if (!init_from.weights.empty()) {
+        load_init_from(*model, init_from);
+        source = init_from.weights.string();
     } else {
         throw InputError("eval: nothing to evaluate: give --checkpoint PATH, or set model.init_from");
     }

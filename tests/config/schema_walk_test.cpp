@@ -238,35 +238,73 @@ const std::map<std::string, Probe>& probes() {
              EXPECT_EQ(omp_get_max_threads(), 2);
          }},
         // model
-        // llama passes validation; until the LLaMA model lands (issue 18) building the model refuses it by name.
-        {"model.arch", [](const Ctx& c) { expect_refused(c.t, {"model.arch=llama"}, "model.arch"); }},
-        // gpt2 splits d_model into heads: any other head width is refused by name.
-        {"model.head_dim", [](const Ctx& c) { expect_refused(c.t, {"model.head_dim=3"}, "model.head_dim"); }},
-        // RoPE keys are llama's; gpt2 (learned positions) refuses them, and the llama3 fields are refused
-        // with rope_scaling.type none. TODO(#18): loss probes once the LLaMA model reads them.
-        {"model.rope_theta", [](const Ctx& c) { expect_refused(c.t, {"model.rope_theta=500000"}, "model.rope_theta"); }},
+        // Another architecture: other tensors (no position table or biases, three MLP matrices).
+        {"model.arch",
+         [](const Ctx& c) { EXPECT_NE(dry(c.t, {"model.arch=llama"})["parameters"], dry(c.t, {})["parameters"]); }},
+        // gpt2 splits d_model into heads: any other head width is refused by name; llama's q/k/v/o widths follow it.
+        {"model.head_dim",
+         [](const Ctx& c) {
+             expect_refused(c.t, {"model.head_dim=3"}, "model.head_dim");
+             EXPECT_NE(dry(c.t, {"model.arch=llama", "model.head_dim=4"})["parameters"],
+                       dry(c.t, {"model.arch=llama"})["parameters"]);
+         }},
+        // RoPE keys are llama's: gpt2 (learned positions) refuses them by name; for llama each one moves the
+        // rotation angles and so the loss. The llama3 fields are read only with rope_scaling.type llama3, with an
+        // original context short enough for head size 8's wavelengths (6.3 ... 6283) to be rescaled (4: all
+        // divided by factor) or blended (16: the shortest one sits between the low and high bands).
+        {"model.rope_theta",
+         [](const Ctx& c) {
+             expect_refused(c.t, {"model.rope_theta=500000"}, "model.rope_theta");
+             EXPECT_NE(dry(c.t, {"model.arch=llama", "model.rope_theta=500000"})["loss"],
+                       dry(c.t, {"model.arch=llama"})["loss"]);
+         }},
         {"model.rope_scaling.type",
-         [](const Ctx& c) { expect_refused(c.t, {"model.rope_scaling.type=llama3"}, "model.rope_scaling.type"); }},
+         [](const Ctx& c) {
+             expect_refused(c.t, {"model.rope_scaling.type=llama3"}, "model.rope_scaling.type");
+             const Sets l = {"model.arch=llama", "model.rope_scaling.original_max_position_embeddings=4"};
+             EXPECT_NE(dry(c.t, with(l, {"model.rope_scaling.type=llama3"}))["loss"],
+                       dry(c.t, {"model.arch=llama"})["loss"]);
+         }},
         {"model.rope_scaling.factor",
-         [](const Ctx& c) { expect_refused(c.t, {"model.rope_scaling.factor=32"}, "model.rope_scaling.factor"); }},
+         [](const Ctx& c) {
+             expect_refused(c.t, {"model.rope_scaling.factor=32"}, "model.rope_scaling.factor");
+             const Sets l = {"model.arch=llama", "model.rope_scaling.type=llama3",
+                             "model.rope_scaling.original_max_position_embeddings=4"};
+             EXPECT_NE(dry(c.t, with(l, {"model.rope_scaling.factor=32"}))["loss"], dry(c.t, l)["loss"]);
+         }},
         {"model.rope_scaling.low_freq_factor",
          [](const Ctx& c) {
              expect_refused(c.t, {"model.rope_scaling.low_freq_factor=2"}, "model.rope_scaling.low_freq_factor");
+             const Sets l = {"model.arch=llama", "model.rope_scaling.type=llama3",
+                             "model.rope_scaling.original_max_position_embeddings=16"};
+             EXPECT_NE(dry(c.t, with(l, {"model.rope_scaling.low_freq_factor=2"}))["loss"], dry(c.t, l)["loss"]);
          }},
         {"model.rope_scaling.high_freq_factor",
          [](const Ctx& c) {
              expect_refused(c.t, {"model.rope_scaling.high_freq_factor=8"}, "model.rope_scaling.high_freq_factor");
+             const Sets l = {"model.arch=llama", "model.rope_scaling.type=llama3",
+                             "model.rope_scaling.original_max_position_embeddings=16"};
+             EXPECT_NE(dry(c.t, with(l, {"model.rope_scaling.high_freq_factor=8"}))["loss"], dry(c.t, l)["loss"]);
          }},
         {"model.rope_scaling.original_max_position_embeddings",
          [](const Ctx& c) {
              expect_refused(c.t, {"model.rope_scaling.original_max_position_embeddings=4096"},
                             "model.rope_scaling.original_max_position_embeddings");
+             const Sets l = {"model.arch=llama", "model.rope_scaling.type=llama3"};
+             EXPECT_NE(dry(c.t, with(l, {"model.rope_scaling.original_max_position_embeddings=4"}))["loss"],
+                       dry(c.t, with(l, {"model.rope_scaling.original_max_position_embeddings=16"}))["loss"]);
          }},
         {"model.n_layer",
          [](const Ctx& c) { EXPECT_NE(dry(c.t, {"model.n_layer=1"})["parameters"], dry(c.t, {})["parameters"]); }},
         // Same parameters, another split of the channels into heads: another attention, another loss.
         {"model.n_head", [](const Ctx& c) { EXPECT_NE(dry(c.t, {"model.n_head=4"})["loss"], dry(c.t, {})["loss"]); }},
-        {"model.n_kv_head", [](const Ctx& c) { expect_refused(c.t, {"model.n_kv_head=1"}, "model.n_kv_head"); }},
+        // gpt2 has one kv head per query head (refused otherwise); llama shares them: fewer k/v weights.
+        {"model.n_kv_head",
+         [](const Ctx& c) {
+             expect_refused(c.t, {"model.n_kv_head=1"}, "model.n_kv_head");
+             EXPECT_NE(dry(c.t, {"model.arch=llama", "model.n_kv_head=1"})["parameters"],
+                       dry(c.t, {"model.arch=llama"})["parameters"]);
+         }},
         {"model.d_model",
          [](const Ctx& c) { EXPECT_NE(dry(c.t, {"model.d_model=32"})["parameters"], dry(c.t, {})["parameters"]); }},
         {"model.d_ff",

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# bench/train_gpu_llama: a training step of a Llama-3.2-1B-shaped model (random weights; 16 layers, d 2048,
+# 32 heads / 8 KV heads, FFN 8192, vocab 128,256, tied, T 2048) on one GPU: ours (train_gpu_bench --arch
+# llama, fp32 master weights + bf16 compute) then PyTorch + transformers (../shared/bench/torch_gpu_llama.py,
+# torch.compile, fused AdamW, SDPA) in the same call on the same card, and the ratio.
+# On the GPU machine: bash bench/train_gpu_llama/run.sh TORCH_GPU_LLAMA_PY [BATCH=4] [TORCH_MODES]
+# (the device gets the repository's working tree, so the peer script travels as a carried copy).
+set -uo pipefail
+peer=$1
+B=${2:-4}
+MODES=${3:-full-mixed:compile,full-bf16:compile,full-mixed:eager}
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+source tools/gpu/env.sh
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.sm --format=csv,noheader
+/tmp/g/bin/train_gpu_bench --arch llama --batch "$B" --T 2048 --steps 8 --warmup 3 --json "$out/ours.jsonl" \
+  > "$out/ours.log" 2>&1
+echo "train_gpu_bench rc=$?"; grep -v '^  step' "$out/ours.log" | tail -5
+(cd "$out" && PYTHONUNBUFFERED=1 timeout 480 python3 "$peer" --modes "$MODES" --batch "$B" --seq 2048 \
+  --out "$out/torch.jsonl" > "$out/torch.log" 2>&1)
+echo "torch rc=$?"; tail -6 "$out/torch.log" | cut -c1-300
+python3 - "$out/ours.jsonl" "$out/torch.jsonl" <<'PY'
+import json, sys
+ours = [json.loads(l) for l in open(sys.argv[1]) if '"tok_s"' in l]
+theirs = [json.loads(l) for l in open(sys.argv[2]) if l.strip().startswith("{")]
+for o in ours:
+    print(f"llmtrain {o['dtype']} B={o['B']}: {o['tok_s']:.0f} tok/s, MFU {100*o['mfu_989']:.1f}% of 989, {o['gib']:.1f} GiB")
+for t in theirs:
+    if t.get("oom"):
+        print(f"torch {t['mode']}:{t['compile']}: out of memory")
+        continue
+    ratio = f" -> ours/theirs {ours[0]['tok_s'] / t['tokens_per_s']:.3f}x" if ours else ""
+    print(f"torch {t['mode']}:{t['compile']}: {t['tokens_per_s']:.0f} tok/s, MFU {100 * t['mfu_989']:.1f}%, "
+          f"peak {t['peak_gib']:.1f} GiB{ratio}")
+PY

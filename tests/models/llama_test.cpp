@@ -1,0 +1,230 @@
+// LLaMA on the CPU (models/llama.h), without a reference implementation: gradients by central finite
+// differences, trainer.recompute bit-exactness, the KV-cache decoder against the full forward, the HF
+// tensors written and read back bit for bit, and load errors naming the tensor.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "core/error.h"
+#include "core/safetensors.h"
+#include "models/hf_adapter.h"
+#include "models/llama.h"
+
+namespace llmt::models {
+namespace {
+
+LlamaConfig tiny(bool tied, Recompute r = Recompute::kNone) {
+    LlamaConfig c;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_kv_head = 2;
+    c.d_model = 32;
+    c.d_ff = 48;
+    c.block_size = 16;
+    c.vocab_size = 50;
+    c.padded_vocab = 64;
+    c.tie_embeddings = tied;
+    c.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 4};
+    c.recompute = r;
+    return c;
+}
+
+// Weights drawn at std 0.02 then scaled up so attention and the MLP are far from linear.
+void randomize(Llama& m, uint64_t seed) {
+    m.init_random(seed);
+    float* p = static_cast<float*>(m.params().data());
+    const size_t n = m.params().nbytes() / sizeof(float);
+    for (size_t i = 0; i < n; ++i) p[i] *= 5.f;
+    // Norm weights 1 * 5 = 5 would saturate; bring them back near 1.
+    for (size_t i = 0; i < m.param_specs().size(); ++i)
+        if (m.param_specs()[i].kind == ParamKind::kNorm) {
+            Tensor t = m.params().view(i);
+            for (int64_t k = 0; k < t.numel(); ++k) t.ptr<float>()[k] = 1.f + 0.02f * static_cast<float>(k % 7);
+        }
+}
+
+std::vector<int32_t> random_ids(int n, int V, uint32_t seed) {
+    std::mt19937 g(seed);
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (auto& x : v) x = static_cast<int32_t>(g() % static_cast<uint32_t>(V));
+    return v;
+}
+
+class LlamaGradients : public ::testing::TestWithParam<bool> {};
+
+// d loss / d w by central differences on a few coordinates of every tensor. fp32 forward: with h = 1e-2 the
+// truncation error (O(h^2) times third derivatives of O(1)) and the rounding noise (~1e-7 x loss / h) are
+// both ~1e-4 absolute, so |fd - analytic| <= 2e-3 + 3e-2 |analytic| separates rounding from a wrong term
+// (a missing path is off by the whole gradient).
+TEST_P(LlamaGradients, MatchFiniteDifferences) {
+    const int B = 2, T = 12;
+    Llama m(tiny(GetParam()));
+    randomize(m, 3);
+    const auto x = random_ids(B * T, 50, 1), y = random_ids(B * T, 50, 2);
+    m.zero_grad();
+    m.forward(x.data(), y.data(), B, T, /*train=*/true);
+    m.backward();
+    std::vector<float> grads(static_cast<const float*>(m.grads().data()),
+                             static_cast<const float*>(m.grads().data()) + m.grads().nbytes() / sizeof(float));
+    std::mt19937 g(9);
+    int checked = 0;
+    for (size_t i = 0; i < m.param_specs().size(); ++i) {
+        const ParamSpec& s = m.param_specs()[i];
+        Tensor t = m.params().view(i);
+        const int64_t live = s.live_rows() * (t.numel() / s.shape[0]);
+        for (int k = 0; k < 4; ++k) {
+            const int64_t j = static_cast<int64_t>(g() % static_cast<uint32_t>(live));
+            float* w = t.ptr<float>() + j;
+            const float w0 = *w, h = 1e-2f;
+            *w = w0 + h;
+            const double up = m.forward(x.data(), y.data(), B, T, false);
+            *w = w0 - h;
+            const double down = m.forward(x.data(), y.data(), B, T, false);
+            *w = w0;
+            const double fd = (up - down) / (2.0 * h);
+            const double an = grads[m.params().entry(i).offset / sizeof(float) + static_cast<size_t>(j)];
+            EXPECT_LE(std::abs(fd - an), 2e-3 + 3e-2 * std::abs(an)) << s.name << "[" << j << "] fd " << fd << " analytic " << an;
+            ++checked;
+        }
+    }
+    EXPECT_GT(checked, 30);
+}
+
+INSTANTIATE_TEST_SUITE_P(Embeddings, LlamaGradients, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "tied" : "untied"; });
+
+struct Trace {
+    std::vector<float> losses, grads, params;
+};
+
+// Three SGD steps (lr 0.05 on the raw gradient) so later steps see other weights.
+Trace sgd(Recompute r) {
+    const int B = 2, T = 16;
+    Llama m(tiny(false, r));
+    randomize(m, 5);
+    float* p = static_cast<float*>(m.params().data());
+    const float* g = static_cast<const float*>(m.grads().data());
+    const size_t n = m.params().nbytes() / sizeof(float);
+    Trace tr;
+    for (int s = 0; s < 3; ++s) {
+        const auto x = random_ids(B * T, 50, 10 + s), y = random_ids(B * T, 50, 20 + s);
+        m.zero_grad();
+        tr.losses.push_back(m.forward(x.data(), y.data(), B, T, true));
+        m.backward();
+        for (size_t i = 0; i < n; ++i) p[i] -= 0.05f * g[i];
+    }
+    tr.grads.assign(g, g + n);
+    tr.params.assign(p, p + n);
+    return tr;
+}
+
+// Recomputation runs the same kernels on the same inputs in the same order: any difference at all means a
+// buffer was read before it was recomputed or from the wrong layer, so the tolerance is zero.
+TEST(LlamaRecompute, MlpAndAllMatchNoneBitwise) {
+    const Trace none = sgd(Recompute::kNone);
+    for (Recompute r : {Recompute::kMlp, Recompute::kAll}) {
+        SCOPED_TRACE(r == Recompute::kMlp ? "mlp" : "all");
+        const Trace t = sgd(r);
+        EXPECT_EQ(t.losses, none.losses);
+        EXPECT_EQ(0, std::memcmp(t.grads.data(), none.grads.data(), t.grads.size() * sizeof(float)));
+        EXPECT_EQ(0, std::memcmp(t.params.data(), none.params.data(), t.params.size() * sizeof(float)));
+    }
+    const LlamaConfig c = tiny(false);
+    EXPECT_LT(Llama(tiny(false, Recompute::kAll)).memory_plan(2, 16).activations,
+              Llama(tiny(false, Recompute::kMlp)).memory_plan(2, 16).activations);
+    EXPECT_LT(Llama(tiny(false, Recompute::kMlp)).memory_plan(2, 16).activations, Llama(c).memory_plan(2, 16).activations);
+}
+
+double rel_err(const float* a, const float* b, int n) {
+    double num = 0, den = 0;
+    for (int i = 0; i < n; ++i) {
+        num = std::max(num, std::abs(static_cast<double>(a[i]) - b[i]));
+        den = std::max(den, std::abs(static_cast<double>(b[i])));
+    }
+    return num / den;
+}
+
+// Same fp32 ops on the same values, only summation orders differ (one row vs T rows through the GEMM, the
+// cached attention's loop): ~1e-6 relative over two layers; a wrong position, cache row, RoPE offset or
+// kv head is off by O(1).
+TEST(LlamaDecoder, EveryPositionMatchesTheFullForward) {
+    for (bool tied : {true, false}) {
+        SCOPED_TRACE(tied ? "tied" : "untied");
+        Llama m(tiny(tied));
+        randomize(m, 11);
+        const int T = 16, V = 50, Vp = 64;
+        const auto ids = random_ids(T, V, 5);
+        m.forward(ids.data(), nullptr, 1, T, false);
+        const std::vector<float> full(m.logits(), m.logits() + static_cast<size_t>(T) * Vp);
+        auto [lo, hi] = std::minmax_element(full.begin(), full.begin() + V);
+        ASSERT_GT(*hi - *lo, 1.0f);  // logits that vary: a meaningful comparison
+        auto dec = m.decoder();
+        for (int p : {1, 5, T}) {
+            const float* lg = dec->prefill(std::span<const int32_t>(ids.data(), static_cast<size_t>(p)));
+            EXPECT_LT(rel_err(lg, &full[static_cast<size_t>(p - 1) * Vp], V), 1e-5) << "prompt " << p;
+            for (int t = p; t < T; ++t) {
+                lg = dec->step(ids[static_cast<size_t>(t)]);
+                EXPECT_LT(rel_err(lg, &full[static_cast<size_t>(t) * Vp], V), 1e-5) << "prompt " << p << " pos " << t;
+            }
+            EXPECT_THROW(dec->step(0), InputError);  // context full
+        }
+    }
+}
+
+// Our HF tensors written as safetensors and read back into another model: every parameter bit-identical,
+// padding rows zero, and the file has HF's names and shapes (q/k/v and gate/up split).
+TEST(LlamaHf, WrittenTensorsReadBackBitIdentical) {
+    const auto dir = std::filesystem::temp_directory_path() / ("llmt_llama_hf_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    Llama a(tiny(false));
+    randomize(a, 17);
+    std::vector<std::vector<float>> scratch;
+    write_safetensors(dir / "model.safetensors", hf_tensors(a, a.params(), scratch), {{"format", "pt"}});
+    const SafetensorsFile f = SafetensorsFile::open(dir / "model.safetensors");
+    EXPECT_EQ(f.info("model.layers.1.self_attn.k_proj.weight").shape, (Shape{16, 32}));  // 2 kv heads x 8
+    EXPECT_EQ(f.info("model.layers.0.mlp.up_proj.weight").shape, (Shape{48, 32}));
+    EXPECT_EQ(f.info("lm_head.weight").shape, (Shape{50, 32}));  // no padding rows
+    EXPECT_FALSE(f.contains("model.layers.0.self_attn.qkv_proj.weight"));
+    Llama b(tiny(false));
+    load_hf(b, b.params(), SafetensorsSource(f));
+    ASSERT_EQ(a.params().nbytes(), b.params().nbytes());
+    EXPECT_EQ(0, std::memcmp(a.params().data(), b.params().data(), a.params().nbytes()));
+    std::filesystem::remove_all(dir);
+}
+
+TEST(LlamaHf, MissingOrMisShapedTensorsAreNamed) {
+    Llama a(tiny(true));
+    randomize(a, 1);
+    std::vector<std::vector<float>> scratch;
+    auto refs = hf_tensors(a, a.params(), scratch);
+    // Drop v_proj of layer 1 and give k_proj of layer 0 the shape of an MHA model (4 kv heads).
+    std::vector<float> wide(64 * 32, 0.f);
+    std::vector<TensorRef> bad;
+    for (auto r : refs) {
+        if (r.name == "model.layers.1.self_attn.v_proj.weight") continue;
+        if (r.name == "model.layers.0.self_attn.k_proj.weight") r = {r.name, StDType::kF32, {32, 32}, wide.data()};
+        bad.push_back(r);
+    }
+    const auto path = std::filesystem::temp_directory_path() / ("llmt_llama_bad_" + std::to_string(::getpid()) + ".safetensors");
+    write_safetensors(path, bad);
+    Llama b(tiny(true));
+    try {
+        load_hf(b, b.params(), SafetensorsSource(SafetensorsFile::open(path)));
+        FAIL() << "expected CheckpointError";
+    } catch (const CheckpointError& e) {
+        const std::string m = e.what();
+        EXPECT_NE(m.find("missing tensor `model.layers.1.self_attn.v_proj.weight` (expected shape [16, 32])"), std::string::npos) << m;
+        EXPECT_NE(m.find("`model.layers.0.self_attn.k_proj.weight`: expected shape [16, 32], found [32, 32]"), std::string::npos) << m;
+    }
+    std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace llmt::models
