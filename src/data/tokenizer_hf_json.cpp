@@ -2,7 +2,8 @@
 // layout of Llama 3 (and of tiktoken-converted vocabularies). The BPE model keeps Hugging Face's
 // semantics: the merge list's order is the merge priority and only listed pairs merge; ignore_merges
 // makes a piece that is itself a token that token. Everything else the file may say is either
-// implemented here or refused naming the key, so that no setting is silently read differently.
+// implemented here or refused naming the key, so that no setting is silently read differently. Values and
+// token texts stay out of messages (the file may be something else named by mistake).
 #include <unordered_map>
 #include <unordered_set>
 
@@ -48,7 +49,7 @@ public:
     void require_unset(const nlohmann::json& j, const char* key, const std::string& where, const char* why,
                        const nlohmann::json& allowed = nullptr) const {
         const auto* v = get(j, key);
-        if (v && *v != allowed) throw fail(where + "." + key, fmt::format("{} is not supported ({})", v->dump(), why));
+        if (v && *v != allowed) throw fail(where + "." + key, fmt::format("is set, which is not supported ({})", why));
     }
 
 private:
@@ -116,7 +117,7 @@ void read_template(const Reader& r, const nlohmann::json& tp, const std::string&
         const nlohmann::json* entry = specials && specials->is_object() ? Reader::get(*specials, name.c_str()) : nullptr;
         const nlohmann::json* ids = entry ? Reader::get(*entry, "ids") : nullptr;
         if (!ids || !ids->is_array())
-            throw r.fail(where + ".special_tokens", fmt::format("no ids for the token {} of {}", name, at));
+            throw r.fail(where + ".special_tokens", fmt::format("no ids for the special token of {}", at));
         for (const auto& id : *ids) {
             if (!id.is_number_unsigned()) throw r.fail(where + ".special_tokens", "an id is not a non-negative integer");
             (seen_sequence ? list.suffix : list.prefix).push_back(id.get<uint32_t>());
@@ -140,9 +141,7 @@ void read_post_processor(const Reader& r, const nlohmann::json& pp, const std::s
             read_post_processor(r, (*procs)[i], fmt::format("{}.processors[{}]", where, i), list);
         return;
     }
-    throw r.fail(where + ".type", fmt::format("\"{}\" is not supported (ByteLevel, TemplateProcessing or a Sequence "
-                                              "of them are)",
-                                              type));
+    throw r.fail(where + ".type", "is not supported (ByteLevel, TemplateProcessing or a Sequence of them are)");
 }
 
 }  // namespace

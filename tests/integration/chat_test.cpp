@@ -1,9 +1,8 @@
 // `llmtrain chat` and the Llama 3 tokenizer end to end through the real binary: shards prepared with
-// Meta's Llama 3 tokenizer.json (uint32 ids), a tiny model with its 128,256-id vocabulary trained a few
+// Meta's Llama 3 tokenizer.json (uint32 ids), a tiny LLaMA with its 128,256-id vocabulary trained a few
 // steps, then chat on a pipe (one answer per turn, seeded), generation stopping at an eos id that a model
 // directory's generation_config.json lists, --print-prompt against the template by hand, and the error for
-// an unknown chat template. (The model is a GPT-2-architecture one: the LLaMA model is not in this tree;
-// chat only needs the model interface.)
+// an unknown chat template.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -43,7 +42,8 @@ protected:
         ASSERT_EQ(r.exit_code, 0) << r.err;
         std::ofstream(root_ / "tiny.yaml")
             << "run: {name: c, seed: 3, device: cpu, threads: 1}\n"
-               "model: {n_layer: 1, n_head: 2, d_model: 32, block_size: 64, vocab_size: 128256, vocab_pad_multiple: 64}\n"
+               "model: {arch: llama, n_layer: 1, n_head: 2, n_kv_head: 1, d_model: 32, d_ff: 64, block_size: 64, "
+               "vocab_size: 128256}\n"
                "trainer: {max_steps: 10, micro_batch_size: 2, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 2, "
                "eval_every_steps: 0}\n"
             << "data: {tokenizer: " << model_dir_.string() << ", train_shards: " << (root_ / "shards/train_*.bin").string()
@@ -117,6 +117,26 @@ TEST_F(ChatTest, PrintPromptRendersMetasTemplate) {
               "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
               "\n\nHello.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>"
               "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+// The run exported as a Hugging Face model directory (fp32: the same weights), with Meta's tokenizer files
+// beside it: chat --model EXPORT finds tokenizer and template there and answers exactly as from the run.
+TEST_F(ChatTest, HuggingFaceModelDirectoryAnswersAsTheRun) {
+    const fs::path exported = root_ / "export";
+    auto r = llmtrain({"export", "--checkpoint", run_.string(), "--out", exported.string(), "--dtype", "fp32"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+        fs::copy_file(kLlama3 / f, exported / f, fs::copy_options::overwrite_existing);
+    const std::vector<std::string> opts = {"--max-new-tokens", "8", "--seed", "9", "--set", "run.threads=1"};
+    auto from = [&](const fs::path& m) {
+        std::vector<std::string> args = {"chat", "--model", m.string()};
+        args.insert(args.end(), opts.begin(), opts.end());
+        return llmtrain(args, "Hello\nWhat is item 3?\n");
+    };
+    auto a = from(run_), b = from(exported);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(a.out, b.out);
 }
 
 TEST_F(ChatTest, UnknownTemplateIsAClearError) {
