@@ -27,5 +27,7 @@ endif()
 if(NOT LLMTRAIN_FUZZ)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+  # MLflow's REST API (src/tracking): HTTP(S) client via Debian's libcurl (libcurl4-openssl-dev).
+  pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
   find_package(SQLite3 REQUIRED)
 endif()

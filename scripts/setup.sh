@@ -15,12 +15,13 @@ PACKAGES=(
   cmake ninja-build g++ clang make pkg-config git ca-certificates
   libfuzzer-14-dev libclang-rt-14-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
-  libopenblas-dev libdnnl-dev libgloo-dev libcpp-httplib-dev libsqlite3-dev
+  libopenblas-dev libdnnl-dev libgloo-dev libcpp-httplib-dev libsqlite3-dev libcurl4-openssl-dev
   # dnnl-config.cmake find_package()s OpenCL (Debian's oneDNN is built with its OpenCL runtime), but
   # libdnnl-dev only Recommends the package and we install with --no-install-recommends.
   ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   python3 python3-torch python3-numpy
+  python3-protobuf python3-yaml  # the tracking tests' independent TensorBoard and MLflow readers
   unicode-data
   bible-kjv bible-kjv-text fortunes fortunes-min
   iproute2 procps

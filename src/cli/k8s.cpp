@@ -69,7 +69,7 @@ k8s::JobSpec build_spec(const SpecOptions& o, const ConfigOptions& copts) {
     for (const auto& kv : o.node_selector) s.node_selector.push_back(split_kv("--node-selector", kv));
     for (const auto& kv : o.env) s.env.push_back(split_kv("--env", kv));
     auto cfg = load_config(copts);
-    s.config_yaml = config::to_yaml(cfg.resolved, false);
+    s.config_yaml = config::to_yaml_written(cfg);  // written keys only: a model directory fills the rest
     s.config_device = cfg.run.device;
     s.config_run_name = cfg.run.name;
     s.config_threads = cfg.run.threads;

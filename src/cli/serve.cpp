@@ -65,6 +65,9 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--allow-read", *allow_read,
                     "a directory (or file) jobs may read data, tokenizers and models from, besides the presets' data "
                     "directories (repeatable); the server's own files stay unreadable (docs/security.md)");
+    cmd->add_option("--allow-endpoint", o->allow_endpoint,
+                    "an http(s):// URL prefix jobs may connect to, such as an MLflow tracking server for "
+                    "tracking.mlflow.uri (repeatable); by default jobs may connect to none (docs/security.md)");
     cmd->add_option("--job-env", o->job_env,
                     "NAME of an environment variable of this server that jobs also get (repeatable); by default jobs "
                     "get only non-secret ones (PATH, locale, threads, CUDA/NCCL, LLMTRAIN_*)");

@@ -91,9 +91,16 @@ struct DistConfig {
     int zero_stage = 0;
 };
 
+struct MlflowConfig {
+    std::string uri;         // a directory, a file: URI or an http(s):// URL; empty: $MLFLOW_TRACKING_URI
+    std::string experiment;  // empty: "Default"
+    std::string run_name;    // empty: the run directory's name
+};
+
 struct TrackingConfig {
     bool jsonl = true;
-    std::string mlflow_dir, tensorboard_dir;
+    MlflowConfig mlflow;
+    std::string tensorboard_dir;  // empty: off
 };
 
 struct OutputConfig {

@@ -58,6 +58,18 @@ void emit_map(const nlohmann::ordered_json& map, const std::string& prefix, int 
 
 }  // namespace
 
+std::string to_yaml_written(const Config& cfg) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (const auto& f : schema_fields()) {
+        if (!cfg.wrote(f.path)) continue;
+        const auto ptr = schema_pointer(f.path);
+        out[ptr] = cfg.resolved.at(ptr);
+    }
+    std::string text;
+    emit_map(out, "", 0, false, text);
+    return text;
+}
+
 std::string to_yaml(const nlohmann::ordered_json& resolved, bool with_comments) {
     std::string out;
     emit_map(resolved, "", 0, with_comments, out);

@@ -279,6 +279,16 @@ std::vector<std::string> keys_of_section(const std::string& section) {
     return out;
 }
 
+// Keys earlier versions accepted and this one does not, with where their meaning went: an error that
+// points the way, not "unknown key".
+std::optional<std::string> removed_key_message(const std::string& path) {
+    if (path == "tracking.mlflow_dir")
+        return std::string("was removed: MLflow is configured as `tracking.mlflow: {uri, experiment, run_name}`; "
+                           "put the file-store directory in tracking.mlflow.uri (a path or a file: URI; a tracking "
+                           "server is an http(s):// URL there)");
+    return std::nullopt;
+}
+
 std::vector<std::string> top_level_names() {
     std::vector<std::string> out = schema_sections();
     for (const auto& f : schema_fields())
@@ -308,32 +318,6 @@ std::string unknown_key_message(const std::string& path, const std::string& leaf
     return msg;
 }
 
-// Records every key of the mapping `map` (the keys of section or group `prefix`) in values/loc; a key that
-// is a group of keys ("model.rope_scaling") is walked in turn. Unknown keys are issues.
-void walk_keys(const YAML::Node& map, const std::string& prefix, Validator& v, std::map<std::string, YAML::Node>& values,
-               std::map<std::string, std::string>& loc, std::map<std::string, std::string>& set_origin, int depth = 0) {
-    for (auto jt = map.begin(); jt != map.end(); ++jt) {
-        std::string leaf = jt->first.IsScalar() ? jt->first.Scalar() : "<complex key>";
-        std::string path = prefix + "." + leaf;
-        if (!find_field(path) && is_key_group(path) && depth < 4) {
-            const YAML::Node group = jt->second;
-            if (group.IsNull()) continue;  // "rope_scaling:" with nothing under it: all defaults
-            if (!group.IsMap()) {
-                v.add(path, v.where(jt->second), fmt::format("expected a mapping of keys, found {}", describe_found(group)));
-                continue;
-            }
-            walk_keys(group, path, v, values, loc, set_origin, depth + 1);
-            continue;
-        }
-        if (!find_field(path)) {
-            v.add(path, v.where(jt->first), unknown_key_message(path, leaf, keys_of_section(prefix), prefix));
-            continue;
-        }
-        values[path] = jt->second;
-        loc[path] = set_origin.count(path) ? set_origin[path] : v.where(jt->first);
-    }
-}
-
 struct Origin {
     YAML::Node node;
     std::string where;
@@ -350,12 +334,19 @@ void apply_set(YAML::Node& root, const std::string& kv, std::map<std::string, st
     }
     std::string key(trim(std::string_view(kv).substr(0, eq)));
     std::string value = kv.substr(eq + 1);
+    if (auto removed = removed_key_message(key)) {
+        v.add(key, where, *removed);
+        return;
+    }
     if (!find_field(key)) {
-        auto dot = key.find('.');
+        // The deepest known section or group above the key: "model.rope_scaling.fctor" is looked up among
+        // model.rope_scaling's keys.
+        auto dot = key.rfind('.');
+        while (dot != std::string::npos && !is_key_group(key.substr(0, dot)))
+            dot = dot == 0 ? std::string::npos : key.rfind('.', dot - 1);
         std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
         std::string leaf = dot == std::string::npos ? key : key.substr(dot + 1);
-        bool known_section = false;
-        for (const auto& s : schema_sections()) known_section |= s == section;
+        const bool known_section = !section.empty();
         v.add(key, where,
               unknown_key_message(key, known_section ? leaf : key,
                                   known_section ? keys_of_section(section) : all_paths(),
@@ -400,15 +391,23 @@ bool is_default(const ordered_json& r, const std::string& path) {
     return value_at(r, path) == find_field(path)->default_value;
 }
 
+// tracking.mlflow.uri: the schemes this version speaks (MLflow itself knows more: databricks, a SQL
+// database); an empty value is checked when the run starts, against $MLFLOW_TRACKING_URI.
+void check_mlflow_uri(const ordered_json& r, const std::function<std::string(const std::string&)>& at, Validator& v) {
+    const std::string uri = value_at(r, "tracking.mlflow.uri");
+    if (uri.empty() || local_path_of_uri(uri) || uri.rfind("http://", 0) == 0 || uri.rfind("https://", 0) == 0) return;
+    v.add("tracking.mlflow.uri", at("tracking.mlflow.uri"),
+          fmt::format("expected a directory, a file: URI (an MLflow file store) or an http(s):// URL (an MLflow "
+                      "tracking server), found \"{}\"{}",
+                      uri.substr(0, 200),
+                      uri.rfind("file://", 0) == 0 ? " (a file:// URI names this machine: file:///path or file://localhost/path)"
+                                                    : ": this version speaks no other scheme"));
+}
+
 // Keys this version accepts in the schema but cannot act on: a value other than the default is refused
 // (never silently ignored), naming the key and the issue that implements it.
 void refuse_unimplemented(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
                           Validator& v) {
-    for (const char* key : {"tracking.mlflow_dir", "tracking.tensorboard_dir"})
-        if (!value_at(r, key).get<std::string>().empty())
-            v.add(key, at(key),
-                  "is not implemented yet (TensorBoard and MLflow output are issue 22); leave it empty: "
-                  "metrics.jsonl in the run directory has every metric");
     if (as_i(value_at(r, "lora.r")) > 0)
         v.add("lora.r", at("lora.r"), "LoRA fine-tuning is not implemented yet (issue 20); set lora.r: 0");
     for (const char* key : {"lora.alpha", "lora.dropout", "lora.target_modules"})
@@ -576,6 +575,7 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
               "bf16 runs on CUDA only in this version; use fp32 with run.device: cpu (or run.device: cuda)");
     check_deterministic(r, at, v);
     check_data_keys_read(r, at, v);
+    check_mlflow_uri(r, at, v);
 }
 
 }  // namespace
@@ -628,30 +628,37 @@ Config load_config_string(std::string_view text, const std::string& source_name,
     std::map<std::string, std::string> set_origin;
     for (const auto& s : sets) apply_set(root, s, set_origin, v);
 
-    // Walk the tree: every key must be known.
+    // Walk the tree: every key must be known; groups (sections, tracking.mlflow) are mappings of keys.
     std::map<std::string, YAML::Node> values;  // path -> node
     std::map<std::string, std::string> loc;    // path -> where (file:line:col or --set)
-    const auto sections = schema_sections();
-    for (auto it = root.begin(); it != root.end(); ++it) {
-        const std::string k = it->first.Scalar();
-        bool is_section = std::find(sections.begin(), sections.end(), k) != sections.end();
-        if (!is_section) {
-            if (find_field(k)) {
-                values[k] = it->second;
-                loc[k] = set_origin.count(k) ? set_origin[k] : v.where(it->first);
+    std::function<void(const YAML::Node&, const std::string&, int)> walk = [&](const YAML::Node& map,
+                                                                               const std::string& prefix, int depth) {
+        for (auto it = map.begin(); it != map.end(); ++it) {
+            const std::string leaf = it->first.IsScalar() ? it->first.Scalar() : "<complex key>";
+            const std::string path = prefix.empty() ? leaf : prefix + "." + leaf;
+            if (find_field(path)) {
+                values[path] = it->second;
+                loc[path] = set_origin.count(path) ? set_origin[path] : v.where(it->first);
+            } else if (auto removed = removed_key_message(path)) {
+                v.add(path, v.where(it->first), *removed);
+            } else if (is_key_group(path) && depth < 4) {
+                const YAML::Node sub = it->second;  // a copy: the iterator yields a temporary
+                if (sub.IsNull()) continue;         // "trainer:" with nothing under it: all defaults
+                if (!sub.IsMap()) {
+                    v.add(path, v.where(it->second),
+                          fmt::format("expected a mapping of keys ({}), found {}",
+                                      fmt::join(keys_of_section(path), ", "), describe_found(sub)));
+                    continue;
+                }
+                walk(sub, path, depth + 1);
+            } else if (prefix.empty()) {
+                v.add(path, v.where(it->first), unknown_key_message(path, path, top_level_names(), ""));
             } else {
-                v.add(k, v.where(it->first), unknown_key_message(k, k, top_level_names(), ""));
+                v.add(path, v.where(it->first), unknown_key_message(path, leaf, keys_of_section(prefix), prefix));
             }
-            continue;
         }
-        const YAML::Node sec = it->second;  // a copy: the iterator yields a temporary
-        if (sec.IsNull()) continue;  // "trainer:" with nothing under it: all defaults
-        if (!sec.IsMap()) {
-            v.add(k, v.where(it->second), fmt::format("expected a mapping of keys, found {}", describe_found(sec)));
-            continue;
-        }
-        walk_keys(sec, k, v, values, loc, set_origin);
-    }
+    };
+    walk(root, "", 0);
 
     // Materialize every field: the given value, or its default.
     ordered_json resolved = ordered_json::object();

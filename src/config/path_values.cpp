@@ -8,13 +8,15 @@ std::vector<PathValue> path_values(const nlohmann::ordered_json& resolved) {
     std::vector<PathValue> out;
     for (const auto& f : schema_fields()) {
         if (f.access == Access::kNone) continue;
-        const auto ptr = schema_pointer(f.path);
-        if (!resolved.contains(ptr)) continue;
-        const nlohmann::ordered_json* v = &resolved[ptr];
+        const nlohmann::ordered_json* v = resolved_value(resolved, f.path);
+        if (!v) continue;
         auto add = [&](const std::string& key, const nlohmann::ordered_json& item) {
             if (!item.is_string()) return;
             const std::string value = item.get<std::string>();
-            if (names_a_path(f, value)) out.push_back({key, f.path, value, f.access, f.glob});
+            if (!names_a_path(f, value)) return;
+            const Access access = access_of(f, value);
+            // A file: URI's write value is the directory it names, which is what the policy places.
+            out.push_back({key, f.path, access == f.access ? value : *local_path_of_uri(value), access, f.glob});
         };
         if (v->is_array()) {
             for (size_t i = 0; i < v->size(); ++i) add(fmt::format("{}[{}]", f.path, i), (*v)[i]);

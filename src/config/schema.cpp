@@ -183,8 +183,16 @@ std::vector<FieldSpec> build() {
     v.push_back(int_field("dist.zero_stage", 0, 0, 1, "1 shards optimizer state across ranks (ZeRO-1)"));
     // tracking
     v.push_back(bool_field("tracking.jsonl", true, "write metrics.jsonl in the run directory"));
-    v.push_back(string_field("tracking.mlflow_dir", "", Access::kWrite, "MLflow file-store directory; not implemented yet (issue 22): must be empty"));
-    v.push_back(string_field("tracking.tensorboard_dir", "", Access::kWrite, "TensorBoard log directory; not implemented yet (issue 22): must be empty"));
+    v.push_back(string_field("tracking.mlflow.uri", "", Access::kEndpoint,
+                             "MLflow: a file store (a directory or file: URI, written from rank 0) or a tracking server "
+                             "(http(s)://); empty = $MLFLOW_TRACKING_URI, and off when that is unset too (docs/tracking.md)"));
+    v.back().file_uri_is_write = true;
+    v.push_back(string_field("tracking.mlflow.experiment", "", Access::kNone,
+                             "MLflow experiment name; empty = MLflow's \"Default\" experiment"));
+    v.push_back(string_field("tracking.mlflow.run_name", "", Access::kNone,
+                             "MLflow run name; empty = the run directory's name"));
+    v.push_back(string_field("tracking.tensorboard_dir", "", Access::kWrite,
+                             "TensorBoard log directory: rank 0 writes <dir>/<run id>/events.out.tfevents.*; empty = off"));
     // output
     v.push_back(string_field("output.root_dir", "runs", Access::kWrite, "parent directory of run directories"));
     v.push_back(string_field("output.run_id", "", Access::kNone, "run directory name; empty = <run.name>-<UTC time>-<random>"));
@@ -215,6 +223,45 @@ const FieldSpec* find_field(const std::string& path) {
     for (const auto& f : schema_fields())
         if (f.path == path) return &f;
     return nullptr;
+}
+
+std::vector<std::string> split_path(const std::string& path) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    for (size_t dot; (dot = path.find('.', start)) != std::string::npos; start = dot + 1)
+        parts.push_back(path.substr(start, dot - start));
+    parts.push_back(path.substr(start));
+    return parts;
+}
+
+const nlohmann::ordered_json* resolved_value(const nlohmann::ordered_json& resolved, const std::string& path) {
+    const nlohmann::ordered_json* v = &resolved;
+    for (const auto& part : split_path(path)) {
+        if (!v->is_object() || !v->contains(part)) return nullptr;
+        v = &(*v)[part];
+    }
+    return v;
+}
+
+std::optional<std::string> local_path_of_uri(const std::string& value) {
+    const auto colon = value.find(':');
+    const auto slash = value.find('/');
+    // No scheme: a plain path ("mlruns", "/shared/mlruns", "./a:b" has its ':' after a '/').
+    if (colon == std::string::npos || (slash != std::string::npos && slash < colon)) return value;
+    if (value.compare(0, colon, "file") != 0) return std::nullopt;
+    std::string rest = value.substr(colon + 1);
+    if (rest.rfind("//", 0) == 0) {  // file://host/path: only an empty host or localhost is this machine
+        const auto path_start = rest.find('/', 2);
+        const std::string host = rest.substr(2, path_start == std::string::npos ? std::string::npos : path_start - 2);
+        if (!host.empty() && host != "localhost") return std::nullopt;
+        rest = path_start == std::string::npos ? "/" : rest.substr(path_start);
+    }
+    return rest;
+}
+
+Access access_of(const FieldSpec& f, const std::string& value) {
+    if (f.file_uri_is_write && local_path_of_uri(value)) return Access::kWrite;
+    return f.access;
 }
 
 bool names_a_path(const FieldSpec& f, const std::string& value) {

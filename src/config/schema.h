@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct FieldSpec {
     Access access = Access::kNone;     // kString / kStringList: what the value names
     bool glob = false;                 // kRead: the value is a glob (its matches are read)
     std::vector<std::string> not_paths;  // values that name no file ("scratch", "gpt2", "")
+    // A kEndpoint key whose value may instead be a local directory (a plain path or a file: URI), which
+    // is then a kWrite value (tracking.mlflow.uri: a file store or a tracking server).
+    bool file_uri_is_write = false;
 };
 
 // All fields, in the order print-config prints them.
@@ -51,6 +55,18 @@ nlohmann::ordered_json::json_pointer schema_pointer(const std::string& path);
 
 // Whether `path` is a section or a group of keys ("model", "model.rope_scaling"): some field lies under it.
 bool is_key_group(const std::string& path);
+
+// The parts of a key path ("tracking.mlflow.uri" -> tracking, mlflow, uri).
+std::vector<std::string> split_path(const std::string& path);
+// The value at `path` in a resolved config, or nullptr.
+const nlohmann::ordered_json* resolved_value(const nlohmann::ordered_json& resolved, const std::string& path);
+
+// What `value` of field `f` names: f.access, except for file_uri_is_write keys, whose http(s) URLs are
+// kEndpoint and whose paths and file: URIs are kWrite.
+Access access_of(const FieldSpec& f, const std::string& value);
+// The local path a plain path or file: URI names ("file:///a/b" -> "/a/b", "file:rel" -> "rel"); nullopt
+// for a URI of another scheme.
+std::optional<std::string> local_path_of_uri(const std::string& value);
 
 // Section names in order: run, model, lora, data, trainer, dist, tracking, output.
 const std::vector<std::string>& schema_sections();

@@ -85,7 +85,10 @@ Config from_resolved(const nlohmann::ordered_json& r) {
 
     const auto& tr = r.at("tracking");
     c.tracking.jsonl = tr.at("jsonl");
-    c.tracking.mlflow_dir = tr.at("mlflow_dir");
+    const auto& ml = tr.at("mlflow");
+    c.tracking.mlflow.uri = ml.at("uri");
+    c.tracking.mlflow.experiment = ml.at("experiment");
+    c.tracking.mlflow.run_name = ml.at("run_name");
     c.tracking.tensorboard_dir = tr.at("tensorboard_dir");
 
     const auto& o = r.at("output");

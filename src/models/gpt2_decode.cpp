@@ -10,16 +10,11 @@
 
 namespace llmt::models {
 
-Gpt2Decoder::Gpt2Decoder(const Gpt2& model, int max_T) : model_(model) {
+Gpt2Decoder::Gpt2Decoder(const Gpt2& model, int max_T) : Decoder(model, max_T), model_(model) {
     const Gpt2Config& c = model.config();
-    LLMT_INTERNAL_CHECK(model.device() == Device::kCpu, "decoder: the KV-cache decoder runs on the CPU (model on {})",
-                        device_name(model.device()));
-    max_T_ = max_T == 0 ? c.block_size : max_T;
-    LLMT_INTERNAL_CHECK(max_T_ > 0 && max_T_ <= c.block_size, "decoder: cache of {} positions; expected 1..model.block_size ({})",
-               max_T_, c.block_size);
-    const int64_t T = max_T_, C = c.d_model, F = c.d_ff;
+    const int64_t T = capacity(), C = c.d_model, F = c.d_ff;
     for (int l = 0; l < c.n_layer; ++l) cache_.add(fmt::format("h{}.qkv", l), {1, T, 3 * C});
-    cache_.allocate(false);  // rows are written before they are read (positions < pos_ only)
+    cache_.allocate(false);  // rows are written before they are read (positions < position() only)
     for (const char* n : {"x", "ln", "atty", "proj", "res2", "res3"}) scratch_.add(n, {T * C});
     for (const char* n : {"fch", "fch_gelu"}) scratch_.add(n, {T * F});
     scratch_.add("mean", {T});
@@ -28,32 +23,10 @@ Gpt2Decoder::Gpt2Decoder(const Gpt2& model, int max_T) : model_(model) {
     scratch_.allocate(false);
 }
 
-const float* Gpt2Decoder::prefill(std::span<const int32_t> ids) {
-    LLMT_CHECK(!ids.empty(), "decoder: prefill needs at least one token");
-    LLMT_CHECK(static_cast<int64_t>(ids.size()) <= max_T_,
-               "decoder: prompt of {} tokens exceeds the context of {} positions (model.block_size {})", ids.size(),
-               max_T_, model_.config().block_size);
-    pos_ = 0;
-    started_ = true;
-    return run(ids.data(), static_cast<int>(ids.size()));
-}
-
-const float* Gpt2Decoder::step(int32_t id) {
-    LLMT_INTERNAL_CHECK(started_, "decoder: step() before prefill()");
-    LLMT_CHECK(pos_ < max_T_,
-               "decoder: position {} is beyond the context of {} positions (model.block_size {}); start a new "
-               "sequence with a shorter prefix",
-               pos_, max_T_, model_.config().block_size);
-    return run(&id, 1);
-}
-
 const float* Gpt2Decoder::run(const int32_t* ids, int n) {
     const Gpt2Config& c = model_.config();
     const int64_t C = c.d_model, F = c.d_ff, Vp = c.padded_vocab;
-    const int t0 = pos_;
-    for (int i = 0; i < n; ++i)
-        LLMT_CHECK(ids[i] >= 0 && ids[i] < c.vocab_size, "decoder: token id {} at position {} is outside [0, {})",
-                   ids[i], t0 + i, c.vocab_size);
+    const int t0 = position();
     const Arena& P = model_.params();
     const Gpt2::Weights& w = model_.weights();
     auto W = [&](ParamId id) { return P.view(id); };
@@ -92,7 +65,6 @@ const float* Gpt2Decoder::run(const int32_t* ids, int n) {
     kernels::layernorm_forward(ln_row, mean1, rstd1, last_row, W(w.lnf_w), W(w.lnf_b), c.norm_eps);
     Tensor logits(scratch_.view("logits").data, {1, 1, Vp});
     kernels::matmul_forward(logits, ln_row, W(w.head), Tensor());
-    pos_ = t0 + n;
     return logits.ptr<float>();
 }
 

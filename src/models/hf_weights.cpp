@@ -221,6 +221,12 @@ bool export_file(const std::string& n) {
 }  // namespace
 
 HfExportDir::HfExportDir(fs::path target) : target_(std::move(target)) {
+    if (target_.filename().empty()) target_ = target_.parent_path();  // "out/" is "out"
+    const std::string name = target_.filename().string();
+    if (name.empty() || name == "." || name == "..")
+        throw InputError(fmt::format("--out '{}': expected a directory name (the export replaces the directory as a "
+                                     "whole)",
+                                     target_.string()));
     std::error_code ec;
     if (fs::exists(fs::symlink_status(target_, ec))) {
         if (!fs::is_directory(fs::symlink_status(target_, ec)))

@@ -205,32 +205,12 @@ float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T
     }
     kernels::rmsnorm_forward(acts_.btc(ids_.norm, B, T, C), acts_.bt(ids_.norm_rstd, B, T), residual, W(w_.norm),
                              cfg_.norm_eps);
-    has_grad_ = false;
-    const Tensor logits = acts_.shaped(ids_.logits, {lm_head_chunk_rows(BT, cfg_.padded_vocab), cfg_.padded_vocab});
-    const Tensor x = acts_.shaped(ids_.norm, {BT, C});
-    if (!targets) {
-        all_logits_.resize(static_cast<size_t>(BT * cfg_.padded_vocab));
-        lm_head_logits(all_logits_.data(), x, W(w_.head), logits);
-        return 0.f;
-    }
-    LmHeadIo io;
-    io.x = x;
-    io.weight = W(w_.head);
-    io.logits = logits;
-    io.losses = acts_.shaped(ids_.losses, {BT});
-    io.targets = acts_.shaped(ids_.targets, {BT});
-    if (train) {
-        io.dx = acts_.shaped(ids_.d_c, {BT, C});  // d norm, for backward()
-        io.dweight = store_.grad(w_.head);
-        has_grad_ = true;
-    }
-    lm_head_loss(io, cfg_.vocab_size, loss_scale / static_cast<float>(batch.counted));
-    std::vector<float> host_losses(static_cast<size_t>(BT));
-    kernels::copy(Tensor(host_losses.data(), {BT}), acts_.shaped(ids_.losses, {BT}));
-    double sum = 0;
-    for (int64_t i = 0; i < BT; ++i)
-        if (targets[i] >= 0) sum += host_losses[static_cast<size_t>(i)];
-    return static_cast<float>(sum / static_cast<double>(batch.counted));
+    // The head's backward runs in the forward, chunk by chunk, leaving d norm in d_c for backward().
+    const HeadBuffers buf{acts_.shaped(ids_.logits, {lm_head_chunk_rows(BT, cfg_.padded_vocab), cfg_.padded_vocab}),
+                          acts_.shaped(ids_.losses, {BT}), acts_.shaped(ids_.targets, {BT}),
+                          acts_.shaped(ids_.d_c, {BT, C})};
+    has_grad_ = train;
+    return head_forward(batch, targets, acts_.shaped(ids_.norm, {BT, C}), w_.head, buf, train, loss_scale);
 }
 
 void Llama::backward() {

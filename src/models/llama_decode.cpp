@@ -8,17 +8,12 @@
 
 namespace llmt::models {
 
-LlamaDecoder::LlamaDecoder(const Llama& model, int max_T) : model_(model) {
+LlamaDecoder::LlamaDecoder(const Llama& model, int max_T) : Decoder(model, max_T), model_(model) {
     const LlamaConfig& c = model.config();
-    LLMT_INTERNAL_CHECK(model.device() == Device::kCpu, "decoder: the KV-cache decoder runs on the CPU (model on {})",
-                        device_name(model.device()));
-    max_T_ = max_T == 0 ? c.block_size : max_T;
-    LLMT_INTERNAL_CHECK(max_T_ > 0 && max_T_ <= c.block_size,
-                        "decoder: cache of {} positions; expected 1..model.block_size ({})", max_T_, c.block_size);
-    const int64_t T = max_T_, C = c.d_model, F = c.d_ff, HD = c.hd();
+    const int64_t T = capacity(), C = c.d_model, F = c.d_ff, HD = c.hd();
     const int64_t QKV = static_cast<int64_t>(c.n_head + 2 * c.n_kv_head) * HD, A = c.n_head * HD;
     for (int l = 0; l < c.n_layer; ++l) cache_.add(fmt::format("h{}.qkv", l), {1, T, QKV});
-    cache_.allocate(false);  // rows are written before they are read (positions < pos_ only)
+    cache_.allocate(false);  // rows are written before they are read (positions < position() only)
     for (const char* n : {"x", "norm", "res_mid", "res_out"}) scratch_.add(n, {T * C});
     scratch_.add("atty", {T * A});
     scratch_.add("gate_up", {T * 2 * F});
@@ -28,34 +23,12 @@ LlamaDecoder::LlamaDecoder(const Llama& model, int max_T) : model_(model) {
     scratch_.allocate(false);
 }
 
-const float* LlamaDecoder::prefill(std::span<const int32_t> ids) {
-    LLMT_CHECK(!ids.empty(), "decoder: prefill needs at least one token");
-    LLMT_CHECK(static_cast<int64_t>(ids.size()) <= max_T_,
-               "decoder: prompt of {} tokens exceeds the context of {} positions (model.block_size {})", ids.size(),
-               max_T_, model_.config().block_size);
-    pos_ = 0;
-    started_ = true;
-    return run(ids.data(), static_cast<int>(ids.size()));
-}
-
-const float* LlamaDecoder::step(int32_t id) {
-    LLMT_INTERNAL_CHECK(started_, "decoder: step() before prefill()");
-    LLMT_CHECK(pos_ < max_T_,
-               "decoder: position {} is beyond the context of {} positions (model.block_size {}); start a new "
-               "sequence with a shorter prefix",
-               pos_, max_T_, model_.config().block_size);
-    return run(&id, 1);
-}
-
 const float* LlamaDecoder::run(const int32_t* ids, int n) {
     const LlamaConfig& c = model_.config();
     const int64_t C = c.d_model, F = c.d_ff, HD = c.hd(), Vp = c.padded_vocab;
     const int NH = c.n_head, KV = c.n_kv_head;
     const int64_t QKV = static_cast<int64_t>(NH + 2 * KV) * HD, A = NH * HD;
-    const int t0 = pos_;
-    for (int i = 0; i < n; ++i)
-        LLMT_CHECK(ids[i] >= 0 && ids[i] < c.vocab_size, "decoder: token id {} at position {} is outside [0, {})",
-                   ids[i], t0 + i, c.vocab_size);
+    const int t0 = position();
     const Arena& P = model_.params();
     const Llama::Weights& w = model_.weights();
     auto W = [&](ParamId id) { return P.view(id); };
@@ -88,7 +61,6 @@ const float* LlamaDecoder::run(const int32_t* ids, int n) {
     kernels::rmsnorm_forward(norm_row, Tensor(scratch_.view("rstd").data, {1, 1}), last_row, W(w.norm), c.norm_eps);
     Tensor logits(scratch_.view("logits").data, {1, 1, Vp});
     kernels::matmul_forward(logits, norm_row, W(w.head), Tensor());
-    pos_ = t0 + n;
     return logits.ptr<float>();
 }
 

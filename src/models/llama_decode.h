@@ -17,18 +17,11 @@ class LlamaDecoder final : public Decoder {
 public:
     // `model` must be on the CPU and outlive the decoder. max_T: cache capacity, 0 = block_size.
     explicit LlamaDecoder(const Llama& model, int max_T = 0);
-    const float* prefill(std::span<const int32_t> ids) override;
-    const float* step(int32_t id) override;
-    int position() const override { return pos_; }
-    int capacity() const override { return max_T_; }
 
 private:
-    const float* run(const int32_t* ids, int n);
+    const float* run(const int32_t* ids, int n) override;
 
     const Llama& model_;
-    int max_T_ = 0;
-    int pos_ = 0;
-    bool started_ = false;
     Arena cache_;    // per layer (1, max_T, QKV)
     Arena scratch_;  // activations of up to max_T new positions
 };

@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "models/lm_head.h"
 
 namespace llmt::models {
 
@@ -13,6 +14,42 @@ Recompute recompute_from_name(const std::string& name) {
     if (name == "gelu" || name == "mlp") return Recompute::kMlp;
     if (name == "all") return Recompute::kAll;
     throw InputError(fmt::format("trainer.recompute: expected one of none, gelu, mlp, all, found '{}'", name));
+}
+
+Decoder::Decoder(const Model& model, int max_T) : dims_(model.dims()) {
+    LLMT_INTERNAL_CHECK(model.device() == Device::kCpu, "decoder: the KV-cache decoder runs on the CPU (model on {})",
+                        device_name(model.device()));
+    max_T_ = max_T == 0 ? dims_.block_size : max_T;
+    LLMT_INTERNAL_CHECK(max_T_ > 0 && max_T_ <= dims_.block_size,
+                        "decoder: cache of {} positions; expected 1..model.block_size ({})", max_T_, dims_.block_size);
+}
+
+const float* Decoder::prefill(std::span<const int32_t> ids) {
+    LLMT_CHECK(!ids.empty(), "decoder: prefill needs at least one token");
+    LLMT_CHECK(static_cast<int64_t>(ids.size()) <= max_T_,
+               "decoder: prompt of {} tokens exceeds the context of {} positions (model.block_size {})", ids.size(),
+               max_T_, dims_.block_size);
+    pos_ = 0;
+    started_ = true;
+    for (size_t i = 0; i < ids.size(); ++i)
+        LLMT_CHECK(ids[i] >= 0 && ids[i] < dims_.vocab_size, "decoder: token id {} at position {} is outside [0, {})",
+                   ids[i], i, dims_.vocab_size);
+    const float* logits = run(ids.data(), static_cast<int>(ids.size()));
+    pos_ = static_cast<int>(ids.size());
+    return logits;
+}
+
+const float* Decoder::step(int32_t id) {
+    LLMT_INTERNAL_CHECK(started_, "decoder: step() before prefill()");
+    LLMT_CHECK(pos_ < max_T_,
+               "decoder: position {} is beyond the context of {} positions (model.block_size {}); start a new "
+               "sequence with a shorter prefix",
+               pos_, max_T_, dims_.block_size);
+    LLMT_CHECK(id >= 0 && id < dims_.vocab_size, "decoder: token id {} at position {} is outside [0, {})", id, pos_,
+               dims_.vocab_size);
+    const float* logits = run(&id, 1);
+    ++pos_;
+    return logits;
 }
 
 const float* Model::logits() const {
@@ -52,6 +89,34 @@ Model::Batch Model::begin_forward(Arena& acts, const int32_t* inputs, const int3
     last_B_ = B;
     last_T_ = T;
     return b;
+}
+
+float Model::head_forward(const Batch& batch, const int32_t* targets, Tensor x, ParamId head, const HeadBuffers& buf,
+                          bool train, float loss_scale) {
+    const int64_t BT = x.dim(0);
+    if (!targets) {
+        all_logits_.resize(static_cast<size_t>(BT * dims_.padded_vocab));
+        lm_head_logits(all_logits_.data(), x, store_.weight(head), buf.logits);
+        return 0.f;
+    }
+    LmHeadIo io;
+    io.x = x;
+    io.weight = store_.weight(head);
+    io.logits = buf.logits;
+    io.losses = buf.losses;
+    io.targets = buf.targets;
+    if (train) {
+        io.dx = buf.dx;
+        io.dweight = store_.grad(head);
+    }
+    // d(mean loss)/d(loss_i) = 1/counted, times the caller's scale (1/grad_accum, ...).
+    lm_head_loss(io, dims_.vocab_size, loss_scale / static_cast<float>(batch.counted));
+    std::vector<float> host_losses(static_cast<size_t>(BT));
+    kernels::copy(Tensor(host_losses.data(), {BT}), buf.losses);
+    double sum = 0;
+    for (int64_t i = 0; i < BT; ++i)
+        if (targets[i] >= 0) sum += host_losses[static_cast<size_t>(i)];
+    return static_cast<float>(sum / static_cast<double>(batch.counted));
 }
 
 }  // namespace llmt::models

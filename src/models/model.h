@@ -38,19 +38,7 @@ struct ModelDims {
     int padded_vocab = 0;  // Vp >= V: rows of the embedding and logit tables
 };
 
-// Incremental inference with a KV cache (one sequence): prefill(prompt) then step(id) per new token,
-// each returning the next-token logits (Vp floats; columns >= V are padding), equal to the model's
-// forward logits at that position. CPU models. Positions past capacity() are an InputError.
-class Decoder {
-public:
-    virtual ~Decoder() = default;
-    // Starts a new sequence: 1..capacity() ids in [0, V).
-    virtual const float* prefill(std::span<const int32_t> ids) = 0;
-    // Appends one id; InputError when the cache is full or before any prefill.
-    virtual const float* step(int32_t id) = 0;
-    virtual int position() const = 0;  // ids in the cache
-    virtual int capacity() const = 0;
-};
+class Decoder;
 
 class Model {
 public:
@@ -114,6 +102,18 @@ protected:
         int64_t counted = 0;  // targets >= 0
     };
     Batch begin_forward(Arena& acts, const int32_t* inputs, const int32_t* targets, int B, int T, bool train);
+    // Shared by every architecture's forward, its end: the LM head (models/lm_head.h) on x (BT, C), the final
+    // norm's output, with head weights `head`. Without targets: the logits of every row (logits(), CPU);
+    // returns 0. Else the mean cross-entropy over the counted targets and, when training, the head's backward:
+    // dx = d x (the model's backward starts from it) and the head's gradient +=.
+    struct HeadBuffers {
+        Tensor logits;   // (chunk rows, Vp) scratch
+        Tensor losses;   // (BT) f32
+        Tensor targets;  // (BT) i32 on the device (begin_forward's copy)
+        Tensor dx;       // (BT, C): written when training
+    };
+    float head_forward(const Batch& batch, const int32_t* targets, Tensor x, ParamId head, const HeadBuffers& buf,
+                       bool train, float loss_scale);
     // Every gradient at and after parameter `first` is final.
     void grads_ready_from(ParamId first) const {
         if (grads_ready_) grads_ready_(store_.grad_offset(first));
@@ -128,6 +128,36 @@ protected:
     std::function<void(size_t)> grads_ready_;
     std::vector<float> all_logits_;  // forward without targets (CPU)
     int last_B_ = 0, last_T_ = 0;
+};
+
+// Incremental inference with a KV cache (one sequence): prefill(prompt) then step(id) per new token,
+// each returning the next-token logits (Vp floats; columns >= V are padding), equal to the model's forward
+// logits at that position. CPU models. The bookkeeping is here; each architecture's decoder (gpt2_decode.h,
+// llama_decode.h) runs its op sequence on the new positions.
+class Decoder {
+public:
+    virtual ~Decoder() = default;
+    // Starts a new sequence: 1..capacity() ids in [0, V), in one batched pass.
+    const float* prefill(std::span<const int32_t> ids);
+    // Appends one id; InputError when the cache is full (naming model.block_size), InternalError before
+    // any prefill.
+    const float* step(int32_t id);
+    int position() const { return pos_; }  // ids in the cache
+    int capacity() const { return max_T_; }
+
+protected:
+    // max_T: cache capacity in positions, 0 = the model's block_size (InternalError above it or for a model
+    // not on the CPU).
+    Decoder(const Model& model, int max_T);
+    // Runs `n` ids (validated) at positions position()..position()+n-1, appending to the cache; returns the
+    // logits of the last of them.
+    virtual const float* run(const int32_t* ids, int n) = 0;
+
+private:
+    ModelDims dims_;
+    int max_T_ = 0;
+    int pos_ = 0;
+    bool started_ = false;
 };
 
 }  // namespace llmt::models

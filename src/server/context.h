@@ -44,6 +44,7 @@ struct ServerOptions {
     // besides the presets' data directories, and server environment variables jobs also get.
     std::vector<std::filesystem::path> allow_read;
     std::vector<std::string> job_env;
+    std::vector<std::string> allow_endpoint;  // --allow-endpoint: URL prefixes jobs may connect to (MLflow servers)
 };
 
 struct ServerContext {

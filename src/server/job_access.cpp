@@ -101,9 +101,12 @@ void check_endpoint(const config::PathValue& v, const JobAccessPolicy& policy) {
         // A prefix ends at a boundary: "https://a.example" allows "https://a.example/x", not "https://a.example.evil".
         if (v.value.size() == e.size() || e.back() == '/' || v.value[e.size()] == '/') return;
     }
-    refuse(v, policy.endpoints.empty() ? "is an endpoint, and this server lets jobs connect to none"
-                                       : fmt::format("is not under an endpoint this server allows ({})",
-                                                     fmt::join(policy.endpoints, ", ")));
+    refuse(v, policy.endpoints.empty()
+                  ? "is an endpoint, and this server lets jobs connect to none (the operator allows one with "
+                    "`llmtrain serve --allow-endpoint URL`)"
+                  : fmt::format("is not under an endpoint this server allows ({}; the operator adds one with "
+                                "`llmtrain serve --allow-endpoint URL`)",
+                                fmt::join(policy.endpoints, ", ")));
 }
 
 }  // namespace

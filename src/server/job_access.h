@@ -26,7 +26,7 @@ struct JobAccessPolicy {
     // true: paths are this machine's, so symlinks are resolved before the check; false: another
     // machine's (pods), checked lexically with ".." refused.
     bool local = true;
-    std::vector<std::string> endpoints;  // URI prefixes jobs may connect to (none today: docs/security.md)
+    std::vector<std::string> endpoints;  // URI prefixes jobs may connect to (`serve --allow-endpoint`)
 };
 
 // Throws ApiError 400 "path_not_allowed" naming the first value outside the policy.

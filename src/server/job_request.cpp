@@ -126,7 +126,7 @@ ParsedJob parse_job_request(const nlohmann::json& body, const fs::path& presets_
     } else {
         bad("config", "config must be a preset name, a YAML string or a JSON object");
     }
-    p.config_yaml = config::to_yaml(p.config.resolved, false);
+    p.config_yaml = config::to_yaml_written(p.config);  // re-read by the job: defaults stay defaults
     return p;
 }
 

@@ -16,7 +16,8 @@ namespace llmt::server {
 struct ParsedJob {
     JobSpec spec;
     config::Config config;
-    std::string config_yaml;  // resolved, what the job will run with (the server adds output paths)
+    std::string config_yaml;  // the keys the request wrote (config::to_yaml_written): the job re-reads it, and
+                              // a model directory (model.init_from) fills the unwritten model keys there
 };
 
 // Throws ApiError (400, naming the field) or config::ConfigValidationError.

@@ -130,7 +130,7 @@ std::string KubernetesExecutor::start(const AttemptRequest& req, const std::func
     // Retries are the server's (attempts, visible in the API): the workload fails on the first pod failure
     // and the next attempt re-applies it under the same name, so it resumes from /out/<name>.
     s.max_restarts = 0;
-    s.config_yaml = config::to_yaml(cfg.resolved, false);
+    s.config_yaml = config::to_yaml_written(cfg);  // written keys only: a model directory fills the rest
     s.config_device = cfg.run.device;
     s.config_run_name = cfg.run.name;
     s.config_threads = cfg.run.threads;

@@ -190,7 +190,7 @@ void Scheduler::start_attempt(const JobRecord& j) {
         sets.push_back("output.root_dir=" + (dir / "runs").string());
         sets.push_back(fmt::format("output.run_id=job-{}", j.id));
         auto cfg = config::load_config_string(j.config_yaml, fmt::format("job {} config", j.id), sets);
-        write_file_atomic(req.config_path, config::to_yaml(cfg.resolved, false));
+        write_file_atomic(req.config_path, config::to_yaml_written(cfg));  // written keys only (hf_config.h)
         exec_.start(req, [&](const std::string& handle) { store_.set_handle(j.id, handle); });
     } catch (const std::exception& e) {
         JobUpdate f;

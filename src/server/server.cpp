@@ -39,8 +39,24 @@ std::unique_ptr<Executor> make_executor(const ServerOptions& o) {
 }
 
 // The policy's paths as this server sees them (docs/security.md "What a job may touch").
+// --allow-endpoint values: http(s) URL prefixes with a host (a prefix matches only at a '/' boundary).
+std::vector<std::string> allowed_endpoints(const std::vector<std::string>& prefixes) {
+    std::vector<std::string> out;
+    for (const auto& e : prefixes) {
+        const auto scheme_end = e.find("://");
+        const std::string scheme = scheme_end == std::string::npos ? "" : e.substr(0, scheme_end);
+        if ((scheme != "http" && scheme != "https") || e.size() == scheme_end + 3 || e[scheme_end + 3] == '/')
+            throw UsageError(fmt::format("--allow-endpoint {}: expected an http:// or https:// URL with a host, "
+                                         "such as https://mlflow.example.com",
+                                         e));
+        out.push_back(e);
+    }
+    return out;
+}
+
 JobAccessPolicy make_access_policy(const ServerOptions& o, const Executor& ex) {
     JobAccessPolicy p;
+    p.endpoints = allowed_endpoints(o.allow_endpoint);
     p.local = ex.jobs_see_local_files();
     if (!p.local) {
         // Pods: the read-only volumes every job mounts, and the operator's paths inside the image.
@@ -117,6 +133,8 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
     for (const auto& r : access.read_roots) roots.push_back(r.string());
     std::fprintf(stderr, "llmtrain serve: jobs may read under: %s (--allow-read)\n",
                  roots.empty() ? "nothing" : fmt::format("{}", fmt::join(roots, ", ")).c_str());
+    std::fprintf(stderr, "llmtrain serve: jobs may connect to: %s (--allow-endpoint)\n",
+                 access.endpoints.empty() ? "nothing" : fmt::format("{}", fmt::join(access.endpoints, ", ")).c_str());
     m.scheduler = std::make_unique<Scheduler>(
         *m.store, *m.executor, SchedulerOptions{o.data_dir, o.capacity, quotas, o.kill_grace_s, 0.25, access});
     m.opts = o;

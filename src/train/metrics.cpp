@@ -23,6 +23,7 @@ MetricsLog::~MetricsLog() {
 }
 
 void MetricsLog::write(const nlohmann::ordered_json& record) {
+    if (sink_) sink_(record);
     if (!f_) return;
     std::string line = record.dump() + "\n";
     std::fwrite(line.data(), 1, line.size(), f_);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 namespace llmt::train {
@@ -20,11 +21,15 @@ public:
     MetricsLog(const MetricsLog&) = delete;
     MetricsLog& operator=(const MetricsLog&) = delete;
 
-    // Appends one line and flushes it (a crash loses at most the line being written).
+    // Appends one line and flushes it (a crash loses at most the line being written), and hands the
+    // record to the sink set by also_to (TensorBoard and MLflow: tracking/tracker.h).
     void write(const nlohmann::ordered_json& record);
+    // Every record written from now on is also passed to `sink`, whether or not the file is enabled.
+    void also_to(std::function<void(const nlohmann::ordered_json&)> sink) { sink_ = std::move(sink); }
 
 private:
     std::FILE* f_ = nullptr;
+    std::function<void(const nlohmann::ordered_json&)> sink_;
 };
 
 // Keeps only the lines of a metrics.jsonl whose "step" is <= max_step (rewritten atomically): a resumed

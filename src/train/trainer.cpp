@@ -29,6 +29,7 @@
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
+#include "tracking/tracker.h"
 #include "train/checkpoint.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
@@ -192,6 +193,8 @@ public:
         attach_grad_sync();
         log_line(fmt::format("run: {} ({})", run_dir_->run_id(), run_dir_->path().string()));
         metrics_.emplace(cfg_.tracking.jsonl && rank_ == 0 ? run_dir_->metrics_path() : std::filesystem::path());
+        tracker_.emplace(cfg_, run_dir_->path(), run_dir_->run_id(), rank_, step_);  // TensorBoard, MLflow
+        metrics_->also_to([this](const nlohmann::ordered_json& r) { tracker_->log(r); });
         const int exit_code = train_loop();
         return finish(exit_code);
     }
@@ -612,6 +615,7 @@ private:
             {"world_size", world_}};
         if (rank_ == 0) write_file_atomic(run_dir_->summary_path(), summary.dump(2) + "\n");
         dc_.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
+        tracker_->finish(exit_code);  // after the barrier: peers never wait on a tracking server
         return {exit_code, summary};
     }
 
@@ -637,6 +641,7 @@ private:
     size_t arena_numel_ = 0;
     std::optional<RunDir> run_dir_;
     std::optional<MetricsLog> metrics_;
+    std::optional<tracking::Tracker> tracker_;  // fed by metrics_: declared after it, destroyed before it
     std::unique_ptr<dist::Reducer> reducer_;
     std::optional<MfuMeter> mfu_meter_;
     double flops_per_token_ = 0;

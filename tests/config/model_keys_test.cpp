@@ -78,6 +78,9 @@ TEST(ModelKeys, UnknownAndMistypedNestedKeys) {
     is = issues_of("  arch: llama\n", {"model.rope_scaling.nope=1"});
     ASSERT_EQ(is.size(), 1u) << joined(is);
     EXPECT_EQ(is[0].key, "model.rope_scaling.nope");
+    is = issues_of("  arch: llama\n", {"model.rope_scaling.fctor=1"});
+    ASSERT_EQ(is.size(), 1u) << joined(is);
+    EXPECT_NE(is[0].message.find("did you mean `model.rope_scaling.factor`?"), std::string::npos) << is[0].message;
 }
 
 TEST(ModelKeys, Gpt2RefusesWhatItDoesNotRead) {
@@ -143,6 +146,20 @@ TEST(ModelKeys, PrintConfigNestsTheGroupAndReadsBack) {
         EXPECT_EQ(again.resolved, c.resolved) << y;
     }
     EXPECT_NE(to_yaml(c.resolved, true).find("    factor: 32.0"), std::string::npos);
+}
+
+// What a server or launcher hands to the process that runs the job: the written keys only, so that
+// process still tells them from defaults.
+TEST(ModelKeys, WrittenYamlKeepsTheDistinction) {
+    const Config c = load("  arch: llama\n  rope_scaling: {factor: 32, type: llama3}\n", {"model.n_layer=4"});
+    const std::string y = to_yaml_written(c);
+    EXPECT_EQ(y.find("n_head"), std::string::npos) << y;  // a default: not written
+    const Config again = load_config_string(y, "again.yaml");
+    EXPECT_EQ(again.resolved, c.resolved) << y;
+    std::vector<std::string> keys, keys_again;
+    for (const auto& [k, w] : c.written) keys.push_back(k);
+    for (const auto& [k, w] : again.written) keys_again.push_back(k);
+    EXPECT_EQ(keys_again, keys) << y;
 }
 
 }  // namespace

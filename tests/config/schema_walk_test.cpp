@@ -492,9 +492,42 @@ const std::map<std::string, Probe>& probes() {
                           fs::file_size(c.t.run_dir(off) / "metrics.jsonl") > 0);
              EXPECT_GT(fs::file_size(c.t.run_dir(on) / "metrics.jsonl"), 0u);
          }},
-        {"tracking.mlflow_dir", [](const Ctx& c) { expect_refused(c.t, {"tracking.mlflow_dir=ml"}, "tracking.mlflow_dir"); }},
+        // MLflow and TensorBoard content is checked by independent readers in tests/tracking; here, that
+        // each key changes what is written.
+        {"tracking.mlflow.uri",
+         [](const Ctx& c) {
+             const fs::path store = c.t.root() / "probe_mlruns";
+             c.t.train({"trainer.max_steps=1", "tracking.mlflow.uri=" + store.string()});
+             EXPECT_TRUE(fs::exists(store / "0" / "meta.yaml"));
+             expect_refused(c.t, {"tracking.mlflow.uri=s3://bucket/mlruns"}, "tracking.mlflow.uri");
+         }},
+        {"tracking.mlflow.experiment",
+         [](const Ctx& c) {
+             const fs::path store = c.t.root() / "probe_mlruns_exp";
+             c.t.train({"trainer.max_steps=1", "tracking.mlflow.uri=" + store.string(),
+                        "tracking.mlflow.experiment=probe-exp"});
+             bool found = false;
+             for (const auto& e : fs::directory_iterator(store))
+                 if (fs::exists(e.path() / "meta.yaml"))
+                     found |= read_file(e.path() / "meta.yaml").find("name: 'probe-exp'") != std::string::npos;
+             EXPECT_TRUE(found);
+         }},
+        {"tracking.mlflow.run_name",
+         [](const Ctx& c) {
+             const fs::path store = c.t.root() / "probe_mlruns_name";
+             c.t.train({"trainer.max_steps=1", "tracking.mlflow.uri=" + store.string(),
+                        "tracking.mlflow.run_name=probe-run"});
+             bool found = false;
+             for (const auto& e : fs::recursive_directory_iterator(store))
+                 if (e.path().filename() == "mlflow.runName") found |= read_file(e.path()) == "probe-run";
+             EXPECT_TRUE(found);
+         }},
         {"tracking.tensorboard_dir",
-         [](const Ctx& c) { expect_refused(c.t, {"tracking.tensorboard_dir=tb"}, "tracking.tensorboard_dir"); }},
+         [](const Ctx& c) {
+             const fs::path tb = c.t.root() / "probe_tb";
+             const auto s = c.t.train({"trainer.max_steps=1", "tracking.tensorboard_dir=" + tb.string()});
+             EXPECT_FALSE(fs::is_empty(tb / s["run_id"].get<std::string>()));
+         }},
         // output
         {"output.root_dir",
          [](const Ctx& c) {

@@ -332,6 +332,13 @@ TEST_F(HfWeightsTest, ExportDirIsAllOrNothing) {
         EXPECT_NE(std::string(e.what()).find("holds 'notes.txt'"), std::string::npos) << e.what();
     }
     EXPECT_TRUE(fs::exists(target / "notes.txt"));
+    EXPECT_THROW(HfExportDir(root_ / "."), InputError);
+    {
+        HfExportDir d((root_ / "slash").string() + "/");  // a trailing slash names the same directory
+        write_hf_weights(d.dir(), {{"a", {2}, v}});
+        d.commit();
+    }
+    EXPECT_TRUE(fs::exists(root_ / "slash/model.safetensors"));
 }
 
 }  // namespace

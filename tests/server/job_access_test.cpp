@@ -4,15 +4,20 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <filesystem>
 #include <fstream>
 
 #include "config/loader.h"
 #include "config/path_values.h"
 #include "config/schema.h"
+#include "core/fs.h"
+#include "models/hf_resolve.h"
 #include "server/api_error.h"
 #include "server/job_access.h"
 #include "server/job_env.h"
+#include "server/job_request.h"
 
 namespace {
 
@@ -146,6 +151,47 @@ TEST_F(JobAccessTest, ServerSetOutputKeysAreNotTheSubmittersToPlace) {
     EXPECT_NO_THROW(check_job_access(cfg, policy_));
 }
 
+// tracking.mlflow.uri is an endpoint when it is a tracking server's URL, and a write path (the file
+// store's directory, placed in the job's directory) when it is a path or a file: URI.
+TEST_F(JobAccessTest, TheMlflowUriIsAnEndpointOrAWritePathByItsValue) {
+    auto cfg_of = [](const std::string& uri) {
+        return llmt::config::load_config_string(
+            "data: {source: text, paths: [data/shards/train_0.bin]}\ntracking: {mlflow: {uri: \"" + uri + "\"}}\n", "t");
+    };
+    auto mlflow_value = [](const llmt::config::Config& cfg) {
+        for (const auto& v : llmt::config::path_values(cfg.resolved))
+            if (v.field == "tracking.mlflow.uri") return v;
+        return PathValue{};
+    };
+    PathValue v = mlflow_value(cfg_of("https://mlflow.example/x"));
+    EXPECT_EQ(v.access, Access::kEndpoint);
+    EXPECT_EQ(v.value, "https://mlflow.example/x");
+    v = mlflow_value(cfg_of("file:mlruns"));
+    EXPECT_EQ(v.access, Access::kWrite);
+    EXPECT_EQ(v.value, "mlruns");
+    EXPECT_EQ(mlflow_value(cfg_of("file:///abs/mlruns")).value, "/abs/mlruns");
+
+    policy_.endpoints = {"https://mlflow.example"};
+    auto refused_key = [&](const llmt::config::Config& cfg) -> std::string {
+        try {
+            check_job_access(cfg, policy_);
+            return "";
+        } catch (const ApiError& e) {
+            return e.field();
+        }
+    };
+    EXPECT_EQ(refused_key(cfg_of("https://mlflow.example/x")), "");
+    EXPECT_EQ(refused_key(cfg_of("http://other.example")), "tracking.mlflow.uri");
+    EXPECT_EQ(refused_key(cfg_of("file:///abs/mlruns")), "tracking.mlflow.uri");  // outside the job's directory
+    EXPECT_EQ(refused_key(cfg_of("../mlruns")), "tracking.mlflow.uri");
+    EXPECT_EQ(refused_key(cfg_of("file:mlruns")), "");
+    const auto sets = job_write_overrides(cfg_of("file:mlruns"), "/srv/jobs/7");
+    EXPECT_NE(std::find(sets.begin(), sets.end(), "tracking.mlflow.uri=/srv/jobs/7/mlruns"), sets.end());
+    // A URL is not rewritten into the job's directory.
+    for (const auto& s : job_write_overrides(cfg_of("https://mlflow.example/x"), "/srv/jobs/7"))
+        EXPECT_EQ(s.rfind("tracking.mlflow.uri", 0), std::string::npos) << s;
+}
+
 // Every path- or URI-valued key is classified: this list changes only with a look at the policy.
 TEST(SchemaAccess, PathValuedKeysAreClassified) {
     std::vector<std::string> read, write, endpoint;
@@ -160,9 +206,9 @@ TEST(SchemaAccess, PathValuedKeysAreClassified) {
     }
     EXPECT_EQ(read, (std::vector<std::string>{"model.init_from", "data.paths", "data.tokenizer", "data.train_shards",
                                               "data.val_shards"}));
-    EXPECT_EQ(write, (std::vector<std::string>{"data.cache_dir", "tracking.mlflow_dir", "tracking.tensorboard_dir",
-                                               "output.root_dir"}));
-    EXPECT_TRUE(endpoint.empty());
+    EXPECT_EQ(write, (std::vector<std::string>{"data.cache_dir", "tracking.tensorboard_dir", "output.root_dir"}));
+    // tracking.mlflow.uri: a tracking server's URL is an endpoint; a directory or file: URI is a write path.
+    EXPECT_EQ(endpoint, (std::vector<std::string>{"tracking.mlflow.uri"}));
 }
 
 TEST(SchemaAccess, PathValuesListEveryFileOfAConfigButNames) {
@@ -177,6 +223,7 @@ TEST(SchemaAccess, PathValuesListEveryFileOfAConfigButNames) {
 TEST(PresetRoots, AreThePresetsDataDirectories) {
     const fs::path src = LLMT_SOURCE_DIR;
     auto roots = preset_read_roots(src / "configs/presets", src);
+    std::sort(roots.begin(), roots.end());
     // The GPT-2 presets read the default corpus's shards, llama3_1b.yaml its data/shards/llama3 shards;
     // llama3_tiny_cpu.yaml reads the default corpus's text (data.paths under data/corpus) and Meta's Llama 3
     // tokenizer (data.tokenizer: data/tokenizers/llama3; data/tokenizers holds only the public tokenizer
@@ -204,3 +251,28 @@ TEST(JobEnv, JobsGetTheSafeVariablesAndTheNamedOnesOnly) {
 }
 
 }  // namespace
+
+// A job whose config writes only model.init_from (a LLaMA directory): the config the server hands the job
+// keeps the other model keys unwritten, so the directory's config.json supplies them there. Re-emitting every
+// resolved key made arch gpt2, n_layer 12, ... "written" and the job failed on the disagreement.
+TEST(JobConfig, UnwrittenModelKeysStayUnwrittenForTheJob) {
+    const fs::path dir = fs::temp_directory_path() / ("llmt_job_hf_" + std::to_string(::getpid()));
+    fs::create_directories(dir);
+    llmt::write_file_atomic(dir / "config.json",
+                            R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+                                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+                                "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+                                "tie_word_embeddings": true})");
+    llmt::write_file_atomic(dir / "model.safetensors", "");  // resolution needs it present; not read here
+    const std::string yaml = "model: {init_from: " + dir.string() + ", block_size: 64}\n"
+                             "data: {train_shards: shards/train_*.bin}\ntrainer: {eval_every_steps: 0}\n";
+    const ParsedJob job = parse_job_request({{"name", "hf"}, {"config", yaml}}, fs::path(LLMT_SOURCE_DIR) / "configs/presets");
+    EXPECT_EQ(job.config_yaml.find("n_layer"), std::string::npos) << job.config_yaml;
+    auto cfg = llmt::config::load_config_string(job.config_yaml, "job config");
+    llmt::models::prepare_init_from(cfg);
+    EXPECT_EQ(cfg.model.arch, "llama");
+    EXPECT_EQ(cfg.model.n_layer, 2);
+    EXPECT_EQ(cfg.model.n_kv_head, 2);
+    EXPECT_EQ(cfg.model.block_size, 64);
+    fs::remove_all(dir);
+}

@@ -1,0 +1,81 @@
+// Issue 22 with issue 17's policy, against a real `llmtrain serve` on loopback: a job connects only to
+// the endpoints the operator allows (`serve --allow-endpoint URL_PREFIX`, repeatable). A submit whose
+// tracking.mlflow.uri names another server is refused 400 naming the key, before anything runs; an
+// MLflow file store (a path or file: URI) is a write path, placed in the job's own directory; a bad
+// --allow-endpoint stops the server at start. docs/security.md.
+#include "server/server_fixture.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace llmt::testing;
+using Json = nlohmann::json;
+
+class EndpointTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        root_ = fs::temp_directory_path() / ("llmt_sec_endpoint_" + std::to_string(::getpid()));
+        fs::remove_all(root_);
+        server_ = new ServeProcess(root_ / "srv", {"--capacity", "cpus=1,gpus=0", "--allow-endpoint",
+                                                   "http://127.0.0.1:9/mlflow", "--allow-endpoint",
+                                                   "https://mlflow.example"});
+    }
+    static void TearDownTestSuite() {
+        if (server_) {
+            Api admin(server_->port(), kAdminToken);
+            cancel_jobs(admin, {"queued", "running"});
+        }
+        delete server_;
+        fs::remove_all(root_);
+    }
+    static Json job(const std::string& uri) {
+        Json j = {{"name", "ep"}, {"config", "gpt2_tiny_cpu"}};
+        j["overrides"] = {{"tracking.mlflow.uri", uri}, {"trainer.max_steps", 30}};
+        return j;
+    }
+    static void expect_refused(const Http& r) {
+        EXPECT_EQ(r.status, 400) << r.text;
+        ASSERT_TRUE(r.body.is_object() && r.body.contains("error")) << r.text;
+        EXPECT_EQ(r.body["error"]["code"], "path_not_allowed") << r.text;
+        EXPECT_EQ(r.body["error"]["field"], "tracking.mlflow.uri") << r.text;
+    }
+    static fs::path root_;
+    static ServeProcess* server_;
+};
+fs::path EndpointTest::root_;
+ServeProcess* EndpointTest::server_ = nullptr;
+
+TEST_F(EndpointTest, OnlyTheAllowedTrackingServersAndTheJobsOwnDirectory) {
+    Api bob(server_->port(), kSubmitterToken);
+    // Another server, a look-alike host, a prefix that continues past a boundary, and a file store outside
+    // the job's directory.
+    for (const std::string uri : {"http://mlflow.attacker.example", "https://mlflow.example.evil.net",
+                                  "http://127.0.0.1:9/mlflowx", "http://127.0.0.1:99/mlflow", "file:///tmp/mlruns",
+                                  "/tmp/mlruns", "../mlruns"}) {
+        SCOPED_TRACE(uri);
+        expect_refused(bob.post("/v1/jobs", job(uri)));
+    }
+    EXPECT_TRUE(fs::is_empty(root_ / "srv/data/jobs")) << "a refused submit created a job directory";
+    // Under an allowed prefix, and a relative file store: accepted (then cancelled: nothing listens there).
+    Api admin(server_->port(), kAdminToken);
+    for (const std::string uri : {"http://127.0.0.1:9/mlflow", "https://mlflow.example/team-a", "file:mlruns"}) {
+        SCOPED_TRACE(uri);
+        auto r = bob.post("/v1/jobs", job(uri));
+        EXPECT_EQ(r.status, 201) << r.text;
+    }
+    cancel_jobs(admin, {"queued", "running"});
+}
+
+TEST(EndpointFlag, ABadAllowEndpointStopsTheServerAtStart) {
+    const fs::path dir = fs::temp_directory_path() / ("llmt_sec_endpoint_flag_" + std::to_string(::getpid()));
+    for (const std::string bad : {"ftp://mlflow.example", "mlflow.example", "https:///path"}) {
+        auto r = run_process({llmtrain_bin(), "serve", "--listen", "127.0.0.1:0", "--data-dir", (dir / "data").string(),
+                              "--allow-endpoint", bad},
+                             "", 60);
+        EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.err;
+        EXPECT_NE(r.err.find("--allow-endpoint"), std::string::npos) << r.err;
+    }
+    fs::remove_all(dir);
+}
+
+}  // namespace
