@@ -1,5 +1,5 @@
-// Times our GPT-2 encoder on a text file: load time, then encode MB/s on 1 thread (encode_ordinary) and
-// on N threads (encode_parallel), best of --repeat runs. Prints one JSON object per line for run.sh.
+// Times our encoder (GPT-2, Llama 3: any --tokenizer SPEC) on a text file: load time, then encode MB/s
+// on 1 thread (encode_ordinary) and on N threads (encode_parallel), best of --repeat runs. Prints one JSON object per line for run.sh.
 // Usage: tokenizer_bench CORPUS [--tokenizer SPEC] [--threads 1,2] [--repeat 5]
 #include <algorithm>
 #include <chrono>

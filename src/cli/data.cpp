@@ -44,7 +44,8 @@ void add_prepare(CLI::App& data, Runtime& rt) {
                     "text: 'blank' (a blank-line run ends a document), 'file' (one document per file), or a line that "
                     "separates documents, e.g. '%'")
         ->capture_default_str();
-    cmd->add_option("--tokenizer", a->tokenizer, "tokenizer: gpt2 or a path (.tiktoken, tokenizer.json, vocab.json+merges.txt)")
+    cmd->add_option("--tokenizer", a->tokenizer, "tokenizer: gpt2 or a path (.tiktoken, tokenizer.json, a model directory with tokenizer.json, "
+                                                     "vocab.json+merges.txt); ids over 65535 are stored as uint32 (llm.c's 20240801 shards)")
         ->capture_default_str();
     cmd->add_option("--out", a->out, "output directory (earlier train_*/val_* shards and manifest.json there are replaced)")->required();
     cmd->add_option("--val-fraction", a->val_fraction, "expected share of documents held out for validation, in [0, 1)")

@@ -18,6 +18,7 @@
 
 #include "cli/checkpoint_model.h"
 #include "cli/command.h"
+#include "cli/generation_stop.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
@@ -35,6 +36,7 @@ struct GenerateOptions {
     int max_new_tokens = 100;
     float temperature = 0.8f;
     int top_k = 40;
+    float top_p = 1.f;
     uint64_t seed = 1337;
 };
 
@@ -66,17 +68,32 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 class TokenIo {
 public:
     TokenIo(const GenerateOptions& o, const config::Config& cfg) : ids_mode_(!o.prompt_ids.empty()) {
-        if (!ids_mode_) tok_.emplace(data::Tokenizer::load(o.tokenizer.empty() ? cfg.data.tokenizer : o.tokenizer));
+        const std::string spec = !o.tokenizer.empty() ? o.tokenizer
+                                 : model_dir_tokenizer(o.model_dir) ? o.model_dir
+                                                                    : cfg.data.tokenizer;
+        if (!ids_mode_) tok_.emplace(data::Tokenizer::load(spec));
         // The model's end-of-sequence ids (config.json's eos_token_id), and the tokenizer's end of text.
         for (int64_t id : models::hf_export_info(cfg, "float32").eos_token_id) stop_.push_back(static_cast<int32_t>(id));
-        if (tok_) stop_.push_back(static_cast<int32_t>(tok_->eot_token()));
+        if (tok_) {
+            // Every eos_token_id of generation_config.json in the model directory and in the tokenizer's
+            // (Llama 3 Instruct: <|end_of_text|> and <|eot_id|>, the turn end a fine-tuned chat model emits).
+            for (const std::filesystem::path& dir : {std::filesystem::path(o.model_dir), tokenizer_directory(spec)})
+                for (uint32_t id : generation_stop_ids(*tok_, dir)) stop_.push_back(static_cast<int32_t>(id));
+        }
     }
     std::vector<int32_t> prompt(const GenerateOptions& o) const {
         if (ids_mode_) return parse_ids(o.prompt_ids);
-        if (o.prompt.empty()) return {static_cast<int32_t>(tok_->eot_token())};
+        // The tokenizer.json post-processor's tokens first (Llama 3.1: <|begin_of_text|>), as transformers'
+        // encode(add_special_tokens=True) gives them; an empty prompt without them starts from end-of-text.
         std::vector<int32_t> seq;
+        for (uint32_t id : tok_->prefix_tokens()) seq.push_back(static_cast<int32_t>(id));
+        if (o.prompt.empty() && seq.empty()) return {static_cast<int32_t>(tok_->eot_token())};
         for (uint32_t id : tok_->encode(o.prompt, true)) seq.push_back(static_cast<int32_t>(id));
         return seq;
+    }
+    // "<|eot_id|>" for a stop id (the id itself without a tokenizer).
+    std::string describe(int32_t id) const {
+        return tok_ ? std::string(tok_->token_bytes(static_cast<uint32_t>(id))) : std::to_string(id);
     }
     // Ids the model may predict: also ids the tokenizer can print.
     int vocab(int model_vocab) const {
@@ -124,7 +141,7 @@ void run_generate(const GenerateOptions& o) {
     for (int32_t id : seq)
         LLMT_CHECK(id < mc.vocab_size, "generate: prompt token id {} is outside the model's vocabulary [0, {})", id,
                    mc.vocab_size);
-    models::Sampler sampler({o.temperature, o.top_k, o.seed}, io.vocab(mc.vocab_size));
+    models::Sampler sampler({o.temperature, o.top_k, o.seed, o.top_p}, io.vocab(mc.vocab_size));
     const std::unique_ptr<models::Decoder> decoder = model.decoder();
     models::Decoder& dec = *decoder;
     io.begin(o, seq);
@@ -132,12 +149,12 @@ void run_generate(const GenerateOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     const float* logits = dec.prefill(seq);
     int generated = 0, reprimes = 0;
-    bool stopped = false;
+    int32_t stopped_at = -1;
     while (generated < o.max_new_tokens) {
         int32_t id = sampler.sample(logits);
         ++generated;
         if (io.stops(id)) {
-            stopped = true;
+            stopped_at = id;
             break;
         }
         seq.push_back(id);
@@ -156,7 +173,7 @@ void run_generate(const GenerateOptions& o) {
     io.end();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     fmt::print(stderr, "generate: {} tokens in {:.2f} s ({:.1f} tokens/s){}{}; {} {}\n", generated, s,
-               s > 0 ? generated / s : 0.0, stopped ? ", stopped at an end-of-sequence token" : "",
+               s > 0 ? generated / s : 0.0, stopped_at >= 0 ? ", stopped at " + io.describe(stopped_at) : "",
                reprimes ? fmt::format(", context re-primed {}x", reprimes) : "",
                o.model_dir.empty() ? "checkpoint" : "model", loaded.source);
 }
@@ -180,8 +197,13 @@ void register_generate(CLI::App& app, Runtime& rt) {
     cmd->add_option("--max-new-tokens,-n", o->max_new_tokens, "stop after this many tokens")->capture_default_str();
     cmd->add_option("--temperature,-t", o->temperature, "softmax temperature; 0 = greedy")->capture_default_str();
     cmd->add_option("--top-k,-k", o->top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str();
+    cmd->add_option("--top-p", o->top_p,
+                    "then among the most likely tokens whose probability reaches p (nucleus); 1 = off")
+        ->capture_default_str();
     cmd->add_option("--seed", o->seed, "random seed: the same seed gives the same text")->capture_default_str();
-    cmd->add_option("--tokenizer", o->tokenizer, "tokenizer spec (default: the config's data.tokenizer, gpt2)");
+    cmd->add_option("--tokenizer", o->tokenizer,
+                    "tokenizer spec (default: the config's data.tokenizer, gpt2); a model directory's "
+                    "generation_config.json adds its eos_token_id(s) to the ids that stop generation");
     cmd->callback([o, &rt] {
         run_generate(*o);
         rt.exit_code = 0;

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
     llmt::cli::register_train(app, rt);
     llmt::cli::register_eval(app, rt);
     llmt::cli::register_generate(app, rt);
+    llmt::cli::register_chat(app, rt);
     llmt::cli::register_export(app, rt);
     llmt::cli::register_serve(app, rt);
     llmt::cli::register_k8s(app, rt);

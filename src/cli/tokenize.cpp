@@ -1,6 +1,8 @@
-// `llmtrain tokenize` (stdin bytes -> GPT-2 token ids, one per line or one JSON array) and
+// `llmtrain tokenize` (stdin bytes -> token ids, one per line or one JSON array) and
 // `llmtrain detokenize` (ids as a JSON array or whitespace-separated -> the bytes on stdout).
-// Tokenizer semantics: src/data/tokenizer.h (tiktoken gpt2; without --allow-special, encode_ordinary).
+// Tokenizer semantics: src/data/tokenizer.h (tiktoken gpt2, or a Hugging Face tokenizer.json such as
+// Llama 3's; without --allow-special, encode_ordinary). Never adds BOS/EOS (Hugging Face's
+// encode(text, add_special_tokens=False)).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -91,13 +93,16 @@ struct TokenizeArgs {
 
 void register_tokenize(CLI::App& app, Runtime& rt) {
     auto a = std::make_shared<TokenizeArgs>();
-    auto* tok_cmd = app.add_subcommand("tokenize", "Encode stdin (all of it, as bytes) to GPT-2 token ids on stdout");
+    auto* tok_cmd = app.add_subcommand(
+        "tokenize", "Encode stdin (all of it, as bytes) to token ids on stdout (no BOS/EOS is added)");
     tok_cmd->add_option("--tokenizer", a->tokenizer,
-                        "gpt2, or a path: .tiktoken, tokenizer.json, or a directory/prefix with vocab.json + merges.txt")
+                        "gpt2, or a path: .tiktoken, tokenizer.json (GPT-2's or Llama 3's layout), a model directory "
+                        "holding tokenizer.json, or a directory/prefix with vocab.json + merges.txt")
         ->capture_default_str();
     tok_cmd->add_flag("--json", a->json, "print one JSON array instead of one id per line");
     tok_cmd->add_flag("--allow-special", a->allow_special,
-                      "recognise special tokens (<|endoftext|> -> 50256); without it they are ordinary text");
+                      "recognise special tokens (gpt2: <|endoftext|> -> 50256; Llama 3: <|begin_of_text|> -> 128000, "
+                      "...); without it they are ordinary text");
     tok_cmd->add_option("--threads", a->threads, "encoding threads (0 = all cores); the ids do not depend on it")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();

@@ -64,13 +64,36 @@ void remove_old_outputs(const fs::path& dir) {
     LLMT_CHECK_AS(IoError, !ec, "cannot list output directory '{}': {}", dir.string(), ec.message());
 }
 
+struct DocumentFrame {
+    std::vector<uint32_t> before, after;
+};
+DocumentFrame document_frame(const Tokenizer& tok) {
+    if (!tok.prefix_tokens().empty() || !tok.suffix_tokens().empty()) return {tok.prefix_tokens(), tok.suffix_tokens()};
+    return {{tok.eot_token()}, {}};
+}
+
+std::string describe_frame(const Tokenizer& tok) {
+    const DocumentFrame f = document_frame(tok);
+    auto names = [&](const std::vector<uint32_t>& ids) {
+        std::string s;
+        for (uint32_t id : ids) s += std::string(tok.token_bytes(id));
+        return s;
+    };
+    if (f.after.empty()) return fmt::format("each document is {} followed by its tokens", names(f.before));
+    if (f.before.empty()) return fmt::format("each document is its tokens followed by {}", names(f.after));
+    return fmt::format("each document is {}, its tokens, then {}", names(f.before), names(f.after));
+}
+
 PassResult run_pass(const PrepareOptions& opts, const Tokenizer& tok, const std::vector<fs::path>& files, uint64_t total_bytes,
                     std::optional<uint64_t> forced_val, const std::string& label) {
     PassResult r;
     remove_old_outputs(opts.out_dir);
     ShardWriter writers[2] = {ShardWriter(opts.out_dir, "train", opts.shard_tokens, tok.vocab_size()),
                               ShardWriter(opts.out_dir, "val", opts.shard_tokens, tok.vocab_size())};
-    const uint32_t eot = tok.eot_token();
+    // Each document: the post-processor's tokens around it where the tokenizer.json has one (Llama 3.1:
+    // <|begin_of_text|> first, as Hugging Face's encode(add_special_tokens=True) gives and llm.c's
+    // LLaMA 3 data has it), else the end-of-text token before it (GPT-2's layout, as llm.c's).
+    const DocumentFrame frame = document_frame(tok);
     Progress progress(label, total_bytes, ::isatty(::fileno(stderr)) != 0, opts.progress ? stderr : nullptr);
     uint64_t min_hash = std::numeric_limits<uint64_t>::max();
     uint64_t bytes_before = 0;  // raw bytes of the files already finished
@@ -94,8 +117,9 @@ PassResult run_pass(const PrepareOptions& opts, const Tokenizer& tok, const std:
                 r.min_hash_doc = d;
             }
             const int split = (forced_val && *forced_val == d) || is_val_document(d, opts.seed, opts.val_fraction) ? 1 : 0;
-            writers[split].append(std::span<const uint32_t>(&eot, 1));
+            writers[split].append(frame.before);
             writers[split].append(doc_ids);
+            writers[split].append(frame.after);
             r.docs[split]++;
         }
         batch.clear();
@@ -177,9 +201,14 @@ nlohmann::ordered_json prepare_shards(const PrepareOptions& opts) {
         {"format", "llmtrain-shards"},
         {"version", 1},
         {"tokenizer",
-         {{"spec", opts.tokenizer}, {"sha256", tok.source_sha256()}, {"vocab_size", tok.vocab_size()}, {"eot", tok.eot_token()}}},
+         {{"spec", opts.tokenizer},
+          {"sha256", tok.source_sha256()},
+          {"vocab_size", tok.vocab_size()},
+          {"eot", tok.eot_token()},
+          {"document_prefix", document_frame(tok).before},
+          {"document_suffix", document_frame(tok).after}}},
         {"token_dtype", tok.vocab_size() <= 65536 ? "uint16" : "uint32"},
-        {"document_layout", "each document is <|endoftext|> followed by its tokens"},
+        {"document_layout", describe_frame(tok)},
         {"options",
          {{"format", opts.corpus.format == InputFormat::kJsonl ? "jsonl" : "text"},
           {"text_field", opts.corpus.format == InputFormat::kJsonl ? nlohmann::ordered_json(opts.corpus.text_field) : nullptr},

@@ -1,6 +1,7 @@
-// GPT-2 byte-level BPE: building the lookup tables, the merge loop (tiktoken's byte_pair_merge: merge the
-// adjacent pair whose concatenation has the lowest rank, leftmost on ties), a per-thread word cache,
-// decode, and the multi-threaded batch and large-text encoders.
+// Byte-level BPE: building the lookup tables, the merge loop (merge the adjacent pair of lowest rank,
+// leftmost on ties: tiktoken's byte_pair_merge, where the rank is the id of the concatenation, and Hugging
+// Face's BPE, where it is the pair's index in the merge list), added/special tokens, a per-thread word
+// cache, decode, and the multi-threaded batch and large-text encoders.
 #include "data/tokenizer.h"
 
 #include <algorithm>
@@ -122,7 +123,7 @@ void bpe_short(const TokenizerImpl& v, const unsigned char* p, std::size_t n, st
             }
         }
         if (best_rank == kNoToken) break;
-        ids[best] = best_rank;  // ranks are ids
+        ids[best] = v.rank_id[best_rank];
         for (std::size_t i = best + 1; i + 1 < m; ++i) {
             ids[i] = ids[i + 1];
             rank[i] = rank[i + 1];
@@ -161,7 +162,7 @@ void bpe_long(const TokenizerImpl& v, const unsigned char* p, std::size_t n, std
         heap.pop();
         if (ids[i] == kNoToken || rank[i] != r) continue;
         const uint32_t j = next[i];
-        ids[i] = r;
+        ids[i] = v.rank_id[r];
         ids[j] = kNoToken;
         next[i] = next[j];
         if (next[i] != end) prev[next[i]] = i;
@@ -184,11 +185,14 @@ void encode_piece(const TokenizerImpl& v, std::string_view piece, EncodeState& s
         return;
     }
     const uint64_t h = hash_bytes(p, n);
-    // A piece that is itself a token is that token (tiktoken checks this before merging, too).
-    const uint32_t whole = v.find_token(p, n, h);
-    if (whole != kNoToken) {
-        out.push_back(whole);
-        return;
+    // A piece that is itself a token is that token (tiktoken checks this before merging; Hugging Face
+    // with ignore_merges).
+    if (v.whole_word_first) {
+        const uint32_t whole = v.find_token(p, n, h);
+        if (whole != kNoToken) {
+            out.push_back(whole);
+            return;
+        }
     }
     const bool cacheable = n <= WordCache::kMaxWordBytes;
     if (cacheable && st.cache.lookup(piece, h, out)) return;
@@ -200,27 +204,42 @@ void encode_piece(const TokenizerImpl& v, std::string_view piece, EncodeState& s
     if (cacheable) st.cache.insert(piece, h, out.data() + start, out.size() - start);
 }
 
-void encode_ordinary_into(const TokenizerImpl& v, std::string_view text, std::vector<uint32_t>& out) {
+template <std::size_t (*NextPiece)(std::string_view, std::size_t)>
+void encode_pieces(const TokenizerImpl& v, std::string_view text, std::vector<uint32_t>& out) {
     EncodeState& st = thread_state(v);
     std::size_t pos = 0;
     while (pos < text.size()) {
-        const std::size_t e = gpt2_next_piece(text, pos);
+        const std::size_t e = NextPiece(text, pos);
         encode_piece(v, text.substr(pos, e - pos), st, out);
         pos = e;
     }
 }
 
-// Earliest special token at or after `from` (the first listed wins at equal positions); npos if none.
-std::size_t find_special(const TokenizerImpl& v, std::string_view text, std::size_t from, std::size_t* which) {
-    std::size_t best = std::string_view::npos;
-    for (std::size_t k = 0; k < v.specials.size(); ++k) {
-        const std::size_t at = text.find(v.specials[k].first, from);
-        if (at < best) {
-            best = at;
-            *which = k;
+// Pre-tokenization and BPE of text without added tokens.
+void encode_ordinary_into(const TokenizerImpl& v, std::string_view text, std::vector<uint32_t>& out) {
+    if (v.pretokenizer == Pretokenizer::kLlama3)
+        encode_pieces<llama3_next_piece>(v, text, out);
+    else
+        encode_pieces<gpt2_next_piece>(v, text, out);
+}
+
+// The leftmost added token at or after `from`, the longest there (Hugging Face's leftmost-longest
+// matching; tiktoken's specials never overlap); only non-special ones unless allow_special. npos if none.
+std::size_t find_added(const TokenizerImpl& v, std::string_view text, std::size_t from, bool allow_special,
+                       const AddedToken** hit) {
+    if (v.added_by_length.empty() || (!allow_special && !v.any_non_special)) return std::string_view::npos;
+    const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+    for (std::size_t pos = from; pos < text.size(); ++pos) {
+        if (!v.added_first_byte[s[pos]]) continue;
+        for (const AddedToken& t : v.added_by_length) {
+            if ((allow_special || !t.special) && t.text.size() <= text.size() - pos &&
+                bytes_equal(t.text.data(), s + pos, t.text.size())) {
+                *hit = &t;
+                return pos;
+            }
         }
     }
-    return best;
+    return std::string_view::npos;
 }
 
 int resolve_threads(int threads) {
@@ -325,9 +344,9 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
         if (id == kNoToken) throw FormatError(fmt::format("{}: token id {} is out of range", src, id));
         max_id = std::max(max_id, id);
     }
-    for (const auto& [text, id] : list.specials) {
-        if (id == kNoToken) throw FormatError(fmt::format("{}: token id {} is out of range", src, id));
-        max_id = std::max(max_id, id);
+    for (const auto& t : list.specials) {
+        if (t.id == kNoToken) throw FormatError(fmt::format("{}: token id {} is out of range", src, t.id));
+        max_id = std::max(max_id, t.id);
     }
     if (list.ranks.empty()) throw FormatError(fmt::format("{}: no tokens", src));
     // Tables are sized by the largest id; a vocabulary of more than 16M ids is a corrupt file, not a model.
@@ -338,9 +357,11 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
     v.kind.assign(v.vocab_size, 0);
     std::size_t arena_bytes = 0;
     for (const auto& r : list.ranks) arena_bytes += r.first.size();
-    for (const auto& s : list.specials) arena_bytes += s.first.size();
+    for (const auto& s : list.specials) arena_bytes += s.text.size();
     v.arena.reserve(arena_bytes);
     auto add = [&](const std::string& bytes, uint32_t id, uint8_t token_kind) {
+        // An added token may also be a mergeable one (GPT-2's tokenizer.json lists <|endoftext|> in both).
+        if (token_kind == 2 && v.kind[id] == 1 && v.bytes_of(id) == bytes) return;
         if (v.kind[id] != 0) throw FormatError(fmt::format("{}: token id {} appears twice", src, id));
         if (bytes.empty()) throw FormatError(fmt::format("{}: token id {} has no bytes", src, id));
         v.kind[id] = token_kind;
@@ -349,7 +370,7 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
         v.arena += bytes;
     };
     for (const auto& [bytes, id] : list.ranks) add(bytes, id, 1);
-    for (const auto& [text, id] : list.specials) add(text, id, 2);
+    for (const auto& t : list.specials) add(t.text, t.id, 2);
 
     const std::size_t nslots = pow2_at_least(list.ranks.size() * 2);
     v.token_slots.assign(nslots, TokenSlot{});
@@ -376,9 +397,32 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
                                           src, b));
         }
     }
-    // Every split of every token into two tokens is a pair the merge loop may look up.
-    std::vector<std::pair<uint64_t, uint32_t>> pairs;
-    for (const auto& [bytes, id] : list.ranks) {
+    std::vector<std::pair<uint64_t, uint32_t>> pairs;  // (left id << 32 | right id, rank)
+    if (!list.merges.empty()) {
+        // Hugging Face: the listed pairs, ranked by their index; each merge's parts and result are tokens.
+        v.rank_id.resize(list.merges.size());
+        for (std::size_t i = 0; i < list.merges.size(); ++i) {
+            const auto& [l, r] = list.merges[i];
+            auto id_of = [&](const std::string& b, const char* what) {
+                const auto* p = reinterpret_cast<const unsigned char*>(b.data());
+                const uint32_t id = b.empty() ? kNoToken : v.find_token(p, b.size(), hash_bytes(p, b.size()));
+                if (id == kNoToken)
+                    throw FormatError(fmt::format("{}: model.merges[{}]: its {} is not a token of model.vocab", src, i, what));
+                return id;
+            };
+            const uint32_t a = id_of(l, "left part"), b = id_of(r, "right part");
+            v.rank_id[i] = id_of(l + r, "concatenation");
+            pairs.emplace_back((uint64_t{a} << 32) | b, static_cast<uint32_t>(i));
+        }
+        if (list.merges.size() >= kNoToken) throw FormatError(fmt::format("{}: too many merges", src));
+    } else {
+        // tiktoken: every split of every token into two tokens is a pair the merge loop may look up, ranked
+        // by the token's id.
+        v.rank_id.resize(v.vocab_size);
+        for (std::size_t i = 0; i < v.vocab_size; ++i) v.rank_id[i] = static_cast<uint32_t>(i);
+    }
+    for (std::size_t t = 0; list.merges.empty() && t < list.ranks.size(); ++t) {
+        const auto& [bytes, id] = list.ranks[t];
         const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
         for (std::size_t k = 1; k < bytes.size(); ++k) {
             const uint32_t a = v.find_token(p, k, hash_bytes(p, k));
@@ -394,14 +438,34 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
     v.pair_mask = npairs - 1;
     for (const auto& [key, id] : pairs) {
         uint64_t i = pair_hash(key) & v.pair_mask;
-        while (v.pair_keys[i] != ~uint64_t{0}) i = (i + 1) & v.pair_mask;
+        while (v.pair_keys[i] != ~uint64_t{0}) {
+            if (v.pair_keys[i] == key && !list.merges.empty())
+                throw FormatError(fmt::format("{}: model.merges[{}] repeats model.merges[{}]", src, id, v.pair_vals[i]));
+            i = (i + 1) & v.pair_mask;
+        }
         v.pair_keys[i] = key;
         v.pair_vals[i] = id;
     }
-    v.specials = std::move(list.specials);
-    for (const auto& [text, id] : v.specials)
-        if (text == "<|endoftext|>") v.eot = id;
-    if (v.eot == kNoToken) throw FormatError(fmt::format("{}: no <|endoftext|> special token", src));
+    v.whole_word_first = list.whole_word_first;
+    v.pretokenizer = list.pretokenizer;
+    for (const auto& t : list.specials) {
+        v.specials.emplace_back(t.text, t.id);
+        if (t.text == list.eot_text) v.eot = t.id;
+        v.added_first_byte[static_cast<unsigned char>(t.text[0])] = true;
+        v.any_non_special = v.any_non_special || !t.special;
+    }
+    v.added_by_length = std::move(list.specials);
+    std::stable_sort(v.added_by_length.begin(), v.added_by_length.end(),
+                     [](const AddedToken& a, const AddedToken& b) { return a.text.size() > b.text.size(); });
+    if (v.eot == kNoToken) throw FormatError(fmt::format("{}: no {} special token", src, list.eot_text));
+    for (const auto* ids : {&list.prefix, &list.suffix}) {
+        for (uint32_t id : *ids) {
+            if (id >= v.vocab_size || v.kind[id] == 0)
+                throw FormatError(fmt::format("{}: post_processor: token id {} is not in the vocabulary", src, id));
+        }
+    }
+    v.prefix = std::move(list.prefix);
+    v.suffix = std::move(list.suffix);
     v.serial = g_next_serial.fetch_add(1);
     return v;
 }
@@ -411,25 +475,39 @@ Tokenizer::Tokenizer(std::shared_ptr<const TokenizerImpl> impl) : impl_(std::mov
 std::vector<uint32_t> Tokenizer::encode_ordinary(std::string_view text) const {
     std::vector<uint32_t> out;
     out.reserve(text.size() / 3 + 8);
-    encode_ordinary_into(*impl_, text, out);
+    encode_into(text, false, out);
     return out;
 }
 
 void Tokenizer::encode_into(std::string_view text, bool allow_special, std::vector<uint32_t>& out) const {
-    if (!allow_special) {
-        encode_ordinary_into(*impl_, text, out);
-        return;
-    }
     std::size_t pos = 0;
     for (;;) {
-        std::size_t which = 0;
-        const std::size_t at = find_special(*impl_, text, pos, &which);
+        const AddedToken* hit = nullptr;
+        const std::size_t at = find_added(*impl_, text, pos, allow_special, &hit);
         if (at == std::string_view::npos) break;
         encode_ordinary_into(*impl_, text.substr(pos, at - pos), out);
-        out.push_back(impl_->specials[which].second);
-        pos = at + impl_->specials[which].first.size();
+        out.push_back(hit->id);
+        pos = at + hit->text.size();
     }
     encode_ordinary_into(*impl_, text.substr(pos), out);
+}
+
+std::size_t Tokenizer::find_added_token(std::string_view text, std::size_t from, bool allow_special, uint32_t* id,
+                                        std::size_t* len) const {
+    const AddedToken* hit = nullptr;
+    const std::size_t at = find_added(*impl_, text, from, allow_special, &hit);
+    if (at != std::string_view::npos) {
+        *id = hit->id;
+        *len = hit->text.size();
+    }
+    return at;
+}
+
+uint32_t Tokenizer::token_id(std::string_view bytes) const {
+    for (const auto& [text, id] : impl_->specials)
+        if (text == bytes) return id;
+    const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
+    return bytes.empty() ? kNoToken : impl_->find_token(p, bytes.size(), hash_bytes(p, bytes.size()));
 }
 
 std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool allow_special) const {
@@ -466,6 +544,8 @@ std::size_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
 const std::string& Tokenizer::source_sha256() const { return impl_->source_sha256; }
 const std::string& Tokenizer::source_path() const { return impl_->source_path; }
 const std::vector<std::pair<std::string, uint32_t>>& Tokenizer::special_tokens() const { return impl_->specials; }
+const std::vector<uint32_t>& Tokenizer::prefix_tokens() const { return impl_->prefix; }
+const std::vector<uint32_t>& Tokenizer::suffix_tokens() const { return impl_->suffix; }
 
 std::vector<std::vector<uint32_t>> encode_batch(const Tokenizer& tok, const std::vector<std::string_view>& docs,
                                                 bool allow_special, int threads) {
@@ -508,25 +588,18 @@ std::vector<uint32_t> encode_parallel(const Tokenizer& tok, std::string_view tex
         }
         jobs.push_back({part, special});
     };
-    // Specials are recognised (with allow_special) exactly as encode_into() does: earliest first.
-    const auto& specials = tok.special_tokens();
+    // Added tokens are recognised exactly as encode_into() does (leftmost-longest).
     std::size_t pos = 0;
     for (;;) {
-        std::size_t at = std::string_view::npos;
-        std::size_t which = 0;
-        for (std::size_t k = 0; allow_special && k < specials.size(); ++k) {
-            const std::size_t f = text.find(specials[k].first, pos);
-            if (f < at) {
-                at = f;
-                which = k;
-            }
-        }
+        uint32_t id = 0;
+        std::size_t len = 0;
+        const std::size_t at = tok.find_added_token(text, pos, allow_special, &id, &len);
         if (at == std::string_view::npos) {
             add_ordinary(text.substr(pos), kNoToken);
             break;
         }
-        add_ordinary(text.substr(pos, at - pos), specials[which].second);
-        pos = at + specials[which].first.size();
+        add_ordinary(text.substr(pos, at - pos), id);
+        pos = at + len;
     }
     std::vector<std::vector<uint32_t>> parts(jobs.size());
     parallel_for(jobs.size(), threads, [&](std::size_t i) {

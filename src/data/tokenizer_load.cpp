@@ -88,6 +88,9 @@ const ByteAlphabet& alphabet() {
     return a;
 }
 
+bool is_hf_special(const std::string& s) { return s == "<|endoftext|>" || s == "<|startoftext|>"; }
+}  // namespace
+
 // Decodes a byte-level BPE token string (UTF-8 of alphabet code points) to its bytes; false when a
 // character is outside the alphabet.
 bool decode_byte_level(std::string_view s, std::string& out) {
@@ -112,7 +115,7 @@ bool decode_byte_level(std::string_view s, std::string& out) {
     return true;
 }
 
-bool is_hf_special(const std::string& s) { return s == "<|endoftext|>" || s == "<|startoftext|>"; }
+namespace {
 
 // Ranks from merges the way tiktoken's data_gym_to_mergeable_bpe_ranks derives them, checked against the
 // ids of the vocabulary: a vocabulary whose ids do not follow its merge order would tokenize differently
@@ -128,7 +131,7 @@ RankList ranks_from_merges(const std::vector<std::pair<std::string, uint32_t>>& 
     std::string bytes;
     for (const auto& [key, id] : vocab) {
         if (is_hf_special(key)) {
-            list.specials.emplace_back(key, id);
+            list.specials.push_back({key, id, true});
             continue;
         }
         if (!decode_byte_level(key, bytes)) {
@@ -251,7 +254,7 @@ RankList load_tiktoken_file(const std::string& path) {
     }
     if (list.ranks.empty()) throw FormatError(fmt::format("{}: no tokens (an empty .tiktoken file)", path));
     // A .tiktoken file holds only the mergeable ranks; tiktoken's gpt2 adds <|endoftext|> right after them.
-    list.specials.emplace_back("<|endoftext|>", max_rank + 1);
+    list.specials.push_back({"<|endoftext|>", max_rank + 1, true});
     return list;
 }
 
@@ -268,10 +271,15 @@ RankList load_hf_tokenizer_json_unchecked(const std::string& path) {
     if (model.value("type", std::string("BPE")) != "BPE")
         throw fail("model.type", "is not \"BPE\"; only BPE is supported");
     const auto& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : nlohmann::json();
+    // A Split (regex) pre-tokenizer, alone or before ByteLevel without its regex: Llama 3's layout.
+    if (pre.is_object() && (pre.value("type", "") == "Sequence" || pre.value("type", "") == "Split"))
+        return load_hf_split_tokenizer_json(path, j, sha256_hex(data));
     if (!pre.is_object() || pre.value("type", "") != "ByteLevel" || pre.value("add_prefix_space", false) ||
         !pre.value("use_regex", true)) {
         throw fail("pre_tokenizer", "must be {\"type\": \"ByteLevel\", \"add_prefix_space\": false} (GPT-2's "
-                                    "pre-tokenization, the only one llmtrain implements)");
+                                    "pre-tokenization) or a Split with Llama 3's or GPT-2's pattern followed by "
+                                    "{\"type\": \"ByteLevel\", \"use_regex\": false} (the pre-tokenizers llmtrain "
+                                    "implements)");
     }
     if (j.contains("normalizer") && !j["normalizer"].is_null()) throw fail("normalizer", "must be null");
     if (!model.contains("vocab") || !model["vocab"].is_object()) throw fail("model.vocab", "missing or not an object");

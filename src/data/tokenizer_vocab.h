@@ -1,5 +1,5 @@
 // Internal to the tokenizer: the loaded vocabulary (token bytes <-> ids), the pair table the merge loop
-// uses, and the loaders for the three file formats. Not part of the public API (tokenizer.h).
+// uses, and the loaders for the file formats. Not part of the public API (tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +8,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace llmt::data {
 
@@ -53,10 +55,30 @@ inline uint64_t hash_bytes(std::string_view s) {
 
 constexpr uint32_t kNoToken = 0xFFFFFFFFu;
 
-// What a loader produces: mergeable tokens with their ranks (= ids), special tokens with their ids.
+// Which hand-written pre-tokenizer splits ordinary text (tokenizer_pretokenize.h).
+enum class Pretokenizer : uint8_t { kGpt2, kLlama3 };
+
+// A token matched in the text before pre-tokenization (Hugging Face's added_tokens; tiktoken's specials).
+// `special` ones are matched only when special tokens are allowed; the others always.
+struct AddedToken {
+    std::string text;
+    uint32_t id = 0;
+    bool special = true;
+};
+
+// What a loader produces. tiktoken semantics (merges empty): mergeable tokens with their ranks (= ids);
+// a pair merges when its concatenation is a token, lowest rank first. Hugging Face semantics (merges
+// given): `ranks` is the vocabulary (bytes, id) and `merges` the merge list as byte strings, whose index
+// is the priority; only listed pairs merge.
 struct RankList {
     std::vector<std::pair<std::string, uint32_t>> ranks;
-    std::vector<std::pair<std::string, uint32_t>> specials;
+    std::vector<AddedToken> specials;
+    std::vector<std::pair<std::string, std::string>> merges;
+    bool whole_word_first = true;  // a piece that is itself a token is that token (HF: ignore_merges)
+    Pretokenizer pretokenizer = Pretokenizer::kGpt2;
+    std::string eot_text = "<|endoftext|>";  // the added token that ends (separates) documents
+    // Added tokens Hugging Face's post-processor puts around one sequence (add_special_tokens=True).
+    std::vector<uint32_t> prefix, suffix;
     std::string source_path;
     std::string source_sha256;
 };
@@ -77,13 +99,23 @@ struct TokenizerImpl {
     };
     std::vector<TokenSlot> token_slots;
     uint64_t token_mask = 0;
-    // (left id, right id) -> id of their concatenation, when that is a mergeable token.
+    // (left id, right id) -> merge rank (tiktoken: the id of their concatenation, when that is a
+    // mergeable token; Hugging Face: the index of the pair in the merge list); rank_id[rank] is the id the
+    // merge produces (the identity for tiktoken).
     std::vector<uint64_t> pair_keys;
     std::vector<uint32_t> pair_vals;
     uint64_t pair_mask = 0;
+    std::vector<uint32_t> rank_id;
     uint32_t byte_id[256] = {};
-    std::vector<std::pair<std::string, uint32_t>> specials;
+    bool whole_word_first = true;
+    Pretokenizer pretokenizer = Pretokenizer::kGpt2;
+    std::vector<std::pair<std::string, uint32_t>> specials;  // every added token, in file order
+    // Added tokens longest first (leftmost-longest matching, as Hugging Face's AddedVocabulary does).
+    std::vector<AddedToken> added_by_length;
+    bool added_first_byte[256] = {};  // bytes an added token can start with
+    bool any_non_special = false;
     uint32_t eot = kNoToken;
+    std::vector<uint32_t> prefix, suffix;
     std::size_t vocab_size = 0;
     uint64_t serial = 0;  // distinguishes instances for the per-thread word caches
     std::string source_path, source_sha256;
@@ -124,14 +156,23 @@ struct TokenizerImpl {
         }
     }
 
-    // Validates the list (unique ranks and bytes, all 256 single bytes present, an <|endoftext|>
-    // special) and builds the tables. Throws FormatError naming `list.source_path`.
+    // Validates the list (unique ranks and bytes, all 256 single bytes present, merges of known tokens,
+    // the eot token among the added ones) and builds the tables. Throws FormatError naming
+    // `list.source_path`.
     static TokenizerImpl build(RankList list);
 };
 
-// Loaders (tokenizer_load.cpp). Each throws FormatError naming the file and line / key.
+// Loaders (tokenizer_load.cpp, tokenizer_hf_json.cpp). Each throws FormatError naming the file and
+// line / key.
 RankList load_tiktoken_file(const std::string& path);
 RankList load_hf_tokenizer_json(const std::string& path);
 RankList load_vocab_merges(const std::string& vocab_path, const std::string& merges_path);
+// tokenizer.json with a Split (regex) pre-tokenizer, the Llama 3 layout (tokenizer_hf_json.cpp).
+// `j` is the parsed file, `sha256` the hash of its bytes.
+RankList load_hf_split_tokenizer_json(const std::string& path, const nlohmann::json& j, const std::string& sha256);
+
+// GPT-2's byte-to-unicode alphabet: decodes a byte-level token string to its bytes; false when a
+// character is outside the alphabet (tokenizer_load.cpp).
+bool decode_byte_level(std::string_view s, std::string& out);
 
 }  // namespace llmt::data

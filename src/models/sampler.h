@@ -1,5 +1,7 @@
-// Next-token sampling from logits: temperature (0 = greedy argmax) and top-k (0 = off), as in
-// nanoGPT's sample.py, with a counter-based RNG (core/rng.h) so a seed always gives the same tokens.
+// Next-token sampling from logits: temperature (0 = greedy argmax), top-k (0 = off), as in nanoGPT's
+// sample.py, and top-p (nucleus; 1 = off) after them as transformers applies its warpers (temperature,
+// then top-k, then top-p keeps the most likely tokens whose probabilities first reach p, at least one),
+// with a counter-based RNG (core/rng.h) so a seed always gives the same tokens.
 // Padding columns (>= vocab_size) are never considered.
 #pragma once
 
@@ -15,12 +17,14 @@ struct SamplerOptions {
     float temperature = 0.8f;  // >= 0; 0 = greedy
     int top_k = 40;            // >= 0; 0 = the whole vocabulary
     uint64_t seed = 1337;
+    float top_p = 1.f;         // (0, 1]; 1 = off
 };
 
 // Not thread-safe (keeps a draw counter and scratch).
 class Sampler {
 public:
-    // InputError for a negative or non-finite temperature, a negative top_k or vocab_size <= 0.
+    // InputError for a negative or non-finite temperature, a negative top_k, top_p outside (0, 1] or
+    // vocab_size <= 0.
     Sampler(const SamplerOptions& opts, int vocab_size);
 
     // Picks the next id from logits[0..vocab_size). Draw i uses counter i of the (seed, 0) stream, so

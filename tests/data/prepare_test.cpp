@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -184,6 +186,58 @@ TEST(DataPrepare, AtLeastOneValidationDocument) {
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_TRUE(nlohmann::json::parse(r.out)["splits"]["val"]["shards"].empty());
     EXPECT_FALSE(std::filesystem::exists(d / "out/val_000000.bin")) << "the earlier run's val shard was removed";
+}
+
+// Llama 3's vocabulary (128,256 ids) gives uint32 shards (llm.c's 20240801 header, version 7). Meta's
+// tokenizer.json has a ByteLevel post-processor (no BOS): documents start with <|end_of_text|>, GPT-2's
+// layout. With Llama 3.1's TemplateProcessing post-processor, each document starts with <|begin_of_text|>.
+TEST(DataPrepare, Llama3Uint32ShardsAndBosPerDocumentFromThePostProcessor) {
+    const std::string dir = LLMT_SOURCE_DIR "/data/tokenizers/llama3";
+    const Tokenizer l3 = Tokenizer::load(dir);
+    TempDir d;
+    write_bytes(d / "docs.txt", "First document.\n\nSecond one, with <|eot_id|> as text.\n\nThird.\n");
+    auto shard_ids = [&](const std::filesystem::path& out) {
+        const auto m = nlohmann::json::parse(read_bytes(out / "manifest.json"));
+        EXPECT_EQ(m["token_dtype"], "uint32");
+        const std::string bytes = read_bytes(out / "train_000000.bin");
+        int32_t header[3];
+        std::memcpy(header, bytes.data(), sizeof header);
+        EXPECT_EQ(header[0], 20240801);
+        EXPECT_EQ(header[1], 7);
+        auto s = Shard::open(out / "train_000000.bin", ShardFormat::kLlmc, l3.vocab_size());
+        std::vector<uint32_t> ids;
+        for (std::size_t i = 0; i < s.size(); ++i) ids.push_back(s.at(i));
+        EXPECT_EQ(static_cast<std::size_t>(header[2]), ids.size());
+        return std::make_pair(m, ids);
+    };
+    auto r = run(d, {"data", "prepare", "--input", (d / "docs.txt").string(), "--tokenizer", dir, "--out",
+                     (d / "out").string(), "--val-fraction", "0"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto [m, ids] = shard_ids(d / "out");
+    EXPECT_EQ(l3.decode(ids), "<|end_of_text|>First document.\n<|end_of_text|>Second one, with <|eot_id|> as text.\n"
+                              "<|end_of_text|>Third.\n");
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), 128001u), 3);
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), 128009u), 0) << "specials in documents are plain text";
+    EXPECT_EQ(m["document_layout"], "each document is <|end_of_text|> followed by its tokens");
+
+    auto j = nlohmann::json::parse(read_bytes(std::filesystem::path(dir) / "tokenizer.json"));
+    j["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair", nlohmann::json::array()},
+        {"special_tokens",
+         {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {128000}}, {"tokens", {"<|begin_of_text|>"}}}}}}};
+    write_bytes(d / "l31" / "tokenizer.json", j.dump());
+    r = run(d, {"data", "prepare", "--input", (d / "docs.txt").string(), "--tokenizer", (d / "l31").string(), "--out",
+                (d / "out31").string(), "--val-fraction", "0"});
+    ASSERT_EQ(r.rc, 0) << r.err;
+    auto [m31, ids31] = shard_ids(d / "out31");
+    EXPECT_EQ(l3.decode(ids31), "<|begin_of_text|>First document.\n<|begin_of_text|>Second one, with <|eot_id|> as "
+                                "text.\n<|begin_of_text|>Third.\n");
+    EXPECT_EQ(std::count(ids31.begin(), ids31.end(), 128000u), 3);
+    EXPECT_EQ(m31["document_layout"], "each document is <|begin_of_text|> followed by its tokens");
+    EXPECT_EQ(m31["tokenizer"]["document_prefix"], nlohmann::json({128000}));
 }
 
 TEST(DataPrepare, ErrorsExitWithCode2AndNameFileAndLine) {

@@ -58,6 +58,25 @@ TEST(TokenizerCli, DetokenizeBothInputFormsAndRoundTrip) {
     EXPECT_EQ(r.out, "636166c3a920fffe206f6b0a");
 }
 
+// A model directory's tokenizer.json (Llama 3's): no BOS/EOS added, specials only with --allow-special,
+// ids from Hugging Face tokenizers (Hello=9906, " world"=1917, <|eot_id|>=128009), and back.
+TEST(TokenizerCli, Llama3DirectoryBothWays) {
+    const std::string dir = LLMT_SOURCE_DIR "/data/tokenizers/llama3";
+    const std::string in = "printf 'Hello world<|eot_id|>' | " + bin() + " tokenize --tokenizer " + dir;
+    auto r = sh(in + " --json");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(r.out, "[9906,1917,27,91,68,354,851,91,29]\n");
+    r = sh(in + "/tokenizer.json --json --allow-special");
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(r.out, "[9906,1917,128009]\n");
+    r = sh("echo '[128000, 9906, 1917, 128009]' | " + bin() + " detokenize --tokenizer " + dir);
+    EXPECT_EQ(r.rc, 0) << r.out;
+    EXPECT_EQ(r.out, "<|begin_of_text|>Hello world<|eot_id|>");
+    r = sh("echo '128256' | " + bin() + " detokenize --tokenizer " + dir);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.out.find("token id 128256 (at index 0)"), std::string::npos) << r.out;
+}
+
 TEST(TokenizerCli, BadInputExitsTwoWithAMessage) {
     auto r = sh("echo '15496 99999' | " + bin() + " detokenize --tokenizer " + kTok);
     EXPECT_EQ(r.rc, 2);

@@ -1,6 +1,6 @@
 // The tokenizer fuzz body (tests/fuzz/tokenizer_fuzz_body.h) on 20,000 seeded inputs, so the ordinary
 // build exercises it under g++: random bytes, and random strings over the characters where the
-// pre-tokenizer has branches (spaces of every kind, apostrophes, contractions, digits, letters, marks).
+// pre-tokenizers have branches (spaces of every kind, apostrophes, contractions, digits, letters, marks).
 // A failure aborts with the input in hex on stderr.
 #include <gtest/gtest.h>
 
@@ -16,7 +16,9 @@ TEST(TokenizerFuzz, SeededInputs) {
                                             "\xEF\xBB\xBF", "'", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S",
                                             "a", "Z", "word", "\xC3\xA9", "\xE6\x9D\xB1", "7", "42", "\xD9\xA3",
                                             "\xE2\x85\xA7", "!", "...", "\xCC\x81", "\xF0\x9F\x99\x82", "\xE2\x80\x8D",
-                                            "<|endoftext|>", "<|", "\xFF", "\x80", "\xE2\x82", "\x00"};
+                                            "<|endoftext|>", "<|", "\xFF", "\x80", "\xE2\x82", "\x00",
+                                            // Llama 3's branches: case-folded contractions, CR/LF runs, digit runs.
+                                            "'LL", "'Re", "'\xC5\xBF", "\r", "\n\n", " \n", "1234", "(", "<|eot_id|>"};
     const uint64_t seed = 424242;
     std::mt19937_64 rng(seed);
     std::string input;

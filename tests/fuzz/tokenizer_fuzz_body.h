@@ -1,7 +1,7 @@
 // The tokenizer fuzz body, shared by the libFuzzer target (tokenizer_fuzz.cpp) and the short seeded
 // gtest run (tests/data/tokenizer_fuzz_test.cpp). For any bytes: decode(encode(b)) == b (valid UTF-8
-// or not: invalid bytes are encoded byte-wise), ids are in range, and the hand-written pre-tokenizer
-// splits exactly like a literal, slow transcription of GPT-2's regex (the oracle below).
+// or not: invalid bytes are encoded byte-wise), ids are in range, and the hand-written pre-tokenizers
+// split exactly like literal, slow transcriptions of GPT-2's and Llama 3's regexes (the oracles below).
 #pragma once
 
 #include <cstddef>
@@ -105,10 +105,89 @@ inline std::vector<std::string_view> oracle_pretokenize(std::string_view text) {
     return out;
 }
 
+// Llama 3's regex transcribed the same way:
+// (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// Case-insensitive matching compares simple case folds (A-Z to a-z, U+017F to s).
+inline std::vector<std::string_view> oracle_llama3_pretokenize(std::string_view text) {
+    struct Ch {
+        uint32_t cp;
+        data::CharClass cls;
+        std::size_t off;
+    };
+    std::vector<Ch> cs;
+    for (std::size_t i = 0; i < text.size();) {
+        std::size_t len;
+        const uint32_t cp = data::decode_utf8(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i, &len);
+        cs.push_back({cp, data::char_class(cp), i});
+        i += len;
+    }
+    const std::size_t n = cs.size();
+    auto off = [&](std::size_t k) { return k < n ? cs[k].off : text.size(); };
+    auto fold = [](uint32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp == 0x17F ? uint32_t{'s'} : cp; };
+    auto is = [&](std::size_t k, data::CharClass c) { return k < n && cs[k].cls == c; };
+    auto crlf = [&](std::size_t k) { return k < n && (cs[k].cp == '\r' || cs[k].cp == '\n'); };
+    auto run = [&](std::size_t k, data::CharClass c) {
+        while (is(k, c)) ++k;
+        return k;
+    };
+    std::vector<std::string_view> out;
+    std::size_t i = 0;
+    while (i < n) {
+        std::size_t end = 0;
+        if (cs[i].cp == '\'') {
+            for (std::string_view c : {"s", "t", "re", "ve", "m", "ll", "d"}) {
+                bool ok = i + c.size() < n;
+                for (std::size_t j = 0; ok && j < c.size(); ++j) ok = fold(cs[i + 1 + j].cp) == static_cast<unsigned char>(c[j]);
+                if (ok) {
+                    end = i + 1 + c.size();
+                    break;
+                }
+            }
+        }
+        // [^\r\n\p{L}\p{N}]?\p{L}+ : the optional character first, then without it.
+        if (!end && !crlf(i) && !is(i, data::CharClass::kLetter) && !is(i, data::CharClass::kNumber) &&
+            is(i + 1, data::CharClass::kLetter))
+            end = run(i + 1, data::CharClass::kLetter);
+        if (!end && is(i, data::CharClass::kLetter)) end = run(i, data::CharClass::kLetter);
+        if (!end && is(i, data::CharClass::kNumber)) {  // \p{N}{1,3}
+            end = i + 1;
+            while (end < i + 3 && is(end, data::CharClass::kNumber)) ++end;
+        }
+        if (!end) {  //  ?[^\s\p{L}\p{N}]+[\r\n]*
+            for (std::size_t start : {i + (cs[i].cp == ' ' ? 1 : 0), i}) {
+                const std::size_t k = run(start, data::CharClass::kOther);
+                if (k > start) {
+                    end = k;
+                    while (crlf(end)) ++end;
+                    break;
+                }
+            }
+        }
+        if (!end) {
+            const std::size_t k = run(i, data::CharClass::kSpace);
+            for (std::size_t e = k + 1; e-- > i && !end;) {  // \s*[\r\n]+: \s* backtracks from the longest
+                if (crlf(e)) {
+                    end = e;
+                    while (crlf(end)) ++end;
+                }
+            }
+            for (std::size_t e = k; e > i && !end; --e)  // \s+(?!\S)
+                if (e == n || cs[e].cls == data::CharClass::kSpace) end = e;
+            if (!end) end = k;  // \s+
+        }
+        if (end <= i) fuzz_fail("llama3 oracle made no progress", text);
+        out.push_back(text.substr(off(i), off(end) - off(i)));
+        i = end;
+    }
+    return out;
+}
+
 inline void fuzz_tokenizer_one(const uint8_t* data, std::size_t size) {
     const data::Tokenizer& tok = fuzz_tokenizer();
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     if (data::gpt2_pretokenize(text) != oracle_pretokenize(text)) fuzz_fail("pre-tokenizer differs from the oracle", text);
+    if (data::llama3_pretokenize(text) != oracle_llama3_pretokenize(text))
+        fuzz_fail("Llama 3 pre-tokenizer differs from its oracle", text);
     const auto ids = tok.encode_ordinary(text);
     for (uint32_t id : ids) {
         if (id >= tok.vocab_size()) fuzz_fail("id out of range", text);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -65,6 +66,40 @@ TEST(Sampler, SameSeedSameTokensOtherSeedDiffers) {
     // 64 draws over near-flat distributions of 1000 ids: equal sequences for two seeds would be a
     // collision of probability ~1e-190.
     EXPECT_NE(run(1337), run(1338));
+}
+
+// Top-p keeps the most likely ids until their probability reaches p (transformers' TopPLogitsWarper):
+// with probabilities 0.5, 0.3, 0.15, 0.05 (logits = their logs, temperature 1), p = 0.75 keeps the first
+// two (0.5 < 0.75, then 0.8 >= 0.75), p = 0.79 two, p = 0.81 three, p = 0.4 one (p = 0.8 itself is left
+// out: float rounding decides there).
+// Frequencies over 4000 draws: the kept ids renormalised (0.5/0.8 = 0.625 for id 0 with two kept; the
+// 0.05 tolerance is ~6.5 standard deviations of a 4000-draw frequency, sqrt(0.625 * 0.375 / 4000)).
+TEST(Sampler, TopPKeepsTheSmallestMostLikelySetReachingP) {
+    const std::vector<float> lg = {std::log(0.15f), std::log(0.5f), std::log(0.05f), std::log(0.3f)};
+    auto seen = [&](float p, std::map<int32_t, int>* counts) {
+        Sampler s({1.0f, 0, 7, p}, 4);
+        std::set<int32_t> ids;
+        for (int i = 0; i < 4000; ++i) {
+            const int32_t id = s.sample(lg.data());
+            ids.insert(id);
+            if (counts) ++(*counts)[id];
+        }
+        return ids;
+    };
+    std::map<int32_t, int> counts;
+    EXPECT_EQ(seen(0.75f, &counts), (std::set<int32_t>{1, 3}));
+    EXPECT_NEAR(counts[1] / 4000.0, 0.625, 0.05);
+    EXPECT_EQ(seen(0.79f, nullptr), (std::set<int32_t>{1, 3}));
+    EXPECT_EQ(seen(0.81f, nullptr), (std::set<int32_t>{0, 1, 3}));
+    EXPECT_EQ(seen(0.4f, nullptr), (std::set<int32_t>{1}));
+    EXPECT_EQ(seen(1.0f, nullptr), (std::set<int32_t>{0, 1, 2, 3}));
+    // After top-k: k = 3 drops id 2 first; p = 0.9 of the renormalised (0.5, 0.3, 0.15)/0.95 keeps all 3.
+    Sampler both({1.0f, 3, 7, 0.9f}, 4);
+    std::set<int32_t> ids;
+    for (int i = 0; i < 2000; ++i) ids.insert(both.sample(lg.data()));
+    EXPECT_EQ(ids, (std::set<int32_t>{0, 1, 3}));
+    EXPECT_THROW(Sampler({1.0f, 0, 7, 0.f}, 4), llmt::InputError);
+    EXPECT_THROW(Sampler({1.0f, 0, 7, 1.5f}, 4), llmt::InputError);
 }
 
 TEST(Sampler, TopKRestrictsToTheKLargest) {

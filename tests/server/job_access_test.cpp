@@ -224,9 +224,14 @@ TEST(PresetRoots, AreThePresetsDataDirectories) {
     const fs::path src = LLMT_SOURCE_DIR;
     auto roots = preset_read_roots(src / "configs/presets", src);
     std::sort(roots.begin(), roots.end());
-    // The GPT-2 corpus (gpt2_*, llama_tiny_cpu, ddp_cpu) and Llama 3 token shards (llama3_1b).
-    EXPECT_EQ(roots, (std::vector<fs::path>{fs::weakly_canonical(src / "data/shards/gpt2_corpus"),
-                                            fs::weakly_canonical(src / "data/shards/llama3")}));
+    // The GPT-2 presets read the default corpus's shards, llama3_1b.yaml its data/shards/llama3 shards;
+    // llama3_tiny_cpu.yaml reads the default corpus's text (data.paths under data/corpus) and Meta's Llama 3
+    // tokenizer (data.tokenizer: data/tokenizers/llama3; data/tokenizers holds only the public tokenizer
+    // files scripts/setup.sh installs).
+    EXPECT_EQ(roots, (std::vector<fs::path>{fs::weakly_canonical(src / "data/corpus"),
+                                            fs::weakly_canonical(src / "data/shards/gpt2_corpus"),
+                                            fs::weakly_canonical(src / "data/shards/llama3"),
+                                            fs::weakly_canonical(src / "data/tokenizers")}));
 }
 
 TEST(JobEnv, JobsGetTheSafeVariablesAndTheNamedOnesOnly) {

@@ -1,0 +1,65 @@
+#include "cli/generation_stop.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/json_parse.h"
+
+namespace llmt::cli {
+
+namespace fs = std::filesystem;
+
+fs::path tokenizer_directory(const std::string& spec) {
+    std::error_code ec;
+    const fs::path p(spec);
+    if (spec == "gpt2") return {};
+    if (fs::is_directory(p, ec)) return p;
+    if (p.filename() == "tokenizer.json") return p.parent_path().empty() ? fs::path(".") : p.parent_path();
+    return {};
+}
+
+bool model_dir_tokenizer(const std::string& dir) {
+    std::error_code ec;
+    return !dir.empty() && fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec);
+}
+
+std::vector<uint32_t> generation_stop_ids(const data::Tokenizer& tok, const fs::path& dir,
+                                          const std::vector<uint32_t>& extra) {
+    std::vector<uint32_t> ids = {tok.eot_token()};
+    auto add = [&](uint32_t id) {
+        if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    };
+    std::error_code ec;
+    const fs::path file = dir / "generation_config.json";
+    if (!dir.empty() && fs::is_regular_file(file, ec)) {
+        const nlohmann::json j = parse_json(read_file(file.string()), file.string());
+        auto it = j.is_object() ? j.find("eos_token_id") : j.end();
+        if (it != j.end() && !it->is_null()) {
+            const nlohmann::json list = it->is_array() ? *it : nlohmann::json::array({*it});
+            for (const auto& v : list) {
+                if (!v.is_number_unsigned() || v.get<uint64_t>() >= tok.vocab_size())
+                    throw FormatError(fmt::format("{}: eos_token_id: {} is not a token id of the tokenizer (vocabulary "
+                                                  "size {})",
+                                                  file.string(), v.dump(), tok.vocab_size()));
+                add(v.get<uint32_t>());
+            }
+        }
+    }
+    for (uint32_t id : extra) add(id);
+    return ids;
+}
+
+std::string describe_ids(const data::Tokenizer& tok, const std::vector<uint32_t>& ids) {
+    std::string s;
+    for (uint32_t id : ids) {
+        if (!s.empty()) s += ", ";
+        s += fmt::format("{} ({})", tok.token_bytes(id), id);
+    }
+    return s;
+}
+
+}  // namespace llmt::cli

@@ -1,0 +1,30 @@
+// What ends generation and where a model directory's tokenizer files are: shared by `generate` and `chat`.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+
+namespace llmt::cli {
+
+// The directory a --tokenizer spec's files are in: the spec itself when it is a directory (a model
+// directory), the file's directory for a tokenizer.json; empty for "gpt2" and other files.
+std::filesystem::path tokenizer_directory(const std::string& spec);
+
+// True when `dir` is non-empty and holds a tokenizer.json (a Hugging Face model directory's tokenizer).
+bool model_dir_tokenizer(const std::string& dir);
+
+// Ids that stop sampling: the tokenizer's end-of-text token, then every eos_token_id of
+// DIR/generation_config.json (an int or a list; Llama 3 Instruct: <|end_of_text|> and <|eot_id|>) when
+// `dir` has one, then `extra`. Throws FormatError naming the file and field for a malformed file or an id
+// outside the vocabulary.
+std::vector<uint32_t> generation_stop_ids(const data::Tokenizer& tok, const std::filesystem::path& dir,
+                                          const std::vector<uint32_t>& extra = {});
+
+// "<|eot_id|>" for one id, "<|eot_id|> (128009), <|end_of_text|> (128001)" for the list.
+std::string describe_ids(const data::Tokenizer& tok, const std::vector<uint32_t>& ids);
+
+}  // namespace llmt::cli

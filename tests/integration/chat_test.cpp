@@ -1,0 +1,154 @@
+// `llmtrain chat` and the Llama 3 tokenizer end to end through the real binary: shards prepared with
+// Meta's Llama 3 tokenizer.json (uint32 ids), a tiny LLaMA with its 128,256-id vocabulary trained a few
+// steps, then chat on a pipe (one answer per turn, seeded), generation stopping at an eos id that a model
+// directory's generation_config.json lists, --print-prompt against the template by hand, and the error for
+// an unknown chat template.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/fs.h"
+#include "support/subprocess.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using llmt::testing::llmtrain_bin;
+using llmt::testing::ProcResult;
+using llmt::testing::run_process;
+
+const fs::path kLlama3 = LLMT_SOURCE_DIR "/data/tokenizers/llama3";
+
+class ChatTest : public ::testing::Test {
+protected:
+    static void SetUpTestSuite() {
+        root_ = fs::temp_directory_path() / ("llmt_chat_" + std::to_string(::getpid()));
+        fs::create_directories(root_);
+        // A model directory: Meta's tokenizer files, and a generation_config.json written per test.
+        model_dir_ = root_ / "model";
+        fs::create_directories(model_dir_);
+        for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(kLlama3 / f, model_dir_ / f);
+        std::string corpus;
+        for (int d = 0; d < 200; ++d) corpus += "User asks about item " + std::to_string(d) + ". The answer is yes.\n\n";
+        llmt::write_file_atomic(root_ / "corpus.txt", corpus);
+        auto r = run_process({llmtrain_bin(), "data", "prepare", "--input", (root_ / "corpus.txt").string(), "--tokenizer",
+                              model_dir_.string(), "--out", (root_ / "shards").string(), "--val-fraction", "0.1"},
+                             "", 300);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        std::ofstream(root_ / "tiny.yaml")
+            << "run: {name: c, seed: 3, device: cpu, threads: 1}\n"
+               "model: {arch: llama, n_layer: 1, n_head: 2, n_kv_head: 1, d_model: 32, d_ff: 64, block_size: 64, "
+               "vocab_size: 128256}\n"
+               "trainer: {max_steps: 10, micro_batch_size: 2, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 2, "
+               "eval_every_steps: 0}\n"
+            << "data: {tokenizer: " << model_dir_.string() << ", train_shards: " << (root_ / "shards/train_*.bin").string()
+            << ", val_shards: " << (root_ / "shards/val_*.bin").string() << "}\n";
+        r = run_process({llmtrain_bin(), "train", "--config", (root_ / "tiny.yaml").string(), "--set",
+                         "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=chat"},
+                        "", 600);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        run_ = root_ / "runs/chat";
+    }
+    static void TearDownTestSuite() { fs::remove_all(root_); }
+
+    static ProcResult llmtrain(std::vector<std::string> args, const std::string& input = "") {
+        args.insert(args.begin(), llmtrain_bin());
+        return run_process(args, input, 300);
+    }
+    static fs::path root_, run_, model_dir_;
+};
+fs::path ChatTest::root_, ChatTest::run_, ChatTest::model_dir_;
+
+TEST_F(ChatTest, PipedTurnsAreAnsweredAndSeeded) {
+    const std::vector<std::string> args = {"chat", "--model", run_.string(), "--max-new-tokens", "6", "--seed", "5",
+                                           "--temperature", "1.0", "--top-p", "0.95"};
+    auto a = llmtrain(args, "Hello there\nWhat is item 7?\n");
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    auto b = llmtrain(args, "Hello there\nWhat is item 7?\n");
+    EXPECT_EQ(a.out, b.out);
+    // Two turns, two answers, each ended by a newline (at most 6 tokens each).
+    EXPECT_GE(std::count(a.out.begin(), a.out.end(), '\n'), 2) << a.out;
+    EXPECT_FALSE(a.out.empty());
+}
+
+// Greedy generation's first token, then that token as generation_config.json's eos_token_id: the same
+// run now stops before printing anything (and says where it stopped).
+TEST_F(ChatTest, GenerateStopsAtEveryEosIdOfGenerationConfig) {
+    const std::vector<std::string> base = {"generate", "--checkpoint", run_.string(), "--prompt", "The answer",
+                                           "--temperature", "0", "--tokenizer", model_dir_.string()};
+    auto args = base;
+    args.insert(args.end(), {"--max-new-tokens", "1"});
+    auto one = llmtrain(args);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    ASSERT_EQ(one.out.rfind("The answer", 0), 0u) << one.out;
+    const std::string first = one.out.substr(10, one.out.size() - 11);  // the prompt, one token, "\n"
+    auto ids = llmtrain({"tokenize", "--tokenizer", model_dir_.string(), "--json"}, first);
+    ASSERT_EQ(ids.exit_code, 0) << ids.err;
+    const std::string id = ids.out.substr(1, ids.out.size() - 3);  // "[ID]\n"
+    ASSERT_EQ(id.find(','), std::string::npos) << "one token's bytes are one token again: " << ids.out;
+    std::ofstream(model_dir_ / "generation_config.json") << "{\"eos_token_id\": [128001, " << id << ", 128009]}\n";
+    args = base;
+    args.insert(args.end(), {"--max-new-tokens", "20"});
+    auto stopped = llmtrain(args);
+    fs::remove(model_dir_ / "generation_config.json");
+    ASSERT_EQ(stopped.exit_code, 0) << stopped.err;
+    EXPECT_EQ(stopped.out, "The answer\n");
+    EXPECT_NE(stopped.err.find("stopped at " + first), std::string::npos) << stopped.err;
+    // A malformed eos id names the file and the field.
+    std::ofstream(model_dir_ / "generation_config.json") << "{\"eos_token_id\": [\"x\"]}\n";
+    auto bad = llmtrain(args);
+    fs::remove(model_dir_ / "generation_config.json");
+    EXPECT_EQ(bad.exit_code, 2);
+    EXPECT_NE(bad.err.find("generation_config.json: eos_token_id"), std::string::npos) << bad.err;
+}
+
+TEST_F(ChatTest, PrintPromptRendersMetasTemplate) {
+    auto r = llmtrain({"chat", "--print-prompt", "--tokenizer", model_dir_.string()},
+                      R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": " Hi "},)"
+                      R"( {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "Bye"}])");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out,
+              "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|>"
+              "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>"
+              "\n\nHello.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>"
+              "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+// The run exported as a Hugging Face model directory (fp32: the same weights), with Meta's tokenizer files
+// beside it: chat --model EXPORT finds tokenizer and template there and answers exactly as from the run.
+TEST_F(ChatTest, HuggingFaceModelDirectoryAnswersAsTheRun) {
+    const fs::path exported = root_ / "export";
+    auto r = llmtrain({"export", "--checkpoint", run_.string(), "--out", exported.string(), "--dtype", "fp32"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+        fs::copy_file(kLlama3 / f, exported / f, fs::copy_options::overwrite_existing);
+    const std::vector<std::string> opts = {"--max-new-tokens", "8", "--seed", "9", "--set", "run.threads=1"};
+    auto from = [&](const fs::path& m) {
+        std::vector<std::string> args = {"chat", "--model", m.string()};
+        args.insert(args.end(), opts.begin(), opts.end());
+        return llmtrain(args, "Hello\nWhat is item 3?\n");
+    };
+    auto a = from(run_), b = from(exported);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(a.out, b.out);
+}
+
+TEST_F(ChatTest, UnknownTemplateIsAClearError) {
+    const fs::path other = root_ / "chatml";
+    fs::create_directories(other);
+    fs::copy_file(kLlama3 / "tokenizer.json", other / "tokenizer.json", fs::copy_options::overwrite_existing);
+    std::ofstream(other / "tokenizer_config.json")
+        << R"({"bos_token": "<s>", "chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}"})";
+    auto r = llmtrain({"chat", "--model", run_.string(), "--tokenizer", other.string()}, "hi\n");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find((other / "tokenizer_config.json").string() + ": chat_template: not a format"), std::string::npos)
+        << r.err;
+}
+
+}  // namespace
