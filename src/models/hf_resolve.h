@@ -1,8 +1,7 @@
 // model.init_from resolved: which weights and which config.json a path names (a .safetensors file, or a
 // Hugging Face model directory), and the config.json applied to the run's config. Commands call this
 // after the server's access policy (server/job_access.h) allowed the path; config parsing never does.
-// docs/formats/hf_directories.md. Replaces models/gpt2_io.h gpt2_resolve_init_from (TODO(#18): the
-// lead moves train/generate to it with the model layer).
+// docs/formats/hf_directories.md. train, eval, export, estimate, validate and generate/chat --model use it.
 #pragma once
 
 #include <filesystem>
