@@ -46,12 +46,6 @@ struct ChatOptions {
     bool print_prompt = false;
 };
 
-void write_out(const std::string& s) {
-    if (s.empty()) return;
-    std::fwrite(s.data(), 1, s.size(), stdout);
-    std::fflush(stdout);
-}
-
 data::ChatTemplate load_template(const ChatOptions& o, const std::string& tok_spec) {
     const auto dir = tokenizer_directory(tok_spec);
     std::string template_file = o.chat_template;

@@ -40,12 +40,6 @@ struct GenerateOptions {
     uint64_t seed = 1337;
 };
 
-void write_out(const std::string& s) {
-    if (s.empty()) return;
-    std::fwrite(s.data(), 1, s.size(), stdout);
-    std::fflush(stdout);  // stream: each token appears as soon as it is sampled
-}
-
 // "1,17,300" -> ids; UsageError naming --prompt-ids otherwise.
 std::vector<int32_t> parse_ids(const std::string& text) {
     std::vector<int32_t> ids;

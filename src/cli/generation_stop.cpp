@@ -1,6 +1,7 @@
 #include "cli/generation_stop.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -60,6 +61,12 @@ std::string describe_ids(const data::Tokenizer& tok, const std::vector<uint32_t>
         s += fmt::format("{} ({})", tok.token_bytes(id), id);
     }
     return s;
+}
+
+void write_out(const std::string& s) {
+    if (s.empty()) return;
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
 }
 
 }  // namespace llmt::cli

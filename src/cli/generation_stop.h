@@ -1,4 +1,5 @@
-// What ends generation and where a model directory's tokenizer files are: shared by `generate` and `chat`.
+// What ends generation, where a model directory's tokenizer files are, and how text streams out: shared by
+// `generate` and `chat`.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +24,9 @@ bool model_dir_tokenizer(const std::string& dir);
 // outside the vocabulary.
 std::vector<uint32_t> generation_stop_ids(const data::Tokenizer& tok, const std::filesystem::path& dir,
                                           const std::vector<uint32_t>& extra = {});
+
+// Writes `s` to stdout and flushes, so each token appears as soon as it is sampled (nothing for "").
+void write_out(const std::string& s);
 
 // "<|eot_id|>" for one id, "<|eot_id|> (128009), <|end_of_text|> (128001)" for the list.
 std::string describe_ids(const data::Tokenizer& tok, const std::vector<uint32_t>& ids);

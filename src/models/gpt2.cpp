@@ -202,12 +202,8 @@ void Gpt2::block_forward(int l, Tensor residual, bool to_residual3) {
 }
 
 float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale) {
-    LLMT_CHECK(T <= cfg_.block_size, "gpt2 forward: sequence length {} exceeds model.block_size {}", T,
-               cfg_.block_size);
-    acts_.ensure(B, T, device(), [this](int b, int t) { return activation_layout(b, t); });
-    const Batch batch = begin_forward(acts_.arena(), inputs, targets, B, T, train);
-    B_ = B;
-    T_ = T;
+    const Batch batch =
+        begin_forward(acts_, [this](int b, int t) { return activation_layout(b, t); }, inputs, targets, B, T, train);
     const int64_t C = cfg_.d_model, BT = static_cast<int64_t>(B) * T;
     auto W = [&](ParamId id) { return store_.weight(id); };
     Tensor encoded = acts_.btc(ids_.encoded, B, T, C);

@@ -103,7 +103,6 @@ private:
     Weights w_;
     Acts ids_;
     Activations acts_;
-    int B_ = 0, T_ = 0;      // of the last forward
     bool has_grad_ = false;  // the last forward prepared the head's gradient
     bool dropped_ = false;   // the last forward applied dropout (backward must too)
 };

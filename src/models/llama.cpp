@@ -189,12 +189,8 @@ void Llama::block_forward(int l, Tensor residual, bool to_res_out) {
 }
 
 float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale) {
-    LLMT_CHECK(T <= cfg_.block_size, "llama forward: sequence length {} exceeds model.block_size {}", T,
-               cfg_.block_size);
-    acts_.ensure(B, T, device(), [this](int b, int t) { return activation_layout(b, t); });
-    const Batch batch = begin_forward(acts_.arena(), inputs, targets, B, T, train);
-    B_ = B;
-    T_ = T;
+    const Batch batch =
+        begin_forward(acts_, [this](int b, int t) { return activation_layout(b, t); }, inputs, targets, B, T, train);
     const int64_t C = cfg_.d_model, BT = static_cast<int64_t>(B) * T;
     auto W = [&](ParamId id) { return store_.weight(id); };
     Tensor residual = acts_.btc(ids_.embedded, B, T, C);

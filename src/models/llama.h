@@ -95,7 +95,6 @@ private:
     Acts ids_;
     Activations acts_;
     Arena rope_;  // (block_size, head_dim) f32 on the device
-    int B_ = 0, T_ = 0;
     bool has_grad_ = false;
 };
 

@@ -59,7 +59,8 @@ const float* Model::logits() const {
     return all_logits_.data();
 }
 
-Model::Batch Model::begin_forward(Arena& acts, const int32_t* inputs, const int32_t* targets, int B, int T, bool train) {
+Model::Batch Model::begin_forward(Activations& activations, const Activations::LayoutFn& layout, const int32_t* inputs,
+                                  const int32_t* targets, int B, int T, bool train) {
     LLMT_INTERNAL_CHECK(B > 0 && T > 0, "{} forward: B and T must be positive (B {}, T {})", arch(), B, T);
     LLMT_CHECK(T <= dims_.block_size, "{} forward: sequence length {} exceeds model.block_size {}", arch(), T,
                dims_.block_size);
@@ -75,7 +76,9 @@ Model::Batch Model::begin_forward(Arena& acts, const int32_t* inputs, const int3
                        arch(), targets[i], i, dims_.vocab_size);
         }
     }
-    Batch b{B, T, 0};
+    activations.ensure(B, T, device(), layout);
+    Arena& acts = activations.arena();
+    Batch b;
     const Tensor in = acts.view("inputs");
     kernels::copy(Tensor(in.data, {B, T}, DType::kI32, acts.device()),
                   Tensor(const_cast<int32_t*>(inputs), {B, T}, DType::kI32));
@@ -86,8 +89,8 @@ Model::Batch Model::begin_forward(Arena& acts, const int32_t* inputs, const int3
         kernels::copy(Tensor(tg.data, {B, T}, DType::kI32, acts.device()),
                       Tensor(const_cast<int32_t*>(targets), {B, T}, DType::kI32));
     }
-    last_B_ = B;
-    last_T_ = T;
+    B_ = B;
+    T_ = T;
     return b;
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "models/activations.h"
 #include "models/param_store.h"
 
 namespace llmt::models {
@@ -95,13 +96,14 @@ public:
 
 protected:
     Model() = default;
-    // Shared by every architecture's forward: validates (B, T) and the ids, records them, copies them
-    // to the device (the activation arena's "inputs"/"targets" views, i32) and counts the targets.
+    // Shared by every architecture's forward: validates (B, T) and the ids, sizes the activations for them
+    // (`layout`), records B_ and T_, copies the ids to the device (the arena's "inputs"/"targets" views,
+    // i32) and counts the targets.
     struct Batch {
-        int B = 0, T = 0;
         int64_t counted = 0;  // targets >= 0
     };
-    Batch begin_forward(Arena& acts, const int32_t* inputs, const int32_t* targets, int B, int T, bool train);
+    Batch begin_forward(Activations& acts, const Activations::LayoutFn& layout, const int32_t* inputs,
+                        const int32_t* targets, int B, int T, bool train);
     // Shared by every architecture's forward, its end: the LM head (models/lm_head.h) on x (BT, C), the final
     // norm's output, with head weights `head`. Without targets: the logits of every row (logits(), CPU);
     // returns 0. Else the mean cross-entropy over the counted targets and, when training, the head's backward:
@@ -127,7 +129,7 @@ protected:
     uint64_t dropout_seed_ = 0;
     std::function<void(size_t)> grads_ready_;
     std::vector<float> all_logits_;  // forward without targets (CPU)
-    int last_B_ = 0, last_T_ = 0;
+    int B_ = 0, T_ = 0;  // of the last forward
 };
 
 // Incremental inference with a KV cache (one sequence): prefill(prompt) then step(id) per new token,

@@ -228,3 +228,23 @@ TEST(LlamaHf, MissingOrMisShapedTensorsAreNamed) {
 
 }  // namespace
 }  // namespace llmt::models
+
+namespace llmt::models {
+namespace {
+
+// A sequence longer than the context is refused by name before any activation is sized for it.
+TEST(LlamaForward, SequenceLongerThanTheContextIsRefused) {
+    Llama m(tiny(true));
+    const auto ids = random_ids(17, 50, 1);  // block_size 16
+    try {
+        m.forward(ids.data(), ids.data(), 1, 17, false);
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("llama forward: sequence length 17 exceeds model.block_size 16"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace llmt::models

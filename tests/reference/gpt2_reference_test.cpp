@@ -9,6 +9,7 @@
 #include "core/fs.h"
 #include "core/safetensors.h"
 #include "models/gpt2.h"
+#include "hf_grads.h"
 #include "models/hf_adapter.h"
 #include "support/subprocess.h"
 
@@ -52,22 +53,8 @@ void compare_with_pytorch(float p, uint64_t dropout_seed) {
     std::vector<std::vector<float>> scratch;
     auto ours = hf_tensors(model, model.grads(), scratch);
     auto ref = SafetensorsFile::open(dir / "grads.safetensors");
-    ASSERT_EQ(ours.size(), ref.size());
-    for (const auto& t : ours) {
-        SCOPED_TRACE(t.name);
-        const auto& info = ref.info(t.name);
-        ASSERT_EQ(info.shape, t.shape);
-        std::vector<float> want(info.numel);
-        ref.read_f32(t.name, want.data(), info.shape);
-        const float* got = static_cast<const float*>(t.data);
-        double num = 0, den = 0;
-        for (size_t i = 0; i < want.size(); ++i) {
-            num += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
-            den += static_cast<double>(want[i]) * want[i];
-        }
-        // The bound: relative error under 1e-4 for fp32 against the fp64 reference.
-        EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), 1e-4);
-    }
+    // The bound: relative error under 1e-4 for fp32 against the fp64 reference.
+    testing::expect_grads_match(ours, ref, 1e-4);
     std::filesystem::remove_all(dir);
 }
 
