@@ -7,6 +7,7 @@
 #include "models/hf_adapter.h"
 #include "models/hf_resolve.h"
 #include "models/hf_weights.h"
+#include "models/peft.h"
 #include "models/registry.h"
 #include "train/checkpoint.h"
 
@@ -27,7 +28,7 @@ config::Config checkpoint_config(const train::Checkpoint& ck, const std::string&
 }  // namespace
 
 LoadedModel load_checkpoint_model(const std::string& command, const std::string& checkpoint,
-                                  const std::string& config_path, const std::vector<std::string>& sets) {
+                                  const std::string& config_path, const std::vector<std::string>& sets, bool merged) {
     const train::Checkpoint ck = [&] {
         try {
             return train::load_checkpoint(checkpoint);
@@ -37,21 +38,39 @@ LoadedModel load_checkpoint_model(const std::string& command, const std::string&
         }
     }();
     LoadedModel out{checkpoint_config(ck, command, config_path, sets), nullptr, ck.dir.string()};
+    if (out.config.lora.r == 0) {
+        out.model = models::make_model(out.config);
+        models::load_hf_params(*out.model, models::SafetensorsSource(ck.model));
+        return out;
+    }
+    const models::HfSource base = models::prepare_init_from(out.config);
     out.model = models::make_model(out.config);
-    models::load_hf_params(*out.model, models::SafetensorsSource(ck.model));
+    if (base.weights.empty()) {
+        out.model->init_random(out.config.run.seed);
+    } else {
+        const models::HfWeights weights = models::HfWeights::open(base.weights);
+        models::load_hf_params(*out.model, models::HfWeightsSource(weights));
+    }
+    models::check_lora_base(ck.state.value("lora_base", nlohmann::json()),
+                            models::lora_base_identity(out.config, base.weights), ck.dir.string());
+    models::load_trained_params(*out.model, models::SafetensorsSource(ck.model));
+    if (merged) out.model->merge_adapters();
     return out;
 }
 
-LoadedModel load_model_dir(const std::string& command, const std::string& dir, const std::vector<std::string>& sets) {
+LoadedModel load_model_dir(const std::string& command, const std::string& dir, const std::vector<std::string>& sets,
+                           bool with_adapter) {
     // A config with only model.init_from written: config.json supplies every model key.
     const nlohmann::json doc = {{"schema_version", 1}, {"model", {{"init_from", dir}}}};
     LoadedModel out{config::load_config_string(doc.dump(), fmt::format("{} --model", command), sets,
                                                config::ConfigUse::kModelOnly),
                     nullptr, dir};
     const models::HfSource src = models::prepare_init_from(out.config);
+    if (with_adapter) models::prepare_lora_init_from(out.config);
     out.model = models::make_model(out.config);
     const models::HfWeights weights = models::HfWeights::open(src.weights);
     models::load_hf_params(*out.model, models::HfWeightsSource(weights));
+    if (with_adapter) models::load_peft_adapter(*out.model, out.config.lora.init_from);
     return out;
 }
 

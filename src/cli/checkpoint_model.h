@@ -18,11 +18,17 @@ struct LoadedModel {
     std::string source;  // the checkpoint directory or the model directory
 };
 
-// `command` names the subcommand in messages. A wrong or empty path is an InputError (exit 2).
+// `command` names the subcommand in messages. A wrong or empty path is an InputError (exit 2). A LoRA
+// checkpoint's model is its base (model.init_from, or drawn from run.seed) with the checkpoint's adapters,
+// which must have been trained on that base (CheckpointError otherwise); with `merged` they are folded into
+// the base weights (generation reads a plain model), else kept (export writes them in PEFT's format).
 LoadedModel load_checkpoint_model(const std::string& command, const std::string& checkpoint,
-                                  const std::string& config_path, const std::vector<std::string>& sets);
+                                  const std::string& config_path, const std::vector<std::string>& sets,
+                                  bool merged = true);
 // `dir`: an HF model directory (config.json + model.safetensors or shards) or a .safetensors file with a
-// config.json beside it; `sets` override run.* keys (model keys come from config.json).
-LoadedModel load_model_dir(const std::string& command, const std::string& dir, const std::vector<std::string>& sets);
+// config.json beside it; `sets` override run.* keys (model keys come from config.json). with_adapter: the
+// sets name a PEFT adapter (lora.r, lora.init_from), loaded onto the base and kept (the caller merges).
+LoadedModel load_model_dir(const std::string& command, const std::string& dir, const std::vector<std::string>& sets,
+                           bool with_adapter = false);
 
 }  // namespace llmt::cli

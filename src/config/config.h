@@ -47,10 +47,12 @@ struct ModelConfig {
 };
 
 struct LoraConfig {
-    int r = 0;
+    int r = 0;  // 0: no LoRA
     double alpha = 16.0;
     double dropout = 0.0;
-    std::vector<std::string> target_modules;
+    std::vector<std::string> target_modules;  // empty: the architecture's PEFT default
+    bool use_rslora = false;
+    std::string init_from;  // a PEFT adapter directory, or empty
 };
 
 struct DataConfig {

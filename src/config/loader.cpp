@@ -404,16 +404,20 @@ void check_mlflow_uri(const ordered_json& r, const std::function<std::string(con
                                                     : ": this version speaks no other scheme"));
 }
 
-// Keys this version accepts in the schema but cannot act on: a value other than the default is refused
-// (never silently ignored), naming the key and the issue that implements it.
-void refuse_unimplemented(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
+// The lora.* keys other than lora.r act only with an adapter: written with lora.r 0 they would be ignored,
+// so they are refused, naming the key.
+void refuse_lora_keys_without_adapters(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
                           Validator& v) {
-    if (as_i(value_at(r, "lora.r")) > 0)
-        v.add("lora.r", at("lora.r"), "LoRA fine-tuning is not implemented yet (issue 20); set lora.r: 0");
-    for (const char* key : {"lora.alpha", "lora.dropout", "lora.target_modules"})
+    if (as_i(value_at(r, "lora.r")) > 0) {
+        if (value_at(r, "lora.dropout").get<double>() > 0)
+            v.add("lora.dropout", at("lora.dropout"),
+                  "dropout on the adapters' input is not implemented in this version; set lora.dropout: 0");
+        return;
+    }
+    for (const char* key : {"lora.alpha", "lora.dropout", "lora.target_modules", "lora.use_rslora", "lora.init_from"})
         if (!is_default(r, key))
             v.add(key, at(key),
-                  fmt::format("has no effect: LoRA is not implemented yet (issue 20); remove it (default {})",
+                  fmt::format("has no effect without adapters (lora.r is 0); set lora.r or remove it (default {})",
                               find_field(key)->default_value.dump()));
 }
 
@@ -675,7 +679,7 @@ Config load_config_string(std::string_view text, const std::string& source_name,
         resolved[schema_pointer(f.path)] = value;
     }
     // Each value on its own: reported even when another key has the wrong type.
-    refuse_unimplemented(resolved, locator(loc, v), v);
+    refuse_lora_keys_without_adapters(resolved, locator(loc, v), v);
     if (all_typed) cross_checks(resolved, loc, v, use);
     if (!v.ok()) v.raise();
 

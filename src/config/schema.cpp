@@ -123,12 +123,19 @@ std::vector<FieldSpec> build() {
     v.push_back(string_field("model.init_from", "scratch", Access::kRead,
                              "'scratch' or a path to a Hugging Face safetensors file / model directory", {"", "scratch"}));
     // lora
-    v.push_back(int_field("lora.r", 0, 0, 65536, "LoRA rank; LoRA is not implemented yet (issue 20): must be 0"));
-    v.push_back(float_field("lora.alpha", 16.0, 0.0, kInf, true, "LoRA scaling numerator (scale = alpha / r); not implemented yet (issue 20)"));
-    v.push_back(float_field("lora.dropout", 0.0, 0.0, 0.999, false, "dropout on the LoRA input; not implemented yet (issue 20)"));
-    v.push_back(string_list_field("lora.target_modules", ordered_json::array({"c_attn"}), Access::kNone,
-                                  "modules that get adapters (Hugging Face names: c_attn, c_proj, c_fc); not implemented "
-                                  "yet (issue 20)"));
+    v.push_back(int_field("lora.r", 0, 0, 65536, "LoRA rank; 0 = full fine-tuning (no adapters)"));
+    v.push_back(float_field("lora.alpha", 16.0, 0.0, kInf, true, "LoRA scaling numerator: scale = alpha / r (alpha / sqrt(r) with use_rslora)"));
+    v.push_back(float_field("lora.dropout", 0.0, 0.0, 0.999, false, "dropout on the adapters' input (PEFT's lora_dropout)"));
+    v.push_back(string_list_field("lora.target_modules", ordered_json::array(), Access::kNone,
+                                  "modules that get adapters: Hugging Face names matched at the end of each module's "
+                                  "name (q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj; GPT-2: c_attn, "
+                                  "c_proj, c_fc), ['all-linear'], or one regular expression full-matched against the "
+                                  "module name; empty = PEFT's default for the architecture (llama: q_proj, v_proj; "
+                                  "gpt2: c_attn)"));
+    v.push_back(bool_field("lora.use_rslora", false, "rank-stabilised LoRA: scale = alpha / sqrt(r)"));
+    v.push_back(string_field("lora.init_from", "", Access::kRead,
+                             "a PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to continue "
+                             "from; empty = fresh adapters (A Kaiming-uniform, B zero)"));
     // data
     v.push_back(enum_field("data.source", "shards", {"shards", "text", "jsonl"},
                            "shards: prepared token shards; text/jsonl: raw corpora tokenized into data.cache_dir"));

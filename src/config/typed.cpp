@@ -42,6 +42,8 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.lora.alpha = l.at("alpha");
     c.lora.dropout = l.at("dropout");
     c.lora.target_modules = l.at("target_modules").get<std::vector<std::string>>();
+    c.lora.use_rslora = l.at("use_rslora");
+    c.lora.init_from = l.at("init_from");
 
     const auto& d = r.at("data");
     c.data.source = d.at("source");

@@ -357,7 +357,7 @@ void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
                       {"weight", weight}});
     check_shape(op, "weight", weight, {-1, -1});
     const int64_t OC = weight.dim(0), C = weight.dim(1);
-    check_shape(op, "dweight", dweight, {OC, C});
+    if (!dweight.empty()) check_shape(op, "dweight", dweight, {OC, C});
     check_present(op, "inp", inp);
     check_present(op, "dout", dout);
     LLMT_INTERNAL_CHECK(inp.ndim >= 1 && inp.dim(-1) == C, "{}: inp must end in C = {}, got {}", op, C,
@@ -379,11 +379,12 @@ void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
                                      as_int(op, "C", C), as_int(op, "OC", OC), cuda::stream());
 #endif
     (void)dt;
-    LLMT_ON_CUDA(inp.device, matmul_backward(dinp.empty() ? nullptr : f(dinp), f(dweight),
+    LLMT_ON_CUDA(inp.device, matmul_backward(dinp.empty() ? nullptr : f(dinp), dweight.empty() ? nullptr : f(dweight),
                                              dbias.empty() ? nullptr : f(dbias), f(dout), f(inp), f(weight),
                                              as_int(op, "rows", rows), as_int(op, "C", C), as_int(op, "OC", OC),
                                              cuda::stream()));
-    cpu::matmul_backward(dinp.empty() ? nullptr : f(dinp), f(dweight), dbias.empty() ? nullptr : f(dbias),
+    cpu::matmul_backward(dinp.empty() ? nullptr : f(dinp), dweight.empty() ? nullptr : f(dweight),
+                         dbias.empty() ? nullptr : f(dbias),
                          f(dout), f(inp), f(weight), as_int(op, "rows", rows), as_int(op, "C", C),
                          as_int(op, "OC", OC));
 }

@@ -41,8 +41,25 @@ void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, 
 // flattened. bias may be empty. residual (optional, out's shape and dtype, aliasing neither out nor inp) is
 // added in the same pass (on CUDA as cuBLASLt's C matrix: out is rounded once, after the add).
 void matmul_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias, Tensor residual = {});
-// dinp (...,C) = (may be empty: not computed); dweight (OC,C) +=; dbias (OC) += (may be empty).
+// dinp (...,C) = (may be empty: not computed); dweight (OC,C) += (may be empty: a frozen weight); dbias (OC) +=
+// (may be empty).
 void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight);
+
+// LoRA (Hu et al. 2021; PEFT's lora.Linear) beside a linear layer (kernels/lora_ops.cpp). A fused layer
+// (LLaMA's q|k|v) adapts some of its parts: part p has r rows of `a` (its A, (r, C)), its own rows of `b`
+// (its B, (rows_p, r)), and adds to the layer's output columns [col_p, col_p + rows_p).
+struct LoraSpan {
+    int64_t col = 0, rows = 0;
+};
+// u (...,P*r) = inp (...,C) @ a (P*r, C)^T (kept for backward), then for each part p
+// out[..., col_p + j] += scale * u[..., p*r : (p+1)*r] @ b[row_p + j, :]^T, row_p = the earlier parts' rows.
+// out (...,OC) holds the base layer's output; b (sum of rows_p, r).
+void lora_forward(Tensor out, Tensor u, Tensor inp, Tensor a, Tensor b, float scale,
+                  const std::vector<LoraSpan>& spans);
+// Given dout (...,OC), the gradient of the layer's output: du (...,P*r) = scratch (=), da, db (f32) +=,
+// dinp (...,C) += (after the base layer's dinp was written). inp, u, a, b as in the forward.
+void lora_backward(Tensor dinp, Tensor da, Tensor db, Tensor du, Tensor dout, Tensor u, Tensor inp, Tensor a, Tensor b,
+                   float scale, const std::vector<LoraSpan>& spans);
 
 // out (BT..,OC) = GELU-tanh(inp @ weight^T + bias), pre_gelu (same shape) = the pre-activation (saved for
 // backward). bf16 on CUDA: one cuBLASLt call (GELU_AUX_BIAS epilogue); otherwise matmul then gelu.

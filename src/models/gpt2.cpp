@@ -38,7 +38,7 @@ double Gpt2Config::flops_per_token(int T) const {
 }
 
 Gpt2::Gpt2(const Gpt2Config& cfg, Device device, DType dtype) : Gpt2(cfg, device, dtype, LayoutOnly{}) {
-    store_.allocate();
+    allocate_params();
 }
 
 MemoryPlan Gpt2::plan_memory(const Gpt2Config& cfg, Device device, DType dtype, int B, int T) {
@@ -92,7 +92,7 @@ Gpt2::Gpt2(const Gpt2Config& cfg, Device device, DType dtype, LayoutOnly) : cfg_
     w_.lnf_w = add("transformer.ln_f.weight", {C}, ParamInit::kOnes, ParamKind::kNorm, false);
     w_.lnf_b = add("transformer.ln_f.bias", {C}, ParamInit::kZeros, ParamKind::kNorm, false);
     w_.head = cfg.tie_embeddings ? w_.wte : add_vocab_table("lm_head.weight", ParamKind::kWeight);
-    store_.layout(device, dtype);
+    layout_params(cfg.lora, device, dtype);
     activation_layout(1, 1, &ids_);  // the handles (the same for every (B, T))
 }
 
@@ -102,7 +102,7 @@ std::string Gpt2::summary() const {
                        static_cast<double>(num_parameters()) / 1e6);
 }
 
-void Gpt2::init_random(uint64_t seed) { store_.init_random(seed, 0.02, 0.02 / std::sqrt(2.0 * cfg_.n_layer)); }
+void Gpt2::init_base(uint64_t seed) { store_.init_random(seed, 0.02, 0.02 / std::sqrt(2.0 * cfg_.n_layer)); }
 
 bool Gpt2::kept_per_layer(LayerAct a) const {
     switch (cfg_.recompute) {
@@ -174,30 +174,36 @@ void Gpt2::block_forward(int l, Tensor residual, bool to_residual3) {
     };
     kernels::layernorm_forward(act(l, kLn1, C), stat(l, kLn1Mean), stat(l, kLn1Rstd), residual, W(L.ln1_w),
                                W(L.ln1_b), cfg_.norm_eps);
-    kernels::matmul_forward(act(l, kQkv, 3 * C), act(l, kLn1, C), W(L.qkv_w), W(L.qkv_b));
+    linear_forward(act(l, kQkv, 3 * C), act(l, kLn1, C), L.qkv_w, W(L.qkv_b));
     Tensor lse = acts_.shaped(ids_.layer[l][kLse], {B_, NH, T_});
     kernels::attention_forward(act(l, kAtty, C), lse, act(l, kQkv, 3 * C), static_cast<int>(NH),
                                static_cast<int>(NH));
     // residual2 = residual + attproj (+ dropout on the branch first, when training with it).
     if (dropped_) {
-        kernels::matmul_forward(act(l, kAttProj, C), act(l, kAtty, C), W(L.attn_proj_w), W(L.attn_proj_b));
+        linear_forward(act(l, kAttProj, C), act(l, kAtty, C), L.attn_proj_w, W(L.attn_proj_b));
         drop(act(l, kAttProj, C), 1 + 2 * l);
         kernels::residual_forward(act(l, kResidual2, C), residual, act(l, kAttProj, C));
     } else {
-        kernels::matmul_forward(act(l, kResidual2, C), act(l, kAtty, C), W(L.attn_proj_w), W(L.attn_proj_b), residual);
+        linear_forward(act(l, kResidual2, C), act(l, kAtty, C), L.attn_proj_w, W(L.attn_proj_b), residual);
     }
     kernels::layernorm_forward(act(l, kLn2, C), stat(l, kLn2Mean), stat(l, kLn2Rstd), act(l, kResidual2, C),
                                W(L.ln2_w), W(L.ln2_b), cfg_.norm_eps);
-    // fch_gelu = GELU(fch), fch = ln2 @ W^T + b (one cuBLASLt call with the GELU epilogue in bf16).
-    kernels::matmul_forward_gelu(act(l, kFchGelu, F), act(l, kFch, F), act(l, kLn2, C), W(L.fc_w), W(L.fc_b));
+    // fch_gelu = GELU(fch), fch = ln2 @ W^T + b (one cuBLASLt call with the GELU epilogue in bf16; with a
+    // LoRA adapter on c_fc its delta joins fch before the GELU).
+    if (lora_ && lora_->adapts(L.fc_w)) {
+        linear_forward(act(l, kFch, F), act(l, kLn2, C), L.fc_w, W(L.fc_b));
+        kernels::gelu_forward(act(l, kFchGelu, F), act(l, kFch, F));
+    } else {
+        kernels::matmul_forward_gelu(act(l, kFchGelu, F), act(l, kFch, F), act(l, kLn2, C), W(L.fc_w), W(L.fc_b));
+    }
     if (!to_residual3) return;
     if (dropped_) {
-        kernels::matmul_forward(act(l, kFcProj, C), act(l, kFchGelu, F), W(L.mlp_proj_w), W(L.mlp_proj_b));
+        linear_forward(act(l, kFcProj, C), act(l, kFchGelu, F), L.mlp_proj_w, W(L.mlp_proj_b));
         drop(act(l, kFcProj, C), 2 + 2 * l);
         kernels::residual_forward(act(l, kResidual3, C), act(l, kResidual2, C), act(l, kFcProj, C));
     } else {
-        kernels::matmul_forward(act(l, kResidual3, C), act(l, kFchGelu, F), W(L.mlp_proj_w), W(L.mlp_proj_b),
-                                act(l, kResidual2, C));
+        linear_forward(act(l, kResidual3, C), act(l, kFchGelu, F), L.mlp_proj_w, W(L.mlp_proj_b),
+                       act(l, kResidual2, C));
     }
 }
 
@@ -232,7 +238,10 @@ void Gpt2::backward() {
     const int B = B_, T = T_;
     const int64_t C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head;
     auto W = [&](ParamId id) { return store_.weight(id); };
-    auto G = [&](ParamId id) { return store_.grad(id); };
+    auto G = [&](ParamId id) { return store_.grad(id); };  // empty for a frozen base (LoRA): not computed
+    // LayerNorm weight and bias gradients; a frozen base's go to two sinks nobody reads.
+    auto GW = [&](ParamId id) { return grad_or_sink(id, 0); };
+    auto GB = [&](ParamId id) { return grad_or_sink(id, 1); };
     Tensor dres = acts_.btc(ids_.d_residual, B, T, C);
     Tensor dc = acts_.btc(ids_.d_c, B, T, C), dc2 = acts_.btc(ids_.d_c2, B, T, C);
     Tensor dqkv = acts_.btc(ids_.d_qkv, B, T, 3 * C);
@@ -253,7 +262,7 @@ void Gpt2::backward() {
     // (colsum_of: the c_proj bias whose gradient it is, or none), and matmul_backward skips it (proj_dbias).
     auto colsum_of = [&](ParamId bias) { return dropped_ ? Tensor() : G(bias); };
     auto proj_dbias = [&](ParamId bias) { return dropped_ ? G(bias) : Tensor(); };
-    kernels::layernorm_backward(dres, G(w_.lnf_w), G(w_.lnf_b), dc, last, W(w_.lnf_w), acts_.bt(ids_.lnf_mean, B, T),
+    kernels::layernorm_backward(dres, GW(w_.lnf_w), GB(w_.lnf_b), dc, last, W(w_.lnf_w), acts_.bt(ids_.lnf_mean, B, T),
                                 acts_.bt(ids_.lnf_rstd, B, T), colsum_of(w_.layers.back().mlp_proj_b));
     // The arena holds wte, wpe, the layers in order, ln_f, then lm_head: what backward has finished is
     // always a suffix of it.
@@ -269,33 +278,39 @@ void Gpt2::backward() {
         if (cfg_.recompute == Recompute::kMlp) kernels::gelu_forward(act(l, kFchGelu, F), act(l, kFch, F));
         // dres holds d residual3 = d fcproj = d residual2 (the residual add passes it through).
         // df = d fch (through the GELU: the DGELU epilogue in bf16).
-        kernels::matmul_backward_gelu(df, act(l, kFch, F), G(L.mlp_proj_w), proj_dbias(L.mlp_proj_b),
-                                      undrop(dc, 2 + 2 * l), act(l, kFchGelu, F), W(L.mlp_proj_w));
-        kernels::matmul_backward(dc, G(L.fc_w), G(L.fc_b), df, act(l, kLn2, C), W(L.fc_w));
-        kernels::layernorm_backward(dres, G(L.ln2_w), G(L.ln2_b), dc, act(l, kResidual2, C), W(L.ln2_w),
+        if (lora_ && lora_->adapts(L.mlp_proj_w)) {  // d fch_gelu (with the adapter's share), then the GELU
+            linear_backward(df, undrop(dc, 2 + 2 * l), act(l, kFchGelu, F), L.mlp_proj_w, proj_dbias(L.mlp_proj_b));
+            kernels::gelu_backward(df, act(l, kFch, F), df);
+        } else {
+            kernels::matmul_backward_gelu(df, act(l, kFch, F), G(L.mlp_proj_w), proj_dbias(L.mlp_proj_b),
+                                          undrop(dc, 2 + 2 * l), act(l, kFchGelu, F), W(L.mlp_proj_w));
+        }
+        linear_backward(dc, df, act(l, kLn2, C), L.fc_w, G(L.fc_b));
+        kernels::layernorm_backward(dres, GW(L.ln2_w), GB(L.ln2_b), dc, act(l, kResidual2, C), W(L.ln2_w),
                                     stat(l, kLn2Mean), stat(l, kLn2Rstd), colsum_of(L.attn_proj_b));
         // dres now holds d residual2 = d attproj = d residual.
-        kernels::matmul_backward(dc2, G(L.attn_proj_w), proj_dbias(L.attn_proj_b), undrop(dc, 1 + 2 * l),
-                                 act(l, kAtty, C), W(L.attn_proj_w));
+        linear_backward(dc2, undrop(dc, 1 + 2 * l), act(l, kAtty, C), L.attn_proj_w, proj_dbias(L.attn_proj_b));
         // The qkv bias gradient (dqkv's column sums) comes out of the attention backward's own passes.
         kernels::attention_backward(dqkv, dc2, act(l, kQkv, 3 * C), act(l, kAtty, C),
                                     acts_.shaped(ids_.layer[l][kLse], {B, NH, T}), static_cast<int>(NH),
                                     static_cast<int>(NH), G(L.qkv_b));
-        kernels::matmul_backward(dc, G(L.qkv_w), Tensor(), dqkv, act(l, kLn1, C), W(L.qkv_w));
+        linear_backward(dc, dqkv, act(l, kLn1, C), L.qkv_w);
         // dres becomes d residual: layer l-1's mlp.c_proj output gradient (none below layer 0).
-        kernels::layernorm_backward(dres, G(L.ln1_w), G(L.ln1_b), dc, residual, W(L.ln1_w), stat(l, kLn1Mean),
+        kernels::layernorm_backward(dres, GW(L.ln1_w), GB(L.ln1_b), dc, residual, W(L.ln1_w), stat(l, kLn1Mean),
                                     stat(l, kLn1Rstd),
                                     l > 0 ? colsum_of(w_.layers[static_cast<size_t>(l - 1)].mlp_proj_b) : Tensor());
         grads_ready_from(L.ln1_w);
     }
     if (dropped_) kernels::dropout_backward(dres, dres, cfg_.dropout, dropout_seed_);
-    kernels::encoder_backward(G(w_.wte), G(w_.wpe), dres, acts_.bt(ids_.inputs, B, T));
+    if (!store_.frozen()) kernels::encoder_backward(G(w_.wte), G(w_.wpe), dres, acts_.bt(ids_.inputs, B, T));
     grads_ready_all();
     has_grad_ = false;
 }
 
 MemoryPlan Gpt2::memory_plan(int B, int T) const {
-    return {store_.param_bytes(), store_.grad_bytes(), activation_layout(B, T).nbytes()};
+    MemoryPlan m = params_memory_plan(B, T);
+    m.activations += activation_layout(B, T).nbytes();
+    return m;
 }
 
 std::unique_ptr<Decoder> Gpt2::decoder(int max_T) const { return std::make_unique<Gpt2Decoder>(*this, max_T); }

@@ -32,6 +32,7 @@ struct Gpt2Config {
     float dropout = 0.f;
     // Activation memory for compute (trainer.recompute; not a model property: it changes no result).
     Recompute recompute = Recompute::kNone;
+    LoraSpec lora;  // r 0: none
 
     static Gpt2Config from(const config::ModelConfig& m);
     // 6N + 12 L C T: training FLOPs per token (PaLM appendix B), N counting tied weights once.
@@ -52,7 +53,7 @@ public:
     std::string summary() const override;
     // N(0, 0.02) for weights and embeddings, N(0, 0.02/sqrt(2L)) for the two residual projections, zeros
     // for biases, ones for LayerNorm weights; padding rows of wte are 0.
-    void init_random(uint64_t seed) override;
+    void init_base(uint64_t seed) override;
     float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train,
                   float loss_scale = 1.f) override;
     // Dropout masks are stateless (kernels/cpu/dropout.h): site k (0 = embeddings, 1 + 2l / 2 + 2l = layer

@@ -27,7 +27,7 @@ const float* Gpt2Decoder::run(const int32_t* ids, int n) {
     const Gpt2Config& c = model_.config();
     const int64_t C = c.d_model, F = c.d_ff, Vp = c.padded_vocab;
     const int t0 = position();
-    const Arena& P = model_.params();
+    const Arena& P = model_.base().params();
     const Gpt2::Weights& w = model_.weights();
     auto W = [&](ParamId id) { return P.view(id); };
     auto S = [&](const char* name, int64_t width) { return Tensor(scratch_.view(name).data, {1, n, width}); };

@@ -45,14 +45,15 @@ void place_rows(float* dst, const float* src, int64_t rows, int64_t width, bool 
 
 }  // namespace
 
-std::vector<TensorRef> hf_tensors(const Model& model, const Arena& arena, std::vector<std::vector<float>>& scratch) {
+std::vector<TensorRef> hf_tensors(const std::vector<ParamSpec>& specs, const Arena& arena,
+                                  std::vector<std::vector<float>>& scratch) {
     std::vector<TensorRef> out;
     scratch.clear();
     size_t transposed = 0;
-    for (const auto& s : model.param_specs()) transposed += s.hf_transposed ? s.hf.size() : 0;
+    for (const auto& s : specs) transposed += s.hf_transposed ? s.hf.size() : 0;
     scratch.reserve(transposed);  // refs into scratch must not move
-    for (size_t i = 0; i < model.param_specs().size(); ++i) {
-        const auto& s = model.param_specs()[i];
+    for (size_t i = 0; i < specs.size(); ++i) {
+        const auto& s = specs[i];
         const float* src = static_cast<const float*>(arena.view(i).data);
         const int64_t width = row_width(s);
         int64_t row = 0;
@@ -71,15 +72,16 @@ std::vector<TensorRef> hf_tensors(const Model& model, const Arena& arena, std::v
     return out;
 }
 
-void load_hf(const Model& model, Arena& arena, const TensorSource& source) {
+void load_hf(const std::vector<ParamSpec>& specs, const CanonicalName& canonical, std::string_view what, Arena& arena,
+             const TensorSource& source) {
     std::map<std::string, std::string> by_canonical;  // canonical -> name in the source
     for (const auto& n : source.names()) {
-        std::string c = model.hf_canonical_name(n);
+        std::string c = canonical(n);
         if (!c.empty()) by_canonical[c] = n;
     }
     std::vector<std::string> problems;
     std::set<std::string> used;
-    for (const auto& s : model.param_specs()) {
+    for (const auto& s : specs) {
         for (const auto& p : s.hf) {
             const Shape want = hf_shape(s, p);
             auto it = by_canonical.find(p.name);
@@ -106,14 +108,14 @@ void load_hf(const Model& model, Arena& arena, const TensorSource& source) {
     for (const auto& [canon, name] : by_canonical)
         if (!used.count(canon)) problems.push_back(fmt::format("unexpected tensor `{}`", name));
     if (!problems.empty()) {
-        std::string msg = fmt::format("'{}' does not match the {} model ({} difference{}):", source.label(), model.arch(),
+        std::string msg = fmt::format("'{}' does not match the {} ({} difference{}):", source.label(), what,
                                       problems.size(), problems.size() == 1 ? "" : "s");
         for (const auto& p : problems) msg += "\n  " + p;
         throw CheckpointError(msg);
     }
     std::vector<float> tmp;
-    for (size_t i = 0; i < model.param_specs().size(); ++i) {
-        const auto& s = model.param_specs()[i];
+    for (size_t i = 0; i < specs.size(); ++i) {
+        const auto& s = specs[i];
         float* dst = static_cast<float*>(arena.view(i).data);
         const int64_t width = row_width(s);
         int64_t row = 0;
@@ -139,16 +141,47 @@ Arena host_copy(const Arena& a) {
     return h;
 }
 
-void load_hf_params(Model& model, const TensorSource& source) {
-    if (model.device() == Device::kCpu) {
-        load_hf(model, model.params(), source);
+Arena host_f32_copy(const ParamStore& store) {
+    Arena h;
+    for (const auto& e : store.params().entries()) h.add(e.name, std::vector<int64_t>(e.shape));
+    h.allocate(false);
+    for (size_t i = 0; i < store.specs().size(); ++i) {
+        const std::vector<float> v = store.read_f32(i);
+        std::memcpy(h.view(i).data, v.data(), v.size() * sizeof(float));
+    }
+    return h;
+}
+
+namespace {
+
+// HF tensors into `store` on any device and dtype: read into an fp32 host arena of the table's layout,
+// then written tensor by tensor (converted to bf16 for a frozen bf16 store), the compute copy refreshed.
+void load_into(ParamStore& store, const CanonicalName& canonical, std::string_view what, const TensorSource& source) {
+    const bool f32_store = store.specs().empty() || store.params().entry(0).dtype == DType::kF32;
+    if (store.device() == Device::kCpu && f32_store) {  // in place: no second copy of a large model
+        load_hf(store.specs(), canonical, what, store.params(), source);
         return;
     }
-    Arena host = host_copy(model.params());
-    load_hf(model, host, source);
-    kernels::copy(Tensor(model.params().data(), {static_cast<int64_t>(host.nbytes() / 4)}, DType::kF32, model.device()),
-                  Tensor(host.data(), {static_cast<int64_t>(host.nbytes() / 4)}));
-    model.sync_compute_params();
+    Arena host;
+    for (const auto& s : store.specs()) host.add(s.name, s.shape);
+    host.allocate(true);
+    load_hf(store.specs(), canonical, what, host, source);
+    for (size_t i = 0; i < store.specs().size(); ++i) store.write_f32(i, static_cast<const float*>(host.view(i).data));
+    store.sync_compute_params();
+}
+
+}  // namespace
+
+void load_hf_params(Model& model, const TensorSource& source) {
+    load_into(
+        model.base(), [&](const std::string& n) { return model.hf_canonical_name(n); },
+        fmt::format("{} model", model.arch()), source);
+}
+
+void load_trained_params(Model& model, const TensorSource& source) {
+    if (!model.lora()) return load_hf_params(model, source);
+    load_into(
+        model.trained(), [](const std::string& n) { return n; }, "LoRA adapters", source);
 }
 
 }  // namespace llmt::models

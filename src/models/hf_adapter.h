@@ -4,6 +4,7 @@
 // be cropped. The architecture adds only its hub spellings (Model::hf_canonical_name).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,19 +54,37 @@ private:
     const HfWeights& w_;
 };
 
-// The HF tensors of `arena` (the parameters, or a same-layout arena such as the gradients), fp32, in
-// table order. Refs point into `arena` or into `scratch` (transposed copies), which must outlive their use.
-std::vector<TensorRef> hf_tensors(const Model& model, const Arena& arena, std::vector<std::vector<float>>& scratch);
+// The HF tensors of `arena` (an fp32 arena laid out like `specs`: parameters, gradients), in table order.
+// Refs point into `arena` or into `scratch` (transposed copies), which must outlive their use.
+std::vector<TensorRef> hf_tensors(const std::vector<ParamSpec>& specs, const Arena& arena,
+                                  std::vector<std::vector<float>>& scratch);
+// The trained parameters' (Model::trained(): the model's, or the LoRA adapters with PEFT's names).
+inline std::vector<TensorRef> hf_tensors(const Model& model, const Arena& arena, std::vector<std::vector<float>>& scratch) {
+    return hf_tensors(model.param_specs(), arena, scratch);
+}
 
-// Copies every HF tensor of `source` into `arena` (the model's layout). Throws CheckpointError listing
-// every missing, unexpected, mis-shaped or non-float tensor (then nothing is written).
-void load_hf(const Model& model, Arena& arena, const TensorSource& source);
+// Maps a name found in a file to the table's name ("" = ignore it).
+using CanonicalName = std::function<std::string(const std::string&)>;
+// Copies every HF tensor of `source` into `arena` (fp32, laid out like `specs`). Throws CheckpointError
+// listing every missing, unexpected, mis-shaped or non-float tensor (then nothing is written); `what`
+// names the model in it ("llama", "LoRA adapter").
+void load_hf(const std::vector<ParamSpec>& specs, const CanonicalName& canonical, std::string_view what, Arena& arena,
+             const TensorSource& source);
 
-// load_hf into the model's parameters on any device (staged through host memory for a GPU), then the
-// bf16 compute copy refreshed.
+// The trained parameters' layout (an fp32 arena like Model::params()) with the model's name map.
+inline void load_hf(const Model& model, Arena& arena, const TensorSource& source) {
+    load_hf(model.param_specs(), [&](const std::string& n) { return model.hf_canonical_name(n); },
+            std::string(model.arch()) + " model", arena, source);
+}
+
+// The model's own weights (Model::base(), frozen or trained, on any device and dtype) from HF tensors.
 void load_hf_params(Model& model, const TensorSource& source);
+// The trained parameters (Model::trained()): the same as load_hf_params, or under LoRA the adapters.
+void load_trained_params(Model& model, const TensorSource& source);
 
-// The fp32 host copy of `arena` (device parameters staged for a checkpoint or an export).
+// The fp32 host copy of an fp32 `arena` (device parameters staged for a checkpoint or an export).
 Arena host_copy(const Arena& arena);
+// The fp32 host copy of a store's parameters, whatever their dtype (a frozen bf16 base included).
+Arena host_f32_copy(const ParamStore& store);
 
 }  // namespace llmt::models

@@ -103,6 +103,7 @@ public:
     HfExportDir& operator=(const HfExportDir&) = delete;
 
     const std::filesystem::path& dir() const { return tmp_; }  // where to write the files
+    const std::filesystem::path& final_dir() const { return target_; }
     // fsyncs the files, moves an older export aside, renames the temp directory to the target, removes
     // the older export and fsyncs the parent. Throws IoError.
     void commit();

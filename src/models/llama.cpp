@@ -44,7 +44,7 @@ double LlamaConfig::flops_per_token(int T) const {
 }
 
 Llama::Llama(const LlamaConfig& cfg, Device device, DType dtype) : Llama(cfg, device, dtype, LayoutOnly{}) {
-    store_.allocate();
+    allocate_params();
     const std::vector<float> table = rope_table(cfg_.block_size, cfg_.hd(), cfg_.rope_theta, cfg_.rope_scaling);
     rope_.add("rope", {cfg_.block_size, cfg_.hd()});
     rope_.allocate(false, device);
@@ -100,7 +100,7 @@ Llama::Llama(const LlamaConfig& cfg, Device device, DType dtype, LayoutOnly) : c
     }
     w_.norm = norm("model.norm.weight");
     w_.head = cfg.tie_embeddings ? w_.embed : vocab_table("lm_head.weight", ParamKind::kWeight);
-    store_.layout(device, dtype);
+    layout_params(cfg.lora, device, dtype);
     activation_layout(1, 1, &ids_);
 }
 
@@ -113,7 +113,7 @@ std::string Llama::summary() const {
                        cfg_.tie_embeddings ? "tied" : "untied", static_cast<double>(num_parameters()) / 1e6);
 }
 
-void Llama::init_random(uint64_t seed) { store_.init_random(seed, 0.02, 0.02); }
+void Llama::init_base(uint64_t seed) { store_.init_random(seed, 0.02, 0.02); }
 
 bool Llama::kept_per_layer(LayerAct a) const {
     switch (cfg_.recompute) {
@@ -175,17 +175,17 @@ void Llama::block_forward(int l, Tensor residual, bool to_res_out) {
     const int64_t QKV = qkv_width(), A = att_width();
     // Attention: h = x + o(attn(rope(qkv(rmsnorm(x))))).
     kernels::rmsnorm_forward(act(l, kAttnNorm, C), stat(l, kAttnRstd), residual, W(L.attn_norm), cfg_.norm_eps);
-    kernels::matmul_forward(act(l, kQkv, QKV), act(l, kAttnNorm, C), W(L.qkv), Tensor());
+    linear_forward(act(l, kQkv, QKV), act(l, kAttnNorm, C), L.qkv);
     kernels::rope_forward(act(l, kQkv, QKV), rope(), static_cast<int>(NH), static_cast<int>(KV));
     kernels::attention_forward(act(l, kAtty, A), acts_.shaped(ids_.layer[l][kLse], {B_, NH, T_}), act(l, kQkv, QKV),
                                static_cast<int>(NH), static_cast<int>(KV));
-    kernels::matmul_forward(act(l, kResMid, C), act(l, kAtty, A), W(L.o), Tensor(), residual);
+    linear_forward(act(l, kResMid, C), act(l, kAtty, A), L.o, Tensor(), residual);
     // MLP: out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h))).
     kernels::rmsnorm_forward(act(l, kMlpNorm, C), stat(l, kMlpRstd), act(l, kResMid, C), W(L.mlp_norm), cfg_.norm_eps);
-    kernels::matmul_forward(act(l, kGateUp, 2 * F), act(l, kMlpNorm, C), W(L.gate_up), Tensor());
+    linear_forward(act(l, kGateUp, 2 * F), act(l, kMlpNorm, C), L.gate_up);
     kernels::swiglu_forward(act(l, kSwiglu, F), act(l, kGateUp, 2 * F));
     if (!to_res_out) return;
-    kernels::matmul_forward(act(l, kResOut, C), act(l, kSwiglu, F), W(L.down), Tensor(), act(l, kResMid, C));
+    linear_forward(act(l, kResOut, C), act(l, kSwiglu, F), L.down, Tensor(), act(l, kResMid, C));
 }
 
 float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale) {
@@ -215,7 +215,7 @@ void Llama::backward() {
     const int64_t C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head, KV = cfg_.n_kv_head;
     const int64_t QKV = qkv_width(), A = att_width();
     auto W = [&](ParamId id) { return store_.weight(id); };
-    auto G = [&](ParamId id) { return store_.grad(id); };
+    auto G = [&](ParamId id) { return grad_or_sink(id); };  // norms: a frozen base's go to a sink
     Tensor dres = acts_.btc(ids_.d_residual, B, T, C), dc = acts_.btc(ids_.d_c, B, T, C);
     Tensor dqkv = acts_.btc(ids_.d_qkv, B, T, QKV), datt = acts_.btc(ids_.d_att, B, T, A);
     Tensor df = acts_.btc(ids_.d_f, B, T, F), dgu = acts_.btc(ids_.d_gu, B, T, 2 * F);
@@ -232,29 +232,31 @@ void Llama::backward() {
         if (cfg_.recompute == Recompute::kAll) block_forward(l, residual, /*to_res_out=*/false);
         if (cfg_.recompute == Recompute::kMlp) kernels::swiglu_forward(act(l, kSwiglu, F), act(l, kGateUp, 2 * F));
         // dres = d res_out = d down's output = d res_mid's share through the skip.
-        kernels::matmul_backward(df, G(L.down), Tensor(), dres, act(l, kSwiglu, F), W(L.down));
+        linear_backward(df, dres, act(l, kSwiglu, F), L.down);
         kernels::swiglu_backward(dgu, df, act(l, kGateUp, 2 * F));
-        kernels::matmul_backward(dc, G(L.gate_up), Tensor(), dgu, act(l, kMlpNorm, C), W(L.gate_up));
+        linear_backward(dc, dgu, act(l, kMlpNorm, C), L.gate_up);
         kernels::rmsnorm_backward(dres, G(L.mlp_norm), dc, act(l, kResMid, C), W(L.mlp_norm), stat(l, kMlpRstd));
         // dres = d res_mid = d o's output = d residual's share through the skip.
-        kernels::matmul_backward(datt, G(L.o), Tensor(), dres, act(l, kAtty, A), W(L.o));
+        linear_backward(datt, dres, act(l, kAtty, A), L.o);
         kernels::attention_backward(dqkv, datt, act(l, kQkv, QKV), act(l, kAtty, A),
                                     acts_.shaped(ids_.layer[l][kLse], {B, NH, T}), static_cast<int>(NH),
                                     static_cast<int>(KV));
         // Gradients w.r.t. the rotated q, k back to the projection's outputs.
         kernels::rope_backward(dqkv, rope(), static_cast<int>(NH), static_cast<int>(KV));
-        kernels::matmul_backward(dc, G(L.qkv), Tensor(), dqkv, act(l, kAttnNorm, C), W(L.qkv));
+        linear_backward(dc, dqkv, act(l, kAttnNorm, C), L.qkv);
         kernels::rmsnorm_backward(dres, G(L.attn_norm), dc, residual, W(L.attn_norm), stat(l, kAttnRstd));
         grads_ready_from(L.attn_norm);
     }
-    kernels::encoder_backward(G(w_.embed), Tensor(), dres, acts_.bt(ids_.inputs, B, T));
+    if (!store_.frozen()) kernels::encoder_backward(G(w_.embed), Tensor(), dres, acts_.bt(ids_.inputs, B, T));
     grads_ready_all();
     has_grad_ = false;
 }
 
 MemoryPlan Llama::memory_plan(int B, int T) const {
     const size_t rope_bytes = static_cast<size_t>(cfg_.block_size) * cfg_.hd() * sizeof(float);
-    return {store_.param_bytes(), store_.grad_bytes(), activation_layout(B, T).nbytes() + rope_bytes};
+    MemoryPlan m = params_memory_plan(B, T);
+    m.activations += activation_layout(B, T).nbytes() + rope_bytes;
+    return m;
 }
 
 std::unique_ptr<Decoder> Llama::decoder(int max_T) const { return std::make_unique<LlamaDecoder>(*this, max_T); }

@@ -33,6 +33,7 @@ struct LlamaConfig {
     double rope_theta = 10000.0;
     RopeScaling rope_scaling;
     Recompute recompute = Recompute::kNone;
+    LoraSpec lora;  // r 0: none
 
     static LlamaConfig from(const config::ModelConfig& m);
     int hd() const { return head_dim > 0 ? head_dim : d_model / n_head; }
@@ -49,7 +50,7 @@ public:
     std::string_view arch() const override { return "llama"; }
     std::string summary() const override;
     // N(0, 0.02) for every matrix and the embedding (HF's initializer_range), ones for the norms.
-    void init_random(uint64_t seed) override;
+    void init_base(uint64_t seed) override;
     float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train,
                   float loss_scale = 1.f) override;
     void backward() override;

@@ -29,7 +29,7 @@ const float* LlamaDecoder::run(const int32_t* ids, int n) {
     const int NH = c.n_head, KV = c.n_kv_head;
     const int64_t QKV = static_cast<int64_t>(NH + 2 * KV) * HD, A = NH * HD;
     const int t0 = position();
-    const Arena& P = model_.params();
+    const Arena& P = model_.base().params();
     const Llama::Weights& w = model_.weights();
     auto W = [&](ParamId id) { return P.view(id); };
     auto S = [&](const char* name, int64_t width) { return Tensor(scratch_.view(name).data, {1, n, width}); };

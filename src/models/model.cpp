@@ -17,6 +17,8 @@ Recompute recompute_from_name(const std::string& name) {
 }
 
 Decoder::Decoder(const Model& model, int max_T) : dims_(model.dims()) {
+    LLMT_INTERNAL_CHECK(!model.lora(), "decoder: the KV-cache decoders read the base weights; merge the LoRA adapters "
+                        "into them first (models/lora_merge.h)");
     LLMT_INTERNAL_CHECK(model.device() == Device::kCpu, "decoder: the KV-cache decoder runs on the CPU (model on {})",
                         device_name(model.device()));
     max_T_ = max_T == 0 ? dims_.block_size : max_T;
@@ -91,7 +93,60 @@ Model::Batch Model::begin_forward(Activations& activations, const Activations::L
     }
     B_ = B;
     T_ = T;
+    if (lora_) lora_->begin(B, T);
     return b;
+}
+
+void Model::layout_params(const LoraSpec& lora, Device device, DType dtype) {
+    store_.layout(device, dtype, /*frozen=*/lora.on());
+    if (lora.on()) lora_ = std::make_unique<LoraAdapters>(lora, store_.specs(), device, dtype);
+}
+
+void Model::allocate_params() {
+    store_.allocate();
+    if (lora_) lora_->allocate();
+}
+
+MemoryPlan Model::params_memory_plan(int B, int T) const {
+    MemoryPlan m{store_.param_bytes(), store_.grad_bytes(), 0};
+    if (lora_) {
+        m.params += lora_->store().param_bytes();
+        m.grads += lora_->store().grad_bytes();
+        m.activations += lora_->activation_bytes(B, T);
+    }
+    return m;
+}
+
+void Model::linear_forward(Tensor out, Tensor inp, ParamId w, Tensor bias, Tensor residual) {
+    kernels::matmul_forward(out, inp, store_.weight(w), bias, residual);
+    if (lora_) lora_->forward(w, out, inp);
+}
+
+void Model::linear_backward(Tensor dinp, Tensor dout, Tensor inp, ParamId w, Tensor dbias) {
+    kernels::matmul_backward(dinp, store_.grad(w), dbias, dout, inp, store_.weight(w));
+    if (lora_) lora_->backward(w, dinp, dout, inp);
+}
+
+void Model::merge_adapters() {
+    if (!lora_) return;
+    lora_->merge_into(store_);
+    lora_.reset();
+}
+
+Tensor Model::grad_or_sink(ParamId id, int slot) {
+    if (!store_.frozen()) return store_.grad(id);
+    LLMT_INTERNAL_CHECK(slot == 0 || slot == 1, "grad_or_sink: slot {}", slot);
+    const Tensor w = store_.params().view(id);
+    if (!grad_sink_.allocated() || grad_sink_.entry(0).shape[0] < w.numel()) {
+        grad_sink_ = Arena();
+        grad_sink_.add("sink0", {w.numel()});
+        grad_sink_.add("sink1", {w.numel()});
+        grad_sink_.allocate(false, store_.device());
+    }
+    Tensor t = grad_sink_.view(static_cast<size_t>(slot));
+    t.ndim = w.ndim;
+    for (int d = 0; d < w.ndim; ++d) t.shape[d] = w.shape[d];
+    return t;
 }
 
 float Model::head_forward(const Batch& batch, const int32_t* targets, Tensor x, ParamId head, const HeadBuffers& buf,

@@ -14,6 +14,7 @@
 
 #include "core/arena.h"
 #include "models/activations.h"
+#include "models/lora.h"
 #include "models/param_store.h"
 
 namespace llmt::models {
@@ -52,16 +53,38 @@ public:
     Device device() const { return store_.device(); }
     DType dtype() const { return store_.dtype(); }
 
-    // Parameters (models/param_store.h).
-    const std::vector<ParamSpec>& param_specs() const { return store_.specs(); }
-    Arena& params() { return store_.params(); }
-    Arena& grads() { return store_.grads(); }
-    const Arena& params() const { return store_.params(); }
-    Tensor compute_params() const { return store_.compute_params(); }
-    void sync_compute_params() { store_.sync_compute_params(); }
+    // The trained parameters (models/param_store.h): what the optimizer, the Reducer and checkpoints
+    // see. The model's own weights, or under LoRA the adapters (the base store is then frozen).
+    ParamStore& trained() { return lora_ ? lora_->store() : store_; }
+    const ParamStore& trained() const { return lora_ ? lora_->store() : store_; }
+    const std::vector<ParamSpec>& param_specs() const { return trained().specs(); }
+    Arena& params() { return trained().params(); }
+    Arena& grads() { return trained().grads(); }
+    const Arena& params() const { return trained().params(); }
+    Tensor compute_params() const { return trained().compute_params(); }
+    void sync_compute_params() { trained().sync_compute_params(); }
+    // The architecture's own weights (HF's tensors), whether trained or frozen.
+    ParamStore& base() { return store_; }
+    const ParamStore& base() const { return store_; }
+    // The LoRA adapters, or null.
+    const LoraAdapters* lora() const { return lora_.get(); }
+    LoraAdapters* lora() { return lora_.get(); }
+    // Parameters as Hugging Face counts them (the base model's).
     int64_t num_parameters() const { return store_.num_parameters(); }
-    // The architecture's initialisation (its stds; padding rows 0).
-    virtual void init_random(uint64_t seed) = 0;
+    // The architecture's initialisation (its stds; padding rows 0); the adapters' (A Kaiming-uniform, B 0)
+    // from the same seed.
+    void init_random(uint64_t seed) {
+        init_base(seed);
+        init_adapters(seed);
+    }
+    // Fresh adapters (A Kaiming-uniform, B zero) from `seed`, on a stream apart from the base's; no-op
+    // without LoRA.
+    void init_adapters(uint64_t seed) {
+        if (lora_) lora_->init_random(seed ^ 0x4c6f5241ull);  // "LoRA"
+    }
+    // Folds the adapters into the base weights (W += scale B A per adapted part, in fp32, stored in the
+    // base's dtype) and removes them: the model is then a plain one (models/lora.h). No-op without LoRA.
+    void merge_adapters();
 
     // Mean cross-entropy of `targets` given `inputs` (both (B,T) i32; a target < 0 is ignored). With
     // `train` the gradient of the loss times `loss_scale` is prepared for backward(). Without targets the
@@ -70,7 +93,7 @@ public:
                           float loss_scale = 1.f) = 0;
     // Accumulates (+=) the gradients of the last train forward into grads(). Call zero_grad() per step.
     virtual void backward() = 0;
-    void zero_grad() { store_.grads().zero(); }
+    void zero_grad() { trained().grads().zero(); }
     // Seed of the dropout masks of the next train forward (and its backward); architectures without
     // dropout ignore it (their config refuses model.dropout > 0).
     void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
@@ -84,6 +107,13 @@ public:
     // Training FLOPs per token at context T: 6N + the attention's 12 L H T (PaLM appendix B), N without
     // the embedding lookups' (free) FLOPs where the architecture says so.
     virtual double flops_per_token(int T) const = 0;
+    // What a training step does per token: flops_per_token, or under LoRA without the frozen weights'
+    // gradient GEMMs (6N -> 4N) plus the adapters' 6 N_adapters. The MFU the trainer prints uses it.
+    double train_flops_per_token(int T) const {
+        if (!lora_) return flops_per_token(T);
+        const double six_n = flops_per_token(0);  // 6N: the attention term is 0 at T = 0
+        return flops_per_token(T) - six_n / 3 + 6.0 * static_cast<double>(lora_->store().num_parameters());
+    }
 
     // A KV-cache decoder over this model's parameters (which must outlive it and not change meanwhile).
     // max_T: cache capacity, 0 = block_size.
@@ -96,6 +126,22 @@ public:
 
 protected:
     Model() = default;
+    virtual void init_base(uint64_t seed) = 0;
+    // Lays out the base store (frozen under LoRA) and the adapters; allocate_params() allocates both.
+    void layout_params(const LoraSpec& lora, Device device, DType dtype);
+    void allocate_params();
+    // Bytes of parameters, gradients and the adapters' activations for (B, T), on top of an
+    // architecture's own activations.
+    MemoryPlan params_memory_plan(int B, int T) const;
+    // A linear layer: out = inp @ W^T + bias [+ residual], plus the LoRA delta when W is adapted.
+    void linear_forward(Tensor out, Tensor inp, ParamId w, Tensor bias = {}, Tensor residual = {});
+    // Its backward: dinp = (then += the adapters' share), W's gradient += unless frozen, dbias += (may be
+    // empty), the adapters' gradients +=.
+    void linear_backward(Tensor dinp, Tensor dout, Tensor inp, ParamId w, Tensor dbias = {});
+    // The gradient of base tensor `id`, or, when the base is frozen, scratch buffer `slot` (0 or 1) of its
+    // shape that the kernels may write and nobody reads (norm weights and biases: the norm kernels always
+    // produce them).
+    Tensor grad_or_sink(ParamId id, int slot = 0);
     // Shared by every architecture's forward: validates (B, T) and the ids, sizes the activations for them
     // (`layout`), records B_ and T_, copies the ids to the device (the arena's "inputs"/"targets" views,
     // i32) and counts the targets.
@@ -116,9 +162,10 @@ protected:
     };
     float head_forward(const Batch& batch, const int32_t* targets, Tensor x, ParamId head, const HeadBuffers& buf,
                        bool train, float loss_scale);
-    // Every gradient at and after parameter `first` is final.
+    // Every gradient at and after base parameter `first` is final (under LoRA: every adapter of the base
+    // weights from `first` on).
     void grads_ready_from(ParamId first) const {
-        if (grads_ready_) grads_ready_(store_.grad_offset(first));
+        if (grads_ready_) grads_ready_(lora_ ? lora_->ready_offset(first) : store_.grad_offset(first));
     }
     void grads_ready_all() const {
         if (grads_ready_) grads_ready_(0);
@@ -126,6 +173,8 @@ protected:
 
     ModelDims dims_;
     ParamStore store_;
+    std::unique_ptr<LoraAdapters> lora_;
+    Arena grad_sink_;  // frozen base: grad_or_sink()'s buffer
     uint64_t dropout_seed_ = 0;
     std::function<void(size_t)> grads_ready_;
     std::vector<float> all_logits_;  // forward without targets (CPU)

@@ -9,7 +9,8 @@
 
 namespace llmt::models {
 
-enum class ParamInit { kNormal, kNormalResidual, kZeros, kOnes };
+// kKaimingUniform: U(-1/sqrt(in), 1/sqrt(in)) for an (out, in) matrix, torch.nn.Linear's default (LoRA's A).
+enum class ParamInit { kNormal, kNormalResidual, kZeros, kOnes, kKaimingUniform };
 enum class ParamKind { kWeight, kBias, kNorm, kEmbedding };
 
 // A block of consecutive rows of one of our tensors that Hugging Face stores as its own tensor: LLaMA's

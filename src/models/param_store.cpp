@@ -1,7 +1,9 @@
 #include "models/param_store.h"
 
+#include <cmath>
 #include <cstring>
 
+#include "core/bf16.h"
 #include "core/check.h"
 #include "core/rng.h"
 #include "kernels/ops.h"
@@ -15,22 +17,50 @@ ParamId ParamStore::add(ParamSpec spec) {
     return specs_.size() - 1;
 }
 
-void ParamStore::layout(Device device, DType dtype) {
+void ParamStore::layout(Device device, DType dtype, bool frozen) {
     LLMT_INTERNAL_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "model: compute dtype must be f32 or bf16, got {}",
                         dtype_name(dtype));
     LLMT_INTERNAL_CHECK(dtype == DType::kF32 || device == Device::kCuda,
                         "model: bf16 mixed precision runs on CUDA only (device {})", device_name(device));
     device_ = device;
     dtype_ = dtype;
-    for (const auto& s : specs_) params_.add(s.name, s.shape);
-    if (dtype_ == DType::kBF16)
+    frozen_ = frozen;
+    // A frozen store keeps its weights in the compute dtype itself; a trained one fp32 masters.
+    for (const auto& s : specs_) params_.add(s.name, s.shape, frozen ? dtype : DType::kF32);
+    if (dtype_ == DType::kBF16 && !frozen)
         params_lp_.add("params", {static_cast<int64_t>(params_.nbytes() / sizeof(float))}, DType::kBF16);
 }
 
 void ParamStore::allocate() {
     params_.allocate(true, device_);
-    grads_ = params_.mirror();
+    if (!frozen_) grads_ = params_.mirror();
     if (params_lp_.size() > 0) params_lp_.allocate(true, device_);
+}
+
+void ParamStore::write_f32(ParamId id, const float* host) {
+    Tensor t = params_.view(id);
+    const int64_t n = t.numel();
+    if (t.dtype == DType::kF32) {
+        kernels::copy(t, Tensor(const_cast<float*>(host), {n}));
+        return;
+    }
+    std::vector<uint16_t> lp(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) lp[static_cast<size_t>(i)] = bf16_from_float(host[i]);
+    kernels::copy(t, Tensor(lp.data(), {n}, DType::kBF16));
+}
+
+std::vector<float> ParamStore::read_f32(ParamId id) const {
+    Tensor t = params_.view(id);
+    const int64_t n = t.numel();
+    std::vector<float> out(static_cast<size_t>(n));
+    if (t.dtype == DType::kF32) {
+        kernels::copy(Tensor(out.data(), {n}), t);
+        return out;
+    }
+    std::vector<uint16_t> lp(static_cast<size_t>(n));
+    kernels::copy(Tensor(lp.data(), {n}, DType::kBF16), t);
+    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = float_from_bf16(lp[static_cast<size_t>(i)]);
+    return out;
 }
 
 Tensor ParamStore::weight(ParamId id) const {
@@ -65,16 +95,22 @@ int64_t ParamStore::num_parameters() const {
 void ParamStore::init_random(uint64_t seed, double std, double residual_std) {
     for (size_t i = 0; i < specs_.size(); ++i) {
         const auto& s = specs_[i];
-        Tensor t = params_.view(i);
-        const int64_t n = t.numel();
-        // Device parameters are drawn on the host and copied: the same values on every backend.
-        std::vector<float> host(device_ == Device::kCpu ? 0 : static_cast<size_t>(n));
-        float* p = device_ == Device::kCpu ? t.ptr<float>() : host.data();
+        const int64_t n = params_.view(i).numel();
+        // Drawn on the host and copied: the same values on every backend.
+        std::vector<float> host(static_cast<size_t>(n));
+        float* p = host.data();
         switch (s.init) {
             case ParamInit::kZeros: std::memset(p, 0, static_cast<size_t>(n) * sizeof(float)); break;
             case ParamInit::kOnes:
                 for (int64_t k = 0; k < n; ++k) p[k] = 1.f;
                 break;
+            case ParamInit::kKaimingUniform: {
+                const double bound = 1.0 / std::sqrt(static_cast<double>(s.shape.size() == 2 ? s.shape[1] : 1));
+                CounterRng rng(seed, i);
+                for (int64_t k = 0; k < n; ++k)
+                    p[k] = static_cast<float>((2.0 * rng.uniform(static_cast<uint64_t>(k)) - 1.0) * bound);
+                break;
+            }
             case ParamInit::kNormal:
             case ParamInit::kNormalResidual: {
                 const double sd = s.init == ParamInit::kNormal ? std : residual_std;
@@ -86,7 +122,7 @@ void ParamStore::init_random(uint64_t seed, double std, double residual_std) {
                 break;
             }
         }
-        if (device_ != Device::kCpu) kernels::copy(t, Tensor(host.data(), {n}));
+        write_f32(i, p);
     }
     sync_compute_params();
 }

@@ -1,11 +1,14 @@
 // A model's parameters: the table of ParamSpecs, the fp32 master arena laid out from it, the gradient
 // arena mirroring it, and under bf16 mixed precision the compute copy the kernels read. Shared by every
 // architecture; a model adds its tensors once and keeps the returned indices as typed handles.
+// A frozen store (LoRA's base model) holds the weights only: no gradients, no optimizer, and under bf16
+// the bf16 weights alone (no fp32 master), so a frozen 1B base costs 2.5 GB instead of 15.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
 
 #include "core/arena.h"
 #include "core/tensor.h"
@@ -25,9 +28,11 @@ public:
     // Appends a tensor to the table (before layout()).
     ParamId add(ParamSpec spec);
     // Lays out the arenas for `device` and compute `dtype` (f32, or bf16: CUDA only). Nothing allocated.
-    void layout(Device device, DType dtype);
+    // frozen: weights only (see above); weight() is then the arena's own view, in `dtype`.
+    void layout(Device device, DType dtype, bool frozen = false);
     // Allocates parameters (zeroed), gradients and the bf16 copy.
     void allocate();
+    bool frozen() const { return frozen_; }
 
     Device device() const { return device_; }
     DType dtype() const { return dtype_; }
@@ -40,8 +45,8 @@ public:
 
     // Parameter `id` as the kernels read it: the fp32 master view, or its bf16 compute copy.
     Tensor weight(ParamId id) const;
-    // Its gradient (fp32).
-    Tensor grad(ParamId id) const { return grads_.view(id); }
+    // Its gradient (fp32); empty for a frozen store.
+    Tensor grad(ParamId id) const { return frozen_ ? Tensor() : grads_.view(id); }
     // Byte offset of `id` in the gradient arena (the data-parallel Reducer's unit).
     size_t grad_offset(ParamId id) const { return params_.entry(id).offset; }
 
@@ -50,6 +55,11 @@ public:
     Tensor compute_params() const;
     // Refreshes the compute copy from params() (after writing params() other than through the optimizer).
     void sync_compute_params();
+    // Writes tensor `id` from fp32 host values (numel floats), converting to the arena's dtype; the
+    // compute copy is refreshed by the caller (sync_compute_params) once all are written.
+    void write_f32(ParamId id, const float* host);
+    // Its fp32 values on the host.
+    std::vector<float> read_f32(ParamId id) const;
 
     // Parameters counted as Hugging Face counts them: padding rows excluded, each tensor once.
     int64_t num_parameters() const;
@@ -59,12 +69,13 @@ public:
 
     // Bytes of the parameters (fp32 + the bf16 copy) and of the gradients, laid out or allocated.
     size_t param_bytes() const { return params_.nbytes() + params_lp_.nbytes(); }
-    size_t grad_bytes() const { return params_.nbytes(); }
+    size_t grad_bytes() const { return frozen_ ? 0 : params_.nbytes(); }
 
 private:
     std::vector<ParamSpec> specs_;
     Device device_ = Device::kCpu;
     DType dtype_ = DType::kF32;
+    bool frozen_ = false;
     Arena params_, grads_;
     Arena params_lp_;  // bf16 compute copy (one flat view), allocated only for dtype bf16
 };

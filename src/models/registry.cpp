@@ -10,15 +10,31 @@ namespace llmt::models {
 
 namespace {
 
+// lora.* as the model layer takes it; no target_modules means PEFT's default for the architecture.
+LoraSpec lora_spec(const config::Config& cfg) {
+    const config::LoraConfig& l = cfg.lora;
+    LoraSpec s;
+    s.r = l.r;
+    s.alpha = l.alpha;
+    s.rslora = l.use_rslora;
+    s.target_modules = l.target_modules;
+    if (s.target_modules.empty())
+        s.target_modules = cfg.model.arch == "gpt2" ? std::vector<std::string>{"c_attn"}
+                                                    : std::vector<std::string>{"q_proj", "v_proj"};
+    return s;
+}
+
 Gpt2Config gpt2_config(const config::Config& cfg) {
     Gpt2Config c = Gpt2Config::from(cfg.model);
     c.recompute = recompute_from_name(cfg.trainer.recompute);
+    c.lora = lora_spec(cfg);
     return c;
 }
 
 LlamaConfig llama_config(const config::Config& cfg) {
     LlamaConfig c = LlamaConfig::from(cfg.model);
     c.recompute = recompute_from_name(cfg.trainer.recompute);
+    c.lora = lora_spec(cfg);
     return c;
 }
 

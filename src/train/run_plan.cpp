@@ -52,8 +52,6 @@ Device resolve_device(const config::Config& cfg, int local_world) {
 
 // The model's compute precision on `device` (trainer.precision); what this version cannot do is refused.
 DType check_supported(const config::Config& cfg, Device device) {
-    LLMT_CHECK(cfg.lora.r == 0, "lora.r: {}: LoRA fine-tuning is not implemented in this version; set lora.r: 0",
-               cfg.lora.r);
     if (device == Device::kCpu) {
         LLMT_CHECK(cfg.trainer.precision == "fp32",
                    "trainer.precision: {} is not available on the CPU in this version; use fp32 (bf16 needs "

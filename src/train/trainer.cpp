@@ -24,6 +24,7 @@
 #include "dist/reducer.h"
 #include "kernels/ops.h"
 #include "models/hf_adapter.h"
+#include "models/peft.h"
 #include "models/hf_resolve.h"
 #include "models/registry.h"
 #include "optim/adamw.h"
@@ -123,7 +124,8 @@ void load_init_from(models::Model& model, const models::HfSource& source) {
     models::load_hf_params(model, models::HfWeightsSource(weights));
 }
 
-// The model with its weights: drawn from run.seed, or model.init_from's.
+// The model with its weights: drawn from run.seed, or model.init_from's; under LoRA the adapters fresh
+// from run.seed or lora.init_from's (a PEFT adapter directory).
 std::unique_ptr<models::Model> build_model(const config::Config& cfg, const models::HfSource& init_from, Device device,
                                            DType dtype) {
     auto model = models::make_model(cfg, device, dtype);
@@ -131,7 +133,12 @@ std::unique_ptr<models::Model> build_model(const config::Config& cfg, const mode
         model->init_random(cfg.run.seed);
     } else {
         load_init_from(*model, init_from);
+        model->init_adapters(cfg.run.seed);
         log_line(fmt::format("model: initialised from {}", init_from.weights.string()));
+    }
+    if (model->lora() && !cfg.lora.init_from.empty()) {
+        models::load_peft_adapter(*model, cfg.lora.init_from);
+        log_line(fmt::format("lora: adapters from {}", cfg.lora.init_from));
     }
     return model;
 }
@@ -206,6 +213,7 @@ private:
         // A model directory's config.json fills the model keys the config left out (and must agree with
         // those it wrote) before anything is sized from them.
         init_from_ = models::prepare_init_from(cfg_);
+        models::prepare_lora_init_from(cfg_);
         // Config refusals before any rendezvous (the device is settled once the world size is known).
         check_supported(cfg_, cfg_.run.device == "cpu" || kernels::device_count(Device::kCuda) == 0 ? Device::kCpu
                                                                                                    : Device::kCuda);
@@ -242,6 +250,16 @@ private:
             model_->sync_compute_params();
         }
         log_line("model: " + model_->summary());
+        if (const models::LoraAdapters* lora = model_->lora()) {
+            lora_base_ = models::lora_base_identity(cfg_, init_from_.weights);
+            log_line(fmt::format("lora: r {}, alpha {:g} (scale {:g}{}), {} modules adapted, {} trainable parameters "
+                                 "({:.3f}% of {}); base frozen",
+                                 lora->spec().r, lora->spec().alpha, lora->scale(), lora->spec().rslora ? ", rsLoRA" : "",
+                                 lora->modules().size(), lora->store().num_parameters(),
+                                 100.0 * static_cast<double>(lora->store().num_parameters()) /
+                                     static_cast<double>(model_->num_parameters()),
+                                 model_->num_parameters()));
+        }
         if (dev_ != Device::kCuda) return;
         const auto mem = kernels::device_memory_info(dev_);
         log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
@@ -374,7 +392,8 @@ private:
         }
         for (const auto& l : diff.cadence) log_line("resume: changed " + l);
         for (const auto& l : diff.other) log_line("resume: changed " + l);
-        models::load_hf_params(*model_, models::SafetensorsSource(ck.model));
+        if (model_->lora()) models::check_lora_base(ck.state.value("lora_base", nlohmann::json()), lora_base_, ck.dir.string());
+        models::load_trained_params(*model_, models::SafetensorsSource(ck.model));
         restore_optimizer(ck, st);
         try {
             loader_->restore(st.loader);
@@ -449,16 +468,22 @@ private:
                          {{"format", "pt"}});
         w->write_tensors(sync_.zero1 ? zero_optimizer_file(0) : kOptimizerFile, opt_->state_tensors(),
                          opt_->state_metadata());
-        w->write_state({{"step", step_},
-                        {"tokens", tokens_},
-                        {"loader", loader_->state()},
-                        {"best_val_loss", std::isfinite(best_val_) ? nlohmann::json(best_val_) : nlohmann::json()},
-                        {"world_size", world_},
-                        {"zero_stage", sync_.zero1 ? 1 : 0},
-                        {"wall_s", prior_wall_},
-                        {"config", cfg_.resolved}});
-        // So the step dir loads in transformers.
-        write_file_atomic(w->temp_dir() / "config.json", models::hf_config_json(cfg_.model, hf_info_).dump(2) + "\n");
+        nlohmann::json state = {{"step", step_},
+                                {"tokens", tokens_},
+                                {"loader", loader_->state()},
+                                {"best_val_loss", std::isfinite(best_val_) ? nlohmann::json(best_val_) : nlohmann::json()},
+                                {"world_size", world_},
+                                {"zero_stage", sync_.zero1 ? 1 : 0},
+                                {"wall_s", prior_wall_},
+                                {"config", cfg_.resolved}};
+        if (model_->lora()) state["lora_base"] = lora_base_;
+        w->write_state(state);
+        // So the step dir loads in transformers (a model), or in PEFT beside its base (adapters).
+        if (model_->lora())
+            write_file_atomic(w->temp_dir() / models::kAdapterConfigFile,
+                              models::peft_adapter_config(*model_, lora_base_.value("init_from", "")).dump(2) + "\n");
+        else
+            write_file_atomic(w->temp_dir() / "config.json", models::hf_config_json(cfg_.model, hf_info_).dump(2) + "\n");
         return w->commit();
     }
 
@@ -538,7 +563,7 @@ private:
 
     // Steps until max_steps, --stop-at-step or a signal; returns the exit code.
     int train_loop() {
-        flops_per_token_ = model_->flops_per_token(T());
+        flops_per_token_ = model_->train_flops_per_token(T());
         mfu_meter_.emplace(mfu_peak(dev_));
         log_line(fmt::format("mfu: model FLOPs per token ({:.3g}) x tokens/s, against {}", flops_per_token_,
                              mfu_meter_->peak().what));
@@ -646,6 +671,7 @@ private:
     std::optional<MfuMeter> mfu_meter_;
     double flops_per_token_ = 0;
     std::vector<int32_t> x_, y_;
+    nlohmann::json lora_base_;  // the frozen base's identity (models/peft.h), LoRA runs only
     bool bar_ = false;
     // Progress, restored on resume.
     int64_t step_ = 0, tokens_ = 0;
@@ -665,17 +691,26 @@ TrainResult run_training(const TrainOptions& opts) { return TrainingRun(opts).ru
 nlohmann::ordered_json run_evaluation(const config::Config& config, const std::string& checkpoint) {
     config::Config cfg = config;
     const models::HfSource init_from = models::prepare_init_from(cfg);
+    models::prepare_lora_init_from(cfg);
     apply_threads(cfg);
     const Device dev = resolve_device(cfg, 1);
     const DType dtype = check_supported(cfg, dev);
-    auto model = models::make_model(cfg, dev, dtype);
     std::string source;
+    std::unique_ptr<models::Model> model;
     if (!checkpoint.empty()) {
         Checkpoint ck = load_checkpoint(checkpoint);
-        models::load_hf_params(*model, models::SafetensorsSource(ck.model));
+        if (cfg.lora.r > 0) {  // the base as the run had it, then the checkpoint's adapters
+            model = build_model(cfg, init_from, dev, dtype);
+            models::check_lora_base(ck.state.value("lora_base", nlohmann::json()),
+                                    models::lora_base_identity(cfg, init_from.weights), ck.dir.string());
+            models::load_trained_params(*model, models::SafetensorsSource(ck.model));
+        } else {
+            model = models::make_model(cfg, dev, dtype);
+            models::load_hf_params(*model, models::SafetensorsSource(ck.model));
+        }
         source = ck.dir.string();
     } else if (!init_from.weights.empty()) {
-        load_init_from(*model, init_from);
+        model = build_model(cfg, init_from, dev, dtype);
         source = init_from.weights.string();
     } else {
         throw InputError("eval: nothing to evaluate: give --checkpoint PATH, or set model.init_from");

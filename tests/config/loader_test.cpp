@@ -152,7 +152,7 @@ TEST(ConfigLoader, CrossFieldChecks) {
 TEST(ConfigLoader, ValuesThisVersionCannotActOnAreRefusedTogether) {
     auto is = issues_of(kMinimal +
                         "run:\n  device: cuda\n  deterministic: true\n"
-                        "lora:\n  r: 8\n  target_modules: [c_proj]\n"
+                        "lora:\n  alpha: 8\n  target_modules: [c_proj]\n"
                         "tracking:\n  mlflow_dir: ml\n  mlflow: {uri: \"s3://b/m\"}\n"
                         "trainer:\n  lr: -1\n",
                         {"data.cache_dir=/tmp/c"});
@@ -161,20 +161,20 @@ TEST(ConfigLoader, ValuesThisVersionCannotActOnAreRefusedTogether) {
     // Cross-field checks (run.deterministic with run.device, data keys with data.source) need every value
     // typed, so with trainer.lr wrong they wait; the keys refused on their own are reported with it.
     EXPECT_EQ(by_key.size(), 4u) << joined(is);
-    for (const char* k : {"trainer.lr", "lora.r", "lora.target_modules", "tracking.mlflow_dir"})
+    for (const char* k : {"trainer.lr", "lora.alpha", "lora.target_modules", "tracking.mlflow_dir"})
         EXPECT_TRUE(by_key.count(k)) << k << "\n" << joined(is);
 
     is = issues_of(kMinimal +
                    "run:\n  device: cuda\n  deterministic: true\n"
-                   "lora:\n  r: 8\n  target_modules: [c_proj]\n"
+                   "lora:\n  alpha: 8\n  target_modules: [c_proj]\n"
                    "tracking:\n  mlflow_dir: ml\n  mlflow: {uri: \"s3://b/m\"}\n",
                    {"data.cache_dir=/tmp/c", "data.text_field=body"});
     by_key.clear();
     for (const auto& i : is) by_key[i.key] = i.message;
     EXPECT_EQ(by_key.size(), 7u) << joined(is);
     EXPECT_NE(by_key["run.deterministic"].find("run.device: cuda"), std::string::npos) << joined(is);
-    EXPECT_NE(by_key["lora.r"].find("not implemented yet"), std::string::npos) << joined(is);
-    EXPECT_NE(by_key["lora.target_modules"].find("LoRA is not implemented"), std::string::npos) << joined(is);
+    EXPECT_NE(by_key["lora.alpha"].find("without adapters (lora.r is 0)"), std::string::npos) << joined(is);
+    EXPECT_NE(by_key["lora.target_modules"].find("without adapters"), std::string::npos) << joined(is);
     // A removed key points to where its meaning went; a scheme this version does not speak is named.
     EXPECT_NE(by_key["tracking.mlflow_dir"].find("tracking.mlflow.uri"), std::string::npos) << joined(is);
     EXPECT_NE(by_key["tracking.mlflow.uri"].find("http(s)://"), std::string::npos) << joined(is);

@@ -339,12 +339,50 @@ const std::map<std::string, Probe>& probes() {
              const fs::path w = c.t.run_dir(s) / "checkpoints/step_2/model.safetensors";
              EXPECT_NE(dry(c.t, {"model.init_from=" + w.string()})["loss"], dry(c.t, {})["loss"]);
          }},
-        // lora: not implemented yet (issue 20), so any value but the default is refused.
-        {"lora.r", [](const Ctx& c) { expect_refused(c.t, {"lora.r=4"}, "lora.r"); }},
-        {"lora.alpha", [](const Ctx& c) { expect_refused(c.t, {"lora.alpha=8"}, "lora.alpha"); }},
-        {"lora.dropout", [](const Ctx& c) { expect_refused(c.t, {"lora.dropout=0.1"}, "lora.dropout"); }},
+        // lora (docs/lora.md): adapters on the tiny GPT-2; B starts at zero, so a value shows after a step.
+        {"lora.r",
+         [](const Ctx& c) {
+             const auto full = dry(c.t, {})["memory_bytes"]["gradients"].get<int64_t>();
+             const auto r4 = dry(c.t, {"lora.r=4"})["memory_bytes"]["gradients"].get<int64_t>();
+             const auto r8 = dry(c.t, {"lora.r=8"})["memory_bytes"]["gradients"].get<int64_t>();
+             EXPECT_LT(r4, full / 10);  // the adapters' gradients only
+             EXPECT_LT(r4, r8);
+         }},
+        {"lora.alpha",
+         [](const Ctx& c) {
+             EXPECT_NE(trace(c.t, {"lora.r=4", "lora.alpha=8", "trainer.max_steps=3"}),
+                       trace(c.t, {"lora.r=4", "lora.alpha=64", "trainer.max_steps=3"}));
+             expect_refused(c.t, {"lora.alpha=8"}, "lora.alpha");  // without adapters
+         }},
+        {"lora.dropout",
+         [](const Ctx& c) {
+             expect_refused(c.t, {"lora.r=4", "lora.dropout=0.1"}, "lora.dropout");  // not implemented
+             expect_refused(c.t, {"lora.dropout=0.1"}, "lora.dropout");
+         }},
         {"lora.target_modules",
-         [](const Ctx& c) { expect_refused(c.t, {"lora.target_modules=[c_proj]"}, "lora.target_modules"); }},
+         [](const Ctx& c) {
+             EXPECT_LT(dry(c.t, {"lora.r=4", "lora.target_modules=[c_attn]"})["memory_bytes"]["gradients"].get<int64_t>(),
+                       dry(c.t, {"lora.r=4", "lora.target_modules=[c_attn, c_fc]"})["memory_bytes"]["gradients"]
+                           .get<int64_t>());
+             expect_refused(c.t, {"lora.r=4", "lora.target_modules=[q_proj]"}, "lora.target_modules");
+         }},
+        {"lora.use_rslora",
+         [](const Ctx& c) {
+             EXPECT_NE(trace(c.t, {"lora.r=4", "trainer.max_steps=3"}),
+                       trace(c.t, {"lora.r=4", "lora.use_rslora=true", "trainer.max_steps=3"}));
+         }},
+        {"lora.init_from",
+         [](const Ctx& c) {
+             // A LoRA checkpoint's step directory as a PEFT adapter directory.
+             const auto s = c.t.train({"lora.r=4", "trainer.max_steps=2"});
+             const fs::path step = c.t.run_dir(s) / "checkpoints/step_2", adapter = step.parent_path() / "peft";
+             fs::create_directories(adapter);
+             fs::copy_file(step / "adapter_config.json", adapter / "adapter_config.json");
+             fs::copy_file(step / "model.safetensors", adapter / "adapter_model.safetensors");
+             EXPECT_NE(dry(c.t, {"lora.r=4", "lora.init_from=" + adapter.string()})["loss"],
+                       dry(c.t, {"lora.r=4"})["loss"]);
+             expect_refused(c.t, {"lora.r=4", "lora.init_from=" + step.string() + "/nothing"}, "lora.init_from");
+         }},
         // data: each key changes what the loader reads, and is refused for a source that never reads it.
         {"data.source",
          [](const Ctx& c) {

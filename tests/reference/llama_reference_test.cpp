@@ -22,6 +22,12 @@ struct Case {
     int L, C, NH, KV, F, T, B, V;
     bool tied;
     const char* scaling;
+    // LoRA (models/lora.h): rank 0 = none; targets as lora.target_modules, ref_targets as the script's list.
+    int r = 0;
+    double alpha = 0;
+    bool rslora = false;
+    std::vector<std::string> targets = {};
+    std::string ref_targets = "";
 };
 
 void compare_with_pytorch(const Case& c) {
@@ -32,7 +38,10 @@ void compare_with_pytorch(const Case& c) {
         "/usr/bin/python3", std::string(LLMT_SOURCE_DIR) + "/tools/ref/llama_ref.py", dir.string(),
         std::to_string(c.L), std::to_string(c.C), std::to_string(c.NH), std::to_string(c.KV), std::to_string(c.F),
         std::to_string(c.T), std::to_string(c.B), std::to_string(c.V), c.tied ? "1" : "0", c.scaling, "20261127"};
-    auto r = testing::run_process(argv, "", 600);
+    std::vector<std::string> args = argv;
+    if (c.r > 0)
+        args.insert(args.end(), {std::to_string(c.r), fmt::format("{}", c.alpha), c.ref_targets, c.rslora ? "1" : "0"});
+    auto r = testing::run_process(args, "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.err;
 
     LlamaConfig cfg;
@@ -46,8 +55,17 @@ void compare_with_pytorch(const Case& c) {
     cfg.padded_vocab = (c.V + 63) / 64 * 64;  // padding rows the file does not have
     cfg.tie_embeddings = c.tied;
     if (std::string(c.scaling) == "llama3") cfg.rope_scaling = {"llama3", 32.0, 1.0, 4.0, 8};
+    cfg.lora.r = c.r;
+    cfg.lora.alpha = c.alpha;
+    cfg.lora.rslora = c.rslora;
+    cfg.lora.target_modules = c.targets;
     Llama model(cfg);
-    load_hf(model, model.params(), SafetensorsSource(SafetensorsFile::open(dir / "weights.safetensors")));
+    load_hf_params(model, SafetensorsSource(SafetensorsFile::open(dir / "weights.safetensors")));
+    if (c.r > 0) {
+        load_trained_params(model, SafetensorsSource(SafetensorsFile::open(dir / "adapters.safetensors")));
+        EXPECT_EQ(model.base().grad_bytes(), 0u);  // the base is frozen: no gradient arena
+        EXPECT_TRUE(model.base().grads().data() == nullptr);
+    }
     auto batch = SafetensorsFile::open(dir / "batch.safetensors");
     std::vector<int32_t> inputs(static_cast<size_t>(c.B * c.T)), targets(inputs.size());
     batch.read_exact("inputs", StDType::kI32, {c.B, c.T}, inputs.data());
@@ -78,6 +96,20 @@ TEST(LlamaReference, UntiedWithLlama3ScalingMatchesPyTorch) {
 
 TEST(LlamaReference, TiedMultiQueryMatchesPyTorch) {
     compare_with_pytorch({2, 64, 4, 1, 96, 32, 3, 300, true, "none"});
+}
+
+// LoRA against PEFT's definition: the gradients of A and B of q_proj and v_proj (two parts of our fused
+// q|k|v, k left out) and down_proj, alpha / r scaling; the base frozen (no gradient arena at all).
+TEST(LlamaReference, LoraOnQVDownMatchesPyTorch) {
+    compare_with_pytorch({2, 64, 4, 2, 96, 32, 3, 300, false, "llama3", 4, 8.0, false, {"q_proj", "v_proj", "down_proj"},
+                          "q_proj,v_proj,down_proj"});
+}
+
+// Every linear layer (all-linear: every part of q|k|v and gate|up, o and down, not the head) with rsLoRA's
+// alpha / sqrt(r), tied embeddings and one KV head.
+TEST(LlamaReference, LoraAllLinearRsLoraMatchesPyTorch) {
+    compare_with_pytorch({2, 64, 4, 1, 96, 32, 3, 300, true, "none", 8, 16.0, true, {"all-linear"},
+                          "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"});
 }
 
 }  // namespace

@@ -11,9 +11,15 @@ Writes, in OUT_DIR:
 The model is written here from the LLaMA definition (RMSNorm, rotate-half RoPE with HF's "llama3"
 frequency rescaling, grouped-query attention by repeating K/V heads, SwiGLU) and computed in float64,
 an independent reference for our fp32 engine.
+With LoRA (PEFT's lora.Linear on the named modules: y = x W^T + scale (x A^T) B^T, the base frozen):
+  adapters.safetensors base_model.model.<module>.lora_A.weight (r, in) / .lora_B.weight (out, r), both
+                       random (B is zero in a fresh adapter; random here so every path carries gradient);
+  grads.safetensors    then holds the adapters' gradients only, under the same names.
 Usage: /usr/bin/python3 tools/ref/llama_ref.py OUT_DIR L C NH KV F T B V TIED SCALING SEED
+           [R ALPHA TARGETS RSLORA]
   TIED 0|1; SCALING none|llama3 (factor 32, low 1, high 4, original context 8 so that T = 32 spans
-  the low, medium and high frequency bands).
+  the low, medium and high frequency bands); TARGETS comma-separated module names (q_proj,v_proj,...);
+  RSLORA 0|1 (scale alpha / sqrt(r) instead of alpha / r).
 """
 import math
 import os
@@ -66,9 +72,30 @@ def main():
     p["model.norm.weight"] = 1 + 0.1 * torch.randn(C, dtype=dt)
     if not tied:
         p["lm_head.weight"] = torch.randn(V, C, dtype=dt) * std
+    lora = len(sys.argv) > 13
+    adapters = {}
+    if lora:
+        r, alpha, targets_arg, rslora = int(sys.argv[13]), float(sys.argv[14]), sys.argv[15].split(","), sys.argv[16] == "1"
+        scale = alpha / math.sqrt(r) if rslora else alpha / r
+        for name in list(p):
+            module = name[: -len(".weight")]
+            if name.endswith(".weight") and p[name].dim() == 2 and module.split(".")[-1] in targets_arg:
+                out_f, in_f = p[name].shape
+                adapters[f"base_model.model.{module}.lora_A.weight"] = torch.randn(r, in_f, dtype=dt) * 0.2
+                adapters[f"base_model.model.{module}.lora_B.weight"] = torch.randn(out_f, r, dtype=dt) * 0.2
     # The file holds float32 values; the reference computes in float64 from exactly those values.
     for k in p:
-        p[k] = p[k].float().double().requires_grad_(True)
+        p[k] = p[k].float().double().requires_grad_(not lora)
+    for k in adapters:
+        adapters[k] = adapters[k].float().double().requires_grad_(True)
+
+    def linear(x, name):
+        y = x @ p[name].T
+        a = f"base_model.model.{name[: -len('.weight')]}.lora_A.weight"
+        if a in adapters:
+            b = a.replace("lora_A", "lora_B")
+            y = y + scale * ((x @ adapters[a].T) @ adapters[b].T)
+        return y
 
     inputs = torch.randint(0, V, (B, T), dtype=torch.int32)
     targets = torch.randint(0, V, (B, T), dtype=torch.int32)
@@ -87,9 +114,9 @@ def main():
     for l in range(L):
         h = f"model.layers.{l}."
         a = rms(x, p[h + "input_layernorm.weight"])
-        q = (a @ p[h + "self_attn.q_proj.weight"].T).view(B, T, NH, hd).transpose(1, 2)
-        k = (a @ p[h + "self_attn.k_proj.weight"].T).view(B, T, KV, hd).transpose(1, 2)
-        v = (a @ p[h + "self_attn.v_proj.weight"].T).view(B, T, KV, hd).transpose(1, 2)
+        q = linear(a, h + "self_attn.q_proj.weight").view(B, T, NH, hd).transpose(1, 2)
+        k = linear(a, h + "self_attn.k_proj.weight").view(B, T, KV, hd).transpose(1, 2)
+        v = linear(a, h + "self_attn.v_proj.weight").view(B, T, KV, hd).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         k = k.repeat_interleave(NH // KV, dim=1)  # query head j uses kv head j // (NH / KV)
@@ -97,10 +124,10 @@ def main():
         att = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
         y = (att @ v).transpose(1, 2).reshape(B, T, NH * hd)
-        x = x + y @ p[h + "self_attn.o_proj.weight"].T
+        x = x + linear(y, h + "self_attn.o_proj.weight")
         m = rms(x, p[h + "post_attention_layernorm.weight"])
-        g = torch.nn.functional.silu(m @ p[h + "mlp.gate_proj.weight"].T) * (m @ p[h + "mlp.up_proj.weight"].T)
-        x = x + g @ p[h + "mlp.down_proj.weight"].T
+        g = torch.nn.functional.silu(linear(m, h + "mlp.gate_proj.weight")) * linear(m, h + "mlp.up_proj.weight")
+        x = x + linear(g, h + "mlp.down_proj.weight")
     x = rms(x, p["model.norm.weight"])
     head = p["model.embed_tokens.weight"] if tied else p["lm_head.weight"]
     logits = x @ head.T
@@ -110,7 +137,11 @@ def main():
     weights = {k: v.detach().float() for k, v in p.items()}
     weights["model.layers.0.self_attn.rotary_emb.inv_freq"] = inv_freq(hd, 10000.0, scaling).float()  # ignored
     save(os.path.join(out, "weights.safetensors"), weights, {"format": "pt"})
-    save(os.path.join(out, "grads.safetensors"), {k: v.grad.float() for k, v in p.items()})
+    if lora:
+        save(os.path.join(out, "adapters.safetensors"), {k: v.detach().float() for k, v in adapters.items()})
+        save(os.path.join(out, "grads.safetensors"), {k: v.grad.float() for k, v in adapters.items()})
+    else:
+        save(os.path.join(out, "grads.safetensors"), {k: v.grad.float() for k, v in p.items()})
     save(os.path.join(out, "batch.safetensors"), {"inputs": inputs, "targets": targets})
     with open(os.path.join(out, "loss.txt"), "w") as f:
         f.write(f"{loss.item():.17g}\n")

@@ -24,7 +24,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int BT, int C, int OC) {
     if (dinp) sgemm(false, false, BT, C, OC, 1.0f, dout, OC, weight, C, 0.0f, dinp, C);
-    sgemm(true, false, OC, C, BT, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+    if (dweight) sgemm(true, false, OC, C, BT, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
     if (!dbias) return;
     // Column sums: each thread owns a slice of columns and walks all rows (no write sharing).
     constexpr int kCols = 256;

@@ -11,7 +11,7 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                     int OC);
 
 // dinp (BT,C) = dout @ weight; dweight (OC,C) += dout^T @ inp; dbias (OC) += column sums of dout.
-// dout (BT,OC); inp (BT,C); weight (OC,C). dinp and dbias may be null (not computed).
+// dout (BT,OC); inp (BT,C); weight (OC,C). dinp, dweight and dbias may be null (not computed).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                      const float* weight, int BT, int C, int OC);
 

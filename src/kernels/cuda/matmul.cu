@@ -148,7 +148,8 @@ void tune_plan(Plan& p, const void* A, const void* Bm, const void* Cm, void* D, 
 // D, distinct memory: the residual stream added in the GEMM's epilogue).
 template <typename AB, typename CD>
 void lt_matmul(CD* D, const AB* A, const AB* Bm, const AB* bias, void* aux, Epi epi, int m, int n, int k, bool ta,
-               bool tb, int lda, int ldb, int ldd, float beta, cudaStream_t stream, const CD* Cm = nullptr) {
+               bool tb, int lda, int ldb, int ldd, float beta, cudaStream_t stream, const CD* Cm = nullptr,
+               float alpha = 1.0f) {
     if (!Cm) Cm = D;
     if (epi == Epi::kNone && bias) epi = Epi::kBias;
     Plan& p = const_cast<Plan&>(plan_for(m, n, k, ta, tb, lda, ldb, ldd, data_type<AB>(), data_type<CD>(), epi));
@@ -158,7 +159,6 @@ void lt_matmul(CD* D, const AB* A, const AB* Bm, const AB* bias, void* aux, Epi 
     if (aux)
         LLMT_CUBLAS_CHECK(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
-    const float alpha = 1.0f;
     if (!p.candidates.empty())
         tune_plan(p, A, Bm, Cm, D, static_cast<size_t>(ldd) * n * sizeof(CD), beta, stream);
     LLMT_CUBLAS_CHECK(cublasLtMatmul(cublaslt(), p.desc, &alpha, A, p.la, Bm, p.lb, &beta, Cm, p.ld, D, p.ld, &p.algo,
@@ -302,5 +302,21 @@ void matmul_backward(bf16* dinp, const bf16* gelu_pre, float* dweight, float* db
                      const bf16* inp, const bf16* weight, int BT, int C, int OC, cudaStream_t stream) {
     backward_t<bf16>(dinp, gelu_pre, dweight, dbias, dout, inp, weight, BT, C, OC, stream);
 }
+
+template <typename AB, typename CD>
+void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const AB* A, int lda, const AB* B, int ldb, float beta,
+          CD* C, int ldc, cudaStream_t stream) {
+    // Row-major C (M, N) is column-major C^T (N, M) = op(B)^T op(A)^T: B (row-major (K, N), or (N, K) when tb)
+    // is the first column-major operand, transposed exactly when tb; A the second, transposed when ta.
+    lt_matmul<AB, CD>(C, B, A, nullptr, nullptr, Epi::kNone, N, M, K, tb, ta, ldb, lda, ldc, beta, stream, nullptr,
+                      alpha);
+}
+
+template void gemm<float, float>(bool, bool, int, int, int, float, const float*, int, const float*, int, float, float*,
+                                 int, cudaStream_t);
+template void gemm<bf16, bf16>(bool, bool, int, int, int, float, const bf16*, int, const bf16*, int, float, bf16*, int,
+                               cudaStream_t);
+template void gemm<bf16, float>(bool, bool, int, int, int, float, const bf16*, int, const bf16*, int, float, float*,
+                                int, cudaStream_t);
 
 }  // namespace llmt::kernels::cuda

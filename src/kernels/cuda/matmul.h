@@ -33,6 +33,14 @@ void matmul_backward(__nv_bfloat16* dinp, const __nv_bfloat16* gelu_pre, float* 
                      const __nv_bfloat16* dout, const __nv_bfloat16* inp, const __nv_bfloat16* weight, int BT, int C,
                      int OC, cudaStream_t stream);
 
+// The general row-major product on cuBLASLt, for ops on sub-blocks of matrices (LoRA's parts):
+// C (M, N; leading dimension ldc) = alpha * op(A) @ op(B) + beta * C, op(A) (M, K) being A (M, K; lda) or,
+// with ta, the transpose of A (K, M; lda); likewise op(B) (K, N). AB, CD: (float, float), (bf16, bf16) or
+// (bf16, float) (fp32 accumulation always).
+template <typename AB, typename CD>
+void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const AB* A, int lda, const AB* B, int ldb, float beta,
+          CD* C, int ldc, cudaStream_t stream);
+
 // dst (cols) += column sums of x (rows, cols), fp32 sums: the bias gradient of a linear layer whose output
 // gradient is x.
 template <typename T>

@@ -1,0 +1,176 @@
+// LoRA in the model layer (models/lora.h) against the identity that defines it, for every architecture
+// and every linear layer: with W_eff = W + s B A, the loss equals the merged model's, and if G is the
+// merged model's gradient w.r.t. W_eff then dL/dB = s G A^T and dL/dA = s B^T G. So a LoRA step on
+// (base, adapters) is checked against a full fine-tuning step of the merged model, part by part (LLaMA's
+// fused q|k|v and gate|up, GPT-2's Conv1D layout and its GELU after c_fc); the frozen base gets no
+// gradient arena; merge_adapters() folds the same W_eff.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "models/gpt2.h"
+#include "models/hf_adapter.h"
+#include "models/llama.h"
+
+namespace llmt::models {
+namespace {
+
+LlamaConfig llama_cfg(const LoraSpec& lora) {
+    LlamaConfig c;
+    c.n_layer = 2;
+    c.n_head = 4;
+    c.n_kv_head = 2;
+    c.d_model = 32;
+    c.d_ff = 48;
+    c.block_size = 16;
+    c.vocab_size = 50;
+    c.padded_vocab = 64;
+    c.lora = lora;
+    return c;
+}
+
+Gpt2Config gpt2_cfg(const LoraSpec& lora) {
+    Gpt2Config c;
+    c.n_layer = 2;
+    c.n_head = 2;
+    c.d_model = 32;
+    c.d_ff = 128;
+    c.block_size = 16;
+    c.vocab_size = 50;
+    c.padded_vocab = 64;
+    c.lora = lora;
+    return c;
+}
+
+// HF-named fp32 host copies of a store's tensors (HF layout: GPT-2's Conv1D weights (in, out)).
+std::map<std::string, std::vector<float>> hf_named(const std::vector<ParamSpec>& specs, const Arena& arena) {
+    std::vector<std::vector<float>> scratch;
+    std::map<std::string, std::vector<float>> out;
+    for (const auto& t : hf_tensors(specs, arena, scratch)) {
+        const float* p = static_cast<const float*>(t.data);
+        int64_t n = 1;
+        for (int64_t d : t.shape) n *= d;
+        out[t.name] = std::vector<float>(p, p + n);
+    }
+    return out;
+}
+
+std::vector<int32_t> ids(int n, int V, uint32_t seed) {
+    std::mt19937 g(seed);
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    for (auto& x : v) x = static_cast<int32_t>(g() % static_cast<uint32_t>(V));
+    return v;
+}
+
+// Relative L2 distance.
+double rel(const std::vector<double>& a, const std::vector<float>& b) {
+    double num = 0, den = 1e-30;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += a[i] * a[i];
+    }
+    return std::sqrt(num / den);
+}
+
+template <typename M, typename Cfg>
+void check_identity(const Cfg& lora_cfg, bool conv1d) {
+    const int B = 2, T = 12;
+    M lora(lora_cfg);
+    lora.init_random(7);
+    ASSERT_EQ(lora.base().grad_bytes(), 0u);
+    // Random B as well as A (a fresh B is zero), larger than a fresh A so the delta matters.
+    std::mt19937 g(11);
+    std::normal_distribution<float> n(0.f, 0.3f);
+    for (ParamId i = 0; i < lora.param_specs().size(); ++i) {
+        std::vector<float> v(static_cast<size_t>(lora.params().view(i).numel()));
+        for (float& x : v) x = n(g);
+        lora.trained().write_f32(i, v.data());
+    }
+    // The merged model, trained in full: the base's weights with W_eff folded in.
+    Cfg plain_cfg = lora_cfg;
+    plain_cfg.lora = LoraSpec{};
+    M merged(plain_cfg), folded(lora_cfg);
+    merged.init_random(7);  // same base values (the seed's streams are per tensor)
+    folded.init_random(7);
+    for (ParamId i = 0; i < lora.param_specs().size(); ++i) folded.trained().write_f32(i, lora.trained().read_f32(i).data());
+    folded.merge_adapters();
+    ASSERT_EQ(folded.lora(), nullptr);
+    for (ParamId i = 0; i < merged.base().specs().size(); ++i) merged.base().write_f32(i, folded.base().read_f32(i).data());
+
+    const auto x = ids(B * T, 50, 1), y = ids(B * T, 50, 2);
+    lora.zero_grad();
+    merged.zero_grad();
+    const float l1 = lora.forward(x.data(), y.data(), B, T, true);
+    const float l2 = merged.forward(x.data(), y.data(), B, T, true);
+    lora.backward();
+    merged.backward();
+    // Two GEMMs (x W^T + s (x A^T) B^T) against one with W + s B A: fp32 reassociation, ~1e-7 per op.
+    EXPECT_NEAR(l1, l2, 1e-5 * std::fabs(l2));
+
+    const auto G = hf_named(merged.param_specs(), merged.grads());
+    const auto P = hf_named(lora.param_specs(), lora.params());
+    const auto D = hf_named(lora.param_specs(), lora.grads());
+    const double s = lora.lora()->scale();
+    const int r = lora.lora()->spec().r;
+    int checked = 0;
+    for (const auto& module : lora.lora()->modules()) {
+        SCOPED_TRACE(module);
+        const std::string pa = "base_model.model." + module + ".lora_A.weight",
+                          pb = "base_model.model." + module + ".lora_B.weight";
+        const std::vector<float>& A = P.at(pa);
+        const std::vector<float>& Bm = P.at(pb);
+        const std::vector<float>& Gw = G.at(module + ".weight");
+        const int64_t in = static_cast<int64_t>(A.size()) / r, out = static_cast<int64_t>(Bm.size()) / r;
+        ASSERT_EQ(static_cast<int64_t>(Gw.size()), in * out);
+        auto gw = [&](int64_t o, int64_t i) { return conv1d ? Gw[i * out + o] : Gw[o * in + i]; };
+        std::vector<double> dA(A.size(), 0.0), dB(Bm.size(), 0.0);
+        for (int64_t o = 0; o < out; ++o)
+            for (int64_t i = 0; i < in; ++i)
+                for (int k = 0; k < r; ++k) {
+                    dB[o * r + k] += s * gw(o, i) * A[k * in + i];
+                    dA[k * in + i] += s * Bm[o * r + k] * gw(o, i);
+                }
+        // fp32 gradients of the two formulations: sums over B*T = 24 rows in another order (~1e-6).
+        EXPECT_LT(rel(dA, D.at(pa)), 1e-4);
+        EXPECT_LT(rel(dB, D.at(pb)), 1e-4);
+        ++checked;
+    }
+    EXPECT_EQ(checked, static_cast<int>(lora.lora()->modules().size()));
+    EXPECT_GT(checked, 0);
+}
+
+LoraSpec spec(std::vector<std::string> targets, bool rslora = false) {
+    LoraSpec s;
+    s.r = 3;
+    s.alpha = 5;
+    s.rslora = rslora;
+    s.target_modules = std::move(targets);
+    return s;
+}
+
+TEST(LoraModel, LlamaAllLinearMatchesTheMergedModel) {
+    check_identity<Llama>(llama_cfg(spec({"all-linear"})), false);
+}
+
+TEST(LoraModel, LlamaSomePartsOfFusedLayersMatchTheMergedModel) {
+    // k of q|k|v and up of gate|up only: parts that are not the first of their fused tensor.
+    check_identity<Llama>(llama_cfg(spec({"k_proj", "up_proj"}, true)), false);
+}
+
+TEST(LoraModel, Gpt2AllLinearMatchesTheMergedModel) {
+    check_identity<Gpt2>(gpt2_cfg(spec({"c_attn", "c_proj", "c_fc"})), true);
+}
+
+TEST(LoraModel, Gpt2RegexTargetsSelectByFullName) {
+    Gpt2 m(gpt2_cfg(spec({R"(transformer\.h\.1\.(attn\.c_attn|mlp\.c_fc))"})));
+    EXPECT_EQ(m.lora()->modules(), (std::vector<std::string>{"transformer.h.1.attn.c_attn", "transformer.h.1.mlp.c_fc"}));
+    check_identity<Gpt2>(gpt2_cfg(spec({R"(transformer\.h\.1\.(attn\.c_attn|mlp\.c_fc))"})), true);
+}
+
+}  // namespace
+}  // namespace llmt::models
