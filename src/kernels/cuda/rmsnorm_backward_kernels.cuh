@@ -1,7 +1,7 @@
 // The RMSNorm backward's row kernels (cuda/rmsnorm.cu includes this; so does the kernel lab, bench/kernels/
 // rmsnorm_lab.cu, which runs them at other rows per step to re-measure src's choice). Device code and host
-// launchers for .cu files only, in an unnamed namespace inside rms:: (each including file gets its own copy,
-// and its own scratch buffer).
+// launchers for .cu files only (with the 16-byte group helpers the forward uses too), in an unnamed namespace
+// inside rms:: (each including file gets its own copy, and its own scratch buffer).
 // With n = x rstd and dn = dout w: dinp += rstd (dn - n mean(dn n)) and dweight += dout n, fp32 arithmetic.
 #pragma once
 
@@ -206,8 +206,8 @@ long rows_grid(long rows, int threads, int max_per_sm = 0) {
     static std::atomic<int> resident[kMaxBwdThreads / 32 + 1];  // blocks per SM by warps per block; 0: not asked
     int per_sm = resident[threads / 32].load(std::memory_order_relaxed);
     if (per_sm == 0) {
-        LLMT_CUDA_CHECK(
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rmsnorm_backward_rows_kernel<T, kE, kG, kR>, threads, 0));
+        const auto kernel = rmsnorm_backward_rows_kernel<T, kE, kG, kR>;
+        LLMT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
         if (per_sm < 1) per_sm = 1;
         resident[threads / 32].store(per_sm, std::memory_order_relaxed);
     }
