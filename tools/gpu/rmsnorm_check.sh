@@ -6,10 +6,13 @@
 # Here: tools/gpu/pack.sh build/gpu-carry build/release/tests/kernels/cuda_ops_test \
 #   build/release/tests/kernels/cuda_ops_test_bf16 build/release/tests/models/llama_cuda_test \
 #   build/release/bench/llama_ops_gpu/llama_ops_gpu_bench
-# There (carry build/gpu-carry.tgz): bash tools/gpu/rmsnorm_check.sh. SANITIZE=0 skips the sanitizers.
+# There (carry build/gpu-carry.tgz): bash tools/gpu/rmsnorm_check.sh. SANITIZE=0 skips the sanitizers;
+# STEP_TIMEOUT (seconds, default 80) bounds each of the 7 runs, so that even all of them stuck fit one
+# 10-minute device call.
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
+rm -rf /tmp/g  # env.sh unpacks only into an empty /tmp/g: never test binaries an earlier call left there
 source tools/gpu/env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
 bin=/tmp/g/bin
@@ -20,7 +23,7 @@ declare -A status
 run() {
   local name=$1
   shift
-  timeout 300 "$@" > "$out/$name.log" 2>&1
+  timeout "${STEP_TIMEOUT:-80}" "$@" > "$out/$name.log" 2>&1
   status[$name]=$?
   echo "== $name rc=${status[$name]}"
 }
