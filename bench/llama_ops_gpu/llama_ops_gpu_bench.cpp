@@ -2,22 +2,27 @@
 // shapes, with CUDA events (median of --iters after --warmup), and sets each beside the device's copy
 // bandwidth measured in the same process (cudaMemcpyAsync device to device, bytes read + written): these ops
 // move every byte once, so that copy is their roofline. The unfused residual add + RMSNorm and LayerNorm
-// at the same width are timed too, as references. Bytes counted: every tensor read and written once.
+// at the same width are timed too, as references, and the RMSNorm backward src/ replaced (the kernel lab's
+// version 1, bench/kernels/rmsnorm_lab.h) beside src's, with the largest difference between their results.
+// Bytes counted: every tensor read and written once.
 // Usage: llama_ops_gpu_bench [--rows 8192] [--C 2048] [--F 8192] [--NH 32] [--KV 8] [--hs 64] [--iters 50]
 //                            [--warmup 10]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/arena.h"
 #include "core/bf16.h"
 #include "kernels/cuda/runtime.h"
 #include "kernels/ops.h"
+#include "rmsnorm_lab.h"
 
 namespace {
 
@@ -72,6 +77,29 @@ double median_ms(int warmup, int iters, F&& f) {
     return ms[iters / 2];
 }
 
+// A device tensor's values as floats (bf16 or f32).
+std::vector<float> download(const Tensor& t) {
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    if (t.dtype == DType::kBF16) {
+        std::vector<uint16_t> h(v.size());
+        ops::copy(Tensor(h.data(), {t.numel()}, DType::kBF16), t);
+        for (size_t i = 0; i < v.size(); i++) v[i] = llmt::float_from_bf16(h[i]);
+    } else {
+        ops::copy(Tensor(v.data(), {t.numel()}), t);
+    }
+    return v;
+}
+
+// max |a - b| / max |b|.
+double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    double d = 0, m = 0;
+    for (size_t i = 0; i < a.size(); i++) {
+        d = std::max(d, static_cast<double>(std::fabs(a[i] - b[i])));
+        m = std::max(m, static_cast<double>(std::fabs(b[i])));
+    }
+    return m > 0 ? d / m : d;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,8 +149,33 @@ int main(int argc, char** argv) {
             std::printf("%-34s %9.4f %9.0f %8.0f%%\n", name, ms, gbs, 100.0 * gbs / copy_gbs);
         };
         row("rmsnorm_forward", 2 * act_b, [&] { ops::rmsnorm_forward(out.t(), rstd.t(), x.t(), w.t(), 1e-5f); });
+        auto p = [](const Tensor& t) { return static_cast<__nv_bfloat16*>(t.data); };
+        auto old_backward = [&] {
+            llmt::lab::rmsnorm_backward_v1(p(dx.t()), static_cast<float*>(dw.t().data), p(y.t()), p(x.t()), p(w.t()),
+                                           static_cast<const float*>(rstd.t().data), 1, rows, C,
+                                           llmt::kernels::cuda::stream());
+        };
+        const bool has_old = llmt::lab::rmsnorm_backward_v1_supports(C, 2, dx.t().data, y.t().data, x.t().data,
+                                                                      w.t().data);
+        if (has_old) row("rmsnorm_backward v1 (lab, old)", 4 * act_b, old_backward);
         row("rmsnorm_backward (dinp +=)", 4 * act_b,
             [&] { ops::rmsnorm_backward(dx.t(), dw.t(), y.t(), x.t(), w.t(), rstd.t()); });
+        // src's row kernel at other rows per step / blocks per SM (lab), and without its dweight kernel.
+        if (C % 8 == 0 && C <= 4096) {
+            auto lab_rows = [&](const char* name, int rows_per_step, int per_sm, bool with_dweight) {
+                row(name, 4 * act_b, [&] {
+                    llmt::lab::rmsnorm_backward_rows(p(dx.t()), static_cast<float*>(dw.t().data), p(y.t()), p(x.t()),
+                                                     p(w.t()), static_cast<const float*>(rstd.t().data), 1, rows, C,
+                                                     rows_per_step, per_sm, with_dweight,
+                                                     llmt::kernels::cuda::stream());
+                });
+            };
+            lab_rows("  lab: rows kernel, no dweight sum", 4, 0, false);
+            lab_rows("  lab: 1 row/step", 1, 0, true);
+            lab_rows("  lab: 2 rows/step", 2, 0, true);
+            lab_rows("  lab: 8 rows/step", 8, 0, true);
+            lab_rows("  lab: 4 rows/step, 1 block/SM", 4, 1, true);
+        }
         row("residual_rmsnorm_forward (fused)", 4 * act_b,
             [&] { ops::residual_rmsnorm_forward(h.t(), out.t(), rstd.t(), x.t(), y.t(), w.t(), 1e-5f); });
         row("residual + rmsnorm (two ops)", 5 * act_b, [&] {
@@ -137,6 +190,24 @@ int main(int argc, char** argv) {
         const double qk_b = static_cast<double>(R) * (NH + KV) * hs * 2;
         row("rope_forward (q, k in place)", 2 * qk_b, [&] { ops::rope_forward(qkv.t(), table.t(), NH, KV); });
         row("rope_backward", 2 * qk_b, [&] { ops::rope_backward(qkv.t(), table.t(), NH, KV); });
+        // The backward's results from one state (dinp = dx0, dweight = 0): src's twice, then version 1.
+        Dev dx0({1, R, C}, bf, 11);
+        auto backward_once = [&](auto&& fn) {
+            ops::copy(dx.t(), dx0.t());
+            ops::zero(dw.t());
+            fn();
+            return std::make_pair(download(dx.t()), download(dw.t()));
+        };
+        auto src_backward = [&] { ops::rmsnorm_backward(dx.t(), dw.t(), y.t(), x.t(), w.t(), rstd.t()); };
+        const auto run1 = backward_once(src_backward), run2 = backward_once(src_backward);
+        std::printf("rmsnorm_backward twice from one state: dinp %s, dweight %s\n",
+                    run1.first == run2.first ? "identical" : "DIFFERENT",
+                    run1.second == run2.second ? "identical" : "DIFFERENT");
+        if (has_old) {
+            const auto v1 = backward_once(old_backward);
+            std::printf("rmsnorm_backward vs v1: dinp max rel diff %.2e, dweight max rel diff %.2e\n",
+                        max_rel_diff(run1.first, v1.first), max_rel_diff(run1.second, v1.second));
+        }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "llama_ops_gpu_bench: %s\n", e.what());
         return 1;

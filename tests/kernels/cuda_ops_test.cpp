@@ -282,8 +282,9 @@ TEST_F(CudaOps, Attention) {
 }
 
 // RMSNorm, its residual-fused forward, SwiGLU and RoPE (the LLaMA ops), fp32 against the CPU ops. Widths take
-// each kernel: RMSNorm C = 67 (not a multiple of 4 floats: the scalar kernels), 200 and 768 (16-byte rows in
-// registers), 2048 (Llama-3.2-1B; the forward in registers, the backward scalar); SwiGLU F = 100 (16-byte
+// each kernel: RMSNorm C = 67 (not a multiple of 4 floats: the scalar forward, the backward's one-element
+// groups), 200 and 768 (16-byte groups), 2048 (Llama-3.2-1B: the forward in registers, the backward's 512-thread
+// block); RmsNormBackwardShapes below covers the backward's other paths; SwiGLU F = 100 (16-byte
 // chunks) and 37 (one element per thread); RoPE HS = 64 (4 pairs per thread) and 20 (half = 10: one pair).
 // Tolerances as above: RMSNorm reduces over C (kTolReduce, backward kTolBackward); SwiGLU and RoPE are
 // element-wise up to expf vs libm exp and the order of two products (kTolElementwise).
@@ -325,6 +326,49 @@ TEST_F(CudaOps, RmsNorm) {
         residual_rmsnorm_forward(dx.t(), dout.t(), drstd.t(), dx.t(), dy.t(), dw.t(), kLnEps);
         expect_close(("residual_rmsnorm_forward in place" + c).c_str(), dx.download<float>(), h, kTolElementwise);
         expect_close(("residual_rmsnorm_forward out, in place" + c).c_str(), dout.download<float>(), o2, kTolReduce);
+    }
+}
+
+// rmsnorm_backward's paths (cuda/rmsnorm.cu): one row across a block with 1, 2 or 4 groups per thread, groups of 4
+// floats (C % 4 == 0) or of one element, blocks whose last warp is partly idle (C = 999: one-element groups, 2 per
+// thread of 512); row counts of 1, a few, and thousands (many steps per block; 4101 is no multiple of the 4 rows a
+// step takes); and C = 2051, wider than a block holds (the scalar kernel with atomics). Each case runs twice from
+// the same dinp/dweight: the block-partial paths must give the same bits (deterministic dweight), and both runs must
+// match the CPU op (kTolBackward, as above: sums over up to 8192 columns and 4101 rows in another order).
+TEST_F(CudaOps, RmsNormBackwardShapes) {
+    struct Case {
+        int B, T, C;
+        bool deterministic;
+    };
+    for (const Case k : {Case{2, 41, 999, true}, Case{1, 5, 1999, true}, Case{2, 41, 2051, false},
+                         Case{1, 1, 2048, true}, Case{3, 1367, 2048, true}, Case{1, 37, 4000, true},
+                         Case{2, 9, 8192, true}, Case{1, 3, 67, true}}) {
+        const int B = k.B, T = k.T, C = k.C;
+        const std::string c = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
+        auto x = randn(B * T * C, seed(230 + C + T), 2.0f), w = randn(C, seed(231 + C + T));
+        auto g = randn(B * T * C, seed(232 + C + T)), gi = randn(B * T * C, seed(233 + C + T));
+        auto gw = randn(C, seed(234 + C + T));
+        std::vector<float> out(B * T * C), rstd(B * T);
+        rmsnorm_forward(H(out, {B, T, C}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), kLnEps);
+        Dev dx = D(x, {B, T, C}), dw = D(w, {C}), dg = D(g, {B, T, C}), dr = D(rstd, {B, T});
+        std::vector<float> runs_dinp[2], runs_dw[2];
+        for (int run = 0; run < 2; run++) {
+            Dev dgi = D(gi, {B, T, C}), dgw = D(gw, {C});
+            rmsnorm_backward(dgi.t(), dgw.t(), dg.t(), dx.t(), dw.t(), dr.t());
+            runs_dinp[run] = dgi.download<float>();
+            runs_dw[run] = dgw.download<float>();
+        }
+        rmsnorm_backward(H(gi, {B, T, C}), H(gw, {C}), H(g, {B, T, C}), H(x, {B, T, C}), H(w, {C}), H(rstd, {B, T}));
+        for (int run = 0; run < 2; run++) {
+            const std::string r = c + (run ? " (run 2)" : "");
+            expect_close(("rmsnorm_backward dinp (+=)" + r).c_str(), runs_dinp[run], gi, kTolBackward);
+            expect_close(("rmsnorm_backward dweight (+=)" + r).c_str(), runs_dw[run], gw, kTolBackward);
+        }
+        // EXPECT_TRUE, not EXPECT_EQ: a failure must not print millions of elements.
+        EXPECT_TRUE(runs_dinp[0] == runs_dinp[1]) << "dinp differs between two runs" << c;
+        if (k.deterministic) {
+            EXPECT_TRUE(runs_dw[0] == runs_dw[1]) << "dweight differs between two runs" << c;
+        }
     }
 }
 

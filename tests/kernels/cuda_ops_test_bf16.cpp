@@ -540,8 +540,9 @@ namespace {
 // rounding at the output (RMSNorm forward, its residual add, SwiGLU, RoPE) => kTolOut; rstd is fp32 from
 // identical inputs (sums of C squares in another order) => 1e-4, as LayerNorm's; RMSNorm's backward adds into
 // a bf16 dinp and sums bf16-rounded products over rows into dweight => kTolGrad. Widths: RMSNorm C = 2048
-// (Llama-3.2-1B: 8 16-byte groups per lane in registers), 768 (a partial last group per warp), 100 (not a
-// multiple of 8 bf16: the scalar kernels); SwiGLU F = 256 (16-byte chunks) and 100 (elements); RoPE HS = 64
+// (Llama-3.2-1B: the forward's 8 16-byte groups per lane in registers; RmsNormBackwardShapes below covers the
+// backward's paths), 768 (a partial last group per warp), 100 (not a multiple of 8 bf16: the scalar forward,
+// the backward's one-element groups); SwiGLU F = 256 (16-byte chunks) and 100 (elements); RoPE HS = 64
 // with Llama-3.2-1B's 32 query / 8 kv heads (8 pairs per thread) and HS = 20 (one pair per thread).
 TEST_F(CudaBf16Ops, LlamaOps) {
     for (const int C : {2048, 768, 100}) {
@@ -612,6 +613,49 @@ TEST_F(CudaBf16Ops, LlamaOps) {
         rope_backward(H(g, {B, T, C3}), H(table, {Tmax, HS}), NH, KV);
         rope_backward(dg.t(), dt.t(), NH, KV);
         expect_close(("rope_backward" + hs).c_str(), dg.download(), g, kTolOut);
+    }
+}
+
+// rmsnorm_backward in bf16 (cuda/rmsnorm.cu) at Llama-3.2-1B's width over row counts of 1, a few and thousands
+// (8198 = 2 x 4099 is no multiple of the 4 rows a step takes, and gives each block many steps), and its other
+// paths: 16-byte groups with a partly idle last warp (C = 2056: 257 groups), 2 and 4 groups per thread
+// (C = 8192, 16384), one-element groups (C = 1001, 2047: C % 8 != 0), and C = 2049 (wider than a block holds in
+// one-element groups: the scalar kernel with atomics). Each case runs twice from the same dinp/dweight: the same
+// bits both times where dweight goes through block partials, and both within kTolGrad of the CPU op.
+TEST_F(CudaBf16Ops, RmsNormBackwardShapes) {
+    struct Case {
+        int B, T, C;
+        bool deterministic;
+    };
+    for (const Case k : {Case{1, 1, 2048, true}, Case{1, 7, 2048, true}, Case{2, 4099, 2048, true},
+                         Case{3, 5, 2056, true}, Case{1, 9, 8192, true}, Case{1, 5, 16384, true},
+                         Case{2, 37, 1001, true}, Case{1, 41, 2047, true}, Case{2, 37, 2049, false}}) {
+        const int B = k.B, T = k.T, C = k.C;
+        const std::string c = " B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C);
+        auto x = rounded(randn(B * T * C, seed(440 + C + T), 2.0f)), w = rounded(randn(C, seed(441 + C + T)));
+        auto g = rounded(randn(B * T * C, seed(442 + C + T))), gi = rounded(randn(B * T * C, seed(443 + C + T)));
+        auto gw = randn(C, seed(444 + C + T));
+        std::vector<float> out(B * T * C), rstd(B * T);
+        rmsnorm_forward(H(out, {B, T, C}), H(rstd, {B, T}), H(x, {B, T, C}), H(w, {C}), kLnEps);
+        Dev dx = bf(x, {B, T, C}), dw = bf(w, {C}), dg = bf(g, {B, T, C}), dr = f32(rstd, {B, T});
+        std::vector<float> runs_dinp[2], runs_dw[2];
+        for (int run = 0; run < 2; run++) {
+            Dev dgi = bf(gi, {B, T, C}), dgw = f32(gw, {C});
+            rmsnorm_backward(dgi.t(), dgw.t(), dg.t(), dx.t(), dw.t(), dr.t());
+            runs_dinp[run] = dgi.download();
+            runs_dw[run] = dgw.download();
+        }
+        rmsnorm_backward(H(gi, {B, T, C}), H(gw, {C}), H(g, {B, T, C}), H(x, {B, T, C}), H(w, {C}), H(rstd, {B, T}));
+        for (int run = 0; run < 2; run++) {
+            const std::string r = c + (run ? " (run 2)" : "");
+            expect_close(("rmsnorm_backward dinp (bf16 +=)" + r).c_str(), runs_dinp[run], gi, kTolGrad);
+            expect_close(("rmsnorm_backward dweight (f32 +=)" + r).c_str(), runs_dw[run], gw, kTolGrad);
+        }
+        // EXPECT_TRUE, not EXPECT_EQ: a failure must not print millions of elements.
+        EXPECT_TRUE(runs_dinp[0] == runs_dinp[1]) << "dinp differs between two runs" << c;
+        if (k.deterministic) {
+            EXPECT_TRUE(runs_dw[0] == runs_dw[1]) << "dweight differs between two runs" << c;
+        }
     }
 }
 

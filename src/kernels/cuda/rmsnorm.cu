@@ -1,33 +1,27 @@
-// RMSNorm on CUDA (cuda/rmsnorm.h): one warp per row. Rows whose width is a multiple of 16 bytes take the
-// vectorised kernels: each lane holds its 16-byte groups of the row (lane, lane + 32, ...) in registers, so
-// the forward reads the row from memory once (sum of squares, then the scaled write) and the backward once
-// per input; other widths take the scalar kernels, which re-read the row (from L1). The backward keeps each
-// warp's dweight partials in registers across its rows and adds them once per block (shared, then global
-// atomics). Templated on the storage type (fp32 or bf16); statistics and arithmetic are fp32.
+// RMSNorm on CUDA (cuda/rmsnorm.h). Forward: one warp per row; rows whose width is a multiple of 16 bytes take the
+// vectorised kernel (each lane holds its 16-byte groups of the row, lane, lane + 32, ..., in registers, so the row
+// is read from memory once), other widths the scalar kernel, which re-reads the row (from L1). Backward: one row
+// across a block, several rows per iteration, dweight's partial sums in registers per thread across the block's
+// rows, written per block to a scratch buffer and added in block order by a second kernel (deterministic); rows
+// wider than a block holds take a scalar kernel with atomics. Templated on the storage type (fp32 or bf16);
+// statistics and arithmetic are fp32.
 #include <cstdint>
 #include <initializer_list>
-#include <type_traits>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/rmsnorm.h"
+#include "kernels/cuda/rmsnorm_backward_kernels.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace llmt::kernels::cuda {
 namespace {
 
-constexpr int kWarps = 8;
-constexpr long kMaxBackwardBlocks = 264;  // ~2 blocks per SM of an H100 (132 SMs), as layernorm.cu
-constexpr int kMaxVecsPerLane = 16;       // bf16 C <= 4096, fp32 C <= 2048 in registers
+constexpr int kWarps = 8;                  // forward (and the wide-row backward): rows per block, a warp each
+constexpr int kMaxVecsPerLane = 16;        // forward: bf16 C <= 4096, fp32 C <= 2048 in registers
+constexpr long kMaxAtomicBwdBlocks = 264;  // the wide-row backward: ~2 blocks per SM of an H100 (132 SMs)
 
-template <typename T>
-constexpr int kVec = 16 / static_cast<int>(sizeof(T));  // elements per 16-byte load
-
-template <typename T>
-__device__ __forceinline__ void unpack(float (&f)[kVec<T>], const uint4& raw) {
-    const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int q = 0; q < kVec<T>; q++) f[q] = ldf(e[q]);
-}
+using rms::kVec;
+using rms::unpack;
 
 // kRes: the row is inp1 + inp2, stored (rounded to T) to residual_out and normalised from the stored values.
 template <typename T, int kV, bool kRes>
@@ -106,76 +100,9 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, T* residual_out, con
     if (lane == 0) rstd[row] = r;
 }
 
-// Backward of one row: n = x rstd, dn = dout w; dx += rstd (dn - n mean(dn n)); dweight += dout n.
+// Rows wider than rms::rmsnorm_backward_rows_kernel holds (more than kMaxBwdThreads * 4 groups): one warp per row,
+// the row re-read from L1, dweight through shared then global atomics (its last bits vary between runs).
 // Shared memory: C floats (the block's dweight partial).
-template <typename T, int kV>
-__global__ void rmsnorm_backward_vec_kernel(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
-                                            const float* rstd, long rows, int C) {
-    constexpr int V = kVec<T>;
-    extern __shared__ float sdw[];
-    for (int c = threadIdx.x; c < C; c += blockDim.x) sdw[c] = 0.0f;
-    __syncthreads();
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const int nvec = C / V;
-    const uint4* wv = reinterpret_cast<const uint4*>(weight);
-    float dw[kV][V];
-#pragma unroll
-    for (int v = 0; v < kV; v++)
-#pragma unroll
-        for (int q = 0; q < V; q++) dw[v][q] = 0.0f;
-    for (long row = blockIdx.x * static_cast<long>(kWarps) + warp; row < rows;
-         row += static_cast<long>(gridDim.x) * kWarps) {
-        const uint4* xr = reinterpret_cast<const uint4*>(inp + row * C);
-        const uint4* gr = reinterpret_cast<const uint4*>(dout + row * C);
-        uint4* dr = reinterpret_cast<uint4*>(dinp + row * C);
-        const float r = rstd[row];
-        uint4 xs[kV], gs[kV];  // the row's inputs stay in registers for the second pass
-        float a = 0.0f;        // sum dn * n
-#pragma unroll
-        for (int v = 0; v < kV; v++) {
-            const int idx = v * 32 + lane;
-            if (idx >= nvec) break;
-            xs[v] = xr[idx];
-            gs[v] = gr[idx];
-            float x[V], g[V], w[V];
-            unpack<T>(x, xs[v]);
-            unpack<T>(g, gs[v]);
-            unpack<T>(w, wv[idx]);
-#pragma unroll
-            for (int q = 0; q < V; q++) {
-                const float n = x[q] * r;
-                a += w[q] * g[q] * n;
-                dw[v][q] += n * g[q];
-            }
-        }
-        a = warp_sum(a) / C;
-#pragma unroll
-        for (int v = 0; v < kV; v++) {
-            const int idx = v * 32 + lane;
-            if (idx >= nvec) break;
-            float x[V], g[V], w[V], d[V];
-            unpack<T>(x, xs[v]);
-            unpack<T>(g, gs[v]);
-            unpack<T>(w, wv[idx]);
-            unpack<T>(d, dr[idx]);
-            uint4 o;
-            T* eo = reinterpret_cast<T*>(&o);
-#pragma unroll
-            for (int q = 0; q < V; q++) eo[q] = cvt<T>(d[q] + (w[q] * g[q] - x[q] * r * a) * r);
-            dr[idx] = o;
-        }
-    }
-#pragma unroll
-    for (int v = 0; v < kV; v++) {
-        const int idx = v * 32 + lane;
-        if (idx >= nvec) break;
-#pragma unroll
-        for (int q = 0; q < V; q++) atomicAdd(&sdw[idx * V + q], dw[v][q]);
-    }
-    __syncthreads();
-    for (int c = threadIdx.x; c < C; c += blockDim.x) atomicAdd(&dweight[c], sdw[c]);
-}
-
 template <typename T>
 __global__ void rmsnorm_backward_kernel(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
                                         const float* rstd, long rows, int C) {
@@ -242,26 +169,48 @@ void forward_t(T* out, float* rstd, T* residual_out, const T* inp, const T* inp2
 }
 
 template <typename T>
+void backward_atomic(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, const float* rstd,
+                     long rows, int C, cudaStream_t stream) {
+    long grid = (rows + kWarps - 1) / kWarps;
+    if (grid > kMaxAtomicBwdBlocks) grid = kMaxAtomicBwdBlocks;  // enough rows per block to amortise the C atomics
+    const size_t smem = sizeof(float) * static_cast<size_t>(C);
+    if (smem > 48 * 1024)
+        LLMT_CUDA_CHECK(cudaFuncSetAttribute(rmsnorm_backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                             static_cast<int>(smem)));
+    rmsnorm_backward_kernel<T>
+        <<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(dinp, dweight, dout, inp, weight, rstd, rows, C);
+    LLMT_CUDA_CHECK_LAUNCH("rmsnorm_backward_kernel");
+}
+
+// kR = kBwdGroupsInFlight / kG rows per step: 4 at Llama-3.2-1B's width (one 16-byte group per thread).
+template <typename T, int kE, int kG>
+void backward_rows(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, long rows,
+                   int C, int threads, cudaStream_t stream) {
+    rms::backward_rows<T, kE, kG, rms::kBwdGroupsInFlight / kG>(dinp, dweight, dout, inp, weight, rstd, rows, C,
+                                                                threads, stream);
+}
+
+// Groups of 16 bytes where the width and the pointers allow, else of one element; the fewest groups per thread
+// (1, 2 or 4) that fit the row in kMaxBwdThreads threads, and threads for them in whole warps.
+template <typename T>
 void backward_t(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, int B, int T_,
                 int C, cudaStream_t stream) {
     const long rows = static_cast<long>(B) * T_;
-    long grid = (rows + kWarps - 1) / kWarps;
-    if (grid > kMaxBackwardBlocks) grid = kMaxBackwardBlocks;  // enough rows per block to amortise the C atomics
-    const size_t smem = sizeof(float) * static_cast<size_t>(C);
-    auto launch = [&](auto kernel, const char* name) {
-        if (smem > 48 * 1024)
-            LLMT_CUDA_CHECK(
-                cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-        kernel<<<static_cast<unsigned>(grid), kWarps * 32, smem, stream>>>(dinp, dweight, dout, inp, weight, rstd, rows,
-                                                                          C);
-        LLMT_CUDA_CHECK_LAUNCH(name);
-    };
-    switch (vecs_per_lane<T>(C, {dinp, dout, inp, weight})) {
-        case 1: return launch(rmsnorm_backward_vec_kernel<T, 1>, "rmsnorm_backward_vec_kernel");
-        case 2: return launch(rmsnorm_backward_vec_kernel<T, 2>, "rmsnorm_backward_vec_kernel");
-        case 4: return launch(rmsnorm_backward_vec_kernel<T, 4>, "rmsnorm_backward_vec_kernel");
-        case 8: return launch(rmsnorm_backward_vec_kernel<T, 8>, "rmsnorm_backward_vec_kernel");
-        default: return launch(rmsnorm_backward_kernel<T>, "rmsnorm_backward_kernel");
+    if (rows <= 0 || C <= 0) return;
+    const bool vec = C % kVec<T> == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);
+    const int ngroups = vec ? C / kVec<T> : C;
+    int per_thread = 1;
+    while (per_thread <= 4 && (ngroups + per_thread - 1) / per_thread > rms::kMaxBwdThreads) per_thread *= 2;
+    const int threads = ((ngroups + per_thread - 1) / per_thread + 31) / 32 * 32;
+    constexpr int V = kVec<T>;
+    switch (per_thread * (vec ? 1 : -1)) {
+        case 1: return backward_rows<T, V, 1>(dinp, dweight, dout, inp, weight, rstd, rows, C, threads, stream);
+        case 2: return backward_rows<T, V, 2>(dinp, dweight, dout, inp, weight, rstd, rows, C, threads, stream);
+        case 4: return backward_rows<T, V, 4>(dinp, dweight, dout, inp, weight, rstd, rows, C, threads, stream);
+        case -1: return backward_rows<T, 1, 1>(dinp, dweight, dout, inp, weight, rstd, rows, C, threads, stream);
+        case -2: return backward_rows<T, 1, 2>(dinp, dweight, dout, inp, weight, rstd, rows, C, threads, stream);
+        case -4: return backward_rows<T, 1, 4>(dinp, dweight, dout, inp, weight, rstd, rows, C, threads, stream);
+        default: return backward_atomic(dinp, dweight, dout, inp, weight, rstd, rows, C, stream);
     }
 }
 

@@ -1,5 +1,8 @@
 // RMSNorm over the last dim on CUDA, fp32 or bf16 storage (fp32 statistics and arithmetic); same semantics as
-// cpu/rmsnorm.h. Legend: B batch, T time, C channels. dinp += (residual stream); dweight += (fp32, atomics).
+// cpu/rmsnorm.h. Legend: B batch, T time, C channels. dinp += (residual stream); dweight += (fp32; the same bits
+// on every run on one GPU model, except for rows of more than 2048 16-byte groups or C > 2048 in one-element
+// groups: atomics).
+// Calls on one device share the backward's scratch buffer: run them on one stream (stream()), as the ops do.
 #pragma once
 
 #include <cuda_bf16.h>
