@@ -9,6 +9,8 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <thread>
 
 #include "core/error.h"
 #include "server/store_sql.h"
@@ -128,6 +130,29 @@ std::vector<JobRecord> query_jobs(Connection& c, const std::string& where, const
     return out;
 }
 
+// A read connection held for one call: a free one if any, else the one this thread maps to, waited
+// for. A list being built on one does not hold up a key lookup on another.
+class ReadLease {
+public:
+    explicit ReadLease(const std::vector<std::unique_ptr<Connection>>& pool) {
+        for (const auto& c : pool) {
+            if (c->mu.try_lock()) {
+                conn_ = c.get();
+                return;
+            }
+        }
+        conn_ = pool[std::hash<std::thread::id>{}(std::this_thread::get_id()) % pool.size()].get();
+        conn_->mu.lock();
+    }
+    ~ReadLease() { conn_->mu.unlock(); }
+    ReadLease(const ReadLease&) = delete;
+    ReadLease& operator=(const ReadLease&) = delete;
+    Connection& operator*() const { return *conn_; }
+
+private:
+    Connection* conn_ = nullptr;
+};
+
 int attempts_of(Connection& c, int64_t id) {
     Stmt a(c, "SELECT attempts FROM jobs WHERE id = ?");
     a.bind(1, id);
@@ -147,7 +172,8 @@ JobStore::JobStore(const fs::path& path) {
     write_->exec("PRAGMA synchronous=FULL");
     write_->exec("PRAGMA foreign_keys=ON");
     migrate();
-    read_ = open_connection(path);  // after the migrations: it reads the current schema
+    // After the migrations: they read the current schema.
+    for (int i = 0; i < kReadConnections; ++i) readers_.push_back(open_connection(path));
 }
 
 JobStore::~JobStore() = default;
@@ -174,8 +200,8 @@ void JobStore::migrate() {
 }
 
 int JobStore::schema_version() {
-    std::lock_guard lock(read_->mu);
-    Stmt st(*read_, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+    ReadLease lease(readers_);
+    Stmt st(*lease, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
     return st.step() ? static_cast<int>(st.i64(0)) : 0;
 }
 
@@ -188,16 +214,16 @@ int64_t JobStore::insert(const JobRecord& r, const std::optional<IdempotencyKey>
 }
 
 std::optional<IdempotentSubmission> JobStore::find_idempotent(const std::string& principal, const std::string& key) {
-    std::lock_guard lock(read_->mu);
-    Stmt st(*read_, store_sql::kFindIdempotentSql);
+    ReadLease lease(readers_);
+    Stmt st(*lease, store_sql::kFindIdempotentSql);
     st.bind(1, principal).bind(2, key);
     if (!st.step()) return std::nullopt;
     return IdempotentSubmission{st.i64(0), st.text(1)};
 }
 
 std::optional<JobRecord> JobStore::get(int64_t id) {
-    std::lock_guard lock(read_->mu);
-    auto v = query_jobs(*read_, "WHERE id = ?", {std::to_string(id)}, "");
+    ReadLease lease(readers_);
+    auto v = query_jobs(*lease, "WHERE id = ?", {std::to_string(id)}, "");
     if (v.empty()) return std::nullopt;
     return v.front();
 }
@@ -214,13 +240,13 @@ std::vector<JobRecord> JobStore::list(const ListQuery& q) {
         args.push_back(q.label->first);
         args.push_back(q.label->second);
     }
-    std::lock_guard lock(read_->mu);
-    return query_jobs(*read_, where, args, "ORDER BY id LIMIT " + std::to_string(q.limit));
+    ReadLease lease(readers_);
+    return query_jobs(*lease, where, args, "ORDER BY id LIMIT " + std::to_string(q.limit));
 }
 
 std::vector<JobEvent> JobStore::history(int64_t id) {
-    std::lock_guard lock(read_->mu);
-    Stmt st(*read_, "SELECT at, state, attempt, detail FROM job_events WHERE job_id = ? ORDER BY seq");
+    ReadLease lease(readers_);
+    Stmt st(*lease, "SELECT at, state, attempt, detail FROM job_events WHERE job_id = ? ORDER BY seq");
     st.bind(1, id);
     std::vector<JobEvent> out;
     while (st.step()) out.push_back({st.f64(0), st.text(1), static_cast<int>(st.i64(2)), st.text(3)});
@@ -228,13 +254,13 @@ std::vector<JobEvent> JobStore::history(int64_t id) {
 }
 
 std::vector<JobRecord> JobStore::waiting() {
-    std::lock_guard lock(read_->mu);
-    return query_jobs(*read_, "WHERE state IN ('queued', 'retrying')", {}, "ORDER BY priority DESC, id ASC");
+    ReadLease lease(readers_);
+    return query_jobs(*lease, "WHERE state IN ('queued', 'retrying')", {}, "ORDER BY priority DESC, id ASC");
 }
 
 std::vector<JobRecord> JobStore::in_state(JobState s) {
-    std::lock_guard lock(read_->mu);
-    return query_jobs(*read_, "WHERE state = ?", {state_name(s)}, "ORDER BY id");
+    ReadLease lease(readers_);
+    return query_jobs(*lease, "WHERE state = ?", {state_name(s)}, "ORDER BY id");
 }
 
 bool JobStore::transition(int64_t id, JobState from, JobState to, const JobUpdate& u) {
@@ -317,20 +343,20 @@ std::map<std::string, int64_t> JobStore::count_by_state() {
     for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kRetrying, JobState::kSucceeded,
                        JobState::kFailed, JobState::kCancelled})
         out[state_name(s)] = 0;
-    std::lock_guard lock(read_->mu);
-    Stmt st(*read_, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
+    ReadLease lease(readers_);
+    Stmt st(*lease, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
     while (st.step()) out[st.text(0)] = st.i64(1);
     return out;
 }
 
 double JobStore::label_committed_usd(const std::string& key, const std::string& value) {
-    std::lock_guard lock(read_->mu);
-    return store_sql::label_committed_usd(*read_, key, value);
+    ReadLease lease(readers_);
+    return store_sql::label_committed_usd(*lease, key, value);
 }
 
 std::vector<std::string> JobStore::check_consistency() {
-    std::lock_guard lock(read_->mu);
-    Connection& c = *read_;
+    ReadLease lease(readers_);
+    Connection& c = *lease;
     std::vector<std::string> problems;
     {
         Stmt st(c, "PRAGMA integrity_check");

@@ -90,8 +90,8 @@ struct SubmitResult {
     double committed_usd = 0;
 };
 
-// Thread-safe, every method atomic. Two connections: writes (inserts, transitions) on one, behind its
-// mutex; reads on the other (WAL: they see the last commit and never wait for a writer's fsync).
+// Thread-safe, every method atomic. Writes (inserts, transitions) on one connection, behind its mutex;
+// reads on a few others (WAL: they see the last commit and never wait for a writer's fsync).
 class JobStore {
 public:
     static constexpr int kSchemaVersion = 3;
@@ -147,7 +147,9 @@ private:
     void migrate();
     void commit_batch(const std::vector<Pending*>& batch);
 
-    std::unique_ptr<store_sql::Connection> write_, read_;
+    static constexpr int kReadConnections = 4;
+    std::unique_ptr<store_sql::Connection> write_;
+    std::vector<std::unique_ptr<store_sql::Connection>> readers_;
     // Group commit: submissions queue here; the first one finding no commit running commits the queue.
     mutable std::mutex queue_mu_;
     std::condition_variable queue_cv_;
