@@ -3,13 +3,13 @@
 #pragma once
 
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "server/admission.h"
 #include "server/estimate.h"
 #include "server/job_access.h"
+#include "server/preset_cache.h"
 
 namespace llmt::server {
 
@@ -56,9 +56,9 @@ struct ServerContext {
     Scheduler& scheduler;
     ApiMetrics& metrics;
     const Router* router = nullptr;  // for the OpenAPI document
-    std::mutex submit_mu;            // submit checks label budgets then inserts: one at a time
     ThroughputTable throughput;      // measured rows for estimates (loaded at start)
     JobAccessPolicy access;          // what jobs may read and write, checked at submit
+    PresetCache presets{opts.presets_dir};  // submissions' presets, parsed once per file version
 };
 
 void register_job_routes(Router& router, ServerContext& ctx);     // routes_jobs.cpp

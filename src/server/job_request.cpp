@@ -4,13 +4,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <regex>
 
 #include "config/emit.h"
 #include "config/loader.h"
-#include "core/fs.h"
 #include "core/json_describe.h"
 #include "server/api_error.h"
+#include "server/preset_cache.h"
 
 namespace llmt::server {
 
@@ -48,7 +50,7 @@ bool is_dns_label(const std::string& s) {
     return std::regex_match(s, re);
 }
 
-ParsedJob parse_job_request(const nlohmann::json& body, const fs::path& presets_dir) {
+ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
     static const char* const kFields[] = {"name",     "config",        "overrides",  "nodes",
                                           "nproc_per_node", "gpus_per_node", "priority", "max_runtime_s",
                                           "budget_usd",     "labels",        "max_retries"};
@@ -108,25 +110,28 @@ ParsedJob parse_job_request(const nlohmann::json& body, const fs::path& presets_
     s.config_input = c;
     static const std::regex preset_re(R"([A-Za-z0-9_][A-Za-z0-9_.-]{0,63})");
     if (c.is_object()) {
-        p.config = config::load_config_string(c.dump(), "request config", sets);
+        p.config = std::make_shared<const config::Config>(config::load_config_string(c.dump(), "request config", sets));
     } else if (c.is_string() && std::regex_match(c.get<std::string>(), preset_re)) {
-        fs::path f = presets_dir / (c.get<std::string>() + ".yaml");
-        std::error_code ec;
-        if (!fs::is_regular_file(f, ec)) {
+        auto loaded = presets.load(c.get<std::string>(), sets);
+        if (!loaded) {
             std::vector<std::string> names;
-            for (const auto& e : fs::directory_iterator(presets_dir, ec))
+            std::error_code ec;
+            for (const auto& e : fs::directory_iterator(presets.dir(), ec))
                 if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
             std::sort(names.begin(), names.end());
             bad("config", fmt::format("unknown preset '{}' (available: {})", c.get<std::string>(), fmt::join(names, ", ")));
         }
-        p.config = config::load_config_string(read_file(f, config::kMaxConfigBytes), c.get<std::string>() + ".yaml", sets);
+        p.config = std::shared_ptr<const config::Config>(*loaded, &(*loaded)->config);  // no copy
+        p.config_yaml = (*loaded)->config_yaml;
+        return p;
     } else if (c.is_string()) {
         if (c.get<std::string>().size() > config::kMaxConfigBytes) bad("config", "config is over 1 MiB");
-        p.config = config::load_config_string(c.get<std::string>(), "request config", sets);
+        p.config = std::make_shared<const config::Config>(
+            config::load_config_string(c.get<std::string>(), "request config", sets));
     } else {
         bad("config", "config must be a preset name, a YAML string or a JSON object");
     }
-    p.config_yaml = config::to_yaml_written(p.config);  // re-read by the job: defaults stay defaults
+    p.config_yaml = config::to_yaml_written(*p.config);  // re-read by the job: defaults stay defaults
     return p;
 }
 

@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
+#include <memory>
 #include <string>
 
 #include "config/config.h"
@@ -13,15 +13,18 @@
 
 namespace llmt::server {
 
+class PresetCache;
+
 struct ParsedJob {
     JobSpec spec;
-    config::Config config;
+    std::shared_ptr<const config::Config> config;  // shared with the preset cache: never changed
     std::string config_yaml;  // the keys the request wrote (config::to_yaml_written): the job re-reads it, and
                               // a model directory (model.init_from) fills the unwritten model keys there
 };
 
-// Throws ApiError (400, naming the field) or config::ConfigValidationError.
-ParsedJob parse_job_request(const nlohmann::json& body, const std::filesystem::path& presets_dir);
+// Throws ApiError (400, naming the field) or config::ConfigValidationError. A preset name is loaded
+// through `presets` (parsed once per file version and override list, preset_cache.h).
+ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets);
 
 // RFC 1123 label: 1-63 of [a-z0-9-], starting and ending alphanumeric.
 bool is_dns_label(const std::string& s);

@@ -48,37 +48,45 @@ nlohmann::json json_body_doc() {
 // The config an estimate sizes: with model.init_from's config.json applied (its shape keys), read only
 // after check_job_access allowed the path and only where jobs see this host's files (a pod's /models
 // path is not on the server: there the config's own keys are used).
-config::Config sized_config(const ServerContext& ctx, const config::Config& cfg) {
-    config::Config sized = cfg;
-    if (ctx.executor.jobs_see_local_files()) models::prepare_init_from(sized);
+// Copied only when there is a directory to apply (prepare_init_from changes nothing otherwise).
+std::shared_ptr<const config::Config> sized_config(const ServerContext& ctx,
+                                                   const std::shared_ptr<const config::Config>& cfg) {
+    const std::string& from = cfg->model.init_from;
+    if (from.empty() || from == "scratch" || !ctx.executor.jobs_see_local_files()) return cfg;
+    auto sized = std::make_shared<config::Config>(*cfg);
+    models::prepare_init_from(*sized);
     return sized;
 }
 
-// Validation shared by submit and estimate: the body, the executor's limits, capacity, budgets.
+// Validation shared by submit and estimate: the body, the executor's limits, capacity, budgets. The
+// label budgets a submission must fit are returned, not checked here: the store checks them in the
+// transaction that inserts it, after every job before it (JobStore::submit).
 struct Checked {
     ParsedJob job;
     nlohmann::json estimate;
+    std::vector<LabelBudget> label_budgets;  // with_label_budgets only
+    double cost_usd = 0;                     // 0 when unmeasured
 };
 
-Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool check_label_budgets) {
-    Checked c{parse_job_request(body, ctx.opts.presets_dir), {}};
+Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_label_budgets) {
+    Checked c{parse_job_request(body, ctx.presets), {}, {}, 0};
     const JobSpec& s = c.job.spec;
     ctx.executor.validate(s);
-    check_job_access(c.job.config, ctx.access);
+    check_job_access(*c.job.config, ctx.access);
     const Capacity& cap = ctx.opts.capacity;
     if (!cap.holds_everything() && (s.cpus() > cap.cpus || s.gpus() > cap.gpus))
         throw ApiError(422, "exceeds_capacity",
                        fmt::format("the job needs {} CPU slots and {} GPUs at once; this server has {} and {}", s.cpus(),
                                    s.gpus(), cap.cpus, cap.gpus),
                        s.gpus() > cap.gpus ? "gpus_per_node" : "nproc_per_node");
-    c.estimate = estimate_job(s, sized_config(ctx, c.job.config), ctx.rates, ctx.throughput);
-    const bool any_budget = s.budget_usd > 0 || (check_label_budgets && [&] {
+    c.estimate = estimate_job(s, *sized_config(ctx, c.job.config), ctx.rates, ctx.throughput);
+    if (with_label_budgets) {
         for (const auto& [k, v] : s.labels) {
             auto q = ctx.quotas.find(k + "=" + v);
-            if (q != ctx.quotas.end() && q->second.budget_usd >= 0) return true;
+            if (q != ctx.quotas.end() && q->second.budget_usd >= 0) c.label_budgets.push_back({k, v, q->second.budget_usd});
         }
-        return false;
-    }());
+    }
+    const bool any_budget = s.budget_usd > 0 || !c.label_budgets.empty();
     if (c.estimate["cost_usd"].is_null()) {
         // No measured throughput for this device: a budget cannot be checked, so it is not accepted.
         if (any_budget)
@@ -88,28 +96,65 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool check_lab
                            s.budget_usd > 0 ? "budget_usd" : "labels", {{"estimate", c.estimate}});
         return c;
     }
-    const double cost = c.estimate["cost_usd"];
-    if (s.budget_usd > 0 && cost > s.budget_usd)
+    c.cost_usd = c.estimate["cost_usd"];
+    if (s.budget_usd > 0 && c.cost_usd > s.budget_usd)
         throw ApiError(422, "over_budget",
-                       fmt::format("estimated cost ${:.4f} exceeds the job's budget_usd ${:.4f}", cost, s.budget_usd),
+                       fmt::format("estimated cost ${:.4f} exceeds the job's budget_usd ${:.4f}", c.cost_usd,
+                                   s.budget_usd),
                        "budget_usd", {{"estimate", c.estimate}, {"budget_usd", s.budget_usd}});
-    if (check_label_budgets) {
-        for (const auto& [k, v] : s.labels) {
-            auto q = ctx.quotas.find(k + "=" + v);
-            if (q == ctx.quotas.end() || q->second.budget_usd < 0) continue;
-            double used = ctx.store.label_committed_usd(k, v);
-            double left = q->second.budget_usd - used;
-            if (cost > left)
-                throw ApiError(422, "over_budget",
-                               fmt::format("estimated cost ${:.4f} exceeds label {}={}'s remaining budget ${:.4f} "
-                                           "(budget ${:.4f}, committed ${:.4f})",
-                                           cost, k, v, std::max(0.0, left), q->second.budget_usd, used),
-                               "labels." + k,
-                               {{"estimate", c.estimate}, {"label_budget_usd", q->second.budget_usd},
-                                {"label_committed_usd", used}});
-        }
-    }
     return c;
+}
+
+// The answer to a submission whose Idempotency-Key was used before: the first job again (201,
+// Idempotent-Replayed) when the request is the same, 422 when it is another.
+void reply_with_first_job(ServerContext& ctx, Call& c, int64_t first_job, bool same_request) {
+    if (!same_request)
+        throw ApiError(422, "idempotency_key_reused",
+                       fmt::format("this Idempotency-Key was first used with a different request body (job {}); use a "
+                                   "new key for a new job",
+                                   first_job),
+                       "Idempotency-Key");
+    JobRecord j = require_job(ctx, first_job);
+    c.res.set_header("Location", fmt::format("/v1/jobs/{}", j.id));
+    c.res.set_header("Idempotent-Replayed", "true");
+    c.reply(201, {{"id", j.id}, {"state", "queued"}, {"estimate", j.estimate}});
+}
+
+// Inserts the checked job through the store's group commit and answers: 201 once its row is durable,
+// or the refusal the store's in-transaction checks gave.
+void submit_checked(ServerContext& ctx, Call& c, Checked& chk, const std::optional<IdempotencyKey>& idem) {
+    Submission sub;
+    sub.record.spec = std::move(chk.job.spec);
+    sub.record.config_yaml = std::move(chk.job.config_yaml);
+    sub.record.estimate = chk.estimate;
+    sub.record.submitted_by = c.who.name;
+    sub.idem = idem;
+    sub.budgets = chk.label_budgets;
+    sub.cost_usd = chk.cost_usd;
+    const SubmitResult r = ctx.store.submit(sub);
+    switch (r.kind) {
+        case SubmitResult::Kind::kReplayed:
+        case SubmitResult::Kind::kKeyReused:
+            return reply_with_first_job(ctx, c, r.job_id, r.kind == SubmitResult::Kind::kReplayed);
+        case SubmitResult::Kind::kOverBudget: {
+            const LabelBudget& b = r.over;
+            const double left = b.budget_usd - r.committed_usd;
+            throw ApiError(422, "over_budget",
+                           fmt::format("estimated cost ${:.4f} exceeds label {}={}'s remaining budget ${:.4f} "
+                                       "(budget ${:.4f}, committed ${:.4f})",
+                                       chk.cost_usd, b.key, b.value, std::max(0.0, left), b.budget_usd,
+                                       r.committed_usd),
+                           "labels." + b.key,
+                           {{"estimate", chk.estimate},
+                            {"label_budget_usd", b.budget_usd},
+                            {"label_committed_usd", r.committed_usd}});
+        }
+        case SubmitResult::Kind::kCreated:
+            break;
+    }
+    ctx.scheduler.wake();
+    c.res.set_header("Location", fmt::format("/v1/jobs/{}", r.job_id));
+    c.reply(201, {{"id", r.job_id}, {"state", "queued"}, {"estimate", chk.estimate}});
 }
 
 // The Idempotency-Key header of a submission with the request it names (the body as canonical JSON:
@@ -198,34 +243,13 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                 [&ctx](Call& c) {
                     auto body = c.json_body();
                     const auto idem = idempotency_key(c, body);
-                    // Label budgets and idempotency keys: check and insert as one step.
-                    std::lock_guard lock(ctx.submit_mu);
+                    // A retry answered without the parse (the store checks the key again when inserting).
                     if (idem) {
-                        if (auto first = ctx.store.find_idempotent(c.who.name, idem->key)) {
-                            if (first->request != idem->request)
-                                throw ApiError(422, "idempotency_key_reused",
-                                               fmt::format("this Idempotency-Key was first used with a different "
-                                                           "request body (job {}); use a new key for a new job",
-                                                           first->job_id),
-                                               "Idempotency-Key");
-                            // A retry: the first answer again, and no second job.
-                            JobRecord j = require_job(ctx, first->job_id);
-                            c.res.set_header("Location", fmt::format("/v1/jobs/{}", j.id));
-                            c.res.set_header("Idempotent-Replayed", "true");
-                            c.reply(201, {{"id", j.id}, {"state", "queued"}, {"estimate", j.estimate}});
-                            return;
-                        }
+                        if (auto first = ctx.store.find_idempotent(c.who.name, idem->key))
+                            return reply_with_first_job(ctx, c, first->job_id, first->request == idem->request);
                     }
                     Checked chk = check_job(ctx, body, true);
-                    JobRecord r;
-                    r.spec = chk.job.spec;
-                    r.config_yaml = chk.job.config_yaml;
-                    r.estimate = chk.estimate;
-                    r.submitted_by = c.who.name;
-                    int64_t id = ctx.store.insert(r, idem);
-                    ctx.scheduler.wake();
-                    c.res.set_header("Location", fmt::format("/v1/jobs/{}", id));
-                    c.reply(201, {{"id", id}, {"state", "queued"}, {"estimate", chk.estimate}});
+                    submit_checked(ctx, c, chk, idem);
                 }});
 
     router.add({"POST", "/v1/estimate", Role::kViewer,

@@ -139,7 +139,7 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
         *m.store, *m.executor, SchedulerOptions{o.data_dir, o.capacity, quotas, o.kill_grace_s, 0.25, access});
     m.opts = o;
     m.ctx.reset(
-        new ServerContext{o, rates, quotas, *m.store, *m.executor, *m.scheduler, m.metrics, nullptr, {}, {}, access});
+        new ServerContext{o, rates, quotas, *m.store, *m.executor, *m.scheduler, m.metrics, nullptr, {}, access});
     if (auto f = o.throughput_file.empty() ? default_throughput_file() : std::optional<fs::path>(o.throughput_file)) {
         m.ctx->throughput.rows = load_throughput(*f);
         m.ctx->throughput.path = f->string();

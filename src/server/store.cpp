@@ -9,12 +9,18 @@
 
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <thread>
 
 #include "core/error.h"
+#include "server/store_sql.h"
 
 namespace llmt::server {
 
 namespace fs = std::filesystem;
+using store_sql::Connection;
+using store_sql::Stmt;
+using store_sql::Txn;
 
 double unix_now() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -59,70 +65,6 @@ const char* const kMigrations[] = {
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == JobStore::kSchemaVersion);
 
-// A prepared statement with positional binds; finalized on destruction.
-class Stmt {
-public:
-    Stmt(sqlite3* db, const std::string& sql) : db_(db) {
-        if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st_, nullptr) != SQLITE_OK)
-            throw IoError(std::string("job store: cannot prepare statement: ") + sqlite3_errmsg(db));
-    }
-    ~Stmt() { sqlite3_finalize(st_); }
-    Stmt& bind(int i, int64_t v) { return check(sqlite3_bind_int64(st_, i, v)); }
-    Stmt& bind(int i, int v) { return check(sqlite3_bind_int64(st_, i, v)); }
-    Stmt& bind(int i, double v) { return check(sqlite3_bind_double(st_, i, v)); }
-    Stmt& bind(int i, const std::string& v) {
-        return check(sqlite3_bind_text(st_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-    }
-    Stmt& bind_null(int i) { return check(sqlite3_bind_null(st_, i)); }
-    // True while there is a row.
-    bool step() {
-        int rc = sqlite3_step(st_);
-        if (rc == SQLITE_ROW) return true;
-        if (rc == SQLITE_DONE) return false;
-        throw IoError(std::string("job store: ") + sqlite3_errmsg(db_));
-    }
-    int64_t i64(int c) { return sqlite3_column_int64(st_, c); }
-    double f64(int c) { return sqlite3_column_double(st_, c); }
-    bool is_null(int c) { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
-    std::string text(int c) {
-        auto p = sqlite3_column_text(st_, c);
-        return p ? std::string(reinterpret_cast<const char*>(p), sqlite3_column_bytes(st_, c)) : std::string();
-    }
-
-private:
-    Stmt& check(int rc) {
-        if (rc != SQLITE_OK) throw IoError(std::string("job store: bind failed: ") + sqlite3_errmsg(db_));
-        return *this;
-    }
-    sqlite3* db_;
-    sqlite3_stmt* st_ = nullptr;
-};
-
-// BEGIN IMMEDIATE ... COMMIT, rolled back when an exception leaves the scope.
-class Txn {
-public:
-    explicit Txn(sqlite3* db) : db_(db) { run("BEGIN IMMEDIATE"); }
-    ~Txn() {
-        if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    }
-    void commit() {
-        run("COMMIT");
-        done_ = true;
-    }
-
-private:
-    void run(const char* sql) {
-        char* err = nullptr;
-        if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-            std::string m = err ? err : "?";
-            sqlite3_free(err);
-            throw IoError(std::string("job store: ") + sql + ": " + m);
-        }
-    }
-    sqlite3* db_;
-    bool done_ = false;
-};
-
 const char* kJobColumns =
     "id, name, state, spec_json, config_yaml, estimate_json, submitted_by, attempts, created_at, started_at, "
     "finished_at, handle, exit_code, reason, cancel_requested, term_sent_at, timed_out";
@@ -166,114 +108,127 @@ JobRecord row_to_job(Stmt& st) {
 
 }  // namespace
 
-JobStore::JobStore(const fs::path& path) {
-    // Create the file owner-only before SQLite opens it; SQLite gives the -wal/-shm files the same mode.
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) throw IoError("job store: cannot open " + path.string() + ": " + std::strerror(errno));
-    ::fchmod(fd, 0600);
-    ::close(fd);
-    if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
-        std::string m = db_ ? sqlite3_errmsg(db_) : "out of memory";
-        sqlite3_close(db_);
+namespace {
+
+// Opens `path` (created by the caller) as one connection of the store.
+std::unique_ptr<Connection> open_connection(const fs::path& path) {
+    auto c = std::make_unique<Connection>();
+    if (sqlite3_open_v2(path.c_str(), &c->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
+        std::string m = c->db ? sqlite3_errmsg(c->db) : "out of memory";
         throw IoError("job store: cannot open " + path.string() + ": " + m);
     }
-    sqlite3_busy_timeout(db_, 10000);
-    exec("PRAGMA journal_mode=WAL");
-    exec("PRAGMA synchronous=FULL");
-    exec("PRAGMA foreign_keys=ON");
-    migrate();
+    sqlite3_busy_timeout(c->db, 10000);
+    return c;
 }
 
-JobStore::~JobStore() { sqlite3_close(db_); }
-
-void JobStore::exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-        std::string m = err ? err : "?";
-        sqlite3_free(err);
-        throw IoError(std::string("job store: ") + m + " in: " + sql);
-    }
-}
-
-void JobStore::migrate() {
-    std::lock_guard lock(mu_);
-    exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)");
-    Txn txn(db_);
-    int have = 0;
-    {
-        Stmt st(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
-        if (st.step()) have = static_cast<int>(st.i64(0));
-    }
-    if (have > kSchemaVersion)
-        throw IoError("job store: database schema version " + std::to_string(have) +
-                      " is newer than this llmtrain's (" + std::to_string(kSchemaVersion) + ")");
-    for (int v = have + 1; v <= kSchemaVersion; ++v) {
-        exec(kMigrations[v - 1]);
-        Stmt st(db_, "INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)");
-        st.bind(1, v).bind(2, unix_now()).step();
-    }
-    txn.commit();
-}
-
-int JobStore::schema_version() {
-    std::lock_guard lock(mu_);
-    Stmt st(db_, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
-    return st.step() ? static_cast<int>(st.i64(0)) : 0;
-}
-
-void JobStore::add_event(int64_t id, const std::string& state, int attempt, const std::string& detail) {
-    Stmt st(db_, "INSERT INTO job_events(job_id, at, state, attempt, detail) VALUES (?, ?, ?, ?, ?)");
-    st.bind(1, id).bind(2, unix_now()).bind(3, state).bind(4, attempt).bind(5, detail).step();
-}
-
-int64_t JobStore::insert(const JobRecord& r, const std::optional<IdempotencyKey>& idem) {
-    std::lock_guard lock(mu_);
-    Txn txn(db_);
-    Stmt st(db_,
-            "INSERT INTO jobs(name, state, priority, spec_json, config_yaml, estimate_json, submitted_by, created_at) "
-            "VALUES (?, 'queued', ?, ?, ?, ?, ?, ?)");
-    st.bind(1, r.spec.name).bind(2, r.spec.priority).bind(3, r.spec.to_json().dump()).bind(4, r.config_yaml);
-    st.bind(5, r.estimate.dump()).bind(6, r.submitted_by).bind(7, unix_now()).step();
-    int64_t id = sqlite3_last_insert_rowid(db_);
-    for (const auto& [k, v] : r.spec.labels) {
-        Stmt l(db_, "INSERT INTO job_labels(job_id, key, value) VALUES (?, ?, ?)");
-        l.bind(1, id).bind(2, k).bind(3, v).step();
-    }
-    add_event(id, "queued", 0, "submitted by " + r.submitted_by);
-    if (idem) {
-        Stmt k(db_, "INSERT INTO idempotency_keys(principal, key, request, job_id, created_at) VALUES (?, ?, ?, ?, ?)");
-        k.bind(1, r.submitted_by).bind(2, idem->key).bind(3, idem->request).bind(4, id).bind(5, unix_now()).step();
-    }
-    txn.commit();
-    return id;
-}
-
-std::optional<IdempotentSubmission> JobStore::find_idempotent(const std::string& principal, const std::string& key) {
-    std::lock_guard lock(mu_);
-    Stmt st(db_, "SELECT job_id, request FROM idempotency_keys WHERE principal = ? AND key = ?");
-    st.bind(1, principal).bind(2, key);
-    if (!st.step()) return std::nullopt;
-    return IdempotentSubmission{st.i64(0), st.text(1)};
-}
-
-std::vector<JobRecord> JobStore::query_jobs(const std::string& where, const std::vector<std::string>& args,
-                                            const std::string& tail) {
-    Stmt st(db_, std::string("SELECT ") + kJobColumns + " FROM jobs " + where + " " + tail);
+std::vector<JobRecord> query_jobs(Connection& c, const std::string& where, const std::vector<std::string>& args,
+                                  const std::string& tail) {
+    Stmt st(c, std::string("SELECT ") + kJobColumns + " FROM jobs " + where + " " + tail);
     for (size_t i = 0; i < args.size(); ++i) st.bind(static_cast<int>(i + 1), args[i]);
     std::vector<JobRecord> out;
     while (st.step()) out.push_back(row_to_job(st));
     return out;
 }
 
+// A read connection held for one call: a free one if any, else the one this thread maps to, waited
+// for. A list being built on one does not hold up a key lookup on another.
+class ReadLease {
+public:
+    explicit ReadLease(const std::vector<std::unique_ptr<Connection>>& pool) {
+        for (const auto& c : pool) {
+            if (c->mu.try_lock()) {
+                conn_ = c.get();
+                return;
+            }
+        }
+        conn_ = pool[std::hash<std::thread::id>{}(std::this_thread::get_id()) % pool.size()].get();
+        conn_->mu.lock();
+    }
+    ~ReadLease() { conn_->mu.unlock(); }
+    ReadLease(const ReadLease&) = delete;
+    ReadLease& operator=(const ReadLease&) = delete;
+    Connection& operator*() const { return *conn_; }
+
+private:
+    Connection* conn_ = nullptr;
+};
+
+int attempts_of(Connection& c, int64_t id) {
+    Stmt a(c, "SELECT attempts FROM jobs WHERE id = ?");
+    a.bind(1, id);
+    return a.step() ? static_cast<int>(a.i64(0)) : 0;
+}
+
+}  // namespace
+
+JobStore::JobStore(const fs::path& path) {
+    // Create the file owner-only before SQLite opens it; SQLite gives the -wal/-shm files the same mode.
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) throw IoError("job store: cannot open " + path.string() + ": " + std::strerror(errno));
+    ::fchmod(fd, 0600);
+    ::close(fd);
+    write_ = open_connection(path);
+    write_->exec("PRAGMA journal_mode=WAL");
+    write_->exec("PRAGMA synchronous=FULL");
+    write_->exec("PRAGMA foreign_keys=ON");
+    migrate();
+    // After the migrations: they read the current schema.
+    for (int i = 0; i < kReadConnections; ++i) readers_.push_back(open_connection(path));
+}
+
+JobStore::~JobStore() = default;
+
+void JobStore::migrate() {
+    std::lock_guard lock(write_->mu);
+    Connection& c = *write_;
+    c.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at REAL NOT NULL)");
+    Txn txn(c);
+    int have = 0;
+    {
+        Stmt st(c, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+        if (st.step()) have = static_cast<int>(st.i64(0));
+    }
+    if (have > kSchemaVersion)
+        throw IoError("job store: database schema version " + std::to_string(have) +
+                      " is newer than this llmtrain's (" + std::to_string(kSchemaVersion) + ")");
+    for (int v = have + 1; v <= kSchemaVersion; ++v) {
+        c.exec(kMigrations[v - 1]);
+        Stmt st(c, "INSERT INTO schema_migrations(version, applied_at) VALUES (?, ?)");
+        st.bind(1, v).bind(2, unix_now()).step();
+    }
+    txn.commit();
+}
+
+int JobStore::schema_version() {
+    ReadLease lease(readers_);
+    Stmt st(*lease, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations");
+    return st.step() ? static_cast<int>(st.i64(0)) : 0;
+}
+
+int64_t JobStore::insert(const JobRecord& r, const std::optional<IdempotencyKey>& idem) {
+    const SubmitResult res = submit(Submission{r, idem, {}, 0});
+    if (res.kind != SubmitResult::Kind::kCreated)
+        throw IoError("job store: Idempotency-Key '" + (idem ? idem->key : std::string()) + "' of " + r.submitted_by +
+                      " was already used (job " + std::to_string(res.job_id) + ")");
+    return res.job_id;
+}
+
+std::optional<IdempotentSubmission> JobStore::find_idempotent(const std::string& principal, const std::string& key) {
+    ReadLease lease(readers_);
+    Stmt st(*lease, store_sql::kFindIdempotentSql);
+    st.bind(1, principal).bind(2, key);
+    if (!st.step()) return std::nullopt;
+    return IdempotentSubmission{st.i64(0), st.text(1)};
+}
+
 std::optional<JobRecord> JobStore::get(int64_t id) {
-    std::lock_guard lock(mu_);
-    auto v = query_jobs("WHERE id = ?", {std::to_string(id)}, "");
+    ReadLease lease(readers_);
+    auto v = query_jobs(*lease, "WHERE id = ?", {std::to_string(id)}, "");
     if (v.empty()) return std::nullopt;
     return v.front();
 }
 
 std::vector<JobRecord> JobStore::list(const ListQuery& q) {
-    std::lock_guard lock(mu_);
     std::string where = "WHERE id > ?";
     std::vector<std::string> args = {std::to_string(q.after_id)};
     if (q.state) {
@@ -285,12 +240,13 @@ std::vector<JobRecord> JobStore::list(const ListQuery& q) {
         args.push_back(q.label->first);
         args.push_back(q.label->second);
     }
-    return query_jobs(where, args, "ORDER BY id LIMIT " + std::to_string(q.limit));
+    ReadLease lease(readers_);
+    return query_jobs(*lease, where, args, "ORDER BY id LIMIT " + std::to_string(q.limit));
 }
 
 std::vector<JobEvent> JobStore::history(int64_t id) {
-    std::lock_guard lock(mu_);
-    Stmt st(db_, "SELECT at, state, attempt, detail FROM job_events WHERE job_id = ? ORDER BY seq");
+    ReadLease lease(readers_);
+    Stmt st(*lease, "SELECT at, state, attempt, detail FROM job_events WHERE job_id = ? ORDER BY seq");
     st.bind(1, id);
     std::vector<JobEvent> out;
     while (st.step()) out.push_back({st.f64(0), st.text(1), static_cast<int>(st.i64(2)), st.text(3)});
@@ -298,20 +254,17 @@ std::vector<JobEvent> JobStore::history(int64_t id) {
 }
 
 std::vector<JobRecord> JobStore::waiting() {
-    std::lock_guard lock(mu_);
-    return query_jobs("WHERE state IN ('queued', 'retrying')", {}, "ORDER BY priority DESC, id ASC");
+    ReadLease lease(readers_);
+    return query_jobs(*lease, "WHERE state IN ('queued', 'retrying')", {}, "ORDER BY priority DESC, id ASC");
 }
 
 std::vector<JobRecord> JobStore::in_state(JobState s) {
-    std::lock_guard lock(mu_);
-    return query_jobs("WHERE state = ?", {state_name(s)}, "ORDER BY id");
+    ReadLease lease(readers_);
+    return query_jobs(*lease, "WHERE state = ?", {state_name(s)}, "ORDER BY id");
 }
 
 bool JobStore::transition(int64_t id, JobState from, JobState to, const JobUpdate& u) {
-    std::lock_guard lock(mu_);
-    Txn txn(db_);
     std::string sql = "UPDATE jobs SET state = ?";
-    std::vector<std::string> extra;
     if (u.start_attempt)
         sql += ", attempts = attempts + 1, started_at = ?, exit_code = NULL, handle = '', term_sent_at = 0";
     if (u.handle) sql += ", handle = ?";
@@ -319,98 +272,97 @@ bool JobStore::transition(int64_t id, JobState from, JobState to, const JobUpdat
     if (u.reason) sql += ", reason = ?";
     if (u.finish) sql += ", finished_at = ?";
     sql += " WHERE id = ? AND state = ?";
-    Stmt st(db_, sql);
-    int i = 1;
-    double now = unix_now();
-    st.bind(i++, std::string(state_name(to)));
-    if (u.start_attempt) st.bind(i++, now);
-    if (u.handle) st.bind(i++, *u.handle);
-    if (u.exit_code) st.bind(i++, *u.exit_code);
-    if (u.reason) st.bind(i++, *u.reason);
-    if (u.finish) st.bind(i++, now);
-    st.bind(i, id);
-    st.bind(i + 1, std::string(state_name(from)));
-    st.step();
-    if (sqlite3_changes(db_) != 1) return false;
-    int attempts = 0;
+    std::lock_guard lock(write_->mu);
+    Connection& c = *write_;
+    Txn txn(c);
     {
-        Stmt a(db_, "SELECT attempts FROM jobs WHERE id = ?");
-        a.bind(1, id);
-        if (a.step()) attempts = static_cast<int>(a.i64(0));
+        Stmt st(c, sql);
+        int i = 1;
+        double now = unix_now();
+        st.bind(i++, std::string(state_name(to)));
+        if (u.start_attempt) st.bind(i++, now);
+        if (u.handle) st.bind(i++, *u.handle);
+        if (u.exit_code) st.bind(i++, *u.exit_code);
+        if (u.reason) st.bind(i++, *u.reason);
+        if (u.finish) st.bind(i++, now);
+        st.bind(i, id);
+        st.bind(i + 1, std::string(state_name(from)));
+        st.step();
     }
-    add_event(id, state_name(to), attempts, u.detail);
+    if (sqlite3_changes(c.db) != 1) return false;
+    store_sql::add_event(c, id, state_name(to), attempts_of(c, id), u.detail, unix_now());
     txn.commit();
     return true;
 }
 
 void JobStore::set_handle(int64_t id, const std::string& handle) {
-    std::lock_guard lock(mu_);
-    Stmt st(db_, "UPDATE jobs SET handle = ? WHERE id = ?");
+    std::lock_guard lock(write_->mu);
+    Stmt st(*write_, "UPDATE jobs SET handle = ? WHERE id = ?");
     st.bind(1, handle).bind(2, id).step();
 }
 
 bool JobStore::request_cancel(int64_t id) {
-    std::lock_guard lock(mu_);
-    Txn txn(db_);
-    Stmt st(db_, "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = 'running' AND cancel_requested = 0");
-    st.bind(1, id).step();
-    bool changed = sqlite3_changes(db_) == 1;
-    if (changed) {
-        Stmt a(db_, "SELECT attempts FROM jobs WHERE id = ?");
-        a.bind(1, id);
-        int attempts = a.step() ? static_cast<int>(a.i64(0)) : 0;
-        add_event(id, "running", attempts, "cancel requested");
+    std::lock_guard lock(write_->mu);
+    Connection& c = *write_;
+    Txn txn(c);
+    {
+        Stmt st(c, "UPDATE jobs SET cancel_requested = 1 WHERE id = ? AND state = 'running' AND cancel_requested = 0");
+        st.bind(1, id).step();
     }
+    const bool changed = sqlite3_changes(c.db) == 1;
+    if (changed) store_sql::add_event(c, id, "running", attempts_of(c, id), "cancel requested", unix_now());
     txn.commit();
     return changed;
 }
 
 void JobStore::note(int64_t id, const std::string& detail) {
-    std::lock_guard lock(mu_);
-    Txn txn(db_);
-    Stmt a(db_, "SELECT state, attempts FROM jobs WHERE id = ?");
-    a.bind(1, id);
-    if (!a.step()) return;
-    add_event(id, a.text(0), static_cast<int>(a.i64(1)), detail);
+    std::lock_guard lock(write_->mu);
+    Connection& c = *write_;
+    Txn txn(c);
+    std::string state;
+    int attempts = 0;
+    {
+        Stmt a(c, "SELECT state, attempts FROM jobs WHERE id = ?");
+        a.bind(1, id);
+        if (!a.step()) return;
+        state = a.text(0);
+        attempts = static_cast<int>(a.i64(1));
+    }
+    store_sql::add_event(c, id, state, attempts, detail, unix_now());
     txn.commit();
 }
 
 void JobStore::mark_term_sent(int64_t id, double at, bool timed_out) {
-    std::lock_guard lock(mu_);
-    Stmt st(db_, "UPDATE jobs SET term_sent_at = ?, timed_out = MAX(timed_out, ?) WHERE id = ?");
+    std::lock_guard lock(write_->mu);
+    Stmt st(*write_, "UPDATE jobs SET term_sent_at = ?, timed_out = MAX(timed_out, ?) WHERE id = ?");
     st.bind(1, at).bind(2, timed_out ? 1 : 0).bind(3, id).step();
 }
 
 std::map<std::string, int64_t> JobStore::count_by_state() {
-    std::lock_guard lock(mu_);
     std::map<std::string, int64_t> out;
     for (JobState s : {JobState::kQueued, JobState::kRunning, JobState::kRetrying, JobState::kSucceeded,
                        JobState::kFailed, JobState::kCancelled})
         out[state_name(s)] = 0;
-    Stmt st(db_, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
+    ReadLease lease(readers_);
+    Stmt st(*lease, "SELECT state, COUNT(*) FROM jobs GROUP BY state");
     while (st.step()) out[st.text(0)] = st.i64(1);
     return out;
 }
 
 double JobStore::label_committed_usd(const std::string& key, const std::string& value) {
-    std::lock_guard lock(mu_);
-    // A job cancelled before its first attempt spent nothing and does not count.
-    Stmt st(db_,
-            "SELECT COALESCE(SUM(json_extract(estimate_json, '$.cost_usd')), 0) FROM jobs "
-            "WHERE id IN (SELECT job_id FROM job_labels WHERE key = ? AND value = ?) "
-            "AND NOT (state = 'cancelled' AND attempts = 0)");
-    st.bind(1, key).bind(2, value);
-    return st.step() ? st.f64(0) : 0.0;
+    ReadLease lease(readers_);
+    return store_sql::label_committed_usd(*lease, key, value);
 }
 
 std::vector<std::string> JobStore::check_consistency() {
-    std::lock_guard lock(mu_);
+    ReadLease lease(readers_);
+    Connection& c = *lease;
     std::vector<std::string> problems;
     {
-        Stmt st(db_, "PRAGMA integrity_check");
+        Stmt st(c, "PRAGMA integrity_check");
         if (st.step() && st.text(0) != "ok") problems.push_back("integrity_check: " + st.text(0));
     }
-    Stmt st(db_,
+    Stmt st(c,
             "SELECT j.id, j.state, j.attempts, "
             " (SELECT e.state FROM job_events e WHERE e.job_id = j.id ORDER BY e.seq DESC LIMIT 1), "
             " (SELECT COUNT(*) FROM job_events e WHERE e.job_id = j.id AND e.detail LIKE 'attempt % started%') "

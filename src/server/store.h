@@ -1,12 +1,14 @@
 // The job store: jobs, their state history and labels in SQLite (WAL journal, a versioned
 // schema-migration table). Every state change is one transaction that checks the state it leaves, so
-// two writers (an API handler and the scheduler) never both win. docs/server.md "Job store".
+// two writers (an API handler and the scheduler) never both win. Submissions are group-committed:
+// those waiting share one transaction and one fsync. docs/server.md "Job store".
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <filesystem>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,9 +18,11 @@
 
 #include "server/job.h"
 
-struct sqlite3;
-
 namespace llmt::server {
+
+namespace store_sql {
+struct Connection;
+}
 
 // One entry of a job's state history.
 struct JobEvent {
@@ -58,7 +62,36 @@ struct IdempotentSubmission {
     std::string request;
 };
 
-// Thread-safe: one connection behind a mutex; every method is atomic.
+// A label's budget (--quotas-file) that a submission's estimated cost must fit in.
+struct LabelBudget {
+    std::string key, value;
+    double budget_usd = 0;
+};
+
+// A job to insert with the checks that must see every job before it: its Idempotency-Key (a retry
+// returns the first job) and its labels' budgets (what earlier jobs committed, in the same order).
+struct Submission {
+    JobRecord record;  // spec, config_yaml, estimate, submitted_by (the principal of the key)
+    std::optional<IdempotencyKey> idem;
+    std::vector<LabelBudget> budgets;
+    double cost_usd = 0;  // the estimate's cost, checked against `budgets`
+};
+
+struct SubmitResult {
+    enum class Kind {
+        kCreated,     // job_id was inserted, durably
+        kReplayed,    // the key was used before with the same request: job_id is that first job
+        kKeyReused,   // the key was used before with another request (job_id); nothing inserted
+        kOverBudget,  // `over` has committed_usd already: the cost does not fit; nothing inserted
+    };
+    Kind kind = Kind::kCreated;
+    int64_t job_id = 0;
+    LabelBudget over;
+    double committed_usd = 0;
+};
+
+// Thread-safe, every method atomic. Writes (inserts, transitions) on one connection, behind its mutex;
+// reads on a few others (WAL: they see the last commit and never wait for a writer's fsync).
 class JobStore {
 public:
     static constexpr int kSchemaVersion = 3;
@@ -71,9 +104,18 @@ public:
 
     int schema_version();
 
-    // Inserts a queued job (and its labels and first history entry, and `idem` for r.submitted_by, in the
-    // same transaction); returns its id. A key the principal already used fails (IoError): look first.
+    // Group commit (store_submit.cpp): runs the submission's checks and inserts the queued job (its
+    // labels, first history entry and key) in the transaction of every submission waiting with it,
+    // in arrival order, each in its own savepoint; returns after that transaction's COMMIT (fsync), so
+    // a kCreated result is durable. Throws IoError when its statements or the COMMIT failed: then
+    // nothing of it is stored (the others of the batch are unaffected by its statements' failure).
+    SubmitResult submit(const Submission& s);
+    // Inserts a queued job through submit() without budgets; returns its id. A key the principal
+    // already used fails (IoError): look first.
     int64_t insert(const JobRecord& r, const std::optional<IdempotencyKey>& idem = std::nullopt);
+    // Transactions committed by submit() and the submissions they held, since the start.
+    uint64_t group_commits() const;
+    uint64_t group_committed() const;
     // The submission `principal` made with Idempotency-Key `key`, if any.
     std::optional<IdempotentSubmission> find_idempotent(const std::string& principal, const std::string& key);
     std::optional<JobRecord> get(int64_t id);
@@ -101,14 +143,19 @@ public:
     std::vector<std::string> check_consistency();
 
 private:
-    void exec(const char* sql);
+    struct Pending;
     void migrate();
-    std::vector<JobRecord> query_jobs(const std::string& where, const std::vector<std::string>& args,
-                                      const std::string& tail);
-    void add_event(int64_t id, const std::string& state, int attempt, const std::string& detail);
+    void commit_batch(const std::vector<Pending*>& batch);
 
-    sqlite3* db_ = nullptr;
-    std::mutex mu_;
+    static constexpr int kReadConnections = 4;
+    std::unique_ptr<store_sql::Connection> write_;
+    std::vector<std::unique_ptr<store_sql::Connection>> readers_;
+    // Group commit: submissions queue here; the first one finding no commit running commits the queue.
+    mutable std::mutex queue_mu_;
+    std::condition_variable queue_cv_;
+    std::vector<Pending*> queue_;
+    bool committing_ = false;
+    uint64_t commits_ = 0, committed_ = 0;
 };
 
 double unix_now();

@@ -16,6 +16,7 @@
 #include "server/api_error.h"
 #include "server/job_access.h"
 #include "server/job_request.h"
+#include "server/preset_cache.h"
 
 namespace llmt::fuzz {
 
@@ -29,7 +30,8 @@ inline void fuzz_submit_body_one(const uint8_t* data, std::size_t size) {
     try {
         const nlohmann::json body = parse_json(text, "request body");
         if (!body.is_object()) return;
-        auto parsed = server::parse_job_request(body, LLMT_SOURCE_DIR "/configs/presets");
+        static server::PresetCache presets(LLMT_SOURCE_DIR "/configs/presets");  // as the server keeps one
+        auto parsed = server::parse_job_request(body, presets);
         (void)parsed.spec.to_json().dump();
         static const server::JobAccessPolicy policy = [] {
             server::JobAccessPolicy p;
@@ -38,8 +40,8 @@ inline void fuzz_submit_body_one(const uint8_t* data, std::size_t size) {
             p.relative_base = LLMT_SOURCE_DIR;
             return p;
         }();
-        server::check_job_access(parsed.config, policy);
-        (void)server::job_write_overrides(parsed.config, "/srv/jobs/1");
+        server::check_job_access(*parsed.config, policy);
+        (void)server::job_write_overrides(*parsed.config, "/srv/jobs/1");
     } catch (const JsonParseError& e) {
         reply_with_error(e.what(), e.key_path());
     } catch (const server::ApiError& e) {

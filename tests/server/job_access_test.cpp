@@ -18,6 +18,7 @@
 #include "server/job_access.h"
 #include "server/job_env.h"
 #include "server/job_request.h"
+#include "server/preset_cache.h"
 
 namespace {
 
@@ -266,7 +267,8 @@ TEST(JobConfig, UnwrittenModelKeysStayUnwrittenForTheJob) {
     llmt::write_file_atomic(dir / "model.safetensors", "");  // resolution needs it present; not read here
     const std::string yaml = "model: {init_from: " + dir.string() + ", block_size: 64}\n"
                              "data: {train_shards: shards/train_*.bin}\ntrainer: {eval_every_steps: 0}\n";
-    const ParsedJob job = parse_job_request({{"name", "hf"}, {"config", yaml}}, fs::path(LLMT_SOURCE_DIR) / "configs/presets");
+    PresetCache presets(fs::path(LLMT_SOURCE_DIR) / "configs/presets");
+    const ParsedJob job = parse_job_request({{"name", "hf"}, {"config", yaml}}, presets);
     EXPECT_EQ(job.config_yaml.find("n_layer"), std::string::npos) << job.config_yaml;
     auto cfg = llmt::config::load_config_string(job.config_yaml, "job config");
     llmt::models::prepare_init_from(cfg);

@@ -34,7 +34,8 @@ inline const char* kViewerToken = "viewer-token-0123456789abcdef";
 
 // A server process. Destruction kills it (SIGKILL) if it still runs. Jobs may read under the suite's
 // temporary directory (root's parent: the shards tests prepare) unless `extra` has --allow-read of its own;
-// the server's data dir inside it stays unreadable (server/job_access.h).
+// the server's data dir inside it stays unreadable (server/job_access.h). Presets come from the
+// checkout's configs/presets unless `extra` has --presets-dir.
 class ServeProcess {
 public:
     ServeProcess(const fs::path& root, std::vector<std::string> extra) : root_(root) {
@@ -46,8 +47,9 @@ public:
         fs::remove(root / "port");
         std::vector<std::string> args = {llmtrain_bin(), "serve", "--listen", "127.0.0.1:0",
                                          "--data-dir", (root / "data").string(), "--tokens-file", (root / "tokens").string(),
-                                         "--port-file", (root / "port").string(), "--presets-dir",
-                                         std::string(LLMT_SOURCE_DIR) + "/configs/presets", "--kill-grace-s", "20"};
+                                         "--port-file", (root / "port").string(), "--kill-grace-s", "20"};
+        if (std::find(extra.begin(), extra.end(), "--presets-dir") == extra.end())
+            args.insert(args.end(), {"--presets-dir", std::string(LLMT_SOURCE_DIR) + "/configs/presets"});
         if (std::find(extra.begin(), extra.end(), "--allow-read") == extra.end())
             extra.insert(extra.end(), {"--allow-read", root.parent_path().string()});
         args.insert(args.end(), extra.begin(), extra.end());
