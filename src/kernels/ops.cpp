@@ -396,11 +396,31 @@ int64_t check_heads(const char* op, int64_t C, int NH, int KV) {
     LLMT_INTERNAL_CHECK(C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
     return C / NH;
 }
+
+// Packed examples' positions (B,T) i32 (attention and RoPE; the caller checked the device). On the CPU the
+// values too: each row starts at 0 and every position is 0 (an example starts) or the previous one + 1, so
+// 0 <= positions[b,t] <= t. Device values are not read back (ops.h: callers validate them on the host).
+// Returns the data pointer, or null when positions is empty.
+const int32_t* check_positions(const char* op, const Tensor& positions, int64_t B, int64_t T) {
+    if (positions.empty()) return nullptr;
+    check_shape(op, "positions", positions, {B, T});
+    check_dtype(op, "positions", positions, DType::kI32);
+    const int32_t* p = ids(positions);
+    if (positions.device != Device::kCpu) return p;
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t t = 0; t < T; t++) {
+            const int32_t v = p[b * T + t], prev = t > 0 ? p[b * T + t - 1] : -1;
+            LLMT_INTERNAL_CHECK(v == 0 || v == prev + 1, "{}: positions[{}, {}] = {}, expected 0 (an example "
+                                "starts) or positions[{}, {}] + 1 = {} (packed examples count up from 0)", op, b, t,
+                                v, b, t - 1, prev + 1);
+        }
+    return p;
+}
 }  // namespace
 
-void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV) {
+void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tensor positions) {
     const char* op = "attention_forward";
-    check_device(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
+    check_device(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}, {"positions", positions}});
     check_shape(op, "out", out, {-1, -1, -1});
     const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
     const int64_t C3 = C + 2 * KV * check_heads(op, C, NH, KV);
@@ -408,8 +428,10 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV) {
     check_shape(op, "qkv", qkv, {B, T, C3});
     check_f32(op, {{"lse", lse}});
     const DType dt = check_act(op, qkv.device, {{"out", out}, {"qkv", qkv}});
+    const int32_t* pos = check_positions(op, positions, B, T);
 #if LLMT_CUDA_ENABLED && LLMT_CUDNN_ATTENTION
-    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_cudnn_attention() &&
+    // cuDNN's graph has no per-row key bounds: packed examples go to the flash kernels.
+    if (qkv.device == Device::kCuda && dt == DType::kBF16 && !pos && use_cudnn_attention() &&
         cuda::cudnn_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
                                       as_int(op, "T", T), as_int(op, "C", C), NH, KV, cuda::stream()))
         return;
@@ -417,20 +439,20 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV) {
 #if LLMT_CUDA_ENABLED && LLMT_FLASH_ATTENTION
     if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH))
         return cuda::flash_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
-                                             as_int(op, "T", T), as_int(op, "C", C), NH, KV, cuda::stream());
+                                             as_int(op, "T", T), as_int(op, "C", C), NH, KV, cuda::stream(), pos);
 #endif
     LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_forward(p<E>(out), f(lse), p<E>(qkv), as_int(op, "B", B),
                                                             as_int(op, "T", T), as_int(op, "C", C), NH, KV,
-                                                            cuda::stream()));
+                                                            cuda::stream(), pos));
     cpu::attention_forward(f(out), f(lse), f(qkv), as_int(op, "B", B), as_int(op, "T", T),
-                           as_int(op, "C", C), NH, KV);
+                           as_int(op, "C", C), NH, KV, pos);
 }
 
 void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH, int KV,
-                        Tensor dqkv_colsum) {
+                        Tensor dqkv_colsum, Tensor positions) {
     const char* op = "attention_backward";
     check_device(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse},
-                      {"dqkv_colsum", dqkv_colsum}});
+                      {"dqkv_colsum", dqkv_colsum}, {"positions", positions}});
     check_shape(op, "out", out, {-1, -1, -1});
     const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
     const int64_t C3 = C + 2 * KV * check_heads(op, C, NH, KV);
@@ -442,9 +464,10 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
     check_f32(op, {{"lse", lse}, {"dqkv_colsum", dqkv_colsum}});
     const DType dt = check_act(op, qkv.device, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}});
     float* colsum = dqkv_colsum.empty() ? nullptr : f(dqkv_colsum);
+    const int32_t* pos = check_positions(op, positions, B, T);
 #if LLMT_CUDA_ENABLED
 #if LLMT_CUDNN_ATTENTION
-    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_cudnn_attention() &&
+    if (qkv.device == Device::kCuda && dt == DType::kBF16 && !pos && use_cudnn_attention() &&
         cuda::cudnn_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
                                        p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
                                        as_int(op, "C", C), NH, KV, cuda::stream())) {
@@ -459,10 +482,10 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
         (!colsum || knob_on(Knob::kFuseAttnColsum)))
         return cuda::flash_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
                                               p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
-                                              as_int(op, "C", C), NH, KV, cuda::stream(), colsum);
+                                              as_int(op, "C", C), NH, KV, cuda::stream(), colsum, pos);
 #endif
     if (qkv.device == Device::kCuda && colsum) {  // the unfused path: backward, then the column sums
-        attention_backward(dqkv, dout, qkv, out, lse, NH, KV);
+        attention_backward(dqkv, dout, qkv, out, lse, NH, KV, {}, positions);
         return on_dtype(dt, [&](auto* tag_) {
             using E = std::remove_pointer_t<decltype(tag_)>;
             cuda::add_column_sums(colsum, p<E>(dqkv), as_int(op, "rows", B * T), as_int(op, "C3", C3),
@@ -472,9 +495,9 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
 #endif
     LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_backward(p<E>(dqkv), p<E>(dout), p<E>(qkv), p<E>(out), f(lse),
                                                              as_int(op, "B", B), as_int(op, "T", T),
-                                                             as_int(op, "C", C), NH, KV, cuda::stream()));
+                                                             as_int(op, "C", C), NH, KV, cuda::stream(), pos));
     cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
-                            as_int(op, "T", T), as_int(op, "C", C), NH, KV);
+                            as_int(op, "T", T), as_int(op, "C", C), NH, KV, pos);
     if (colsum) add_column_sums_cpu(colsum, f(dqkv), B * T, C3);
 }
 
@@ -601,11 +624,11 @@ void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp) {
 }
 
 namespace {
-// rope's checks: qkv (B,T,(NH+2KV)*HS) with HS = rope's width (even), rows pos0..pos0+T-1 in the table.
-// Returns {B, T, HS}.
+// rope's checks: qkv (B,T,(NH+2KV)*HS) with HS = rope's width (even), rows pos0..pos0+T-1 in the table
+// (with positions, whose values are <= t < T, pos0 is 0). Returns {B, T, HS}.
 std::array<int, 3> check_rope(const char* op, const Tensor& qkv, const char* qkv_name, const Tensor& rope, int NH,
-                              int KV, int pos0) {
-    check_device(op, {{qkv_name, qkv}, {"rope", rope}});
+                              int KV, int pos0, const Tensor& positions) {
+    check_device(op, {{qkv_name, qkv}, {"rope", rope}, {"positions", positions}});
     check_shape(op, "rope", rope, {-1, -1});
     check_f32(op, {{"rope", rope}});
     const int64_t Tmax = rope.dim(0), HS = rope.dim(1);
@@ -616,24 +639,30 @@ std::array<int, 3> check_rope(const char* op, const Tensor& qkv, const char* qkv
     const int64_t B = qkv.dim(0), T = qkv.dim(1);
     LLMT_INTERNAL_CHECK(pos0 >= 0 && pos0 + T <= Tmax, "{}: positions {}..{} exceed the table's {} rows", op, pos0,
                         pos0 + T - 1, Tmax);
+    LLMT_INTERNAL_CHECK(positions.empty() || pos0 == 0, "{}: pos0 = {} with positions; expected 0 (the positions "
+                        "tensor gives every row's table row)", op, pos0);
+    check_positions(op, positions, B, T);
     return {as_int(op, "B", B), as_int(op, "T", T), as_int(op, "HS", HS)};
 }
 }  // namespace
 
-void rope_forward(Tensor qkv, Tensor rope, int NH, int KV, int pos0) {
+void rope_forward(Tensor qkv, Tensor rope, int NH, int KV, int pos0, Tensor positions) {
     const char* op = "rope_forward";
-    const auto [B, T, HS] = check_rope(op, qkv, "qkv", rope, NH, KV, pos0);
+    const auto [B, T, HS] = check_rope(op, qkv, "qkv", rope, NH, KV, pos0, positions);
     const DType dt = check_act(op, qkv.device, {{"qkv", qkv}});
-    LLMT_ON_CUDA_T(qkv.device, dt, cuda::rope_forward(p<E>(qkv), f(rope), B, T, NH, KV, HS, pos0, cuda::stream()));
-    cpu::rope_forward(f(qkv), f(rope), B, T, NH, KV, HS, pos0);
+    const int32_t* pos = positions.empty() ? nullptr : ids(positions);
+    LLMT_ON_CUDA_T(qkv.device, dt,
+                   cuda::rope_forward(p<E>(qkv), f(rope), B, T, NH, KV, HS, pos0, cuda::stream(), pos));
+    cpu::rope_forward(f(qkv), f(rope), B, T, NH, KV, HS, pos0, pos);
 }
 
-void rope_backward(Tensor dqkv, Tensor rope, int NH, int KV) {
+void rope_backward(Tensor dqkv, Tensor rope, int NH, int KV, Tensor positions) {
     const char* op = "rope_backward";
-    const auto [B, T, HS] = check_rope(op, dqkv, "dqkv", rope, NH, KV, 0);
+    const auto [B, T, HS] = check_rope(op, dqkv, "dqkv", rope, NH, KV, 0, positions);
     const DType dt = check_act(op, dqkv.device, {{"dqkv", dqkv}});
-    LLMT_ON_CUDA_T(dqkv.device, dt, cuda::rope_backward(p<E>(dqkv), f(rope), B, T, NH, KV, HS, cuda::stream()));
-    cpu::rope_backward(f(dqkv), f(rope), B, T, NH, KV, HS);
+    const int32_t* pos = positions.empty() ? nullptr : ids(positions);
+    LLMT_ON_CUDA_T(dqkv.device, dt, cuda::rope_backward(p<E>(dqkv), f(rope), B, T, NH, KV, HS, cuda::stream(), pos));
+    cpu::rope_backward(f(dqkv), f(rope), B, T, NH, KV, HS, pos);
 }
 
 namespace {

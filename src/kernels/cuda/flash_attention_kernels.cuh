@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
@@ -105,20 +106,27 @@ inline int default_group_heads(int n_heads) { return n_heads <= 64 ? n_heads : 3
 
 inline int clamp_group(int g, int n_heads) { return g < 1 ? 1 : (g > n_heads ? n_heads : g); }
 
+// positions (B,T) device i32 or null: packed examples (fwd_kernel's kPacked).
 template <int D, int NW, int BC>
 void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int KV, cudaStream_t s,
-                    int group) {
+                    int group, const int32_t* positions = nullptr) {
     constexpr int BR = 16 * NW;
     constexpr int smem = fwd_smem_bytes<D, NW, BC>();
     const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
     const unsigned grid = static_cast<unsigned>(B) * NH * ((T + BR - 1) / BR);
     auto launch = [&](auto kernel) {
         LLMT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        kernel<<<grid, NW * 32, smem, s>>>(out, lse, qkv, B, T, C, NH, KV, clamp_group(group, B * NH), scale_log2);
+        kernel<<<grid, NW * 32, smem, s>>>(out, lse, qkv, B, T, C, NH, KV, clamp_group(group, B * NH), scale_log2,
+                                           positions);
         LLMT_CUDA_CHECK_LAUNCH("flash_attention_forward");
     };
-    if (KV == NH) launch(fwd_kernel<D, NW, BC, false>);
-    else launch(fwd_kernel<D, NW, BC, true>);
+    if (positions) {
+        if (KV == NH) launch(fwd_kernel<D, NW, BC, false, true>);
+        else launch(fwd_kernel<D, NW, BC, true, true>);
+    } else {
+        if (KV == NH) launch(fwd_kernel<D, NW, BC, false, false>);
+        else launch(fwd_kernel<D, NW, BC, true, false>);
+    }
 }
 
 // Query heads per backward block for grouped-query attention (bwd_kernel): all rep = NH/KV heads of a kv
@@ -140,10 +148,12 @@ inline int default_heads_per_block(int B, int NH, int KV, int key_blocks) {
 }
 
 // group: units (batch, kv head, slice) per block-order group (<= 0: default_group_heads of the unit count);
-// hpb: query heads per block (a divisor of NH/KV; <= 0: default_heads_per_block).
+// hpb: query heads per block (a divisor of NH/KV; <= 0: default_heads_per_block); positions (B,T) device i32 or
+// null: packed examples (the kernels' kPacked).
 template <int D, int NW, int BQ>
 void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B, int T,
-                     int C, int NH, int KV, cudaStream_t s, float* dcol, int group, int hpb = 0) {
+                     int C, int NH, int KV, cudaStream_t s, float* dcol, int group, int hpb = 0,
+                     const int32_t* positions = nullptr) {
     constexpr int BKV = 16 * NW;
     const int rep = NH / KV, key_blocks = (T + BKV - 1) / BKV;
     if (hpb <= 0 || rep % hpb != 0) hpb = default_heads_per_block(B, NH, KV, key_blocks);
@@ -162,23 +172,29 @@ void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* 
     dot_rows_kernel<D><<<static_cast<unsigned>((warps + 7) / 8), 256, 0, s>>>(dvec, dq, dout, out, B, T, NH);
     LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward/dot_rows");
 
-    constexpr int smem = bwd_smem_bytes<D, NW, BQ>();
     const float scale = 1.0f / sqrtf(static_cast<float>(D));
     const int units = B * KV * (rep / hpb);  // (batch, kv head, slice of its query heads); B*NH for MHA
     const unsigned grid = static_cast<unsigned>(units) * key_blocks;
     const int G = group > 0 ? clamp_group(group, units) : default_group_heads(units);
-    if (rep == 1) {  // multi-head attention: the kernel GPT-2 has always run
-        LLMT_CUDA_CHECK(
-            cudaFuncSetAttribute(bwd_kernel<D, NW, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        bwd_kernel<D, NW, BQ><<<grid, NW * 32, smem, s>>>(dqkv, dq, dout, qkv, lse, dvec, B, T, C, NH, G,
-                                                          scale * kLog2e, scale, dcol);
-    } else {
-        LLMT_CUDA_CHECK(
-            cudaFuncSetAttribute(bwd_kernel_gqa<D, NW, BQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-        bwd_kernel_gqa<D, NW, BQ><<<grid, NW * 32, smem, s>>>(dqkv, dq, dkv, dout, qkv, lse, dvec, B, T, C, NH, KV,
-                                                              hpb, G, scale * kLog2e, scale, dcol);
-    }
-    LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward");
+    auto launch = [&](auto packed) {
+        constexpr bool kPacked = decltype(packed)::value;
+        constexpr int smem = bwd_smem_bytes<D, NW, BQ, kPacked>();
+        if (rep == 1) {  // multi-head attention: the kernel GPT-2 has always run
+            LLMT_CUDA_CHECK(cudaFuncSetAttribute(bwd_kernel<D, NW, BQ, kPacked>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            bwd_kernel<D, NW, BQ, kPacked><<<grid, NW * 32, smem, s>>>(dqkv, dq, dout, qkv, lse, dvec, B, T, C, NH, G,
+                                                                       scale * kLog2e, scale, dcol, positions);
+        } else {
+            LLMT_CUDA_CHECK(cudaFuncSetAttribute(bwd_kernel_gqa<D, NW, BQ, kPacked>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+            bwd_kernel_gqa<D, NW, BQ, kPacked><<<grid, NW * 32, smem, s>>>(dqkv, dq, dkv, dout, qkv, lse, dvec, B, T,
+                                                                           C, NH, KV, hpb, G, scale * kLog2e, scale,
+                                                                           dcol, positions);
+        }
+        LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward");
+    };
+    if (positions) launch(std::true_type{});
+    else launch(std::false_type{});
     if (dkv) {
         const long n4 = static_cast<long>(n_dkv / 4);
         dkv_convert_kernel<<<static_cast<unsigned>((n4 + 255) / 256), 256, 0, s>>>(dqkv, dkv, n4, C, 2 * KV * D);

@@ -19,9 +19,24 @@ __device__ __forceinline__ void add2(float* p, float a, float b) {
 #endif
 }
 
-template <int D, int NW, int BQ>
+// kPacked adds two buffers of BQ query positions.
+template <int D, int NW, int BQ, bool kPacked = false>
 constexpr int bwd_smem_bytes() {
-    return (2 * 16 * NW + 4 * BQ) * (D + 8) * 2 + 16 * NW * (BQ + 8) * 2 + 4 * BQ * 4;
+    return (2 * 16 * NW + 4 * BQ) * (D + 8) * 2 + 16 * NW * (BQ + 8) * 2 + 4 * BQ * 4 + (kPacked ? 2 * BQ * 4 : 0);
+}
+
+// Packed examples: the end of the query tiles (after i0) that can attend keys <= k_last: the first tile whose
+// first row's example starts after k_last, else nq. Exact because a row's first key lo(t) = t - positions[t]
+// never decreases (ops.h's contract). Each warp finds it alone (one ballot per 32 tiles, no barrier), so
+// every warp of the block loops to the same bound.
+__device__ __forceinline__ int packed_query_end(const int32_t* pb, int i0, int nq, int BQ, int k_last) {
+    const int lane = threadIdx.x % 32;
+    for (int base = i0 + 1; base < nq; base += 32) {
+        const int i = base + lane;
+        const unsigned past = __ballot_sync(0xffffffffu, i < nq && i * BQ - pb[i * BQ] > k_last);
+        if (past) return base + __ffs(static_cast<int>(past)) - 1;
+    }
+    return nq;
 }
 
 // dvec[b,h,t] = sum_d dout[b,t,h*D+d] * out[b,t,h*D+d]: one warp per (b, t, h), h fastest. Also zeroes
@@ -105,13 +120,20 @@ __global__ void dq_convert_colsum_kernel(bf16* __restrict__ dqkv, float* __restr
 
 // Multi-head attention (KV == NH): the backward as it was before grouped-query heads existed (bwd_kernel_gqa
 // generalises it; this one keeps GPT-2's code and speed). One block per (b, h) and 16*NW keys.
+// kPacked: packed examples, positions (B,T); query t attends keys lo(t) = t - positions[b,t] .. t. The block
+// walks the query tiles from its diagonal up to packed_query_end (the later ones start their examples after
+// its last key); per tile, a warp whose 16 keys all precede the tile's smallest bound (its first row's) only
+// zeroes its dS^T rows, and P is masked where the key is before the query's bound (in tiles whose largest
+// bound, their last row's, passes the warp's first key). kPacked false: the kernel as before positions
+// existed (the same PTX but for the unused parameter).
 // dcol (3C, optional): += the column sums of this block's dK and dV rows (the k and v parts of the qkv
 // bias gradient), summed in the warp, then across warps in shared memory, then one atomic per column.
-template <int D, int NW, int BQ>
+template <int D, int NW, int BQ, bool kPacked>
 __global__ void __launch_bounds__(NW * 32)
     bwd_kernel(bf16* __restrict__ dqkv, float* __restrict__ dq_acc, const bf16* __restrict__ dout,
                const bf16* __restrict__ qkv, const float* __restrict__ lse, const float* __restrict__ dvec, int B,
-               int T, int C, int NH, int G, float scale_log2, float scale, float* __restrict__ dcol) {
+               int T, int C, int NH, int G, float scale_log2, float scale, float* __restrict__ dcol,
+               const int32_t* __restrict__ positions) {
     constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
     static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
     constexpr int WQ = BQ / 16, WD = NW / WQ, DW = D / WD;  // dQ phase: WQ x WD warps, DW columns each
@@ -124,6 +146,7 @@ __global__ void __launch_bounds__(NW * 32)
     bf16* sP = sO + 2 * BQ * LDS;    // dS^T, BKV x LDP
     float* sL = reinterpret_cast<float*>(sP + BKV * LDP);  // lse, two buffers of BQ
     float* sD = sL + 2 * BQ;                               // dvec, two buffers of BQ
+    int* sPos = reinterpret_cast<int*>(sD + 2 * BQ);        // kPacked: positions, two buffers of BQ
 
     const int2 order = block_order((T + BKV - 1) / BKV, B * NH, G);
     const int bh = order.x, b = bh / NH, h = bh % NH;
@@ -136,6 +159,9 @@ __global__ void __launch_bounds__(NW * 32)
     const float* lb = lse + static_cast<long>(bh) * T;
     const float* db = dvec + static_cast<long>(bh) * T;
     const int i0 = k0 / BQ, nq = (T + BQ - 1) / BQ;
+    const int32_t* pb = kPacked ? positions + static_cast<long>(b) * T : nullptr;  // this row's positions
+    int i_end = nq;  // one past the last query tile that can attend this block's keys
+    if constexpr (kPacked) i_end = packed_query_end(pb, i0, nq, BQ, min(k0 + BKV, T) - 1);
 
     auto load_q = [&](int i, int buf) {
         load_tile<BQ, D, NT>(sQ + buf * BQ * LDS, qb, C3, i * BQ, T);
@@ -146,6 +172,7 @@ __global__ void __launch_bounds__(NW * 32)
             const int q = i * BQ + r;
             cp_async4(sL + buf * BQ + r, lb + (q < T ? q : 0), q < T);
             cp_async4(sD + buf * BQ + r, db + (q < T ? q : 0), q < T);
+            if constexpr (kPacked) cp_async4(sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
         }
     };
     load_tile<BKV, D, NT>(sK, qb + C, C3, k0, T);
@@ -161,9 +188,9 @@ __global__ void __launch_bounds__(NW * 32)
         for (int e = 0; e < 4; e++) dk[dn][e] = dv[dn][e] = 0.0f;
     const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8;  // this lane's two key rows
 
-    for (int i = i0; i < nq; i++) {
+    for (int i = i0; i < i_end; i++) {
         const int buf = (i - i0) & 1;
-        if (i + 1 < nq) {
+        if (i + 1 < i_end) {
             load_q(i + 1, buf ^ 1);
             cp_async_commit();
             cp_async_wait<1>();
@@ -184,7 +211,14 @@ __global__ void __launch_bounds__(NW * 32)
         const float* l_s = sL + buf * BQ;
         const float* d_s = sD + buf * BQ;
         const int qbase = i * BQ;
-        if (k0 + warp * 16 > qbase + BQ - 1) {
+        const int* p_s = sPos + buf * BQ;
+        int tile_lo_min = 0, tile_lo_max = 0;  // packed: the bounds of the tile's first and last valid rows
+        if constexpr (kPacked) {
+            const int last = min(BQ, T - qbase) - 1;
+            tile_lo_min = qbase - p_s[0];
+            tile_lo_max = qbase + last - p_s[last];
+        }
+        if (k0 + warp * 16 > qbase + BQ - 1 || (kPacked && k0 + warp * 16 + 15 < tile_lo_min)) {
             // Every key of this warp is after every query of the tile: P = 0, only dS^T's rows must be zeroed.
             for (int e = lane; e < 16 * BQ / 2; e += 32)
                 *reinterpret_cast<uint32_t*>(sP + (warp * 16 + e / (BQ / 2)) * LDP + 2 * (e % (BQ / 2))) = 0u;
@@ -209,8 +243,10 @@ __global__ void __launch_bounds__(NW * 32)
                     mma16816(dp[nb + 1], va[ks], x[2], x[3]);
                 }
             }
-            // P^T = exp(S^T * scale - lse), masked where key > query; dS^T = P^T (dP^T - D).
+            // P^T = exp(S^T * scale - lse), masked where key > query (and, packed, where the key is before the
+            // query's example); dS^T = P^T (dP^T - D).
             const bool need_mask = qbase < k0 + warp * 16 + 16;
+            const bool need_lo_mask = kPacked && k0 + warp * 16 < tile_lo_max;
 #pragma unroll
             for (int nb = 0; nb < BQ / 8; nb++) {
 #pragma unroll
@@ -218,6 +254,7 @@ __global__ void __launch_bounds__(NW * 32)
                     const int qc = nb * 8 + 2 * tq + (e & 1);
                     float p = fast_exp2(fmaf(st[nb][e], scale_log2, -l_s[qc] * kLog2e));
                     if (need_mask && (e < 2 ? kr0 : kr1) > qbase + qc) p = 0.0f;
+                    if (need_lo_mask && (e < 2 ? kr0 : kr1) < qbase + qc - p_s[qc]) p = 0.0f;
                     st[nb][e] = p;
                     dp[nb][e] = p * (dp[nb][e] - d_s[qc]);
                 }

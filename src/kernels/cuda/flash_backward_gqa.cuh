@@ -15,12 +15,13 @@ namespace {
 // with atomics and dkv_convert_kernel writes dqkv's k/v columns afterwards.
 // dcol (C3, optional): += the column sums of this block's dK and dV rows (the k and v parts of the qkv
 // bias gradient), summed in the warp, then across warps in shared memory, then one atomic per column.
-template <int D, int NW, int BQ>
+// kPacked: packed examples, as bwd_kernel's (flash_backward.cuh): each head's walk ends at packed_query_end.
+template <int D, int NW, int BQ, bool kPacked>
 __global__ void __launch_bounds__(NW * 32)
     bwd_kernel_gqa(bf16* __restrict__ dqkv, float* __restrict__ dq_acc, float* __restrict__ dkv_acc,
                    const bf16* __restrict__ dout, const bf16* __restrict__ qkv, const float* __restrict__ lse,
                    const float* __restrict__ dvec, int B, int T, int C, int NH, int KV, int HPB, int G,
-                   float scale_log2, float scale, float* __restrict__ dcol) {
+                   float scale_log2, float scale, float* __restrict__ dcol, const int32_t* __restrict__ positions) {
     constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
     static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
     constexpr int WQ = BQ / 16, WD = NW / WQ, DW = D / WD;  // dQ phase: WQ x WD warps, DW columns each
@@ -33,6 +34,7 @@ __global__ void __launch_bounds__(NW * 32)
     bf16* sP = sO + 2 * BQ * LDS;    // dS^T, BKV x LDP
     float* sL = reinterpret_cast<float*>(sP + BKV * LDP);  // lse, two buffers of BQ
     float* sD = sL + 2 * BQ;                               // dvec, two buffers of BQ
+    int* sPos = reinterpret_cast<int*>(sD + 2 * BQ);        // kPacked: positions, two buffers of BQ
 
     const int rep = NH / KV, nsplit = rep / HPB;
     const int2 order = block_order((T + BKV - 1) / BKV, B * KV * nsplit, G);
@@ -44,7 +46,11 @@ __global__ void __launch_bounds__(NW * 32)
     const long C3 = C + 2L * KV * D, kvw = static_cast<long>(KV) * D;
     const bf16* xb = qkv + static_cast<long>(b) * T * C3;              // batch row 0 of qkv
     const bf16* kb = xb + C + static_cast<long>(kvh) * D;              // k of head kvh; v at + kvw
-    const int i0 = k0 / BQ, nq = (T + BQ - 1) / BQ, n_tiles = nq - i0;
+    const int i0 = k0 / BQ, nq = (T + BQ - 1) / BQ;
+    const int32_t* pb = kPacked ? positions + static_cast<long>(b) * T : nullptr;  // this row's positions
+    int i_end = nq;  // one past the last query tile that can attend this block's keys
+    if constexpr (kPacked) i_end = packed_query_end(pb, i0, nq, BQ, min(k0 + BKV, T) - 1);
+    const int n_tiles = i_end - i0;
 
     // Iteration it: query tile i0 + it % n_tiles of head h0 + it / n_tiles.
     auto load_q = [&](int it, int buf) {
@@ -59,6 +65,7 @@ __global__ void __launch_bounds__(NW * 32)
             const int q = i * BQ + r;
             cp_async4(sL + buf * BQ + r, lse + bh * T + (q < T ? q : 0), q < T);
             cp_async4(sD + buf * BQ + r, dvec + bh * T + (q < T ? q : 0), q < T);
+            if constexpr (kPacked) cp_async4(sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
         }
     };
     load_tile<BKV, D, NT>(sK, kb, C3, k0, T);
@@ -99,7 +106,14 @@ __global__ void __launch_bounds__(NW * 32)
         const float* l_s = sL + buf * BQ;
         const float* d_s = sD + buf * BQ;
         const int qbase = (i0 + it % n_tiles) * BQ;
-        if (k0 + warp * 16 > qbase + BQ - 1) {
+        const int* p_s = sPos + buf * BQ;
+        int tile_lo_min = 0, tile_lo_max = 0;  // packed: the bounds of the tile's first and last valid rows
+        if constexpr (kPacked) {
+            const int last = min(BQ, T - qbase) - 1;
+            tile_lo_min = qbase - p_s[0];
+            tile_lo_max = qbase + last - p_s[last];
+        }
+        if (k0 + warp * 16 > qbase + BQ - 1 || (kPacked && k0 + warp * 16 + 15 < tile_lo_min)) {
             // Every key of this warp is after every query of the tile: P = 0, only dS^T's rows must be zeroed.
             for (int e = lane; e < 16 * BQ / 2; e += 32)
                 *reinterpret_cast<uint32_t*>(sP + (warp * 16 + e / (BQ / 2)) * LDP + 2 * (e % (BQ / 2))) = 0u;
@@ -124,8 +138,10 @@ __global__ void __launch_bounds__(NW * 32)
                     mma16816(dp[nb + 1], va[ks], x[2], x[3]);
                 }
             }
-            // P^T = exp(S^T * scale - lse), masked where key > query; dS^T = P^T (dP^T - D).
+            // P^T = exp(S^T * scale - lse), masked where key > query (and, packed, where the key is before the
+            // query's example); dS^T = P^T (dP^T - D).
             const bool need_mask = qbase < k0 + warp * 16 + 16;
+            const bool need_lo_mask = kPacked && k0 + warp * 16 < tile_lo_max;
 #pragma unroll
             for (int nb = 0; nb < BQ / 8; nb++) {
 #pragma unroll
@@ -133,6 +149,7 @@ __global__ void __launch_bounds__(NW * 32)
                     const int qc = nb * 8 + 2 * tq + (e & 1);
                     float p = fast_exp2(fmaf(st[nb][e], scale_log2, -l_s[qc] * kLog2e));
                     if (need_mask && (e < 2 ? kr0 : kr1) > qbase + qc) p = 0.0f;
+                    if (need_lo_mask && (e < 2 ? kr0 : kr1) < qbase + qc - p_s[qc]) p = 0.0f;
                     st[nb][e] = p;
                     dp[nb][e] = p * (dp[nb][e] - d_s[qc]);
                 }

@@ -15,10 +15,16 @@ constexpr int fwd_smem_bytes() {
 
 // kGqa: grouped-query attention (KV < NH), K/V of kv head h / (NH/KV) in rows of C + 2*KV*D; false: multi-head
 // attention, the expressions of the kernel before grouped-query heads existed (the same PTX, so GPT-2's speed).
-template <int D, int NW, int BC, bool kGqa>
+// kPacked: packed examples, positions (B,T); row r attends keys lo(r) = r - positions[b,r] .. r. The block walks
+// the tiles from the diagonal down to the one holding lo(q0), its first row's bound (the smallest: lo never
+// decreases along a row, ops.h's contract); a warp skips tiles wholly before its rows' bounds and masks keys
+// below them in the tiles that reach past the smallest. A row whose keys all lie in other tiles sees only
+// -inf scores in this one: its running max stays -inf (or keeps its value) and it adds 0 (the mu guard below).
+// kPacked false: the kernel as before positions existed (the same PTX but for the unused parameter).
+template <int D, int NW, int BC, bool kGqa, bool kPacked>
 __global__ void __launch_bounds__(NW * 32)
     fwd_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int B, int T, int C,
-               int NH, int KV, int G, float scale_log2) {
+               int NH, int KV, int G, float scale_log2, const int32_t* __restrict__ positions) {
     constexpr int BR = 16 * NW, LDS = D + 8, NT = NW * 32;
     extern __shared__ __align__(16) unsigned char smem[];
     bf16* sQ = reinterpret_cast<bf16*>(smem);
@@ -53,10 +59,26 @@ __global__ void __launch_bounds__(NW * 32)
     for (int dn = 0; dn < D / 8; dn++) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;  // rows r0 = g and r1 = g + 8 of the warp
     const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
+    // Packed: the first keys lo0, lo1 of rows r0, r1 (a row past T: its own index, so it lowers no minimum), their
+    // minimum and maximum over the warp, and the first tile of the block. Plain causal: 0, and every tile.
+    int lo0 = 0, lo1 = 0, wlo_min = 0, wlo_max = 0, n_it = n_kv;
+    if constexpr (kPacked) {
+        const int32_t* pb = positions + static_cast<long>(b) * T;
+        lo0 = r0 < T ? r0 - pb[r0] : r0;
+        lo1 = r1 < T ? r1 - pb[r1] : r1;
+        wlo_min = min(lo0, lo1);
+        wlo_max = max(lo0, lo1);
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) {  // lanes of the same tq hold the warp's 16 rows
+            wlo_min = min(wlo_min, __shfl_xor_sync(0xffffffffu, wlo_min, o));
+            wlo_max = max(wlo_max, __shfl_xor_sync(0xffffffffu, wlo_max, o));
+        }
+        n_it = max(1, n_kv - max(0, q0 - pb[q0]) / BC);  // tiles n_kv-1 down to the one holding lo(q0)
+    }
 
-    for (int it = 0; it < n_kv; it++) {
+    for (int it = 0; it < n_it; it++) {
         const int j = n_kv - 1 - it, buf = it & 1;
-        if (it + 1 < n_kv) {  // prefetch the next tile into the other buffer (freed by the last barrier)
+        if (it + 1 < n_it) {  // prefetch the next tile into the other buffer (freed by the last barrier)
             load_tile<BC, D, NT>(sK + (buf ^ 1) * BC * LDS, kGqa ? kbase : base + C, C3, (j - 1) * BC, T);
             load_tile<BC, D, NT>(sV + (buf ^ 1) * BC * LDS, kGqa ? vbase : base + 2 * C, C3, (j - 1) * BC, T);
             cp_async_commit();
@@ -70,8 +92,9 @@ __global__ void __launch_bounds__(NW * 32)
             for (int ks = 0; ks < D / 16; ks++)
                 ldsm_x4(qa[ks], sQ + (warp * 16 + (lmat & 1) * 8 + lrow) * LDS + ks * 16 + (lmat >> 1) * 8);
         }
-        // A warp whose rows all precede the tile's first key has nothing to add (BR > BC tiles).
-        if (j * BC > q0 + warp * 16 + 15) {
+        // A warp whose rows all precede the tile's first key has nothing to add (BR > BC tiles); packed, nor one
+        // whose rows' examples all start after the tile's last key.
+        if (j * BC > q0 + warp * 16 + 15 || (kPacked && j * BC + BC - 1 < wlo_min)) {
             __syncthreads();
             continue;
         }
@@ -101,6 +124,17 @@ __global__ void __launch_bounds__(NW * 32)
                 for (int e = 0; e < 4; e++) {
                     const int key = j * BC + nb * 8 + 2 * tq + (e & 1);
                     if (key > (e < 2 ? r0 : r1)) s[nb][e] = -INFINITY;
+                }
+            }
+        }
+        // Packed: mask keys before the row's example (only in tiles starting before the warp's largest bound).
+        if (kPacked && j * BC < wlo_max) {
+#pragma unroll
+            for (int nb = 0; nb < BC / 8; nb++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = j * BC + nb * 8 + 2 * tq + (e & 1);
+                    if (key < (e < 2 ? lo0 : lo1)) s[nb][e] = -INFINITY;
                 }
             }
         }
