@@ -69,9 +69,9 @@ __global__ void __launch_bounds__(NW * 32)
         wlo_min = min(lo0, lo1);
         wlo_max = max(lo0, lo1);
 #pragma unroll
-        for (int o = 4; o < 32; o <<= 1) {  // lanes of the same tq hold the warp's 16 rows
-            wlo_min = min(wlo_min, __shfl_xor_sync(0xffffffffu, wlo_min, o));
-            wlo_max = max(wlo_max, __shfl_xor_sync(0xffffffffu, wlo_max, o));
+        for (int step = 4; step < 32; step <<= 1) {  // lanes of the same tq hold the warp's 16 rows
+            wlo_min = min(wlo_min, __shfl_xor_sync(0xffffffffu, wlo_min, step));
+            wlo_max = max(wlo_max, __shfl_xor_sync(0xffffffffu, wlo_max, step));
         }
         n_it = max(1, n_kv - max(0, q0 - pb[q0]) / BC);  // tiles n_kv-1 down to the one holding lo(q0)
     }
