@@ -5,8 +5,12 @@
 // --impl cudnn times cuDNN's fused attention through our backend-API graph (kernels/cuda/cudnn_attention.h)
 // the same way instead (variant "cudnn"); exit code 3 when cuDNN is missing or refuses the shape.
 // --KV: key/value heads (grouped-query attention, NH % KV == 0; default NH); FLOPs count the NH query heads.
+// --packed L1,L2,...: packed examples (attention that does not cross them; the flash kernels' positions): every
+// row holds examples of lengths L1, L2, ... repeated until T is full (the last one cut to fit). The FLOPs are
+// then those of the examples' own causal blocks (sum of len^2 instead of T^2), so TFLOP/s stays comparable;
+// "packed" in the output names the lengths. cuDNN has no packed path here (--impl cudnn refuses it).
 // Usage: attention_gpu_bench [--B 16] [--T 1024] [--NH 12] [--KV NH] [--hs 64] [--iters 50] [--warmup 10]
-//                            [--json F] [--impl flash|cudnn]
+//                            [--json F] [--impl flash|cudnn] [--packed L1,L2,...]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -15,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -70,11 +75,37 @@ double median_ms(int warmup, int iters, cudaStream_t s, F&& f) {
     return ms[iters / 2];
 }
 
+// Hugging Face position_ids of one row of T: examples of the given lengths, repeated, the last cut at T.
+// Adds sum(len^2) over the row's examples to *sq.
+std::vector<int32_t> packed_row(const std::vector<int>& lengths, int T, double* sq) {
+    std::vector<int32_t> pos;
+    *sq = 0;
+    for (size_t i = 0; static_cast<int>(pos.size()) < T; i = (i + 1) % lengths.size()) {
+        const int len = std::min(lengths[i], T - static_cast<int>(pos.size()));
+        for (int p = 0; p < len; p++) pos.push_back(p);
+        *sq += static_cast<double>(len) * len;
+    }
+    return pos;
+}
+
+std::vector<int> parse_lengths(const std::string& s) {
+    std::vector<int> v;
+    size_t i = 0;
+    while (i <= s.size()) {
+        const size_t j = std::min(s.find(',', i), s.size());
+        const int len = std::atoi(s.substr(i, j - i).c_str());
+        if (len < 1) throw std::runtime_error("--packed: lengths must be positive integers, got '" + s + "'");
+        v.push_back(len);
+        i = j + 1;
+    }
+    return v;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     int B = 16, T = 1024, NH = 12, KV = 0, hs = 64, iters = 50, warmup = 10;
-    std::string json, impl = "flash";
+    std::string json, impl = "flash", packed;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         const char* v = argv[i + 1];
@@ -87,6 +118,7 @@ int main(int argc, char** argv) {
         else if (a == "--warmup") warmup = std::atoi(v);
         else if (a == "--json") json = v;
         else if (a == "--impl") impl = v;
+        else if (a == "--packed") packed = v;
         else {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
             return 2;
@@ -104,10 +136,22 @@ int main(int argc, char** argv) {
         LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&out), n_out * 2));
         LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&dqkv), n_qkv * 2));
         LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&lse), static_cast<size_t>(B) * NH * T * 4));
+        int32_t* pos = nullptr;  // packed examples' positions (B,T), or null
+        double causal_sq = static_cast<double>(T) * T;  // sum of the examples' len^2 per row
+        if (!packed.empty()) {
+            const std::vector<int32_t> row = packed_row(parse_lengths(packed), T, &causal_sq);
+            std::vector<int32_t> all;
+            for (int b = 0; b < B; b++) all.insert(all.end(), row.begin(), row.end());
+            LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&pos), all.size() * 4));
+            LLMT_CUDA_CHECK(cudaMemcpy(pos, all.data(), all.size() * 4, cudaMemcpyHostToDevice));
+        }
 
         double fwd = 0, bwd = 0;
         std::string variant;
-        if (impl == "cudnn") {
+        if (impl == "cudnn" && pos) {
+            std::fprintf(stderr, "attention_gpu_bench: --packed runs the flash kernels only (cuDNN has no per-row bounds here)\n");
+            return 3;
+        } else if (impl == "cudnn") {
 #if LLMT_HAVE_CUDNN_ATTENTION
             // One untimed call each first: it builds and caches the plan (cuDNN compiles its kernel then).
             const bool ok = llmt::kernels::cuda::cudnn_attention_forward(out, lse, qkv, B, T, C, NH, KV, s) &&
@@ -127,14 +171,16 @@ int main(int argc, char** argv) {
             return 3;
 #endif
         } else if (impl == "flash") {
-            fwd = median_ms(warmup, iters, s, [&] { flash_attention_forward(out, lse, qkv, B, T, C, NH, KV, s); });
-            bwd = median_ms(warmup, iters, s,
-                            [&] { flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s); });
+            fwd = median_ms(warmup, iters, s,
+                            [&] { flash_attention_forward(out, lse, qkv, B, T, C, NH, KV, s, pos); });
+            bwd = median_ms(warmup, iters, s, [&] {
+                flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, nullptr, pos);
+            });
         } else {
             std::fprintf(stderr, "unknown --impl %s (flash or cudnn)\n", impl.c_str());
             return 2;
         }
-        const double fwd_flop = 4.0 * B * NH * static_cast<double>(T) * T * hs / 2.0, bwd_flop = 2.5 * fwd_flop;
+        const double fwd_flop = 4.0 * B * NH * causal_sq * hs / 2.0, bwd_flop = 2.5 * fwd_flop;
         const double fwd_tf = fwd_flop / (fwd * 1e-3) / 1e12, bwd_tf = bwd_flop / (bwd * 1e-3) / 1e12;
         // Tile-shape variant under test (bench/kernels/flash_attention_lab.h; unset = src's shapes).
         const char* fv = std::getenv("LLMT_FLASH_FWD_VARIANT");
@@ -144,6 +190,7 @@ int main(int argc, char** argv) {
         if (variant.empty())
             variant = std::string("f") + (fv ? fv : "d") + "b" + (bv ? bv : "d") + "g" + (gv ? gv : "d") +
                       (hv ? std::string("h") + hv : std::string());
+        if (pos) variant += " packed " + packed;
         cudaDeviceProp prop{};
         LLMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
         std::printf("ours (llmt %s bf16, variant %s) on %s: B=%d T=%d NH=%d KV=%d hs=%d  fwd %.3f ms "
@@ -167,6 +214,7 @@ int main(int argc, char** argv) {
         cudaFree(out);
         cudaFree(dqkv);
         cudaFree(lse);
+        cudaFree(pos);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "attention_gpu_bench: %s\n", e.what());
         return 1;

@@ -25,13 +25,15 @@ done
 grep -E 'flash-attn\] (seed|T=1024 +hs=64 +(out|dq|lse))' "$out/fa_test.log" | head -12
 if [ "${SANITIZE:-1}" = 1 ]; then
   small='FlashAttention.RaggedHs64:FlashAttention.RaggedHs128:FlashAttention.SingleTokenHs64:FlashAttention.RaggedShortHs64'
+  small+=':FlashAttention.PackedHs128:FlashAttention.PackedSingleTokens'  # packed examples (positions)
   for v in 0 1; do
     LLMT_FLASH_FWD_VARIANT=$v LLMT_FLASH_BWD_VARIANT=$v timeout 90 compute-sanitizer --tool memcheck \
       /tmp/g/bin/flash_attention_lab_test --gtest_filter="$small" >> "$out/fa_sanitizer.log" 2>&1
     echo "memcheck variant $v rc=$?"
   done
   LLMT_FLASH_FWD_VARIANT=1 LLMT_FLASH_BWD_VARIANT=1 timeout 90 compute-sanitizer --tool racecheck \
-    /tmp/g/bin/flash_attention_lab_test --gtest_filter='FlashAttention.RaggedHs64' >> "$out/fa_sanitizer.log" 2>&1
+    /tmp/g/bin/flash_attention_lab_test --gtest_filter='FlashAttention.RaggedHs64:FlashAttention.PackedHs128' \
+    >> "$out/fa_sanitizer.log" 2>&1
   echo "racecheck variant 1 rc=$?"
   grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Invalid|hazard' "$out/fa_sanitizer.log" | head -12
 fi

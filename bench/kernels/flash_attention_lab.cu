@@ -33,36 +33,36 @@ FlashShape flash_shape_from_env() {
 }
 
 void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int KV,
-                             cudaStream_t s) {
+                             cudaStream_t s, const int32_t* pos) {
     const void* ptrs[] = {out, lse, qkv};
     const int hs = flash::check_args("flash_attention_forward", ptrs, 3, B, T, C, NH, KV);
     const FlashShape shape = flash_shape_from_env();
     const int v = shape.fwd, g = group_for(shape, B * NH);
     if (hs == 64) {
-        if (v == 0) flash::launch_forward<64, 4, 64>(out, lse, qkv, B, T, C, NH, KV, s, g);
-        else if (v == 1) flash::launch_forward<64, 4, 128>(out, lse, qkv, B, T, C, NH, KV, s, g);
-        else if (v == 2) flash::launch_forward<64, 8, 64>(out, lse, qkv, B, T, C, NH, KV, s, g);
-        else flash::launch_forward<64, 8, 128>(out, lse, qkv, B, T, C, NH, KV, s, g);
+        if (v == 0) flash::launch_forward<64, 4, 64>(out, lse, qkv, B, T, C, NH, KV, s, g, pos);
+        else if (v == 1) flash::launch_forward<64, 4, 128>(out, lse, qkv, B, T, C, NH, KV, s, g, pos);
+        else if (v == 2) flash::launch_forward<64, 8, 64>(out, lse, qkv, B, T, C, NH, KV, s, g, pos);
+        else flash::launch_forward<64, 8, 128>(out, lse, qkv, B, T, C, NH, KV, s, g, pos);
     } else {
-        if (v == 2) flash::launch_forward<128, 8, 64>(out, lse, qkv, B, T, C, NH, KV, s, g);
-        else flash::launch_forward<128, 4, 64>(out, lse, qkv, B, T, C, NH, KV, s, g);
+        if (v == 2) flash::launch_forward<128, 8, 64>(out, lse, qkv, B, T, C, NH, KV, s, g, pos);
+        else flash::launch_forward<128, 4, 64>(out, lse, qkv, B, T, C, NH, KV, s, g, pos);
     }
 }
 
 void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
-                              int T, int C, int NH, int KV, cudaStream_t s, float* dcol) {
+                              int T, int C, int NH, int KV, cudaStream_t s, float* dcol, const int32_t* pos) {
     const void* ptrs[] = {dqkv, dout, qkv, out, lse};
     const int hs = flash::check_args("flash_attention_backward", ptrs, 5, B, T, C, NH, KV);
     const FlashShape shape = flash_shape_from_env();
     const int v = shape.bwd, g = shape.group, hpb = shape.hpb;  // 0: src's rules (launch_backward)
     if (hs == 64) {
-        if (v == 0) flash::launch_backward<64, 4, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
-        else if (v == 1) flash::launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
-        else if (v == 2) flash::launch_backward<64, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
-        else flash::launch_backward<64, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
+        if (v == 0) flash::launch_backward<64, 4, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
+        else if (v == 1) flash::launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
+        else if (v == 2) flash::launch_backward<64, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
+        else flash::launch_backward<64, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
     } else {
-        if (v == 1) flash::launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
-        else flash::launch_backward<128, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb);
+        if (v == 1) flash::launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
+        else flash::launch_backward<128, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
     }
 }
 

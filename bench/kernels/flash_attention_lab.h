@@ -10,6 +10,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+
 namespace llmt::lab {
 
 struct FlashShape {
@@ -22,11 +24,12 @@ struct FlashShape {
 // The shape the LLMT_FLASH_* variables ask for (src's defaults where unset or out of range).
 FlashShape flash_shape_from_env();
 
-// The same contracts as llmt::kernels::cuda::flash_attention_forward/_backward, on flash_shape_from_env().
+// The same contracts as llmt::kernels::cuda::flash_attention_forward/_backward (positions: packed examples),
+// on flash_shape_from_env().
 void flash_attention_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* qkv, int B, int T, int C, int NH,
-                             int KV, cudaStream_t s);
+                             int KV, cudaStream_t s, const int32_t* positions = nullptr);
 void flash_attention_backward(__nv_bfloat16* dqkv, const __nv_bfloat16* dout, const __nv_bfloat16* qkv,
                               const __nv_bfloat16* out, const float* lse, int B, int T, int C, int NH, int KV,
-                              cudaStream_t s, float* dqkv_colsum = nullptr);
+                              cudaStream_t s, float* dqkv_colsum = nullptr, const int32_t* positions = nullptr);
 
 }  // namespace llmt::lab

@@ -1,4 +1,5 @@
-// Validation and device dispatch for kernels/ops.h.
+// Validation and device dispatch for kernels/ops.h (the attention and RoPE ops: ops_attention.cpp; the shared
+// checks: ops_check.h).
 #include "kernels/ops.h"
 
 #include <array>
@@ -15,7 +16,6 @@
 #include "core/check.h"
 #include "core/knobs.h"
 #include "kernels/cpu/adamw.h"
-#include "kernels/cpu/attention.h"
 #include "kernels/cpu/classifier.h"
 #include "kernels/cpu/dropout.h"
 #include "kernels/cpu/encoder.h"
@@ -27,48 +27,9 @@
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rmsnorm.h"
-#include "kernels/cpu/rope.h"
 #include "kernels/cpu/swiglu.h"
 
-#if LLMT_CUDA_ENABLED
-#include "kernels/cuda/attention.h"
-#include "kernels/cuda/classifier.h"
-#include "kernels/cuda/elementwise.h"
-#include "kernels/cuda/encoder.h"
-#include "kernels/cuda/layernorm.h"
-#include "kernels/cuda/matmul.h"
-#include "kernels/cuda/optim.h"
-#include "kernels/cuda/rmsnorm.h"
-#include "kernels/cuda/rope.h"
-#include "kernels/cuda/runtime.h"
-#include "kernels/cuda/swiglu.h"
-#if __has_include("kernels/cuda/flash_attention.h") && LLMT_HAVE_FLASH_ATTENTION
-#include "kernels/cuda/flash_attention.h"
-#define LLMT_FLASH_ATTENTION 1
-#else
-#define LLMT_FLASH_ATTENTION 0
-#endif
-#if LLMT_HAVE_CUDNN_ATTENTION
-#include "kernels/cuda/cudnn_attention.h"
-#define LLMT_CUDNN_ATTENTION 1
-#else
-#define LLMT_CUDNN_ATTENTION 0
-#endif
-// `return cuda::op(...)` when the tensors are on the GPU (check_device refused them in a CPU-only build).
-#define LLMT_ON_CUDA(dev, call) \
-    if ((dev) == Device::kCuda) return cuda::call
-// The same for ops with fp32 or bf16 storage: `body` sees the element type as T (float or __nv_bfloat16)
-// and p<E>(tensor) as the typed pointer.
-#define LLMT_ON_CUDA_T(dev, dt, body)                                                   \
-    if ((dev) == Device::kCuda)                                                         \
-    return on_dtype(dt, [&](auto* tag_) {                                               \
-        using E = std::remove_pointer_t<decltype(tag_)>;                                \
-        return body;                                                                    \
-    })
-#else
-#define LLMT_ON_CUDA(dev, call) (void)(dev)
-#define LLMT_ON_CUDA_T(dev, dt, body) ((void)(dev), (void)(dt))
-#endif
+#include "kernels/ops_check.h"
 
 namespace llmt::kernels {
 namespace {
@@ -79,123 +40,9 @@ namespace {
 const bool kCudaMemoryRegistered = (cuda::register_memory(), true);
 #endif
 
-struct Arg {
-    const char* name;
-    const Tensor& t;
-};
-
-// All present tensors on one device; returns it. CUDA tensors throw in a build without CUDA.
-Device check_device(const char* op, std::initializer_list<Arg> args) {
-    bool first = true;
-    Device dev = Device::kCpu;
-    for (const Arg& a : args) {
-        if (a.t.empty()) continue;
-        if (first) {
-            dev = a.t.device;
-            first = false;
-        }
-        LLMT_INTERNAL_CHECK(a.t.device == dev, "{}: argument '{}' is on {} but the others are on {}", op, a.name,
-                   device_name(a.t.device), device_name(dev));
-    }
-    if (dev == Device::kCuda && !LLMT_CUDA_ENABLED) throw DeviceError(fmt::format("{}: built without CUDA", op));
-    return dev;
-}
-
-void check_present(const char* op, const char* name, const Tensor& t) {
-    LLMT_INTERNAL_CHECK(!t.empty(), "{}: argument '{}' is missing (null data)", op, name);
-}
-
-void check_dtype(const char* op, const char* name, const Tensor& t, DType dt) {
-    LLMT_INTERNAL_CHECK(t.dtype == dt, "{}: argument '{}' must be {}, got {}", op, name, dtype_name(dt),
-               t.describe());
-}
-
-// Checks ndim and every extent that is >= 0 in `want` (-1: any).
-void check_shape(const char* op, const char* name, const Tensor& t, std::initializer_list<int64_t> want) {
-    check_present(op, name, t);
-    bool ok = t.ndim == static_cast<int>(want.size());
-    int i = 0;
-    for (int64_t w : want) {
-        if (ok && w >= 0 && t.dim(i) != w) ok = false;
-        ++i;
-    }
-    if (!ok) {
-        std::string s = "(";
-        i = 0;
-        for (int64_t w : want) s += (i++ ? ", " : "") + (w >= 0 ? std::to_string(w) : std::string("*"));
-        s += ")";
-        throw InternalError(fmt::format("{}: argument '{}' must have shape {}, got {}", op,
-                                        name, s, t.describe()));
-    }
-}
-
-void check_f32(const char* op, std::initializer_list<Arg> args) {
-    for (const Arg& a : args)
-        if (!a.t.empty()) check_dtype(op, a.name, a.t, DType::kF32);
-}
-
-int as_int(const char* op, const char* what, int64_t v) {
-    LLMT_INTERNAL_CHECK(v >= 0 && v <= INT32_MAX, "{}: {} = {} out of range", op, what, v);
-    return static_cast<int>(v);
-}
-
-float* f(const Tensor& t) { return static_cast<float*>(t.data); }
-const int32_t* ids(const Tensor& t) { return static_cast<const int32_t*>(t.data); }
-template <typename T>
-T* p(const Tensor& t) {
-    return static_cast<T*>(t.data);
-}
-
-// The storage type of an op's activations and weights: every listed (present) tensor f32, or every one
-// bf16, which only the CUDA backend implements (mixed precision: statistics, losses and parameter
-// gradients stay f32 and are checked with check_f32).
-DType check_act(const char* op, Device dev, std::initializer_list<Arg> args) {
-    DType dt = DType::kF32;
-    for (const Arg& a : args)
-        if (!a.t.empty()) {
-            dt = a.t.dtype;
-            break;
-        }
-    LLMT_INTERNAL_CHECK(dt == DType::kF32 || dt == DType::kBF16, "{}: tensors must be f32 or bf16, got {}", op,
-               dtype_name(dt));
-    for (const Arg& a : args)
-        if (!a.t.empty()) check_dtype(op, a.name, a.t, dt);
-    LLMT_INTERNAL_CHECK(dt == DType::kF32 || dev == Device::kCuda, "{}: bf16 tensors are supported on CUDA only, got {}", op,
-               device_name(dev));
-    return dt;
-}
-
-// dst (cols) += column sums of x (rows, cols): the CPU side of the ops that also return the bias gradient
-// of the linear layer whose output gradient they produce.
-void add_column_sums_cpu(float* dst, const float* x, int64_t rows, int64_t cols) {
-    for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) dst[c] += x[r * cols + c];
-}
-
-#if LLMT_CUDA_ENABLED
-template <typename Fn>
-auto on_dtype(DType dt, Fn&& fn) {
-    if (dt == DType::kBF16) return fn(static_cast<__nv_bfloat16*>(nullptr));
-    return fn(static_cast<float*>(nullptr));
-}
-
-// cuBLASLt's GELU epilogues for bf16 (LLMTRAIN_GELU_FUSION=0 runs the separate GELU kernels instead).
-bool gelu_fusion() { return knob_on(Knob::kGeluFusion); }
-
-#if LLMT_FLASH_ATTENTION
-// The tensor-core kernels (flash_attention.h) for bf16 head sizes they implement (LLMTRAIN_FLASH_ATTENTION=0
-// selects the simple kernels, for comparisons).
-bool use_flash_attention(int64_t HS) { return knob_on(Knob::kFlashAttention) && (HS == 64 || HS == 128); }
-#endif
-#if LLMT_CUDNN_ATTENTION
-// cuDNN's fused attention (cuda/cudnn_attention.h) for bf16 unless LLMTRAIN_CUDNN_ATTENTION=0: 1.4-1.6x our
-// flash kernels on an H100 (docs/benchmarks.md). It declines (returns false) without libcudnn or for shapes
-// it cannot plan, and the flash kernels run instead.
-bool use_cudnn_attention() { return knob_on(Knob::kCudnnAttention); }
-#endif
-#endif
-
 }  // namespace
+
+using namespace ops_check;  // NOLINT(google-build-using-namespace): the helpers read as before
 
 void encoder_forward(Tensor out, Tensor inp, Tensor wte, Tensor wpe) {
     const char* op = "encoder_forward";
@@ -389,114 +236,6 @@ void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
                          as_int(op, "OC", OC));
 }
 
-namespace {
-// The attention ops' head checks: NH, KV > 0, NH % KV == 0 and C (out's width) % NH == 0. Returns HS.
-int64_t check_heads(const char* op, int64_t C, int NH, int KV) {
-    LLMT_INTERNAL_CHECK(NH > 0 && KV > 0 && NH % KV == 0, "{}: NH = {} query heads must be a positive multiple of "
-                        "KV = {} key/value heads", op, NH, KV);
-    LLMT_INTERNAL_CHECK(C % NH == 0, "{}: C = {} is not divisible by NH = {}", op, C, NH);
-    return C / NH;
-}
-}  // namespace
-
-void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV) {
-    const char* op = "attention_forward";
-    check_device(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}});
-    check_shape(op, "out", out, {-1, -1, -1});
-    const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
-    const int64_t C3 = C + 2 * KV * check_heads(op, C, NH, KV);
-    check_shape(op, "lse", lse, {B, NH, T});
-    check_shape(op, "qkv", qkv, {B, T, C3});
-    check_f32(op, {{"lse", lse}});
-    const DType dt = check_act(op, qkv.device, {{"out", out}, {"qkv", qkv}});
-#if LLMT_CUDA_ENABLED && LLMT_CUDNN_ATTENTION
-    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_cudnn_attention() &&
-        cuda::cudnn_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
-                                      as_int(op, "T", T), as_int(op, "C", C), NH, KV, cuda::stream()))
-        return;
-#endif
-#if LLMT_CUDA_ENABLED && LLMT_FLASH_ATTENTION
-    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH))
-        return cuda::flash_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
-                                             as_int(op, "T", T), as_int(op, "C", C), NH, KV, cuda::stream());
-#endif
-    LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_forward(p<E>(out), f(lse), p<E>(qkv), as_int(op, "B", B),
-                                                            as_int(op, "T", T), as_int(op, "C", C), NH, KV,
-                                                            cuda::stream()));
-    cpu::attention_forward(f(out), f(lse), f(qkv), as_int(op, "B", B), as_int(op, "T", T),
-                           as_int(op, "C", C), NH, KV);
-}
-
-void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH, int KV,
-                        Tensor dqkv_colsum) {
-    const char* op = "attention_backward";
-    check_device(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse},
-                      {"dqkv_colsum", dqkv_colsum}});
-    check_shape(op, "out", out, {-1, -1, -1});
-    const int64_t B = out.dim(0), T = out.dim(1), C = out.dim(2);
-    const int64_t C3 = C + 2 * KV * check_heads(op, C, NH, KV);
-    check_shape(op, "dout", dout, {B, T, C});
-    check_shape(op, "lse", lse, {B, NH, T});
-    check_shape(op, "qkv", qkv, {B, T, C3});
-    check_shape(op, "dqkv", dqkv, {B, T, C3});
-    if (!dqkv_colsum.empty()) check_shape(op, "dqkv_colsum", dqkv_colsum, {C3});
-    check_f32(op, {{"lse", lse}, {"dqkv_colsum", dqkv_colsum}});
-    const DType dt = check_act(op, qkv.device, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}});
-    float* colsum = dqkv_colsum.empty() ? nullptr : f(dqkv_colsum);
-#if LLMT_CUDA_ENABLED
-#if LLMT_CUDNN_ATTENTION
-    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_cudnn_attention() &&
-        cuda::cudnn_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
-                                       p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
-                                       as_int(op, "C", C), NH, KV, cuda::stream())) {
-        if (colsum)  // cuDNN has no column sums: the separate pass over dqkv
-            cuda::add_column_sums(colsum, p<__nv_bfloat16>(dqkv), as_int(op, "rows", B * T), as_int(op, "C3", C3),
-                                  cuda::stream());
-        return;
-    }
-#endif
-#if LLMT_FLASH_ATTENTION
-    if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH) &&
-        (!colsum || knob_on(Knob::kFuseAttnColsum)))
-        return cuda::flash_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
-                                              p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
-                                              as_int(op, "C", C), NH, KV, cuda::stream(), colsum);
-#endif
-    if (qkv.device == Device::kCuda && colsum) {  // the unfused path: backward, then the column sums
-        attention_backward(dqkv, dout, qkv, out, lse, NH, KV);
-        return on_dtype(dt, [&](auto* tag_) {
-            using E = std::remove_pointer_t<decltype(tag_)>;
-            cuda::add_column_sums(colsum, p<E>(dqkv), as_int(op, "rows", B * T), as_int(op, "C3", C3),
-                                  cuda::stream());
-        });
-    }
-#endif
-    LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_backward(p<E>(dqkv), p<E>(dout), p<E>(qkv), p<E>(out), f(lse),
-                                                             as_int(op, "B", B), as_int(op, "T", T),
-                                                             as_int(op, "C", C), NH, KV, cuda::stream()));
-    cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
-                            as_int(op, "T", T), as_int(op, "C", C), NH, KV);
-    if (colsum) add_column_sums_cpu(colsum, f(dqkv), B * T, C3);
-}
-
-void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH, int KV) {
-    const char* op = "attention_forward_cached";
-    check_device(op, {{"out", out}, {"qkv", qkv}});
-    check_shape(op, "out", out, {-1, -1, -1});
-    const int64_t B = out.dim(0), Tq = out.dim(1), C = out.dim(2);
-    const int64_t C3 = C + 2 * KV * check_heads(op, C, NH, KV);
-    check_shape(op, "qkv", qkv, {B, -1, C3});
-    const int64_t Tmax = qkv.dim(1);
-    LLMT_INTERNAL_CHECK(t0 >= 0 && t0 + Tq <= Tmax, "{}: positions {}..{} exceed the cache of {} positions", op, t0,
-               t0 + Tq - 1, Tmax);
-    check_f32(op, {{"out", out}, {"qkv", qkv}});
-    LLMT_ON_CUDA(qkv.device, attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
-                                                      as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH, KV,
-                                                      cuda::stream()));
-    cpu::attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
-                                  as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH, KV);
-}
-
 void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
     const char* op = "rmsnorm_forward";
     LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
@@ -599,42 +338,6 @@ void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp) {
     LLMT_ON_CUDA_T(dev, dt, cuda::swiglu_backward(p<E>(dinp), p<E>(dout), p<E>(inp), static_cast<size_t>(rows), F,
                                                   cuda::stream()));
     cpu::swiglu_backward(f(dinp), f(dout), f(inp), static_cast<size_t>(rows), F);
-}
-
-namespace {
-// rope's checks: qkv (B,T,(NH+2KV)*HS) with HS = rope's width (even), rows pos0..pos0+T-1 in the table.
-// Returns {B, T, HS}.
-std::array<int, 3> check_rope(const char* op, const Tensor& qkv, const char* qkv_name, const Tensor& rope, int NH,
-                              int KV, int pos0) {
-    check_device(op, {{qkv_name, qkv}, {"rope", rope}});
-    check_shape(op, "rope", rope, {-1, -1});
-    check_f32(op, {{"rope", rope}});
-    const int64_t Tmax = rope.dim(0), HS = rope.dim(1);
-    LLMT_INTERNAL_CHECK(HS > 0 && HS % 2 == 0, "{}: the table's head size {} must be even", op, HS);
-    LLMT_INTERNAL_CHECK(NH > 0 && KV > 0 && NH % KV == 0, "{}: NH = {} query heads must be a positive multiple of "
-                        "KV = {} key/value heads", op, NH, KV);
-    check_shape(op, qkv_name, qkv, {-1, -1, (NH + 2 * static_cast<int64_t>(KV)) * HS});
-    const int64_t B = qkv.dim(0), T = qkv.dim(1);
-    LLMT_INTERNAL_CHECK(pos0 >= 0 && pos0 + T <= Tmax, "{}: positions {}..{} exceed the table's {} rows", op, pos0,
-                        pos0 + T - 1, Tmax);
-    return {as_int(op, "B", B), as_int(op, "T", T), as_int(op, "HS", HS)};
-}
-}  // namespace
-
-void rope_forward(Tensor qkv, Tensor rope, int NH, int KV, int pos0) {
-    const char* op = "rope_forward";
-    const auto [B, T, HS] = check_rope(op, qkv, "qkv", rope, NH, KV, pos0);
-    const DType dt = check_act(op, qkv.device, {{"qkv", qkv}});
-    LLMT_ON_CUDA_T(qkv.device, dt, cuda::rope_forward(p<E>(qkv), f(rope), B, T, NH, KV, HS, pos0, cuda::stream()));
-    cpu::rope_forward(f(qkv), f(rope), B, T, NH, KV, HS, pos0);
-}
-
-void rope_backward(Tensor dqkv, Tensor rope, int NH, int KV) {
-    const char* op = "rope_backward";
-    const auto [B, T, HS] = check_rope(op, dqkv, "dqkv", rope, NH, KV, 0);
-    const DType dt = check_act(op, dqkv.device, {{"dqkv", dqkv}});
-    LLMT_ON_CUDA_T(dqkv.device, dt, cuda::rope_backward(p<E>(dqkv), f(rope), B, T, NH, KV, HS, cuda::stream()));
-    cpu::rope_backward(f(dqkv), f(rope), B, T, NH, KV, HS);
 }
 
 namespace {

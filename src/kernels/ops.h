@@ -73,12 +73,20 @@ void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor d
 // key/value head h / (NH / KV); KV == NH is multi-head attention (GPT-2), bit for bit as before KV existed.
 // out (B,T,C) with C = NH*HS, lse (B,NH,T); qkv (B,T,C3) with C3 = C + 2*KV*HS: q at channel 0 (NH*HS wide),
 // k at C and v at C + KV*HS (KV*HS wide each). C divisible by NH, NH by KV.
-void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV);
+// positions (B,T) i32 (optional; packed examples, Hugging Face's position_ids): each row of the batch holds
+// examples one after another and positions restart at 0 at each one; query t of row b attends keys
+// t - positions[b,t] .. t (causal inside its own example), so no example sees another. Contract:
+// positions[b,0] = 0, and positions[b,t] is 0 or positions[b,t-1] + 1. The CPU checks it (InternalError naming
+// the element); CUDA does not read device values back, so callers validate on the host before copying (the
+// CUDA kernels choose which key/query tiles to visit from it). Empty: plain causal attention, the same bits
+// as before positions existed. bf16 with positions runs our flash kernels (cuDNN's graph has no per-row
+// bounds), else the simple kernels.
+void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tensor positions = {});
 // dqkv (B,T,C3) =, dk/dv summed over the NH/KV query heads sharing each kv head; dout (B,T,C); qkv, out, lse
 // from the forward. dqkv_colsum (C3, f32, optional) += the column sums of dqkv: the bias gradient of the qkv
-// projection (fused into the CUDA flash kernels).
+// projection (fused into the CUDA flash kernels). positions as in the forward (the same tensor).
 void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH, int KV,
-                        Tensor dqkv_colsum = {});
+                        Tensor dqkv_colsum = {}, Tensor positions = {});
 
 // Inference with a KV cache (cpu/attention.h): out (B,Tq,C) for query positions t0..t0+Tq-1 of
 // qkv (B,Tmax,C3), t0 + Tq <= Tmax.
@@ -105,10 +113,12 @@ void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp);
 // place on the NH q heads and KV k heads of qkv (B,T,(NH+2KV)*HS) (v untouched). rope (Tmax,HS) f32: row p
 // holds cos(a_0..a_{HS/2-1}) then sin(a_0..a_{HS/2-1}) of position p (the model computes it); row t of qkv
 // uses table row pos0 + t (pos0 > 0 for KV-cache decoding), pos0 + T <= Tmax. HS even.
-void rope_forward(Tensor qkv, Tensor rope, int NH, int KV, int pos0 = 0);
+// positions (B,T) i32 (optional, attention_forward's packed-example contract, T <= Tmax): row (b,t) uses table
+// row positions[b,t] instead, and pos0 must be 0.
+void rope_forward(Tensor qkv, Tensor rope, int NH, int KV, int pos0 = 0, Tensor positions = {});
 // In place: the transpose (rotation by -a) on the dq and dk heads of dqkv (B,T,(NH+2KV)*HS), row t with table
-// row t; dv untouched.
-void rope_backward(Tensor dqkv, Tensor rope, int NH, int KV);
+// row t (or positions[b,t], as in the forward); dv untouched.
+void rope_backward(Tensor dqkv, Tensor rope, int NH, int KV, Tensor positions = {});
 
 // cpu/gelu.h. Same-shape tensors; out may alias inp, dinp may alias dout. dinp =.
 void gelu_forward(Tensor out, Tensor inp);

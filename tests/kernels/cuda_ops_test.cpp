@@ -18,6 +18,7 @@
 #include "core/arena.h"
 #include "core/knobs.h"
 #include "kernels/ops.h"
+#include "kernels/packed_positions.h"
 #include "kernels/test_util.h"
 
 namespace llmt::kernels {
@@ -281,6 +282,41 @@ TEST_F(CudaOps, Attention) {
     attention_case("(GQA 32/8, HS 64, T 97)", 1, 97, 2048, 32, 8, 64);
 }
 
+// Packed examples (positions restarting at 0 per example): the fp32 simple kernels against the CPU op with
+// the same positions. Rows mix one-token examples, examples crossing the 32-key warp chunks and a row that is
+// one example; tolerances as above (the same sums over fewer keys).
+void packed_attention_case(const char* tag, const std::vector<std::vector<int>>& lengths, int T, int C, int NH, int KV,
+                           uint32_t s) {
+    const test::Packing pk = test::pack_rows(lengths, T);
+    const int B = pk.B, C3 = C + 2 * KV * (C / NH);
+    auto pos = pk.positions;
+    auto qkv = randn(B * T * C3, seed(s)), g = randn(B * T * C, seed(s + 1));
+    std::vector<float> out(B * T * C), lse(B * NH * T), gq(B * T * C3);
+    const Tensor P = H(pos, {B, T}, DType::kI32);
+    attention_forward(H(out, {B, T, C}), H(lse, {B, NH, T}), H(qkv, {B, T, C3}), NH, KV, P);
+    attention_backward(H(gq, {B, T, C3}), H(g, {B, T, C}), H(qkv, {B, T, C3}), H(out, {B, T, C}), H(lse, {B, NH, T}),
+                       NH, KV, {}, P);
+    Dev dpos = D(pos, {B, T}, DType::kI32), dqkv = D(qkv, {B, T, C3}), dout({B, T, C}), dlse({B, NH, T});
+    Dev dg = D(g, {B, T, C}), dgq({B, T, C3});
+    dout.poison();
+    dlse.poison();
+    dgq.poison();
+    attention_forward(dout.t(), dlse.t(), dqkv.t(), NH, KV, dpos.t());
+    attention_backward(dgq.t(), dg.t(), dqkv.t(), dout.t(), dlse.t(), NH, KV, {}, dpos.t());
+    const std::string p = std::string(" packed ") + tag;
+    expect_close(("attention_forward out" + p).c_str(), dout.download<float>(), out, kTolReduce);
+    expect_close(("attention_forward lse" + p).c_str(), dlse.download<float>(), lse, kTolReduce);
+    expect_close(("attention_backward dqkv" + p).c_str(), dgq.download<float>(), gq, kTolBackward);
+}
+
+TEST_F(CudaOps, PackedAttention) {
+    const std::vector<std::vector<int>> mix = {{1, 40, 1, 1, 33, 24}, {100}, {60, 39, 1}};
+    packed_attention_case("(HS 64, T 100)", mix, 100, 192, 3, 3, 70);
+    packed_attention_case("(GQA 4/2, HS 64, T 100)", mix, 100, 256, 4, 2, 72);
+    packed_attention_case("(MQA 4/1, HS 20, T 100)", mix, 100, 80, 4, 1, 74);
+    packed_attention_case("(GQA 8/2, HS 128, T 70)", {std::vector<int>(70, 1), {35, 35}}, 70, 1024, 8, 2, 76);
+}
+
 // RMSNorm, its residual-fused forward, SwiGLU and RoPE (the LLaMA ops), fp32 against the CPU ops. Widths take
 // each kernel: RMSNorm C = 67 (not a multiple of 4 floats: the scalar forward, the backward's one-element
 // groups), 200 and 768 (16-byte groups), 2048 (Llama-3.2-1B: the forward in registers, the backward's 512-thread
@@ -408,6 +444,15 @@ TEST_F(CudaOps, SwiGluRope) {
         rope_backward(H(g, {B, T, C3}), H(table, {Tmax, HS}), NH, KV);
         rope_backward(dg.t(), dt.t(), NH, KV);
         expect_close(("rope_backward" + h).c_str(), dg.download<float>(), g, kTolElementwise);
+        // Packed examples: table row positions[b,t] per row.
+        auto pos = test::pack_rows({{1, 20, 16}, {37}}, T).positions;
+        Dev dpos = D(pos, {B, T}, DType::kI32);
+        rope_forward(H(x, {B, T, C3}), H(table, {Tmax, HS}), NH, KV, 0, H(pos, {B, T}, DType::kI32));
+        rope_forward(dx.t(), dt.t(), NH, KV, 0, dpos.t());
+        expect_close(("rope_forward (packed)" + h).c_str(), dx.download<float>(), x, kTolElementwise);
+        rope_backward(H(g, {B, T, C3}), H(table, {Tmax, HS}), NH, KV, H(pos, {B, T}, DType::kI32));
+        rope_backward(dg.t(), dt.t(), NH, KV, dpos.t());
+        expect_close(("rope_backward (packed)" + h).c_str(), dg.download<float>(), g, kTolElementwise);
     }
 }
 

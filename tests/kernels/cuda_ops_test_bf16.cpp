@@ -18,6 +18,7 @@
 #include "core/bf16.h"
 #include "core/knobs.h"
 #include "kernels/ops.h"
+#include "kernels/packed_positions.h"
 #include "kernels/test_util.h"
 
 namespace llmt::kernels {
@@ -273,18 +274,26 @@ TEST_F(CudaBf16Ops, MatmulAndGeluUnfused) {
 // kernels only their bf16 outputs: kTolGrad bounds all three.
 // KV < NH: grouped-query attention on the same paths (cuDNN's graph with K/V of KV heads and the dK/dV head
 // reduction; the flash kernels' kv-head indexing and their per-group dK/dV sums; the simple kernels' loop).
-void attention_case(const std::string& path, int NH = 4, int KV = 4) {
+// packed: positions of packed examples (one-token examples, examples crossing the 64-row tiles, a row that is
+// one example); the "default" path then runs the flash kernels (cuDNN is not used with positions).
+void attention_case(const std::string& path, int NH = 4, int KV = 4, bool packed = false) {
     const ScopedKnob cudnn(Knob::kCudnnAttention, path == "default" ? "1" : "0");
     const ScopedKnob flash(Knob::kFlashAttention, path == "simple" ? "0" : "1");
     const int B = 2, T = 100, HS = 64, C = NH * HS, C3 = C + 2 * KV * HS;
-    const std::string tag = path + (KV == NH ? "" : " GQA " + std::to_string(NH) + "/" + std::to_string(KV));
+    const std::string tag = path + (KV == NH ? "" : " GQA " + std::to_string(NH) + "/" + std::to_string(KV)) +
+                            (packed ? " packed" : "");
+    std::vector<int32_t> pos = test::pack_rows({{1, 70, 1, 1, 27}, {100}}, T).positions;
+    Dev dpos({B, T}, DType::kI32);
+    dpos.upload_ids(pos);
+    const Tensor P = packed ? Tensor(pos.data(), {B, T}, DType::kI32) : Tensor();
+    const Tensor dP = packed ? dpos.t() : Tensor();
     auto qkv = rounded(randn(B * T * C3, seed(40)));
     std::vector<float> out(B * T * C), lse(B * NH * T);
-    attention_forward(H(out, {B, T, C}), H(lse, {B, NH, T}), H(qkv, {B, T, C3}), NH, KV);
+    attention_forward(H(out, {B, T, C}), H(lse, {B, NH, T}), H(qkv, {B, T, C3}), NH, KV, P);
     Dev dqkv = bf(qkv, {B, T, C3}), dout({B, T, C}, DType::kBF16), dlse({B, NH, T}, DType::kF32);
     dout.poison();
     dlse.poison();
-    attention_forward(dout.t(), dlse.t(), dqkv.t(), NH, KV);
+    attention_forward(dout.t(), dlse.t(), dqkv.t(), NH, KV, dP);
     expect_close(("attention_forward out " + tag).c_str(), dout.download(), out, kTolGrad);
     expect_close(("attention_forward lse (f32) " + tag).c_str(), dlse.download(), lse, kTolOut);
     auto go = rounded(randn(B * T * C, seed(41)));
@@ -293,10 +302,10 @@ void attention_case(const std::string& path, int NH = 4, int KV = 4) {
     auto gout = dout.download();
     auto glse = dlse.download();
     attention_backward(H(gq, {B, T, C3}), H(go, {B, T, C}), H(qkv, {B, T, C3}), H(gout, {B, T, C}),
-                       H(glse, {B, NH, T}), NH, KV);
+                       H(glse, {B, NH, T}), NH, KV, {}, P);
     Dev dgo = bf(go, {B, T, C}), dgq({B, T, C3}, DType::kBF16);
     dgq.poison();
-    attention_backward(dgq.t(), dgo.t(), dqkv.t(), dout.t(), dlse.t(), NH, KV);
+    attention_backward(dgq.t(), dgo.t(), dqkv.t(), dout.t(), dlse.t(), NH, KV, {}, dP);
     expect_close(("attention_backward dqkv " + tag).c_str(), dgq.download(), gq, kTolGrad);
 }
 
@@ -306,6 +315,8 @@ TEST_F(CudaBf16Ops, AttentionClassifierAdamW) {
         attention_case(path);
         attention_case(path, 8, 2);
         attention_case(path, 4, 1);
+        attention_case(path, 4, 4, true);
+        attention_case(path, 8, 2, true);
     }
 
     // Classifier over bf16 logits: fp32 losses, bf16 dlogits in place; padding columns and an ignored row.

@@ -1,8 +1,9 @@
 // The bf16 tensor-core flash attention (kernels/cuda/flash_attention.h) against the fp32 CPU op
 // (kernels/cpu/attention.h) run on the same bf16-rounded inputs: out, lse and dqkv, on fresh random inputs
 // (seed printed; replay with LLMT_TEST_SEED), for hs 64 and 128 and T that is and is not a multiple of the
-// 64-row tiles, and grouped-query attention (KV < NH kv heads). Label gpu: skipped, saying so, without a CUDA
-// device. Outputs are poisoned with NaN first.
+// 64-row tiles, and grouped-query attention (KV < NH kv heads), and packed examples (positions restarting at 0
+// per example: the CPU op with the same positions is the reference). Label gpu: skipped, saying so, without a
+// CUDA device. Outputs are poisoned with NaN first.
 // Built twice: flash_attention_test runs src's kernels; flash_attention_lab_test (LLMT_FLASH_LAB) runs the
 // kernel lab's (bench/kernels/flash_attention_lab.h), whose tile shape the LLMT_FLASH_* variables pick.
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/runtime.h"
+#include "kernels/packed_positions.h"
 #if LLMT_FLASH_LAB
 #include "flash_attention_lab.h"
 #endif
@@ -72,9 +74,21 @@ protected:
     // One shape: forward and backward on the GPU vs the CPU op, plus a rerun that must reproduce out, lse and,
     // for multi-head attention, dk and dv bit for bit (a race would move them; dq is summed with atomics in any
     // order, and so are dk/dv of grouped-query heads when a kv head's query heads are split over blocks).
-    // KV < NH: grouped-query attention (0: KV = NH).
-    static void check(int B, int T, int NH, int hs, float sigma, uint32_t k, int KV = 0) {
+    // KV < NH: grouped-query attention (0: KV = NH). lengths (optional): packed rows, the example lengths of
+    // each (B = lengths.size(), each row adding up to T).
+    static void check(int B, int T, int NH, int hs, float sigma, uint32_t k, int KV = 0,
+                      const std::vector<std::vector<int>>& lengths = {}) {
         if (KV == 0) KV = NH;
+        std::vector<int32_t> pos_h;
+        bool single_tokens = T == 1;  // every query sees only itself
+        if (!lengths.empty()) {
+            const test::Packing pk = test::pack_rows(lengths, T);
+            B = pk.B;
+            pos_h = pk.positions;
+            single_tokens = true;
+            for (const auto& s : pk.spans) single_tokens = single_tokens && s.len == 1;
+        }
+        const int32_t* pos_cpu = pos_h.empty() ? nullptr : pos_h.data();
         const int C = NH * hs, C3 = C + 2 * KV * hs;
         const size_t n_qkv = static_cast<size_t>(B) * T * C3, n_out = static_cast<size_t>(B) * T * C,
                      n_lse = static_cast<size_t>(B) * NH * T;
@@ -84,17 +98,21 @@ protected:
         random_bf16(n_out, base_seed() * 7919u + 2 * k + 1, 1.0f, dout_h, dout_f);
 
         std::vector<float> out_ref(n_out), lse_ref(n_lse), dqkv_ref(n_qkv);
-        cpu::attention_forward(out_ref.data(), lse_ref.data(), qkv_f.data(), B, T, C, NH, KV);
+        cpu::attention_forward(out_ref.data(), lse_ref.data(), qkv_f.data(), B, T, C, NH, KV, pos_cpu);
         cpu::attention_backward(dqkv_ref.data(), dout_f.data(), qkv_f.data(), out_ref.data(), lse_ref.data(), B, T, C,
-                                NH, KV);
+                                NH, KV, pos_cpu);
 
         DevBuf<uint16_t> qkv(n_qkv), dout(n_out), out(n_out), dqkv(n_qkv);
         DevBuf<float> lse(n_lse);
+        DevBuf<int32_t> pos(std::max<size_t>(pos_h.size(), 1));
         qkv.upload(qkv_h);
         dout.upload(dout_h);
+        if (pos_cpu) pos.upload(pos_h);
+        const int32_t* pos_dev = pos_cpu ? pos.get() : nullptr;
         cudaStream_t s = cuda::stream();
-        flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, KV, s);
-        flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, KV, s);
+        flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, KV, s, pos_dev);
+        flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, KV, s, nullptr,
+                                 pos_dev);
         cuda::synchronize();
         const auto out_g = out.download(), dqkv_g = dqkv.download();
         const auto lse_g = lse.download();
@@ -110,10 +128,11 @@ protected:
         };
         for (size_t part = 0; part < 3; part++) {
             const Err e = compare(dqkv_w, dqkv_ref, [&](size_t i) { return part_of(i) == part; });
-            if (T == 1 && part < 2) {
-                // One token: P = 1 and D = dout.out = dout.v = dP, so dS = P (dP - D) and with it dq and dk
-                // are exactly zero; both sides hold only fp32 summation noise (~1e-6), so judge it absolutely.
-                std::printf("[flash-attn] T=1     hs=%-3d %-4s max abs %.2e (exactly 0 in exact arithmetic)\n", hs,
+            if (single_tokens && part < 2) {
+                // One token (T = 1, or examples of one token each): P = 1 and D = dout.out = dout.v = dP, so
+                // dS = P (dP - D) and with it dq and dk are exactly zero; both sides hold only fp32 summation
+                // noise (~1e-6), so judge it absolutely.
+                std::printf("[flash-attn] T=%-5d hs=%-3d %-4s max abs %.2e (exactly 0 in exact arithmetic)\n", T, hs,
                             names[part], e.max_abs);
                 EXPECT_TRUE(e.finite) << names[part];
                 EXPECT_LE(e.max_abs, 1e-4) << names[part];
@@ -130,8 +149,9 @@ protected:
         out.poison();
         lse.poison();
         dqkv.poison();
-        flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, KV, s);
-        flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, KV, s);
+        flash_attention_forward(out.bf(), lse.get(), qkv.bf(), B, T, C, NH, KV, s, pos_dev);
+        flash_attention_backward(dqkv.bf(), dout.bf(), qkv.bf(), out.bf(), lse.get(), B, T, C, NH, KV, s, nullptr,
+                                 pos_dev);
         cuda::synchronize();
         EXPECT_EQ(out.download(), out_g) << "forward output changed between identical runs";
         EXPECT_EQ(lse.download(), lse_g) << "lse changed between identical runs";
@@ -144,7 +164,7 @@ protected:
         }
         for (size_t part = 0; part < (KV == NH ? 1u : 3u); part++) {
             const Err r2 = compare(widen(dqkv_2), dqkv_ref, [&](size_t i) { return part_of(i) == part; });
-            EXPECT_LE(T == 1 && part < 2 ? r2.max_abs : r2.norm_rel, T == 1 && part < 2 ? 1e-4 : kTolNorm)
+            EXPECT_LE(single_tokens && part < 2 ? r2.max_abs : r2.norm_rel, single_tokens && part < 2 ? 1e-4 : kTolNorm)
                 << names[part] << " of the rerun";
         }
     }
@@ -171,6 +191,26 @@ TEST_F(FlashAttention, GqaWholeGroupPerBlock) { check(4, 1100, 16, 64, 1.0f, 11,
 TEST_F(FlashAttention, MqaRaggedHs128) { check(2, 200, 4, 128, 1.0f, 12, 1); }
 TEST_F(FlashAttention, GqaPeakyRaggedHs64) { check(3, 333, 6, 64, 2.0f, 13, 2); }
 TEST_F(FlashAttention, GqaSingleTokenHs128) { check(2, 1, 4, 128, 1.0f, 14, 2); }
+// Packed examples (positions restarting at 0 per example), against the CPU op with the same positions: examples
+// of one token (first, last, in runs), examples crossing the 64-query and 64/128-key tiles and starting inside
+// them, a ragged last tile (T = 333), a row that is one example (plain causal), a row of single tokens, peaky
+// scores (a fully masked tile must leave a row's running max alone), multi-head and grouped-query heads on each
+// of the backward's dK/dV sums (whole group per block, split over blocks: Llama-3.2-1B's 32 on 8 at B = 1).
+TEST_F(FlashAttention, PackedHs64) {
+    check(0, 333, 3, 64, 1.0f, 15, 0, {{1, 100, 1, 1, 63, 64, 103}, {333}, {200, 130, 1, 1, 1}});
+}
+TEST_F(FlashAttention, PackedPeakyGqaHs64) {
+    check(0, 300, 6, 64, 2.0f, 16, 2, {{7, 1, 150, 2, 140}, {1, 1, 1, 1, 296}});
+}
+TEST_F(FlashAttention, PackedHs128) { check(0, 200, 2, 128, 1.0f, 17, 0, {{33, 1, 32, 70, 64}, {1, 199}}); }
+TEST_F(FlashAttention, PackedMqaHs128) { check(0, 150, 4, 128, 1.5f, 18, 1, {{40, 40, 40, 30}, {150}}); }
+TEST_F(FlashAttention, PackedSingleTokens) { check(0, 70, 4, 64, 1.0f, 19, 2, {std::vector<int>(70, 1)}); }
+TEST_F(FlashAttention, PackedLlama1BShape) {
+    check(0, 2048, 32, 64, 1.0f, 20, 8, {{300, 1, 700, 47, 1000}});
+}
+TEST_F(FlashAttention, PackedGqaWholeGroupPerBlock) {
+    check(0, 1100, 16, 64, 1.0f, 21, 8, {{100, 1000}, {550, 550}, {1, 1099}, {1099, 1}});
+}
 
 // Validation happens before any device call, so this runs (and must throw) with or without a GPU.
 TEST(FlashAttentionArgs, RejectsUnsupportedHeadSize) {

@@ -5,7 +5,9 @@
 // Hugging Face's formulations written out in the script (transformers' LlamaRMSNorm, LlamaMLP's
 // act_fn(gate) * up, rotate_half / apply_rotary_pos_emb with LlamaRotaryEmbedding's cos/sin, repeat_kv):
 // RMSNorm (and the fused residual add), SwiGLU, RoPE at positions pos0.. and grouped-query attention (NH = 6
-// query heads on KV = 2).
+// query heads on KV = 2). Packed examples (position_ids restarting at 0 per example, lengths 5,1,20,1,10 and
+// 1,36): attention against torch with the block-diagonal causal mask written out, grouped-query (4 on 2) and
+// multi-head, and RoPE at those position_ids.
 // Tolerance: relative error (max |ours - torch| / max |torch|) < 1e-4, the acceptance bound of issue 4
 // for fp32. Our fp32 rounding (6e-8 per op; sums of <= 50k terms, blocked) stays near 1e-6, so a
 // wrong index, mask, scale or formula cannot hide under it.
@@ -34,6 +36,9 @@ constexpr int B = 2, T = 37, C = 48, NH = 4, OC = 4 * C, V = 50257, Vp = 50304;
 // LLaMA ops: SwiGLU hidden width, RMSNorm eps, grouped-query heads (GQ_C = GQ_NH * GQ_HS), RoPE's first position.
 constexpr int SWI_F = 40, GQ_NH = 6, GQ_KV = 2, GQ_HS = 16, GQ_C = GQ_NH * GQ_HS, GQ_C3 = GQ_C + 2 * GQ_KV * GQ_HS;
 constexpr int ROPE_POS0 = 5, ROPE_TMAX = T + ROPE_POS0 + 3;
+// Packed examples: grouped-query heads of the packed attention; the example lengths of the two rows.
+constexpr int PK_NH = 4, PK_KV = 2, PK_HS = 16, PK_C = PK_NH * PK_HS, PK_C3 = PK_C + 2 * PK_KV * PK_HS;
+const std::vector<std::vector<int>> kPackedLengths = {{5, 1, 20, 1, 10}, {1, 36}};
 constexpr float kRmsEps = 1e-5f;
 constexpr double kRopeTheta = 500000.0;  // Llama 3's rope_theta
 constexpr float kDlossScale = 1.0f / (B * T);
@@ -130,6 +135,17 @@ private:
         randn("gq_qkv", static_cast<size_t>(B) * T * GQ_C3);
         randn("gq_dout", static_cast<size_t>(B) * T * GQ_C);
         randn("rope_dout", static_cast<size_t>(B) * T * GQ_C3);
+        randn("pk_qkv", static_cast<size_t>(B) * T * PK_C3);
+        randn("pk_dout", static_cast<size_t>(B) * T * PK_C);
+        {  // Hugging Face position_ids of the packed rows: 0.. in each example
+            std::vector<int32_t> pos;
+            for (const auto& row : kPackedLengths)
+                for (int len : row)
+                    for (int i = 0; i < len; i++) pos.push_back(i);
+            if (pos.size() != static_cast<size_t>(B) * T) throw std::runtime_error("packed lengths must fill B x T");
+            i32_["pk_pos"] = pos;
+            write("pk_pos", pos.data(), pos.size() * sizeof(int32_t));
+        }
         {  // the table the model builds: rows [cos | sin] of a_i = pos * theta^(-2i/HS), as fp32
             std::vector<float> tab(static_cast<size_t>(ROPE_TMAX) * GQ_HS);
             for (int p = 0; p < ROPE_TMAX; p++)
@@ -145,9 +161,9 @@ private:
             R"({{"B": {}, "T": {}, "C": {}, "NH": {}, "OC": {}, "V": {}, "Vp": {}, "dloss_scale": {:.9g},
 "adam_n": {}, "lr": 0.003, "beta1": 0.9, "beta2": 0.95, "eps": 1e-8, "weight_decay": 0.1, "step": 5,
 "grad_scale": 0.5, "swi_f": {}, "gq_nh": {}, "gq_kv": {}, "gq_hs": {}, "rope_pos0": {}, "rope_tmax": {},
-"rope_theta": {}, "rms_eps": {:.9g}}})",
+"rope_theta": {}, "rms_eps": {:.9g}, "pk_nh": {}, "pk_kv": {}, "pk_hs": {}}})",
             B, T, C, NH, OC, V, Vp, kDlossScale, kAdamN, SWI_F, GQ_NH, GQ_KV, GQ_HS, ROPE_POS0, ROPE_TMAX, kRopeTheta,
-            kRmsEps);
+            kRmsEps, PK_NH, PK_KV, PK_HS);
         const std::string cmd = "/usr/bin/python3 " LLMT_SOURCE_DIR "/tools/ref/kernels_ref.py " + dir_.string();
         ok_ = std::system(cmd.c_str()) == 0;
     }
@@ -364,6 +380,42 @@ void check_GroupedQueryAttention(const Ref& r) {
     expect_close(dqkv, r.out("gq_dqkv"), "gq_dqkv");
 }
 
+// Packed examples: torch's attention under the block-diagonal causal mask, grouped-query (4 on 2) and
+// multi-head (GPT-2's inputs), forward and backward; RoPE at the packed position_ids, forward and backward.
+void check_PackedAttention(const Ref& r) {
+    auto pos = ids("pk_pos");
+    const Tensor P = t(pos, {B, T});
+    {
+        auto qkv = in("pk_qkv"), dout = in("pk_dout");
+        std::vector<float> out(dout.size()), lse(static_cast<size_t>(B) * PK_NH * T), dqkv(qkv.size());
+        attention_forward(t(out, {B, T, PK_C}), t(lse, {B, PK_NH, T}), t(qkv, {B, T, PK_C3}), PK_NH, PK_KV, P);
+        attention_backward(t(dqkv, {B, T, PK_C3}), t(dout, {B, T, PK_C}), t(qkv, {B, T, PK_C3}),
+                           t(out, {B, T, PK_C}), t(lse, {B, PK_NH, T}), PK_NH, PK_KV, {}, P);
+        expect_close(out, r.out("pk_gq_out"), "pk_gq_out");
+        expect_close(lse, r.out("pk_gq_lse"), "pk_gq_lse");
+        expect_close(dqkv, r.out("pk_gq_dqkv"), "pk_gq_dqkv");
+    }
+    {
+        auto qkv = in("att_qkv"), dout = in("att_dout");
+        std::vector<float> out(dout.size()), lse(static_cast<size_t>(B) * NH * T), dqkv(qkv.size());
+        attention_forward(t(out, {B, T, C}), t(lse, {B, NH, T}), t(qkv, {B, T, 3 * C}), NH, NH, P);
+        attention_backward(t(dqkv, {B, T, 3 * C}), t(dout, {B, T, C}), t(qkv, {B, T, 3 * C}), t(out, {B, T, C}),
+                           t(lse, {B, NH, T}), NH, NH, {}, P);
+        expect_close(out, r.out("pk_att_out"), "pk_att_out");
+        expect_close(lse, r.out("pk_att_lse"), "pk_att_lse");
+        expect_close(dqkv, r.out("pk_att_dqkv"), "pk_att_dqkv");
+        // The mask must matter: unpacked attention differs from the packed reference far beyond the tolerance.
+        std::vector<float> causal(dout.size()), clse(lse.size());
+        attention_forward(t(causal, {B, T, C}), t(clse, {B, NH, T}), t(qkv, {B, T, 3 * C}), NH, NH);
+        EXPECT_GT(rel_err(causal, r.out("pk_att_out")), 100 * kTol) << "packing should change the output";
+    }
+    auto qkv = in("gq_qkv"), tab = in("rope_table"), g = in("rope_dout");
+    rope_forward(t(qkv, {B, T, GQ_C3}), t(tab, {ROPE_TMAX, GQ_HS}), GQ_NH, GQ_KV, 0, P);
+    expect_close(qkv, r.out("pk_rope_out"), "pk_rope_out");
+    rope_backward(t(g, {B, T, GQ_C3}), t(tab, {ROPE_TMAX, GQ_HS}), GQ_NH, GQ_KV, P);
+    expect_close(g, r.out("pk_rope_dx"), "pk_rope_dx");
+}
+
 void check_GradNorm(const Ref& r) {
     auto g1 = in("norm_g1"), g2 = in("norm_g2");
     const double sq = sum_squares(t(g1, {B, T, C})) + sum_squares(t(g2, {OC}));
@@ -425,6 +477,10 @@ TEST(KernelsReference, AllOpsMatchTorch) {
     {
         SCOPED_TRACE("GroupedQueryAttention");
         check_GroupedQueryAttention(r);
+    }
+    {
+        SCOPED_TRACE("PackedAttention");
+        check_PackedAttention(r);
     }
 }
 

@@ -208,3 +208,51 @@ lse = torch.logsumexp(att, dim=-1)
 y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(B, T, GQ_C)
 y.backward(load("gq_dout", (B, T, GQ_C)))
 save("gq_out", y), save("gq_lse", lse), save("gq_dqkv", qkv.grad)
+
+
+# ---- Packed examples: rows hold several examples, position_ids restart at 0 at each (the chat loader's
+# packing); attention must not cross examples. The mask is written out as the block-diagonal causal mask
+# (query t sees key j iff j <= t and j is in t's example, i.e. j >= t - position_ids[t]).
+PK_NH, PK_KV, PK_HS = cfg["pk_nh"], cfg["pk_kv"], cfg["pk_hs"]
+pk_pos = load("pk_pos", (B, T), np.int32)
+steps = torch.arange(T)
+example_start = steps[None, :] - pk_pos  # (B, T)
+block_causal = (steps[None, None, :] <= steps[None, :, None]) & (steps[None, None, :] >= example_start[:, :, None])
+
+
+def packed_attention(qkv, nh, kvh, hs):  # qkv (B, T, nh*hs + 2*kvh*hs) -> out (B, T, nh*hs), lse (B, nh, T)
+    q, k, v = qkv.split([nh * hs, kvh * hs, kvh * hs], dim=2)
+    q = q.view(B, T, nh, hs).transpose(1, 2)
+    k = repeat_kv(k.view(B, T, kvh, hs).transpose(1, 2), nh // kvh)
+    v = repeat_kv(v.view(B, T, kvh, hs).transpose(1, 2), nh // kvh)
+    att = (q @ k.transpose(-2, -1)) * (1.0 / hs ** 0.5)
+    att = att.masked_fill(~block_causal[:, None], float("-inf"))
+    y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).contiguous().view(B, T, nh * hs)
+    return y, torch.logsumexp(att, dim=-1)
+
+
+qkv = leaf("pk_qkv", (B, T, (PK_NH + 2 * PK_KV) * PK_HS))
+y, lse = packed_attention(qkv, PK_NH, PK_KV, PK_HS)
+y.backward(load("pk_dout", (B, T, PK_NH * PK_HS)))
+save("pk_gq_out", y), save("pk_gq_lse", lse), save("pk_gq_dqkv", qkv.grad)
+qkv = leaf("att_qkv", (B, T, 3 * C))  # multi-head: GPT-2's attention inputs above, packed
+y, lse = packed_attention(qkv, NH, NH, C // NH)
+y.backward(load("att_dout", (B, T, C)))
+save("pk_att_out", y), save("pk_att_lse", lse), save("pk_att_dqkv", qkv.grad)
+
+
+# RoPE at per-token position_ids (B, T): LlamaRotaryEmbedding's cos/sin of each row's positions, broadcast over
+# the heads (apply_rotary_pos_emb's unsqueeze_dim = 1).
+def apply_rope_at(qkv, position_ids):
+    inv_freq = 1.0 / (THETA ** (torch.arange(0, GQ_HS, 2, dtype=torch.int64).double() / GQ_HS))
+    freqs = position_ids.double()[..., None] * inv_freq  # (B, T, HS/2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos()[:, None], emb.sin()[:, None]  # (B, 1, T, HS)
+    q, k, v = split_heads(qkv)
+    return merge_heads(q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin, v)
+
+
+save("pk_rope_out", apply_rope_at(load("gq_qkv", (B, T, GQ_C3)), pk_pos))
+qkv = leaf("gq_qkv", (B, T, GQ_C3))
+apply_rope_at(qkv, pk_pos).backward(load("rope_dout", (B, T, GQ_C3)))
+save("pk_rope_dx", qkv.grad)

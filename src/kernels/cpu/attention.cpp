@@ -9,6 +9,10 @@
 //    (oneDNN, gemm.h sgemm_serial).
 //  * row-wise: one query row at a time with dot/axpy loops (OpenBLAS builds, and the readable
 //    reference). Both save lse and recompute probabilities in backward.
+// Packed examples (positions given): query t's keys are first_key(t) = t - positions[b,t] .. t. The row-wise
+// loops start at first_key; a block's GEMMs start at the smallest first_key of its rows, and each row's
+// softmax runs over its own keys (the other columns of its tile row are 0). Without positions first_key is 0
+// and every call is the one made before positions existed.
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -40,12 +44,24 @@ inline void axpy(float* y, float a, const float* x, int n) {
 
 // The rows of one query head and of the kv head it reads: q, k, v point at the head's first channel of
 // row 0 (views into qkv with row stride C3); out rows have stride C (out, dout) and the lse row is the head's.
+// pos: the batch row's positions (T), or null (plain causal attention).
 struct HeadView {
     const float* q;
     const float* k;
     const float* v;
     int64_t C3;
+    const int32_t* pos;
 };
+
+// The first key query t attends: the start of its packed example, or 0.
+inline int first_key(const HeadView& x, int t) { return x.pos ? t - x.pos[t] : 0; }
+
+// The smallest first key of query rows t0..t0+nq-1 (the first key a block's GEMMs need).
+inline int block_first_key(const HeadView& x, int t0, int nq) {
+    int k0 = t0 + nq;
+    for (int t = t0; t < t0 + nq; t++) k0 = std::min(k0, first_key(x, t));
+    return k0;
+}
 
 // Query rows t0..t1-1 (keys 0..t each); out and lse (nullable) are indexed from t0. `scores` holds t1 floats.
 LLMT_CPU_CLONES
@@ -54,14 +70,15 @@ void attention_forward_head(float* out, float* lse, HeadView x, float* scores, i
     const size_t C3 = static_cast<size_t>(x.C3);
     for (int t = t0; t < t1; t++) {
         const float* q = x.q + t * C3;
+        const int lo = first_key(x, t);
         float mx = -std::numeric_limits<float>::infinity();
-        for (int j = 0; j <= t; j++) {
+        for (int j = lo; j <= t; j++) {
             const float s = scale * dot(q, x.k + j * C3, HS);
             scores[j] = s;
             mx = s > mx ? s : mx;
         }
         float sum = 0.0f;
-        for (int j = 0; j <= t; j++) {
+        for (int j = lo; j <= t; j++) {
             const float e = std::exp(scores[j] - mx);
             scores[j] = e;
             sum += e;
@@ -69,7 +86,7 @@ void attention_forward_head(float* out, float* lse, HeadView x, float* scores, i
         const float inv = 1.0f / sum;
         float* o = out + static_cast<size_t>(t - t0) * C;
         std::memset(o, 0, sizeof(float) * static_cast<size_t>(HS));
-        for (int j = 0; j <= t; j++) axpy(o, scores[j] * inv, x.v + j * C3, HS);
+        for (int j = lo; j <= t; j++) axpy(o, scores[j] * inv, x.v + j * C3, HS);
         if (lse) lse[t - t0] = mx + std::log(sum);
     }
 }
@@ -88,7 +105,7 @@ void attention_backward_head(float* dq0, float* dk0, float* dv0, const float* do
         const float D = dot(dy, out + static_cast<size_t>(t) * C, HS);
         const float l = lse[t];
         float* dq = dq0 + t * C3;
-        for (int j = 0; j <= t; j++) {
+        for (int j = first_key(x, t); j <= t; j++) {
             const float* k = x.k + j * C3;
             const float* v = x.v + j * C3;
             const float p = std::exp(scale * dot(q, k, HS) - l);
@@ -108,28 +125,32 @@ void attention_forward_head_blocked(float* out, float* lse, HeadView x, float* S
                                     float scale) {
     const int64_t C3 = x.C3;
     for (int t0 = 0; t0 < T; t0 += kBq) {
-        const int nq = std::min(kBq, T - t0), nk = t0 + nq;
-        // S (nq, nk) = scale * Q[t0:t0+nq] K[0:nk]^T
-        sgemm_serial(false, true, nq, nk, HS, scale, x.q + t0 * C3, C3, x.k, C3, 0.0f, S, nk);
+        // The tile's columns are keys k0..t0+nq-1 (k0 = 0 without positions).
+        const int nq = std::min(kBq, T - t0), k0 = block_first_key(x, t0, nq), nk = t0 + nq - k0;
+        // S (nq, nk) = scale * Q[t0:t0+nq] K[k0:t0+nq]^T
+        sgemm_serial(false, true, nq, nk, HS, scale, x.q + t0 * C3, C3, x.k + k0 * C3, C3, 0.0f, S, nk);
         for (int i = 0; i < nq; i++) {
             float* row = S + static_cast<size_t>(i) * nk;
-            const int n = t0 + i + 1;  // causal: keys 0..t0+i
-            const float m = vec::row_max(row, n);
-            const float sum = vec::row_exp_sum(row, row, n, m);
-            vec::row_scale(row, n, 1.0f / sum);
+            const int a = first_key(x, t0 + i) - k0, n = t0 + i + 1 - k0;  // keys first_key..t0+i
+            const float m = vec::row_max(row + a, n - a);
+            const float sum = vec::row_exp_sum(row + a, row + a, n - a, m);
+            vec::row_scale(row + a, n - a, 1.0f / sum);
+            if (a > 0) std::memset(row, 0, sizeof(float) * static_cast<size_t>(a));
             if (n < nk) std::memset(row + n, 0, sizeof(float) * static_cast<size_t>(nk - n));
             lse[t0 + i] = m + std::log(sum);
         }
-        // out[t0:t0+nq] = P V[0:nk]
-        sgemm_serial(false, false, nq, HS, nk, 1.0f, S, nk, x.v, C3, 0.0f, out + static_cast<int64_t>(t0) * C, C);
+        // out[t0:t0+nq] = P V[k0:t0+nq]
+        sgemm_serial(false, false, nq, HS, nk, 1.0f, S, nk, x.v + k0 * C3, C3, 0.0f,
+                     out + static_cast<int64_t>(t0) * C, C);
     }
 }
 
-// dS = P * (dP - D) * scale over the causal prefix n, 0 beyond it (up to nk).
+// dS = P * (dP - D) * scale over the row's keys [a, n), 0 elsewhere (up to nk).
 LLMT_CPU_CLONES
-void softmax_grad_row(float* dp, const float* p, int n, int nk, float D, float scale) {
+void softmax_grad_row(float* dp, const float* p, int a, int n, int nk, float D, float scale) {
+    for (int j = 0; j < a; j++) dp[j] = 0.0f;
 #pragma omp simd
-    for (int j = 0; j < n; j++) dp[j] = p[j] * (dp[j] - D) * scale;
+    for (int j = a; j < n; j++) dp[j] = p[j] * (dp[j] - D) * scale;
     for (int j = n; j < nk; j++) dp[j] = 0.0f;
 }
 
@@ -140,27 +161,30 @@ void attention_backward_head_blocked(float* dq0, float* dk0, float* dv0, const f
                                      float scale) {
     const int64_t C3 = x.C3;
     for (int t0 = 0; t0 < T; t0 += kBq) {
-        const int nq = std::min(kBq, T - t0), nk = t0 + nq;
+        // The tile's columns are keys k0..t0+nq-1 (k0 = 0 without positions), as in the forward.
+        const int nq = std::min(kBq, T - t0), k0 = block_first_key(x, t0, nq), nk = t0 + nq - k0;
         const float* q = x.q + t0 * C3;
+        const float* k = x.k + k0 * C3;
         const float* dy = dout + static_cast<int64_t>(t0) * C;
-        sgemm_serial(false, true, nq, nk, HS, scale, q, C3, x.k, C3, 0.0f, P, nk);
-        for (int i = 0; i < nq; i++) {  // P = exp(S - lse), 0 above the diagonal
+        sgemm_serial(false, true, nq, nk, HS, scale, q, C3, k, C3, 0.0f, P, nk);
+        for (int i = 0; i < nq; i++) {  // P = exp(S - lse) over the row's keys, 0 elsewhere
             float* row = P + static_cast<size_t>(i) * nk;
-            const int n = t0 + i + 1;
-            vec::row_exp_sum(row, row, n, lse[t0 + i]);
+            const int a = first_key(x, t0 + i) - k0, n = t0 + i + 1 - k0;
+            vec::row_exp_sum(row + a, row + a, n - a, lse[t0 + i]);
+            if (a > 0) std::memset(row, 0, sizeof(float) * static_cast<size_t>(a));
             if (n < nk) std::memset(row + n, 0, sizeof(float) * static_cast<size_t>(nk - n));
         }
         // dP (nq, nk) = dO V^T
-        sgemm_serial(false, true, nq, nk, HS, 1.0f, dy, C, x.v, C3, 0.0f, dP, nk);
+        sgemm_serial(false, true, nq, nk, HS, 1.0f, dy, C, x.v + k0 * C3, C3, 0.0f, dP, nk);
         for (int i = 0; i < nq; i++) {
             const float D = dot(dy + static_cast<int64_t>(i) * C, out + static_cast<int64_t>(t0 + i) * C, HS);
-            softmax_grad_row(dP + static_cast<size_t>(i) * nk, P + static_cast<size_t>(i) * nk, t0 + i + 1, nk, D,
-                             scale);
+            softmax_grad_row(dP + static_cast<size_t>(i) * nk, P + static_cast<size_t>(i) * nk,
+                             first_key(x, t0 + i) - k0, t0 + i + 1 - k0, nk, D, scale);
         }
-        // dQ = dS K (=);  dK += dS^T Q;  dV += P^T dO
-        sgemm_serial(false, false, nq, HS, nk, 1.0f, dP, nk, x.k, C3, 0.0f, dq0 + t0 * C3, C3);
-        sgemm_serial(true, false, nk, HS, nq, 1.0f, dP, nk, q, C3, 1.0f, dk0, C3);
-        sgemm_serial(true, false, nk, HS, nq, 1.0f, P, nk, dy, C, 1.0f, dv0, C3);
+        // dQ = dS K (=);  dK += dS^T Q;  dV += P^T dO (rows k0.. of dK, dV)
+        sgemm_serial(false, false, nq, HS, nk, 1.0f, dP, nk, k, C3, 0.0f, dq0 + t0 * C3, C3);
+        sgemm_serial(true, false, nk, HS, nq, 1.0f, dP, nk, q, C3, 1.0f, dk0 + k0 * C3, C3);
+        sgemm_serial(true, false, nk, HS, nq, 1.0f, P, nk, dy, C, 1.0f, dv0 + k0 * C3, C3);
     }
 }
 
@@ -170,18 +194,22 @@ bool use_blocked() {
     return sgemm_serial(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1);
 }
 
-// Head h of batch row b of a qkv buffer with rows_per_batch rows of C3 = C + 2*KV*HS floats.
-HeadView head_view(const float* qkv, int b, int h, int rows_per_batch, int C, int NH, int KV) {
+// Head h of batch row b of a qkv buffer with rows_per_batch rows of C3 = C + 2*KV*HS floats; positions
+// (B, rows_per_batch) or null.
+HeadView head_view(const float* qkv, int b, int h, int rows_per_batch, int C, int NH, int KV,
+                   const int32_t* positions) {
     const int HS = C / NH, g = h / (NH / KV);
     const int64_t C3 = C + 2 * static_cast<int64_t>(KV) * HS;
     const float* row0 = qkv + static_cast<int64_t>(b) * rows_per_batch * C3;
     return {row0 + static_cast<int64_t>(h) * HS, row0 + C + static_cast<int64_t>(g) * HS,
-            row0 + C + static_cast<int64_t>(KV + g) * HS, C3};
+            row0 + C + static_cast<int64_t>(KV + g) * HS, C3,
+            positions ? positions + static_cast<int64_t>(b) * rows_per_batch : nullptr};
 }
 
 }  // namespace
 
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV) {
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV,
+                       const int32_t* positions) {
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
     const bool blocked = use_blocked();
@@ -193,7 +221,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
             for (int h = 0; h < NH; h++) {
                 float* o = out + static_cast<size_t>(b) * T * C + h * HS;
                 float* l = lse + (static_cast<size_t>(b) * NH + h) * T;
-                const HeadView x = head_view(qkv, b, h, T, C, NH, KV);
+                const HeadView x = head_view(qkv, b, h, T, C, NH, KV, positions);
                 if (blocked) attention_forward_head_blocked(o, l, x, scratch.data(), T, C, HS, scale);
                 else attention_forward_head(o, l, x, scratch.data(), 0, T, C, HS, scale);
             }
@@ -205,7 +233,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
 // group in order (h = g*rep .. g*rep + rep-1), so tasks never share a written float and the sum's order is
 // fixed. With KV == NH each task is one head, as in multi-head attention.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int B, int T, int C, int NH, int KV) {
+                        const float* lse, int B, int T, int C, int NH, int KV, const int32_t* positions) {
     const int HS = C / NH, rep = NH / KV;
     const int64_t C3 = C + 2 * static_cast<int64_t>(KV) * HS;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
@@ -228,7 +256,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                     const float* dy = dout + bt * C + h * HS;
                     const float* o = out + bt * C + h * HS;
                     const float* l = lse + (static_cast<size_t>(b) * NH + h) * T;
-                    const HeadView x = head_view(qkv, b, h, T, C, NH, KV);
+                    const HeadView x = head_view(qkv, b, h, T, C, NH, KV, positions);
                     if (blocked) {
                         attention_backward_head_blocked(dq, dk, dv, dy, x, o, l, scratch.data(),
                                                         scratch.data() + static_cast<size_t>(kBq) * T, T, C, HS,
@@ -253,7 +281,7 @@ void attention_forward_cached(float* out, const float* qkv, int B, int t0, int T
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
                 attention_forward_head(out + static_cast<size_t>(b) * Tq * C + h * HS, nullptr,
-                                       head_view(qkv, b, h, Tmax, C, NH, KV), scores.data(), t0, t0 + Tq, C, HS,
+                                       head_view(qkv, b, h, Tmax, C, NH, KV, nullptr), scores.data(), t0, t0 + Tq, C, HS,
                                        scale);
             }
         }

@@ -10,18 +10,25 @@
 // sums over the NH/KV query heads that share it.
 #pragma once
 
+#include <cstdint>
+
 namespace llmt::kernels::cpu {
 
 // out (B,T,C): per query head h, softmax(q_h k_g^T / sqrt(HS) + causal mask) v_g with g = h / (NH/KV), heads
 // concatenated on C. lse (B,NH,T) saved for backward: log sum_j exp(score_tj) over j <= t.
 // qkv (B,T,C3): q at channel 0 (NH*HS wide), k at C (KV*HS wide), v at C + KV*HS (KV*HS wide); head h of q
 // uses channels [h*HS, (h+1)*HS), kv head g channels [g*HS, (g+1)*HS) of k and of v.
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV);
+// positions (B,T) (nullable: plain causal attention): packed examples; query t of row b attends keys
+// t - positions[b,t] .. t only (0 <= positions[b,t] <= t; ops.h states and checks the full contract). The
+// sums of lse and the softmax run over those keys; without positions every path is the code and the bits it
+// was before positions existed.
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV,
+                       const int32_t* positions = nullptr);
 
 // dqkv (B,T,C3) = grads of q, k, v (dk, dv summed over the query heads of each kv head). dout (B,T,C);
-// qkv (B,T,C3); out (B,T,C), lse (B,NH,T) from forward.
+// qkv (B,T,C3); out (B,T,C), lse (B,NH,T) from forward; positions as in the forward.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int B, int T, int C, int NH, int KV);
+                        const float* lse, int B, int T, int C, int NH, int KV, const int32_t* positions = nullptr);
 
 // Inference with a KV cache: qkv (B,Tmax,C3) holds q/k/v of positions 0..t0+Tq-1 (rows beyond are not
 // read); out (B,Tq,C) = attention of the query rows t0..t0+Tq-1, each against keys 0..its position.

@@ -4,6 +4,10 @@
 // 32 value rows with lane l owning head dims l, l+32, ... (coalesced). A first, exact version; the
 // tensor-core bf16 kernel replaces it for speed. Templated on the storage type (fp32, or bf16 as the
 // fallback until the tensor-core bf16 kernel is present); arithmetic and the log-sum-exp are fp32.
+// Packed examples (kPacked, positions (B,T)): query t attends keys lo(t) = t - positions[b,t] .. t, so the
+// forward and dq warps start their key loop at lo(t); a dk/dv warp of key j takes the query rows t >= j with
+// lo(t) <= j, and stops at the first 32 rows that have none (lo(t) never decreases: ops.h's contract).
+// kPacked false: the kernels as they were before positions existed (the same PTX but for the unused parameter).
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/runtime.h"
@@ -25,10 +29,11 @@ __device__ __forceinline__ float dot(const A* a, const B* b, int n) {
 // C + (KV + g)*HS of a qkv row of C3 = C + 2*KV*HS); false: multi-head attention, in the expressions the
 // kernels had before KV existed (the same PTX).
 // DPL head dims per lane (HS <= 32 * DPL). Query row i of (b, h) sits at position t0 + i of a cache of
-// Tmax positions; out has Tq rows per batch; lse (may be null) is (B, NH, Tq).
-template <int DPL, typename T, bool kGqa>
+// Tmax positions; out has Tq rows per batch; lse (may be null) is (B, NH, Tq). kPacked (t0 = 0, Tq = Tmax):
+// keys from lo(t) = t - positions[b,t].
+template <int DPL, typename T, bool kGqa, bool kPacked>
 __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax,
-                                         int C, int NH, int KV) {
+                                         int C, int NH, int KV, const int32_t* positions) {
     __shared__ float sq[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long gw = blockIdx.x * static_cast<long>(kWarps) + warp;  // (b, h, i) with i fastest
@@ -48,11 +53,13 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B
     }
     for (int d = lane; d < HS; d += 32) sq[warp][d] = ldf(base[t * C3 + d]) * scale;
     __syncwarp();
+    int lo = 0;  // the first key (packed: the start of t's example; clamped into [0, t] for memory safety)
+    if constexpr (kPacked) lo = min(t, max(0, t - positions[static_cast<long>(b) * Tmax + t]));
 
     float m = -INFINITY, l = 0.0f, acc[DPL];
 #pragma unroll
     for (int r = 0; r < DPL; r++) acc[r] = 0.0f;
-    for (int jb = 0; jb <= t; jb += 32) {
+    for (int jb = lo; jb <= t; jb += 32) {
         const int j = jb + lane;
         const bool valid = j <= t;
         const float s = valid ? dot(sq[warp], kGqa ? kb + j * C3 : base + j * C3 + C, HS) : -INFINITY;
@@ -84,10 +91,11 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B
     if (lse && lane == 0) lse[(static_cast<long>(b) * NH + h) * Tq + i] = m + logf(l);
 }
 
-// dq: one warp per query row t. dS_tj = P_tj (dout_t . v_j - D_t), D_t = dout_t . out_t.
-template <int DPL, typename T, bool kGqa>
+// dq: one warp per query row t. dS_tj = P_tj (dout_t . v_j - D_t), D_t = dout_t . out_t. kPacked: keys from lo(t).
+template <int DPL, typename T, bool kGqa, bool kPacked>
 __global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qkv, const T* out,
-                                             const float* lse, int B, int T_, int C, int NH, int KV) {
+                                             const float* lse, int B, int T_, int C, int NH, int KV,
+                                             const int32_t* positions) {
     __shared__ float sq[kWarps][kMaxHs];
     __shared__ float sdo[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -116,10 +124,12 @@ __global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qk
     const float D = warp_sum(Dp);
     __syncwarp();
     const float L = lse[(static_cast<long>(b) * NH + h) * T_ + t];
+    int lo = 0;
+    if constexpr (kPacked) lo = min(t, max(0, t - positions[static_cast<long>(b) * T_ + t]));
     float acc[DPL];
 #pragma unroll
     for (int r = 0; r < DPL; r++) acc[r] = 0.0f;
-    for (int jb = 0; jb <= t; jb += 32) {
+    for (int jb = lo; jb <= t; jb += 32) {
         const int j = jb + lane;
         float ds = 0.0f;
         if (j <= t) {
@@ -145,10 +155,12 @@ __global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qk
     }
 }
 
-// dk, dv: one warp per key row j, over query rows t >= j, 32 at a time (one per lane).
-template <int DPL, typename T>
+// dk, dv: one warp per key row j, over query rows t >= j, 32 at a time (one per lane). kPacked: only the rows
+// whose example contains j (lo(t) <= j), ending at the first 32 rows without one.
+template <int DPL, typename T, bool kPacked>
 __global__ void attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* qkv, const T* out,
-                                              const float* lse, int B, int T_, int C, int NH) {
+                                              const float* lse, int B, int T_, int C, int NH,
+                                              const int32_t* positions) {
     __shared__ float sk[kWarps][kMaxHs];
     __shared__ float sv[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -175,7 +187,12 @@ __global__ void attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* q
     for (int tb = j; tb < T_; tb += 32) {
         const int t = tb + lane;
         float p = 0.0f, ds = 0.0f;
-        if (t < T_) {
+        bool in = t < T_;
+        if constexpr (kPacked) {
+            in = in && t - positions[static_cast<long>(b) * T_ + t] <= j;
+            if (!__any_sync(kFullMask, in)) break;  // every later row starts its example after j too
+        }
+        if (in) {
             const T* q = base + t * C3;
             const T* go = dobase + static_cast<long>(t) * C;
             p = expf(dot(sk[warp], q, HS) * scale - lrow[t]);
@@ -210,9 +227,10 @@ __global__ void attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* q
 
 // Grouped-query dk, dv: one warp per key row j of kv head g, over the query heads of its group in order and, for each,
 // the query rows t >= j, 32 at a time (one per lane); the group's sum stays in registers (no atomics).
-template <int DPL, typename T>
+template <int DPL, typename T, bool kPacked>
 __global__ void attention_backward_dkv_gqa_kernel(T* dqkv, const T* dout, const T* qkv, const T* out,
-                                              const float* lse, int B, int T_, int C, int NH, int KV) {
+                                              const float* lse, int B, int T_, int C, int NH, int KV,
+                                              const int32_t* positions) {
     __shared__ float sk[kWarps][kMaxHs];
     __shared__ float sv[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -241,7 +259,12 @@ __global__ void attention_backward_dkv_gqa_kernel(T* dqkv, const T* dout, const 
         for (int tb = j; tb < T_; tb += 32) {
             const int t = tb + lane;
             float p = 0.0f, ds = 0.0f;
-            if (t < T_) {
+            bool in = t < T_;
+            if constexpr (kPacked) {
+                in = in && t - positions[static_cast<long>(b) * T_ + t] <= j;
+                if (!__any_sync(kFullMask, in)) break;  // every later row starts its example after j too
+            }
+            if (in) {
                 const T* q = base + t * C3;
                 const T* go = dobase + static_cast<long>(t) * C;
                 p = expf(dot(sk[warp], q, HS) * scale - lrow[t]);
@@ -285,82 +308,99 @@ int dims_per_lane(int C, int NH) {
     return HS <= 32 ? 1 : HS <= 64 ? 2 : 4;
 }
 
-template <int DPL, typename T>
+template <int DPL, typename T, bool kPacked>
 void forward_launch(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
-                    cudaStream_t stream) {
+                    const int32_t* positions, cudaStream_t stream) {
     const unsigned grid = grid_rows(static_cast<long>(B) * NH * Tq);
     if (KV == NH)
-        attention_forward_kernel<DPL, T, false><<<grid, kWarps * 32, 0, stream>>>(out, lse, qkv, B, t0, Tq, Tmax, C, NH,
-                                                                                 KV);
+        attention_forward_kernel<DPL, T, false, kPacked>
+            <<<grid, kWarps * 32, 0, stream>>>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions);
     else
-        attention_forward_kernel<DPL, T, true><<<grid, kWarps * 32, 0, stream>>>(out, lse, qkv, B, t0, Tq, Tmax, C, NH,
-                                                                                KV);
+        attention_forward_kernel<DPL, T, true, kPacked>
+            <<<grid, kWarps * 32, 0, stream>>>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions);
     LLMT_CUDA_CHECK_LAUNCH("attention_forward_kernel");
 }
 
+template <int DPL, typename T>
+void forward_dpl(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
+                 const int32_t* positions, cudaStream_t stream) {
+    if (positions) forward_launch<DPL, T, true>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, stream);
+    else forward_launch<DPL, T, false>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, stream);
+}
+
+// positions (B,T) or null; only with t0 = 0 and Tq = Tmax (training, not the KV cache).
 template <typename T>
 void forward_any(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
-                 cudaStream_t stream) {
+                 const int32_t* positions, cudaStream_t stream) {
     switch (dims_per_lane(C, NH)) {
-        case 1: forward_launch<1>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, stream); break;
-        case 2: forward_launch<2>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, stream); break;
-        default: forward_launch<4>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, stream); break;
+        case 1: forward_dpl<1>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, stream); break;
+        case 2: forward_dpl<2>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, stream); break;
+        default: forward_dpl<4>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, stream); break;
     }
 }
 
-template <int DPL, typename T>
+template <int DPL, typename T, bool kPacked>
 void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C,
-                     int NH, int KV, cudaStream_t stream) {
+                     int NH, int KV, const int32_t* positions, cudaStream_t stream) {
     const unsigned grid = grid_rows(static_cast<long>(B) * NH * T_);
     if (KV == NH) {  // multi-head attention: the kernels as they were before KV existed
-        attention_backward_dq_kernel<DPL, T, false>
-            <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV);
+        attention_backward_dq_kernel<DPL, T, false, kPacked>
+            <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions);
         LLMT_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");
-        attention_backward_dkv_kernel<DPL, T><<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH);
+        attention_backward_dkv_kernel<DPL, T, kPacked>
+            <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, positions);
         LLMT_CUDA_CHECK_LAUNCH("attention_backward_dkv_kernel");
         return;
     }
-    attention_backward_dq_kernel<DPL, T, true><<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C,
-                                                                                NH, KV);
+    attention_backward_dq_kernel<DPL, T, true, kPacked>
+        <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions);
     LLMT_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");
-    attention_backward_dkv_gqa_kernel<DPL, T><<<grid_rows(static_cast<long>(B) * KV * T_), kWarps * 32, 0, stream>>>(
-        dqkv, dout, qkv, out, lse, B, T_, C, NH, KV);
+    attention_backward_dkv_gqa_kernel<DPL, T, kPacked><<<grid_rows(static_cast<long>(B) * KV * T_), kWarps * 32, 0,
+                                                         stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV,
+                                                                   positions);
     LLMT_CUDA_CHECK_LAUNCH("attention_backward_dkv_gqa_kernel");
+}
+
+template <int DPL, typename T>
+void backward_dpl(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C, int NH,
+                  int KV, const int32_t* positions, cudaStream_t stream) {
+    if (positions) backward_launch<DPL, T, true>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, stream);
+    else backward_launch<DPL, T, false>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, stream);
 }
 
 template <typename T>
 void backward_any(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C, int NH,
-                  int KV, cudaStream_t stream) {
+                  int KV, const int32_t* positions, cudaStream_t stream) {
     switch (dims_per_lane(C, NH)) {
-        case 1: backward_launch<1>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, stream); break;
-        case 2: backward_launch<2>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, stream); break;
-        default: backward_launch<4>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, stream); break;
+        case 1: backward_dpl<1>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, stream); break;
+        case 2: backward_dpl<2>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, stream); break;
+        default: backward_dpl<4>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, stream); break;
     }
 }
 
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV,
-                       cudaStream_t stream) {
-    forward_any(out, lse, qkv, B, 0, T, T, C, NH, KV, stream);
+                       cudaStream_t stream, const int32_t* positions) {
+    forward_any(out, lse, qkv, B, 0, T, T, C, NH, KV, positions, stream);
 }
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int KV,
-                       cudaStream_t stream) {
-    forward_any(out, lse, qkv, B, 0, T, T, C, NH, KV, stream);
+                       cudaStream_t stream, const int32_t* positions) {
+    forward_any(out, lse, qkv, B, 0, T, T, C, NH, KV, positions, stream);
 }
 
 void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
                               cudaStream_t stream) {
-    forward_any(out, static_cast<float*>(nullptr), qkv, B, t0, Tq, Tmax, C, NH, KV, stream);
+    forward_any(out, static_cast<float*>(nullptr), qkv, B, t0, Tq, Tmax, C, NH, KV, nullptr, stream);
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                        int B, int T, int C, int NH, int KV, cudaStream_t stream) {
-    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, stream);
+                        int B, int T, int C, int NH, int KV, cudaStream_t stream, const int32_t* positions) {
+    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, positions, stream);
 }
 void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
-                        int T, int C, int NH, int KV, cudaStream_t stream) {
-    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, stream);
+                        int T, int C, int NH, int KV, cudaStream_t stream, const int32_t* positions) {
+    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, positions, stream);
 }
 
 }  // namespace llmt::kernels::cuda

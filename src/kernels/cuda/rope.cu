@@ -40,10 +40,11 @@ __device__ __forceinline__ void store(T* p, const Chunk<T, V>& c) {
     }
 }
 
-// sign +1: rotate by a (forward); -1: by -a (backward). Rows of qkv: T per batch; row t uses table row pos0 + t.
-template <typename T, int V>
+// sign +1: rotate by a (forward); -1: by -a (backward). Rows of qkv: T per batch; row t uses table row pos0 + t,
+// or with kPos row r = (b, t) table row positions[r] (kPos false: the kernel as before positions existed).
+template <typename T, int V, bool kPos>
 __global__ void rope_kernel(T* qkv, const float* rope, long rows, int T_, int heads, int C3, int HS, int pos0,
-                            float sign) {
+                            float sign, const int32_t* positions) {
     const int half = HS / 2, per_head = half / V;
     const long n = rows * heads * per_head;
     for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < n;
@@ -52,7 +53,9 @@ __global__ void rope_kernel(T* qkv, const float* rope, long rows, int T_, int he
         const long rh = i / per_head;
         const int h = static_cast<int>(rh % heads);
         const long row = rh / heads;
-        const float* cs = rope + static_cast<long>(pos0 + static_cast<int>(row % T_)) * HS + k;
+        const float* cs;
+        if constexpr (kPos) cs = rope + static_cast<long>(positions[row]) * HS + k;
+        else cs = rope + static_cast<long>(pos0 + static_cast<int>(row % T_)) * HS + k;
         const float* sn = cs + half;
         T* x = qkv + row * C3 + static_cast<long>(h) * HS + k;
         const Chunk<T, V> a = load<T, V>(x), b = load<T, V>(x + half);
@@ -69,31 +72,41 @@ __global__ void rope_kernel(T* qkv, const float* rope, long rows, int T_, int he
     }
 }
 
+template <typename T, int V>
+void rope_launch(T* qkv, const float* rope, long rows, int T_, int heads, int C3, int HS, int pos0, float sign,
+                 const int32_t* positions, cudaStream_t stream) {
+    const long n = rows * heads * (HS / 2 / V);
+    if (positions)
+        rope_kernel<T, V, true>
+            <<<grid_for(n, kBlock), kBlock, 0, stream>>>(qkv, rope, rows, T_, heads, C3, HS, pos0, sign, positions);
+    else
+        rope_kernel<T, V, false>
+            <<<grid_for(n, kBlock), kBlock, 0, stream>>>(qkv, rope, rows, T_, heads, C3, HS, pos0, sign, positions);
+    LLMT_CUDA_CHECK_LAUNCH("rope_kernel");
+}
+
 template <typename T>
 void rope_t(T* qkv, const float* rope, int B, int T_, int NH, int KV, int HS, int pos0, float sign,
-            cudaStream_t stream) {
+            const int32_t* positions, cudaStream_t stream) {
     constexpr int V = 16 / sizeof(T);
     const long rows = static_cast<long>(B) * T_;
     const int heads = NH + KV, C3 = (NH + 2 * KV) * HS;
-    if ((HS / 2) % V == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0) {
-        const long n = rows * heads * (HS / 2 / V);
-        rope_kernel<T, V><<<grid_for(n, kBlock), kBlock, 0, stream>>>(qkv, rope, rows, T_, heads, C3, HS, pos0, sign);
-    } else {
-        const long n = rows * heads * (HS / 2);
-        rope_kernel<T, 1><<<grid_for(n, kBlock), kBlock, 0, stream>>>(qkv, rope, rows, T_, heads, C3, HS, pos0, sign);
-    }
-    LLMT_CUDA_CHECK_LAUNCH("rope_kernel");
+    if ((HS / 2) % V == 0 && reinterpret_cast<uintptr_t>(qkv) % 16 == 0)
+        rope_launch<T, V>(qkv, rope, rows, T_, heads, C3, HS, pos0, sign, positions, stream);
+    else
+        rope_launch<T, 1>(qkv, rope, rows, T_, heads, C3, HS, pos0, sign, positions, stream);
 }
 
 }  // namespace
 
 #define LLMT_ROPE_FOR(T)                                                                                        \
     void rope_forward(T* qkv, const float* rope, int B, int T_, int NH, int KV, int HS, int pos0,                \
-                      cudaStream_t stream) {                                                                    \
-        rope_t(qkv, rope, B, T_, NH, KV, HS, pos0, 1.0f, stream);                                                \
+                      cudaStream_t stream, const int32_t* positions) {                                         \
+        rope_t(qkv, rope, B, T_, NH, KV, HS, pos0, 1.0f, positions, stream);                                     \
     }                                                                                                           \
-    void rope_backward(T* dqkv, const float* rope, int B, int T_, int NH, int KV, int HS, cudaStream_t stream) { \
-        rope_t(dqkv, rope, B, T_, NH, KV, HS, 0, -1.0f, stream);                                                 \
+    void rope_backward(T* dqkv, const float* rope, int B, int T_, int NH, int KV, int HS, cudaStream_t stream,   \
+                       const int32_t* positions) {                                                             \
+        rope_t(dqkv, rope, B, T_, NH, KV, HS, 0, -1.0f, positions, stream);                                      \
     }
 LLMT_ROPE_FOR(float)
 LLMT_ROPE_FOR(bf16)

@@ -1,0 +1,383 @@
+// The flash attention backward: its helper kernels (D = rowsum(dO * O), the dQ conversions, the dK/dV
+// conversion) and the multi-head kernel (flash_attention_kernels.cuh has the algorithm and the launcher).
+#pragma once
+
+#include "kernels/cuda/flash_common.cuh"
+
+namespace llmt::kernels::cuda::flash {
+namespace {
+
+// ---- backward -----------------------------------------------------------------------------------------
+
+// p[0] += a, p[1] += b (p 8-byte aligned): one vector atomic on Hopper, two scalar ones before.
+__device__ __forceinline__ void add2(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
+#else
+    atomicAdd(p, a);
+    atomicAdd(p + 1, b);
+#endif
+}
+
+// kPacked adds two buffers of BQ query positions.
+template <int D, int NW, int BQ, bool kPacked = false>
+constexpr int bwd_smem_bytes() {
+    return (2 * 16 * NW + 4 * BQ) * (D + 8) * 2 + 16 * NW * (BQ + 8) * 2 + 4 * BQ * 4 + (kPacked ? 2 * BQ * 4 : 0);
+}
+
+// Packed examples: the end of the query tiles (after i0) that can attend keys <= k_last: the first tile whose
+// first row's example starts after k_last, else nq. Exact because a row's first key lo(t) = t - positions[t]
+// never decreases (ops.h's contract). Each warp finds it alone (one ballot per 32 tiles, no barrier), so
+// every warp of the block loops to the same bound.
+__device__ __forceinline__ int packed_query_end(const int32_t* pb, int i0, int nq, int BQ, int k_last) {
+    const int lane = threadIdx.x % 32;
+    for (int base = i0 + 1; base < nq; base += 32) {
+        const int i = base + lane;
+        const unsigned past = __ballot_sync(0xffffffffu, i < nq && i * BQ - pb[i * BQ] > k_last);
+        if (past) return base + __ffs(static_cast<int>(past)) - 1;
+    }
+    return nq;
+}
+
+// dvec[b,h,t] = sum_d dout[b,t,h*D+d] * out[b,t,h*D+d]: one warp per (b, t, h), h fastest. Also zeroes
+// the same D entries of the fp32 dq accumulator (B,T,C), saving a separate memset pass.
+template <int D>
+__global__ void dot_rows_kernel(float* __restrict__ dvec, float* __restrict__ dq, const bf16* __restrict__ dout,
+                                const bf16* __restrict__ out, int B, int T, int NH) {
+    const long w = (static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (w >= static_cast<long>(B) * T * NH) return;
+    const int h = static_cast<int>(w % NH);
+    const long bt = w / NH;
+    const long off = bt * NH * D + static_cast<long>(h) * D;
+    float acc = 0.0f;
+#pragma unroll
+    for (int d = 2 * lane; d < D; d += 64) {
+        const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(dout + off + d));
+        const float2 c = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(out + off + d));
+        acc += a.x * c.x + a.y * c.y;
+        *reinterpret_cast<float2*>(dq + off + d) = make_float2(0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    const long b = bt / T, t = bt % T;
+    if (lane == 0) dvec[(b * NH + h) * T + t] = acc;
+}
+
+// dqkv[:, :, 0:C] = bf16(scale * dq_acc), 4 channels per thread (C % 4 == 0); dqkv rows are C3 wide.
+__global__ void dq_convert_kernel(bf16* __restrict__ dqkv, const float* __restrict__ dq, long n4, int C, long C3,
+                                  float scale) {
+    const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n4) return;
+    const long e = 4 * i, row = e / C, c = e % C;
+    const float4 v = *reinterpret_cast<const float4*>(dq + e);
+    uint2 pk;
+    pk.x = pack_bf16(v.x * scale, v.y * scale);
+    pk.y = pack_bf16(v.z * scale, v.w * scale);
+    *reinterpret_cast<uint2*>(dqkv + row * C3 + c) = pk;
+}
+
+// dq_convert_kernel, and dcol[c] += scale * the sum over rows of dq[:, c] (the q part of the qkv bias
+// gradient). Block (64, 4): x is a 4-column group of the block's 256 columns, y a row lane; a block covers
+// rows_per_block rows and adds its sums with one atomic per column.
+__global__ void dq_convert_colsum_kernel(bf16* __restrict__ dqkv, float* __restrict__ dcol,
+                                         const float* __restrict__ dq, long rows, int C, long C3, int rows_per_block,
+                                         float scale) {
+    __shared__ float4 part[4][64];
+    const int c4 = blockIdx.x * 64 + threadIdx.x;
+    const long r0 = static_cast<long>(blockIdx.y) * rows_per_block, r1 = min(rows, r0 + rows_per_block);
+    float4 s = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (c4 * 4 < C) {
+        for (long r = r0 + threadIdx.y; r < r1; r += 4) {
+            const float4 v = *reinterpret_cast<const float4*>(dq + r * C + c4 * 4);
+            s.x += v.x;
+            s.y += v.y;
+            s.z += v.z;
+            s.w += v.w;
+            uint2 pk;
+            pk.x = pack_bf16(v.x * scale, v.y * scale);
+            pk.y = pack_bf16(v.z * scale, v.w * scale);
+            *reinterpret_cast<uint2*>(dqkv + r * C3 + c4 * 4) = pk;
+        }
+    }
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y == 0 && c4 * 4 < C) {
+        float4 t = part[0][threadIdx.x];
+#pragma unroll
+        for (int i = 1; i < 4; i++) {
+            t.x += part[i][threadIdx.x].x;
+            t.y += part[i][threadIdx.x].y;
+            t.z += part[i][threadIdx.x].z;
+            t.w += part[i][threadIdx.x].w;
+        }
+        atomicAdd(dcol + c4 * 4 + 0, t.x * scale);
+        atomicAdd(dcol + c4 * 4 + 1, t.y * scale);
+        atomicAdd(dcol + c4 * 4 + 2, t.z * scale);
+        atomicAdd(dcol + c4 * 4 + 3, t.w * scale);
+    }
+}
+
+// Multi-head attention (KV == NH): the backward as it was before grouped-query heads existed (bwd_kernel_gqa
+// generalises it; this one keeps GPT-2's code and speed). One block per (b, h) and 16*NW keys.
+// kPacked: packed examples, positions (B,T); query t attends keys lo(t) = t - positions[b,t] .. t. The block
+// walks the query tiles from its diagonal up to packed_query_end (the later ones start their examples after
+// its last key); per tile, a warp whose 16 keys all precede the tile's smallest bound (its first row's) only
+// zeroes its dS^T rows, and P is masked where the key is before the query's bound (in tiles whose largest
+// bound, their last row's, passes the warp's first key). kPacked false: the kernel as before positions
+// existed (the same PTX but for the unused parameter).
+// dcol (3C, optional): += the column sums of this block's dK and dV rows (the k and v parts of the qkv
+// bias gradient), summed in the warp, then across warps in shared memory, then one atomic per column.
+template <int D, int NW, int BQ, bool kPacked>
+__global__ void __launch_bounds__(NW * 32)
+    bwd_kernel(bf16* __restrict__ dqkv, float* __restrict__ dq_acc, const bf16* __restrict__ dout,
+               const bf16* __restrict__ qkv, const float* __restrict__ lse, const float* __restrict__ dvec, int B,
+               int T, int C, int NH, int G, float scale_log2, float scale, float* __restrict__ dcol,
+               const int32_t* __restrict__ positions) {
+    constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
+    static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
+    constexpr int WQ = BQ / 16, WD = NW / WQ, DW = D / WD;  // dQ phase: WQ x WD warps, DW columns each
+    static_assert(WQ * WD == NW && DW % 16 == 0, "dQ warp grid");
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16* sK = reinterpret_cast<bf16*>(smem);
+    bf16* sV = sK + BKV * LDS;
+    bf16* sQ = sV + BKV * LDS;       // two buffers of BQ x LDS
+    bf16* sO = sQ + 2 * BQ * LDS;    // dO, two buffers
+    bf16* sP = sO + 2 * BQ * LDS;    // dS^T, BKV x LDP
+    float* sL = reinterpret_cast<float*>(sP + BKV * LDP);  // lse, two buffers of BQ
+    float* sD = sL + 2 * BQ;                               // dvec, two buffers of BQ
+    int* sPos = reinterpret_cast<int*>(sD + 2 * BQ);        // kPacked: positions, two buffers of BQ
+
+    const int2 order = block_order((T + BKV - 1) / BKV, B * NH, G);
+    const int bh = order.x, b = bh / NH, h = bh % NH;
+    const int k0 = order.y * BKV;  // the first key block has the most query tiles
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    const int lrow = lane % 8, lmat = lane / 8;
+    const long C3 = 3L * C;
+    const bf16* qb = qkv + static_cast<long>(b) * T * C3 + static_cast<long>(h) * D;  // k at +C, v at +2C
+    const bf16* ob = dout + static_cast<long>(b) * T * C + static_cast<long>(h) * D;
+    const float* lb = lse + static_cast<long>(bh) * T;
+    const float* db = dvec + static_cast<long>(bh) * T;
+    const int i0 = k0 / BQ, nq = (T + BQ - 1) / BQ;
+    const int32_t* pb = kPacked ? positions + static_cast<long>(b) * T : nullptr;  // this row's positions
+    int i_end = nq;  // one past the last query tile that can attend this block's keys
+    if constexpr (kPacked) i_end = packed_query_end(pb, i0, nq, BQ, min(k0 + BKV, T) - 1);
+
+    auto load_q = [&](int i, int buf) {
+        load_tile<BQ, D, NT>(sQ + buf * BQ * LDS, qb, C3, i * BQ, T);
+        load_tile<BQ, D, NT>(sO + buf * BQ * LDS, ob, C, i * BQ, T);
+        // Rows past T read lse = D = 0 (and zero q, dO), so P = 1 there but dP = D = 0 and dO = 0: they add
+        // nothing to dV, dK or dQ (and are never stored).
+        for (int r = threadIdx.x; r < BQ; r += NT) {
+            const int q = i * BQ + r;
+            cp_async4(sL + buf * BQ + r, lb + (q < T ? q : 0), q < T);
+            cp_async4(sD + buf * BQ + r, db + (q < T ? q : 0), q < T);
+            if constexpr (kPacked) cp_async4(sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
+        }
+    };
+    load_tile<BKV, D, NT>(sK, qb + C, C3, k0, T);
+    load_tile<BKV, D, NT>(sV, qb + 2 * C, C3, k0, T);
+    load_q(i0, 0);
+    cp_async_commit();
+
+    uint32_t ka[D / 16][4], va[D / 16][4];
+    float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[dn][e] = dv[dn][e] = 0.0f;
+    const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8;  // this lane's two key rows
+
+    for (int i = i0; i < i_end; i++) {
+        const int buf = (i - i0) & 1;
+        if (i + 1 < i_end) {
+            load_q(i + 1, buf ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (i == i0) {
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                const int off = (warp * 16 + (lmat & 1) * 8 + lrow) * LDS + ks * 16 + (lmat >> 1) * 8;
+                ldsm_x4(ka[ks], sK + off);
+                ldsm_x4(va[ks], sV + off);
+            }
+        }
+        const bf16* q_s = sQ + buf * BQ * LDS;
+        const bf16* o_s = sO + buf * BQ * LDS;
+        const float* l_s = sL + buf * BQ;
+        const float* d_s = sD + buf * BQ;
+        const int qbase = i * BQ;
+        const int* p_s = sPos + buf * BQ;
+        int tile_lo_min = 0, tile_lo_max = 0;  // packed: the bounds of the tile's first and last valid rows
+        if constexpr (kPacked) {
+            const int last = min(BQ, T - qbase) - 1;
+            tile_lo_min = qbase - p_s[0];
+            tile_lo_max = qbase + last - p_s[last];
+        }
+        if (k0 + warp * 16 > qbase + BQ - 1 || (kPacked && k0 + warp * 16 + 15 < tile_lo_min)) {
+            // Every key of this warp is after every query of the tile: P = 0, only dS^T's rows must be zeroed.
+            for (int e = lane; e < 16 * BQ / 2; e += 32)
+                *reinterpret_cast<uint32_t*>(sP + (warp * 16 + e / (BQ / 2)) * LDP + 2 * (e % (BQ / 2))) = 0u;
+        } else {
+            // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BQ queries.
+            float st[BQ / 8][4], dp[BQ / 8][4];
+#pragma unroll
+            for (int nb = 0; nb < BQ / 8; nb++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) st[nb][e] = dp[nb][e] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+#pragma unroll
+                for (int nb = 0; nb < BQ / 8; nb += 2) {
+                    const int off = ((nb + (lmat >> 1)) * 8 + lrow) * LDS + ks * 16 + (lmat & 1) * 8;
+                    uint32_t x[4];
+                    ldsm_x4(x, q_s + off);
+                    mma16816(st[nb], ka[ks], x[0], x[1]);
+                    mma16816(st[nb + 1], ka[ks], x[2], x[3]);
+                    ldsm_x4(x, o_s + off);
+                    mma16816(dp[nb], va[ks], x[0], x[1]);
+                    mma16816(dp[nb + 1], va[ks], x[2], x[3]);
+                }
+            }
+            // P^T = exp(S^T * scale - lse), masked where key > query (and, packed, where the key is before the
+            // query's example); dS^T = P^T (dP^T - D).
+            const bool need_mask = qbase < k0 + warp * 16 + 16;
+            const bool need_lo_mask = kPacked && k0 + warp * 16 < tile_lo_max;
+#pragma unroll
+            for (int nb = 0; nb < BQ / 8; nb++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qc = nb * 8 + 2 * tq + (e & 1);
+                    float p = fast_exp2(fmaf(st[nb][e], scale_log2, -l_s[qc] * kLog2e));
+                    if (need_mask && (e < 2 ? kr0 : kr1) > qbase + qc) p = 0.0f;
+                    if (need_lo_mask && (e < 2 ? kr0 : kr1) < qbase + qc - p_s[qc]) p = 0.0f;
+                    st[nb][e] = p;
+                    dp[nb][e] = p * (dp[nb][e] - d_s[qc]);
+                }
+            }
+            // dV += P^T dO, dK += dS^T Q (dO and Q read transposed as B: k = query, n = head dim).
+#pragma unroll
+            for (int kk = 0; kk < BQ / 16; kk++) {
+                uint32_t pa[4], da[4];
+                c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
+                c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+                for (int dn = 0; dn < D / 8; dn += 2) {
+                    const int off = (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + (dn + (lmat >> 1)) * 8;
+                    uint32_t x[4];
+                    ldsm_x4_t(x, o_s + off);
+                    mma16816(dv[dn], pa, x[0], x[1]);
+                    mma16816(dv[dn + 1], pa, x[2], x[3]);
+                    ldsm_x4_t(x, q_s + off);
+                    mma16816(dk[dn], da, x[0], x[1]);
+                    mma16816(dk[dn + 1], da, x[2], x[3]);
+                }
+            }
+            // dS^T (keys x queries) to shared memory for dQ.
+#pragma unroll
+            for (int nb = 0; nb < BQ / 8; nb++) {
+                bf16* row = sP + (warp * 16 + g) * LDP + nb * 8 + 2 * tq;
+                *reinterpret_cast<uint32_t*>(row) = pack_bf16(dp[nb][0], dp[nb][1]);
+                *reinterpret_cast<uint32_t*>(row + 8 * LDP) = pack_bf16(dp[nb][2], dp[nb][3]);
+            }
+        }  // warp not fully masked
+        __syncthreads();
+        // dQ (BQ x D) += dS (BQ x BKV) K (BKV x D): warp (wq, wd) owns rows wq*16.., columns wd*DW..
+        {
+            const int wq = warp % WQ, wd = warp / WQ;
+            float dq[DW / 8][4];
+#pragma unroll
+            for (int dn = 0; dn < DW / 8; dn++) dq[dn][0] = dq[dn][1] = dq[dn][2] = dq[dn][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < BKV / 16; kk++) {
+                uint32_t a[4];  // A[q][key] = dS^T[key][q]: the stored tile read transposed
+                ldsm_x4_t(a, sP + (kk * 16 + (lmat >> 1) * 8 + lrow) * LDP + wq * 16 + (lmat & 1) * 8);
+#pragma unroll
+                for (int dn = 0; dn < DW / 8; dn += 2) {
+                    uint32_t x[4];
+                    ldsm_x4_t(x, sK + (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + wd * DW + (dn + (lmat >> 1)) * 8);
+                    mma16816(dq[dn], a, x[0], x[1]);
+                    mma16816(dq[dn + 1], a, x[2], x[3]);
+                }
+            }
+            const int qr0 = qbase + wq * 16 + g, qr1 = qr0 + 8;
+            float* dqb = dq_acc + static_cast<long>(b) * T * C + static_cast<long>(h) * D + wd * DW + 2 * tq;
+            if (qr0 < T) {
+#pragma unroll
+                for (int dn = 0; dn < DW / 8; dn++)
+                    add2(dqb + static_cast<long>(qr0) * C + dn * 8, dq[dn][0], dq[dn][1]);
+            }
+            if (qr1 < T) {
+#pragma unroll
+                for (int dn = 0; dn < DW / 8; dn++)
+                    add2(dqb + static_cast<long>(qr1) * C + dn * 8, dq[dn][2], dq[dn][3]);
+            }
+        }
+        __syncthreads();  // sP and this Q/dO buffer are rewritten next iteration
+    }
+
+    if (dcol) {
+        float* red = reinterpret_cast<float*>(sP);  // NW x 2D floats; sP is free after the loop's last barrier
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float sk = (kr0 < T ? dk[dn][e] : 0.0f) + (kr1 < T ? dk[dn][2 + e] : 0.0f);
+                float sv = (kr0 < T ? dv[dn][e] : 0.0f) + (kr1 < T ? dv[dn][2 + e] : 0.0f);
+#pragma unroll
+                for (int o = 4; o < 32; o <<= 1) {  // the 8 lanes of one column (same tq, g = 0..7)
+                    sk += __shfl_xor_sync(0xffffffffu, sk, o);
+                    sv += __shfl_xor_sync(0xffffffffu, sv, o);
+                }
+                if (g == 0) {
+                    red[warp * 2 * D + dn * 8 + 2 * tq + e] = sk * scale;
+                    red[warp * 2 * D + D + dn * 8 + 2 * tq + e] = sv;
+                }
+            }
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < 2 * D; c += NT) {
+            float t = 0.0f;
+#pragma unroll
+            for (int w = 0; w < NW; w++) t += red[w * 2 * D + c];
+            atomicAdd(dcol + (c < D ? C : 2 * C - D) + h * D + c, t);
+        }
+    }
+
+    // dK = scale * dS^T Q, dV = P^T dO, into the k and v columns of dqkv.
+    if (kr0 < T) {
+        bf16* p = dqkv + (static_cast<long>(b) * T + kr0) * C3 + C + h * D + 2 * tq;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+            *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][0] * scale, dk[dn][1] * scale);
+            *reinterpret_cast<uint32_t*>(p + C + dn * 8) = pack_bf16(dv[dn][0], dv[dn][1]);
+        }
+    }
+    if (kr1 < T) {
+        bf16* p = dqkv + (static_cast<long>(b) * T + kr1) * C3 + C + h * D + 2 * tq;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+            *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][2] * scale, dk[dn][3] * scale);
+            *reinterpret_cast<uint32_t*>(p + C + dn * 8) = pack_bf16(dv[dn][2], dv[dn][3]);
+        }
+    }
+}
+
+// dqkv[:, :, C : C + 2*KV*D] = bf16(dkv_acc) (B*T rows of W = 2*KV*D floats), 4 channels per thread.
+__global__ void dkv_convert_kernel(bf16* __restrict__ dqkv, const float* __restrict__ acc, long n4, int C, int W) {
+    const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+    if (i >= n4) return;
+    const long e = 4 * i, row = e / W, c = e % W;
+    const float4 v = *reinterpret_cast<const float4*>(acc + e);
+    uint2 pk;
+    pk.x = pack_bf16(v.x, v.y);
+    pk.y = pack_bf16(v.z, v.w);
+    *reinterpret_cast<uint2*>(dqkv + row * (static_cast<long>(C) + W) + C + c) = pk;
+}
+
+}  // namespace
+}  // namespace llmt::kernels::cuda::flash

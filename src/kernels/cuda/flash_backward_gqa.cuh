@@ -1,0 +1,286 @@
+// The flash attention backward kernel for grouped-query heads (flash_attention_kernels.cuh has the algorithm
+// and the launcher; flash_backward.cuh the multi-head kernel it generalises).
+#pragma once
+
+#include "kernels/cuda/flash_common.cuh"
+
+namespace llmt::kernels::cuda::flash {
+namespace {
+
+// Grouped-query attention: a block owns 16*NW keys of one kv head g and walks the query tiles of HPB of the
+// query heads that read g (h = g*rep + part*HPB + 0..HPB-1, rep = NH/KV, part = which of the rep/HPB slices
+// of the group), accumulating dK/dV in registers across those heads (bwd_kernel's loop, run once per head).
+// HPB == rep (every head of the group): dK/dV are complete and stored as bf16 into dqkv. HPB < rep:
+// several blocks share a kv head, so each adds its dK/dV (fp32, dK already scaled) into dkv_acc (B,T,2*KV*D)
+// with atomics and dkv_convert_kernel writes dqkv's k/v columns afterwards.
+// dcol (C3, optional): += the column sums of this block's dK and dV rows (the k and v parts of the qkv
+// bias gradient), summed in the warp, then across warps in shared memory, then one atomic per column.
+// kPacked: packed examples, as bwd_kernel's (flash_backward.cuh): each head's walk ends at packed_query_end.
+template <int D, int NW, int BQ, bool kPacked>
+__global__ void __launch_bounds__(NW * 32)
+    bwd_kernel_gqa(bf16* __restrict__ dqkv, float* __restrict__ dq_acc, float* __restrict__ dkv_acc,
+                   const bf16* __restrict__ dout, const bf16* __restrict__ qkv, const float* __restrict__ lse,
+                   const float* __restrict__ dvec, int B, int T, int C, int NH, int KV, int HPB, int G,
+                   float scale_log2, float scale, float* __restrict__ dcol, const int32_t* __restrict__ positions) {
+    constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
+    static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
+    constexpr int WQ = BQ / 16, WD = NW / WQ, DW = D / WD;  // dQ phase: WQ x WD warps, DW columns each
+    static_assert(WQ * WD == NW && DW % 16 == 0, "dQ warp grid");
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16* sK = reinterpret_cast<bf16*>(smem);
+    bf16* sV = sK + BKV * LDS;
+    bf16* sQ = sV + BKV * LDS;       // two buffers of BQ x LDS
+    bf16* sO = sQ + 2 * BQ * LDS;    // dO, two buffers
+    bf16* sP = sO + 2 * BQ * LDS;    // dS^T, BKV x LDP
+    float* sL = reinterpret_cast<float*>(sP + BKV * LDP);  // lse, two buffers of BQ
+    float* sD = sL + 2 * BQ;                               // dvec, two buffers of BQ
+    int* sPos = reinterpret_cast<int*>(sD + 2 * BQ);        // kPacked: positions, two buffers of BQ
+
+    const int rep = NH / KV, nsplit = rep / HPB;
+    const int2 order = block_order((T + BKV - 1) / BKV, B * KV * nsplit, G);
+    const int unit = order.x, b = unit / (KV * nsplit), kvh = (unit / nsplit) % KV;
+    const int h0 = kvh * rep + (unit % nsplit) * HPB;  // this block's first query head
+    const int k0 = order.y * BKV;  // the first key block has the most query tiles
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    const int lrow = lane % 8, lmat = lane / 8;
+    const long C3 = C + 2L * KV * D, kvw = static_cast<long>(KV) * D;
+    const bf16* xb = qkv + static_cast<long>(b) * T * C3;              // batch row 0 of qkv
+    const bf16* kb = xb + C + static_cast<long>(kvh) * D;              // k of head kvh; v at + kvw
+    const int i0 = k0 / BQ, nq = (T + BQ - 1) / BQ;
+    const int32_t* pb = kPacked ? positions + static_cast<long>(b) * T : nullptr;  // this row's positions
+    int i_end = nq;  // one past the last query tile that can attend this block's keys
+    if constexpr (kPacked) i_end = packed_query_end(pb, i0, nq, BQ, min(k0 + BKV, T) - 1);
+    const int n_tiles = i_end - i0;
+
+    // Iteration it: query tile i0 + it % n_tiles of head h0 + it / n_tiles.
+    auto load_q = [&](int it, int buf) {
+        const int h = h0 + it / n_tiles, i = i0 + it % n_tiles;
+        const long bh = static_cast<long>(b) * NH + h;
+        load_tile<BQ, D, NT>(sQ + buf * BQ * LDS, xb + static_cast<long>(h) * D, C3, i * BQ, T);
+        load_tile<BQ, D, NT>(sO + buf * BQ * LDS, dout + static_cast<long>(b) * T * C + static_cast<long>(h) * D, C,
+                             i * BQ, T);
+        // Rows past T read lse = D = 0 (and zero q, dO), so P = 1 there but dP = D = 0 and dO = 0: they add
+        // nothing to dV, dK or dQ (and are never stored).
+        for (int r = threadIdx.x; r < BQ; r += NT) {
+            const int q = i * BQ + r;
+            cp_async4(sL + buf * BQ + r, lse + bh * T + (q < T ? q : 0), q < T);
+            cp_async4(sD + buf * BQ + r, dvec + bh * T + (q < T ? q : 0), q < T);
+            if constexpr (kPacked) cp_async4(sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
+        }
+    };
+    load_tile<BKV, D, NT>(sK, kb, C3, k0, T);
+    load_tile<BKV, D, NT>(sV, kb + kvw, C3, k0, T);
+    load_q(0, 0);
+    cp_async_commit();
+
+    uint32_t ka[D / 16][4], va[D / 16][4];
+    float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[dn][e] = dv[dn][e] = 0.0f;
+    const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8;  // this lane's two key rows
+
+    const int n_it = HPB * n_tiles;
+    for (int it = 0; it < n_it; it++) {
+        const int buf = it & 1;
+        if (it + 1 < n_it) {
+            load_q(it + 1, buf ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        if (it == 0) {
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+                const int off = (warp * 16 + (lmat & 1) * 8 + lrow) * LDS + ks * 16 + (lmat >> 1) * 8;
+                ldsm_x4(ka[ks], sK + off);
+                ldsm_x4(va[ks], sV + off);
+            }
+        }
+        const int h = h0 + it / n_tiles;
+        const bf16* q_s = sQ + buf * BQ * LDS;
+        const bf16* o_s = sO + buf * BQ * LDS;
+        const float* l_s = sL + buf * BQ;
+        const float* d_s = sD + buf * BQ;
+        const int qbase = (i0 + it % n_tiles) * BQ;
+        const int* p_s = sPos + buf * BQ;
+        int tile_lo_min = 0, tile_lo_max = 0;  // packed: the bounds of the tile's first and last valid rows
+        if constexpr (kPacked) {
+            const int last = min(BQ, T - qbase) - 1;
+            tile_lo_min = qbase - p_s[0];
+            tile_lo_max = qbase + last - p_s[last];
+        }
+        if (k0 + warp * 16 > qbase + BQ - 1 || (kPacked && k0 + warp * 16 + 15 < tile_lo_min)) {
+            // Every key of this warp is after every query of the tile: P = 0, only dS^T's rows must be zeroed.
+            for (int e = lane; e < 16 * BQ / 2; e += 32)
+                *reinterpret_cast<uint32_t*>(sP + (warp * 16 + e / (BQ / 2)) * LDP + 2 * (e % (BQ / 2))) = 0u;
+        } else {
+            // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BQ queries.
+            float st[BQ / 8][4], dp[BQ / 8][4];
+#pragma unroll
+            for (int nb = 0; nb < BQ / 8; nb++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) st[nb][e] = dp[nb][e] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < D / 16; ks++) {
+#pragma unroll
+                for (int nb = 0; nb < BQ / 8; nb += 2) {
+                    const int off = ((nb + (lmat >> 1)) * 8 + lrow) * LDS + ks * 16 + (lmat & 1) * 8;
+                    uint32_t x[4];
+                    ldsm_x4(x, q_s + off);
+                    mma16816(st[nb], ka[ks], x[0], x[1]);
+                    mma16816(st[nb + 1], ka[ks], x[2], x[3]);
+                    ldsm_x4(x, o_s + off);
+                    mma16816(dp[nb], va[ks], x[0], x[1]);
+                    mma16816(dp[nb + 1], va[ks], x[2], x[3]);
+                }
+            }
+            // P^T = exp(S^T * scale - lse), masked where key > query (and, packed, where the key is before the
+            // query's example); dS^T = P^T (dP^T - D).
+            const bool need_mask = qbase < k0 + warp * 16 + 16;
+            const bool need_lo_mask = kPacked && k0 + warp * 16 < tile_lo_max;
+#pragma unroll
+            for (int nb = 0; nb < BQ / 8; nb++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int qc = nb * 8 + 2 * tq + (e & 1);
+                    float p = fast_exp2(fmaf(st[nb][e], scale_log2, -l_s[qc] * kLog2e));
+                    if (need_mask && (e < 2 ? kr0 : kr1) > qbase + qc) p = 0.0f;
+                    if (need_lo_mask && (e < 2 ? kr0 : kr1) < qbase + qc - p_s[qc]) p = 0.0f;
+                    st[nb][e] = p;
+                    dp[nb][e] = p * (dp[nb][e] - d_s[qc]);
+                }
+            }
+            // dV += P^T dO, dK += dS^T Q (dO and Q read transposed as B: k = query, n = head dim).
+#pragma unroll
+            for (int kk = 0; kk < BQ / 16; kk++) {
+                uint32_t pa[4], da[4];
+                c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
+                c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
+#pragma unroll
+                for (int dn = 0; dn < D / 8; dn += 2) {
+                    const int off = (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + (dn + (lmat >> 1)) * 8;
+                    uint32_t x[4];
+                    ldsm_x4_t(x, o_s + off);
+                    mma16816(dv[dn], pa, x[0], x[1]);
+                    mma16816(dv[dn + 1], pa, x[2], x[3]);
+                    ldsm_x4_t(x, q_s + off);
+                    mma16816(dk[dn], da, x[0], x[1]);
+                    mma16816(dk[dn + 1], da, x[2], x[3]);
+                }
+            }
+            // dS^T (keys x queries) to shared memory for dQ.
+#pragma unroll
+            for (int nb = 0; nb < BQ / 8; nb++) {
+                bf16* row = sP + (warp * 16 + g) * LDP + nb * 8 + 2 * tq;
+                *reinterpret_cast<uint32_t*>(row) = pack_bf16(dp[nb][0], dp[nb][1]);
+                *reinterpret_cast<uint32_t*>(row + 8 * LDP) = pack_bf16(dp[nb][2], dp[nb][3]);
+            }
+        }  // warp not fully masked
+        __syncthreads();
+        // dQ (BQ x D) += dS (BQ x BKV) K (BKV x D): warp (wq, wd) owns rows wq*16.., columns wd*DW..
+        {
+            const int wq = warp % WQ, wd = warp / WQ;
+            float dq[DW / 8][4];
+#pragma unroll
+            for (int dn = 0; dn < DW / 8; dn++) dq[dn][0] = dq[dn][1] = dq[dn][2] = dq[dn][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < BKV / 16; kk++) {
+                uint32_t a[4];  // A[q][key] = dS^T[key][q]: the stored tile read transposed
+                ldsm_x4_t(a, sP + (kk * 16 + (lmat >> 1) * 8 + lrow) * LDP + wq * 16 + (lmat & 1) * 8);
+#pragma unroll
+                for (int dn = 0; dn < DW / 8; dn += 2) {
+                    uint32_t x[4];
+                    ldsm_x4_t(x, sK + (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + wd * DW + (dn + (lmat >> 1)) * 8);
+                    mma16816(dq[dn], a, x[0], x[1]);
+                    mma16816(dq[dn + 1], a, x[2], x[3]);
+                }
+            }
+            const int qr0 = qbase + wq * 16 + g, qr1 = qr0 + 8;
+            float* dqb = dq_acc + static_cast<long>(b) * T * C + static_cast<long>(h) * D + wd * DW + 2 * tq;
+            if (qr0 < T) {
+#pragma unroll
+                for (int dn = 0; dn < DW / 8; dn++)
+                    add2(dqb + static_cast<long>(qr0) * C + dn * 8, dq[dn][0], dq[dn][1]);
+            }
+            if (qr1 < T) {
+#pragma unroll
+                for (int dn = 0; dn < DW / 8; dn++)
+                    add2(dqb + static_cast<long>(qr1) * C + dn * 8, dq[dn][2], dq[dn][3]);
+            }
+        }
+        __syncthreads();  // sP and this Q/dO buffer are rewritten next iteration
+    }
+
+    if (dcol) {
+        float* red = reinterpret_cast<float*>(sP);  // NW x 2D floats; sP is free after the loop's last barrier
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float sk = (kr0 < T ? dk[dn][e] : 0.0f) + (kr1 < T ? dk[dn][2 + e] : 0.0f);
+                float sv = (kr0 < T ? dv[dn][e] : 0.0f) + (kr1 < T ? dv[dn][2 + e] : 0.0f);
+#pragma unroll
+                for (int o = 4; o < 32; o <<= 1) {  // the 8 lanes of one column (same tq, g = 0..7)
+                    sk += __shfl_xor_sync(0xffffffffu, sk, o);
+                    sv += __shfl_xor_sync(0xffffffffu, sv, o);
+                }
+                if (g == 0) {
+                    red[warp * 2 * D + dn * 8 + 2 * tq + e] = sk * scale;
+                    red[warp * 2 * D + D + dn * 8 + 2 * tq + e] = sv;
+                }
+            }
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < 2 * D; c += NT) {
+            float t = 0.0f;
+#pragma unroll
+            for (int w = 0; w < NW; w++) t += red[w * 2 * D + c];
+            // k columns C + kvh*D.., v columns C + KV*D + kvh*D..
+            atomicAdd(dcol + C + (c < D ? 0 : kvw - D) + static_cast<long>(kvh) * D + c, t);
+        }
+    }
+
+    if (dkv_acc) {  // a share of the group's heads: add into the fp32 accumulator (B,T,2*KV*D)
+        const long W = 2 * kvw;
+        float* pa = dkv_acc + static_cast<long>(b) * T * W + static_cast<long>(kvh) * D + 2 * tq;
+        if (kr0 < T) {
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn++) {
+                add2(pa + kr0 * W + dn * 8, dk[dn][0] * scale, dk[dn][1] * scale);
+                add2(pa + kr0 * W + kvw + dn * 8, dv[dn][0], dv[dn][1]);
+            }
+        }
+        if (kr1 < T) {
+#pragma unroll
+            for (int dn = 0; dn < D / 8; dn++) {
+                add2(pa + kr1 * W + dn * 8, dk[dn][2] * scale, dk[dn][3] * scale);
+                add2(pa + kr1 * W + kvw + dn * 8, dv[dn][2], dv[dn][3]);
+            }
+        }
+        return;
+    }
+    // dK = scale * dS^T Q, dV = P^T dO, into the k and v columns of dqkv.
+    if (kr0 < T) {
+        bf16* p = dqkv + (static_cast<long>(b) * T + kr0) * C3 + C + static_cast<long>(kvh) * D + 2 * tq;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+            *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][0] * scale, dk[dn][1] * scale);
+            *reinterpret_cast<uint32_t*>(p + kvw + dn * 8) = pack_bf16(dv[dn][0], dv[dn][1]);
+        }
+    }
+    if (kr1 < T) {
+        bf16* p = dqkv + (static_cast<long>(b) * T + kr1) * C3 + C + static_cast<long>(kvh) * D + 2 * tq;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) {
+            *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][2] * scale, dk[dn][3] * scale);
+            *reinterpret_cast<uint32_t*>(p + kvw + dn * 8) = pack_bf16(dv[dn][2], dv[dn][3]);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace llmt::kernels::cuda::flash
