@@ -85,6 +85,37 @@ TEST(ChatRows, PackedRowPositionsTargetsAndPad) {
     EXPECT_EQ(rows.stats().targets, 7u);
 }
 
+// Each example's slots in a packed row are exactly its slots alone in a row: the same inputs, targets
+// and positions from 0, so with attention bounded by the positions its loss cannot change.
+TEST(ChatRows, PackedExampleSlotsEqualTheExampleAlone) {
+    std::vector<uint32_t> lengths;
+    for (uint32_t e = 0; e < 19; ++e) lengths.push_back(2 + (e * 5) % 13);
+    const ChatData d = make_data(lengths);
+    const ChatRows packed(*d.examples, d.train, 16, /*packing=*/true);
+    EXPECT_LT(packed.size(), d.train.size());
+    std::size_t pieces = 0;
+    for (std::size_t r = 0; r < packed.size(); ++r) {
+        std::vector<int32_t> x(16), y(16), p(16);
+        packed.fill(*d.examples, r, 16, kPad, x.data(), y.data(), p.data());
+        int at = 0;
+        for (const ChatPiece& piece : packed.pieces(r)) {
+            const std::vector<uint32_t> one = {piece.example};
+            const ChatRows alone(*d.examples, one, 16, /*packing=*/false);
+            const int n = static_cast<int>(piece.slots);
+            std::vector<int32_t> ax(16), ay(16), ap(16);
+            alone.fill(*d.examples, 0, n, kPad, ax.data(), ay.data(), ap.data());
+            EXPECT_EQ(std::vector<int32_t>(x.begin() + at, x.begin() + at + n), std::vector<int32_t>(ax.begin(), ax.begin() + n));
+            EXPECT_EQ(std::vector<int32_t>(y.begin() + at, y.begin() + at + n), std::vector<int32_t>(ay.begin(), ay.begin() + n));
+            EXPECT_EQ(std::vector<int32_t>(p.begin() + at, p.begin() + at + n), std::vector<int32_t>(ap.begin(), ap.begin() + n));
+            EXPECT_EQ(p[static_cast<std::size_t>(at)], 0);
+            at += n;
+            ++pieces;
+        }
+        EXPECT_EQ(static_cast<uint32_t>(at), packed.slots(r));
+    }
+    EXPECT_EQ(pieces, d.train.size());  // every example in exactly one row
+}
+
 TEST(ChatRows, LongExamplesAreTruncatedOrDroppedAndCounted) {
     auto ds = std::make_shared<ChatDataset>();
     ds->append(example(0, 20, /*assistant_from=*/3));   // cut to 9 tokens: targets left (tokens 3..8)
