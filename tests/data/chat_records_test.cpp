@@ -71,5 +71,42 @@ TEST(ChatRecords, MalformedLinesNameFileLineAndField) {
     EXPECT_EQ(error_of(good + "\n" + good), "");  // no final newline: still two records
 }
 
+// The seeded, in-ctest version of tests/fuzz/chat_records_fuzz.cpp: valid lines with bytes flipped,
+// inserted and cut give records or a FormatError naming the file, nothing else.
+TEST(ChatRecords, MutatedLinesAreRecordsOrFormatErrors) {
+    const std::string seed =
+        R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"},)"
+        R"( {"role": "assistant", "content": "Hello."}]})"
+        "\n"
+        R"({"prompt": "2+2?", "completion": "4"})"
+        "\n";
+    uint64_t state = 42;
+    auto next = [&] {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return static_cast<std::size_t>(state >> 33);
+    };
+    int errors = 0, parsed = 0;
+    for (int round = 0; round < 3000; ++round) {
+        std::string s = seed;
+        for (int k = 0, n = 1 + static_cast<int>(next() % 4); k < n; ++k) {
+            const std::size_t at = next() % s.size();
+            switch (next() % 3) {
+                case 0: s[at] = static_cast<char>(next() % 256); break;
+                case 1: s.insert(at, 1, "\"{}[],:\\\n a0"[next() % 12]); break;
+                default: s.erase(at, 1 + next() % 8); break;
+            }
+        }
+        try {
+            (void)parse_chat_jsonl(s, "m.jsonl");
+            ++parsed;
+        } catch (const FormatError& e) {
+            ++errors;
+            ASSERT_EQ(std::string(e.what()).rfind("m.jsonl:", 0), 0u) << e.what();
+        }
+    }
+    EXPECT_GT(errors, 0);
+    EXPECT_GT(parsed, 0);
+}
+
 }  // namespace
 }  // namespace llmt::data
