@@ -7,11 +7,13 @@
 //   const int64_t n = loader.global_targets_ahead(K);  // targets of the whole step, all ranks: no collective
 //   for k in 0..K-1:
 //       ChatBatch b = loader.next(x, y, pos);          // this rank's B rows, each b.T slots, row-major
-//       loss_sum = model.forward(x, y, pos, B, b.T)    // SUM of the loss over targets >= 0 (y < 0 ignored)
-//       backward with d(loss) = 1 / n                  // so the step's gradient is the mean over its n targets
-// Every rank computes the same n, and sum over ranks and micro-batches of (loss_sum / n) is the mean over
-// the step's targets whatever W, B and K are (the issue's "averaged over target tokens, consistently
-// across gradient accumulation and ranks"). targets_ahead(K) is this rank's share of n.
+//       forward(x, y, pos, B, b.T) and backward, weighting each target's loss by 1 / n (y < 0: weight 0)
+//       (a loss that is the mean over the micro-batch's own b.targets targets: scale it by b.targets / n;
+//       b.targets may be 0 in a short evaluation batch)
+//   all-reduce the gradients with SUM (not mean): the step's gradient is then the mean over its n targets
+// Every rank computes the same n, so the result is the same whatever W, B and K are (the issue's "averaged
+// over target tokens, consistently across gradient accumulation and ranks"). targets_ahead(K) is this
+// rank's share of n (what an all-reduce of it over the ranks would add up to n).
 //
 // positions (B, T) are HF position_ids: 0 at each example's first slot, +1 per slot; a row's unused tail
 // (pad id, target -1) restarts at 0 as well. Attention must not cross examples: a slot at position p
