@@ -10,7 +10,8 @@
 //       forward(x, y, pos, B, b.T) and backward, weighting each target's loss by 1 / n (y < 0: weight 0)
 //       (a loss that is the mean over the micro-batch's own b.targets targets: scale it by b.targets / n;
 //       b.targets may be 0 in a short evaluation batch)
-//   all-reduce the gradients with SUM (not mean): the step's gradient is then the mean over its n targets
+//   all-reduced with SUM, the step's gradient is then the mean over its n targets (dist::Reducer averages,
+//   ReduceOp::kAvg: there, weight by W / n instead)
 // Every rank computes the same n, so the result is the same whatever W, B and K are (the issue's "averaged
 // over target tokens, consistently across gradient accumulation and ranks"). targets_ahead(K) is this
 // rank's share of n (what an all-reduce of it over the ranks would add up to n).
