@@ -3,6 +3,15 @@
 // per epoch by (seed, epoch) and split across W ranks exactly as data::DataLoader splits windows, with an
 // exact, checkpointable position.
 //
+// Opening (config keys in brackets; rank 0 first, then a barrier, then the others: chat_cache.h):
+//   ChatData d = open_chat_data({[data.paths], [data.tokenizer], [data.cache_dir], [data.val_fraction],
+//                                [run.seed]});
+//   ChatLoader train(d, {B = [trainer.micro_batch_size], T = [model.block_size], rank, world, [run.seed],
+//                        [data.shuffle], [data.packing], [model.vocab_size]});
+//   log train.stats().summary(T)   // rows, slots used, truncated/dropped examples
+//   ChatEvalLoader val(d, {B, T, rank, world, [data.packing], [model.vocab_size]});
+//   checkpoint train.state(); on resume train.restore(state)
+//
 // How the trainer uses it (one optimizer step of K = trainer.grad_accum_steps micro-batches):
 //   const int64_t n = loader.global_targets_ahead(K);  // targets of the whole step, all ranks: no collective
 //   for k in 0..K-1:
