@@ -1,7 +1,7 @@
 // The worked example's chat data (issue 20, item 4; docs/formats/chat_jsonl.md, "The example data"):
 // question/answer conversations built from the default corpus (data/corpus, scripts/make_corpus.sh),
-// deterministic for a seed, simple enough that a tiny LLaMA learns in minutes to answer in the expected
-// shape and to stop at <|eot_id|>:
+// deterministic for a seed, short and regular so that a tiny LLaMA can learn in minutes to answer in the
+// expected shape and to stop at <|eot_id|> (to be measured once the trainer reads chat data):
 //  - "Which book of the Bible is Ge1:3 from?" -> "Ge1:3 is from the book of Genesis." (66 books)
 //  - "What is the first word of this verse? <verse>" -> "The first word is \"And\"." (a copy)
 //  - "Tell me a fortune." (and variants) -> a short fortune from the fortune files
