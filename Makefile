@@ -67,8 +67,9 @@ fuzz: setup
 # preset trains on. Each step is skipped when its output is newer than its input.
 CORPUS_DIR := data/corpus
 CORPUS_SHARDS := data/shards/gpt2_corpus
+CHAT_EXAMPLE := data/chat/corpus_qa.jsonl
 data: build
-	@$(MAKE) --no-print-directory $(CORPUS_SHARDS)/manifest.json
+	@$(MAKE) --no-print-directory $(CORPUS_SHARDS)/manifest.json $(CHAT_EXAMPLE)
 
 $(CORPUS_DIR)/.complete: scripts/make_corpus.sh
 	bash scripts/make_corpus.sh $(CORPUS_DIR)
@@ -76,6 +77,10 @@ $(CORPUS_DIR)/.complete: scripts/make_corpus.sh
 $(CORPUS_SHARDS)/manifest.json: $(CORPUS_DIR)/.complete
 	$(BIN) data prepare --input $(CORPUS_DIR)/bible $(CORPUS_DIR)/fortunes --format text --doc-separator % \
 	  --tokenizer gpt2 --val-fraction 0.02 --seed 0 --out $(CORPUS_SHARDS)
+
+# The chat fine-tuning example's conversations (docs/formats/chat_jsonl.md, "The example data").
+$(CHAT_EXAMPLE): $(CORPUS_DIR)/.complete
+	$(BIN) data chat-example --corpus $(CORPUS_DIR) --out $(CHAT_EXAMPLE) --conversations 3000 --seed 0
 
 # The container image with podman (deploy/image/build.sh, docs/kubernetes.md): builds, reports the size,
 # runs `llmtrain version` and a few training steps in it. Slow (minutes), so only in test-full.

@@ -22,6 +22,7 @@ void register_version(CLI::App& app, Runtime& rt);
 void register_validate(CLI::App& app, Runtime& rt);
 void register_print_config(CLI::App& app, Runtime& rt);
 void register_data(CLI::App& app, Runtime& rt);
+void register_data_chat(CLI::App& data, Runtime& rt);  // `data chat`, `data chat-example`: under `data`
 void register_tokenize(CLI::App& app, Runtime& rt);  // tokenize + detokenize
 void register_train(CLI::App& app, Runtime& rt);
 void register_eval(CLI::App& app, Runtime& rt);

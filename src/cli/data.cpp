@@ -143,10 +143,11 @@ void add_inspect(CLI::App& data, Runtime& rt) {
 }  // namespace
 
 void register_data(CLI::App& app, Runtime& rt) {
-    auto* data = app.add_subcommand("data", "Prepare and inspect token shards");
+    auto* data = app.add_subcommand("data", "Prepare and inspect token shards; tokenize chat data");
     data->require_subcommand(1);
     add_prepare(*data, rt);
     add_inspect(*data, rt);
+    register_data_chat(*data, rt);
 }
 
 }  // namespace llmt::cli

@@ -56,7 +56,7 @@ struct LoraConfig {
 };
 
 struct DataConfig {
-    std::string source;  // shards | text | jsonl
+    std::string source;  // shards | text | jsonl | chat
     std::vector<std::string> paths;
     std::string text_field;
     std::string tokenizer;
@@ -65,6 +65,7 @@ struct DataConfig {
     std::string train_shards, val_shards;
     std::string shard_format;  // llmc | nanogpt
     bool shuffle = true;
+    bool packing = false;  // source chat: pack conversations into rows (data/chat_rows.h)
 };
 
 struct TrainerConfig {

@@ -449,12 +449,13 @@ void check_data_keys_read(const ordered_json& r, const std::function<std::string
 
 std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::string& source) {
     if (source == "shards")
-        return {{"data.paths", "text or jsonl"}, {"data.val_fraction", "text or jsonl"},
-                {"data.cache_dir", "text or jsonl"}, {"data.text_field", "jsonl"}};
-    // text/jsonl are tokenized into llm.c shards in data.cache_dir, whatever data.shard_format says.
+        return {{"data.paths", "text, jsonl or chat"}, {"data.val_fraction", "text, jsonl or chat"},
+                {"data.cache_dir", "text, jsonl or chat"}, {"data.text_field", "jsonl"}, {"data.packing", "chat"}};
+    // text/jsonl/chat are tokenized into data.cache_dir, whatever data.shard_format says.
     std::vector<std::pair<std::string, std::string>> keys = {
         {"data.train_shards", "shards"}, {"data.val_shards", "shards"}, {"data.shard_format", "shards"}};
-    if (source == "text") keys.push_back({"data.text_field", "jsonl"});
+    if (source != "jsonl") keys.push_back({"data.text_field", "jsonl"});
+    if (source != "chat") keys.push_back({"data.packing", "chat"});
     return keys;
 }
 
@@ -544,6 +545,16 @@ void check_training_data(ordered_json& r, const std::function<std::string(const 
         v.add("data.paths", at("data.source"),
               fmt::format("data.source is {}, so data.paths needs at least one file or directory",
                           d["source"].get<std::string>()));
+    }
+    if (d["source"] == "chat") {
+        if (d["tokenizer"] == "gpt2")
+            v.add("data.tokenizer", at("data.tokenizer"),
+                  "data.source is chat, so data.tokenizer must be a model directory holding tokenizer.json and "
+                  "tokenizer_config.json (the chat template); gpt2 has no chat template");
+        // TODO(#20): the trainer reads chat data through data/chat_loader.h once it is wired in.
+        v.add("data.source", at("data.source"),
+              "chat is not read by `llmtrain train` yet (issue 20); `llmtrain data chat` tokenizes and checks chat "
+              "files");
     }
 }
 

@@ -137,20 +137,30 @@ std::vector<FieldSpec> build() {
                              "a PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to continue "
                              "from; empty = fresh adapters (A Kaiming-uniform, B zero)"));
     // data
-    v.push_back(enum_field("data.source", "shards", {"shards", "text", "jsonl"},
-                           "shards: prepared token shards; text/jsonl: raw corpora tokenized into data.cache_dir"));
+    v.push_back(enum_field("data.source", "shards", {"shards", "text", "jsonl", "chat"},
+                           "shards: prepared token shards; text/jsonl: raw corpora tokenized into data.cache_dir; chat: "
+                           "conversations (JSONL of messages or prompt/completion) rendered with the model's chat template, "
+                           "loss on the assistant's tokens only (docs/formats/chat_jsonl.md)"));
     v.push_back(string_list_field("data.paths", ordered_json::array(), Access::kRead,
-                                  "input files or directories (source text/jsonl only)"));
+                                  "input files or directories (source text/jsonl/chat only)"));
     v.push_back(string_field("data.text_field", "text", Access::kNone, "JSONL field that holds the document text (source jsonl only)"));
     v.push_back(string_field("data.tokenizer", "gpt2", Access::kRead,
-                           "'gpt2' or a path to a .tiktoken / tokenizer.json file", {"", "gpt2"}));
-    v.push_back(float_field("data.val_fraction", 0.005, 0.0, 0.999, false, "share of documents held out for validation (source text/jsonl only)"));
-    v.push_back(string_field("data.cache_dir", "data/cache", Access::kWrite, "where tokenized text/jsonl sources are cached (source text/jsonl only)"));
+                           "'gpt2' or a path to a .tiktoken / tokenizer.json file or a model directory; source chat: a model "
+                           "directory (or tokenizer.json) with tokenizer_config.json, whose chat template renders the data",
+                           {"", "gpt2"}));
+    v.push_back(float_field("data.val_fraction", 0.005, 0.0, 0.999, false,
+                            "share of documents (chat: conversations) held out for validation (source text/jsonl/chat only)"));
+    v.push_back(string_field("data.cache_dir", "data/cache", Access::kWrite,
+                             "where tokenized text/jsonl/chat sources are cached (source text/jsonl/chat only)"));
     v.push_back(glob_field(string_field("data.train_shards", "", Access::kRead, "glob of training shards (source: shards)")));
     v.push_back(glob_field(string_field("data.val_shards", "", Access::kRead, "glob of validation shards (source: shards)")));
     v.push_back(enum_field("data.shard_format", "llmc", {"llmc", "nanogpt"},
                            "llmc: llm.c .bin with a 1 KiB header; nanogpt: header-less uint16 train.bin/val.bin (source shards only)"));
     v.push_back(bool_field("data.shuffle", true, "shuffle training windows each epoch (by seed and epoch)"));
+    v.push_back(bool_field("data.packing", false,
+                           "source chat only: pack whole conversations into rows of model.block_size (Best-Fit Decreasing, "
+                           "positions restart per conversation, attention does not cross them); false: one a row, padded to "
+                           "the longest in the batch"));
     // trainer
     v.push_back(int_field("trainer.max_steps", 1000, 1, 1e15, "optimizer steps to train"));
     v.push_back(int_field("trainer.micro_batch_size", 8, 1, 1048576, "sequences per micro-batch per process"));

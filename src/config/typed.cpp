@@ -56,6 +56,7 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.data.val_shards = d.at("val_shards");
     c.data.shard_format = d.at("shard_format");
     c.data.shuffle = d.at("shuffle");
+    c.data.packing = d.at("packing");
 
     const auto& t = r.at("trainer");
     c.trainer.max_steps = t.at("max_steps");

@@ -122,7 +122,7 @@ ChatTemplate ChatTemplate::parse(const std::string& json_text, const std::string
         throw fail("bos_token", "missing or neither a string nor {\"content\": ...}; the template starts with it");
     }
     for (std::size_t at = tmpl.find("\\n"); at != std::string::npos; at = tmpl.find("\\n", at + 1))
-        tmpl.replace(at, 2, "\n");
+        tmpl.replace(at, 2, 1, '\n');
     if (has(tmpl, kLlama31Knowledge) && has(tmpl, kLlama31Today) && has(tmpl, kLlama31System) &&
         has(tmpl, "message['content'] | trim + '<|eot_id|>'") && has(tmpl, kAssistantHeader) &&
         has(tmpl, "add_generation_prompt")) {
@@ -140,31 +140,49 @@ ChatTemplate ChatTemplate::parse(const std::string& json_text, const std::string
     return t;
 }
 
-std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+std::vector<ChatSegment> ChatTemplate::segments(const std::vector<ChatMessage>& messages,
+                                                bool add_generation_prompt) const {
     if (messages.empty()) throw InputError("chat: the conversation has no messages");
     for (std::size_t i = 0; i < messages.size(); ++i) {
         const std::string& r = messages[i].role;
         if (r != "system" && r != "user" && r != "assistant")
             throw InputError(fmt::format("chat: message {} has role \"{}\"; expected system, user or assistant", i, r));
     }
-    auto turn = [](const ChatMessage& m) {
-        return "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + python_strip(m.content) + "<|eot_id|>";
+    using Kind = ChatSegment::Kind;
+    std::vector<ChatSegment> out;
+    auto marker = [&](const char* m, bool assistant = false) { out.push_back({Kind::kMarker, m, assistant}); };
+    auto text = [&](std::string t) { out.push_back({Kind::kTemplateText, std::move(t), false}); };
+    auto header = [&](const std::string& role) {
+        marker("<|start_header_id|>");
+        text(role);
+        marker("<|end_header_id|>");
+        text("\n\n");
     };
-    std::string out = bos_;
+    auto turn = [&](const std::string& role, std::string preamble, const std::string& content) {
+        const bool assistant = role == "assistant";
+        header(role);
+        if (!preamble.empty()) text(std::move(preamble));
+        out.push_back({Kind::kContent, python_strip(content), assistant});
+        marker("<|eot_id|>", assistant);
+    };
+    out.push_back({Kind::kMarker, bos_, false});
     std::size_t first = 0;
     if (format_ == ChatFormat::kLlama31) {
-        std::string system;
-        if (messages[0].role == "system") {
-            system = python_strip(messages[0].content);
-            first = 1;
-        }
-        out += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " +
-               date_ + "\n\n" + system + "<|eot_id|>";
+        const bool has_system = messages[0].role == "system";
+        turn("system", "Cutting Knowledge Date: December 2023\nToday Date: " + date_ + "\n\n",
+             has_system ? messages[0].content : std::string());
+        first = has_system ? 1 : 0;
     }
-    for (std::size_t i = first; i < messages.size(); ++i) {
-        out += turn(messages[i]);
-    }
-    if (add_generation_prompt || always_generation_prompt_) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    for (std::size_t i = first; i < messages.size(); ++i) turn(messages[i].role, "", messages[i].content);
+    if (add_generation_prompt || always_generation_prompt_) header("assistant");
+    // Empty pieces (an empty message) tokenize to nothing; leave them out.
+    std::erase_if(out, [](const ChatSegment& s) { return s.text.empty(); });
+    return out;
+}
+
+std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+    std::string out;
+    for (const auto& s : segments(messages, add_generation_prompt)) out += s.text;
     return out;
 }
 

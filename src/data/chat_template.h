@@ -27,6 +27,19 @@ struct ChatMessage {
 
 enum class ChatFormat { kLlama3, kLlama31 };
 
+// One piece of a rendered conversation, for tokenizing it piece by piece (data/chat_tokenize.h): the
+// template's markers ("<|begin_of_text|>", "<|start_header_id|>", "<|eot_id|>"...) are one special token
+// each; the template's own text (a role name, "\n\n", llama3.1's date lines) and a message's content are
+// ordinary text, content never parsed for special tokens.
+struct ChatSegment {
+    enum class Kind { kMarker, kTemplateText, kContent };
+    Kind kind = Kind::kTemplateText;
+    std::string text;
+    // The assistant's own tokens: the content of an assistant message and the <|eot_id|> that ends it
+    // (what a chat model is trained to produce). Headers, BOS and every other turn are false.
+    bool assistant = false;
+};
+
 class ChatTemplate {
 public:
     // Reads tokenizer_config.json: `chat_template` (a string, or a list of {name, template} with a
@@ -40,6 +53,11 @@ public:
     // and assistant. (llama3.1: only a first system message goes into the dated system turn; a later one
     // is a turn of its own, as the template renders it.)
     std::string render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+    // The same text cut into segments: render() is their concatenation. Throws as render().
+    std::vector<ChatSegment> segments(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+    // Whether render() ends every conversation with the assistant header, asked or not (Llama 3's base
+    // template); a training example leaves that trailing header out (it holds no target).
+    bool always_adds_generation_prompt() const { return always_generation_prompt_; }
 
     ChatFormat format() const { return format_; }
     const char* format_name() const { return format_ == ChatFormat::kLlama3 ? "llama3" : "llama3.1"; }

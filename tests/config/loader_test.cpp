@@ -178,7 +178,7 @@ TEST(ConfigLoader, ValuesThisVersionCannotActOnAreRefusedTogether) {
     // A removed key points to where its meaning went; a scheme this version does not speak is named.
     EXPECT_NE(by_key["tracking.mlflow_dir"].find("tracking.mlflow.uri"), std::string::npos) << joined(is);
     EXPECT_NE(by_key["tracking.mlflow.uri"].find("http(s)://"), std::string::npos) << joined(is);
-    EXPECT_NE(by_key["data.cache_dir"].find("data.source text or jsonl"), std::string::npos) << joined(is);
+    EXPECT_NE(by_key["data.cache_dir"].find("data.source text, jsonl or chat"), std::string::npos) << joined(is);
     EXPECT_NE(by_key["data.text_field"].find("data.source jsonl"), std::string::npos) << joined(is);
     EXPECT_TRUE(by_key.count("trainer.precision") == 0);
     EXPECT_EQ(issues_of(kMinimal + "run:\n  device: cpu\ntrainer:\n  precision: bf16\n")[0].key,
@@ -188,6 +188,26 @@ TEST(ConfigLoader, ValuesThisVersionCannotActOnAreRefusedTogether) {
     ASSERT_EQ(is.size(), 2u) << joined(is);
     EXPECT_EQ(is[0].key, "data.train_shards");
     EXPECT_EQ(is[1].key, "data.shard_format");
+}
+
+// data.packing is read only by the chat source; a chat source needs a tokenizer with a chat template, and
+// is refused for training until the trainer reads it (issue 20).
+TEST(ConfigLoader, ChatSourceKeys) {
+    auto is = issues_of("data:\n  source: text\n  paths: [a.txt]\n  packing: true\n");
+    ASSERT_EQ(is.size(), 1u) << joined(is);
+    EXPECT_EQ(is[0].key, "data.packing");
+    EXPECT_NE(is[0].message.find("data.source chat"), std::string::npos) << joined(is);
+    is = issues_of("data:\n  source: chat\n  paths: [a.jsonl]\n  packing: true\n  text_field: body\n");
+    std::map<std::string, std::string> by_key;
+    for (const auto& i : is) by_key[i.key] = i.message;
+    EXPECT_EQ(by_key.size(), 3u) << joined(is);
+    EXPECT_NE(by_key["data.text_field"].find("data.source jsonl"), std::string::npos) << joined(is);
+    EXPECT_NE(by_key["data.tokenizer"].find("chat template"), std::string::npos) << joined(is);
+    EXPECT_NE(by_key["data.source"].find("not read by `llmtrain train` yet"), std::string::npos) << joined(is);
+    // For a model only (generate --model), the data section is not checked: chat with packing loads.
+    const Config c = load_config_string("data:\n  source: chat\n  packing: true\n", "<string>", {}, ConfigUse::kModelOnly);
+    EXPECT_EQ(c.data.source, "chat");
+    EXPECT_TRUE(c.data.packing);
 }
 
 TEST(ConfigLoader, ShardsSourceNeedsShards) {

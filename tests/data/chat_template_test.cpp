@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "data/chat_configs.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
 
@@ -44,24 +45,6 @@ TEST(ChatTemplate, MetasLlama3TemplateRendersHeadersTrimmedContentAndEot) {
     EXPECT_EQ(ids.back(), tok.token_id("\n\n"));
     EXPECT_EQ(std::count(ids.begin(), ids.end(), tok.token_id("<|eot_id|>")), 4);
     EXPECT_EQ(t.end_of_turn(), "<|eot_id|>");
-}
-
-// A Llama 3.1-style template (the statements of Meta's 3.1 Instruct template that we recognise and
-// render, without the tool branches).
-std::string llama31_config(const std::string& extra = "") {
-    const std::string tmpl =
-        "{{- bos_token }}\n{%- if not date_string is defined %}\n    {%- set date_string = \"26 Jul 2024\" %}\n"
-        "{%- endif %}\n{%- if messages[0]['role'] == 'system' %}\n"
-        "    {%- set system_message = messages[0]['content']|trim %}\n    {%- set messages = messages[1:] %}\n"
-        "{%- else %}\n    {%- set system_message = \"\" %}\n{%- endif %}\n"
-        "{{- \"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n"
-        "{{- \"Cutting Knowledge Date: December 2023\\n\" }}\n{{- \"Today Date: \" + date_string + \"\\n\\n\" }}\n"
-        "{{- system_message }}\n{{- \"<|eot_id|>\" }}\n{%- for message in messages %}\n"
-        "    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + "
-        "'<|eot_id|>' }}\n{%- endfor %}\n{%- if add_generation_prompt %}\n"
-        "    {{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n{%- endif %}\n" + extra;
-    nlohmann::json j = {{"bos_token", "<|begin_of_text|>"}, {"chat_template", tmpl}};
-    return j.dump();
 }
 
 TEST(ChatTemplate, Llama31SystemTurnWithPinnedOrConfiguredDate) {
