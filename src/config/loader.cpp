@@ -551,10 +551,10 @@ void check_training_data(ordered_json& r, const std::function<std::string(const 
             v.add("data.tokenizer", at("data.tokenizer"),
                   "data.source is chat, so data.tokenizer must be a model directory holding tokenizer.json and "
                   "tokenizer_config.json (the chat template); gpt2 has no chat template");
-        // TODO(#20): the trainer reads chat data through data/chat_loader.h once it is wired in.
-        v.add("data.source", at("data.source"),
-              "chat is not read by `llmtrain train` yet (issue 20); `llmtrain data chat` tokenizes and checks chat "
-              "files");
+        if (r["model"]["arch"].is_string() && r["model"]["arch"] != "llama")
+            v.add("data.source", at("data.source"),
+                  "chat needs a model with rotary positions (model.arch: llama): packed examples restart their "
+                  "position ids");
     }
 }
 

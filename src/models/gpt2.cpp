@@ -207,9 +207,11 @@ void Gpt2::block_forward(int l, Tensor residual, bool to_residual3) {
     }
 }
 
-float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale) {
-    const Batch batch =
-        begin_forward(acts_, [this](int b, int t) { return activation_layout(b, t); }, inputs, targets, B, T, train);
+float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale,
+                    const int32_t* positions) {
+    // GPT-2's learned position table has no layout for position ids: begin_forward refuses them.
+    const Batch batch = begin_forward(
+        acts_, [this](int b, int t) { return activation_layout(b, t); }, inputs, targets, B, T, train, positions);
     const int64_t C = cfg_.d_model, BT = static_cast<int64_t>(B) * T;
     auto W = [&](ParamId id) { return store_.weight(id); };
     Tensor encoded = acts_.btc(ids_.encoded, B, T, C);

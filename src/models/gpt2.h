@@ -54,8 +54,8 @@ public:
     // N(0, 0.02) for weights and embeddings, N(0, 0.02/sqrt(2L)) for the two residual projections, zeros
     // for biases, ones for LayerNorm weights; padding rows of wte are 0.
     void init_base(uint64_t seed) override;
-    float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train,
-                  float loss_scale = 1.f) override;
+    float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale = 1.f,
+                  const int32_t* positions = nullptr) override;
     // Dropout masks are stateless (kernels/cpu/dropout.h): site k (0 = embeddings, 1 + 2l / 2 + 2l = layer
     // l's attention / MLP branch) uses the dropout seed + k, so resume reproduces them exactly.
     void backward() override;

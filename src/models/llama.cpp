@@ -164,6 +164,7 @@ Arena Llama::activation_layout(int B, int T, Acts* ids) const {
     h.d_gu = a.add("d_gu", 2 * F);
     h.inputs = a.add_i32("inputs", 1);
     h.targets = a.add_i32("targets", 1);
+    h.positions = a.add_i32("positions", 1);
     if (ids) *ids = h;
     return a.take();
 }
@@ -176,9 +177,9 @@ void Llama::block_forward(int l, Tensor residual, bool to_res_out) {
     // Attention: h = x + o(attn(rope(qkv(rmsnorm(x))))).
     kernels::rmsnorm_forward(act(l, kAttnNorm, C), stat(l, kAttnRstd), residual, W(L.attn_norm), cfg_.norm_eps);
     linear_forward(act(l, kQkv, QKV), act(l, kAttnNorm, C), L.qkv);
-    kernels::rope_forward(act(l, kQkv, QKV), rope(), static_cast<int>(NH), static_cast<int>(KV));
+    kernels::rope_forward(act(l, kQkv, QKV), rope(), static_cast<int>(NH), static_cast<int>(KV), 0, positions_);
     kernels::attention_forward(act(l, kAtty, A), acts_.shaped(ids_.layer[l][kLse], {B_, NH, T_}), act(l, kQkv, QKV),
-                               static_cast<int>(NH), static_cast<int>(KV));
+                               static_cast<int>(NH), static_cast<int>(KV), positions_);
     linear_forward(act(l, kResMid, C), act(l, kAtty, A), L.o, Tensor(), residual);
     // MLP: out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h))).
     kernels::rmsnorm_forward(act(l, kMlpNorm, C), stat(l, kMlpRstd), act(l, kResMid, C), W(L.mlp_norm), cfg_.norm_eps);
@@ -188,9 +189,11 @@ void Llama::block_forward(int l, Tensor residual, bool to_res_out) {
     linear_forward(act(l, kResOut, C), act(l, kSwiglu, F), L.down, Tensor(), act(l, kResMid, C));
 }
 
-float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale) {
-    const Batch batch =
-        begin_forward(acts_, [this](int b, int t) { return activation_layout(b, t); }, inputs, targets, B, T, train);
+float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale,
+                     const int32_t* positions) {
+    const Batch batch = begin_forward(
+        acts_, [this](int b, int t) { return activation_layout(b, t); }, inputs, targets, B, T, train, positions);
+    positions_ = batch.positions;
     const int64_t C = cfg_.d_model, BT = static_cast<int64_t>(B) * T;
     auto W = [&](ParamId id) { return store_.weight(id); };
     Tensor residual = acts_.btc(ids_.embedded, B, T, C);
@@ -240,9 +243,9 @@ void Llama::backward() {
         linear_backward(datt, dres, act(l, kAtty, A), L.o);
         kernels::attention_backward(dqkv, datt, act(l, kQkv, QKV), act(l, kAtty, A),
                                     acts_.shaped(ids_.layer[l][kLse], {B, NH, T}), static_cast<int>(NH),
-                                    static_cast<int>(KV));
+                                    static_cast<int>(KV), Tensor(), positions_);
         // Gradients w.r.t. the rotated q, k back to the projection's outputs.
-        kernels::rope_backward(dqkv, rope(), static_cast<int>(NH), static_cast<int>(KV));
+        kernels::rope_backward(dqkv, rope(), static_cast<int>(NH), static_cast<int>(KV), positions_);
         linear_backward(dc, dqkv, act(l, kAttnNorm, C), L.qkv);
         kernels::rmsnorm_backward(dres, G(L.attn_norm), dc, residual, W(L.attn_norm), stat(l, kAttnRstd));
         grads_ready_from(L.attn_norm);

@@ -51,8 +51,8 @@ public:
     std::string summary() const override;
     // N(0, 0.02) for every matrix and the embedding (HF's initializer_range), ones for the norms.
     void init_base(uint64_t seed) override;
-    float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train,
-                  float loss_scale = 1.f) override;
+    float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale = 1.f,
+                  const int32_t* positions = nullptr) override;
     void backward() override;
     MemoryPlan memory_plan(int B, int T) const override;
     double flops_per_token(int T) const override { return cfg_.flops_per_token(T); }
@@ -79,7 +79,8 @@ private:
     enum LayerAct { kAttnNorm, kAttnRstd, kQkv, kAtty, kLse, kResMid, kMlpNorm, kMlpRstd, kGateUp, kSwiglu, kResOut,
                     kNumLayerActs };
     struct Acts {
-        ActId embedded, norm, norm_rstd, logits, losses, d_residual, d_c, d_qkv, d_att, d_f, d_gu, inputs, targets;
+        ActId embedded, norm, norm_rstd, logits, losses, d_residual, d_c, d_qkv, d_att, d_f, d_gu, inputs, targets,
+            positions;
         std::vector<std::array<ActId, kNumLayerActs>> layer;
     };
     Arena activation_layout(int B, int T, Acts* ids = nullptr) const;
@@ -96,6 +97,7 @@ private:
     Acts ids_;
     Activations acts_;
     Arena rope_;  // (block_size, head_dim) f32 on the device
+    Tensor positions_;  // of the last forward (packed examples), or empty
     bool has_grad_ = false;
 };
 

@@ -62,7 +62,7 @@ const float* Model::logits() const {
 }
 
 Model::Batch Model::begin_forward(Activations& activations, const Activations::LayoutFn& layout, const int32_t* inputs,
-                                  const int32_t* targets, int B, int T, bool train) {
+                                  const int32_t* targets, int B, int T, bool train, const int32_t* positions) {
     LLMT_INTERNAL_CHECK(B > 0 && T > 0, "{} forward: B and T must be positive (B {}, T {})", arch(), B, T);
     LLMT_CHECK(T <= dims_.block_size, "{} forward: sequence length {} exceeds model.block_size {}", arch(), T,
                dims_.block_size);
@@ -90,6 +90,21 @@ Model::Batch Model::begin_forward(Activations& activations, const Activations::L
         const Tensor tg = acts.view("targets");
         kernels::copy(Tensor(tg.data, {B, T}, DType::kI32, acts.device()),
                       Tensor(const_cast<int32_t*>(targets), {B, T}, DType::kI32));
+    }
+    if (positions) {
+        LLMT_CHECK(acts.contains("positions"), "{} forward: position ids (packed examples) need rotary positions; "
+                   "this architecture has learned ones", arch());
+        for (int r = 0; r < B; ++r)
+            for (int t = 0; t < T; ++t) {
+                const int32_t p = positions[static_cast<int64_t>(r) * T + t];
+                const int32_t prev = t == 0 ? -1 : positions[static_cast<int64_t>(r) * T + t - 1];
+                LLMT_CHECK(p == 0 || (t > 0 && p == prev + 1),
+                           "{} forward: position id {} at row {}, slot {} must be 0 (an example starts) or the "
+                           "previous slot's + 1 ({})", arch(), p, r, t, prev + 1);
+            }
+        const Tensor pv = acts.view("positions");
+        b.positions = Tensor(pv.data, {B, T}, DType::kI32, acts.device());
+        kernels::copy(b.positions, Tensor(const_cast<int32_t*>(positions), {B, T}, DType::kI32));
     }
     B_ = B;
     T_ = T;

@@ -89,8 +89,11 @@ public:
     // Mean cross-entropy of `targets` given `inputs` (both (B,T) i32; a target < 0 is ignored). With
     // `train` the gradient of the loss times `loss_scale` is prepared for backward(). Without targets the
     // logits of every position are computed (logits()). InputError for T > block_size or an id outside [0, V).
+    // positions (optional, (B,T) i32): HF's position_ids of packed examples (0 at each example's first token,
+    // then +1): RoPE uses them and attention does not cross examples. InputError for positions that break
+    // that rule; architectures without rotary positions refuse them.
     virtual float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train,
-                          float loss_scale = 1.f) = 0;
+                          float loss_scale = 1.f, const int32_t* positions = nullptr) = 0;
     // Accumulates (+=) the gradients of the last train forward into grads(). Call zero_grad() per step.
     virtual void backward() = 0;
     void zero_grad() { trained().grads().zero(); }
@@ -147,9 +150,12 @@ protected:
     // i32) and counts the targets.
     struct Batch {
         int64_t counted = 0;  // targets >= 0
+        Tensor positions;     // (B,T) i32 on the device (the arena's "positions"), or empty
     };
+    // positions: checked on the host (each row's first 0, then 0 or the previous + 1) and copied to the
+    // arena's "positions" view, which an architecture taking them must lay out.
     Batch begin_forward(Activations& acts, const Activations::LayoutFn& layout, const int32_t* inputs,
-                        const int32_t* targets, int B, int T, bool train);
+                        const int32_t* targets, int B, int T, bool train, const int32_t* positions = nullptr);
     // Shared by every architecture's forward, its end: the LM head (models/lm_head.h) on x (BT, C), the final
     // norm's output, with head weights `head`. Without targets: the logits of every row (logits(), CPU);
     // returns 0. Else the mean cross-entropy over the counted targets and, when training, the head's backward:

@@ -19,6 +19,7 @@
 #include "core/safetensors_integrity.h"
 #include "core/time.h"
 #include "data/loader.h"
+#include "train/batches.h"
 #include "data/prepare_cache.h"
 #include "dist/env.h"
 #include "dist/reducer.h"
@@ -86,13 +87,8 @@ void apply_threads(const config::Config& cfg) {
 }
 
 // The train and val shard lists for the configured source (preparing text/jsonl into the cache).
-struct DataFiles {
-    std::vector<std::string> train, val;
-    data::ShardFormat format = data::ShardFormat::kLlmc;
-};
-
-DataFiles resolve_data(const config::Config& cfg, bool need_train) {
-    DataFiles f;
+ShardFiles resolve_data(const config::Config& cfg, bool need_train) {
+    ShardFiles f;
     f.format = cfg.data.shard_format == "nanogpt" ? data::ShardFormat::kNanoGptU16 : data::ShardFormat::kLlmc;
     if (cfg.data.source == "shards") {
         f.train = expand_glob(cfg.data.train_shards);
@@ -158,25 +154,33 @@ std::vector<optim::ParamSlot> param_slots(const models::Model& model, bool decay
     return slots;
 }
 
-// Mean validation loss over `steps` eval batches (all positions), as `llmtrain eval` reports it.
+// Mean validation loss over `steps` eval batches, as `llmtrain eval` reports it: over windows the mean of
+// the batches' means (every batch has B*T targets); over chat rows the mean over their targets
+// (`weighted`: loss_sum and weight are the sums, for a mean across ranks).
 struct EvalOutput {
     double loss = 0;
     int64_t tokens = 0;
     int64_t batches = 0;
+    bool weighted = false;
+    double loss_sum = 0, weight = 0;
 };
 
-EvalOutput evaluate(models::Model& model, const data::EvalLoader& loader, int B, int T, int64_t steps) {
+EvalOutput evaluate(models::Model& model, const EvalBatches& batches, int B, int T, int64_t steps) {
     EvalOutput out;
-    int64_t n = std::min<int64_t>(steps, static_cast<int64_t>(loader.num_batches()));
-    std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
-    double sum = 0;
+    const int64_t n = std::min<int64_t>(steps, static_cast<int64_t>(batches.num_batches()));
+    std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size()), pos(x.size());
     for (int64_t b = 0; b < n; ++b) {
-        loader.batch(static_cast<size_t>(b), x.data(), y.data());
-        sum += model.forward(x.data(), y.data(), B, T, /*train=*/false);
+        const MicroBatch mb = batches.batch(static_cast<size_t>(b), x.data(), y.data(), pos.data());
+        out.tokens += static_cast<int64_t>(B) * mb.T;
+        out.weighted = mb.positions;
+        if (mb.targets == 0) continue;  // a short last batch of chat rows: pad only
+        const double loss = model.forward(x.data(), y.data(), B, mb.T, /*train=*/false, 1.f,
+                                          mb.positions ? pos.data() : nullptr);
+        out.loss_sum += mb.positions ? loss * static_cast<double>(mb.targets) : loss;
+        out.weight += mb.positions ? static_cast<double>(mb.targets) : 1.0;
     }
     out.batches = n;
-    out.tokens = n * B * T;
-    out.loss = n ? sum / static_cast<double>(n) : std::nan("");
+    out.loss = out.weight > 0 ? out.loss_sum / out.weight : std::nan("");
     return out;
 }
 
@@ -271,36 +275,20 @@ private:
     }
 
     void open_data() {
-        DataFiles files = resolve_data(cfg_, true);
-        data::LoaderOptions lo;
-        lo.shard_paths = files.train;
-        lo.B = B();
-        lo.T = T();
-        lo.rank = rank_;
-        lo.world = world_;
-        lo.seed = cfg_.run.seed;
-        lo.shuffle = cfg_.data.shuffle;
-        lo.vocab_size = static_cast<size_t>(cfg_.model.vocab_size);
-        lo.format = files.format;
-        loader_.emplace(lo);
-        if (files.val.empty()) return;
-        data::EvalLoaderOptions eo;
-        eo.shard_paths = files.val;
-        eo.B = B();
-        eo.T = T();
-        eo.rank = rank_;
-        eo.world = world_;
-        eo.vocab_size = lo.vocab_size;
-        eo.format = files.format;
-        eval_loader_.emplace(eo);
+        DataPlan plan = cfg_.data.source == "chat"
+                            ? open_chat_batches(cfg_, B(), T(), rank_, world_, true, [this] { dc_.barrier(); })
+                            : open_shard_batches(cfg_, resolve_data(cfg_, true), B(), T(), rank_, world_, true);
+        loader_ = std::move(plan.train);
+        eval_loader_ = std::move(plan.eval);
+        log_line("data: " + loader_->describe());
     }
 
     // One forward pass: the parameter count, the memory plan and the loss; no update.
     TrainResult dry_run() {
-        std::vector<int32_t> x(static_cast<size_t>(B()) * T()), y(x.size());
-        loader_->next(x.data(), y.data());
+        std::vector<int32_t> x(static_cast<size_t>(B()) * T()), y(x.size()), pos(x.size());
+        const MicroBatch mb = loader_->next(x.data(), y.data(), pos.data());
         Stopwatch sw;
-        float loss = model_->forward(x.data(), y.data(), B(), T(), false);
+        float loss = model_->forward(x.data(), y.data(), B(), mb.T, false, 1.f, mb.positions ? pos.data() : nullptr);
         nlohmann::ordered_json s = {
             {"dry_run", true},
             {"parameters", model_->num_parameters()},
@@ -309,7 +297,7 @@ private:
             {"recompute", tc_.recompute},
             {"loss", loss},
             {"forward_ms", sw.seconds() * 1e3},
-            {"train_windows", loader_->num_windows()},
+            {"train_windows", loader_->num_rows()},
             {"device", std::string(device_name(dev_))},
             {"precision", std::string(dtype_ == DType::kBF16 ? "bf16" : "fp32")}};
         if (dev_ == Device::kCuda) {
@@ -491,8 +479,10 @@ private:
         if (!eval_loader_) return;
         Stopwatch sw;
         auto ev = evaluate(*model_, *eval_loader_, B(), T(), tc_.eval_steps);
-        ev.loss = dc_.mean(ev.loss);  // every rank evaluated its rows of the same batches
-        ev.tokens *= world_;
+        // Every rank evaluated its rows of the same batches: windows average the ranks' means, chat rows
+        // divide the ranks' summed losses by their summed targets.
+        ev.loss = ev.weighted ? dc_.mean(ev.loss_sum) / dc_.mean(ev.weight) : dc_.mean(ev.loss);
+        ev.tokens = static_cast<int64_t>(std::llround(dc_.mean(static_cast<double>(ev.tokens)) * world_));
         last_val_ = ev.loss;
         last_eval_step_ = step_;
         bool best = ev.loss < best_val_;
@@ -515,13 +505,25 @@ private:
         float* grads = static_cast<float*>(model_->grads().data());
         model_->zero_grad();
         loss_sum = 0;
+        step_slots_ = 0;
+        // The step's loss is the mean over its targets on every rank: a micro-batch's mean weighs
+        // W * targets / n (the Reducer divides by W). Windows weigh 1/accum each (n = 0: all equal).
+        const int64_t n = loader_->global_targets_ahead(accum);
         for (int m = 0; m < accum; ++m) {
-            loader_->next(x_.data(), y_.data());
+            const MicroBatch mb = loader_->next(x_.data(), y_.data(), pos_.data());
+            step_slots_ += static_cast<int64_t>(B()) * mb.T;
             // One dropout seed per (seed, rank, step, micro-step): resume reproduces the masks.
             model_->set_dropout_seed(splitmix64(splitmix64(static_cast<uint64_t>(cfg_.run.seed) ^ 0x64726f70ULL) +
                                                 (static_cast<uint64_t>(rank_) << 48) +
                                                 static_cast<uint64_t>(step_) * 4096 + static_cast<uint64_t>(m)));
-            loss_sum += model_->forward(x_.data(), y_.data(), B(), T(), /*train=*/true, 1.0f / static_cast<float>(accum));
+            const bool uniform = n == 0;
+            if (!uniform && mb.targets == 0) continue;  // no target in this rank's rows: no gradient
+            const float scale = uniform ? 1.0f / static_cast<float>(accum)
+                                        : static_cast<float>(static_cast<double>(world_) *
+                                                             static_cast<double>(mb.targets) / static_cast<double>(n));
+            const float loss = model_->forward(x_.data(), y_.data(), B(), mb.T, /*train=*/true, scale,
+                                               mb.positions ? pos_.data() : nullptr);
+            loss_sum += uniform ? loss : loss * static_cast<double>(mb.targets) * world_ / static_cast<double>(n) * accum;
             if (reducer_) reducer_->begin_backward(/*sync=*/m == accum - 1);  // no_sync until the last micro-step
             model_->backward();
             if (reducer_) reducer_->finish();
@@ -547,8 +549,7 @@ private:
     }
 
     void log_step(double norm, double dt) {
-        const int64_t tokens_per_step = static_cast<int64_t>(B()) * T() * tc_.grad_accum_steps * world_;
-        const double tps = static_cast<double>(tokens_per_step) / dt;
+        const double tps = static_cast<double>(step_tokens_) / dt;
         const double mfu = mfu_meter_->fraction(flops_per_token_ * tps);
         if (auto note = mfu_meter_->raised()) log_line(*note);
         metrics_->write({{"step", step_}, {"loss", last_loss_}, {"lr", lr_}, {"grad_norm", norm}, {"ms", dt * 1e3},
@@ -569,16 +570,22 @@ private:
                              mfu_meter_->peak().what));
         x_.resize(static_cast<size_t>(B()) * T());
         y_.resize(x_.size());
+        pos_.resize(x_.size());
         bar_ = opts_.progress && stderr_is_tty();
         run_clock_.reset();
-        const int64_t tokens_per_step = static_cast<int64_t>(B()) * T() * tc_.grad_accum_steps * world_;
+        const int64_t window_tokens = static_cast<int64_t>(B()) * T() * tc_.grad_accum_steps * world_;
         while (step_ < tc_.max_steps) {
             Stopwatch sw;
             double loss_sum = 0;
             const double norm = optimizer_step(loss_sum);
             ++step_;
             ++steps_this_run_;
-            tokens_ += tokens_per_step;
+            // Slots processed by all ranks: fixed for windows; chat rows' widths vary per rank and step.
+            step_tokens_ = cfg_.data.source == "chat"
+                               ? static_cast<int64_t>(std::llround(dc_.mean(static_cast<double>(step_slots_)) * world_))
+                               : window_tokens;
+            tokens_ += step_tokens_;
+            tokens_this_run_ += step_tokens_;
             if (dev_ == Device::kCuda && steps_this_run_ == 1) {
                 const auto mem = kernels::device_memory_info(dev_);
                 log_line(fmt::format("device: {:.2f} GiB of GPU memory in use after the first step (of {:.1f} GiB)",
@@ -623,7 +630,6 @@ private:
     TrainResult finish(int exit_code) {
         if (exit_code == 0 && eval_loader_ && tc_.eval_every_steps > 0 && last_eval_step_ != step_) run_eval();
         prior_wall_ += run_clock_.seconds();
-        const int64_t tokens_per_step = static_cast<int64_t>(B()) * T() * tc_.grad_accum_steps * world_;
         auto opt_num = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
         nlohmann::ordered_json summary = {
             {"run_id", run_dir_->run_id()},
@@ -634,7 +640,7 @@ private:
             {"tokens", tokens_},
             {"wall_s", prior_wall_},
             {"tokens_per_sec",
-             train_time_ > 0 ? static_cast<double>(steps_this_run_ * tokens_per_step) / train_time_ : 0.0},
+             train_time_ > 0 ? static_cast<double>(tokens_this_run_) / train_time_ : 0.0},
             {"interrupted", exit_code != 0},
             {"device", std::string(device_name(dev_))},
             {"world_size", world_}};
@@ -659,8 +665,8 @@ private:
     GradSync sync_;
     MemoryEstimate mem_;
     std::unique_ptr<models::Model> model_;
-    std::optional<data::DataLoader> loader_;
-    std::optional<data::EvalLoader> eval_loader_;
+    std::unique_ptr<TrainBatches> loader_;
+    std::unique_ptr<EvalBatches> eval_loader_;
     std::optional<optim::AdamW> opt_;
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
@@ -670,7 +676,8 @@ private:
     std::unique_ptr<dist::Reducer> reducer_;
     std::optional<MfuMeter> mfu_meter_;
     double flops_per_token_ = 0;
-    std::vector<int32_t> x_, y_;
+    std::vector<int32_t> x_, y_, pos_;
+    int64_t step_slots_ = 0, step_tokens_ = 0, tokens_this_run_ = 0;
     nlohmann::json lora_base_;  // the frozen base's identity (models/peft.h), LoRA runs only
     bool bar_ = false;
     // Progress, restored on resume.
@@ -715,17 +722,14 @@ nlohmann::ordered_json run_evaluation(const config::Config& config, const std::s
     } else {
         throw InputError("eval: nothing to evaluate: give --checkpoint PATH, or set model.init_from");
     }
-    DataFiles files = resolve_data(cfg, false);
-    if (files.val.empty())
-        throw InputError(fmt::format("eval: no validation shards (data.val_shards: '{}')", cfg.data.val_shards));
-    data::EvalLoaderOptions eo;
-    eo.shard_paths = files.val;
-    eo.B = cfg.trainer.micro_batch_size;
-    eo.T = cfg.model.block_size;
-    eo.vocab_size = static_cast<size_t>(cfg.model.vocab_size);
-    eo.format = files.format;
-    data::EvalLoader loader(eo);
-    auto ev = evaluate(*model, loader, eo.B, eo.T, cfg.trainer.eval_steps);
+    const int B = cfg.trainer.micro_batch_size, T = cfg.model.block_size;
+    DataPlan plan = cfg.data.source == "chat" ? open_chat_batches(cfg, B, T, 0, 1, false, {})
+                                              : open_shard_batches(cfg, resolve_data(cfg, false), B, T, 0, 1, false);
+    if (!plan.eval)
+        throw InputError(cfg.data.source == "chat"
+                             ? std::string("eval: no validation examples (data.val_fraction is 0)")
+                             : fmt::format("eval: no validation shards (data.val_shards: '{}')", cfg.data.val_shards));
+    auto ev = evaluate(*model, *plan.eval, B, T, cfg.trainer.eval_steps);
     return {{"val_loss", ev.loss}, {"tokens", ev.tokens}, {"batches", ev.batches}, {"weights", source}};
 }
 

@@ -248,3 +248,71 @@ TEST(LlamaForward, SequenceLongerThanTheContextIsRefused) {
 
 }  // namespace
 }  // namespace llmt::models
+
+namespace llmt::models {
+namespace {
+
+// Packed examples (issue 20): a row holding examples [0, 5) and [5, 12) with positions restarting at 5.
+// With targets on the second example only, its loss and every gradient equal those of the second example
+// alone in a row (fp32: the packed row's GEMMs sum over more rows, zeros from the first example's masked
+// targets included, in another blocking: ~1e-6 relative); and the first example's tokens do not matter at
+// all: changing them leaves the loss and gradients bit for bit the same (attention does not cross examples
+// and masked targets contribute exact zeros).
+TEST(LlamaPacking, AnExampleInAPackedRowIsTheExampleAlone) {
+    const int T = 12, first = 5;
+    auto run = [&](const std::vector<int32_t>& x, const std::vector<int32_t>& y, const std::vector<int32_t>& pos,
+                   int len, std::vector<float>& grads) {
+        Llama m(tiny(false));
+        randomize(m, 5);
+        m.zero_grad();
+        const float loss = m.forward(x.data(), y.data(), 1, len, true, 1.f, pos.data());
+        m.backward();
+        const float* g = static_cast<const float*>(m.grads().data());
+        grads.assign(g, g + m.grads().nbytes() / sizeof(float));
+        return loss;
+    };
+    const auto ids = random_ids(T + 1, 50, 3), other = random_ids(first, 50, 4);
+    std::vector<int32_t> x(ids.begin(), ids.begin() + T), y(ids.begin() + 1, ids.end()), pos(T);
+    for (int t = 0; t < T; ++t) pos[static_cast<size_t>(t)] = t < first ? t : t - first;
+    for (int t = 0; t < first; ++t) y[static_cast<size_t>(t)] = -1;
+    std::vector<float> g_packed, g_other, g_alone;
+    const float packed = run(x, y, pos, T, g_packed);
+    std::vector<int32_t> x2 = x;
+    std::copy(other.begin(), other.end(), x2.begin());
+    const float changed = run(x2, y, pos, T, g_other);
+    EXPECT_EQ(packed, changed);
+    EXPECT_EQ(g_packed, g_other) << "the first example's tokens reached the second's loss";
+
+    const int len = T - first;
+    std::vector<int32_t> xa(x.begin() + first, x.end()), ya(y.begin() + first, y.end()), pa(static_cast<size_t>(len));
+    for (int t = 0; t < len; ++t) pa[static_cast<size_t>(t)] = t;
+    const float alone = run(xa, ya, pa, len, g_alone);
+    EXPECT_NEAR(packed, alone, 1e-6 * std::abs(alone));
+    double num = 0, den = 1e-30;
+    for (size_t i = 0; i < g_alone.size(); ++i) {
+        num += (g_packed[i] - g_alone[i]) * static_cast<double>(g_packed[i] - g_alone[i]);
+        den += static_cast<double>(g_alone[i]) * g_alone[i];
+    }
+    EXPECT_LT(std::sqrt(num / den), 1e-5);
+    // Without positions the same row lets the second example see the first: the loss differs.
+    std::vector<int32_t> plain(static_cast<size_t>(T));
+    for (int t = 0; t < T; ++t) plain[static_cast<size_t>(t)] = t;
+    std::vector<float> g_plain;
+    EXPECT_NE(run(x, y, plain, T, g_plain), packed);
+}
+
+TEST(LlamaPacking, PositionsThatDoNotRestartAtZeroAreRefused) {
+    Llama m(tiny(false));
+    randomize(m, 5);
+    const auto x = random_ids(8, 50, 1), y = random_ids(8, 50, 2);
+    std::vector<int32_t> pos = {0, 1, 2, 0, 1, 3, 4, 5};
+    try {
+        m.forward(x.data(), y.data(), 1, 8, false, 1.f, pos.data());
+        FAIL() << "expected an InputError";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("position id 3 at row 0, slot 5"), std::string::npos) << e.what();
+    }
+}
+
+}  // namespace
+}  // namespace llmt::models
