@@ -4,8 +4,9 @@
 // pieces), so a hit, one cache line, replaces the lookups that miss the CPU cache on every piece
 // otherwise: the vocabulary's hash table (4 MB for Llama 3), then the word cache (tokenizer_word_cache.h)
 // or the merge loop's pair table (several MB). Only pieces of 2..16 bytes (99.9% of pieces of more than
-// one byte) that encode to 1..3 ids are kept. 1 MB a thread: on the 2-core EPYC, 512 KB and 2 MB gave
-// about 5% less and 5% more (docs/benchmarks.md, Llama 3).
+// one byte) that encode to 1..3 ids are kept. 1 MB a thread, the L2 cache of a build-machine core: there
+// (2-core EPYC, Llama 3 on the reference corpus) 512 KB encoded ~7% slower and 2 MB ~10% faster, in
+// noisy runs; one-way (direct-mapped) tables of the same size were slower than two-way ones.
 #pragma once
 
 #include <cstddef>
