@@ -1,7 +1,6 @@
-// Byte-level BPE: building the lookup tables, the merge loop (merge the adjacent pair of lowest rank,
-// leftmost on ties: tiktoken's byte_pair_merge, where the rank is the id of the concatenation, and Hugging
-// Face's BPE, where it is the pair's index in the merge list), added/special tokens, a per-thread word
-// cache, decode, and the multi-threaded batch and large-text encoders.
+// Byte-level BPE: building the lookup tables, encoding a text (pre-tokenizer, then for each piece the
+// per-thread piece and word caches in front of the merge loop of tokenizer_bpe.h), added/special tokens,
+// decode, and the multi-threaded batch and large-text encoders.
 #include "data/tokenizer.h"
 
 #include <algorithm>
@@ -10,14 +9,16 @@
 #include <functional>
 #include <mutex>
 #include <exception>
-#include <queue>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "data/tokenizer_bpe.h"
+#include "data/tokenizer_piece_cache.h"
 #include "data/tokenizer_pretokenize.h"
 #include "data/tokenizer_vocab.h"
+#include "data/tokenizer_word_cache.h"
 
 namespace llmt::data {
 namespace {
@@ -30,163 +31,27 @@ std::size_t pow2_at_least(std::size_t n) {
     return p;
 }
 
-// Words (pieces) a thread has encoded recently -> their ids. Owned by one thread (thread_local below),
-// tied to one TokenizerImpl by serial; cleared when it holds 64K words, which keeps it simple and bounded
-// (~4 MB a thread). The KJV + fortunes corpus has ~30K distinct multi-token words.
-class WordCache {
-public:
-    static constexpr std::size_t kMaxWordBytes = 64;
-
-    void reset(uint64_t owner) {
-        owner_ = owner;
-        clear();
-    }
-    uint64_t owner() const { return owner_; }
-
-    // Appends the cached ids of `word` to `out`; false when absent.
-    bool lookup(std::string_view word, uint64_t h, std::vector<uint32_t>& out) const {
-        if (slots_.empty()) return false;
-        for (std::size_t i = h & mask_;; i = (i + 1) & mask_) {
-            const Slot& s = slots_[i];
-            if (s.key_len == kEmpty) return false;
-            if (s.hash == static_cast<uint32_t>(h >> 32) && s.key_len == word.size() &&
-                bytes_equal(keys_.data() + s.key_off, word.data(), word.size())) {
-                out.insert(out.end(), vals_.begin() + s.val_off, vals_.begin() + s.val_off + s.val_len);
-                return true;
-            }
-        }
-    }
-
-    void insert(std::string_view word, uint64_t h, const uint32_t* ids, std::size_t n) {
-        if (slots_.empty()) {
-            slots_.assign(kSlots, Slot{});
-            mask_ = kSlots - 1;
-        }
-        if (count_ >= kSlots / 2) clear();
-        std::size_t i = h & mask_;
-        while (slots_[i].key_len != kEmpty) i = (i + 1) & mask_;
-        slots_[i] = Slot{static_cast<uint32_t>(h >> 32), static_cast<uint32_t>(keys_.size()),
-                         static_cast<uint32_t>(word.size()), static_cast<uint32_t>(vals_.size()),
-                         static_cast<uint32_t>(n)};
-        keys_.append(word);
-        vals_.insert(vals_.end(), ids, ids + n);
-        ++count_;
-    }
-
-private:
-    static constexpr std::size_t kSlots = std::size_t{1} << 17;
-    static constexpr uint32_t kEmpty = 0xFFFFFFFFu;
-    struct Slot {
-        uint32_t hash = 0, key_off = 0, key_len = kEmpty, val_off = 0, val_len = 0;
-    };
-    void clear() {
-        if (!slots_.empty()) std::fill(slots_.begin(), slots_.end(), Slot{});
-        keys_.clear();
-        vals_.clear();
-        count_ = 0;
-    }
-    uint64_t owner_ = 0;
-    std::vector<Slot> slots_;
-    std::size_t mask_ = 0, count_ = 0;
-    std::string keys_;
-    std::vector<uint32_t> vals_;
-};
-
+// One encoding thread's caches, in the order a piece meets them (thread_local: no locks).
 struct EncodeState {
-    WordCache cache;
-    std::vector<uint32_t> scratch;
+    PieceCache pieces;  // pieces of 2..16 bytes -> 1..3 ids, whatever made them
+    WordCache words;    // pieces up to 64 bytes that the merge loop encoded
 };
 
 EncodeState& thread_state(const TokenizerImpl& impl) {
     thread_local EncodeState state;
-    if (state.cache.owner() != impl.serial) state.cache.reset(impl.serial);
+    if (state.words.owner() != impl.serial) {
+        state.pieces.reset(impl.serial);
+        state.words.reset(impl.serial);
+    }
     return state;
 }
 
-// Short words: tiktoken's scan (find the lowest-ranked pair, merge, rescore its two neighbours).
-// Quadratic in the word length but with tiny constants; used up to kShortWord bytes.
-constexpr std::size_t kShortWord = 48;
-
-void bpe_short(const TokenizerImpl& v, const unsigned char* p, std::size_t n, std::vector<uint32_t>& out) {
-    uint32_t ids[kShortWord];
-    uint32_t rank[kShortWord];  // rank[i]: rank of merging ids[i] with ids[i + 1]
-    for (std::size_t i = 0; i < n; ++i) ids[i] = v.byte_id[p[i]];
-    for (std::size_t i = 0; i + 1 < n; ++i) rank[i] = v.find_pair(ids[i], ids[i + 1]);
-    std::size_t m = n;
-    while (m > 1) {
-        std::size_t best = 0;
-        uint32_t best_rank = kNoToken;
-        for (std::size_t i = 0; i + 1 < m; ++i) {
-            if (rank[i] < best_rank) {
-                best_rank = rank[i];
-                best = i;
-            }
-        }
-        if (best_rank == kNoToken) break;
-        ids[best] = v.rank_id[best_rank];
-        for (std::size_t i = best + 1; i + 1 < m; ++i) {
-            ids[i] = ids[i + 1];
-            rank[i] = rank[i + 1];
-        }
-        --m;
-        if (best > 0) rank[best - 1] = v.find_pair(ids[best - 1], ids[best]);
-        rank[best] = best + 1 < m ? v.find_pair(ids[best], ids[best + 1]) : kNoToken;
-    }
-    out.insert(out.end(), ids, ids + m);
-}
-
-// Long words (runs of spaces, long letter strings): a doubly linked list of parts and a min-heap of
-// (rank, position) with lazy deletion, O(n log n). The heap order (rank, then position) picks the
-// same pair as tiktoken's scan: the lowest rank, leftmost among equals. A heap entry is stale when its
-// part is gone or the part's current pair rank differs (a part's pair only grows, so its rank changes).
-void bpe_long(const TokenizerImpl& v, const unsigned char* p, std::size_t n, std::vector<uint32_t>& out) {
-    std::vector<uint32_t> ids(n), rank(n), next(n), prev(n);
-    using Entry = std::pair<uint32_t, uint32_t>;  // (rank, position)
-    std::vector<Entry> heap_storage;
-    heap_storage.reserve(n);
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap(std::greater<Entry>{},
-                                                                          std::move(heap_storage));
-    for (std::size_t i = 0; i < n; ++i) {
-        ids[i] = v.byte_id[p[i]];
-        next[i] = static_cast<uint32_t>(i + 1);
-        prev[i] = static_cast<uint32_t>(i) - 1;  // wraps to kNoToken for i == 0
-    }
-    for (std::size_t i = 0; i + 1 < n; ++i) {
-        rank[i] = v.find_pair(ids[i], ids[i + 1]);
-        if (rank[i] != kNoToken) heap.emplace(rank[i], static_cast<uint32_t>(i));
-    }
-    rank[n - 1] = kNoToken;
-    const uint32_t end = static_cast<uint32_t>(n);
-    while (!heap.empty()) {
-        const auto [r, i] = heap.top();
-        heap.pop();
-        if (ids[i] == kNoToken || rank[i] != r) continue;
-        const uint32_t j = next[i];
-        ids[i] = v.rank_id[r];
-        ids[j] = kNoToken;
-        next[i] = next[j];
-        if (next[i] != end) prev[next[i]] = i;
-        rank[i] = next[i] != end ? v.find_pair(ids[i], ids[next[i]]) : kNoToken;
-        if (rank[i] != kNoToken) heap.emplace(rank[i], i);
-        if (prev[i] != kNoToken) {
-            const uint32_t h = prev[i];
-            rank[h] = v.find_pair(ids[h], ids[i]);
-            if (rank[h] != kNoToken) heap.emplace(rank[h], h);
-        }
-    }
-    for (uint32_t i = 0; i != end; i = next[i]) out.push_back(ids[i]);
-}
-
-void encode_piece(const TokenizerImpl& v, std::string_view piece, EncodeState& st, std::vector<uint32_t>& out) {
+// A piece that the piece cache does not hold: its token, else the word cache's ids, else the merge loop's.
+// The same ids as encode_piece_uncached (tokenizer_bpe.h).
+void encode_piece_slow(const TokenizerImpl& v, std::string_view piece, WordCache& words, std::vector<uint32_t>& out) {
     const auto* p = reinterpret_cast<const unsigned char*>(piece.data());
     const std::size_t n = piece.size();
-    if (n == 1) {
-        out.push_back(v.byte_id[p[0]]);
-        return;
-    }
     const uint64_t h = hash_bytes(p, n);
-    // A piece that is itself a token is that token (tiktoken checks this before merging; Hugging Face
-    // with ignore_merges).
     if (v.whole_word_first) {
         const uint32_t whole = v.find_token(p, n, h);
         if (whole != kNoToken) {
@@ -195,23 +60,35 @@ void encode_piece(const TokenizerImpl& v, std::string_view piece, EncodeState& s
         }
     }
     const bool cacheable = n <= WordCache::kMaxWordBytes;
-    if (cacheable && st.cache.lookup(piece, h, out)) return;
+    if (cacheable && words.lookup(piece, h, out)) return;
     const std::size_t start = out.size();
-    if (n <= kShortWord)
-        bpe_short(v, p, n, out);
-    else
-        bpe_long(v, p, n, out);
-    if (cacheable) st.cache.insert(piece, h, out.data() + start, out.size() - start);
+    bpe_merge(v, p, n, out);
+    if (cacheable) words.insert(piece, h, out.data() + start, out.size() - start);
 }
 
+// Splits `text` into pieces and appends their ids: a one-byte piece is its byte's token; a piece of 2..16
+// bytes is looked up in the piece cache first; everything else goes to encode_piece_slow.
 template <std::size_t (*NextPiece)(std::string_view, std::size_t)>
 void encode_pieces(const TokenizerImpl& v, std::string_view text, std::vector<uint32_t>& out) {
     EncodeState& st = thread_state(v);
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-        const std::size_t e = NextPiece(text, pos);
-        encode_piece(v, text.substr(pos, e - pos), st, out);
-        pos = e;
+    const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+    for (std::size_t pos = 0; pos < text.size();) {
+        const std::size_t end = NextPiece(text, pos);
+        const std::size_t n = end - pos;
+        if (n == 1) {
+            out.push_back(v.byte_id[s[pos]]);
+        } else if (n <= PieceKey::kMaxBytes) {
+            const PieceKey key = PieceKey::of(s, text.size(), pos, n);
+            const uint64_t h = key.hash();
+            if (!st.pieces.lookup(key, h, out)) {
+                const std::size_t start = out.size();
+                encode_piece_slow(v, text.substr(pos, n), st.words, out);
+                st.pieces.insert(key, h, out.data() + start, out.size() - start);
+            }
+        } else {
+            encode_piece_slow(v, text.substr(pos, n), st.words, out);
+        }
+        pos = end;
     }
 }
 
@@ -432,19 +309,11 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
             pairs.emplace_back((uint64_t{a} << 32) | b, id);
         }
     }
-    const std::size_t npairs = pow2_at_least(pairs.size() * 2);
-    v.pair_keys.assign(npairs, ~uint64_t{0});
-    v.pair_vals.assign(npairs, kNoToken);
-    v.pair_mask = npairs - 1;
-    for (const auto& [key, id] : pairs) {
-        uint64_t i = pair_hash(key) & v.pair_mask;
-        while (v.pair_keys[i] != ~uint64_t{0}) {
-            if (v.pair_keys[i] == key && !list.merges.empty())
-                throw FormatError(fmt::format("{}: model.merges[{}] repeats model.merges[{}]", src, id, v.pair_vals[i]));
-            i = (i + 1) & v.pair_mask;
-        }
-        v.pair_keys[i] = key;
-        v.pair_vals[i] = id;
+    v.pairs.reserve(pairs.size());
+    for (const auto& [key, rank] : pairs) {
+        const uint32_t stored = v.pairs.insert(static_cast<uint32_t>(key >> 32), static_cast<uint32_t>(key), rank);
+        if (stored != rank && !list.merges.empty())
+            throw FormatError(fmt::format("{}: model.merges[{}] repeats model.merges[{}]", src, rank, stored));
     }
     v.whole_word_first = list.whole_word_first;
     v.pretokenizer = list.pretokenizer;

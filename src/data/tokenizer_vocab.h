@@ -11,6 +11,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "data/tokenizer_pair_table.h"
+
 namespace llmt::data {
 
 inline uint64_t hash_bytes(const unsigned char* p, std::size_t n) {
@@ -101,10 +103,8 @@ struct TokenizerImpl {
     uint64_t token_mask = 0;
     // (left id, right id) -> merge rank (tiktoken: the id of their concatenation, when that is a
     // mergeable token; Hugging Face: the index of the pair in the merge list); rank_id[rank] is the id the
-    // merge produces (the identity for tiktoken).
-    std::vector<uint64_t> pair_keys;
-    std::vector<uint32_t> pair_vals;
-    uint64_t pair_mask = 0;
+    // merge produces (the identity for tiktoken). One slot per pair (tokenizer_pair_table.h).
+    PairTable pairs;
     std::vector<uint32_t> rank_id;
     uint32_t byte_id[256] = {};
     bool whole_word_first = true;
@@ -117,7 +117,7 @@ struct TokenizerImpl {
     uint32_t eot = kNoToken;
     std::vector<uint32_t> prefix, suffix;
     std::size_t vocab_size = 0;
-    uint64_t serial = 0;  // distinguishes instances for the per-thread word caches
+    uint64_t serial = 0;  // distinguishes instances for the per-thread caches (piece and word caches)
     std::string source_path, source_sha256;
 
     std::string_view bytes_of(uint32_t id) const { return {arena.data() + off[id], len[id]}; }
@@ -144,17 +144,7 @@ struct TokenizerImpl {
                 return slot.id;
         }
     }
-    static uint64_t pair_hash(uint64_t key) {
-        const uint64_t h = key * 0x9E3779B97F4A7C15ull;
-        return h ^ (h >> 29);
-    }
-    uint32_t find_pair(uint32_t a, uint32_t b) const {
-        const uint64_t key = (uint64_t{a} << 32) | b;
-        for (uint64_t i = pair_hash(key) & pair_mask;; i = (i + 1) & pair_mask) {
-            if (pair_keys[i] == key) return pair_vals[i];
-            if (pair_keys[i] == ~uint64_t{0}) return kNoToken;
-        }
-    }
+    uint32_t find_pair(uint32_t a, uint32_t b) const { return pairs.find(a, b); }
 
     // Validates the list (unique ranks and bytes, all 256 single bytes present, merges of known tokens,
     // the eot token among the added ones) and builds the tables. Throws FormatError naming
