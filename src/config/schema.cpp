@@ -196,6 +196,12 @@ std::vector<FieldSpec> build() {
     // output
     v.push_back(string_field("output.root_dir", "runs", Access::kWrite, "parent directory of run directories"));
     v.push_back(string_field("output.run_id", "", Access::kNone, "run directory name; empty = <run.name>-<UTC time>-<random>"));
+    v.push_back(string_field("output.sync", "", Access::kEndpoint,
+                             "s3://bucket/prefix: rank 0 uploads each checkpoint and the run's small files to "
+                             "<prefix>/<run id>/ in the background (docs/object_storage.md); empty = off"));
+    v.push_back(float_field("output.sync_part_mb", 64.0, 0.0, kInf, true,
+                            "object storage: files above this many MiB upload in parts of this size (AWS needs >= 5 "
+                            "except the last part), and downloads read ranges of it"));
     return v;
 }
 

@@ -31,6 +31,7 @@
 #include "optim/lr_schedule.h"
 #include "tracking/tracker.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_sync.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
@@ -173,6 +174,9 @@ EvalOutput evaluate(models::Model& model, const data::EvalLoader& loader, int B,
     return out;
 }
 
+// How long the end of a run waits for its checkpoint uploads (each stalled request gives up sooner).
+constexpr double kSyncFinishTimeoutS = 3600;
+
 bool stderr_is_tty() { return ::isatty(2) == 1; }
 
 // One training run, as named steps: set up the device and ranks, build the model and data, then either a
@@ -191,6 +195,7 @@ public:
         build_optimizer();
         open_run_dir();
         attach_grad_sync();
+        if (rank_ == 0) ckpt_sync_ = CheckpointSync::start(cfg_, run_dir_->path(), run_dir_->run_id(), log_line);
         log_line(fmt::format("run: {} ({})", run_dir_->run_id(), run_dir_->path().string()));
         metrics_.emplace(cfg_.tracking.jsonl && rank_ == 0 ? run_dir_->metrics_path() : std::filesystem::path());
         tracker_.emplace(cfg_, run_dir_->path(), run_dir_->run_id(), rank_, step_);  // TensorBoard, MLflow
@@ -459,7 +464,9 @@ private:
                         {"config", cfg_.resolved}});
         // So the step dir loads in transformers.
         write_file_atomic(w->temp_dir() / "config.json", models::hf_config_json(cfg_.model, hf_info_).dump(2) + "\n");
-        return w->commit();
+        auto dir = w->commit();
+        if (ckpt_sync_) ckpt_sync_->checkpoint_saved(dir);  // uploaded in the background (output.sync)
+        return dir;
     }
 
     void run_eval() {
@@ -616,6 +623,7 @@ private:
         if (rank_ == 0) write_file_atomic(run_dir_->summary_path(), summary.dump(2) + "\n");
         dc_.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
         tracker_->finish(exit_code);  // after the barrier: peers never wait on a tracking server
+        if (ckpt_sync_) ckpt_sync_->finish(kSyncFinishTimeoutS);  // likewise for object storage
         return {exit_code, summary};
     }
 
@@ -642,6 +650,7 @@ private:
     std::optional<RunDir> run_dir_;
     std::optional<MetricsLog> metrics_;
     std::optional<tracking::Tracker> tracker_;  // fed by metrics_: declared after it, destroyed before it
+    std::unique_ptr<CheckpointSync> ckpt_sync_;  // rank 0 with output.sync
     std::unique_ptr<dist::Reducer> reducer_;
     std::optional<MfuMeter> mfu_meter_;
     double flops_per_token_ = 0;

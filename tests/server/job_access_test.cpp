@@ -208,7 +208,8 @@ TEST(SchemaAccess, PathValuedKeysAreClassified) {
                                               "data.val_shards"}));
     EXPECT_EQ(write, (std::vector<std::string>{"data.cache_dir", "tracking.tensorboard_dir", "output.root_dir"}));
     // tracking.mlflow.uri: a tracking server's URL is an endpoint; a directory or file: URI is a write path.
-    EXPECT_EQ(endpoint, (std::vector<std::string>{"tracking.mlflow.uri"}));
+    // output.sync: an s3:// bucket prefix (issue 23), checked against serve --allow-endpoint s3://...
+    EXPECT_EQ(endpoint, (std::vector<std::string>{"tracking.mlflow.uri", "output.sync"}));
 }
 
 TEST(SchemaAccess, PathValuesListEveryFileOfAConfigButNames) {
