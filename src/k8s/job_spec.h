@@ -27,6 +27,7 @@ struct JobSpec {
     std::string cpu, memory;  // per pod (Kubernetes quantities); empty: derived from the process count
     std::string data_pvc, output_pvc, models_pvc;
     std::string hf_token_secret;  // NAME or NAME:KEY (key defaults to HF_TOKEN)
+    std::string s3_secret;        // Secret whose keys AWS_ACCESS_KEY_ID, ... become the pods' AWS_* env (output.sync)
     int max_restarts = 3;         // per index (Job), whole-set restarts (JobSet), backoffLimit (PyTorchJob)
     int grace_period_s = 300;     // SIGTERM -> checkpoint -> exit 143 must fit in this
     int master_port = 29500;
