@@ -121,7 +121,9 @@ std::vector<FieldSpec> build() {
     v.push_back(int_field("model.rope_scaling.original_max_position_embeddings", 8192, 1, 1048576,
                           "llama3 scaling: the context length the model was pre-trained with"));
     v.push_back(string_field("model.init_from", "scratch", Access::kRead,
-                             "'scratch' or a path to a Hugging Face safetensors file / model directory", {"", "scratch"}));
+                             "'scratch' or a path to a Hugging Face safetensors file / model directory; or an s3:// "
+                             "URI of one, fetched into output.root_dir/.cache/s3 by train", {"", "scratch"}));
+    v.back().s3_uri_is_endpoint = true;
     // lora
     v.push_back(int_field("lora.r", 0, 0, 65536, "LoRA rank; LoRA is not implemented yet (issue 20): must be 0"));
     v.push_back(float_field("lora.alpha", 16.0, 0.0, kInf, true, "LoRA scaling numerator (scale = alpha / r); not implemented yet (issue 20)"));
@@ -139,8 +141,13 @@ std::vector<FieldSpec> build() {
                            "'gpt2' or a path to a .tiktoken / tokenizer.json file", {"", "gpt2"}));
     v.push_back(float_field("data.val_fraction", 0.005, 0.0, 0.999, false, "share of documents held out for validation (source text/jsonl only)"));
     v.push_back(string_field("data.cache_dir", "data/cache", Access::kWrite, "where tokenized text/jsonl sources are cached (source text/jsonl only)"));
-    v.push_back(glob_field(string_field("data.train_shards", "", Access::kRead, "glob of training shards (source: shards)")));
-    v.push_back(glob_field(string_field("data.val_shards", "", Access::kRead, "glob of validation shards (source: shards)")));
+    v.push_back(glob_field(string_field("data.train_shards", "", Access::kRead,
+                                        "glob of training shards (source: shards); or s3://bucket/prefix/*.bin, fetched "
+                                        "into output.root_dir/.cache/s3 by train")));
+    v.back().s3_uri_is_endpoint = true;
+    v.push_back(glob_field(string_field("data.val_shards", "", Access::kRead,
+                                        "glob of validation shards (source: shards); or an s3:// glob, as train_shards")));
+    v.back().s3_uri_is_endpoint = true;
     v.push_back(enum_field("data.shard_format", "llmc", {"llmc", "nanogpt"},
                            "llmc: llm.c .bin with a 1 KiB header; nanogpt: header-less uint16 train.bin/val.bin (source shards only)"));
     v.push_back(bool_field("data.shuffle", true, "shuffle training windows each epoch (by seed and epoch)"));
@@ -267,6 +274,7 @@ std::optional<std::string> local_path_of_uri(const std::string& value) {
 
 Access access_of(const FieldSpec& f, const std::string& value) {
     if (f.file_uri_is_write && local_path_of_uri(value)) return Access::kWrite;
+    if (f.s3_uri_is_endpoint && value.rfind("s3://", 0) == 0) return Access::kEndpoint;
     return f.access;
 }
 

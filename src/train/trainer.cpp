@@ -32,6 +32,7 @@
 #include "tracking/tracker.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_sync.h"
+#include "train/remote_inputs.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
@@ -210,6 +211,7 @@ private:
         install_stop_handlers();  // first: before any OpenMP thread exists (see signals.h)
         // A model directory's config.json fills the model keys the config left out (and must agree with
         // those it wrote) before anything is sized from them.
+        fetch_remote_inputs(cfg_);  // s3:// init_from and shards into the local cache first
         init_from_ = models::prepare_init_from(cfg_);
         // Config refusals before any rendezvous (the device is settled once the world size is known).
         check_supported(cfg_, cfg_.run.device == "cpu" || kernels::device_count(Device::kCuda) == 0 ? Device::kCpu
