@@ -85,7 +85,14 @@ TEST_F(EndpointTest, OnlyTheAllowedBucketPrefixesForOutputSync) {
     }
     Api admin(server_->port(), kAdminToken);
     auto r = bob.post("/v1/jobs", sync_job("s3://team-bucket/runs/alice"));
-    EXPECT_EQ(r.status, 201) << r.text;
+    ASSERT_EQ(r.status, 201) << r.text;
+    // The job detail links the synced run (issue 23: "storage").
+    const std::string id = r.body["id"].dump();
+    auto d = bob.get("/v1/jobs/" + id);
+    ASSERT_EQ(d.status, 200) << d.text;
+    EXPECT_EQ(d.body["storage"]["sync_uri"], "s3://team-bucket/runs/alice/job-" + id) << d.text;
+    EXPECT_EQ(d.body["storage"]["checkpoints_uri"], "s3://team-bucket/runs/alice/job-" + id + "/checkpoints/") << d.text;
+    EXPECT_FALSE(d.body["storage"].contains("dataset_uri")) << d.text;
     cancel_jobs(admin, {"queued", "running"});
 }
 
