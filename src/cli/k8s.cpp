@@ -76,6 +76,7 @@ k8s::JobSpec build_spec(const SpecOptions& o, const ConfigOptions& copts) {
     s.config_device = cfg.run.device;
     s.config_run_name = cfg.run.name;
     s.config_threads = cfg.run.threads;
+    s.config_sync = cfg.output.sync;
     for (const auto& p : config::path_values(cfg.resolved))
         if (p.access == config::Access::kRead) s.config_data_paths.push_back({p.field, p.value});
     s = k8s::resolve(std::move(s));

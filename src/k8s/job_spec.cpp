@@ -179,9 +179,13 @@ JobSpec resolve(JobSpec s) {
 
 std::vector<std::string> warnings(const JobSpec& s) {
     std::vector<std::string> w;
-    if (s.output_pvc.empty())
+    if (s.output_pvc.empty() && s.config_sync.empty())
         w.push_back("no --output-pvc: /out is an emptyDir, so checkpoints and the run directory are lost with the "
-                    "pod and a recreated pod starts over");
+                    "pod and a recreated pod starts over (or set output.sync: s3://... with --s3-secret)");
+    if (!s.config_sync.empty() && s.s3_secret.empty())
+        w.push_back(fmt::format("output.sync is {} but there is no --s3-secret: the pods have no AWS credentials "
+                                "unless the image or the node provides them",
+                                s.config_sync));
     for (const auto& [key, path] : s.config_data_paths) {
         if (path.empty() || path[0] == '/') continue;
         w.push_back(fmt::format("{} is relative ({}): in the pod it resolves against the container's working "

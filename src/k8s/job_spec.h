@@ -40,6 +40,7 @@ struct JobSpec {
     std::string config_run_name;
     int config_threads = 0;     // run.threads (0: all cores)
     std::vector<std::pair<std::string, std::string>> config_data_paths;  // key -> path, for warnings
+    std::string config_sync;  // output.sync: checkpoints outlive the pod in object storage
 };
 
 // Longest host name among the pods a kind creates for this name and node count (what must fit 63).

@@ -2,6 +2,7 @@
 // each kind's objects carry the fields the environment contract (DESIGN.md §4) depends on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <yaml-cpp/yaml.h>
@@ -238,6 +239,20 @@ TEST(K8sRender, S3SecretIsPassedThroughValueFrom) {
             EXPECT_EQ(ref.value("optional", false), !required) << name;
         }
     }
+}
+
+TEST(K8sSpec, WarningsKnowAboutOutputSync) {
+    JobSpec s = cpu_spec(Kind::IndexedJob, 1);
+    s.output_pvc = "";
+    auto has = [](const std::vector<std::string>& w, const std::string& x) {
+        return std::any_of(w.begin(), w.end(), [&](const std::string& l) { return l.find(x) != std::string::npos; });
+    };
+    EXPECT_TRUE(has(warnings(s), "no --output-pvc"));
+    s.config_sync = "s3://team/runs";
+    EXPECT_FALSE(has(warnings(s), "no --output-pvc"));  // the checkpoints outlive the pod in the store
+    EXPECT_TRUE(has(warnings(s), "no --s3-secret"));
+    s.s3_secret = "team-s3";
+    EXPECT_FALSE(has(warnings(s), "no --s3-secret"));
 }
 
 TEST(K8sRender, EachKindsRankSource) {
