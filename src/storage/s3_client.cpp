@@ -73,6 +73,11 @@ std::string amz_date_now() {
     return buf;
 }
 
+// libcurl's progress callback: a non-zero answer aborts the transfer (cancel()).
+int abort_if_cancelled(void* flag, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+    return static_cast<const std::atomic<bool>*>(flag)->load() ? 1 : 0;
+}
+
 size_t append_body(char* ptr, size_t size, size_t n, void* out) {
     static_cast<std::string*>(out)->append(ptr, size * n);
     return size * n;
@@ -191,6 +196,9 @@ S3Client::Response S3Client::send_once(const Call& call, std::string* transport_
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, settings_.stall_timeout_s);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, abort_if_cancelled);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &cancelled_);
     const CURLcode rc = curl_easy_perform(h);
     curl_slist_free_all(headers);
     if (rc != CURLE_OK) {
@@ -205,6 +213,8 @@ S3Client::Response S3Client::send(const Call& call) {
     double wait = settings_.backoff_s;
     std::string last;
     for (int attempt = 1;; ++attempt) {
+        if (cancelled_.load())
+            throw Cancelled(fmt::format("object storage: {} {}: cancelled", call.method, call.uri.str()));
         std::string transport_error;
         Response r = send_once(call, &transport_error);
         // CompleteMultipartUpload may answer 200 with an <Error> body (S3 API reference): a failure too.
@@ -219,7 +229,10 @@ S3Client::Response S3Client::send(const Call& call) {
         if (attempt >= settings_.max_attempts)
             throw StorageError(fmt::format("{} (gave up after {} attempts; endpoint {})", last, attempt, settings_.endpoint),
                                r.status, xml_first(r.body, "Code"));
-        std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+        // The backoff, in short naps so that cancel() is seen.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
+        while (!cancelled_.load() && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
         wait = std::min(wait * 2, settings_.max_backoff_s);
     }
 }

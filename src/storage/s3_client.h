@@ -3,9 +3,10 @@
 // (sigv4.h). 5xx, 429 and connection errors are retried with exponential backoff (S3Settings); other
 // answers throw at once. Uploads send Content-MD5 and x-amz-content-sha256 (the store verifies them) and
 // check the ETag the store returns against the MD5 of what was sent (single-part objects and parts).
-// Thread safety: none; one client per thread (it keeps one curl handle and its connection).
+// Thread safety: none, but cancel(); one client per thread (it keeps one curl handle and its connection).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -67,6 +68,10 @@ public:
 
     const S3Settings& settings() const { return settings_; }
 
+    // From any thread: the request in flight is aborted and every later one fails at once (Cancelled), so
+    // an owner can stop a thread that is uploading to a stalled store without waiting for its retries.
+    void cancel() { cancelled_.store(true); }
+
     struct Response {
         long status = 0;
         std::string body;
@@ -79,6 +84,7 @@ private:
     Response send_once(const Call& call, std::string* transport_error);
 
     S3Settings settings_;
+    std::atomic<bool> cancelled_{false};
     struct Curl;
     std::unique_ptr<Curl> curl_;
 };

@@ -44,6 +44,7 @@ CheckpointSync::~CheckpointSync() {
         stop_ = true;
     }
     cv_.notify_all();
+    client_->cancel();  // an upload still going (the run ended by an error, or finish() timed out) stops now
     if (thread_.joinable()) thread_.join();
     std::error_code ec;
     fs::remove_all(staging_, ec);

@@ -4,6 +4,7 @@
 // cannot change what is uploaded); each file goes up whole or in parts (storage/transfer.h), and the
 // marker object goes last, only after every part of every file was acknowledged. A step whose upload
 // fails after the client's retries is reported and left without a marker; the next steps still go.
+// Destroying it cancels an upload still in flight (that step keeps no marker); finish() first to wait.
 // Thread safety: the trainer's thread calls every method; the uploads run on the object's own thread.
 #pragma once
 

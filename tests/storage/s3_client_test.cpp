@@ -138,5 +138,27 @@ TEST(Transfer, StoreThatStaysDownGivesUpNamingTheUri) {
     }
 }
 
+// A request hanging on a frozen store (SIGSTOP) ends at once when another thread cancels the client.
+TEST(S3Client, CancelStopsARequestInFlight) {
+    testing::S3rver server;
+    S3Client c(server.settings());
+    server.pause();
+    std::string what;
+    std::thread t([&] {
+        try {
+            c.put_object({server.bucket(), "hang"}, std::string(1 << 20, 'x'));
+        } catch (const std::exception& e) {
+            what = e.what();
+        }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto t0 = std::chrono::steady_clock::now();
+    c.cancel();
+    t.join();
+    server.resume();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+    EXPECT_NE(what.find("cancelled"), std::string::npos) << what;
+}
+
 }  // namespace
 }  // namespace llmt::storage
