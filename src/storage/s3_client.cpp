@@ -167,8 +167,8 @@ S3Client::Response S3Client::send_once(const Call& call, std::string* transport_
     url += query;
 
     curl_slist* headers = nullptr;
-    for (const auto& [k, v] : sr.headers)
-        if (k != "host") headers = curl_slist_append(headers, (k + ": " + v).c_str());
+    // Every signed header goes out as signed, Host included (curl would drop an explicit default port).
+    for (const auto& [k, v] : sr.headers) headers = curl_slist_append(headers, (k + ": " + v).c_str());
     headers = curl_slist_append(headers, ("Authorization: " + auth).c_str());
     headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
     if (call.method == "PUT" || call.method == "POST")
