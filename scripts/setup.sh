@@ -22,6 +22,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   python3 python3-torch python3-numpy
   python3-protobuf python3-yaml  # the tracking tests' independent TensorBoard and MLflow readers
+  python3-botocore  # AWS's SigV4 signer, the object-storage tests' second opinion on ours
   unicode-data
   bible-kjv bible-kjv-text fortunes fortunes-min
   iproute2 procps

@@ -13,6 +13,9 @@
 #include "data/prepare.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "storage/object_cache.h"
+#include "storage/s3_client.h"
+#include "storage/transfer.h"
 
 namespace llmt::cli {
 namespace {
@@ -28,14 +31,34 @@ struct PrepareArgs {
     uint64_t shard_tokens = 100'000'000;
     int threads = 0;
     uint64_t seed = 0;
+    std::string input_cache = "data/cache/s3";
     bool quiet = false;
     bool json = false;
 };
 
+// s3:// inputs (an object, or every object under a prefix) fetched into the cache; the local paths returned.
+std::vector<std::string> localize_inputs(const PrepareArgs& a) {
+    std::vector<std::string> out;
+    std::unique_ptr<storage::S3Client> client;
+    for (const auto& in : a.inputs) {
+        if (!storage::is_s3_uri(in)) {
+            out.push_back(in);
+            continue;
+        }
+        if (!client) client = std::make_unique<storage::S3Client>(storage::s3_settings_from_environment());
+        out.push_back(storage::fetch_cached(*client, storage::parse_s3_uri(in, "--input"), a.input_cache,
+                                            storage::kDefaultPartBytes, "--input")
+                          .string());
+    }
+    return out;
+}
+
 void add_prepare(CLI::App& data, Runtime& rt) {
     auto a = std::make_shared<PrepareArgs>();
     auto* cmd = data.add_subcommand("prepare", "Tokenize text/JSONL corpora into llm.c token shards with a train/val split by document");
-    cmd->add_option("--input", a->inputs, "input files or directories (recursive; .gz is decompressed); repeatable")
+    cmd->add_option("--input", a->inputs,
+                    "input files or directories (recursive; .gz is decompressed), or s3://bucket/key of an object or "
+                    "of a prefix's objects (fetched into --input-cache); repeatable")
         ->required()
         ->expected(1, -1);
     cmd->add_option("--format", a->format, "input format: text or jsonl")->check(CLI::IsMember({"text", "jsonl"}))->capture_default_str();
@@ -53,11 +76,14 @@ void add_prepare(CLI::App& data, Runtime& rt) {
     cmd->add_option("--shard-tokens", a->shard_tokens, "tokens per shard file")->capture_default_str();
     cmd->add_option("--threads", a->threads, "encoding threads (0 = all cores)")->capture_default_str();
     cmd->add_option("--seed", a->seed, "seed of the train/val split")->capture_default_str();
+    cmd->add_option("--input-cache", a->input_cache,
+                    "where s3:// inputs are kept (<dir>/<bucket>/<key>; unchanged objects are not fetched again)")
+        ->capture_default_str();
     cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
     cmd->add_flag("--json", a->json, "print the manifest as one JSON document on stdout");
     cmd->callback([a, &rt] {
         data::PrepareOptions o;
-        o.inputs = a->inputs;
+        o.inputs = localize_inputs(*a);
         o.corpus.format = data::parse_input_format(a->format);
         o.corpus.text_field = a->text_field;
         o.corpus.doc_separator = a->doc_separator;

@@ -50,6 +50,9 @@ std::shared_ptr<SpecOptions> add_spec_options(CLI::App* cmd) {
                     "resume and artifacts outlive pods (default: an emptyDir)");
     cmd->add_option("--models-pvc", s.models_pvc, "PersistentVolumeClaim mounted read-only at /models (offline weights)");
     cmd->add_option("--hf-token-secret", s.hf_token_secret, "Secret with a Hugging Face token: NAME or NAME:KEY (key HF_TOKEN)");
+    cmd->add_option("--s3-secret", s.s3_secret,
+                    "Secret with keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and optionally AWS_SESSION_TOKEN, "
+                    "AWS_REGION, AWS_ENDPOINT_URL) for output.sync; the pods read them through env valueFrom");
     cmd->add_option("--cpu", s.cpu, "CPU request per pod (default: processes x run.threads)");
     cmd->add_option("--memory", s.memory, "memory request and limit per pod (default: 4Gi per process)");
     cmd->add_option("--max-restarts", s.max_restarts,
@@ -73,6 +76,7 @@ k8s::JobSpec build_spec(const SpecOptions& o, const ConfigOptions& copts) {
     s.config_device = cfg.run.device;
     s.config_run_name = cfg.run.name;
     s.config_threads = cfg.run.threads;
+    s.config_sync = cfg.output.sync;
     for (const auto& p : config::path_values(cfg.resolved))
         if (p.access == config::Access::kRead) s.config_data_paths.push_back({p.field, p.value});
     s = k8s::resolve(std::move(s));

@@ -25,8 +25,9 @@ void register_train(CLI::App& app, Runtime& rt) {
                     "trainer.max_steps, so a later --resume continues exactly")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--resume", *resume,
-                    "continue a run: auto | RUN_ID | runs/RUN_ID | PATH/TO/checkpoints/step_N (auto resumes "
-                    "output.run_id if it has a checkpoint, else starts it)");
+                    "continue a run: auto | RUN_ID | runs/RUN_ID | PATH/TO/checkpoints/step_N | "
+                    "s3://BUCKET/PREFIX/RUN_ID[/checkpoints/step_N] (auto resumes output.run_id if it has a "
+                    "checkpoint, here or, with output.sync, in the store; else starts it)");
     auto max_memory = std::make_shared<std::string>();
     cmd->add_option("--max-memory", *max_memory,
                     "refuse to start when the estimated memory per process (parameters, gradients, AdamW state, "

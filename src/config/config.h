@@ -109,6 +109,8 @@ struct TrackingConfig {
 struct OutputConfig {
     std::string root_dir;
     std::string run_id;
+    std::string sync;           // "" or s3://bucket/prefix (train/checkpoint_sync.h)
+    double sync_part_mb = 64;   // multipart threshold and part size
 };
 
 struct Config {

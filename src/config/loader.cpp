@@ -404,6 +404,22 @@ void check_mlflow_uri(const ordered_json& r, const std::function<std::string(con
                                                     : ": this version speaks no other scheme"));
 }
 
+// output.sync: empty (off) or s3://bucket[/prefix] (docs/object_storage.md); bucket names as S3 allows them.
+void check_sync_uri(const ordered_json& r, const std::function<std::string(const std::string&)>& at, Validator& v) {
+    const std::string uri = value_at(r, "output.sync");
+    if (uri.empty()) return;
+    bool ok = uri.rfind("s3://", 0) == 0 && uri.size() > 5;
+    const std::string bucket = ok ? uri.substr(5, uri.find('/', 5) - 5) : "";
+    ok = ok && bucket.size() >= 3 && bucket.size() <= 63 && uri.find("//", 5) == std::string::npos &&
+         uri.find("..") == std::string::npos &&
+         bucket.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") == std::string::npos;
+    if (!ok)
+        v.add("output.sync", at("output.sync"),
+              fmt::format("expected s3://bucket/prefix (a bucket of 3-63 characters of a-z, 0-9, '.' and '-'; no "
+                          "empty or '..' segment), found \"{}\"; this version syncs to S3-compatible stores only",
+                          uri.substr(0, 200)));
+}
+
 // The lora.* keys other than lora.r act only with an adapter: written with lora.r 0 they would be ignored,
 // so they are refused, naming the key.
 void refuse_lora_keys_without_adapters(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
@@ -591,6 +607,7 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
     check_deterministic(r, at, v);
     check_data_keys_read(r, at, v);
     check_mlflow_uri(r, at, v);
+    check_sync_uri(r, at, v);
 }
 
 }  // namespace

@@ -15,8 +15,10 @@ std::vector<PathValue> path_values(const nlohmann::ordered_json& resolved) {
             const std::string value = item.get<std::string>();
             if (!names_a_path(f, value)) return;
             const Access access = access_of(f, value);
-            // A file: URI's write value is the directory it names, which is what the policy places.
-            out.push_back({key, f.path, access == f.access ? value : *local_path_of_uri(value), access, f.glob});
+            // A file: URI's write value is the directory it names, which is what the policy places; an s3://
+            // value of a read key is an endpoint, kept as written.
+            const bool file_uri = f.file_uri_is_write && access == Access::kWrite;
+            out.push_back({key, f.path, file_uri ? *local_path_of_uri(value) : value, access, f.glob});
         };
         if (v->is_array()) {
             for (size_t i = 0; i < v->size(); ++i) add(fmt::format("{}[{}]", f.path, i), (*v)[i]);

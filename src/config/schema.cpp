@@ -121,7 +121,9 @@ std::vector<FieldSpec> build() {
     v.push_back(int_field("model.rope_scaling.original_max_position_embeddings", 8192, 1, 1048576,
                           "llama3 scaling: the context length the model was pre-trained with"));
     v.push_back(string_field("model.init_from", "scratch", Access::kRead,
-                             "'scratch' or a path to a Hugging Face safetensors file / model directory", {"", "scratch"}));
+                             "'scratch' or a path to a Hugging Face safetensors file / model directory; or an s3:// "
+                             "URI of one, fetched into output.root_dir/.cache/s3 by train", {"", "scratch"}));
+    v.back().s3_uri_is_endpoint = true;
     // lora
     v.push_back(int_field("lora.r", 0, 0, 65536, "LoRA rank; 0 = full fine-tuning (no adapters)"));
     v.push_back(float_field("lora.alpha", 16.0, 0.0, kInf, true, "LoRA scaling numerator: scale = alpha / r (alpha / sqrt(r) with use_rslora)"));
@@ -152,8 +154,13 @@ std::vector<FieldSpec> build() {
                             "share of documents (chat: conversations) held out for validation (source text/jsonl/chat only)"));
     v.push_back(string_field("data.cache_dir", "data/cache", Access::kWrite,
                              "where tokenized text/jsonl/chat sources are cached (source text/jsonl/chat only)"));
-    v.push_back(glob_field(string_field("data.train_shards", "", Access::kRead, "glob of training shards (source: shards)")));
-    v.push_back(glob_field(string_field("data.val_shards", "", Access::kRead, "glob of validation shards (source: shards)")));
+    v.push_back(glob_field(string_field("data.train_shards", "", Access::kRead,
+                                        "glob of training shards (source: shards); or s3://bucket/prefix/*.bin, fetched "
+                                        "into output.root_dir/.cache/s3 by train")));
+    v.back().s3_uri_is_endpoint = true;
+    v.push_back(glob_field(string_field("data.val_shards", "", Access::kRead,
+                                        "glob of validation shards (source: shards); or an s3:// glob, as train_shards")));
+    v.back().s3_uri_is_endpoint = true;
     v.push_back(enum_field("data.shard_format", "llmc", {"llmc", "nanogpt"},
                            "llmc: llm.c .bin with a 1 KiB header; nanogpt: header-less uint16 train.bin/val.bin (source shards only)"));
     v.push_back(bool_field("data.shuffle", true, "shuffle training windows each epoch (by seed and epoch)"));
@@ -213,6 +220,12 @@ std::vector<FieldSpec> build() {
     // output
     v.push_back(string_field("output.root_dir", "runs", Access::kWrite, "parent directory of run directories"));
     v.push_back(string_field("output.run_id", "", Access::kNone, "run directory name; empty = <run.name>-<UTC time>-<random>"));
+    v.push_back(string_field("output.sync", "", Access::kEndpoint,
+                             "s3://bucket/prefix: rank 0 uploads each checkpoint and the run's small files to "
+                             "<prefix>/<run id>/ in the background (docs/object_storage.md); empty = off"));
+    v.push_back(float_field("output.sync_part_mb", 64.0, 0.0, kInf, true,
+                            "object storage: files above this many MiB upload in parts of this size (AWS needs >= 5 "
+                            "except the last part), and downloads read ranges of it"));
     return v;
 }
 
@@ -278,6 +291,7 @@ std::optional<std::string> local_path_of_uri(const std::string& value) {
 
 Access access_of(const FieldSpec& f, const std::string& value) {
     if (f.file_uri_is_write && local_path_of_uri(value)) return Access::kWrite;
+    if (f.s3_uri_is_endpoint && value.rfind("s3://", 0) == 0) return Access::kEndpoint;
     return f.access;
 }
 

@@ -41,6 +41,9 @@ struct FieldSpec {
     // A kEndpoint key whose value may instead be a local directory (a plain path or a file: URI), which
     // is then a kWrite value (tracking.mlflow.uri: a file store or a tracking server).
     bool file_uri_is_write = false;
+    // A kRead key whose value may instead be an s3:// URI, which is then a kEndpoint value (fetched from
+    // the store: model.init_from, data.train_shards, data.val_shards; docs/object_storage.md).
+    bool s3_uri_is_endpoint = false;
 };
 
 // All fields, in the order print-config prints them.

@@ -97,6 +97,8 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     const auto& o = r.at("output");
     c.output.root_dir = o.at("root_dir");
     c.output.run_id = o.at("run_id");
+    c.output.sync = o.at("sync");
+    c.output.sync_part_mb = o.at("sync_part_mb");
     return c;
 }
 

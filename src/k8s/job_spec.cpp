@@ -136,8 +136,14 @@ JobSpec resolve(JobSpec s) {
         if (!is_dns1123_subdomain(secret) || key.empty() || !is_env_name(key))
             errs.push_back(fmt::format("--hf-token-secret '{}': expected SECRET or SECRET:KEY", s.hf_token_secret));
     }
+    if (!s.s3_secret.empty() && !is_dns1123_subdomain(s.s3_secret))
+        errs.push_back(fmt::format("--s3-secret '{}': expected a Secret name (DNS-1123 subdomain)", s.s3_secret));
     for (const auto& [k, v] : s.env) {
         if (!is_env_name(k)) errs.push_back(fmt::format("--env {}={}: '{}' is not an env var name", k, v, k));
+        if (k == "AWS_ACCESS_KEY_ID" || k == "AWS_SECRET_ACCESS_KEY" || k == "AWS_SESSION_TOKEN")
+            errs.push_back(fmt::format("--env {}: credentials never go into the manifest's text; put them in a Secret "
+                                       "and pass --s3-secret NAME",
+                                       k));
         if (is_reserved_env(k))
             errs.push_back(fmt::format("--env {}: set by the launcher or the operator from the job's shape", k));
     }
@@ -173,9 +179,13 @@ JobSpec resolve(JobSpec s) {
 
 std::vector<std::string> warnings(const JobSpec& s) {
     std::vector<std::string> w;
-    if (s.output_pvc.empty())
+    if (s.output_pvc.empty() && s.config_sync.empty())
         w.push_back("no --output-pvc: /out is an emptyDir, so checkpoints and the run directory are lost with the "
-                    "pod and a recreated pod starts over");
+                    "pod and a recreated pod starts over (or set output.sync: s3://... with --s3-secret)");
+    if (!s.config_sync.empty() && s.s3_secret.empty())
+        w.push_back(fmt::format("output.sync is {} but there is no --s3-secret: the pods have no AWS credentials "
+                                "unless the image or the node provides them",
+                                s.config_sync));
     for (const auto& [key, path] : s.config_data_paths) {
         if (path.empty() || path[0] == '/') continue;
         w.push_back(fmt::format("{} is relative ({}): in the pod it resolves against the container's working "

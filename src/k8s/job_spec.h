@@ -27,6 +27,7 @@ struct JobSpec {
     std::string cpu, memory;  // per pod (Kubernetes quantities); empty: derived from the process count
     std::string data_pvc, output_pvc, models_pvc;
     std::string hf_token_secret;  // NAME or NAME:KEY (key defaults to HF_TOKEN)
+    std::string s3_secret;        // Secret whose keys AWS_ACCESS_KEY_ID, ... become the pods' AWS_* env (output.sync)
     int max_restarts = 3;         // per index (Job), whole-set restarts (JobSet), backoffLimit (PyTorchJob)
     int grace_period_s = 300;     // SIGTERM -> checkpoint -> exit 143 must fit in this
     int master_port = 29500;
@@ -39,6 +40,7 @@ struct JobSpec {
     std::string config_run_name;
     int config_threads = 0;     // run.threads (0: all cores)
     std::vector<std::pair<std::string, std::string>> config_data_paths;  // key -> path, for warnings
+    std::string config_sync;  // output.sync: checkpoints outlive the pod in object storage
 };
 
 // Longest host name among the pods a kind creates for this name and node count (what must fit 63).

@@ -40,13 +40,25 @@ std::pair<std::string, std::string> split_secret(const std::string& s) {
     return {s.substr(0, colon), s.substr(colon + 1)};
 }
 
-// Env shared by every kind: the HF token (both names the Hugging Face tools read) and --env.
+// Env shared by every kind: the HF token (both names the Hugging Face tools read), the object-storage
+// Secret's AWS_* keys and --env.
 std::vector<EnvVar> common_env(const JobSpec& s) {
     std::vector<EnvVar> env;
     if (!s.hf_token_secret.empty()) {
         auto [secret, key] = split_secret(s.hf_token_secret);
         env.push_back(EnvVar::secret("HF_TOKEN", secret, key));
         env.push_back(EnvVar::secret("HUGGING_FACE_HUB_TOKEN", secret, key));
+    }
+    // Object storage (output.sync, docs/object_storage.md): each variable from the Secret's key of the same
+    // name; the two keys of a credential pair are required, the rest optional.
+    if (!s.s3_secret.empty()) {
+        const std::pair<const char*, bool> keys[] = {{"AWS_ACCESS_KEY_ID", false}, {"AWS_SECRET_ACCESS_KEY", false},
+                                                     {"AWS_SESSION_TOKEN", true},  {"AWS_REGION", true},
+                                                     {"AWS_ENDPOINT_URL", true}};
+        for (const auto& [key, optional] : keys) {
+            env.push_back(EnvVar::secret(key, s.s3_secret, key));
+            env.back().secret_optional = optional;
+        }
     }
     for (const auto& [k, v] : s.env) env.push_back(EnvVar::literal(k, v));
     return env;

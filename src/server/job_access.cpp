@@ -16,8 +16,8 @@ namespace fs = std::filesystem;
 namespace {
 
 // Keys the server sets itself for every job (Scheduler::start_attempt): whatever a config says there
-// is replaced, so it is not the submitter's to place.
-bool server_sets(const std::string& field) { return field.rfind("output.", 0) == 0; }
+// is replaced, so it is not the submitter's to place. (output.sync is the submitter's: an endpoint.)
+bool server_sets(const std::string& field) { return field == "output.root_dir" || field == "output.run_id"; }
 
 bool has_wildcard(const std::string& part) { return part.find_first_of("*?[") != std::string::npos; }
 

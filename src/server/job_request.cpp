@@ -95,8 +95,9 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
         for (const auto& [k, v] : o.items()) {
             if (!std::regex_match(k, key_re) || k.size() > 128)
                 bad("overrides", fmt::format("override key '{}' is not a config key path like trainer.lr", k.substr(0, 80)));
-            if (k == "output" || k.rfind("output.", 0) == 0)
-                bad("overrides." + k, "output.* is set by the server (each job runs in its own directory)");
+            if (k == "output" || k == "output.root_dir" || k == "output.run_id")
+                bad("overrides." + k, "output.root_dir and output.run_id are set by the server (each job runs in "
+                                      "its own directory)");
             if (v.is_object() || v.is_null())
                 bad("overrides." + k, "override values are scalars or lists, as with --set");
             std::string val = v.is_string() ? v.get<std::string>() : v.dump();

@@ -72,9 +72,10 @@ KubernetesOptions parse_kubernetes_options(const std::string& executor) {
         else if (k == "output-pvc") o.output_pvc = v;
         else if (k == "models-pvc") o.models_pvc = v;
         else if (k == "hf-token-secret") o.hf_token_secret = v;
+        else if (k == "s3-secret") o.s3_secret = v;
         else
             throw UsageError(fmt::format("--executor kubernetes: unknown key '{}' (namespace, context, kind, image, "
-                                         "data-pvc, output-pvc, models-pvc, hf-token-secret)", k));
+                                         "data-pvc, output-pvc, models-pvc, hf-token-secret, s3-secret)", k));
     }
     k8s::parse_kind(o.kind);  // refuses a bad kind now, not at the first job
     return o;
@@ -127,6 +128,7 @@ std::string KubernetesExecutor::start(const AttemptRequest& req, const std::func
     s.output_pvc = o_.output_pvc;
     s.models_pvc = o_.models_pvc;
     s.hf_token_secret = o_.hf_token_secret;
+    s.s3_secret = o_.s3_secret;  // output.sync: AWS_* from the operator's Secret (docs/object_storage.md)
     // Retries are the server's (attempts, visible in the API): the workload fails on the first pod failure
     // and the next attempt re-applies it under the same name, so it resumes from /out/<name>.
     s.max_restarts = 0;

@@ -18,11 +18,11 @@ struct KubernetesOptions {
     std::string namespace_, context;  // empty: kubectl's current ones
     std::string kind = "indexed-job";
     std::string image = "llmtrain:latest";
-    std::string data_pvc, output_pvc, models_pvc, hf_token_secret;
+    std::string data_pvc, output_pvc, models_pvc, hf_token_secret, s3_secret;
 };
 
 // `llmtrain serve --executor` values: "kubernetes" (defaults) or "kubernetes:KEY=VALUE,..." with keys
-// namespace, context, kind, image, data-pvc, output-pvc, models-pvc, hf-token-secret. Throws UsageError
+// namespace, context, kind, image, data-pvc, output-pvc, models-pvc, hf-token-secret, s3-secret. Throws UsageError
 // naming an unknown key or a bad kind.
 KubernetesOptions parse_kubernetes_options(const std::string& executor);
 

@@ -13,6 +13,7 @@
 #include "server/estimate.h"
 #include "server/executor.h"
 #include "server/job_request.h"
+#include "server/job_storage.h"
 #include "server/job_views.h"
 #include "server/router.h"
 #include "server/scheduler.h"
@@ -302,6 +303,7 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                     nlohmann::json out = job_summary(j);
                     out["spec"] = j.spec.to_json();
                     out["config_yaml"] = j.config_yaml;
+                    out["storage"] = job_storage(j.config_yaml, j.id);  // s3:// inputs and synced run
                     out["history"] = history_json(ctx.store, j.id);
                     fs::path run = job_run_dir(ctx, j.id);
                     auto latest = latest_metrics(run);

@@ -39,15 +39,18 @@ std::unique_ptr<Executor> make_executor(const ServerOptions& o) {
 }
 
 // The policy's paths as this server sees them (docs/security.md "What a job may touch").
-// --allow-endpoint values: http(s) URL prefixes with a host (a prefix matches only at a '/' boundary).
+// --allow-endpoint values: http(s) URL prefixes with a host, or s3:// bucket prefixes with a bucket (a
+// prefix matches only at a '/' boundary). The S3 store itself is the operator's AWS_ENDPOINT_URL.
 std::vector<std::string> allowed_endpoints(const std::vector<std::string>& prefixes) {
     std::vector<std::string> out;
     for (const auto& e : prefixes) {
         const auto scheme_end = e.find("://");
         const std::string scheme = scheme_end == std::string::npos ? "" : e.substr(0, scheme_end);
-        if ((scheme != "http" && scheme != "https") || e.size() == scheme_end + 3 || e[scheme_end + 3] == '/')
+        if ((scheme != "http" && scheme != "https" && scheme != "s3") || e.size() == scheme_end + 3 ||
+            e[scheme_end + 3] == '/')
             throw UsageError(fmt::format("--allow-endpoint {}: expected an http:// or https:// URL with a host, "
-                                         "such as https://mlflow.example.com",
+                                         "such as https://mlflow.example.com, or an s3:// bucket (prefix), such as "
+                                         "s3://team-bucket/runs",
                                          e));
         out.push_back(e);
     }

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 
+#include <cstdio>
 #include <set>
 
 #include "core/error.h"
 #include "core/regular_file.h"
+#include "storage/s3_uri.h"
 #include "train/checkpoint.h"
+#include "train/remote_checkpoint.h"
 
 namespace llmt::train {
 
@@ -23,10 +26,15 @@ ResumeTarget resolve_resume(const std::string& spec, const config::Config& cfg) 
     namespace fs = std::filesystem;
     std::error_code ec;
     const fs::path root = cfg.output.root_dir;
+    if (storage::is_s3_uri(spec)) {  // fetched into the local cache, then resumed from there
+        const fs::path step_dir = fetch_for_resume(spec, cfg);
+        return {step_dir.parent_path().parent_path(), step_dir};
+    }
     if (spec == "auto") {
         if (cfg.output.run_id.empty())
             throw InputError("--resume auto needs output.run_id (the run to resume or start), e.g. "
                              "--set output.run_id=my-run");
+        fetch_newer_for_auto(cfg, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
         fs::path dir = root / cfg.output.run_id;
         if (fs::is_directory(dir, ec) && has_checkpoint(dir)) {
             auto step = latest_step(dir / "checkpoints");

@@ -19,8 +19,10 @@ struct ResumeTarget {
     std::optional<std::filesystem::path> checkpoint;  // a step_N dir; nullopt: start this run fresh
 };
 
-// spec: "auto" | run id | run dir | checkpoints dir | step_N dir. For "auto" a run without any checkpoint
-// (or with no directory yet) returns no checkpoint. Throws InputError naming every place looked at,
+// spec: "auto" | run id | run dir | checkpoints dir | step_N dir | s3://bucket/prefix/<run id>[/checkpoints/
+// step_N] (fetched into output.root_dir/<run id>/ first: remote_checkpoint.h). For "auto" a run without any
+// checkpoint (or with no directory yet) returns no checkpoint; with output.sync set, a synced step newer
+// than the local ones is fetched first. Throws InputError naming every place looked at,
 // naming the file type when spec is an existing file that is not a directory (a FIFO is never opened),
 // and UsageError for an empty spec.
 ResumeTarget resolve_resume(const std::string& spec, const config::Config& cfg);

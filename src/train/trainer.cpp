@@ -33,6 +33,8 @@
 #include "optim/lr_schedule.h"
 #include "tracking/tracker.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_sync.h"
+#include "train/remote_inputs.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
 #include "train/mfu.h"
@@ -184,6 +186,9 @@ EvalOutput evaluate(models::Model& model, const EvalBatches& batches, int B, int
     return out;
 }
 
+// How long the end of a run waits for its checkpoint uploads (each stalled request gives up sooner).
+constexpr double kSyncFinishTimeoutS = 3600;
+
 bool stderr_is_tty() { return ::isatty(2) == 1; }
 
 // One training run, as named steps: set up the device and ranks, build the model and data, then either a
@@ -202,6 +207,7 @@ public:
         build_optimizer();
         open_run_dir();
         attach_grad_sync();
+        if (rank_ == 0) ckpt_sync_ = CheckpointSync::start(cfg_, run_dir_->path(), run_dir_->run_id(), log_line);
         log_line(fmt::format("run: {} ({})", run_dir_->run_id(), run_dir_->path().string()));
         metrics_.emplace(cfg_.tracking.jsonl && rank_ == 0 ? run_dir_->metrics_path() : std::filesystem::path());
         tracker_.emplace(cfg_, run_dir_->path(), run_dir_->run_id(), rank_, step_);  // TensorBoard, MLflow
@@ -216,6 +222,7 @@ private:
         install_stop_handlers();  // first: before any OpenMP thread exists (see signals.h)
         // A model directory's config.json fills the model keys the config left out (and must agree with
         // those it wrote) before anything is sized from them.
+        fetch_remote_inputs(cfg_);  // s3:// init_from and shards into the local cache first
         init_from_ = models::prepare_init_from(cfg_);
         models::prepare_lora_init_from(cfg_);
         // Config refusals before any rendezvous (the device is settled once the world size is known).
@@ -472,7 +479,9 @@ private:
                               models::peft_adapter_config(*model_, lora_base_.value("init_from", "")).dump(2) + "\n");
         else
             write_file_atomic(w->temp_dir() / "config.json", models::hf_config_json(cfg_.model, hf_info_).dump(2) + "\n");
-        return w->commit();
+        auto dir = w->commit();
+        if (ckpt_sync_) ckpt_sync_->checkpoint_saved(dir);  // uploaded in the background (output.sync)
+        return dir;
     }
 
     void run_eval() {
@@ -647,6 +656,7 @@ private:
         if (rank_ == 0) write_file_atomic(run_dir_->summary_path(), summary.dump(2) + "\n");
         dc_.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
         tracker_->finish(exit_code);  // after the barrier: peers never wait on a tracking server
+        if (ckpt_sync_) ckpt_sync_->finish(kSyncFinishTimeoutS);  // likewise for object storage
         return {exit_code, summary};
     }
 
@@ -673,6 +683,7 @@ private:
     std::optional<RunDir> run_dir_;
     std::optional<MetricsLog> metrics_;
     std::optional<tracking::Tracker> tracker_;  // fed by metrics_: declared after it, destroyed before it
+    std::unique_ptr<CheckpointSync> ckpt_sync_;  // rank 0 with output.sync
     std::unique_ptr<dist::Reducer> reducer_;
     std::optional<MfuMeter> mfu_meter_;
     double flops_per_token_ = 0;

@@ -24,6 +24,8 @@
 #include "config/loader.h"
 #include "config/schema.h"
 #include "core/fs.h"
+#include "storage/s3_client.h"
+#include "storage/s3rver.h"
 #include "support/tiny_run.h"
 #include "train/dist_context.h"
 
@@ -198,6 +200,32 @@ double rendezvous_timeout_s(const TinyRun& t, const std::string& timeout_sec) {
 }
 
 // ---- the probes: key -> a check that its value is used ----
+
+// A real S3-compatible server (tests/storage/s3rver.h) and this process's AWS_* variables pointing at it,
+// for the output.sync probes (the trainer runs in this process); the variables are removed afterwards.
+struct S3Env {
+    testing::S3rver server;
+    S3Env() {
+        for (const auto& e : server.env()) {
+            const auto eq = e.find('=');
+            ::setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+        }
+    }
+    ~S3Env() {
+        for (const auto& e : server.env()) ::unsetenv(e.substr(0, e.find('=')).c_str());
+    }
+    // How many parts the synced model.safetensors of a run's step 1 went up in (its marker says); 0 when
+    // the step has no marker.
+    int model_parts(const nlohmann::ordered_json& summary, const std::string& prefix) {
+        storage::S3Client c(server.settings());
+        const std::string run = prefix + "/" + summary["run_id"].get<std::string>() + "/checkpoints/step_1/";
+        if (!c.head_object({server.bucket(), run + "_SYNCED.json"})) return 0;
+        const auto marker = nlohmann::json::parse(c.get_object({server.bucket(), run + "_SYNCED.json"}));
+        for (const auto& f : marker["files"])  // held: a range-for over a temporary's member dangles
+            if (f["name"] == "model.safetensors") return f["parts"].get<int>();
+        return 0;
+    }
+};
 
 struct Ctx {
     const TinyRun& t;
@@ -578,6 +606,23 @@ const std::map<std::string, Probe>& probes() {
          }},
         {"output.run_id",
          [](const Ctx& c) { EXPECT_EQ(c.t.train({"trainer.max_steps=1", "output.run_id=probe-id"})["run_id"], "probe-id"); }},
+        {"output.sync",
+         [](const Ctx& c) {
+             S3Env s3;
+             const auto s = c.t.train({"trainer.max_steps=1", "output.sync=s3://llmt-test/probe"});
+             EXPECT_EQ(s3.model_parts(s, "probe"), 1);
+             expect_refused(c.t, {"output.sync=gs://bucket/x"}, "output.sync");
+         }},
+        {"output.sync_part_mb",
+         [](const Ctx& c) {
+             S3Env s3;
+             // The tiny model's file is ~30 KiB: one PUT by default, parts of 16 KiB at 1/64 MiB.
+             auto s = c.t.train({"trainer.max_steps=1", "output.sync=s3://llmt-test/one"});
+             EXPECT_EQ(s3.model_parts(s, "one"), 1);
+             s = c.t.train({"trainer.max_steps=1", "output.sync=s3://llmt-test/parts", "output.sync_part_mb=0.015625"});
+             EXPECT_GE(s3.model_parts(s, "parts"), 2);
+             expect_refused(c.t, {"output.sync_part_mb=0"}, "output.sync_part_mb");
+         }},
     };
     return p;
 }

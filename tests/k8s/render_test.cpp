@@ -1,6 +1,10 @@
 // Unit tests of src/k8s: YAML emission round-trips, JobSpec checks refuse what the issue lists, and
 // each kind's objects carry the fields the environment contract (DESIGN.md §4) depends on.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
 #include <yaml-cpp/yaml.h>
 
 #include "core/error.h"
@@ -126,6 +130,12 @@ TEST(K8sSpec, RefusesInvalidCombinations) {
     s = base;
     s.hf_token_secret = "Bad Secret";
     expect_refused(s, "--hf-token-secret");
+    s = base;
+    s.s3_secret = "Bad Secret";
+    expect_refused(s, "--s3-secret");
+    s = base;
+    s.env = {{"AWS_SECRET_ACCESS_KEY", "literal"}};
+    expect_refused(s, "--s3-secret");
 }
 
 TEST(K8sSpec, ErrorListsEveryProblem) {
@@ -199,6 +209,50 @@ TEST(K8sRender, GpuPodsGetShmTolerationAndGpuLimits) {
     bool shm = false;
     for (const auto& m : pod["containers"][0]["volumeMounts"]) shm |= m["mountPath"] == "/dev/shm";
     EXPECT_TRUE(shm);
+}
+
+// Issue 23: --s3-secret puts the AWS_* variables in every kind's pods through secretKeyRef, the key pair
+// required and the rest optional; no value of them is in the manifest's text.
+TEST(K8sRender, S3SecretIsPassedThroughValueFrom) {
+    for (Kind kind : {Kind::IndexedJob, Kind::JobSet, Kind::StatefulSet, Kind::TrainJob, Kind::PyTorchJob}) {
+        JobSpec s = cpu_spec(kind, 2);
+        s.s3_secret = "team-s3";
+        s = resolve(s);
+        const std::string text = render(s);
+        std::map<std::string, Json> refs;
+        for (const auto& obj : render_objects(s)) {
+            std::function<void(const Json&)> walk = [&](const Json& j) {
+                if (j.is_object() && j.contains("name") && j.contains("valueFrom") &&
+                    j["valueFrom"].contains("secretKeyRef") && j["name"].get<std::string>().rfind("AWS_", 0) == 0)
+                    refs[j["name"]] = j["valueFrom"]["secretKeyRef"];
+                if (j.is_object() || j.is_array())
+                    for (const auto& v : j) walk(v);
+            };
+            walk(obj);
+        }
+        SCOPED_TRACE(text);
+        ASSERT_EQ(refs.size(), 5u);
+        for (const auto& [name, ref] : refs) {
+            EXPECT_EQ(ref["name"], "team-s3");
+            EXPECT_EQ(ref["key"], name);
+            const bool required = name == "AWS_ACCESS_KEY_ID" || name == "AWS_SECRET_ACCESS_KEY";
+            EXPECT_EQ(ref.value("optional", false), !required) << name;
+        }
+    }
+}
+
+TEST(K8sSpec, WarningsKnowAboutOutputSync) {
+    JobSpec s = cpu_spec(Kind::IndexedJob, 1);
+    s.output_pvc = "";
+    auto has = [](const std::vector<std::string>& w, const std::string& x) {
+        return std::any_of(w.begin(), w.end(), [&](const std::string& l) { return l.find(x) != std::string::npos; });
+    };
+    EXPECT_TRUE(has(warnings(s), "no --output-pvc"));
+    s.config_sync = "s3://team/runs";
+    EXPECT_FALSE(has(warnings(s), "no --output-pvc"));  // the checkpoints outlive the pod in the store
+    EXPECT_TRUE(has(warnings(s), "no --s3-secret"));
+    s.s3_secret = "team-s3";
+    EXPECT_FALSE(has(warnings(s), "no --s3-secret"));
 }
 
 TEST(K8sRender, EachKindsRankSource) {

@@ -18,7 +18,7 @@ protected:
         fs::remove_all(root_);
         server_ = new ServeProcess(root_ / "srv", {"--capacity", "cpus=1,gpus=0", "--allow-endpoint",
                                                    "http://127.0.0.1:9/mlflow", "--allow-endpoint",
-                                                   "https://mlflow.example"});
+                                                   "https://mlflow.example", "--allow-endpoint", "s3://team-bucket/runs"});
     }
     static void TearDownTestSuite() {
         if (server_) {
@@ -66,9 +66,39 @@ TEST_F(EndpointTest, OnlyTheAllowedTrackingServersAndTheJobsOwnDirectory) {
     cancel_jobs(admin, {"queued", "running"});
 }
 
+// Issue 23: output.sync names a bucket and prefix; only those under an allowed s3:// prefix pass.
+TEST_F(EndpointTest, OnlyTheAllowedBucketPrefixesForOutputSync) {
+    Api bob(server_->port(), kSubmitterToken);
+    auto sync_job = [](const std::string& uri) {
+        Json j = {{"name", "s3"}, {"config", "gpt2_tiny_cpu"}};
+        j["overrides"] = {{"output.sync", uri}, {"trainer.max_steps", 30}};
+        return j;
+    };
+    for (const std::string uri : {"s3://other-bucket/runs", "s3://team-bucket/runsx", "s3://team-bucket/other",
+                                  "s3://team-bucket"}) {
+        SCOPED_TRACE(uri);
+        auto r = bob.post("/v1/jobs", sync_job(uri));
+        EXPECT_EQ(r.status, 400) << r.text;
+        ASSERT_TRUE(r.body.is_object() && r.body.contains("error")) << r.text;
+        EXPECT_EQ(r.body["error"]["code"], "path_not_allowed") << r.text;
+        EXPECT_EQ(r.body["error"]["field"], "output.sync") << r.text;
+    }
+    Api admin(server_->port(), kAdminToken);
+    auto r = bob.post("/v1/jobs", sync_job("s3://team-bucket/runs/alice"));
+    ASSERT_EQ(r.status, 201) << r.text;
+    // The job detail links the synced run (issue 23: "storage").
+    const std::string id = r.body["id"].dump();
+    auto d = bob.get("/v1/jobs/" + id);
+    ASSERT_EQ(d.status, 200) << d.text;
+    EXPECT_EQ(d.body["storage"]["sync_uri"], "s3://team-bucket/runs/alice/job-" + id) << d.text;
+    EXPECT_EQ(d.body["storage"]["checkpoints_uri"], "s3://team-bucket/runs/alice/job-" + id + "/checkpoints/") << d.text;
+    EXPECT_FALSE(d.body["storage"].contains("dataset_uri")) << d.text;
+    cancel_jobs(admin, {"queued", "running"});
+}
+
 TEST(EndpointFlag, ABadAllowEndpointStopsTheServerAtStart) {
     const fs::path dir = fs::temp_directory_path() / ("llmt_sec_endpoint_flag_" + std::to_string(::getpid()));
-    for (const std::string bad : {"ftp://mlflow.example", "mlflow.example", "https:///path"}) {
+    for (const std::string bad : {"ftp://mlflow.example", "mlflow.example", "https:///path", "s3://", "s3:///runs"}) {
         auto r = run_process({llmtrain_bin(), "serve", "--listen", "127.0.0.1:0", "--data-dir", (dir / "data").string(),
                               "--allow-endpoint", bad},
                              "", 60);

@@ -2,6 +2,8 @@
 // symlinks out of a root, "..", globs, relative values, pods' paths, write values, endpoints; the
 // schema's classes (a path-valued key must be classified); the environment jobs get (server/job_env.h).
 #include <gtest/gtest.h>
+
+#include <map>
 #include <unistd.h>
 
 #include <algorithm>
@@ -209,7 +211,8 @@ TEST(SchemaAccess, PathValuedKeysAreClassified) {
                                               "data.val_shards"}));
     EXPECT_EQ(write, (std::vector<std::string>{"data.cache_dir", "tracking.tensorboard_dir", "output.root_dir"}));
     // tracking.mlflow.uri: a tracking server's URL is an endpoint; a directory or file: URI is a write path.
-    EXPECT_EQ(endpoint, (std::vector<std::string>{"tracking.mlflow.uri"}));
+    // output.sync: an s3:// bucket prefix (issue 23), checked against serve --allow-endpoint s3://...
+    EXPECT_EQ(endpoint, (std::vector<std::string>{"tracking.mlflow.uri", "output.sync"}));
 }
 
 TEST(SchemaAccess, PathValuesListEveryFileOfAConfigButNames) {
@@ -219,6 +222,33 @@ TEST(SchemaAccess, PathValuesListEveryFileOfAConfigButNames) {
     for (const auto& v : llmt::config::path_values(cfg.resolved)) keys.push_back(v.key + "=" + v.value);
     EXPECT_EQ(keys, (std::vector<std::string>{"data.paths[0]=a.txt", "data.paths[1]=b.txt", "data.cache_dir=data/cache",
                                               "output.root_dir=runs"}));
+}
+
+// Issue 23: s3:// values of model.init_from and the shard globs are endpoints (the bucket is checked
+// against --allow-endpoint), never read paths; output.sync always is one.
+TEST(SchemaAccess, S3InputsAreEndpoints) {
+    auto cfg = llmt::config::load_config_string(
+        "data: {source: shards, train_shards: \"s3://b-1/d/train_*.bin\", val_shards: /data/val_*.bin}\n"
+        "model: {init_from: s3://b-1/models/m}\noutput: {sync: s3://b-2/runs}\n",
+        "t");
+    std::map<std::string, Access> got;
+    for (const auto& v : llmt::config::path_values(cfg.resolved)) got[v.key] = v.access;
+    EXPECT_EQ(got["model.init_from"], Access::kEndpoint);
+    EXPECT_EQ(got["data.train_shards"], Access::kEndpoint);
+    EXPECT_EQ(got["data.val_shards"], Access::kRead);
+    EXPECT_EQ(got["output.sync"], Access::kEndpoint);
+    JobAccessPolicy p;
+    p.local = true;
+    p.read_roots = {"/data"};
+    p.endpoints = {"s3://b-1"};
+    try {
+        check_job_access(cfg, p);
+        FAIL() << "output.sync under s3://b-2 passed";
+    } catch (const ApiError& e) {
+        EXPECT_EQ(e.field(), "output.sync") << e.what();
+    }
+    p.endpoints = {"s3://b-1", "s3://b-2/runs"};
+    EXPECT_NO_THROW(check_job_access(cfg, p));
 }
 
 TEST(PresetRoots, AreThePresetsDataDirectories) {

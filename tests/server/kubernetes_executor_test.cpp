@@ -176,6 +176,7 @@ TEST(KubernetesExecutorOptions, ParsesTheExecutorFlag) {
     EXPECT_EQ(o.image, "reg/llmtrain:1");
     EXPECT_EQ(o.output_pvc, "outputs");
     EXPECT_EQ(o.kind, "indexed-job");
+    EXPECT_EQ(llmt::server::parse_kubernetes_options("kubernetes:s3-secret=team-s3").s3_secret, "team-s3");
     EXPECT_EQ(llmt::server::parse_kubernetes_options("kubernetes").image, "llmtrain:latest");
     EXPECT_THROW(llmt::server::parse_kubernetes_options("kubernetes:nope=1"), llmt::UsageError);
     EXPECT_THROW(llmt::server::parse_kubernetes_options("kubernetes:kind=deployment"), llmt::UsageError);
