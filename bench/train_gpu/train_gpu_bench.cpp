@@ -10,7 +10,7 @@
 // the same cuBLASLt path) for the MFU figure, and the GPU memory the step holds beyond the CUDA context.
 // torch_gpu_gpt2.py / ../shared/bench/torch_gpu_llama.py run the PyTorch peers; run.sh runs both in one
 // device call and compare.py prints the side-by-side table.
-// Usage: train_gpu_bench [--arch gpt2|llama] [--batch 16,32] [--T 1024] [--steps 10] [--warmup 3]
+// Usage: train_gpu_bench [--arch gpt2|llama] [--batch 16,32] [--T 1024] [--steps 10] [--warmup 3] [--lora R]
 //                        [--dtype bf16|fp32] [--recompute none|mlp|all] [--no-check] [--no-peak] [--json FILE]
 #include <algorithm>
 #include <chrono>
@@ -51,7 +51,13 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 
 // The benchmark's model (tiny: the small shape of the CPU check) on `device` in `dtype`.
 std::unique_ptr<models::Model> make_bench_model(const std::string& arch, bool tiny, Device device, DType dtype,
-                                                models::Recompute recompute) {
+                                                models::Recompute recompute, int lora_r = 0) {
+    // --lora R: adapters of rank R, alpha 2R, on every linear layer (q, k, v, o, gate, up, down for LLaMA; the
+    // peer's PEFT setup), the base frozen in the compute dtype.
+    models::LoraSpec lora;
+    lora.r = lora_r;
+    lora.alpha = 2.0 * lora_r;
+    lora.target_modules = {"all-linear"};
     if (arch == "llama") {
         models::LlamaConfig c;
         c.n_layer = tiny ? 2 : 16;
@@ -66,6 +72,7 @@ std::unique_ptr<models::Model> make_bench_model(const std::string& arch, bool ti
         c.rope_theta = 500000.0;
         c.rope_scaling = {"llama3", 32.0, 1.0, 4.0, 8192};
         c.recompute = recompute;
+        c.lora = lora;
         return std::make_unique<models::Llama>(c, device, dtype);
     }
     models::Gpt2Config c;
@@ -77,6 +84,7 @@ std::unique_ptr<models::Model> make_bench_model(const std::string& arch, bool ti
     c.vocab_size = tiny ? 1000 : 50257;
     c.padded_vocab = tiny ? 1024 : 50304;
     c.recompute = recompute;
+    c.lora = lora;
     return std::make_unique<models::Gpt2>(c, device, dtype);
 }
 
@@ -153,10 +161,10 @@ struct BenchResult {
 };
 
 BenchResult run_bench(const std::string& arch, models::Recompute recompute, int B, int T, int steps, int warmup,
-                      DType dtype, double measured_peak) {
+                      DType dtype, double measured_peak, int lora_r) {
     kernels::synchronize(Device::kCuda);
     const auto before = kernels::device_memory_info(Device::kCuda);  // the CUDA context and cuBLASLt workspace
-    const auto model = make_bench_model(arch, false, Device::kCuda, dtype, recompute);
+    const auto model = make_bench_model(arch, false, Device::kCuda, dtype, recompute, lora_r);
     models::Model& m = *model;
     const int V = m.dims().vocab_size;
     m.init_random(1337);
@@ -201,7 +209,7 @@ BenchResult run_bench(const std::string& arch, models::Recompute recompute, int 
     std::sort(times.begin(), times.end());
     r.ms = times[times.size() / 2] * 1e3;
     r.tok_s = B * T / (r.ms * 1e-3);
-    r.flops_per_token = m.flops_per_token(T);
+    r.flops_per_token = m.train_flops_per_token(T);  // LoRA: 4N of the frozen base + 6N of the adapters
     r.mfu_989 = r.flops_per_token * r.tok_s / 989e12;
     r.mfu_measured = measured_peak > 0 ? r.flops_per_token * r.tok_s / measured_peak : 0;
     // Our arenas are allocated once (no caching allocator), so the memory in use after the steps, less
@@ -229,6 +237,7 @@ int main(int argc, char** argv) {
     int peak_n = 8192;  // --no-peak: 0 (profiling runs)
     DType dtype = DType::kBF16;
     std::string json_path;
+    int lora_r = 0;
     for (int i = 1; i < argc; i++) {
         const std::string a = argv[i];
         auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -247,6 +256,7 @@ int main(int argc, char** argv) {
         else if (a == "--warmup") warmup = std::atoi(next().c_str());
         else if (a == "--dtype") dtype = next() == "fp32" ? DType::kF32 : DType::kBF16;
         else if (a == "--json") json_path = next();
+        else if (a == "--lora") lora_r = std::atoi(next().c_str());
         else if (a == "--no-check") check = false;
         else if (a == "--no-peak") peak_n = 0;
         else {
@@ -269,13 +279,13 @@ int main(int argc, char** argv) {
         std::FILE* js = json_path.empty() ? nullptr : std::fopen(json_path.c_str(), "w");
         if (js) std::fprintf(js, "{\"system\": \"llmtrain\", \"matmul_tflops\": %.3f}\n", peak / 1e12);
         for (int B : batches) {
-            const BenchResult r = run_bench(arch, recompute, B, T, std::max(1, steps), warmup, dtype, peak);
+            const BenchResult r = run_bench(arch, recompute, B, T, std::max(1, steps), warmup, dtype, peak, lora_r);
             if (js)
                 std::fprintf(js,
-                             "{\"system\": \"llmtrain\", \"arch\": \"%s\", \"dtype\": \"%s\", \"B\": %d, \"T\": %d, "
+                             "{\"system\": \"llmtrain\", \"arch\": \"%s\", \"lora_r\": %d, \"dtype\": \"%s\", \"B\": %d, \"T\": %d, "
                              "\"ms_median\": %.4f, \"tok_s\": %.1f, \"flops_per_token\": %.1f, \"mfu_989\": %.5f, "
                              "\"mfu_measured\": %.5f, \"gib\": %.3f}\n",
-                             arch.c_str(), dtype == DType::kBF16 ? "bf16" : "fp32", B, T, r.ms, r.tok_s,
+                             arch.c_str(), lora_r, dtype == DType::kBF16 ? "bf16" : "fp32", B, T, r.ms, r.tok_s,
                              r.flops_per_token, r.mfu_989, r.mfu_measured, r.gib);
         }
         if (js) std::fclose(js);

@@ -150,17 +150,28 @@ void run_chat(const ChatOptions& o) {
         const float* logits = decoder->prefill(seq);
         models::Utf8Stream text;
         std::string answer;
-        for (int n = 0; n < o.max_new_tokens; ++n) {
+        std::string ended = fmt::format("--max-new-tokens ({})", o.max_new_tokens);
+        int n = 0;
+        for (; n < o.max_new_tokens; ++n) {
             const int32_t id = sampler.sample(logits);
-            if (std::find(stop.begin(), stop.end(), static_cast<uint32_t>(id)) != stop.end()) break;
+            if (std::find(stop.begin(), stop.end(), static_cast<uint32_t>(id)) != stop.end()) {
+                ended = describe_ids(tok, {static_cast<uint32_t>(id)});
+                break;
+            }
             const std::string_view bytes = tok.token_bytes(static_cast<uint32_t>(id));
             answer += bytes;
             write_out(text.take(bytes));
-            if (decoder->position() == decoder->capacity()) break;  // context full: the turn ends here
+            if (decoder->position() == decoder->capacity()) {  // context full: the turn ends here
+                ended = "the end of the context (model.block_size)";
+                ++n;
+                break;
+            }
             logits = decoder->step(id);
         }
         write_out(text.finish());
         write_out("\n");
+        // On a pipe, what ended the answer goes to stderr (scripts check that a model stops at its end of turn).
+        if (!tty) fmt::print(stderr, "chat: answer of {} tokens ended by {}\n", n, ended);
         messages.push_back({"assistant", answer});
     }
 }

@@ -137,6 +137,9 @@ TEST_F(ChatTest, HuggingFaceModelDirectoryAnswersAsTheRun) {
     ASSERT_EQ(a.exit_code, 0) << a.err;
     ASSERT_EQ(b.exit_code, 0) << b.err;
     EXPECT_EQ(a.out, b.out);
+    // On a pipe each answer says on stderr what ended it (8 tokens at most here: a stop id or the limit).
+    EXPECT_NE(a.err.find("chat: answer of "), std::string::npos) << a.err;
+    EXPECT_NE(a.err.find(" tokens ended by "), std::string::npos) << a.err;
 }
 
 TEST_F(ChatTest, UnknownTemplateIsAClearError) {

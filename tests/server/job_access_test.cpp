@@ -207,8 +207,8 @@ TEST(SchemaAccess, PathValuedKeysAreClassified) {
                 << f.path;
         }
     }
-    EXPECT_EQ(read, (std::vector<std::string>{"model.init_from", "data.paths", "data.tokenizer", "data.train_shards",
-                                              "data.val_shards"}));
+    EXPECT_EQ(read, (std::vector<std::string>{"model.init_from", "lora.init_from", "data.paths", "data.tokenizer",
+                                              "data.train_shards", "data.val_shards"}));
     EXPECT_EQ(write, (std::vector<std::string>{"data.cache_dir", "tracking.tensorboard_dir", "output.root_dir"}));
     // tracking.mlflow.uri: a tracking server's URL is an endpoint; a directory or file: URI is a write path.
     // output.sync: an s3:// bucket prefix (issue 23), checked against serve --allow-endpoint s3://...
