@@ -41,8 +41,13 @@ void register_validate(CLI::App& app, Runtime& rt) {
             // A model directory that is here (not only inside a pod) gives the shape the memory is sized from,
             // and its config.json must agree with the keys written.
             std::error_code ec;
-            if (cfg.model.init_from != "scratch" && std::filesystem::exists(cfg.model.init_from, ec))
-                models::prepare_init_from(cfg);
+            const bool absent_base = cfg.model.init_from != "scratch" && !cfg.model.init_from.empty() &&
+                                     !std::filesystem::exists(cfg.model.init_from, ec);
+            if (cfg.model.init_from != "scratch" && !absent_base) models::prepare_init_from(cfg);
+            if (absent_base && !*json)
+                fmt::print(stderr, "{}: note: model.init_from '{}' is not here (yet); the memory below is sized from "
+                           "the config's model keys, not from its config.json\n",
+                           opts->path, cfg.model.init_from);
             std::optional<std::uint64_t> limit;
             if (!max_memory->empty()) limit = train::parse_memory_size(*max_memory);
             // Memory of a training process, estimated without allocating: a model that cannot fit is refused.

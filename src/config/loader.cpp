@@ -567,7 +567,9 @@ void check_training_data(ordered_json& r, const std::function<std::string(const 
             v.add("data.tokenizer", at("data.tokenizer"),
                   "data.source is chat, so data.tokenizer must be a model directory holding tokenizer.json and "
                   "tokenizer_config.json (the chat template); gpt2 has no chat template");
-        if (r["model"]["arch"].is_string() && r["model"]["arch"] != "llama")
+        // With model.init_from the architecture comes from its config.json later (the trainer checks it then).
+        const bool arch_known = r["model"]["init_from"] == "scratch" || r["model"]["init_from"] == "";
+        if (arch_known && r["model"]["arch"].is_string() && r["model"]["arch"] != "llama")
             v.add("data.source", at("data.source"),
                   "chat needs a model with rotary positions (model.arch: llama): packed examples restart their "
                   "position ids");

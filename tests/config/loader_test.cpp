@@ -207,6 +207,10 @@ TEST(ConfigLoader, ChatSourceKeys) {
     EXPECT_NO_THROW((void)load_config_string("model:\n  arch: llama\ndata:\n  source: chat\n  paths: [a.jsonl]\n  "
                                              "tokenizer: tok\n",
                                              "<string>"));
+    // A model directory names its architecture in config.json, read later: not refused here.
+    EXPECT_NO_THROW((void)load_config_string("model:\n  init_from: /models/llama\ndata:\n  source: chat\n  paths: "
+                                             "[a.jsonl]\n  tokenizer: tok\n",
+                                             "<string>"));
     // For a model only (generate --model), the data section is not checked: chat with packing loads.
     const Config c = load_config_string("data:\n  source: chat\n  packing: true\n", "<string>", {}, ConfigUse::kModelOnly);
     EXPECT_EQ(c.data.source, "chat");

@@ -259,7 +259,9 @@ TEST(PresetRoots, AreThePresetsDataDirectories) {
     // llama3_tiny_cpu.yaml reads the default corpus's text (data.paths under data/corpus) and Meta's Llama 3
     // tokenizer (data.tokenizer: data/tokenizers/llama3; data/tokenizers holds only the public tokenizer
     // files scripts/setup.sh installs).
-    EXPECT_EQ(roots, (std::vector<fs::path>{fs::weakly_canonical(src / "data/corpus"),
+    // llama3_lora_chat.yaml reads the chat example (data/chat) and the tiny base exported into data/models.
+    EXPECT_EQ(roots, (std::vector<fs::path>{fs::weakly_canonical(src / "data/chat"), fs::weakly_canonical(src / "data/corpus"),
+                                            fs::weakly_canonical(src / "data/models"),
                                             fs::weakly_canonical(src / "data/shards/gpt2_corpus"),
                                             fs::weakly_canonical(src / "data/shards/llama3"),
                                             fs::weakly_canonical(src / "data/tokenizers")}));
