@@ -424,12 +424,7 @@ void check_sync_uri(const ordered_json& r, const std::function<std::string(const
 // so they are refused, naming the key.
 void refuse_lora_keys_without_adapters(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
                           Validator& v) {
-    if (as_i(value_at(r, "lora.r")) > 0) {
-        if (value_at(r, "lora.dropout").get<double>() > 0)
-            v.add("lora.dropout", at("lora.dropout"),
-                  "dropout on the adapters' input is not implemented in this version; set lora.dropout: 0");
-        return;
-    }
+    if (as_i(value_at(r, "lora.r")) > 0) return;
     for (const char* key : {"lora.alpha", "lora.dropout", "lora.target_modules", "lora.use_rslora", "lora.init_from"})
         if (!is_default(r, key))
             v.add(key, at(key),

@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "core/error.h"
+#include "core/rng.h"
 
 namespace llmt::models {
 
@@ -117,10 +118,14 @@ LoraAdapters::LoraAdapters(const LoraSpec& spec, const std::vector<ParamSpec>& b
         pr.a = store_.add(std::move(a));
         pr.b = store_.add(std::move(b));
         max_width_ = std::max(max_width_, P * r);
+        max_in_ = std::max(max_in_, in);
+        pr.in = in;
         pr.u = by_base_.size();  // layout() adds the B-inputs in this (map) order, then du
         by_base_[id] = pr;
     }
     du_ = by_base_.size();
+    xd_ = du_ + 1;
+    dxd_ = du_ + 2;
     store_.layout(device, dtype);
     for (const auto& [base_id, pr] : by_base_) ready_.push_back({base_id, store_.grad_offset(pr.a)});
 }
@@ -133,13 +138,26 @@ Arena LoraAdapters::layout(int B, int T) const {
         a.add(fmt::format("u.{}", base_id), static_cast<int64_t>(pr.spans.size()) * spec_.r);
     }
     a.add("du", max_width_);
+    if (spec_.dropout > 0) {
+        a.add("xd", max_in_);
+        a.add("dxd", max_in_);
+    }
     return a.take();
 }
 
-void LoraAdapters::begin(int B, int T) {
+void LoraAdapters::begin(int B, int T, bool train, uint64_t seed) {
     acts_.ensure(B, T, store_.device(), [this](int b, int t) { return layout(b, t); });
     B_ = B;
     T_ = T;
+    train_ = train;
+    seed_ = seed;
+}
+
+Tensor LoraAdapters::dropped_input(ParamId w, const Projection& pr, Tensor inp) {
+    Tensor xd = acts_.btc(xd_, B_, T_, pr.in);
+    const uint64_t seed = splitmix64(seed_ ^ splitmix64(0x6c6f7261ull + w));  // per tensor, per micro-step
+    kernels::dropout_forward(xd, inp, static_cast<float>(spec_.dropout), seed);
+    return xd;
 }
 
 void LoraAdapters::forward(ParamId w, Tensor out, Tensor inp) {
@@ -147,7 +165,8 @@ void LoraAdapters::forward(ParamId w, Tensor out, Tensor inp) {
     if (it == by_base_.end()) return;
     const Projection& pr = it->second;
     const int64_t width = static_cast<int64_t>(pr.spans.size()) * spec_.r;
-    kernels::lora_forward(out, acts_.btc(pr.u, B_, T_, width), inp, store_.weight(pr.a), store_.weight(pr.b), scale(),
+    const Tensor x = dropped() ? dropped_input(w, pr, inp) : inp;
+    kernels::lora_forward(out, acts_.btc(pr.u, B_, T_, width), x, store_.weight(pr.a), store_.weight(pr.b), scale(),
                           pr.spans);
 }
 
@@ -156,9 +175,22 @@ void LoraAdapters::backward(ParamId w, Tensor dinp, Tensor dout, Tensor inp) {
     if (it == by_base_.end()) return;
     const Projection& pr = it->second;
     const int64_t width = static_cast<int64_t>(pr.spans.size()) * spec_.r;
-    kernels::lora_backward(dinp, store_.grad(pr.a), store_.grad(pr.b), acts_.btc(du_, B_, T_, width), dout,
-                           acts_.btc(pr.u, B_, T_, width), inp, store_.weight(pr.a), store_.weight(pr.b), scale(),
+    if (!dropped()) {
+        kernels::lora_backward(dinp, store_.grad(pr.a), store_.grad(pr.b), acts_.btc(du_, B_, T_, width), dout,
+                               acts_.btc(pr.u, B_, T_, width), inp, store_.weight(pr.a), store_.weight(pr.b), scale(),
+                               pr.spans);
+        return;
+    }
+    // The mask again from the same seed; the adapters' input gradient goes back through it into dinp.
+    const Tensor xd = dropped_input(w, pr, inp);
+    const Tensor dxd = acts_.btc(dxd_, B_, T_, pr.in);
+    kernels::zero(dxd);
+    kernels::lora_backward(dxd, store_.grad(pr.a), store_.grad(pr.b), acts_.btc(du_, B_, T_, width), dout,
+                           acts_.btc(pr.u, B_, T_, width), xd, store_.weight(pr.a), store_.weight(pr.b), scale(),
                            pr.spans);
+    kernels::dropout_backward(dxd, dxd, static_cast<float>(spec_.dropout),
+                              splitmix64(seed_ ^ splitmix64(0x6c6f7261ull + w)));
+    kernels::residual_forward(dinp, dinp, dxd);
 }
 
 void LoraAdapters::merge_into(ParamStore& base) const {

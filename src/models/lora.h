@@ -23,6 +23,10 @@ namespace llmt::models {
 struct LoraSpec {
     int r = 0;  // 0: no LoRA
     double alpha = 16.0;
+    // Dropout on the adapters' input in training (PEFT's lora_dropout): x -> dropout -> A -> B. One mask per
+    // adapted tensor (the parts of a fused q|k|v share it; PEFT draws one per module), from the model's
+    // dropout seed, so trainer.recompute and resume redraw the same masks.
+    double dropout = 0.0;
     bool rslora = false;
     // PEFT's target_modules: names matched against the end of each module's name ("q_proj" matches
     // model.layers.N.self_attn.q_proj), "all-linear" (every linear layer but the output head), or a single
@@ -56,8 +60,8 @@ public:
     const std::vector<std::string>& modules() const { return modules_; }
     bool adapts(ParamId base_weight) const { return by_base_.count(base_weight) != 0; }
 
-    // Sizes the kept B-inputs for a (B, T) batch.
-    void begin(int B, int T);
+    // Sizes the kept B-inputs for a (B, T) batch; `train` turns dropout on with masks from `seed`.
+    void begin(int B, int T, bool train, uint64_t seed);
     // out (.., OC) += the adapters' delta for base weight `w` given its input inp (.., in); no-op when `w`
     // has no adapter.
     void forward(ParamId w, Tensor out, Tensor inp);
@@ -77,16 +81,23 @@ private:
         ParamId a = 0, b = 0;
         std::vector<kernels::LoraSpan> spans;
         ActId u = 0;
+        int64_t in = 0;
     };
     Arena layout(int B, int T) const;
+    bool dropped() const { return train_ && spec_.dropout > 0; }
+    // The dropped input of base weight w's adapters (its mask from the seed and w), in the xd buffer.
+    Tensor dropped_input(ParamId w, const Projection& pr, Tensor inp);
 
     LoraSpec spec_;
     ParamStore store_;
     std::vector<std::string> modules_;
     std::map<ParamId, Projection> by_base_;
     std::vector<std::pair<ParamId, size_t>> ready_;  // (base weight, first adapter's grad offset), ascending
-    ActId du_ = 0;
+    ActId du_ = 0, xd_ = 0, dxd_ = 0;  // xd, dxd: with dropout only
     int64_t max_width_ = 0;  // the largest P * r
+    int64_t max_in_ = 0;     // the widest adapted input
+    bool train_ = false;
+    uint64_t seed_ = 0;
     Activations acts_;
     int B_ = 0, T_ = 0;
 };

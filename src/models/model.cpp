@@ -108,7 +108,7 @@ Model::Batch Model::begin_forward(Activations& activations, const Activations::L
     }
     B_ = B;
     T_ = T;
-    if (lora_) lora_->begin(B, T);
+    if (lora_) lora_->begin(B, T, train, dropout_seed_);
     return b;
 }
 

@@ -66,7 +66,7 @@ ordered_json peft_adapter_config(const Model& model, const std::string& base) {
     c["layers_pattern"] = nullptr;
     c["layers_to_transform"] = nullptr;
     c["lora_alpha"] = lora->spec().alpha;
-    c["lora_dropout"] = 0.0;
+    c["lora_dropout"] = lora->spec().dropout;
     c["modules_to_save"] = nullptr;
     c["peft_type"] = "LORA";
     c["r"] = lora->spec().r;

@@ -17,6 +17,7 @@ LoraSpec lora_spec(const config::Config& cfg) {
     s.r = l.r;
     s.alpha = l.alpha;
     s.rslora = l.use_rslora;
+    s.dropout = l.dropout;
     s.target_modules = l.target_modules;
     if (s.target_modules.empty())
         s.target_modules = cfg.model.arch == "gpt2" ? std::vector<std::string>{"c_attn"}

@@ -384,8 +384,9 @@ const std::map<std::string, Probe>& probes() {
          }},
         {"lora.dropout",
          [](const Ctx& c) {
-             expect_refused(c.t, {"lora.r=4", "lora.dropout=0.1"}, "lora.dropout");  // not implemented
-             expect_refused(c.t, {"lora.dropout=0.1"}, "lora.dropout");
+             EXPECT_NE(trace(c.t, {"lora.r=4", "trainer.max_steps=3"}),
+                       trace(c.t, {"lora.r=4", "lora.dropout=0.2", "trainer.max_steps=3"}));
+             expect_refused(c.t, {"lora.dropout=0.1"}, "lora.dropout");  // without adapters
          }},
         {"lora.target_modules",
          [](const Ctx& c) {

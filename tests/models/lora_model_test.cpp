@@ -174,3 +174,64 @@ TEST(LoraModel, Gpt2RegexTargetsSelectByFullName) {
 
 }  // namespace
 }  // namespace llmt::models
+
+namespace llmt::models {
+namespace {
+
+// lora.dropout: the adapters see a dropped input in training (a fixed mask per dropout seed), none in eval.
+// With the seed fixed the training loss is a smooth function of A and B, so the analytic gradients must match
+// central differences; eval equals the same model without dropout; another seed gives another loss.
+TEST(LoraModel, DropoutGradientsMatchFiniteDifferences) {
+    LoraSpec s = spec({"q_proj", "o_proj", "down_proj"});
+    s.dropout = 0.3;
+    LlamaConfig c = llama_cfg(s);
+    Llama m(c);
+    m.init_random(7);
+    std::mt19937 g(13);
+    std::normal_distribution<float> n(0.f, 0.3f);
+    for (ParamId i = 0; i < m.param_specs().size(); ++i) {
+        std::vector<float> v(static_cast<size_t>(m.params().view(i).numel()));
+        for (float& x : v) x = n(g);
+        m.trained().write_f32(i, v.data());
+    }
+    const int B = 2, T = 10;
+    const auto x = ids(B * T, 50, 3), y = ids(B * T, 50, 4);
+    m.set_dropout_seed(99);
+    m.zero_grad();
+    const float loss = m.forward(x.data(), y.data(), B, T, true);
+    m.backward();
+    std::vector<float> grads(static_cast<const float*>(m.grads().data()),
+                             static_cast<const float*>(m.grads().data()) + m.grads().nbytes() / sizeof(float));
+    // fp32 forward, h = 1e-2: truncation and rounding both ~1e-4 (as llama_test's finite differences).
+    int checked = 0;
+    for (ParamId i = 0; i < m.param_specs().size(); ++i) {
+        Tensor t = m.params().view(i);
+        for (int k = 0; k < 3; ++k) {
+            const int64_t j = static_cast<int64_t>(g() % static_cast<uint32_t>(t.numel()));
+            float* w = t.ptr<float>() + j;
+            const float w0 = *w, h = 1e-2f;
+            *w = w0 + h;
+            const double up = m.forward(x.data(), y.data(), B, T, true);
+            *w = w0 - h;
+            const double down = m.forward(x.data(), y.data(), B, T, true);
+            *w = w0;
+            const double fd = (up - down) / (2.0 * h);
+            const double an = grads[m.params().entry(i).offset / sizeof(float) + static_cast<size_t>(j)];
+            EXPECT_LE(std::abs(fd - an), 2e-3 + 3e-2 * std::abs(an)) << m.param_specs()[i].name << "[" << j << "]";
+            ++checked;
+        }
+    }
+    EXPECT_EQ(checked, 36);  // A and B of q|k|v, o and down in 2 layers, 3 entries each
+    m.set_dropout_seed(100);
+    EXPECT_NE(m.forward(x.data(), y.data(), B, T, true), loss) << "the mask did not change with the seed";
+    // Eval: no dropout, the same as the model with lora.dropout 0 and the same weights.
+    LoraSpec s0 = s;
+    s0.dropout = 0;
+    Llama m0(llama_cfg(s0));
+    m0.init_random(7);
+    for (ParamId i = 0; i < m.param_specs().size(); ++i) m0.trained().write_f32(i, m.trained().read_f32(i).data());
+    EXPECT_EQ(m.forward(x.data(), y.data(), B, T, false), m0.forward(x.data(), y.data(), B, T, false));
+}
+
+}  // namespace
+}  // namespace llmt::models
