@@ -526,7 +526,10 @@ private:
                                                 (static_cast<uint64_t>(rank_) << 48) +
                                                 static_cast<uint64_t>(step_) * 4096 + static_cast<uint64_t>(m)));
             const bool uniform = n == 0;
-            if (!uniform && mb.targets == 0) continue;  // no target in this rank's rows: no gradient
+            // Every rank runs every micro-step (the Reducer's all-reduce waits for all); training rows always hold
+            // a target (the chat loader drops examples without one), so a micro-batch never lacks one.
+            LLMT_INTERNAL_CHECK(uniform || mb.targets > 0, "step {}: a training micro-batch without targets",
+                                step_ + 1);
             const float scale = uniform ? 1.0f / static_cast<float>(accum)
                                         : static_cast<float>(static_cast<double>(world_) *
                                                              static_cast<double>(mb.targets) / static_cast<double>(n));
