@@ -8,7 +8,6 @@
 
 #include "core/check.h"
 #include "core/error.h"
-#include "core/rng.h"
 
 namespace llmt::models {
 
@@ -155,8 +154,7 @@ void LoraAdapters::begin(int B, int T, bool train, uint64_t seed) {
 
 Tensor LoraAdapters::dropped_input(ParamId w, const Projection& pr, Tensor inp) {
     Tensor xd = acts_.btc(xd_, B_, T_, pr.in);
-    const uint64_t seed = splitmix64(seed_ ^ splitmix64(0x6c6f7261ull + w));  // per tensor, per micro-step
-    kernels::dropout_forward(xd, inp, static_cast<float>(spec_.dropout), seed);
+    kernels::dropout_forward(xd, inp, static_cast<float>(spec_.dropout), mask_seed(w));
     return xd;
 }
 
@@ -188,8 +186,7 @@ void LoraAdapters::backward(ParamId w, Tensor dinp, Tensor dout, Tensor inp) {
     kernels::lora_backward(dxd, store_.grad(pr.a), store_.grad(pr.b), acts_.btc(du_, B_, T_, width), dout,
                            acts_.btc(pr.u, B_, T_, width), xd, store_.weight(pr.a), store_.weight(pr.b), scale(),
                            pr.spans);
-    kernels::dropout_backward(dxd, dxd, static_cast<float>(spec_.dropout),
-                              splitmix64(seed_ ^ splitmix64(0x6c6f7261ull + w)));
+    kernels::dropout_backward(dxd, dxd, static_cast<float>(spec_.dropout), mask_seed(w));
     kernels::residual_forward(dinp, dinp, dxd);
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
 #include "kernels/ops.h"
 #include "models/activations.h"
 #include "models/param_store.h"
@@ -85,6 +86,8 @@ private:
     };
     Arena layout(int B, int T) const;
     bool dropped() const { return train_ && spec_.dropout > 0; }
+    // The dropout seed of base weight w's adapters for this micro-step (forward and backward draw the same mask).
+    uint64_t mask_seed(ParamId w) const { return splitmix64(seed_ ^ splitmix64(0x6c6f7261ull + w)); }
     // The dropped input of base weight w's adapters (its mask from the seed and w), in the xd buffer.
     Tensor dropped_input(ParamId w, const Projection& pr, Tensor inp);
 
