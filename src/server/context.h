@@ -9,6 +9,7 @@
 #include "server/admission.h"
 #include "server/estimate.h"
 #include "server/job_access.h"
+#include "server/job_result.h"
 #include "server/preset_cache.h"
 
 namespace llmt::server {
@@ -59,6 +60,7 @@ struct ServerContext {
     ThroughputTable throughput;      // measured rows for estimates (loaded at start)
     JobAccessPolicy access;          // what jobs may read and write, checked at submit
     PresetCache presets{opts.presets_dir};  // submissions' presets, parsed once per file version
+    JobResultCache results{};        // runs' summary.json as `result`, parsed once per file version
 };
 
 void register_job_routes(Router& router, ServerContext& ctx);     // routes_jobs.cpp

@@ -290,7 +290,10 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                     q.after_id = c.query_int("after", 0, INT64_MAX).value_or(0);
                     auto jobs = ctx.store.list(q);
                     nlohmann::json out = nlohmann::json::array();
-                    for (const auto& j : jobs) out.push_back(job_summary(j));
+                    for (const auto& j : jobs) {
+                        out.push_back(job_summary(j));
+                        out.back()["result"] = ctx.results.compact(job_run_dir(ctx, j.id));
+                    }
                     nlohmann::json next = nullptr;
                     if (static_cast<int>(jobs.size()) == q.limit) next = jobs.back().id;
                     c.reply(200, {{"jobs", out}, {"next_after", next}});
@@ -308,6 +311,7 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                     fs::path run = job_run_dir(ctx, j.id);
                     auto latest = latest_metrics(run);
                     out["latest_metrics"] = latest;
+                    out["result"] = ctx.results.full(run);
                     nlohmann::json ranks = nlohmann::json::array();
                     auto logs = ctx.executor.rank_logs(Scheduler::job_dir(ctx.opts.data_dir, j.id), j.spec);
                     for (size_t r = 0; r < logs.size(); ++r) {

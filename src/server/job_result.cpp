@@ -1,0 +1,152 @@
+// summary.json -> the API's `result`, and the cache that keeps the list request from re-reading it;
+// see job_result.h.
+#include "server/job_result.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "core/fs.h"
+#include "core/json_parse.h"
+
+namespace llmt::server {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_count(const nlohmann::json& v) {
+    if (v.is_number_unsigned()) return true;
+    if (v.is_number_integer()) return v.get<int64_t>() >= 0;
+    return false;
+}
+
+bool is_fraction_or_null(const nlohmann::json& v) {
+    if (v.is_null()) return true;  // a class with no test example has no accuracy
+    return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0 && v.get<double>() <= 1;
+}
+
+// Why `m` is not an N x N matrix of counts, or "" when it is.
+std::string matrix_problem(const nlohmann::json& m) {
+    if (!m.is_array() || m.empty()) return "expected a non-empty array of rows";
+    for (size_t r = 0; r < m.size(); ++r) {
+        if (!m[r].is_array() || m[r].size() != m.size())
+            return fmt::format("row {} has {} entries, expected {} (a square matrix)", r,
+                               m[r].is_array() ? m[r].size() : 0, m.size());
+        for (size_t c = 0; c < m.size(); ++c)
+            if (!is_count(m[r][c])) return fmt::format("entry [{}][{}] is not a non-negative integer count", r, c);
+    }
+    return "";
+}
+
+// Checks the classifier fields against each other (their N must agree) and copies the good ones.
+void copy_classifier_fields(const nlohmann::json& summary, nlohmann::json& out, nlohmann::json& invalid) {
+    std::optional<size_t> n;  // the class count the first good field set
+    auto agree = [&](const char* key, size_t size) {
+        if (n && *n != size) {
+            invalid.push_back(fmt::format("{}: {} classes, but another field has {}", key, size, *n));
+            return false;
+        }
+        n = size;
+        return true;
+    };
+    if (summary.contains("confusion_matrix")) {
+        const auto& m = summary["confusion_matrix"];
+        if (auto why = matrix_problem(m); !why.empty()) invalid.push_back("confusion_matrix: " + why);
+        else if (agree("confusion_matrix", m.size())) out["confusion_matrix"] = m;
+    }
+    if (summary.contains("per_class_accuracy")) {
+        const auto& a = summary["per_class_accuracy"];
+        if (!a.is_array() || a.empty() || !std::all_of(a.begin(), a.end(), is_fraction_or_null))
+            invalid.push_back("per_class_accuracy: expected an array of fractions in [0, 1] (or null)");
+        else if (agree("per_class_accuracy", a.size())) out["per_class_accuracy"] = a;
+    }
+    if (summary.contains("class_names")) {
+        const auto& c = summary["class_names"];
+        if (!c.is_array() || c.empty() || !std::all_of(c.begin(), c.end(), [](const auto& v) { return v.is_string(); }))
+            invalid.push_back("class_names: expected an array of strings");
+        else if (agree("class_names", c.size())) out["class_names"] = c;
+    }
+}
+
+}  // namespace
+
+nlohmann::json result_from_summary(const std::string& text, const std::string& source) {
+    const nlohmann::json summary = parse_json(text, source);
+    if (!summary.is_object()) throw FormatError(source + ": expected a JSON object");
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, v] : summary.items())
+        if (v.is_primitive()) out[k] = v;
+    nlohmann::json invalid = nlohmann::json::array();
+    copy_classifier_fields(summary, out, invalid);
+    if (!invalid.empty()) out["invalid"] = invalid;
+    return out;
+}
+
+nlohmann::json compact_result(const nlohmann::json& result) {
+    nlohmann::json out = nlohmann::json::object();
+    if (result.contains("error")) out["error"] = result["error"];
+    for (const char* k : kCompactResultKeys)
+        if (result.contains(k) && (result[k].is_number() || result[k].is_null())) out[k] = result[k];
+    return out;
+}
+
+std::optional<JobResultCache::FileVersion> JobResultCache::stat_file(const fs::path& path) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    FileVersion v;
+    v.dev = static_cast<uint64_t>(st.st_dev);
+    v.ino = static_cast<uint64_t>(st.st_ino);
+    v.size = static_cast<uint64_t>(st.st_size);
+    v.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    v.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+    return v;
+}
+
+std::shared_ptr<const JobResultCache::Entry> JobResultCache::entry(const fs::path& run_dir) {
+    const fs::path file = run_dir / "summary.json";
+    const std::string key = run_dir.string();
+    // The version is taken before the text is read: a change in between is seen by the next lookup.
+    const auto version = stat_file(file);
+    {
+        std::lock_guard lock(mu_);
+        if (!version) {
+            entries_.erase(key);
+            return nullptr;
+        }
+        if (auto it = entries_.find(key); it != entries_.end() && it->second->version == *version) return it->second;
+    }
+    auto e = std::make_shared<Entry>();
+    e->version = *version;
+    try {
+        e->full = result_from_summary(read_file(file, kMaxSummaryBytes), file.string());
+    } catch (const Error& ex) {
+        e->full = {{"error", ex.what()}};
+    }
+    e->compact = compact_result(e->full);
+    std::lock_guard lock(mu_);
+    ++parses_;
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    entries_[key] = e;
+    return e;
+}
+
+nlohmann::json JobResultCache::full(const fs::path& run_dir) {
+    auto e = entry(run_dir);
+    return e ? e->full : nlohmann::json(nullptr);
+}
+
+nlohmann::json JobResultCache::compact(const fs::path& run_dir) {
+    auto e = entry(run_dir);
+    return e ? e->compact : nlohmann::json(nullptr);
+}
+
+uint64_t JobResultCache::parses() const {
+    std::lock_guard lock(mu_);
+    return parses_;
+}
+
+}  // namespace llmt::server
