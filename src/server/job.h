@@ -34,6 +34,7 @@ struct JobSpec {
     double budget_usd = 0;       // 0 = no per-job budget
     int max_retries = 2;         // attempts = 1 + max_retries for failures that are not bad input
     std::map<std::string, std::string> labels;
+    int64_t resume_from = 0;     // a final job whose latest checkpoint this one continues (job_resume.h); 0 = none
 
     int cpus() const { return nodes * nproc_per_node; }  // one CPU slot per rank
     int gpus() const { return nodes * gpus_per_node; }

@@ -53,13 +53,13 @@ bool is_dns_label(const std::string& s) {
 ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
     static const char* const kFields[] = {"name",     "config",        "overrides",  "nodes",
                                           "nproc_per_node", "gpus_per_node", "priority", "max_runtime_s",
-                                          "budget_usd",     "labels",        "max_retries"};
+                                          "budget_usd",     "labels",        "max_retries",   "resume_from"};
     for (const auto& [k, v] : body.items()) {
         bool known = false;
         for (const char* f : kFields) known = known || k == f;
         if (!known)
             bad(k, fmt::format("unknown field '{}' (expected one of: name, config, overrides, nodes, nproc_per_node, "
-                               "gpus_per_node, priority, max_runtime_s, budget_usd, labels, max_retries)",
+                               "gpus_per_node, priority, max_runtime_s, budget_usd, labels, max_retries, resume_from)",
                                k.substr(0, 64)));
     }
     ParsedJob p;
@@ -77,6 +77,12 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
     s.max_retries = get_int(body, "max_retries", 2, 0, 20);
     s.max_runtime_s = get_number(body, "max_runtime_s", 365.0 * 86400);
     s.budget_usd = get_number(body, "budget_usd", 1e9);
+    if (body.contains("resume_from")) {
+        const auto& r = body["resume_from"];
+        if (!r.is_number_integer() || r.get<int64_t>() < 1)
+            bad("resume_from", fmt::format("resume_from must be a job id (an integer >= 1), got {}", describe_json(r)));
+        s.resume_from = r.get<int64_t>();
+    }
     if (body.contains("labels")) {
         const auto& l = body["labels"];
         if (!l.is_object() || l.size() > 32) bad("labels", "labels must be an object of at most 32 string values");

@@ -13,6 +13,7 @@
 #include "server/estimate.h"
 #include "server/executor.h"
 #include "server/job_request.h"
+#include "server/job_resume.h"
 #include "server/job_storage.h"
 #include "server/job_views.h"
 #include "server/router.h"
@@ -40,6 +41,9 @@ const nlohmann::json kJobRequestSchema = {
       {"max_runtime_s", {{"type", "number"}, {"minimum", 0}}},
       {"budget_usd", {{"type", "number"}, {"minimum", 0}}},
       {"max_retries", {{"type", "integer"}, {"minimum", 0}}},
+      {"resume_from",
+       {{"type", "integer"}, {"minimum", 1},
+        {"description", "a final job whose latest checkpoint this job continues, in its own run directory"}}},
       {"labels", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}}}}};
 
 nlohmann::json json_body_doc() {
@@ -74,6 +78,7 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_labe
     const JobSpec& s = c.job.spec;
     ctx.executor.validate(s);
     check_job_access(*c.job.config, ctx.access);
+    check_resume_from(ctx, s);
     const Capacity& cap = ctx.opts.capacity;
     if (!cap.holds_everything() && (s.cpus() > cap.cpus || s.gpus() > cap.gpus))
         throw ApiError(422, "exceeds_capacity",

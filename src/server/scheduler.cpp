@@ -10,6 +10,7 @@
 #include "config/loader.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "server/job_resume.h"
 
 namespace llmt::server {
 
@@ -191,6 +192,9 @@ void Scheduler::start_attempt(const JobRecord& j) {
         sets.push_back(fmt::format("output.run_id=job-{}", j.id));
         auto cfg = config::load_config_string(j.config_yaml, fmt::format("job {} config", j.id), sets);
         write_file_atomic(req.config_path, config::to_yaml_written(cfg));  // written keys only (hf_config.h)
+        if (j.spec.resume_from > 0)
+            seed_resumed_run(job_dir(opts_.data_dir, j.spec.resume_from) / "runs" / fmt::format("job-{}", j.spec.resume_from),
+                             dir / "runs" / fmt::format("job-{}", j.id));
         exec_.start(req, [&](const std::string& handle) { store_.set_handle(j.id, handle); });
     } catch (const std::exception& e) {
         JobUpdate f;

@@ -82,6 +82,7 @@ JobSpec spec_from_json(const nlohmann::json& j) {
     s.budget_usd = j.at("budget_usd");
     s.max_retries = j.at("max_retries");
     s.labels = j.at("labels").get<std::map<std::string, std::string>>();
+    s.resume_from = j.value("resume_from", int64_t{0});
     return s;
 }
 
