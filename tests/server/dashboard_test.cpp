@@ -1,7 +1,9 @@
-// The dashboard end to end: a real `llmtrain serve` serving web/dist at /, a finished job of the tiny
+// The dashboard end to end: a real `llmtrain serve` serving web/dist at /, finished jobs of the tiny
 // preset on the local executor, and tests/server/dashboard.mjs driving Debian's Chromium through
-// playwright-core (job list, job page with loss curves, submit form). When Chromium or the npm modules
-// are missing the test fails and says so (scripts/setup.sh installs both); it never skips.
+// playwright-core (job list with results, job page with loss curves and legends, the confusion-matrix
+// heat map, run comparison, cancel with its confirmation, resubmit, clone, resume, the submit form).
+// When Chromium or the npm modules are missing the test fails and says so (scripts/setup.sh installs
+// both); it never skips.
 #include <regex>
 
 #include "server_fixture.h"
@@ -40,6 +42,14 @@ protected:
     }
     static std::string state_of(Api& api, int64_t id) {
         return api.get("/v1/jobs/" + std::to_string(id)).body.value("state", "");
+    }
+    static int64_t submit(Api& api, const std::string& name, const nlohmann::json& overrides) {
+        auto sub = api.post("/v1/jobs", nlohmann::json{{"name", name}, {"config", "gpt2_tiny_cpu"}, {"overrides", overrides}});
+        EXPECT_EQ(sub.status, 201) << sub.text;
+        return sub.body.value("id", int64_t{-1});
+    }
+    static fs::path run_dir(int64_t id) {
+        return root_ / "srv/data/jobs" / std::to_string(id) / "runs" / ("job-" + std::to_string(id));
     }
     static fs::path root_, shards_;
     static ServeProcess* server_;
@@ -102,18 +112,34 @@ TEST_F(DashboardTest, ChromiumShowsTheJobDrawsLossCurvesAndSubmitsFromTheForm) {
     ASSERT_EQ(run_process({"node", "--version"}, "", 30).exit_code, 0) << "node is not on PATH";
 
     Api api(server_->port(), kSubmitterToken);
-    auto sub = api.post("/v1/jobs", nlohmann::json{{"name", "tiny-dash"}, {"config", "gpt2_tiny_cpu"}, {"overrides", overrides()}});
-    ASSERT_EQ(sub.status, 201) << sub.text;
-    int64_t id = sub.body["id"];
-    ASSERT_TRUE(wait_for([&] { return state_of(api, id) == "succeeded"; }, 300))
-        << api.get("/v1/jobs/" + std::to_string(id)).text << server_->log();
+    // Two finished runs to compare (the second also shows the heat map) and one that runs until the
+    // page cancels it (capacity 1: it starts after the two).
+    const int64_t id = submit(api, "tiny-dash", overrides());
+    auto other = overrides();
+    other["trainer.lr"] = 1e-3;
+    const int64_t heat = submit(api, "tiny-heat", other);
+    auto forever = overrides();
+    forever["trainer.max_steps"] = 1000000;
+    forever["trainer.save_every_steps"] = 0;
+    forever["trainer.eval_every_steps"] = 0;
+    const int64_t longer = submit(api, "tiny-long", forever);
+    for (int64_t j : {id, heat})
+        ASSERT_TRUE(wait_for([&] { return state_of(api, j) == "succeeded"; }, 300))
+            << api.get("/v1/jobs/" + std::to_string(j)).text << server_->log();
+    // The classifier workload (issue 21) is another branch's: this run's summary.json is replaced by one
+    // of the shape `train` writes for a classifier (test_accuracy, per-class accuracy, confusion matrix).
+    llmt::write_file_atomic(run_dir(heat) / "summary.json", R"({
+      "run_id": "job-heat", "final_train_loss": 0.4, "final_val_loss": 0.45, "best_val_loss": 0.44, "steps": 12,
+      "test_accuracy": 0.8, "test_loss": 0.55, "per_class_accuracy": [0.9, 0.7, 0.8],
+      "confusion_matrix": [[9, 1, 0], [2, 7, 1], [1, 1, 8]], "class_names": ["T-shirt/top", "Trouser", "Pullover"]})");
+    const nlohmann::json extra = {{"heat", heat}, {"long", longer}, {"compare", {id, heat}}};
 
     const fs::path out = fs::path(LLMT_BINARY_DIR) / "tests/server/dashboard";
     auto r = run_process({"node", (fs::path(LLMT_SOURCE_DIR) / "tests/server/dashboard.mjs").string(),
                           "http://127.0.0.1:" + std::to_string(server_->port()), kSubmitterToken, std::to_string(id),
-                          std::to_string(kSteps), out.string(), web.string(), overrides().dump()},
-                         "", 180);
-    ASSERT_FALSE(r.timed_out) << "dashboard.mjs ran over 180 s\n" << r.err;
+                          std::to_string(kSteps), out.string(), web.string(), overrides().dump(), extra.dump()},
+                         "", 300);
+    ASSERT_FALSE(r.timed_out) << "dashboard.mjs ran over 300 s\n" << r.err;
     ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
     auto line = r.out.substr(0, r.out.find('\n'));
     auto res = nlohmann::json::parse(line, nullptr, false);
@@ -123,6 +149,35 @@ TEST_F(DashboardTest, ChromiumShowsTheJobDrawsLossCurvesAndSubmitsFromTheForm) {
     // The chart's data: every train step and the 3 evals (steps 4, 8, 12).
     EXPECT_EQ(res["counts"]["loss"][0], kSteps);
     EXPECT_EQ(res["counts"]["loss"][1], 3);
+
+    // The result columns came from the API's compact result; the full one has the classifier's fields.
+    auto h = api.get("/v1/jobs/" + std::to_string(heat));
+    EXPECT_EQ(h.body["result"]["confusion_matrix"][2][2], 8) << h.text;
+    auto listed = api.get("/v1/jobs?limit=500");
+    bool compact = false;
+    for (const auto& j : listed.body["jobs"])
+        if (j["id"] == heat) compact = j["result"] == nlohmann::json::parse(
+            R"({"final_train_loss":0.4,"final_val_loss":0.45,"best_val_loss":0.44,"test_accuracy":0.8})");
+    EXPECT_TRUE(compact) << listed.text;
+
+    // Cancel: dismissed once (still running then), accepted once (cancelled).
+    EXPECT_EQ(res["dismissed_state"], "running") << r.out;
+    EXPECT_EQ(state_of(api, longer), "cancelled");
+    // Resubmit: a new job with the first job's spec and config.
+    const int64_t again = res["resubmitted"];
+    EXPECT_NE(again, id);
+    auto a = api.get("/v1/jobs/" + std::to_string(id));
+    auto b = api.get("/v1/jobs/" + std::to_string(again));
+    EXPECT_EQ(b.body["spec"], a.body["spec"]) << b.text;
+    EXPECT_EQ(b.body["config_yaml"], a.body["config_yaml"]);
+    EXPECT_EQ(b.body["submitted_by"], "bob");
+    // Resume: a new job continuing the cancelled one (resume_from); seen starting past step 0, then stopped.
+    const int64_t resumed = res["resumed"];
+    auto rj = api.get("/v1/jobs/" + std::to_string(resumed));
+    EXPECT_EQ(rj.body["spec"]["resume_from"], longer) << rj.text;
+    EXPECT_EQ(rj.body["spec"]["overrides"], api.get("/v1/jobs/" + std::to_string(longer)).body["spec"]["overrides"]);
+    Api admin(server_->port(), kAdminToken);
+    for (int64_t j : {again, resumed}) admin.post("/v1/jobs/" + std::to_string(j) + "/cancel", "");
 
     // The form's job exists in the API as submitted, and runs to success.
     int64_t created = res["created"];

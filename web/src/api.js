@@ -3,11 +3,12 @@
 const KEY = 'llmtrain.token';
 
 export class ApiError extends Error {
-  constructor(status, code, message, field) {
+  constructor(status, code, message, field, details) {
     super(message);
     this.status = status;
     this.code = code;
     this.field = field;
+    this.details = details || {};  // e.g. {issues: [{key, where, message}]} of invalid_config
   }
 }
 
@@ -36,7 +37,7 @@ async function call(method, path, body, as = 'json') {
     let err = { code: 'http_' + res.status, message: `${method} ${path}: HTTP ${res.status}`, field: '' };
     try { err = (await res.json()).error || err; } catch { /* not JSON */ }
     if (res.status === 401) onUnauthorized(err.message);
-    throw new ApiError(res.status, err.code, err.message, err.field);
+    throw new ApiError(res.status, err.code, err.message, err.field, err.details);
   }
   return as === 'text' ? res.text() : res.json();
 }
@@ -44,3 +45,17 @@ async function call(method, path, body, as = 'json') {
 export const get = (path) => call('GET', path);
 export const getText = (path) => call('GET', path, undefined, 'text');
 export const post = (path, body) => call('POST', path, body);
+
+// The newest `keep` jobs (newest first) of GET /v1/jobs, walking its id-ordered pages; `query` is
+// "&state=..." or "". Returns {jobs, total}.
+export async function newestJobs(query = '', keep = 200) {
+  let jobs = [];
+  let after = 0;
+  for (let page = 0; page < 50; ++page) {
+    const r = await get(`/v1/jobs?limit=500&after=${after}${query}`);
+    jobs = jobs.concat(r.jobs);
+    if (r.next_after === null) break;
+    after = r.next_after;
+  }
+  return { jobs: jobs.slice(-keep).reverse(), total: jobs.length };
+}

@@ -1,11 +1,13 @@
-// The dashboard's entry: the token gate, the hash router (#/, #/jobs/{id}, #/submit) and the polling
+// The dashboard's entry: the token gate, the hash router (#/, #/jobs/{id}, #/submit, #/submit/from/{id},
+// #/compare/{id,id,...}) and the polling
 // loop of the current page. Each page returns {refresh, intervalMs}; leaving a page aborts its signal.
 import * as api from './api.js';
 import { jobsPage } from './jobs.js';
 import { jobPage } from './job.js';
 import { submitPage } from './submit.js';
+import { comparePage } from './compare.js';
 
-window.llmtDash = { charts: null, page: null };  // read by tests/server/dashboard.mjs
+window.llmtDash = { charts: null, page: null, compare: null };  // read by tests/server/dashboard.mjs
 
 const main = document.getElementById('main');
 const tokenForm = document.getElementById('token-form');
@@ -60,9 +62,14 @@ function route() {
   let m;
   if ((m = hash.match(/^#\/jobs\/(\d+)$/))) page = jobPage(main, controller.signal, Number(m[1]));
   else if (hash === '#/submit') page = submitPage(main, controller.signal);
+  else if ((m = hash.match(/^#\/submit\/from\/(\d+)$/))) page = submitPage(main, controller.signal, Number(m[1]));
+  else if ((m = hash.match(/^#\/compare\/?([\d,]*)$/)))
+    page = comparePage(main, controller.signal, m[1].split(',').filter(Boolean).map(Number));
   else page = jobsPage(main, controller.signal);
   window.llmtDash.page = hash;
-  document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active', a.getAttribute('href') === hash));
+  const section = hash.match(/^#\/[a-z]*/)?.[0] ?? '#/';
+  document.querySelectorAll('nav a').forEach((a) => a.classList.toggle('active', a.getAttribute('href') === section ||
+    (a.getAttribute('href') === '#/' && section === '#/jobs')));
   current = { controller, timer: null };
   const me = current;
   const tick = async () => {

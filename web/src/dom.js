@@ -41,10 +41,16 @@ export function progressOf(job) {
 
 export function progressCell(job) {
   const { step, max, eta } = progressOf(job);
-  const bar = h('progress', { max: Math.max(max, 1), value: Math.min(step, Math.max(max, 1)) });
+  // The bar's colour follows the state (style.css: running blue, succeeded green, failed red,
+  // cancelled grey, queued/retrying amber).
+  const bar = h('progress', { class: `state-${job.state}`, max: Math.max(max, 1), value: Math.min(step, Math.max(max, 1)) });
   const label = max > 0 ? `${step} / ${max}` : `${step}`;
   return h('div', { class: 'progress' }, bar,
     h('span', { class: 'muted' }, label, eta !== null ? ` · ETA ${fmtDuration(eta)}` : ''));
 }
 
 export const stateBadge = (state) => h('span', { class: `state state-${state}` }, state);
+
+// A number from a job's `result`, or "—".
+export const fmtLoss = (v) => (typeof v === 'number' ? v.toFixed(4) : '—');
+export const fmtPercent = (v) => (typeof v === 'number' ? `${(v * 100).toFixed(2)}%` : '—');

@@ -1,17 +1,28 @@
-// One job (#/jobs/{id}): state, progress, estimated vs actual cost, live loss / learning-rate /
-// tokens-per-second charts (GET metrics?since_step=), per-rank status, the log tail (polled with
-// ?tail=) and the state history. Polls every 2 s until the job is final, then once more.
+// One job (#/jobs/{id}): state, progress, estimated vs actual cost, the result (summary.json), live
+// loss / learning-rate / tokens-per-second charts (GET metrics?since_step=), a classifier's confusion
+// matrix, per-rank status, the log tail (polled with ?tail=) and the state history. Actions: cancel
+// (after a confirmation), resubmit (the same spec as a new job), clone (the submit form prefilled) and
+// resume (a new job continuing this one's latest checkpoint: resume_from). Polls every 2 s until the
+// job is final, then once more.
 import * as api from './api.js';
 import { MetricChart } from './charts.js';
-import { h, fmtDuration, fmtUsd, fmtTime, progressCell, stateBadge, FINAL } from './dom.js';
+import { confusionHeatmap } from './heatmap.js';
+import { h, fmtDuration, fmtUsd, fmtTime, fmtLoss, fmtPercent, progressCell, stateBadge, FINAL } from './dom.js';
 
 const LOG_LINES = 200;
 
 export function jobPage(main, signal, id) {
   const title = h('h2', {}, `Job ${id}`);
   const facts = h('dl', { class: 'facts' });
-  const cancel = h('button', { type: 'button', id: 'cancel', hidden: true }, 'Cancel job');
-  const error = h('p', { class: 'error', hidden: true });
+  const cancel = h('button', { type: 'button', id: 'cancel', class: 'danger', hidden: true }, 'Cancel job');
+  const resubmit = h('button', { type: 'button', id: 'resubmit', class: 'secondary', hidden: true,
+    title: 'submit a new job with this spec' }, 'Resubmit');
+  const clone = h('a', { class: 'button secondary', id: 'clone', href: `#/submit/from/${id}`,
+    title: 'open the submit form filled in with this spec' }, 'Clone…');
+  const resume = h('button', { type: 'button', id: 'resume', class: 'secondary', hidden: true,
+    title: "a new job that continues this run from its latest checkpoint" }, 'Resume');
+  const error = h('p', { class: 'error', id: 'job-error', hidden: true });
+  const heatmap = h('div', { id: 'heatmap-slot' });
   const chartEls = [h('div', { class: 'chart', id: 'chart-loss' }), h('div', { class: 'chart', id: 'chart-lr' }),
     h('div', { class: 'chart', id: 'chart-tps' })];
   const pointsNote = h('p', { class: 'muted', id: 'points-note' });
@@ -20,8 +31,9 @@ export function jobPage(main, signal, id) {
   const rankSel = h('select', { id: 'log-rank' }, h('option', { value: '0' }, 'rank 0'));
   const log = h('pre', { id: 'log', class: 'log' });
   main.replaceChildren(
-    h('section', { class: 'card' }, h('div', { class: 'row' }, title, cancel), error, facts),
+    h('section', { class: 'card' }, h('div', { class: 'row' }, title, resubmit, clone, resume, cancel), error, facts),
     h('section', { class: 'card' }, h('h3', {}, 'Metrics'), h('div', { class: 'charts' }, ...chartEls), pointsNote),
+    heatmap,
     h('section', { class: 'card' }, h('h3', {}, 'Ranks'),
       h('table', {}, h('thead', {}, h('tr', {}, ['rank', 'state', 'log bytes'].map((c) => h('th', {}, c)))), ranks)),
     h('section', { class: 'card' }, h('div', { class: 'row' }, h('h3', {}, `Log (last ${LOG_LINES} lines)`), rankSel), log),
@@ -29,9 +41,9 @@ export function jobPage(main, signal, id) {
       h('table', {}, h('thead', {}, h('tr', {}, ['at', 'state', 'attempt', 'detail'].map((c) => h('th', {}, c)))), history)));
 
   const charts = {
-    loss: new MetricChart(chartEls[0], 'loss', ['loss', 'val_loss'], ['train loss', 'val loss']),
-    lr: new MetricChart(chartEls[1], 'learning rate', ['lr'], ['lr'], (v) => (v === 0 ? '0' : v.toExponential(1))),
-    tps: new MetricChart(chartEls[2], 'tokens/s', ['tokens_per_sec'], ['tokens/s']),
+    loss: new MetricChart(chartEls[0], 'loss', 'loss (cross-entropy)', ['loss', 'val_loss'], ['train loss', 'val loss']),
+    lr: new MetricChart(chartEls[1], 'learning rate', 'learning rate', ['lr'], ['lr']),
+    tps: new MetricChart(chartEls[2], 'throughput', 'tokens/s', ['tokens_per_sec'], ['tokens/s']),
   };
   window.llmtDash.charts = charts;  // the dashboard test reads the drawn data from here
   const onResize = () => Object.values(charts).forEach((c) => c.resize());
@@ -46,18 +58,40 @@ export function jobPage(main, signal, id) {
   let doneLoaded = false;  // a final job is loaded once more after it became final, then not polled
   let job = null;
 
+  function showError(what, e) {
+    error.textContent = `${what}: ${e.message}`;
+    error.hidden = false;
+  }
   cancel.addEventListener('click', async () => {
+    const what = job?.state === 'running'
+      ? 'It gets SIGTERM, writes a checkpoint and stops (SIGKILL after the grace period).'
+      : 'It has not started and will not run.';
+    if (!window.confirm(`Cancel job ${id} (${job?.name ?? ''})? ${what}`)) return;
     cancel.disabled = true;
     try {
       await api.post(`/v1/jobs/${id}/cancel`, {});
+      doneLoaded = false;
       await refresh();
     } catch (e) {
-      error.textContent = `cancel: ${e.message}`;
-      error.hidden = false;
+      showError('cancel', e);
     } finally {
       cancel.disabled = false;
     }
   });
+  // A new job from this one's spec; `extra` adds fields (resume_from). Opens the new job's page.
+  async function submitFrom(button, what, extra) {
+    button.disabled = true;
+    try {
+      const r = await api.post('/v1/jobs', { ...job.spec, ...extra });
+      location.hash = `#/jobs/${r.id}`;
+    } catch (e) {
+      showError(what, e);
+    } finally {
+      button.disabled = false;
+    }
+  }
+  resubmit.addEventListener('click', () => submitFrom(resubmit, 'resubmit', {}));
+  resume.addEventListener('click', () => submitFrom(resume, 'resume', { resume_from: id }));
   rankSel.addEventListener('change', () => refreshLog().catch(() => {}));
 
   async function refreshLog() {
@@ -77,6 +111,7 @@ export function jobPage(main, signal, id) {
         ? `${fmtUsd(est.cost_usd)}, ${fmtDuration(est.duration_s)}${est.source ? ` (source: ${est.source})` : ''}`
         : `none${est.source ? ` (${est.source}${est.reason ? `: ${est.reason}` : ''})` : ''}`],
       ['resources', `${j.spec?.nodes ?? 1} node(s) × ${j.spec?.nproc_per_node ?? 1} proc, ${j.spec?.gpus_per_node ?? 0} GPU/node`],
+      ['result', resultText(j.result, j.state)],
       ['attempts', String(j.attempts)],
       ['exit code', j.exit_code === null ? '—' : String(j.exit_code)],
       ['reason', j.reason || '—'],
@@ -84,6 +119,25 @@ export function jobPage(main, signal, id) {
       ['labels', Object.entries(j.labels || {}).map(([k, v]) => `${k}=${v}`).join(', ') || '—'],
     ];
     facts.replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
+  }
+
+  function resultText(r, state) {
+    if (!r) return FINAL.has(state) ? 'no summary.json' : '— (written when the run ends)';
+    if (r.error) return `summary.json: ${r.error}`;
+    const parts = [`final train loss ${fmtLoss(r.final_train_loss)}`, `best val loss ${fmtLoss(r.best_val_loss)}`];
+    if (typeof r.test_accuracy === 'number') parts.push(`test accuracy ${fmtPercent(r.test_accuracy)}`);
+    if (typeof r.test_loss === 'number') parts.push(`test loss ${fmtLoss(r.test_loss)}`);
+    if (r.interrupted) parts.push('interrupted');
+    return parts.join(' · ');
+  }
+
+  // Resume is offered for a final job that did not succeed and has a checkpoint to continue from.
+  let checkpointsLooked = false;
+  async function showResume(j) {
+    if (!FINAL.has(j.state) || j.state === 'succeeded' || checkpointsLooked) return;
+    checkpointsLooked = true;
+    const a = await api.get(`/v1/jobs/${id}/artifacts`);
+    resume.hidden = !a.files.some((f) => /^checkpoints\/step_\d+\//.test(f.path));
   }
 
   async function refresh() {
@@ -95,7 +149,10 @@ export function jobPage(main, signal, id) {
     title.textContent = `Job ${j.id}: ${j.name}`;
     document.title = `${j.name} · llmtrain`;
     cancel.hidden = final;
+    resubmit.hidden = false;
     renderFacts(j);
+    if (j.result?.confusion_matrix) heatmap.replaceChildren(confusionHeatmap(j.result));
+    await showResume(j);
     ranks.replaceChildren(...j.ranks.map((r) => h('tr', {},
       h('td', {}, String(r.rank)), h('td', {}, stateBadge(r.state)), h('td', { class: 'num' }, String(r.log_file_bytes)))));
     if (rankSel.options.length !== j.ranks.length)

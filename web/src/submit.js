@@ -1,6 +1,7 @@
-// The submit form (#/submit): a preset (GET /v1/presets) with overrides (key=value lines, as --set),
-// resources, priority, limits and labels -> POST /v1/estimate or POST /v1/jobs. Errors show the
-// server's message and mark the field it names.
+// The submit form (#/submit, or #/submit/from/{id} to clone a job: the form filled in with its spec):
+// a preset (GET /v1/presets) with overrides (key=value lines, as --set), resources, priority, limits
+// and labels -> POST /v1/estimate or POST /v1/jobs. Errors show the server's message and mark the
+// field it names; a config with several problems lists each (invalid_config's details.issues).
 import * as api from './api.js';
 import { h, fmtDuration, fmtUsd } from './dom.js';
 
@@ -17,7 +18,7 @@ function keyValues(text, what) {
   return out;
 }
 
-export function submitPage(main, signal) {
+export function submitPage(main, signal, fromId = null) {
   const field = (label, input, hint) => h('label', {}, h('span', {}, label), input, hint ? h('small', { class: 'muted' }, hint) : null);
   const name = h('input', { id: 'f-name', name: 'name', required: true, pattern: '[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?',
     placeholder: 'lr-sweep-3', autocomplete: 'off' });
@@ -34,7 +35,7 @@ export function submitPage(main, signal) {
   const estimateBtn = h('button', { type: 'button', id: 'estimate' }, 'Estimate');
   const submitBtn = h('button', { type: 'submit', id: 'submit' }, 'Submit job');
   const form = h('form', { id: 'submit-form', class: 'card', novalidate: true },
-    h('h2', {}, 'Submit a job'),
+    h('h2', {}, fromId ? `Submit a job (a clone of job ${fromId})` : 'Submit a job'),
     field('name', name, 'a DNS label: a-z, 0-9 and -'),
     field('preset', preset, null), presetNote,
     field('overrides', overrides, 'one key=value per line, as llmtrain train --set'),
@@ -46,21 +47,47 @@ export function submitPage(main, signal) {
   main.replaceChildren(form);
 
   let presets = [];
-  api.get('/v1/presets').then((r) => {
+  let source = null;  // the cloned job's spec: its config when it was not a preset name, its nodes and retries
+  const INLINE = '__inline__';
+  Promise.all([api.get('/v1/presets'), fromId ? api.get(`/v1/jobs/${fromId}`) : null]).then(([r, from]) => {
     if (signal.aborted) return;
     presets = r.presets;
     preset.replaceChildren(...presets.map((p) => h('option', { value: p.name }, p.name)));
     const tiny = presets.find((p) => p.name === 'gpt2_tiny_cpu');
     if (tiny) preset.value = tiny.name;
+    if (from) fillFrom(from.spec);
     showPresetNote();
   }).catch((e) => showError(e));
   function showPresetNote() {
-    presetNote.textContent = presets.find((p) => p.name === preset.value)?.description || '';
+    presetNote.textContent = preset.value === INLINE ? `the config job ${fromId} was submitted with (not a preset)`
+      : presets.find((p) => p.name === preset.value)?.description || '';
+  }
+  const lines = (obj) => Object.entries(obj || {}).map(([k, v]) => `${k}=${v}`).join('\n');
+  function fillFrom(spec) {
+    source = spec;
+    name.value = spec.name;
+    if (typeof spec.config === 'string' && presets.some((p) => p.name === spec.config)) {
+      preset.value = spec.config;
+    } else {
+      preset.append(h('option', { value: INLINE }, `config of job ${fromId}`));
+      preset.value = INLINE;
+    }
+    overrides.value = lines(spec.overrides);
+    nproc.value = String(spec.nproc_per_node ?? 1);
+    gpus.value = String(spec.gpus_per_node ?? 0);
+    priority.value = String(spec.priority ?? 0);
+    maxRuntime.value = spec.max_runtime_s > 0 ? String(spec.max_runtime_s) : '';
+    budget.value = spec.budget_usd > 0 ? String(spec.budget_usd) : '';
+    labels.value = lines(spec.labels);
   }
   preset.addEventListener('change', showPresetNote);
 
   function body() {
-    const b = { name: name.value.trim(), config: preset.value };
+    const b = { name: name.value.trim(), config: preset.value === INLINE ? source.config : preset.value };
+    if (source) {  // what the form has no field for comes from the cloned job
+      b.nodes = source.nodes;
+      b.max_retries = source.max_retries;
+    }
     const o = keyValues(overrides.value, 'overrides');
     if (Object.keys(o).length) b.overrides = o;
     b.nproc_per_node = Number(nproc.value || 1);
@@ -81,6 +108,15 @@ export function submitPage(main, signal) {
     const f = (e.field || '').split('.')[0];
     const el = form.querySelector(`[name="${CSS.escape(f)}"]`) || (e.field && e.code === 'invalid_config' ? overrides : null);
     if (el) el.classList.add('invalid');
+    const issues = Array.isArray(e.details?.issues) ? e.details.issues : [];
+    if (issues.length > 1) {
+      // One line per problem, not the message's run-together text.
+      result.replaceChildren(h('div', { class: 'error' },
+        h('p', {}, `${e.status} ${e.code}: ${issues.length} problems in the config (field: ${e.field})`),
+        h('ul', { class: 'errors' }, issues.map((i) => h('li', {}, h('code', {}, i.key || 'config'), ': ', i.message,
+          i.where ? h('small', { class: 'muted' }, ` (${i.where})`) : null)))));
+      return;
+    }
     result.replaceChildren(h('p', { class: 'error' }, e.status ? `${e.status} ${e.code}: ` : '', e.message,
       e.field ? ` (field: ${e.field})` : ''));
   }
