@@ -6,7 +6,8 @@
 // with values before any hover and enough y ticks; the log tail shows; the heat map of a classifier
 // run; comparing two runs draws two series (smoothing and log scale change it); cancel asks first
 // (dismissed: still running; accepted: cancelled); resume and resubmit create jobs; clone fills the
-// form; the submit form refuses a bad name naming the field, then creates a job. No page error and no
+// form; the submit form refuses a bad name naming the field, lists two config problems one per
+// line, then creates a job. No page error and no
 // CSP violation may occur.
 // Usage: node dashboard.mjs BASE_URL TOKEN JOB_ID MAX_STEPS OUT_DIR WEB_DIR OVERRIDES_JSON EXTRA_JSON
 // (EXTRA_JSON: {"heat": id, "long": id, "compare": [id, id]}). Prints one JSON line {"created": id,
@@ -221,6 +222,17 @@ try {
   problems.push(...unexpected);
   if (!(await page.locator('#f-name.invalid').count())) fail('a refused name did not mark the name field');
   await page.fill('#f-name', 'from-form');
+  // A config with two problems: each on its own line of a list.
+  await page.fill('#f-overrides', `${overrides}\ntrainer.lr=-1\ntrainer.weight_decay=-2`);
+  const before2 = problems.length;
+  await page.click('#submit');
+  await page.locator('#submit-result ul.errors').waitFor();
+  const listed = await page.locator('#submit-result ul.errors li').allInnerTexts();
+  problems.push(...problems.splice(before2).filter((p) => !p.includes('status of 400')));
+  // (At least these two: a cross-field check may add its own line.)
+  if (!listed.some((t) => t.startsWith('trainer.lr:')) || !listed.some((t) => t.startsWith('trainer.weight_decay:')))
+    fail(`two config problems are not listed one per line: ${JSON.stringify(listed)}`);
+  await page.fill('#f-overrides', overrides);
   await page.click('#submit');
   await page.waitForFunction(() => /^#\/jobs\/\d+$/.test(location.hash));
   const created = Number(new URL(page.url()).hash.split('/')[2]);
