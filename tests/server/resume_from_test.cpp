@@ -2,6 +2,7 @@
 // or a job that cannot be resumed is refused naming the field; a resumed job continues job N's run from
 // its latest checkpoint in its own run directory (its first logged step follows N's last), and job N's
 // files stay as they were.
+#include <regex>
 #include <sstream>
 
 #include "server_fixture.h"
@@ -113,6 +114,9 @@ TEST_F(ResumeFromTest, ResumedJobContinuesFromTheLatestCheckpointInItsOwnRun) {
     auto log = api.get("/v1/jobs/" + std::to_string(id) + "/logs");
     EXPECT_NE(log.text.find("resume: "), std::string::npos) << log.text;
     EXPECT_NE(log.text.find("at step 8"), std::string::npos) << log.text;
+    // It trained steps 9..12 only: no step line of the first 8 (a fresh run would log "step 1/12").
+    EXPECT_FALSE(std::regex_search(log.text, std::regex(R"((^|\n)step +[1-8]/12 )"))) << log.text;
+    EXPECT_TRUE(std::regex_search(log.text, std::regex(R"((^|\n)step +9/12 )"))) << log.text;
     const auto steps = logged_steps(run_dir(id));
     ASSERT_FALSE(steps.empty());
     EXPECT_EQ(steps.back(), 12);
