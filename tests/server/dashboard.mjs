@@ -169,6 +169,8 @@ try {
   const series = await page.evaluate(() => window.llmtDash.compare.series());
   if (series.length !== 2 || !series.every((s) => s.points === Number(maxSteps))) fail(`compare series ${JSON.stringify(series)}`);
   const raw = await page.evaluate(() => window.llmtDash.compare.chart().data[1].slice());
+  const second = await page.evaluate(() => window.llmtDash.compare.chart().data[2].slice());
+  if (JSON.stringify(raw) === JSON.stringify(second)) fail('the two compared runs drew the same series');
   await page.locator('#cmp-smoothing').fill('0');
   const unsmoothed = await page.evaluate(() => window.llmtDash.compare.chart().data[1].slice());
   if (JSON.stringify(raw) === JSON.stringify(unsmoothed)) fail('the smoothing slider did not change the series');

@@ -116,7 +116,7 @@ TEST_F(DashboardTest, ChromiumShowsTheJobDrawsLossCurvesAndSubmitsFromTheForm) {
     // page cancels it (capacity 1: it starts after the two).
     const int64_t id = submit(api, "tiny-dash", overrides());
     auto other = overrides();
-    other["trainer.lr"] = 1e-3;
+    other["trainer.lr"] = 3e-3;  // another curve than the first run's (its lr peaks at 1e-3)
     const int64_t heat = submit(api, "tiny-heat", other);
     auto forever = overrides();
     forever["trainer.max_steps"] = 1000000;
