@@ -18,6 +18,7 @@
 
 #include "core/cpu_features.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/gemm_bf16.h"
 
 using llmt::kernels::cpu::GemmBackend;
 using llmt::kernels::cpu::sgemm_with;
@@ -81,9 +82,11 @@ int main(int argc, char** argv) {
                 static_cast<long long>(BT), static_cast<long long>(C), static_cast<long long>(Vp), L,
                 omp_get_max_threads(), llmt::cpu_features().describe().c_str());
     std::printf("GFLOP/s (wall, median of %d) and [GFLOP per CPU-second]\n", reps);
-    std::printf("%-20s %6s %6s %6s %18s %18s %7s %9s\n", "shape", "M", "N", "K", "openblas", "onednn",
-                "ratio", "maxdiff");
-    double step_s[2] = {0, 0};
+    std::printf("bf16: %s\n", llmt::kernels::cpu::gemm_bf16_describe().c_str());
+    std::printf("%-20s %6s %6s %6s %18s %18s %7s %9s %18s %9s\n", "shape", "M", "N", "K", "openblas", "onednn",
+                "ratio", "maxdiff", "bf16 (native)", "bf16/f32");
+    double step_s[3] = {0, 0, 0};
+    const bool bf16 = llmt::kernels::cpu::gemm_bf16_native();
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> d(-1.0f, 1.0f);
     for (const Shape& s : shapes) {
@@ -92,11 +95,11 @@ int main(int argc, char** argv) {
         std::vector<float> A(static_cast<size_t>(rowsA * colsA)), B(static_cast<size_t>(rowsB * colsB));
         for (auto& x : A) x = d(rng);
         for (auto& x : B) x = d(rng);
-        std::vector<float> Cm[2];
-        double gflops[2], gflops_cpu[2] = {0, 0};
-        for (int be = 0; be < 2; be++) {
+        std::vector<float> Cm[3];
+        double gflops[3] = {0, 0, 0}, gflops_cpu[3] = {0, 0, 0};
+        for (int be = 0; be < 3; be++) {  // OpenBLAS, oneDNN fp32, bf16 GEMM with fp32 accumulation (gemm_bf16.h)
             const GemmBackend backend = be == 0 ? GemmBackend::kOpenBlas : GemmBackend::kOneDnn;
-            if (!llmt::kernels::cpu::gemm_backend_available(backend)) {
+            if (be == 2 ? !bf16 : !llmt::kernels::cpu::gemm_backend_available(backend)) {
                 gflops[be] = 0;
                 continue;
             }
@@ -104,8 +107,12 @@ int main(int argc, char** argv) {
             std::vector<double> t, tc;
             for (int r = 0; r < reps + 1; r++) {  // first run warms up (page faults, JIT, thread pool)
                 const double t0 = now_s(), c0 = cpu_s();
-                sgemm_with(backend, s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), colsA, B.data(), colsB, 0.0f,
-                           Cm[be].data(), s.N);
+                if (be == 2)  // includes rounding both operands to bf16, as training pays it
+                    llmt::kernels::cpu::gemm_bf16(s.ta, s.tb, s.M, s.N, s.K, A.data(), colsA, B.data(), colsB, 0.0f,
+                                                  Cm[be].data(), s.N);
+                else
+                    sgemm_with(backend, s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), colsA, B.data(), colsB, 0.0f,
+                               Cm[be].data(), s.N);
                 if (r > 0) {
                     t.push_back(now_s() - t0);
                     tc.push_back(cpu_s() - c0);
@@ -122,12 +129,13 @@ int main(int argc, char** argv) {
                 maxdiff = std::max(maxdiff, static_cast<double>(std::fabs(Cm[0][i] - Cm[1][i])));
                 scale = std::max(scale, static_cast<double>(std::fabs(Cm[0][i])));
             }
-        std::printf("%-20s %6lld %6lld %6lld %8.1f [%7.1f] %8.1f [%7.1f] %7.2f %9.1e\n", s.name.c_str(),
-                    static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K),
-                    gflops[0], gflops_cpu[0], gflops[1], gflops_cpu[1], gflops[0] > 0 ? gflops[1] / gflops[0] : 0.0,
-                    maxdiff / scale);
+        std::printf("%-20s %6lld %6lld %6lld %8.1f [%7.1f] %8.1f [%7.1f] %7.2f %9.1e %8.1f [%7.1f] %9.2f\n",
+                    s.name.c_str(), static_cast<long long>(s.M), static_cast<long long>(s.N),
+                    static_cast<long long>(s.K), gflops[0], gflops_cpu[0], gflops[1], gflops_cpu[1],
+                    gflops[0] > 0 ? gflops[1] / gflops[0] : 0.0, maxdiff / scale, gflops[2], gflops_cpu[2],
+                    gflops_cpu[1] > 0 ? gflops_cpu[2] / gflops_cpu[1] : 0.0);
     }
-    std::printf("one training step's GEMMs: openblas %.1f ms, onednn %.1f ms, ratio %.2f\n", step_s[0] * 1e3,
-                step_s[1] * 1e3, step_s[1] > 0 ? step_s[0] / step_s[1] : 0.0);
+    std::printf("one training step's GEMMs: openblas %.1f ms, onednn %.1f ms, ratio %.2f; bf16 %.1f ms\n",
+                step_s[0] * 1e3, step_s[1] * 1e3, step_s[1] > 0 ? step_s[0] / step_s[1] : 0.0, step_s[2] * 1e3);
     return 0;
 }

@@ -7,7 +7,6 @@
 // conversation given as JSON on stdin without a model, to compare with transformers' apply_chat_template.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "cli/checkpoint_model.h"
+#include "kernels/ops.h"
 #include "cli/command.h"
 #include "cli/generation_stop.h"
 #include "core/check.h"
@@ -98,7 +98,7 @@ void run_chat(const ChatOptions& o) {
                                     : load_model_dir("chat", o.model, o.sets);
     const config::Config& cfg = loaded.config;
     const models::Model& model = *loaded.model;
-    if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
+    kernels::set_cpu_threads(cfg.run.threads);
     const std::string tok_spec = !o.tokenizer.empty()                   ? o.tokenizer
                                  : !ours && model_dir_tokenizer(o.model) ? o.model
                                                                          : cfg.data.tokenizer;

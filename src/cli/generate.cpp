@@ -2,7 +2,6 @@
 // and the seeded sampler (models/sampler.h), streaming the text to stdout token by token.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,6 +21,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "data/tokenizer.h"
+#include "kernels/ops.h"
 #include "models/hf_resolve.h"
 #include "models/sampler.h"
 #include "models/utf8_stream.h"
@@ -124,7 +124,7 @@ void run_generate(const GenerateOptions& o) {
                                                    : load_model_dir("generate", o.model_dir, o.sets);
     const config::Config& cfg = loaded.config;
     const models::Model& model = *loaded.model;
-    if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
+    kernels::set_cpu_threads(cfg.run.threads);
     const models::ModelDims& mc = model.dims();
 
     TokenIo io(o, cfg);

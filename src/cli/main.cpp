@@ -9,6 +9,7 @@
 #include "cli/command.h"
 #include "core/error.h"
 #include "core/knobs.h"
+#include "core/omp_wait.h"
 
 namespace {
 
@@ -24,6 +25,7 @@ Run `llmtrain <command> --help` for the options of a command.)";
 }  // namespace
 
 int main(int argc, char** argv) {
+    llmt::limit_omp_spinning(argc, argv);  // first: may re-execute the binary (core/omp_wait.h)
     llmt::cli::Runtime rt;
     rt.argv.assign(argv, argv + argc);
 

@@ -598,9 +598,6 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
     }
     if (r["output"]["root_dir"].get<std::string>().empty())
         v.add("output.root_dir", at("output.root_dir"), "must not be empty");
-    if (t["precision"] == "bf16" && r["run"]["device"] == "cpu")
-        v.add("trainer.precision", at("trainer.precision"),
-              "bf16 runs on CUDA only in this version; use fp32 with run.device: cpu (or run.device: cuda)");
     check_deterministic(r, at, v);
     check_data_keys_read(r, at, v);
     check_mlflow_uri(r, at, v);

@@ -89,7 +89,7 @@ std::vector<FieldSpec> build() {
     v.push_back(enum_field("run.device", "auto", {"cpu", "cuda", "auto"}, "where to train; auto picks cuda when a GPU is present"));
     v.push_back(bool_field("run.deterministic", false, "bit-reproducible runs: CPU runs always are (same config, threads and data give the same bits); "
                           "true is refused on CUDA, whose kernels are not (docs/config.md)"));
-    v.push_back(int_field("run.threads", 0, 0, 4096, "CPU threads per process; 0 = all available cores"));
+    v.push_back(int_field("run.threads", 0, 0, 4096, "CPU threads per process; 0 = OMP_NUM_THREADS if set, else the CPUs this process may use (affinity mask and cgroup CPU quota)"));
     // model
     v.push_back(enum_field("model.arch", "gpt2", {"gpt2", "llama"},
                            "model family; with model.init_from a Hugging Face directory, taken from its config.json"));

@@ -24,6 +24,8 @@
 #include "kernels/cpu/layernorm.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/peak_flops.h"
+#include "kernels/cpu/gemm_bf16.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/residual.h"
 #include "kernels/cpu/rmsnorm.h"
@@ -629,6 +631,16 @@ void synchronize(Device device) {
 }
 
 double cpu_peak_flops() { return cpu::measured_peak_flops(); }
+
+int set_cpu_threads(int configured) { return cpu::apply_cpu_threads(configured); }
+
+std::string set_cpu_gemm_precision(DType dtype) {
+    LLMT_INTERNAL_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "set_cpu_gemm_precision: {} is not a GEMM "
+                        "precision", dtype_name(dtype));
+    const bool bf16 = dtype == DType::kBF16;
+    cpu::set_matmul_precision(bf16 ? cpu::MatmulPrecision::kBF16 : cpu::MatmulPrecision::kF32);
+    return bf16 ? cpu::gemm_bf16_describe() : "fp32";
+}
 
 DeviceMemoryInfo device_memory_info(Device device) {
     DeviceMemoryInfo m;

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -170,6 +171,15 @@ DeviceMemoryInfo device_memory_info(Device device);
 void zero(Tensor t);
 // Waits for the device's queued kernels (no-op on the CPU); DeviceError on an asynchronous fault.
 void synchronize(Device device);
+
+// The process's CPU thread count from run.threads (0: OMP_NUM_THREADS, else the affinity mask and cgroup CPU
+// quota; cpu/threads.h). Returns the count in effect.
+int set_cpu_threads(int configured);
+
+// The CPU linear layers' GEMM precision (cpu/matmul.h): bf16 operands with fp32 accumulation (trainer.precision:
+// bf16) or fp32; tensors stay fp32. Returns how bf16 runs ("oneDNN brg:avx512_core_bf16", or emulated and why),
+// "fp32" for kF32, for the log.
+std::string set_cpu_gemm_precision(DType dtype);
 
 // Name of the CPU GEMM backend in use ("onednn" / "openblas"), for `llmtrain version` and logs.
 const char* gemm_backend_name();

@@ -53,10 +53,9 @@ Device resolve_device(const config::Config& cfg, int local_world) {
 // The model's compute precision on `device` (trainer.precision); what this version cannot do is refused.
 DType check_supported(const config::Config& cfg, Device device) {
     if (device == Device::kCpu) {
-        LLMT_CHECK(cfg.trainer.precision == "fp32",
-                   "trainer.precision: {} is not available on the CPU in this version; use fp32 (bf16 needs "
-                   "run.device: cuda)",
-                   cfg.trainer.precision);
+        // bf16 on the CPU is a GEMM precision (kernels/cpu/matmul.h): tensors stay fp32 in memory.
+        LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16",
+                   "trainer.precision: {} is not available on the CPU; use fp32 or bf16", cfg.trainer.precision);
         return DType::kF32;
     }
     // run.device: cuda is refused by validation (config/loader.cpp); auto lands here when a GPU is present.

@@ -84,9 +84,7 @@ void open_rank_log(const std::filesystem::path& logs_dir, int rank) {
 // ZeRO-1 optimizer shard of one rank inside a checkpoint directory.
 std::string zero_optimizer_file(int rank) { return fmt::format("optimizer.rank{}.safetensors", rank); }
 
-void apply_threads(const config::Config& cfg) {
-    if (cfg.run.threads > 0) omp_set_num_threads(cfg.run.threads);
-}
+void apply_threads(const config::Config& cfg) { kernels::set_cpu_threads(cfg.run.threads); }
 
 // The train and val shard lists for the configured source (preparing text/jsonl into the cache).
 ShardFiles resolve_data(const config::Config& cfg, bool need_train) {
@@ -271,7 +269,7 @@ private:
                                      static_cast<double>(model_->num_parameters()),
                                  model_->num_parameters()));
         }
-        if (dev_ != Device::kCuda) return;
+        if (dev_ != Device::kCuda) return log_cpu_precision();
         const auto mem = kernels::device_memory_info(dev_);
         log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
                              "AdamW state {:.2f}, activations {:.2f} at B={} T={}, recompute {}) of {:.1f} GiB on the "
@@ -279,6 +277,15 @@ private:
                              dtype_name(dtype_), mem_.total() / 1073741824.0, mem_.parameters / 1073741824.0,
                              mem_.gradients / 1073741824.0, mem_.optimizer / 1073741824.0,
                              mem_.activations / 1073741824.0, B(), T(), tc_.recompute, mem.total / 1073741824.0));
+    }
+
+    // trainer.precision on the CPU: the GEMMs' input precision (kernels/cpu/matmul.h), set before the first step.
+    void log_cpu_precision() {
+        const bool bf16 = cfg_.trainer.precision == "bf16";
+        const std::string how = kernels::set_cpu_gemm_precision(bf16 ? DType::kBF16 : DType::kF32);
+        log_line(fmt::format("device: cpu, {} threads, {}", omp_get_max_threads(),
+                             bf16 ? "bf16 GEMMs with fp32 accumulation (" + how + "), fp32 weights and activations"
+                                  : std::string("fp32 GEMMs")));
     }
 
     void open_data() {
@@ -716,6 +723,7 @@ nlohmann::ordered_json run_evaluation(const config::Config& config, const std::s
     apply_threads(cfg);
     const Device dev = resolve_device(cfg, 1);
     const DType dtype = check_supported(cfg, dev);
+    if (dev == Device::kCpu) kernels::set_cpu_gemm_precision(cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32);
     std::string source;
     std::unique_ptr<models::Model> model;
     if (!checkpoint.empty()) {

@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/knobs.h"
+#include "kernels/cpu/threads.h"
 
 #if LLMT_HAVE_ONEDNN
 #include <dnnl.h>
@@ -93,6 +94,9 @@ bool sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, f
 
 void sgemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+    // oneDNN sizes its OpenMP team from omp_get_max_threads() at the call: small GEMMs (decode) get fewer
+    // threads (threads.h). OpenBLAS's pthreads build keeps its own pool and ignores this.
+    const ScopedOmpThreads threads(threads_for_flops(2.0 * static_cast<double>(M) * N * K));
     sgemm_with(gemm_backend(), trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -40,4 +40,38 @@ LLMT_LAZY_FUNCTION(onednn_library(), dnnl_status_t, dnnl_sgemm,
                    (char ta, char tb, dnnl_dim_t M, dnnl_dim_t N, dnnl_dim_t K, float alpha, const float* A,
                     dnnl_dim_t lda, const float* B, dnnl_dim_t ldb, float beta, float* C, dnnl_dim_t ldc),
                    (ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
+
+// oneDNN's matmul primitive, for bf16 GEMMs (gemm_bf16.cpp).
+#define LLMT_DNNL(ret, name, params, args) LLMT_LAZY_FUNCTION(onednn_library(), ret, name, params, args)
+LLMT_DNNL(dnnl_status_t, dnnl_engine_create, (dnnl_engine_t* e, dnnl_engine_kind_t k, size_t i), (e, k, i))
+LLMT_DNNL(dnnl_status_t, dnnl_stream_create, (dnnl_stream_t* s, dnnl_engine_t e, unsigned f), (s, e, f))
+LLMT_DNNL(dnnl_status_t, dnnl_stream_wait, (dnnl_stream_t s), (s))
+LLMT_DNNL(dnnl_status_t, dnnl_memory_desc_init_by_strides,
+          (dnnl_memory_desc_t* md, int nd, const dnnl_dims_t dims, dnnl_data_type_t dt, const dnnl_dims_t st),
+          (md, nd, dims, dt, st))
+LLMT_DNNL(dnnl_status_t, dnnl_memory_create,
+          (dnnl_memory_t* m, const dnnl_memory_desc_t* md, dnnl_engine_t e, void* h), (m, md, e, h))
+LLMT_DNNL(dnnl_status_t, dnnl_memory_destroy, (dnnl_memory_t m), (m))
+LLMT_DNNL(dnnl_status_t, dnnl_matmul_desc_init,
+          (dnnl_matmul_desc_t* d, const dnnl_memory_desc_t* s, const dnnl_memory_desc_t* w,
+           const dnnl_memory_desc_t* b, const dnnl_memory_desc_t* o),
+          (d, s, w, b, o))
+LLMT_DNNL(dnnl_status_t, dnnl_primitive_attr_create, (dnnl_primitive_attr_t* a), (a))
+LLMT_DNNL(dnnl_status_t, dnnl_primitive_attr_destroy, (dnnl_primitive_attr_t a), (a))
+LLMT_DNNL(dnnl_status_t, dnnl_post_ops_create, (dnnl_post_ops_t* p), (p))
+LLMT_DNNL(dnnl_status_t, dnnl_post_ops_destroy, (dnnl_post_ops_t p), (p))
+LLMT_DNNL(dnnl_status_t, dnnl_post_ops_append_sum, (dnnl_post_ops_t p, float s), (p, s))
+LLMT_DNNL(dnnl_status_t, dnnl_primitive_attr_set_post_ops, (dnnl_primitive_attr_t a, const_dnnl_post_ops_t p),
+          (a, p))
+LLMT_DNNL(dnnl_status_t, dnnl_primitive_desc_create,
+          (dnnl_primitive_desc_t* pd, const_dnnl_op_desc_t d, const_dnnl_primitive_attr_t a, dnnl_engine_t e,
+           const_dnnl_primitive_desc_t h),
+          (pd, d, a, e, h))
+LLMT_DNNL(dnnl_status_t, dnnl_primitive_desc_destroy, (dnnl_primitive_desc_t pd), (pd))
+LLMT_DNNL(dnnl_status_t, dnnl_primitive_desc_query,
+          (const_dnnl_primitive_desc_t pd, dnnl_query_t q, int i, void* r), (pd, q, i, r))
+LLMT_DNNL(dnnl_status_t, dnnl_primitive_create, (dnnl_primitive_t* p, const_dnnl_primitive_desc_t pd), (p, pd))
+LLMT_DNNL(dnnl_status_t, dnnl_primitive_execute,
+          (const_dnnl_primitive_t p, dnnl_stream_t s, int n, const dnnl_exec_arg_t* a), (p, s, n, a))
+#undef LLMT_DNNL
 #endif

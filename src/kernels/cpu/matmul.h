@@ -4,7 +4,16 @@
 // Grad convention (src/kernels/README.md): dinp = (activation grad, overwritten); dweight, dbias +=.
 #pragma once
 
+#include <cstdint>
+
 namespace llmt::kernels::cpu {
+
+// The GEMMs' input precision (trainer.precision on the CPU): fp32, or bf16 operands with fp32 accumulation
+// (gemm_bf16.h) while weights, gradients and activations stay fp32 in memory, as torch's CPU autocast does.
+// Process-wide; the trainer sets it before the first step. Without AVX512_BF16, bf16 is emulated (gemm_bf16.h).
+enum class MatmulPrecision : uint8_t { kF32, kBF16 };
+void set_matmul_precision(MatmulPrecision p);
+MatmulPrecision matmul_precision();
 
 // out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC); bias may be null.
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,

@@ -1,0 +1,25 @@
+// OpenMP threads that wait without burning CPU when the cores are shared. GNU OpenMP (libgomp) spins up to
+// 300,000 iterations (~1-10 ms) at every barrier and idle point before sleeping, unless OMP_WAIT_POLICY or
+// GOMP_SPINCOUNT says otherwise; with other processes on the cores, a spinning thread takes the time slice the
+// thread it waits for needs, and CPU time goes to spinning (issue 26 measured decode at 2.2 tokens/s with 2
+// threads on 2 busy cores, 127 with 1). libgomp reads its environment once, in its load-time constructor, before
+// main: so the compute subcommands re-execute the binary once with GOMP_SPINCOUNT set (docs/architecture.md,
+// "Start-up"). A user's own OMP_WAIT_POLICY or GOMP_SPINCOUNT is kept and nothing is re-executed.
+// Thread safety: call first thing in main, before any thread exists.
+#pragma once
+
+namespace llmt {
+
+// Spin iterations before a waiting OpenMP thread sleeps: ~0.1 ms. Enough to catch a partner that arrives within
+// the same time slice (an idle machine's barriers), small against the time slice a preempted partner needs.
+inline constexpr const char* kOmpSpinCount = "10000";
+
+// True when argv names a subcommand that runs OpenMP compute (train, eval, generate, chat).
+bool runs_openmp_compute(int argc, char** argv);
+
+// For those subcommands, when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set: sets GOMP_SPINCOUNT and
+// re-executes /proc/self/exe with the same argv (the pid stays). Returns only when nothing was re-executed
+// (other subcommands, the user's own setting, or exec failed: the run goes on with libgomp's default).
+void limit_omp_spinning(int argc, char** argv);
+
+}  // namespace llmt
