@@ -32,9 +32,10 @@ void log_job_started(int64_t job_id, int attempt) { emit(fmt::format("job {} sta
 
 void log_job_finished(int64_t job_id, const std::string& state, std::optional<int> exit_code, double seconds,
                       const std::string& reason) {
-    emit(fmt::format("job {} {}: {}{} after {}", job_id, state, exit_code ? fmt::format("exit code {}", *exit_code) : reason,
-                     exit_code && reason != fmt::format("exit code {}", *exit_code) ? " (" + reason + ")" : "",
-                     duration_text(seconds)));
+    const std::string code = exit_code ? fmt::format("exit code {}", *exit_code) : std::string();
+    std::string what = code.empty() ? reason : (reason == code || reason.empty() ? code : code + " (" + reason + ")");
+    emit(fmt::format("job {} {}: {}{}", job_id, state, what,
+                     seconds > 0 ? " after " + duration_text(seconds) : std::string()));
 }
 
 void log_job_note(int64_t job_id, const std::string& what) { emit(fmt::format("job {} {}", job_id, what)); }

@@ -11,7 +11,7 @@ namespace llmt::server {
 
 void log_job_queued(int64_t job_id, const std::string& submitted_by, const std::string& run_name);
 void log_job_started(int64_t job_id, int attempt);
-// `state`: state_name() of the state the job went to; `seconds`: since the attempt started.
+// `state`: state_name() of the state the job went to; `seconds`: since the attempt started (0: it never ran).
 void log_job_finished(int64_t job_id, const std::string& state, std::optional<int> exit_code, double seconds,
                       const std::string& reason);
 

@@ -359,7 +359,10 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                             u.finish = true;
                             u.reason = "cancelled by " + c.who.name + " before it ran";
                             u.detail = *u.reason;
-                            if (ctx.store.transition(j.id, j.state, JobState::kCancelled, u)) break;
+                            if (ctx.store.transition(j.id, j.state, JobState::kCancelled, u)) {
+                                log_job_finished(j.id, "cancelled", std::nullopt, 0, *u.reason);
+                                break;
+                            }
                         } else {
                             ctx.store.request_cancel(j.id);
                             ctx.scheduler.wake();

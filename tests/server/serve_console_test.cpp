@@ -77,7 +77,7 @@ TEST_F(ServeConsoleTest, LinkTransitionsAndEstimateRatios) {
 // The form's path: a warmup longer than the run (the default preset's 20 with max_steps 12) is accepted,
 // shortened, with the warning in the answer.
 TEST_F(ServeConsoleTest, WarmupLongerThanTheRunIsAWarningNotA400) {
-    ServeProcess srv(root_ / "srv2", {"--capacity", "cpus=2,gpus=0"});
+    ServeProcess srv(root_ / "srv2", {"--capacity", "cpus=0,gpus=0"});  // holds every job: it stays queued
     Api api(srv.port(), kSubmitterToken);
     auto r = api.post("/v1/jobs", nlohmann::json{{"name", "short"},
                                                  {"config", "gpt2_tiny_cpu"},
@@ -85,8 +85,12 @@ TEST_F(ServeConsoleTest, WarmupLongerThanTheRunIsAWarningNotA400) {
     ASSERT_EQ(r.status, 201) << r.text;
     ASSERT_EQ(r.body["warnings"].size(), 1u) << r.body.dump(2);
     EXPECT_TRUE(has(r.body["warnings"][0].get<std::string>(), "shortened to 12")) << r.body.dump(2);
-    Api admin(srv.port(), kAdminToken);
-    cancel_jobs(admin, {"queued", "running"});
+    // Cancelled before it ran: one line too.
+    const int64_t id = r.body["id"];
+    ASSERT_EQ(api.post("/v1/jobs/" + std::to_string(id) + "/cancel", "{}").status, 202);
+    EXPECT_TRUE(wait_for([&] { return has(srv.log(), fmt::format("job {} cancelled: cancelled by bob before it ran", id)); },
+                         10))
+        << srv.log();
 }
 
 // A generated tokens file: comment lines first, then one token per line, token first.
