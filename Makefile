@@ -32,6 +32,7 @@ build: $(PRESET_BUILD)
 # $(PREFIX)/share/llmtrain (cmake/Install.cmake); DESTDIR=/staging puts it under /staging$(PREFIX).
 PREFIX ?= /usr/local
 install: $(PRESET_BUILD)
+	@if [ "$$(grep -c '^LLMTRAIN_WERROR:BOOL=$(WERROR)$$' $(PRESET_CACHE))" = 0 ]; then cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null; fi
 	cmake --build --preset release -j $(JOBS) --target llmtrain
 	DESTDIR=$(DESTDIR) cmake --install build/release --prefix $(PREFIX)
 	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) [ -n "$(DESTDIR)" ] || echo "note: $(PREFIX)/bin is not on PATH: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac
