@@ -5,6 +5,12 @@
 # (server/web_assets.cpp). The container image uses the same layout (deploy/Containerfile).
 include(GNUInstallDirs)
 install(TARGETS llmtrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The tokenizer is fetched by scripts/setup.d/10-tokenizer.sh, not committed: say so when it is missing.
+install(CODE "
+  if(NOT EXISTS \"${PROJECT_SOURCE_DIR}/data/tokenizers/gpt2.tiktoken\")
+    message(FATAL_ERROR \"data/tokenizers/gpt2.tiktoken is missing: run scripts/setup.sh (setup.d/10-tokenizer.sh) first\")
+  endif()
+")
 install(FILES ${PROJECT_SOURCE_DIR}/data/tokenizers/gpt2.tiktoken DESTINATION ${CMAKE_INSTALL_DATADIR}/llmtrain/tokenizers)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/llmtrain/configs)
 # web/dist is built by scripts/setup.d/50-web.sh (npm), possibly after configuring: checked at install time.
