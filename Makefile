@@ -12,7 +12,7 @@ WERROR := $(if $(CI),ON,OFF)
 PRESET_BUILD := build/release/build.ninja
 PRESET_CACHE := build/release/CMakeCache.txt
 
-.PHONY: setup build configure run test test-full test-asan fuzz data clean lint bench image test-image test-fresh
+.PHONY: install setup build configure run test test-full test-asan fuzz data clean lint bench image test-image test-fresh
 
 setup:
 	@bash scripts/setup.sh
@@ -27,6 +27,15 @@ build: $(PRESET_BUILD)
 	@if [ "$$(grep -c '^LLMTRAIN_WERROR:BOOL=$(WERROR)$$' $(PRESET_CACHE))" = 0 ]; then cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null; fi
 	cmake --build --preset release -j $(JOBS)
 	@ln -sf build/release/compile_commands.json compile_commands.json
+
+# The binary (only it is built, not the tests) in $(PREFIX)/bin and what it reads at run time in
+# $(PREFIX)/share/llmtrain (cmake/Install.cmake); DESTDIR=/staging puts it under /staging$(PREFIX).
+PREFIX ?= /usr/local
+install: $(PRESET_BUILD)
+	@if [ "$$(grep -c '^LLMTRAIN_WERROR:BOOL=$(WERROR)$$' $(PRESET_CACHE))" = 0 ]; then cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null; fi
+	cmake --build --preset release -j $(JOBS) --target llmtrain
+	DESTDIR=$(DESTDIR) cmake --install build/release --prefix $(PREFIX)
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) [ -n "$(DESTDIR)" ] || echo "note: $(PREFIX)/bin is not on PATH: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac
 
 # The main job: set up, build, prepare the default corpus, then the default preset.
 run: setup build

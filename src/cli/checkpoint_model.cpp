@@ -25,18 +25,28 @@ config::Config checkpoint_config(const train::Checkpoint& ck, const std::string&
     return config::load_config_string(ck.state["config"].dump(), (ck.dir / train::kStateFile).string(), sets);
 }
 
+train::Checkpoint open_checkpoint(const std::string& command, const std::string& checkpoint) {
+    try {
+        return train::load_checkpoint(checkpoint);
+    } catch (const CheckpointError& e) {
+        // The path is user input: a wrong or empty one is a usage problem (exit 2).
+        throw InputError(fmt::format("{}: --checkpoint '{}': {}", command, checkpoint, e.what()));
+    }
+}
+
 }  // namespace
+
+config::Config checkpoint_run_config(const std::string& command, const std::string& checkpoint,
+                                     const std::string& config_path, const std::vector<std::string>& sets) {
+    if (!config_path.empty()) return config::load_config_file(config_path, sets);
+    if (checkpoint.empty())
+        throw UsageError(fmt::format("{}: give --checkpoint PATH (its run's config is used) or --config FILE", command));
+    return checkpoint_config(open_checkpoint(command, checkpoint), command, config_path, sets);
+}
 
 LoadedModel load_checkpoint_model(const std::string& command, const std::string& checkpoint,
                                   const std::string& config_path, const std::vector<std::string>& sets, bool merged) {
-    const train::Checkpoint ck = [&] {
-        try {
-            return train::load_checkpoint(checkpoint);
-        } catch (const CheckpointError& e) {
-            // The path is user input: a wrong or empty one is a usage problem (exit 2).
-            throw InputError(fmt::format("{}: --checkpoint '{}': {}", command, checkpoint, e.what()));
-        }
-    }();
+    const train::Checkpoint ck = open_checkpoint(command, checkpoint);
     LoadedModel out{checkpoint_config(ck, command, config_path, sets), nullptr, ck.dir.string()};
     if (out.config.lora.r == 0) {
         out.model = models::make_model(out.config);

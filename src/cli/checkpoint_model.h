@@ -25,6 +25,11 @@ struct LoadedModel {
 LoadedModel load_checkpoint_model(const std::string& command, const std::string& checkpoint,
                                   const std::string& config_path, const std::vector<std::string>& sets,
                                   bool merged = true);
+// The config of a checkpoint's run: `config_path` with `sets` when given, else the resolved config the
+// trainer stored in its state.json with `sets` (InputError naming the file when there is none). A wrong
+// or empty checkpoint path is an InputError (exit 2).
+config::Config checkpoint_run_config(const std::string& command, const std::string& checkpoint,
+                                     const std::string& config_path, const std::vector<std::string>& sets);
 // `dir`: an HF model directory (config.json + model.safetensors or shards) or a .safetensors file with a
 // config.json beside it; `sets` override run.* keys (model keys come from config.json). with_adapter: the
 // sets name a PEFT adapter (lora.r, lora.init_from), loaded onto the base and kept (the caller merges).

@@ -20,6 +20,33 @@ std::string duration_text(double s) {
     return fmt::format("{:.2f} h", s / 3600);
 }
 
+// What every row trains, and where the rate comes from.
+void print_basis(const std::string& path, const nlohmann::json& est, const config::Config& cfg) {
+    fmt::print("{}: {:.4g} tokens = {}\n", path, est["tokens"].get<double>(), est["tokens_basis"].get<std::string>());
+    fmt::print("every row trains these {:.4g} tokens: a row of W ranks takes {} x {} / W steps of a global batch W/{} "
+               "times this one's (the 1-rank row is this run's tokens on one rank, not this config trained alone)\n",
+               est["tokens"].get<double>(), cfg.trainer.max_steps, est["job_world_size"].get<int>(),
+               est["job_world_size"].get<int>());
+    fmt::print("device {} ({}); one rank: {:.0f} tokens/s: {}\n", est["device"].get<std::string>(),
+               est["card"].get<std::string>(), est["tokens_per_s_rank"].get<double>(),
+               est["rate_basis"].get<std::string>());
+    fmt::print("cost: {}\n\n", est["cost_basis"].get<std::string>());
+}
+
+// One row per world size; no cost column without a rate (an unknown cost is not $0).
+void print_worlds(const nlohmann::json& est) {
+    const bool costs = !est["worlds"].empty() && est["worlds"][0]["cost_usd"].is_number();
+    fmt::print("{:>6} {:>10} {:>13} {:>12} {:>10} {:>8} {:>11}{}  {}\n", "ranks", "steps", "batch tokens", "tokens/s",
+               "duration", "speedup", "efficiency", costs ? fmt::format(" {:>10}", "cost USD") : "", "efficiency from");
+    for (const auto& w : est["worlds"])
+        fmt::print("{:>6} {:>10.0f} {:>13.0f} {:>12.0f} {:>10} {:>7.2f}x {:>10.1f}%{}  {}\n", w["world_size"].get<int>(),
+                   w["steps"].get<double>(), w["global_batch_tokens"].get<double>(), w["tokens_per_s"].get<double>(),
+                   duration_text(w["duration_s"].get<double>()), w["speedup"].get<double>(),
+                   100 * w["efficiency"].get<double>(),
+                   costs ? fmt::format(" {:>10.4f}", w["cost_usd"].get<double>()) : "",
+                   w["efficiency_basis"].get<std::string>());
+}
+
 }  // namespace
 
 void register_estimate(CLI::App& app, Runtime& rt) {
@@ -37,7 +64,7 @@ void register_estimate(CLI::App& app, Runtime& rt) {
     cmd->add_option("--nproc-per-node", a->nproc_per_node, "ranks per node")->check(CLI::Range(1, 1024));
     cmd->add_option("--gpus-per-node", a->gpus_per_node, "GPUs per node (> 0: a GPU job, one GPU per rank)")
         ->check(CLI::Range(0, 64));
-    cmd->add_option("--rates-file", a->rates, "JSON {\"cpu_hour_usd\": x, \"gpu_hour_usd\": y} (costs 0 without)");
+    cmd->add_option("--rates-file", a->rates, "JSON {\"cpu_hour_usd\": x, \"gpu_hour_usd\": y} (without: no cost is shown)");
     cmd->add_option("--throughput-file", a->throughput,
                     "measured rows (default: configs/throughput.jsonl beside the binary)");
     cmd->add_option("--card", a->card, "use the rows of this card (substring; default: the latest measured)");
@@ -75,18 +102,8 @@ void register_estimate(CLI::App& app, Runtime& rt) {
             rt.exit_code = 1;
             return;
         }
-        fmt::print("{}: {:.3g} tokens ({} steps, the same total at every world size) on {} ({})\n", opts->path,
-                   est["tokens"].get<double>(), cfg.trainer.max_steps, est["device"].get<std::string>(),
-                   est["card"].get<std::string>());
-        fmt::print("one rank: {:.0f} tokens/s — {}\n\n", est["tokens_per_s_rank"].get<double>(),
-                   est["rate_basis"].get<std::string>());
-        fmt::print("{:>6} {:>14} {:>10} {:>8} {:>12} {:>10}  {}\n", "ranks", "tokens/s", "duration", "speedup",
-                   "efficiency", "cost USD", "efficiency from");
-        for (const auto& w : est["worlds"])
-            fmt::print("{:>6} {:>14.0f} {:>10} {:>7.2f}x {:>11.1f}% {:>10.4f}  {}\n", w["world_size"].get<int>(),
-                       w["tokens_per_s"].get<double>(), duration_text(w["duration_s"].get<double>()),
-                       w["speedup"].get<double>(), 100 * w["efficiency"].get<double>(), w["cost_usd"].get<double>(),
-                       w["efficiency_basis"].get<std::string>());
+        print_basis(opts->path, est, cfg);
+        print_worlds(est);
         fmt::print("\nmeasured rows used ({}):\n", est["throughput_table"].get<std::string>());
         for (const auto& r : est["rows_used"])
             fmt::print("  line {}: {} x{} {} {:.0f} tok/s on {} ({}, {})\n", r["line"].get<int>(),

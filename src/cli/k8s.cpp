@@ -19,7 +19,14 @@
 namespace llmt::cli {
 namespace {
 
+// The job's name, as kubectl takes it (`kubectl logs NAME`) and as `k8s render|submit --name` set it:
+// every k8s subcommand accepts both `NAME` and `--name NAME`.
+struct JobName {
+    std::string positional, option;
+};
+
 struct SpecOptions {
+    JobName name;
     std::string kind = "indexed-job";
     k8s::JobSpec spec;
     std::vector<std::string> node_selector, env;
@@ -31,6 +38,19 @@ std::pair<std::string, std::string> split_kv(const std::string& flag, const std:
     return {kv.substr(0, eq), kv.substr(eq + 1)};
 }
 
+void add_job_name(CLI::App* cmd, JobName& n, const std::string& what) {
+    cmd->add_option("name", n.positional, what + " (or --name NAME)");
+    cmd->add_option("--name", n.option, what + " (or as the first argument)");
+}
+
+// The name given either way; "" when neither. Two different names are a usage error.
+std::string job_name(const JobName& n, const std::string& command) {
+    if (!n.positional.empty() && !n.option.empty() && n.positional != n.option)
+        throw UsageError(fmt::format("k8s {}: two job names, '{}' and --name '{}': give one", command, n.positional,
+                                     n.option));
+    return n.option.empty() ? n.positional : n.option;
+}
+
 std::shared_ptr<SpecOptions> add_spec_options(CLI::App* cmd) {
     auto o = std::make_shared<SpecOptions>();
     auto& s = o->spec;
@@ -38,7 +58,7 @@ std::shared_ptr<SpecOptions> add_spec_options(CLI::App* cmd) {
     cmd->add_option("--nproc-per-node", s.nproc_per_node, "training processes per pod (default: GPUs per node, or 1)");
     cmd->add_option("--gpus-per-node", s.gpus_per_node, "nvidia.com/gpu per pod; needs run.device cuda or auto");
     cmd->add_option("--kind", o->kind, "indexed-job (default) | jobset | trainjob | pytorchjob | statefulset");
-    cmd->add_option("--name", s.name, "job name, a DNS-1035 label; also output.run_id (default: run.name)");
+    add_job_name(cmd, o->name, "job name, a DNS-1035 label; also output.run_id (default: run.name)");
     cmd->add_option("--namespace,-n", s.namespace_, "namespace of every object (default: kubectl's)");
     cmd->add_option("--image", s.image, "container image with llmtrain as entrypoint")->capture_default_str();
     cmd->add_option("--image-pull-policy", s.image_pull_policy, "IfNotPresent | Always | Never")
@@ -66,8 +86,9 @@ std::shared_ptr<SpecOptions> add_spec_options(CLI::App* cmd) {
     return o;
 }
 
-k8s::JobSpec build_spec(const SpecOptions& o, const ConfigOptions& copts) {
+k8s::JobSpec build_spec(const SpecOptions& o, const ConfigOptions& copts, const std::string& command) {
     k8s::JobSpec s = o.spec;
+    s.name = job_name(o.name, command);
     s.kind = k8s::parse_kind(o.kind);
     for (const auto& kv : o.node_selector) s.node_selector.push_back(split_kv("--node-selector", kv));
     for (const auto& kv : o.env) s.env.push_back(split_kv("--env", kv));
@@ -85,12 +106,21 @@ k8s::JobSpec build_spec(const SpecOptions& o, const ConfigOptions& copts) {
 }
 
 struct TargetOptions {
+    JobName given;
     std::string name, kind = "indexed-job", namespace_, context;
 };
 
+// Sets t.name from NAME or --name; one of them is required.
+void resolve_target(TargetOptions& t, const std::string& command) {
+    t.name = job_name(t.given, command);
+    if (t.name.empty())
+        throw UsageError(fmt::format("k8s {}: which job? give its name: `llmtrain k8s {} NAME` (or --name NAME)",
+                                     command, command));
+}
+
 std::shared_ptr<TargetOptions> add_target_options(CLI::App* cmd) {
     auto t = std::make_shared<TargetOptions>();
-    cmd->add_option("name", t->name, "the job's name (--name at submit)")->required();
+    add_job_name(cmd, t->given, "the job's name (as given to k8s submit)");
     cmd->add_option("--kind", t->kind, "the kind it was submitted as")->capture_default_str();
     cmd->add_option("--namespace,-n", t->namespace_, "namespace (default: kubectl's)");
     cmd->add_option("--context", t->context, "kubeconfig context (default: the current one)");
@@ -134,7 +164,7 @@ void register_k8s(CLI::App& app, Runtime& rt) {
     auto r_out = std::make_shared<std::string>();
     render->add_option("--output,-o", *r_out, "write to this file instead of stdout");
     render->callback([r_cfg, r_spec, r_out, &rt] {
-        auto spec = build_spec(*r_spec, *r_cfg);
+        auto spec = build_spec(*r_spec, *r_cfg, "render");
         std::string yaml = k8s::render(spec);
         if (r_out->empty()) {
             fmt::print("{}", yaml);
@@ -153,7 +183,7 @@ void register_k8s(CLI::App& app, Runtime& rt) {
     submit->add_option("--context", *s_ctx, "kubeconfig context (default: the current one)");
     submit->add_flag("--dry-run", *s_dry, "kubectl apply --dry-run=server: the API server checks, nothing is created");
     submit->callback([s_cfg, s_spec, s_ctx, s_dry, &rt] {
-        auto spec = build_spec(*s_spec, *s_cfg);
+        auto spec = build_spec(*s_spec, *s_cfg, "submit");
         with_kubectl(rt, [&] {
             k8s::Kubectl k(spec.namespace_, *s_ctx);
             fmt::print("{}", k8s::submit(k, spec, *s_dry));
@@ -166,6 +196,7 @@ void register_k8s(CLI::App& app, Runtime& rt) {
     auto st_json = std::make_shared<bool>(false);
     status->add_flag("--json", *st_json, "print one JSON document");
     status->callback([st_t, st_json, &rt] {
+        resolve_target(*st_t, "status");
         auto kind = k8s::parse_kind(st_t->kind);
         with_kubectl(rt, [&] {
             k8s::Kubectl k(st_t->namespace_, st_t->context);
@@ -182,6 +213,7 @@ void register_k8s(CLI::App& app, Runtime& rt) {
     logs->add_flag("--follow,-f", *l_follow, "stream until the pods exit");
     logs->add_option("--rank", *l_rank, "only this node rank")->check(CLI::NonNegativeNumber);
     logs->callback([l_t, l_follow, l_rank, &rt] {
+        resolve_target(*l_t, "logs");
         auto kind = k8s::parse_kind(l_t->kind);
         with_kubectl(rt, [&] {
             k8s::Kubectl k(l_t->namespace_, l_t->context);
@@ -192,6 +224,7 @@ void register_k8s(CLI::App& app, Runtime& rt) {
     auto* cancel = k8s_cmd->add_subcommand("cancel", "Delete what submit created (workload, Service, ConfigMap)");
     auto c_t = add_target_options(cancel);
     cancel->callback([c_t, &rt] {
+        resolve_target(*c_t, "cancel");
         auto kind = k8s::parse_kind(c_t->kind);
         with_kubectl(rt, [&] {
             k8s::Kubectl k(c_t->namespace_, c_t->context);
@@ -204,6 +237,7 @@ void register_k8s(CLI::App& app, Runtime& rt) {
     auto f_dest = std::make_shared<std::string>("runs");
     fetch->add_option("--dest", *f_dest, "local directory; the run lands in DEST/<name>")->capture_default_str();
     fetch->callback([f_t, f_dest, &rt] {
+        resolve_target(*f_t, "fetch");
         auto kind = k8s::parse_kind(f_t->kind);
         with_kubectl(rt, [&] {
             k8s::Kubectl k(f_t->namespace_, f_t->context);

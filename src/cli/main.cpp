@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "cli/command.h"
+#include "cli/did_you_mean.h"
 #include "core/error.h"
 #include "core/knobs.h"
 #include "core/omp_wait.h"
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
 
     try {
         llmt::check_knobs();  // a mistyped LLMTRAIN_* value fails here, not silently as its default
+        llmt::cli::check_command_names(app, {rt.argv.begin() + 1, rt.argv.end()});  // before "X is required"
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);

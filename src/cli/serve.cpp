@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "cli/command.h"
@@ -12,6 +13,21 @@
 #include "server/server.h"
 
 namespace llmt::cli {
+
+namespace {
+
+// --presets-dir's default: configs/presets here (a checkout), else the installed
+// <prefix>/share/llmtrain/configs/presets beside <prefix>/bin (make install).
+std::string default_presets_dir() {
+    std::error_code ec;
+    if (std::filesystem::is_directory("configs/presets", ec)) return "configs/presets";
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    const auto installed = self.parent_path() / "../share/llmtrain/configs/presets";
+    if (!ec && std::filesystem::is_directory(installed, ec)) return installed.lexically_normal().string();
+    return "configs/presets";
+}
+
+}  // namespace
 
 void register_serve(CLI::App& app, Runtime& rt) {
     auto* cmd = app.add_subcommand("serve", "Run the control plane: REST API, job queue and executor (docs/server.md)");
@@ -24,7 +40,7 @@ void register_serve(CLI::App& app, Runtime& rt) {
     auto rates = std::make_shared<std::string>();
     auto quotas = std::make_shared<std::string>();
     auto throughput = std::make_shared<std::string>();
-    auto presets = std::make_shared<std::string>("configs/presets");
+    auto presets = std::make_shared<std::string>(default_presets_dir());
     auto port_file = std::make_shared<std::string>();
     auto web_dir = std::make_shared<std::string>();
     cmd->add_option("--listen", *listen, "HOST:PORT to bind (port 0 picks a free one); 127.0.0.1 unless told otherwise");
@@ -41,7 +57,8 @@ void register_serve(CLI::App& app, Runtime& rt) {
                     "measured tokens/s rows for estimates (default: configs/throughput.jsonl beside the binary)");
     cmd->add_option("--estimate-card", o->estimate_card,
                     "estimate from the rows of this card (substring; default: the latest measured)");
-    cmd->add_option("--presets-dir", *presets, "where preset names in job configs are looked up");
+    cmd->add_option("--presets-dir", *presets, "where preset names in job configs are looked up (default: configs/presets here, else the installed "
+                    "share/llmtrain/configs/presets)");
     cmd->add_option("--max-body-bytes", o->max_body_bytes, "request body size limit (after chunked decoding)")
         ->check(CLI::Range(1024, 64 << 20));
     cmd->add_option("--head-timeout-s", o->head_timeout_s,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "cli/checkpoint_model.h"
 #include "cli/command.h"
 #include "cli/config_options.h"
 #include "core/error.h"
@@ -49,13 +50,13 @@ void register_train(CLI::App& app, Runtime& rt) {
 
 void register_eval(CLI::App& app, Runtime& rt) {
     auto* cmd = app.add_subcommand("eval", "Validation loss of a checkpoint (or model.init_from), as training computes it");
-    auto opts = add_config_options(cmd);
+    auto opts = add_config_options(cmd, false);
     auto ckpt = std::make_shared<std::string>();
     auto json = std::make_shared<bool>(false);
     cmd->add_option("--checkpoint", *ckpt, "a checkpoints/step_N directory, a checkpoints/ directory or a run directory");
     cmd->add_flag("--json", *json, "print {\"val_loss\": x, \"tokens\": n} as one JSON document");
     cmd->callback([opts, ckpt, json, &rt] {
-        auto r = train::run_evaluation(load_config(*opts), *ckpt);
+        auto r = train::run_evaluation(checkpoint_run_config("eval", *ckpt, opts->path, opts->sets), *ckpt);
         if (*json) {
             fmt::print("{}\n", r.dump());
         } else {

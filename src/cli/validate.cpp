@@ -38,6 +38,8 @@ void register_validate(CLI::App& app, Runtime& rt) {
     cmd->callback([opts, json, max_memory, &rt] {
         try {
             auto cfg = load_config(*opts);
+            if (!*json)
+                for (const auto& w : cfg.warnings) fmt::print(stderr, "{}: warning: {}\n", opts->path, w);
             // A model directory that is here (not only inside a pod) gives the shape the memory is sized from,
             // and its config.json must agree with the keys written.
             std::error_code ec;
@@ -55,6 +57,7 @@ void register_validate(CLI::App& app, Runtime& rt) {
             const auto& e = mem.estimate;
             if (*json) {
                 nlohmann::ordered_json j = {{"ok", true}, {"config", opts->path}, {"errors", nlohmann::json::array()},
+                                            {"warnings", cfg.warnings},
                                             {"memory_bytes", {{"parameters", e.parameters}, {"gradients", e.gradients},
                                                               {"optimizer", e.optimizer}, {"activations", e.activations},
                                                               {"total", e.total()}, {"limit", mem.limit.bytes}}}};

@@ -132,6 +132,9 @@ struct Config {
     // from a Hugging Face config.json and compares the written ones.
     std::map<std::string, std::string> written;
     bool wrote(const std::string& key) const { return written.count(key) != 0; }
+    // What the loader changed instead of refusing (config/schedule_keys.h), one sentence each, for the
+    // commands to print as warnings.
+    std::vector<std::string> warnings;
 };
 
 }  // namespace llmt::config

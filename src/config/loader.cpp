@@ -4,6 +4,7 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <regex>
 #include <set>
 
+#include "config/schedule_keys.h"
 #include "config/schema.h"
 #include "config/typed.h"
 #include "config/yaml_bounds.h"
@@ -63,6 +65,18 @@ public:
         throw ConfigValidationError(source_, issues_);
     }
     const std::string& source() const { return source_; }
+    std::size_t count() const { return issues_.size(); }
+    // Drops the issues from index `first` on that name one of `keys` (as their key or in their message):
+    // checks that read a key whose value was refused compared its default, not what the user wrote.
+    void drop_mentioning(std::size_t first, const std::set<std::string>& keys) {
+        auto mentions = [&](const ConfigIssue& i) {
+            for (const auto& k : keys)
+                if (i.key == k || i.message.find(k) != std::string::npos) return true;
+            return false;
+        };
+        issues_.erase(std::remove_if(issues_.begin() + static_cast<std::ptrdiff_t>(first), issues_.end(), mentions),
+                      issues_.end());
+    }
 
 private:
     std::string source_;
@@ -575,9 +589,6 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
     const auto at = locator(loc, v);
     auto& t = r["trainer"];
     model_checks(r, at, v);
-    if (as_i(t["warmup_steps"]) > as_i(t["max_steps"]))
-        v.add("trainer.warmup_steps", at("trainer.warmup_steps"),
-              fmt::format("must be <= trainer.max_steps ({}), found {}", as_i(t["max_steps"]), as_i(t["warmup_steps"])));
     if (t["min_lr"].get<double>() > t["lr"].get<double>())
         v.add("trainer.min_lr", at("trainer.min_lr"),
               fmt::format("must be <= trainer.lr ({}), found {}", t["lr"].get<double>(), t["min_lr"].get<double>()));
@@ -688,25 +699,32 @@ Config load_config_string(std::string_view text, const std::string& source_name,
 
     // Materialize every field: the given value, or its default.
     ordered_json resolved = ordered_json::object();
-    bool all_typed = true;
+    std::set<std::string> refused;  // keys whose value failed its type or range (their default stands in)
     for (const auto& f : schema_fields()) {
         ordered_json value = f.default_value;
         if (auto it = values.find(f.path); it != values.end()) {
             if (auto c = convert(f, it->second, loc[f.path], v)) {
                 value = *c;
             } else {
-                all_typed = false;
+                refused.insert(f.path);
             }
         }
         resolved[schema_pointer(f.path)] = value;
     }
     // Each value on its own: reported even when another key has the wrong type.
     refuse_lora_keys_without_adapters(resolved, locator(loc, v), v);
-    if (all_typed) cross_checks(resolved, loc, v, use);
+    // The cross-field checks in the same pass (all problems at once), less those about a refused key.
+    std::vector<std::string> warnings;
+    if (!refused.count("trainer.warmup_steps") && !refused.count("trainer.max_steps"))
+        if (auto w = clamp_warmup_to_run(resolved, locator(loc, v)("trainer.warmup_steps"))) warnings.push_back(*w);
+    const std::size_t before_cross = v.count();
+    cross_checks(resolved, loc, v, use);
+    v.drop_mentioning(before_cross, refused);
     if (!v.ok()) v.raise();
 
     Config cfg = from_resolved(resolved);
     cfg.source = source_name;
+    cfg.warnings = std::move(warnings);
     for (const auto& [path, node] : values)
         if (!node.IsNull()) cfg.written[path] = loc[path];  // "n_kv_head: null" asks for the derived value
     return cfg;

@@ -88,7 +88,8 @@ TokenTable TokenTable::load_or_create(const std::filesystem::path& path, bool* c
     *created = false;
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) {
-        std::string body = "# llmtrain serve: generated admin token. Format: <token> <name> <role>\n" + random_token() +
+        std::string body = "# llmtrain serve: generated admin token. Format: <token> <name> <role>, one per line, token first\n"
+                           "# (the token alone: grep -v '^#' FILE | cut -d' ' -f1)\n" + random_token() +
                            " admin admin\n";
         bool ok = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) && ::fsync(fd) == 0;
         ::close(fd);
@@ -98,6 +99,13 @@ TokenTable TokenTable::load_or_create(const std::filesystem::path& path, bool* c
         throw IoError("cannot create " + path.string() + ": " + std::strerror(errno));
     }
     return load(path);
+}
+
+std::string TokenTable::link_token() const {
+    for (Role r : {Role::kAdmin, Role::kSubmitter, Role::kViewer})
+        for (const auto& e : entries_)
+            if (e.who.role == r) return e.token;
+    return entries_.empty() ? std::string() : entries_.front().token;
 }
 
 std::optional<Principal> TokenTable::authenticate(const std::string& header) const {

@@ -30,6 +30,9 @@ public:
     // Compares in time independent of where tokens differ.
     std::optional<Principal> authenticate(const std::string& authorization_header) const;
     size_t size() const { return entries_.size(); }
+    // The token a dashboard link carries (`serve` prints http://HOST:PORT/#token=...): the first admin's,
+    // else the first submitter's, else the first token's.
+    std::string link_token() const;
 
 private:
     struct Entry {

@@ -35,6 +35,27 @@ JobShape shape_of(const JobSpec& spec, const config::Config& cfg) {
     return s;
 }
 
+// No rate for the device: the cost is unknown (null), never $0.
+nlohmann::json cost_or_null(double device_hours, double rate) {
+    return rate > 0 ? nlohmann::json(device_hours * rate) : nlohmann::json(nullptr);
+}
+
+std::string cost_basis(const JobShape& s, const Rates& rates) {
+    const double rate = s.gpu ? rates.gpu_hour_usd : rates.cpu_hour_usd;
+    const char* key = s.gpu ? "gpu_hour_usd" : "cpu_hour_usd";
+    if (rate > 0) return fmt::format("device-hours x {} {} (--rates-file)", key, rate);
+    return fmt::format("no cost: no {} rate (--rates-file)", key);
+}
+
+// The token budget in words: what every world size's row trains.
+std::string token_basis(const config::Config& cfg, const JobShape& s) {
+    const auto& t = cfg.trainer;
+    return fmt::format("trainer.max_steps {} x global batch {} tokens (micro_batch_size {} x grad_accum_steps {} x "
+                       "block_size {} x {} rank{})",
+                       t.max_steps, s.tokens / static_cast<double>(t.max_steps), t.micro_batch_size, t.grad_accum_steps,
+                       cfg.model.block_size, s.world, s.world == 1 ? "" : "s");
+}
+
 // Duration and cost of `tokens` at world size W from the table.
 nlohmann::json at_world(const JobShape& s, const Rates& rates, const ThroughputTable& table, int W,
                         ThroughputEstimate* out = nullptr) {
@@ -49,7 +70,7 @@ nlohmann::json at_world(const JobShape& s, const Rates& rates, const ThroughputT
             {"efficiency", t.efficiency},
             {"duration_s", seconds},
             {"device_hours", device_hours},
-            {"cost_usd", device_hours * (s.gpu ? rates.gpu_hour_usd : rates.cpu_hour_usd)}};
+            {"cost_usd", cost_or_null(device_hours, s.gpu ? rates.gpu_hour_usd : rates.cpu_hour_usd)}};
 }
 
 nlohmann::json rows_json(const ThroughputTable& table, const std::vector<int>& lines) {
@@ -97,6 +118,8 @@ nlohmann::json estimate_job(const JobSpec& spec, const config::Config& cfg, cons
                         {"tokens", s.tokens},
                         {"max_steps", cfg.trainer.max_steps},
                         {"world_size", s.world},
+                        {"tokens_basis", token_basis(cfg, s)},
+                        {"cost_basis", cost_basis(s, rates)},
                         {"throughput_table", table.path}};
     if (!t.measured) {
         j["reason"] = unmeasured_reason(s, table);
@@ -119,6 +142,9 @@ nlohmann::json estimate_scaling(const JobSpec& spec, const config::Config& cfg, 
     nlohmann::json j = {{"device", s.gpu ? "cuda" : "cpu"},
                         {"flops_per_token", s.flops_per_token},
                         {"tokens", s.tokens},
+                        {"tokens_basis", token_basis(cfg, s)},
+                        {"job_world_size", s.world},
+                        {"cost_basis", cost_basis(s, rates)},
                         {"throughput_table", table.path}};
     nlohmann::json worlds = nlohmann::json::array(), basis = nlohmann::json::array();
     std::vector<int> lines;
@@ -140,6 +166,11 @@ nlohmann::json estimate_scaling(const JobSpec& spec, const config::Config& cfg, 
             j["threads_per_rank"] = t.threads_per_rank;
         }
         w["speedup"] = base / w["duration_s"].get<double>();
+        // The same tokens at every world size: a row of W ranks takes max_steps x job world / W steps of a
+        // global batch W/job-world times the job's.
+        const double step_tokens = s.tokens / static_cast<double>(cfg.trainer.max_steps) / s.world * W;
+        w["global_batch_tokens"] = step_tokens;
+        w["steps"] = s.tokens / step_tokens;
         w["efficiency_basis"] = t.efficiency_basis;
         worlds.push_back(w);
         lines.insert(lines.end(), t.rows_used.begin(), t.rows_used.end());

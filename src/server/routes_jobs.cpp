@@ -11,7 +11,9 @@
 #include "server/api_error.h"
 #include "server/context.h"
 #include "server/estimate.h"
+#include "server/estimate_history.h"
 #include "server/executor.h"
+#include "server/job_events.h"
 #include "server/job_request.h"
 #include "server/job_resume.h"
 #include "server/job_storage.h"
@@ -86,6 +88,7 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_labe
                                    s.gpus(), cap.cpus, cap.gpus),
                        s.gpus() > cap.gpus ? "gpus_per_node" : "nproc_per_node");
     c.estimate = estimate_job(s, *sized_config(ctx, c.job.config), ctx.rates, ctx.throughput);
+    apply_history(c.estimate, estimate_history(ctx.store, c.estimate["device"]));  // how far past estimates were off
     if (with_label_budgets) {
         for (const auto& [k, v] : s.labels) {
             auto q = ctx.quotas.find(k + "=" + v);
@@ -98,7 +101,7 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_labe
         if (any_budget)
             throw ApiError(422, "unmeasured",
                            "this job has a budget (budget_usd or a label budget) but no cost can be estimated: " +
-                               c.estimate["reason"].get<std::string>(),
+                               c.estimate.value("reason", c.estimate.value("cost_basis", std::string())),
                            s.budget_usd > 0 ? "budget_usd" : "labels", {{"estimate", c.estimate}});
         return c;
     }
@@ -129,6 +132,7 @@ void reply_with_first_job(ServerContext& ctx, Call& c, int64_t first_job, bool s
 // Inserts the checked job through the store's group commit and answers: 201 once its row is durable,
 // or the refusal the store's in-transaction checks gave.
 void submit_checked(ServerContext& ctx, Call& c, Checked& chk, const std::optional<IdempotencyKey>& idem) {
+    const std::vector<std::string> warnings = chk.job.config->warnings;
     Submission sub;
     sub.record.spec = std::move(chk.job.spec);
     sub.record.config_yaml = std::move(chk.job.config_yaml);
@@ -158,9 +162,11 @@ void submit_checked(ServerContext& ctx, Call& c, Checked& chk, const std::option
         case SubmitResult::Kind::kCreated:
             break;
     }
+    log_job_queued(r.job_id, c.who.name, sub.record.spec.name);
     ctx.scheduler.wake();
     c.res.set_header("Location", fmt::format("/v1/jobs/{}", r.job_id));
-    c.reply(201, {{"id", r.job_id}, {"state", "queued"}, {"estimate", chk.estimate}});
+    // What the config loader adjusted instead of refusing (a warmup longer than the run), for the form to show.
+    c.reply(201, {{"id", r.job_id}, {"state", "queued"}, {"estimate", chk.estimate}, {"warnings", warnings}});
 }
 
 // The Idempotency-Key header of a submission with the request it names (the body as canonical JSON:
@@ -335,7 +341,10 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                     double dev_h = wall / 3600 * (gpu ? j.spec.gpus() : j.spec.cpus());
                     double rate = gpu ? ctx.rates.gpu_hour_usd : ctx.rates.cpu_hour_usd;
                     out["estimate"] = j.estimate;
-                    out["actual"] = {{"wall_s", wall}, {"device_hours", dev_h}, {"cost_usd", dev_h * rate},
+                    const auto ratio = actual_to_estimate(j);  // succeeded jobs: how far the estimate was off
+                    out["actual"] = {{"wall_s", wall}, {"device_hours", dev_h},
+                                     {"cost_usd", rate > 0 ? nlohmann::json(dev_h * rate) : nlohmann::json(nullptr)},
+                                     {"estimate_ratio", ratio ? nlohmann::json(*ratio) : nlohmann::json(nullptr)},
                                      {"note", "wall time of the latest attempt"}};
                     out["progress"] = {{"step", latest.is_object() ? latest.value("step", 0) : 0},
                                        {"max_steps", j.estimate.value("max_steps", 0)}};
@@ -359,7 +368,10 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                             u.finish = true;
                             u.reason = "cancelled by " + c.who.name + " before it ran";
                             u.detail = *u.reason;
-                            if (ctx.store.transition(j.id, j.state, JobState::kCancelled, u)) break;
+                            if (ctx.store.transition(j.id, j.state, JobState::kCancelled, u)) {
+                                log_job_finished(j.id, "cancelled", std::nullopt, 0, *u.reason);
+                                break;
+                            }
                         } else {
                             ctx.store.request_cancel(j.id);
                             ctx.scheduler.wake();

@@ -11,6 +11,8 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "server/job_resume.h"
+#include "server/estimate_history.h"
+#include "server/job_events.h"
 
 namespace llmt::server {
 
@@ -128,7 +130,22 @@ void Scheduler::finish(const JobRecord& j, const AttemptStatus& st) {
         u.reason = fmt::format("attempt {} of {} failed ({})", j.attempts, 1 + j.spec.max_retries, what);
     }
     u.detail = *u.reason;
-    store_.transition(j.id, JobState::kRunning, to, u);
+    if (!store_.transition(j.id, JobState::kRunning, to, u)) return;
+    log_job_finished(j.id, state_name(to), u.exit_code, unix_now() - j.started_at, *u.reason);
+    note_estimate_ratio(j, to);
+}
+
+// A succeeded job's actual duration against its estimate: in its history and on the server's stderr
+// (later estimates are corrected by these ratios: estimate_history.h).
+void Scheduler::note_estimate_ratio(JobRecord j, JobState to) {
+    j.state = to;
+    j.finished_at = unix_now();
+    const auto ratio = actual_to_estimate(j);
+    if (!ratio) return;
+    const std::string what = fmt::format("took {:.2f}x its estimated duration ({:.0f} s estimated, {:.0f} s actual)",
+                                         *ratio, (j.finished_at - j.started_at) / *ratio, j.finished_at - j.started_at);
+    store_.note(j.id, what);
+    log_job_note(j.id, what);
 }
 
 bool Scheduler::quota_allows(const JobRecord& j, const std::vector<JobRecord>& running) const {
@@ -179,6 +196,7 @@ void Scheduler::start_attempt(const JobRecord& j) {
     u.start_attempt = true;
     u.detail = fmt::format("attempt {} started", attempt);
     if (!store_.transition(j.id, j.state, JobState::kRunning, u)) return;  // cancelled meanwhile
+    log_job_started(j.id, attempt);
     try {
         make_dirs(dir);
         AttemptRequest req{j.id, attempt, dir, dir / "config.yaml", j.spec};
@@ -202,6 +220,7 @@ void Scheduler::start_attempt(const JobRecord& j) {
         f.reason = std::string("could not start: ") + e.what();
         f.detail = *f.reason;
         store_.transition(j.id, JobState::kRunning, JobState::kFailed, f);
+        log_job_finished(j.id, state_name(JobState::kFailed), std::nullopt, 0, *f.reason);
     }
 }
 

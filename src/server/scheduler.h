@@ -44,6 +44,7 @@ private:
     void reconcile();
     void watch(const JobRecord& j, double now);
     void finish(const JobRecord& j, const AttemptStatus& st);
+    void note_estimate_ratio(JobRecord j, JobState to);
     void admit();
     void start_attempt(const JobRecord& j);
     bool quota_allows(const JobRecord& j, const std::vector<JobRecord>& running) const;

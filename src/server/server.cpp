@@ -93,6 +93,18 @@ void make_private_dir(const fs::path& dir) {
         throw IoError(fmt::format("cannot chmod 0700 {}: {}", dir.string(), std::strerror(errno)));
 }
 
+// The dashboard with the token in the fragment (the browser never sends it; web/src/api.js takes it out
+// of the address bar). A wildcard bind is reached through this host's name.
+std::string dashboard_link(const std::string& host, int port, const std::string& token) {
+    std::string h = host;
+    if (h.empty() || h == "0.0.0.0" || h == "::") {
+        char name[256] = {};
+        h = ::gethostname(name, sizeof name - 1) == 0 && name[0] ? name : "127.0.0.1";
+    }
+    if (h.find(':') != std::string::npos && h.front() != '[') h = "[" + h + "]";
+    return fmt::format("http://{}:{}/#token={}", h, port, token);
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -195,6 +207,8 @@ void Server::run(const std::function<void(int port)>& on_listening) {
     std::fprintf(stderr, "llmtrain serve: listening on http://%s:%d (executor %s, capacity cpus=%d,gpus=%d, data %s)\n",
                  m.opts.host.c_str(), port, m.executor->name().c_str(), m.opts.capacity.cpus, m.opts.capacity.gpus,
                  m.opts.data_dir.c_str());
+    std::fprintf(stderr, "llmtrain serve: open %s\n", dashboard_link(m.opts.host, port, m.tokens.link_token()).c_str());
+    std::fflush(stderr);
     if (!m.opts.port_file.empty()) write_file_atomic(m.opts.port_file, fmt::format("{}:{}\n", m.opts.host, port));
     if (on_listening) on_listening(port);
     m.http->run();

@@ -34,6 +34,7 @@
 #include "tracking/tracker.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_sync.h"
+#include "train/console.h"
 #include "train/remote_inputs.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
@@ -48,38 +49,8 @@ namespace llmt::train {
 
 namespace {
 
-// Log lines go to stderr (rank 0 only, so a launcher's merged output shows one copy) and, once the run
-// directory exists, to logs/rank<k>.log (every rank).
-struct RankLog {
-    bool to_stderr = true;
-    std::FILE* file = nullptr;
-    ~RankLog() {
-        if (file) std::fclose(file);
-    }
-};
-RankLog& rank_log() {
-    static RankLog log;
-    return log;
-}
-
-void log_line(const std::string& s) {
-    RankLog& log = rank_log();
-    if (log.to_stderr) fmt::print(stderr, "{}\n", s);
-    if (log.file) {
-        fmt::print(log.file, "{} {}\n", utc_iso8601_now(), s);
-        std::fflush(log.file);
-    }
-}
-
-void open_rank_log(const std::filesystem::path& logs_dir, int rank) {
-    RankLog& log = rank_log();
-    if (log.file) std::fclose(log.file);
-    std::error_code ec;
-    std::filesystem::create_directories(logs_dir, ec);
-    const auto path = logs_dir / fmt::format("rank{}.log", rank);
-    log.file = std::fopen(path.c_str(), "a");
-    if (!log.file) throw IoError(fmt::format("cannot open '{}' for appending: {}", path.string(), std::strerror(errno)));
-}
+// Log lines: stderr on rank 0 and logs/rank<k>.log on every rank (train/console.h).
+void log_line(const std::string& s) { console().line(s); }
 
 // ZeRO-1 optimizer shard of one rank inside a checkpoint directory.
 std::string zero_optimizer_file(int rank) { return fmt::format("optimizer.rank{}.safetensors", rank); }
@@ -187,7 +158,6 @@ EvalOutput evaluate(models::Model& model, const EvalBatches& batches, int B, int
 // How long the end of a run waits for its checkpoint uploads (each stalled request gives up sooner).
 constexpr double kSyncFinishTimeoutS = 3600;
 
-bool stderr_is_tty() { return ::isatty(2) == 1; }
 
 // One training run, as named steps: set up the device and ranks, build the model and data, then either a
 // dry run or the optimizer, the run directory (new or resumed), and the loop of steps with evaluation,
@@ -207,6 +177,7 @@ public:
         attach_grad_sync();
         if (rank_ == 0) ckpt_sync_ = CheckpointSync::start(cfg_, run_dir_->path(), run_dir_->run_id(), log_line);
         log_line(fmt::format("run: {} ({})", run_dir_->run_id(), run_dir_->path().string()));
+        for (const auto& w : cfg_.warnings) log_line("config: warning: " + w);
         metrics_.emplace(cfg_.tracking.jsonl && rank_ == 0 ? run_dir_->metrics_path() : std::filesystem::path());
         tracker_.emplace(cfg_, run_dir_->path(), run_dir_->run_id(), rank_, step_);  // TensorBoard, MLflow
         metrics_->also_to([this](const nlohmann::ordered_json& r) { tracker_->log(r); });
@@ -234,7 +205,7 @@ private:
         rank_ = dc_.rank();
         dtype_ = check_supported(cfg_, dev_);
         sync_ = grad_sync_plan(cfg_, dc_.active() ? world_ : 1);
-        rank_log().to_stderr = rank_ == 0;
+        console().set_stderr(rank_ == 0);
         if (dc_.active())
             fmt::print(stderr, "dist: rank {} of {} (local {} of {}), {} via {}:{}{}, restart {}\n", rank_, world_,
                        dc_.env().local_rank, dc_.env().local_world_size, dc_.pg().backend(), dc_.env().master_addr,
@@ -349,7 +320,7 @@ private:
         const std::string run_path = dc_.from_rank0("run_dir", rank_ == 0 ? run_dir_->path().string() : "");
         ckpt_path = dc_.from_rank0("checkpoint", ckpt_path);
         if (rank_ != 0) run_dir_ = RunDir::open(run_path);
-        open_rank_log(run_dir_->logs_dir(), rank_);
+        console().open_file(run_dir_->logs_dir(), rank_);
         if (!ckpt_path.empty()) restore(ckpt_path);
     }
 
@@ -505,7 +476,7 @@ private:
         if (best) best_val_ = ev.loss;
         metrics_->write({{"step", step_}, {"val_loss", ev.loss}, {"val_ppl", std::exp(ev.loss)},
                          {"val_tokens", ev.tokens}, {"best_val_loss", best_val_}, {"eval_ms", sw.seconds() * 1e3}});
-        log_line(fmt::format("{}eval step {}: val loss {:.4f} (ppl {:.1f}){}", bar_ ? "\n" : "", step_, ev.loss,
+        log_line(fmt::format("eval step {}: val loss {:.4f} (ppl {:.1f}){}", step_, ev.loss,
                              std::exp(ev.loss), best ? ", best so far" : ""));
         if (best && step_ > 0) {
             auto dir = save(true);
@@ -577,8 +548,16 @@ private:
         std::string line = fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | "
                                        "{:.0f} tok/s | mfu {:.1f}% | eta {:.0f}s",
                                        step_, tc_.max_steps, last_loss_, lr_, norm, dt * 1e3, tps, 100 * mfu, eta);
-        if (bar_) fmt::print(stderr, "\r{}", line);
-        else log_line(line);
+        log_line(line);
+    }
+
+    // A resumed run whose checkpoint is at trainer.max_steps already: say so, and what happens instead.
+    void log_already_complete() const {
+        const bool evaluates = eval_loader_ && tc_.eval_every_steps > 0 && last_eval_step_ != step_;
+        log_line(fmt::format("resume: run {} was already complete (step {} of trainer.max_steps {}): nothing to train; "
+                             "{}rewriting summary.json (raise trainer.max_steps to train further)",
+                             run_dir_->run_id(), step_, tc_.max_steps,
+                             evaluates ? "evaluating the final weights and " : ""));
     }
 
     // Steps until max_steps, --stop-at-step or a signal; returns the exit code.
@@ -590,7 +569,11 @@ private:
         x_.resize(static_cast<size_t>(B()) * T());
         y_.resize(x_.size());
         pos_.resize(x_.size());
-        bar_ = opts_.progress && stderr_is_tty();
+        if (step_ >= tc_.max_steps) {
+            log_already_complete();
+            return 0;
+        }
+        console().enable_progress(opts_.progress);
         run_clock_.reset();
         const int64_t window_tokens = static_cast<int64_t>(B()) * T() * tc_.grad_accum_steps * world_;
         while (step_ < tc_.max_steps) {
@@ -614,6 +597,7 @@ private:
             train_time_ += dt;
             last_loss_ = dc_.mean(loss_sum / tc_.grad_accum_steps);
             if (step_ % tc_.log_every_steps == 0 || step_ == 1 || step_ == tc_.max_steps) log_step(norm, dt);
+            console().progress({step_, tc_.max_steps, last_loss_, train_time_ / static_cast<double>(steps_this_run_)});
             if (const int code = after_step(); code >= 0) return code;
         }
         return 0;
@@ -630,7 +614,7 @@ private:
             prior_wall_ += run_clock_.seconds();
             run_clock_.reset();
             auto dir = save(false);
-            log_line(fmt::format("{}checkpoint: {}", bar_ ? "\n" : "", dir.string()));
+            log_line(fmt::format("checkpoint: {}", dir.string()));
         }
         if (step_ == opts_.stop_at_step && step_ < tc_.max_steps) {
             log_line(fmt::format("stopping at step {} as asked (--stop-at-step); resume with --resume {}", step_,
@@ -647,6 +631,7 @@ private:
     }
 
     TrainResult finish(int exit_code) {
+        console().end_progress();
         if (exit_code == 0 && eval_loader_ && tc_.eval_every_steps > 0 && last_eval_step_ != step_) run_eval();
         prior_wall_ += run_clock_.seconds();
         auto opt_num = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
@@ -700,7 +685,6 @@ private:
     std::vector<int32_t> x_, y_, pos_;
     int64_t step_slots_ = 0, step_tokens_ = 0, tokens_this_run_ = 0;
     nlohmann::json lora_base_;  // the frozen base's identity (models/peft.h), LoRA runs only
-    bool bar_ = false;
     // Progress, restored on resume.
     int64_t step_ = 0, tokens_ = 0;
     double best_val_ = std::numeric_limits<double>::infinity();
@@ -715,6 +699,21 @@ private:
 }  // namespace
 
 TrainResult run_training(const TrainOptions& opts) { return TrainingRun(opts).run(); }
+
+namespace {
+
+// Why eval found nothing to read, and what to pass (like train's message for missing train shards).
+std::string no_val_shards_message(const config::Config& cfg) {
+    const std::string fix =
+        "pass --set data.val_shards=GLOB (the val_*.bin shards the run trained with), or create them with `make data` "
+        "or `llmtrain data prepare`";
+    if (cfg.data.source != "shards") return "eval: the prepared data has no validation shards (data.val_fraction is 0)";
+    if (cfg.data.val_shards.empty()) return "eval: no validation shards: data.val_shards is not set (hint: " + fix + ")";
+    return fmt::format("eval: no validation shards: data.val_shards '{}' matches no file (hint: {})",
+                       cfg.data.val_shards, fix);
+}
+
+}  // namespace
 
 nlohmann::ordered_json run_evaluation(const config::Config& config, const std::string& checkpoint) {
     config::Config cfg = config;
@@ -750,7 +749,7 @@ nlohmann::ordered_json run_evaluation(const config::Config& config, const std::s
     if (!plan.eval)
         throw InputError(cfg.data.source == "chat"
                              ? std::string("eval: no validation examples (data.val_fraction is 0)")
-                             : fmt::format("eval: no validation shards (data.val_shards: '{}')", cfg.data.val_shards));
+                             : no_val_shards_message(cfg));
     auto ev = evaluate(*model, *plan.eval, B, T, cfg.trainer.eval_steps);
     return {{"val_loss", ev.loss}, {"tokens", ev.tokens}, {"batches", ev.batches}, {"weights", source}};
 }

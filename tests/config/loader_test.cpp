@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "config/emit.h"
 #include "config/schema.h"
@@ -137,7 +138,7 @@ TEST(ConfigLoader, CrossFieldChecks) {
         return std::string("loaded");
     };
     EXPECT_EQ(one("model:\n  d_model: 100\n  n_head: 3\n").rfind("model.d_model: must be divisible", 0), 0u);
-    EXPECT_EQ(one("trainer:\n  warmup_steps: 20\n  max_steps: 10\n").rfind("trainer.warmup_steps", 0), 0u);
+    EXPECT_EQ(one("trainer:\n  warmup_steps: 20\n  max_steps: 10\n"), "loaded");  // shortened, with a warning
     EXPECT_EQ(one("trainer:\n  lr: 1e-4\n  min_lr: 1e-3\n").rfind("trainer.min_lr", 0), 0u);
     EXPECT_EQ(one("dist:\n  backend: nccl\nrun:\n  device: cpu\n").rfind("dist.backend", 0), 0u);
     EXPECT_EQ(one("model:\n  n_head: 4\n  n_kv_head: 3\n  d_model: 64\n").rfind("model.n_kv_head", 0), 0u);
@@ -158,10 +159,11 @@ TEST(ConfigLoader, ValuesThisVersionCannotActOnAreRefusedTogether) {
                         {"data.cache_dir=/tmp/c"});
     std::map<std::string, std::string> by_key;
     for (const auto& i : is) by_key[i.key] = i.message;
-    // Cross-field checks (run.deterministic with run.device, data keys with data.source) need every value
-    // typed, so with trainer.lr wrong they wait; the keys refused on their own are reported with it.
-    EXPECT_EQ(by_key.size(), 4u) << joined(is);
-    for (const char* k : {"trainer.lr", "lora.alpha", "lora.target_modules", "tracking.mlflow_dir"})
+    // The cross-field checks (run.deterministic with run.device, data keys with data.source) run in the
+    // same pass as trainer.lr's type error (issue 25: all problems at once, not 4 more after a fix).
+    EXPECT_EQ(by_key.size(), 7u) << joined(is);
+    for (const char* k : {"trainer.lr", "lora.alpha", "lora.target_modules", "tracking.mlflow_dir", "run.deterministic",
+                          "tracking.mlflow.uri", "data.cache_dir"})
         EXPECT_TRUE(by_key.count(k)) << k << "\n" << joined(is);
 
     is = issues_of(kMinimal +
@@ -275,9 +277,39 @@ TEST(ConfigLoader, SetOverrides) {
     is = issues_of(kMinimal, {"novalue"});
     EXPECT_NE(is[0].message.find("KEY=VALUE"), std::string::npos);
     // Overrides go through the cross-field checks too.
-    is = issues_of(kMinimal, {"trainer.warmup_steps=5000", "trainer.max_steps=10"});
-    EXPECT_EQ(is[0].key, "trainer.warmup_steps");
-    EXPECT_EQ(is[0].where, "--set trainer.warmup_steps=5000");
+    is = issues_of(kMinimal, {"trainer.min_lr=1", "trainer.lr=0.5"});
+    EXPECT_EQ(is[0].key, "trainer.min_lr");
+    EXPECT_EQ(is[0].where, "--set trainer.min_lr=1");
+}
+
+// A warmup longer than the run is shortened to it, as a warning naming where it came from (issue 25:
+// `--set trainer.max_steps=12` on the default preset used to be refused).
+TEST(ConfigLoader, WarmupLongerThanTheRunIsShortenedWithAWarning) {
+    Config c = load_config_string(kMinimal, "t.yaml", {"trainer.warmup_steps=5000", "trainer.max_steps=10"});
+    EXPECT_EQ(c.trainer.warmup_steps, 10);
+    EXPECT_EQ(c.resolved["trainer"]["warmup_steps"], 10);
+    ASSERT_EQ(c.warnings.size(), 1u);
+    EXPECT_NE(c.warnings[0].find("trainer.warmup_steps (5000, --set trainer.warmup_steps=5000)"), std::string::npos)
+        << c.warnings[0];
+    EXPECT_NE(c.warnings[0].find("shortened to 10"), std::string::npos) << c.warnings[0];
+    c = load_config_string(kMinimal, "t.yaml", {"trainer.warmup_steps=10", "trainer.max_steps=10"});
+    EXPECT_EQ(c.trainer.warmup_steps, 10);
+    EXPECT_TRUE(c.warnings.empty());
+}
+
+// Cross-field problems come in the same pass as type errors (they used to wait until every value had
+// its type), except those that would compare with a refused value's default.
+TEST(ConfigLoader, CrossFieldProblemsInTheSamePassAsTypeErrors) {
+    auto is = issues_of(kMinimal, {"trainer.lr=abc", "trainer.min_lr=5", "run.name=bad name", "dist.backend=nccl",
+                                   "trainer.eval_steps=-3"});
+    std::set<std::string> keys;
+    for (const auto& i : is) keys.insert(i.key);
+    EXPECT_TRUE(keys.count("trainer.lr"));
+    EXPECT_TRUE(keys.count("trainer.eval_steps"));
+    EXPECT_TRUE(keys.count("run.name"));
+    EXPECT_TRUE(keys.count("dist.backend"));
+    EXPECT_FALSE(keys.count("trainer.min_lr")) << "compared with the default of a refused trainer.lr";
+    EXPECT_EQ(is.size(), 4u);
 }
 
 TEST(ConfigLoader, YamlOutputRoundTrips) {

@@ -107,8 +107,8 @@ export function jobPage(main, signal, id) {
       ['state', stateBadge(j.state)],
       ['progress', progressCell(j)],
       ['cost so far', `${fmtUsd(act.cost_usd)} (${fmtDuration(act.wall_s)} wall, ${(act.device_hours ?? 0).toFixed(4)} device-hours)`],
-      ['estimate', typeof est.cost_usd === 'number'
-        ? `${fmtUsd(est.cost_usd)}, ${fmtDuration(est.duration_s)}${est.source ? ` (source: ${est.source})` : ''}`
+      ['estimate', typeof est.duration_s === 'number'
+        ? `${typeof est.cost_usd === 'number' ? `${fmtUsd(est.cost_usd)}, ` : ''}${fmtDuration(est.duration_s)}${est.source ? ` (source: ${est.source})` : ''}`
         : `none${est.source ? ` (${est.source}${est.reason ? `: ${est.reason}` : ''})` : ''}`],
       ['resources', `${j.spec?.nodes ?? 1} node(s) × ${j.spec?.nproc_per_node ?? 1} proc, ${j.spec?.gpus_per_node ?? 0} GPU/node`],
       ['result', resultText(j.result, j.state)],

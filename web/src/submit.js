@@ -121,9 +121,11 @@ export function submitPage(main, signal, fromId = null) {
       e.field ? ` (field: ${e.field})` : ''));
   }
   function showEstimate(est) {
-    if (typeof est?.cost_usd !== 'number')
+    if (typeof est?.duration_s !== 'number')
       return h('span', {}, `no estimate (${est?.source || '?'}${est?.reason ? `: ${est.reason}` : ''})`);
-    return h('span', {}, `estimate: ${fmtDuration(est.duration_s)}, ${fmtUsd(est.cost_usd)} (source: ${est.source})`);
+    // No rate known: no cost (never $0).
+    const cost = typeof est.cost_usd === 'number' ? `, ${fmtUsd(est.cost_usd)}` : '';
+    return h('span', {}, `estimate: ${fmtDuration(est.duration_s)}${cost} (source: ${est.source})`);
   }
 
   estimateBtn.addEventListener('click', async () => {
