@@ -23,7 +23,7 @@ std::optional<JobState> parse_state(const std::string& s) {
 }
 
 nlohmann::json JobSpec::to_json() const {
-    return {{"name", name},
+    nlohmann::json j = {{"name", name},
             {"config", config_input},
             {"overrides", overrides},
             {"nodes", nodes},
@@ -34,6 +34,11 @@ nlohmann::json JobSpec::to_json() const {
             {"budget_usd", budget_usd},
             {"max_retries", max_retries},
             {"labels", labels}};
+    if (is_command()) {
+        j["command"] = command;
+        j["image"] = image;
+    }
+    return j;
 }
 
 }  // namespace llmt::server

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace llmt::server {
 
@@ -34,7 +35,12 @@ struct JobSpec {
     double budget_usd = 0;       // 0 = no per-job budget
     int max_retries = 2;         // attempts = 1 + max_retries for failures that are not bad input
     std::map<std::string, std::string> labels;
+    // A command job (server/command_job.h): the program and its arguments, run under `llmtrain launch`
+    // instead of our trainer; empty for a training job (then config_input is the config).
+    std::vector<std::string> command;
+    std::string image;  // the container image of a command job (Kubernetes executor)
 
+    bool is_command() const { return !command.empty(); }
     int cpus() const { return nodes * nproc_per_node; }  // one CPU slot per rank
     int gpus() const { return nodes * gpus_per_node; }
     nlohmann::json to_json() const;

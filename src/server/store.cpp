@@ -82,6 +82,8 @@ JobSpec spec_from_json(const nlohmann::json& j) {
     s.budget_usd = j.at("budget_usd");
     s.max_retries = j.at("max_retries");
     s.labels = j.at("labels").get<std::map<std::string, std::string>>();
+    if (j.contains("command")) s.command = j.at("command").get<std::vector<std::string>>();
+    if (j.contains("image")) s.image = j.at("image").get<std::string>();
     return s;
 }
 
