@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <random>
 
 #include "cli/command.h"
@@ -72,6 +74,20 @@ std::string resolve_run_id(const LaunchArgs& a) {
     std::random_device rd;
     return fmt::format("{:08x}-{:04x}-{:04x}-{:04x}-{:04x}{:08x}", rd(), rd() & 0xffff, (rd() & 0x0fff) | 0x4000,
                        (rd() & 0x3fff) | 0x8000, rd() & 0xffff, rd());
+}
+
+// A command job's LLMTRAIN_OUTPUT_DIR and the directory of its LLMTRAIN_METRICS_FILE (server/command_job.h),
+// created for the program when they are missing, e.g. /out/<job> on a fresh volume of a pod.
+void make_command_job_dirs() {
+    for (const char* name : {"LLMTRAIN_OUTPUT_DIR", "LLMTRAIN_METRICS_FILE"}) {
+        const char* v = std::getenv(name);
+        if (!v || !*v) continue;
+        std::filesystem::path dir = std::string(name) == "LLMTRAIN_OUTPUT_DIR" ? std::filesystem::path(v)
+                                                                               : std::filesystem::path(v).parent_path();
+        std::error_code ec;
+        if (!dir.empty()) std::filesystem::create_directories(dir, ec);
+        if (ec) throw IoError(fmt::format("{}={}: cannot create {}: {}", name, v, dir.string(), ec.message()));
+    }
 }
 
 }  // namespace
@@ -186,6 +202,7 @@ void register_launch(CLI::App& app, Runtime& rt) {
             rt.exit_code = 0;
             return;
         }
+        make_command_job_dirs();
         rt.exit_code = launch::run_launch(opt);
     });
 }
