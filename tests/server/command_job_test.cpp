@@ -78,6 +78,35 @@ TEST_F(CommandJobTest, DdpScriptSucceedsWithItsMetricsAndArtifactsOnTheJob) {
     EXPECT_NE(std::find(paths.begin(), paths.end(), "metrics.jsonl"), paths.end()) << a.text;
 }
 
+// Retried and cancelled like a training job (no torch: small shell commands). The job's directory is its
+// working directory, so a marker file there tells the second attempt from the first.
+TEST_F(CommandJobTest, AFailedAttemptIsRetriedAndACancelStopsTheProgram) {
+    server_ = std::make_unique<ServeProcess>(root_ / "srv", std::vector<std::string>{"--allow-command-jobs",
+                                                                                      "--capacity", "cpus=2,gpus=0"});
+    Api rita(server_->port(), kRunnerToken);
+    auto r = rita.post("/v1/jobs", Json{{"name", "flaky"},
+                                        {"command", {"/bin/sh", "-c", "[ -e marker ] && exit 0; touch marker; exit 3"}},
+                                        {"max_retries", 1}});
+    ASSERT_EQ(r.status, 201) << r.text;
+    const std::string id = std::to_string(r.body["id"].get<int64_t>());
+    Http job;
+    ASSERT_TRUE(wait_for([&] {
+        job = rita.get("/v1/jobs/" + id);
+        const std::string st = job.body.value("state", "");
+        return st == "succeeded" || st == "failed";
+    }, 120)) << server_->log();
+    EXPECT_EQ(job.body["state"], "succeeded") << job.text;
+    EXPECT_EQ(job.body["attempts"], 2) << job.text;
+
+    r = rita.post("/v1/jobs", Json{{"name", "sleeper"}, {"command", {"/bin/sleep", "300"}}});
+    ASSERT_EQ(r.status, 201) << r.text;
+    const std::string sid = std::to_string(r.body["id"].get<int64_t>());
+    ASSERT_TRUE(wait_for([&] { return rita.get("/v1/jobs/" + sid).body.value("state", "") == "running"; }, 60));
+    EXPECT_EQ(rita.post("/v1/jobs/" + sid + "/cancel", "").status, 202);
+    EXPECT_TRUE(wait_for([&] { return rita.get("/v1/jobs/" + sid).body.value("state", "") == "cancelled"; }, 60))
+        << rita.get("/v1/jobs/" + sid).text;
+}
+
 TEST_F(CommandJobTest, OnlyRunnerAndAdminTokensMaySubmitOne) {
     server_ = std::make_unique<ServeProcess>(root_ / "srv", std::vector<std::string>{"--allow-command-jobs"});
     auto sub = Api(server_->port(), kSubmitterToken).post("/v1/jobs", ddp_job("by-bob"));
