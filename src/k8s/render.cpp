@@ -115,6 +115,8 @@ PodTemplate pod_template(const JobSpec& s, const Names& n, const std::string& re
     p.run_as_user = kImageUid;
     p.fs_group = kImageUid;
     p.node_selector = s.node_selector;
+    // A command job's program is the submitter's: no API credentials of the namespace in its pod.
+    if (s.is_command()) p.automount_service_account_token = false;
     if (s.gpus_per_node > 0) p.tolerations.push_back({"nvidia.com/gpu", "Exists", "", "NoSchedule"});
     Container c;
     c.name = n.container;
@@ -234,6 +236,8 @@ std::vector<Json> trainjob(const JobSpec& s, const Names& n) {
     pod_patch["securityContext"] = pod["securityContext"];
     if (pod.contains("nodeSelector")) pod_patch["nodeSelector"] = pod["nodeSelector"];
     if (pod.contains("tolerations")) pod_patch["tolerations"] = pod["tolerations"];
+    // automountServiceAccountToken is not a field a TrainJob runtime patch may set: its pods keep the
+    // runtime's setting (docs/security.md "Command jobs").
     pod_patch["volumes"] = volumes_j;
     pod_patch["containers"] = Json::array({{{"name", n.container}, {"volumeMounts", mounts_j}}});
     Json patch = {{"manager", "llmtrain"},
