@@ -30,6 +30,7 @@ struct SpecOptions {
     std::string kind = "indexed-job";
     k8s::JobSpec spec;
     std::vector<std::string> node_selector, env;
+    std::vector<std::string> command;  // after --: a command job (k8s::JobSpec::command)
 };
 
 std::pair<std::string, std::string> split_kv(const std::string& flag, const std::string& kv) {
@@ -83,6 +84,10 @@ std::shared_ptr<SpecOptions> add_spec_options(CLI::App* cmd) {
     cmd->add_option("--master-port", s.master_port, "rendezvous port on rank 0")->capture_default_str();
     cmd->add_option("--node-selector", o->node_selector, "KEY=VALUE node label the pods require (repeatable)");
     cmd->add_option("--env", o->env, "KEY=VALUE container env, e.g. NCCL_SOCKET_IFNAME=eth0 (repeatable)");
+    cmd->add_option("command", o->command,
+                    "a command job: the program and its arguments after --, run by llmtrain launch with torchrun's "
+                    "environment instead of train (the image must have llmtrain on its PATH); replaces --config");
+    cmd->get_option("--config")->required(false);
     return o;
 }
 
@@ -92,6 +97,17 @@ k8s::JobSpec build_spec(const SpecOptions& o, const ConfigOptions& copts, const 
     s.kind = k8s::parse_kind(o.kind);
     for (const auto& kv : o.node_selector) s.node_selector.push_back(split_kv("--node-selector", kv));
     for (const auto& kv : o.env) s.env.push_back(split_kv("--env", kv));
+    if (!o.command.empty()) {
+        // A command job: the program instead of our trainer, so no config.
+        if (!copts.path.empty() || !copts.sets.empty())
+            throw UsageError("give either --config (our trainer) or a command after -- (your program), not both");
+        s.command = o.command;
+        s = k8s::resolve(std::move(s));
+        for (const auto& w : k8s::warnings(s)) fmt::print(stderr, "llmtrain: warning: {}\n", w);
+        return s;
+    }
+    if (copts.path.empty())
+        throw UsageError("--config is required (or, for a command job, the program after --: -- python3 train.py)");
     auto cfg = load_config(copts);
     s.config_yaml = config::to_yaml_written(cfg);  // written keys only: a model directory fills the rest
     s.config_device = cfg.run.device;

@@ -85,6 +85,10 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--allow-endpoint", o->allow_endpoint,
                     "an http(s):// URL prefix jobs may connect to, such as an MLflow tracking server for "
                     "tracking.mlflow.uri (repeatable); by default jobs may connect to none (docs/security.md)");
+    cmd->add_flag("--allow-command-jobs", o->allow_command_jobs,
+                  "accept command jobs ({\"command\": [\"python3\", \"train.py\"]}) from tokens with role runner or "
+                  "admin: they run any program as this server's user (local executor) or in their own pod "
+                  "(docs/security.md \"Command jobs\")");
     cmd->add_option("--job-env", o->job_env,
                     "NAME of an environment variable of this server that jobs also get (repeatable); by default jobs "
                     "get only non-secret ones (PATH, locale, threads, CUDA/NCCL, LLMTRAIN_*)");

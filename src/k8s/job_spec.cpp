@@ -92,7 +92,8 @@ JobSpec resolve(JobSpec s) {
     std::vector<std::string> errs;
     if (s.name.empty()) s.name = s.config_run_name;
     if (s.name.empty()) {
-        errs.push_back("no job name: pass --name or set run.name in the config");
+        errs.push_back(s.is_command() ? "no job name: pass --name"
+                                      : "no job name: pass --name or set run.name in the config");
     } else if (!is_dns1035_label(s.name)) {
         errs.push_back(fmt::format(
             "name '{}' is not a DNS-1035 label (lowercase letters, digits and '-', starting with a letter, "

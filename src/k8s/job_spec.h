@@ -33,6 +33,10 @@ struct JobSpec {
     int master_port = 29500;
     std::vector<std::pair<std::string, std::string>> node_selector;
     std::vector<std::pair<std::string, std::string>> env;  // extra container env (NCCL_*, ...)
+    // A command job: this program (e.g. {"python3", "train.py"}) runs under `llmtrain launch --no-python`
+    // instead of `train`, with no config (no ConfigMap). The image must have llmtrain on its PATH.
+    std::vector<std::string> command;
+    bool is_command() const { return !command.empty(); }
 
     // From the loaded, validated config.
     std::string config_yaml;    // the resolved config (config::to_yaml), mounted at /etc/llmtrain/config.yaml

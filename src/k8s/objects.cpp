@@ -118,6 +118,7 @@ Json PodSpec::to_json() const {
         if (fs_group) sc["fsGroup"] = *fs_group;
         j["securityContext"] = sc;
     }
+    if (automount_service_account_token) j["automountServiceAccountToken"] = *automount_service_account_token;
     if (!node_selector.empty()) j["nodeSelector"] = pairs_to_json(node_selector);
     if (!tolerations.empty()) {
         Json t = Json::array();

@@ -88,6 +88,7 @@ struct PodSpec {
     std::string hostname_subdomain;
     std::optional<int> termination_grace_period_s;
     std::optional<int64_t> run_as_user, fs_group;  // pod securityContext (non-root, writable PVCs)
+    std::optional<bool> automount_service_account_token;  // unset: the cluster's default (mounted)
     Pairs node_selector;
     std::vector<Toleration> tolerations;
     std::vector<Container> containers;

@@ -60,13 +60,19 @@ std::vector<EnvVar> common_env(const JobSpec& s) {
             env.back().secret_optional = optional;
         }
     }
+    if (s.is_command()) {
+        // server/command_job.h: what the program writes here are the job's metrics and outputs.
+        const std::string out = std::string(kOutDir) + "/" + s.name;
+        env.push_back(EnvVar::literal("LLMTRAIN_METRICS_FILE", out + "/metrics.jsonl"));
+        env.push_back(EnvVar::literal("LLMTRAIN_OUTPUT_DIR", out));
+    }
     for (const auto& [k, v] : s.env) env.push_back(EnvVar::literal(k, v));
     return env;
 }
 
 std::vector<Volume> volumes(const JobSpec& s, const Names& n) {
     std::vector<Volume> v;
-    v.push_back({"config", Volume::Source::ConfigMap, n.configmap, false});
+    if (!s.is_command()) v.push_back({"config", Volume::Source::ConfigMap, n.configmap, false});
     if (!s.data_pvc.empty()) v.push_back({"data", Volume::Source::Pvc, s.data_pvc, true});
     if (!s.output_pvc.empty()) {
         v.push_back({"out", Volume::Source::Pvc, s.output_pvc, false});
@@ -80,7 +86,7 @@ std::vector<Volume> volumes(const JobSpec& s, const Names& n) {
 
 std::vector<VolumeMount> mounts(const JobSpec& s) {
     std::vector<VolumeMount> m;
-    m.push_back({"config", kConfigDir, true});
+    if (!s.is_command()) m.push_back({"config", kConfigDir, true});
     if (!s.data_pvc.empty()) m.push_back({"data", kDataDir, true});
     m.push_back({"out", kOutDir, false});
     if (!s.models_pvc.empty()) m.push_back({"models", kModelsDir, true});
@@ -109,6 +115,8 @@ PodTemplate pod_template(const JobSpec& s, const Names& n, const std::string& re
     p.run_as_user = kImageUid;
     p.fs_group = kImageUid;
     p.node_selector = s.node_selector;
+    // A command job's program is the submitter's: no API credentials of the namespace in its pod.
+    if (s.is_command()) p.automount_service_account_token = false;
     if (s.gpus_per_node > 0) p.tolerations.push_back({"nvidia.com/gpu", "Exists", "", "NoSchedule"});
     Container c;
     c.name = n.container;
@@ -228,6 +236,8 @@ std::vector<Json> trainjob(const JobSpec& s, const Names& n) {
     pod_patch["securityContext"] = pod["securityContext"];
     if (pod.contains("nodeSelector")) pod_patch["nodeSelector"] = pod["nodeSelector"];
     if (pod.contains("tolerations")) pod_patch["tolerations"] = pod["tolerations"];
+    // automountServiceAccountToken is not a field a TrainJob runtime patch may set: its pods keep the
+    // runtime's setting (docs/security.md "Command jobs").
     pod_patch["volumes"] = volumes_j;
     pod_patch["containers"] = Json::array({{{"name", n.container}, {"volumeMounts", mounts_j}}});
     Json patch = {{"manager", "llmtrain"},
@@ -320,6 +330,11 @@ std::vector<std::string> launcher_args(const JobSpec& s) {
             break;
     }
     // Restarts are Kubernetes' job (a recreated pod resumes); the launcher does not restart in place.
+    if (s.is_command()) {
+        a.insert(a.end(), {"--max-restarts", "0", "--no-python", "--"});
+        a.insert(a.end(), s.command.begin(), s.command.end());
+        return a;
+    }
     a.insert(a.end(), {"--max-restarts", "0", "--", "train", "--config", kConfigPath, "--resume", "auto", "--set",
                        "output.run_id=" + s.name, "--set", std::string("output.root_dir=") + kOutDir});
     return a;
@@ -327,14 +342,17 @@ std::vector<std::string> launcher_args(const JobSpec& s) {
 
 std::vector<Json> render_objects(const JobSpec& s) {
     const Names n = names_for(s.kind, s.name);
+    std::vector<Json> objects;
     switch (s.kind) {
-        case Kind::IndexedJob: return indexed_job(s, n);
-        case Kind::JobSet: return jobset(s, n);
-        case Kind::TrainJob: return trainjob(s, n);
-        case Kind::PyTorchJob: return pytorchjob(s, n);
-        case Kind::StatefulSet: return statefulset(s, n);
+        case Kind::IndexedJob: objects = indexed_job(s, n); break;
+        case Kind::JobSet: objects = jobset(s, n); break;
+        case Kind::TrainJob: objects = trainjob(s, n); break;
+        case Kind::PyTorchJob: objects = pytorchjob(s, n); break;
+        case Kind::StatefulSet: objects = statefulset(s, n); break;
     }
-    return {};
+    // A command job has no config to mount.
+    if (s.is_command()) std::erase_if(objects, [](const Json& o) { return o.value("kind", "") == "ConfigMap"; });
+    return objects;
 }
 
 std::string render(const JobSpec& s) {

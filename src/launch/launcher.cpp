@@ -20,12 +20,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
 
 #include "core/error.h"
+#include "launch/error_file.h"
+#include "launch/worker_logs.h"
 
 extern char** environ;
 
@@ -94,7 +97,8 @@ void log_line(const std::string& msg) { write_all(2, "llmtrain launch: " + msg +
 // One output stream of one worker, relayed line by line with a prefix.
 struct Stream {
     int fd = -1;       // read end, -1 once at EOF
-    int out_fd = 1;    // where the prefixed lines go
+    int out_fd = 1;    // where the prefixed lines go; -1 = not to the console (--redirects without --tee)
+    int file_fd = -1;  // the worker's stdout.log/stderr.log (--redirects, --tee): raw bytes, no prefix
     std::string buf;   // the unfinished line
 };
 
@@ -103,6 +107,7 @@ struct Worker {
     pid_t pid = -1;
     bool running = false;
     int exit_code = 0;  // 128 + signal for a signal
+    std::time_t exited_at = 0;
     Stream out, err;
 };
 
@@ -125,7 +130,7 @@ void relay(Stream& s, const std::string& prefix, bool eof) {
         s.buf.clear();
     }
     // One write per batch of whole lines: no other writer in this process can split a line.
-    if (!batch.empty()) write_all(s.out_fd, batch);
+    if (!batch.empty() && s.out_fd >= 0) write_all(s.out_fd, batch);
 }
 
 // Reads what is available; closes the stream at EOF.
@@ -134,6 +139,7 @@ void pump(Stream& s, const std::string& prefix) {
     for (;;) {
         ssize_t k = read(s.fd, chunk, sizeof chunk);
         if (k > 0) {
+            if (s.file_fd >= 0) write_all(s.file_fd, std::string(chunk, static_cast<std::size_t>(k)));
             s.buf.append(chunk, static_cast<std::size_t>(k));
             relay(s, prefix, false);
             if (static_cast<std::size_t>(k) < sizeof chunk) return;
@@ -144,6 +150,8 @@ void pump(Stream& s, const std::string& prefix) {
         relay(s, prefix, true);  // EOF or a read error
         close(s.fd);
         s.fd = -1;
+        if (s.file_fd >= 0) close(s.file_fd);
+        s.file_fd = -1;
         return;
     }
 }
@@ -152,14 +160,6 @@ int status_to_code(int status) {
     if (WIFEXITED(status)) return WEXITSTATUS(status);
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
     return 1;
-}
-
-std::string describe_code(int code) {
-    if (code > 128 && code < 128 + 65) {
-        const char* name = sigabbrev_np(code - 128);
-        return fmt::format("signal {} (SIG{}, exit code {})", code - 128, name ? name : "?", code);
-    }
-    return fmt::format("exit code {}", code);
 }
 
 // Every live descendant of this process (from /proc's parent links), children first.
@@ -219,8 +219,9 @@ std::vector<std::string> make_env(const std::vector<std::pair<std::string, std::
 
 class Attempt {
 public:
-    Attempt(const LaunchOptions& opt, int restart_count, int master_port, const std::optional<int>& omp)
-        : opt_(opt), restart_count_(restart_count), master_port_(master_port), omp_(omp) {}
+    Attempt(const LaunchOptions& opt, const WorkerGroupEnv& group, const WorkerLogs& logs, int restart_count,
+            int master_port)
+        : opt_(opt), group_(group), logs_(logs), restart_count_(restart_count), master_port_(master_port) {}
 
     ~Attempt() {
         // Reached with workers alive only on an exception; leave nothing behind.
@@ -231,6 +232,7 @@ public:
         for (auto& w : workers_) {
             for (Stream* s : {&w.out, &w.err}) {
                 if (s->fd >= 0) close(s->fd);
+                if (s->file_fd >= 0) close(s->file_fd);
             }
         }
     }
@@ -238,6 +240,7 @@ public:
     struct Outcome {
         int first_failure_code = 0;  // 0 = every worker exited 0
         int first_failure_rank = -1;
+        std::vector<WorkerFailure> failures;  // every worker that failed before the teardown, in exit order
         int stop_signal = 0;         // a SIGTERM/SIGINT the launcher received
     };
 
@@ -255,6 +258,7 @@ private:
         argv.push_back(opt_.exec_program ? *opt_.exec_program : opt_.argv0);
         argv.insert(argv.end(), args.begin(), args.end());
         const int n = opt_.node.nproc_per_node.value;
+        logs_.prepare_attempt(restart_count_, n);
         workers_.resize(static_cast<std::size_t>(n));
         for (int lr = 0; lr < n; ++lr) {
             Worker& w = workers_[static_cast<std::size_t>(lr)];
@@ -265,7 +269,12 @@ private:
     }
 
     void spawn(Worker& w, const std::string& program, const std::vector<std::string>& argv) {
-        auto env = make_env(worker_env(opt_.node, w.local_rank, master_port_, restart_count_, opt_.max_restarts, omp_));
+        WorkerSlot slot{w.local_rank, master_port_, restart_count_, logs_.error_file(restart_count_, w.local_rank)};
+        auto env = make_env(worker_env(opt_.node, group_, slot));
+        const int to_files = std_bits(opt_.redirects, w.local_rank) | std_bits(opt_.tee, w.local_rank);
+        const int to_console = ~std_bits(opt_.redirects, w.local_rank) | std_bits(opt_.tee, w.local_rank);
+        int out_file = (to_files & kStdOut) ? open_log(logs_.stdout_file(restart_count_, w.local_rank)) : -1;
+        int err_file = (to_files & kStdErr) ? open_log(logs_.stderr_file(restart_count_, w.local_rank)) : -1;
         std::vector<char*> cargv, cenv;
         for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
         cargv.push_back(nullptr);
@@ -283,7 +292,9 @@ private:
         const bool path_lookup = opt_.exec_program.has_value();
         pid_t pid = fork();
         if (pid < 0) {
-            for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+            for (int fd : {out[0], out[1], err[0], err[1], out_file, err_file}) {
+                if (fd >= 0) close(fd);
+            }
             throw IoError(fmt::format("fork: {}", std::strerror(errno)));
         }
         if (pid == 0) {
@@ -320,8 +331,18 @@ private:
         fcntl(err[0], F_SETFL, O_NONBLOCK);
         w.pid = pid;
         w.running = true;
-        w.out = Stream{out[0], 1, {}};
-        w.err = Stream{err[0], 2, {}};
+        w.out = Stream{out[0], (to_console & kStdOut) ? 1 : -1, out_file, {}};
+        w.err = Stream{err[0], (to_console & kStdErr) ? 2 : -1, err_file, {}};
+    }
+
+    static int std_bits(const std::vector<int>& per_rank, int local_rank) {
+        return local_rank < static_cast<int>(per_rank.size()) ? per_rank[static_cast<std::size_t>(local_rank)] : 0;
+    }
+
+    static int open_log(const std::string& path) {
+        int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) throw IoError(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+        return fd;
     }
 
     int running_count() const {
@@ -355,15 +376,21 @@ private:
     void on_exit(Worker& w, int code) {
         w.running = false;
         w.exit_code = code;
+        w.exited_at = std::time(nullptr);
         if (code == 0) return;
         if (outcome_.first_failure_rank < 0) {
             outcome_.first_failure_code = code;
             outcome_.first_failure_rank = w.rank;
         }
+        // Workers that the teardown's SIGTERM ended are its doing, not failures of their own.
+        if (!tearing_down_ || (code != 128 + SIGTERM && code != 128 + SIGKILL)) {
+            outcome_.failures.push_back(WorkerFailure{w.rank, w.local_rank, w.pid, code, w.exited_at,
+                                                      logs_.error_file(restart_count_, w.local_rank)});
+        }
         if (!tearing_down_) {
             tearing_down_ = true;
             int others = running_count();
-            log_line(fmt::format("worker rank {} (pid {}) failed with {}{}", w.rank, w.pid, describe_code(code),
+            log_line(fmt::format("worker rank {} (pid {}) failed with {}{}", w.rank, w.pid, describe_exit_code(code),
                                  others ? fmt::format("; stopping the other {} worker(s) (SIGTERM, SIGKILL after {} s)",
                                                       others, opt_.kill_grace_s)
                                         : std::string()));
@@ -474,9 +501,10 @@ private:
     }
 
     const LaunchOptions& opt_;
+    const WorkerGroupEnv& group_;
+    const WorkerLogs& logs_;
     int restart_count_;
     int master_port_;
-    std::optional<int> omp_;
     std::vector<Worker> workers_;
     Outcome outcome_;
     bool tearing_down_ = false;
@@ -485,31 +513,13 @@ private:
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> worker_env(const NodeEnv& node, int local_rank, int master_port,
-                                                            int restart_count, int max_restarts,
-                                                            const std::optional<int>& omp_threads) {
-    const std::string world = std::to_string(node.world_size());
-    const std::string rank = std::to_string(node.first_rank() + local_rank);
-    std::vector<std::pair<std::string, std::string>> env = {
-        {"RANK", rank},
-        {"LOCAL_RANK", std::to_string(local_rank)},
-        {"WORLD_SIZE", world},
-        {"LOCAL_WORLD_SIZE", std::to_string(node.nproc_per_node.value)},
-        {"GROUP_RANK", std::to_string(node.node_rank.value)},
-        {"GROUP_WORLD_SIZE", std::to_string(node.nnodes.value)},
-        {"ROLE_NAME", "default"},
-        {"ROLE_RANK", rank},
-        {"ROLE_WORLD_SIZE", world},
-        {"MASTER_ADDR", node.master_addr.value},
-        {"MASTER_PORT", std::to_string(master_port)},
-        {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
-        {"TORCHELASTIC_MAX_RESTARTS", std::to_string(max_restarts)},
-        // rank 0's worker hosts the store here, not the launcher: an inherited "True" from an outer
-        // torchrun would make the workers wait for an agent store that does not exist.
-        {"TORCHELASTIC_USE_AGENT_STORE", ""},
-    };
-    if (omp_threads) env.emplace_back("OMP_NUM_THREADS", std::to_string(*omp_threads));
-    return env;
+WorkerGroupEnv worker_group_env(const LaunchOptions& opt) {
+    WorkerGroupEnv g;
+    g.kind = opt.kind();
+    g.max_restarts = opt.max_restarts;
+    g.run_id = opt.run_id;
+    g.omp_threads = default_omp_threads(g.kind, opt.cpu_count, opt.node.nproc_per_node.value);
+    return g;
 }
 
 std::vector<std::string> worker_args_for_attempt(const LaunchOptions& opt, int restart_count) {
@@ -521,12 +531,6 @@ std::vector<std::string> worker_args_for_attempt(const LaunchOptions& opt, int r
     args.push_back("--resume");
     args.push_back("auto");
     return args;
-}
-
-std::optional<int> default_omp_threads(int cpu_count, int nproc_per_node) {
-    const char* v = std::getenv("OMP_NUM_THREADS");
-    if (v && *v) return std::nullopt;
-    return std::max(1, cpu_count / std::max(1, nproc_per_node));
 }
 
 int pick_free_port(const std::string& addr) {
@@ -554,7 +558,10 @@ int run_launch(const LaunchOptions& opt) {
     SignalScope signals;
     // Orphaned grandchildren are reparented to us instead of init, so none can escape the cleanup.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
-    const auto omp = default_omp_threads(opt.cpu_count, opt.node.nproc_per_node.value);
+    const WorkerGroupEnv group = worker_group_env(opt);
+    const WorkerLogs logs(opt.log_dir, opt.run_id);
+    const std::string hostname = this_host().hostname;
+    if (!opt.log_dir.empty()) log_line(fmt::format("worker logs and error files under {}", logs.run_dir()));
 
     for (int restart = 0;; ++restart) {
         int port = opt.node.master_port.value;
@@ -563,10 +570,17 @@ int run_launch(const LaunchOptions& opt) {
             log_line(fmt::format("attempt {} of {}: {} worker(s), master {}:{}", restart + 1, opt.max_restarts + 1,
                                  opt.node.nproc_per_node.value, opt.node.master_addr.value, port));
         }
-        Attempt attempt(opt, restart, port, omp);
+        Attempt attempt(opt, group, logs, restart, port);
         auto r = attempt.run();
         if (r.stop_signal) return r.first_failure_code ? r.first_failure_code : 128 + r.stop_signal;
-        if (r.first_failure_rank < 0) return 0;
+        if (r.first_failure_rank < 0) {
+            logs.remove_if_temporary();
+            return 0;
+        }
+        const WorkerFailure& cause = root_cause(r.failures);
+        r.first_failure_rank = cause.rank;
+        r.first_failure_code = cause.exit_code;
+        log_line(describe_failure(cause, hostname));
         // llmtrain exits 2 for bad input (config, data, a checkpoint that does not fit): the same command
         // would fail the same way, so it is not retried (as the Kubernetes podFailurePolicy we render).
         if (!opt.exec_program && r.first_failure_code == kBadInputExitCode && restart < opt.max_restarts) {
@@ -576,10 +590,11 @@ int run_launch(const LaunchOptions& opt) {
             return r.first_failure_code;
         }
         if (restart >= opt.max_restarts) {
-            log_line(fmt::format("worker rank {} failed with {}; {}", r.first_failure_rank,
-                                 describe_code(r.first_failure_code),
+            log_line(fmt::format("worker rank {} failed with {}; {}; logs and error files kept under {}",
+                                 r.first_failure_rank, describe_exit_code(r.first_failure_code),
                                  opt.max_restarts ? fmt::format("no restart left (--max-restarts {})", opt.max_restarts)
-                                                  : std::string("not restarting (--max-restarts 0)")));
+                                                  : std::string("not restarting (--max-restarts 0)"),
+                                 logs.run_dir()));
             return r.first_failure_code;
         }
         const auto next = worker_args_for_attempt(opt, restart + 1);

@@ -92,6 +92,34 @@ void refuse_if_nested(const EnvLookup& env, const Raw& r) {
     }
 }
 
+// --rdzv-endpoint HOST[:PORT] split into the master address and port flags; [v6]:PORT keeps its brackets off.
+NodeFlags with_rdzv_endpoint(const NodeFlags& flags) {
+    if (!flags.rdzv_endpoint) return flags;
+    if (flags.master_addr || flags.master_port) {
+        throw UsageError(fmt::format("--rdzv-endpoint '{}' names the master already: drop --master-addr/--master-port",
+                                     *flags.rdzv_endpoint));
+    }
+    NodeFlags f = flags;
+    const std::string& e = *flags.rdzv_endpoint;
+    std::string host = e, port = std::to_string(kDefaultRdzvPort);
+    if (!e.empty() && e.front() == '[') {
+        auto close = e.find(']');
+        if (close == std::string::npos) throw UsageError(fmt::format("--rdzv-endpoint '{}': unclosed '['", e));
+        host = e.substr(1, close - 1);
+        if (close + 1 < e.size()) {
+            if (e[close + 1] != ':') throw UsageError(fmt::format("--rdzv-endpoint '{}': expected [HOST]:PORT", e));
+            port = e.substr(close + 2);
+        }
+    } else if (auto colon = e.rfind(':'); colon != std::string::npos) {
+        host = e.substr(0, colon);
+        port = e.substr(colon + 1);
+    }
+    if (host.empty()) throw UsageError(fmt::format("--rdzv-endpoint '{}': expected HOST[:PORT]", e));
+    f.master_addr = host;
+    f.master_port = port;
+    return f;
+}
+
 }  // namespace
 
 std::string NodeEnv::describe() const {
@@ -102,7 +130,10 @@ std::string NodeEnv::describe() const {
         master_addr.source, master_port.source, world_size(), first_rank(), first_rank() + nproc_per_node.value - 1);
 }
 
-NodeEnv resolve_node_env(const NodeFlags& flags, const EnvLookup& env, const HostInfo& host) {
+NodeEnv resolve_node_env(const NodeFlags& given_flags, const EnvLookup& env, const HostInfo& host) {
+    const NodeFlags flags = with_rdzv_endpoint(given_flags);
+    const char* addr_flag = given_flags.rdzv_endpoint ? "--rdzv-endpoint" : "--master-addr";
+    const char* port_flag = given_flags.rdzv_endpoint ? "--rdzv-endpoint" : "--master-port";
     NodeEnv n;
 
     if (flags.standalone) {
@@ -112,8 +143,10 @@ NodeEnv resolve_node_env(const NodeFlags& flags, const EnvLookup& env, const Hos
         if (flags.node_rank && flags.node_rank != "0") {
             throw UsageError(fmt::format("--standalone runs one node (rank 0), but --node-rank is '{}'", *flags.node_rank));
         }
-        if (flags.master_addr || flags.master_port) {
-            throw UsageError("--standalone picks its own master (127.0.0.1, a free port): drop --master-addr/--master-port");
+        if (flags.master_addr || flags.master_port || flags.rdzv_endpoint) {
+            throw UsageError(
+                "--standalone picks its own master (127.0.0.1, a free port): drop --master-addr/--master-port/"
+                "--rdzv-endpoint");
         }
         n.nnodes = {1, "--standalone"};
         n.node_rank = {0, "--standalone"};
@@ -165,7 +198,7 @@ NodeEnv resolve_node_env(const NodeFlags& flags, const EnvLookup& env, const Hos
 
         // master address
         std::optional<Raw> addr;
-        if (!(addr = from_flag(flags.master_addr, "--master-addr")) && !(addr = from_env(env, "PET_MASTER_ADDR"))) {
+        if (!(addr = from_flag(flags.master_addr, addr_flag)) && !(addr = from_env(env, "PET_MASTER_ADDR"))) {
             addr = from_env(env, "MASTER_ADDR");
         }
         if (addr) {
@@ -186,7 +219,7 @@ NodeEnv resolve_node_env(const NodeFlags& flags, const EnvLookup& env, const Hos
 
         // master port
         std::optional<Raw> port;
-        if (!(port = from_flag(flags.master_port, "--master-port")) && !(port = from_env(env, "PET_MASTER_PORT"))) {
+        if (!(port = from_flag(flags.master_port, port_flag)) && !(port = from_env(env, "PET_MASTER_PORT"))) {
             port = from_env(env, "MASTER_PORT");
         }
         if (port) {

@@ -13,6 +13,9 @@ namespace llmt::launch {
 // flags and the environment variables share one parser and one kind of error message.
 struct NodeFlags {
     std::optional<std::string> nnodes, node_rank, nproc_per_node, master_addr, master_port;
+    // torchrun's --rdzv-endpoint HOST[:PORT]: the master address and port (port default 29400, as torchrun's
+    // c10d rendezvous). Exclusive with --master-addr/--master-port.
+    std::optional<std::string> rdzv_endpoint;
     bool standalone = false;  // torchrun's --standalone: one node, master 127.0.0.1, a free port
 };
 
@@ -48,17 +51,18 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 // `apps.kubernetes.io/pod-index` with the downward API (fieldRef metadata.labels['apps.kubernetes.io/pod-index']).
 inline constexpr const char* kPodIndexEnv = "LLMTRAIN_POD_INDEX";
 inline constexpr int kDefaultMasterPort = 29500;  // torchrun's default
+inline constexpr int kDefaultRdzvPort = 29400;    // torchrun's default port of an --rdzv-endpoint
 
 // Resolves the node level. Per value, the first source that is present wins:
 //   nnodes:         --nnodes, PET_NNODES ("N" or "N:N"), WORLD_SIZE (PyTorchJob, counts pods), 1
 //   node rank:      --node-rank, PET_NODE_RANK, JOB_COMPLETION_INDEX, LLMTRAIN_POD_INDEX,
 //                   RANK (PyTorchJob, with WORLD_SIZE), the hostname's trailing -N (only when nnodes > 1), 0
 //   nproc per node: --nproc-per-node, PET_NPROC_PER_NODE (a number, "auto" or "cpu" = cpu_count), 1
-//   master addr:    --master-addr, PET_MASTER_ADDR, MASTER_ADDR, 127.0.0.1 (one node only)
-//   master port:    --master-port, PET_MASTER_PORT, MASTER_PORT, 29500
+//   master addr:    --master-addr or --rdzv-endpoint, PET_MASTER_ADDR, MASTER_ADDR, 127.0.0.1 (one node only)
+//   master port:    --master-port or --rdzv-endpoint, PET_MASTER_PORT, MASTER_PORT, 29500
 // --standalone fixes one node, rank 0, 127.0.0.1 and a free port.
 // Throws UsageError naming the flags/variables involved for: a non-integer or out-of-range value, node rank
-// >= nnodes, nnodes > 1 without a master address or without any node rank source, port 0 with nnodes > 1,
+// >= nnodes, --rdzv-endpoint together with --master-addr/--master-port or with a bad port, nnodes > 1 without a master address or without any node rank source, port 0 with nnodes > 1,
 // an elastic PET_NNODES range, --standalone with conflicting flags, and LOCAL_RANK already set (this
 // process is itself a worker of another launcher, so RANK/WORLD_SIZE are not the node level).
 NodeEnv resolve_node_env(const NodeFlags& flags, const EnvLookup& env, const HostInfo& host);

@@ -21,6 +21,7 @@ const char* role_name(Role r) {
     switch (r) {
         case Role::kViewer: return "viewer";
         case Role::kSubmitter: return "submitter";
+        case Role::kRunner: return "runner";
         case Role::kAdmin: return "admin";
     }
     return "?";
@@ -72,10 +73,12 @@ TokenTable TokenTable::load(const std::filesystem::path& path) {
             e.who.role = Role::kViewer;
         else if (role == "submitter")
             e.who.role = Role::kSubmitter;
+        else if (role == "runner")
+            e.who.role = Role::kRunner;
         else if (role == "admin")
             e.who.role = Role::kAdmin;
         else
-            throw InputError(where + ": unknown role '" + role + "' (expected viewer, submitter or admin)");
+            throw InputError(where + ": unknown role '" + role + "' (expected viewer, submitter, runner or admin)");
         for (const auto& o : t.entries_)
             if (o.token == token) throw InputError(where + ": duplicate token (also for '" + o.who.name + "')");
         t.entries_.push_back(std::move(e));

@@ -1,4 +1,5 @@
-// Bearer-token auth: --tokens-file lines "<token> <name> <role>" with role viewer < submitter < admin.
+// Bearer-token auth: --tokens-file lines "<token> <name> <role>" with role viewer < submitter < runner < admin
+// (runner: may also submit command jobs, which run arbitrary programs; docs/security.md).
 // Without a file the server writes <data-dir>/tokens (mode 0600) holding one generated admin token.
 #pragma once
 
@@ -9,7 +10,7 @@
 
 namespace llmt::server {
 
-enum class Role { kViewer = 0, kSubmitter = 1, kAdmin = 2 };
+enum class Role { kViewer = 0, kSubmitter = 1, kRunner = 2, kAdmin = 3 };
 const char* role_name(Role r);
 
 struct Principal {

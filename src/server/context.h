@@ -46,6 +46,7 @@ struct ServerOptions {
     std::vector<std::filesystem::path> allow_read;
     std::vector<std::string> job_env;
     std::vector<std::string> allow_endpoint;  // --allow-endpoint: URL prefixes jobs may connect to (MLflow servers)
+    bool allow_command_jobs = false;          // --allow-command-jobs: runner/admin tokens may submit programs (command_job.h)
 };
 
 struct ServerContext {

@@ -18,8 +18,9 @@ struct AttemptRequest {
     int64_t job_id = 0;
     int attempt = 1;                    // 1-based
     std::filesystem::path job_dir;
-    std::filesystem::path config_path;  // the resolved config.yaml the job runs with
+    std::filesystem::path config_path;  // the resolved config.yaml the job runs with (not for a command job)
     JobSpec spec;
+    std::filesystem::path run_dir;      // <job_dir>/runs/job-<id>: a command job's metrics file and outputs
 };
 
 // How an attempt stands right now.

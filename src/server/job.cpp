@@ -35,6 +35,10 @@ nlohmann::json JobSpec::to_json() const {
             {"max_retries", max_retries},
             {"labels", labels}};
     if (resume_from > 0) j["resume_from"] = resume_from;  // absent otherwise: the spec is a valid request body
+    if (is_command()) {
+        j["command"] = command;
+        j["image"] = image;
+    }
     return j;
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace llmt::server {
 
@@ -35,7 +36,12 @@ struct JobSpec {
     int max_retries = 2;         // attempts = 1 + max_retries for failures that are not bad input
     std::map<std::string, std::string> labels;
     int64_t resume_from = 0;     // a final job whose latest checkpoint this one continues (job_resume.h); 0 = none
+    // A command job (server/command_job.h): the program and its arguments, run under `llmtrain launch`
+    // instead of our trainer; empty for a training job (then config_input is the config).
+    std::vector<std::string> command;
+    std::string image;  // the container image of a command job (Kubernetes executor)
 
+    bool is_command() const { return !command.empty(); }
     int cpus() const { return nodes * nproc_per_node; }  // one CPU slot per rank
     int gpus() const { return nodes * gpus_per_node; }
     nlohmann::json to_json() const;

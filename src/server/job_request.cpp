@@ -12,6 +12,7 @@
 #include "config/loader.h"
 #include "core/json_describe.h"
 #include "server/api_error.h"
+#include "server/command_job.h"
 #include "server/preset_cache.h"
 
 namespace llmt::server {
@@ -53,13 +54,14 @@ bool is_dns_label(const std::string& s) {
 ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
     static const char* const kFields[] = {"name",     "config",        "overrides",  "nodes",
                                           "nproc_per_node", "gpus_per_node", "priority", "max_runtime_s",
-                                          "budget_usd",     "labels",        "max_retries",   "resume_from"};
+                                          "budget_usd",     "labels",        "max_retries",   "resume_from",
+                                          "command",        "image"};
     for (const auto& [k, v] : body.items()) {
         bool known = false;
         for (const char* f : kFields) known = known || k == f;
         if (!known)
             bad(k, fmt::format("unknown field '{}' (expected one of: name, config, overrides, nodes, nproc_per_node, "
-                               "gpus_per_node, priority, max_runtime_s, budget_usd, labels, max_retries, resume_from)",
+                               "gpus_per_node, priority, max_runtime_s, budget_usd, labels, max_retries, resume_from, command, image)",
                                k.substr(0, 64)));
     }
     ParsedJob p;
@@ -93,6 +95,22 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
             s.labels[k] = v;
         }
     }
+    if (body.contains("command")) {
+        // A command job (server/command_job.h): the program instead of a config.
+        if (body.contains("config") || body.contains("overrides"))
+            bad(body.contains("config") ? "config" : "overrides",
+                "a job has either a config (our trainer) or a command (a program of yours), not both");
+        s.command = parse_command(body["command"]);
+        if (body.contains("image")) {
+            const auto& im = body["image"];
+            if (!im.is_string() || im.get<std::string>().empty() || im.get<std::string>().size() > 512 ||
+                im.get<std::string>().find_first_of(" \t\n\r") != std::string::npos)
+                bad("image", "image must be a container image reference without spaces, e.g. registry/team/train:1.2");
+            s.image = im.get<std::string>();
+        }
+        return p;
+    }
+    if (body.contains("image")) bad("image", "image is for command jobs (with \"command\"); a training job runs llmtrain's own image");
     std::vector<std::string> sets;
     if (body.contains("overrides")) {
         const auto& o = body["overrides"];
@@ -112,7 +130,9 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
             sets.push_back(k + "=" + val);
         }
     }
-    if (!body.contains("config")) bad("config", "config is required: a preset name, a YAML string or a JSON object");
+    if (!body.contains("config"))
+        bad("config", "config is required: a preset name, a YAML string or a JSON object (or, for a command job, "
+                      "\"command\": [\"python3\", \"train.py\"] instead)");
     const auto& c = body["config"];
     s.config_input = c;
     static const std::regex preset_re(R"([A-Za-z0-9_][A-Za-z0-9_.-]{0,63})");

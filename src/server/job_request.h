@@ -17,7 +17,8 @@ class PresetCache;
 
 struct ParsedJob {
     JobSpec spec;
-    std::shared_ptr<const config::Config> config;  // shared with the preset cache: never changed
+    std::shared_ptr<const config::Config> config;  // shared with the preset cache: never changed; null for a
+                                                   // command job (spec.command)
     std::string config_yaml;  // the keys the request wrote (config::to_yaml_written): the job re-reads it, and
                               // a model directory (model.init_from) fills the unwritten model keys there
 };

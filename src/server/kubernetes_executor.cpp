@@ -115,12 +115,11 @@ fs::path KubernetesExecutor::job_write_root(const AttemptRequest& req) const {
 }
 
 std::string KubernetesExecutor::start(const AttemptRequest& req, const std::function<void(const std::string&)>& record) {
-    const auto cfg = config::load_config_file(req.config_path);
     k8s::JobSpec s;
     s.kind = kind_;
     s.name = object_name(req.spec.name, req.job_id, req.spec.nodes);
     s.namespace_ = o_.namespace_;
-    s.image = o_.image;
+    s.image = req.spec.image.empty() ? o_.image : req.spec.image;
     s.nodes = req.spec.nodes;
     s.nproc_per_node = req.spec.nproc_per_node;
     s.gpus_per_node = req.spec.gpus_per_node;
@@ -132,10 +131,16 @@ std::string KubernetesExecutor::start(const AttemptRequest& req, const std::func
     // Retries are the server's (attempts, visible in the API): the workload fails on the first pod failure
     // and the next attempt re-applies it under the same name, so it resumes from /out/<name>.
     s.max_restarts = 0;
-    s.config_yaml = config::to_yaml_written(cfg);  // written keys only: a model directory fills the rest
-    s.config_device = cfg.run.device;
-    s.config_run_name = cfg.run.name;
-    s.config_threads = cfg.run.threads;
+    if (req.spec.is_command()) {
+        // A program in its own pod, with only the job's volumes (docs/security.md "Command jobs").
+        s.command = req.spec.command;
+    } else {
+        const auto cfg = config::load_config_file(req.config_path);
+        s.config_yaml = config::to_yaml_written(cfg);  // written keys only: a model directory fills the rest
+        s.config_device = cfg.run.device;
+        s.config_run_name = cfg.run.name;
+        s.config_threads = cfg.run.threads;
+    }
     try {
         s = k8s::resolve(std::move(s));
     } catch (const Error& e) {

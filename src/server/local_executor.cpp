@@ -21,6 +21,7 @@
 #include "core/fs.h"
 #include "core/time.h"
 #include "server/api_error.h"
+#include "server/command_job.h"
 #include "server/job_env.h"
 
 extern char** environ;
@@ -87,7 +88,12 @@ LocalExecutor::LocalExecutor(fs::path llmtrain_bin, fs::path workdir, std::vecto
 void LocalExecutor::validate(const JobSpec& spec) const {
     if (spec.nodes != 1)
         throw ApiError(400, "invalid_field", "the local executor runs single-node jobs (nodes must be 1)", "nodes");
-    if (spec.nproc_per_node > 1 && !has_launch_)
+    if (spec.is_command() && !spec.image.empty())
+        throw ApiError(400, "invalid_field",
+                       "image: the local executor runs command jobs on this machine, not in a container; drop "
+                       "\"image\" (it is for serve --executor kubernetes)",
+                       "image");
+    if ((spec.nproc_per_node > 1 || spec.is_command()) && !has_launch_)
         throw ApiError(400, "invalid_field",
                        "nproc_per_node > 1 needs `llmtrain launch`, which this binary does not have yet",
                        "nproc_per_node");
@@ -108,27 +114,42 @@ std::string LocalExecutor::start(const AttemptRequest& req, const std::function<
     make_dirs(attempt_dir);
     make_dirs(req.job_dir / "logs");
     std::vector<std::string> args = {bin_.string()};
-    if (req.spec.nproc_per_node > 1) {
+    std::string cwd = workdir_.string();
+    std::vector<std::string> command_env;
+    if (req.spec.is_command()) {
+        // Through the launcher even for one process: the program gets torchrun's environment. It runs in
+        // the job's directory (docs/security.md "Command jobs").
+        auto a = command_job_launch_args(req.spec);
+        args.insert(args.end(), a.begin(), a.end());
+        cwd = req.job_dir.string();
+        command_env = command_job_env(req.run_dir);
+    } else if (req.spec.nproc_per_node > 1) {
         // --standalone: one node on 127.0.0.1 with a rendezvous port the launcher picks free per job.
         // Restarts are the server's (attempts), not the launcher's.
         for (const char* a : {"launch", "--standalone", "--max-restarts", "0", "--nproc-per-node"}) args.push_back(a);
         args.push_back(std::to_string(req.spec.nproc_per_node));
         args.push_back("--");
     }
-    for (const char* a : {"train", "--config"}) args.push_back(a);
-    args.push_back(req.config_path.string());
-    args.push_back("--resume");
-    args.push_back("auto");
+    if (!req.spec.is_command()) {
+        for (const char* a : {"train", "--config"}) args.push_back(a);
+        args.push_back(req.config_path.string());
+        args.push_back("--resume");
+        args.push_back("auto");
+    }
 
     // Everything the children touch, built before fork.
     const std::string log_path = (req.job_dir / "logs" / "job.log").string();
     const std::string exit_path = (attempt_dir / "exit_code").string();
     const std::string exit_tmp = exit_path + ".tmp";
-    const std::string cwd = workdir_.string();
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     std::vector<std::string> env = job_environment(environ, job_env_);
+    // A command job's two variables are ours, whatever the server's environment has under those names.
+    std::erase_if(env, [](const std::string& e) {
+        return e.rfind(std::string(kMetricsFileEnv) + "=", 0) == 0 || e.rfind(std::string(kOutputDirEnv) + "=", 0) == 0;
+    });
+    env.insert(env.end(), command_env.begin(), command_env.end());
     if (std::find(job_env_.begin(), job_env_.end(), "HOME") == job_env_.end()) env.push_back("HOME=" + req.job_dir.string());
     std::vector<char*> envp;
     for (auto& e : env) envp.push_back(e.data());

@@ -65,6 +65,7 @@ std::vector<Tool> make_tools(const Router& router) {
     nlohmann::json job = find_route(router, "POST", "/v1/jobs").doc["requestBody"]["content"]["application/json"]["schema"];
     nlohmann::json est = job;
     est["required"] = nlohmann::json::array({"config"});
+    est.erase("oneOf");  // the estimate tool sizes a config (POST /v1/estimate also bounds a command job)
     est["properties"]["name"]["description"] = "optional here (default \"estimate\")";
     const nlohmann::json id = {{"type", "integer"}, {"minimum", 1}, {"description", "job id"}};
     return {

@@ -10,6 +10,7 @@
 #include "models/hf_resolve.h"
 #include "server/api_error.h"
 #include "server/context.h"
+#include "server/command_job.h"
 #include "server/estimate.h"
 #include "server/estimate_history.h"
 #include "server/executor.h"
@@ -30,7 +31,8 @@ namespace {
 
 const nlohmann::json kJobRequestSchema = {
     {"type", "object"},
-    {"required", {"name", "config"}},
+    {"required", {"name"}},
+    {"oneOf", {{{"required", {"config"}}}, {{"required", {"command"}}}}},
     {"additionalProperties", false},
     {"properties",
      {{"name", {{"type", "string"}, {"pattern", "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"}}},
@@ -46,7 +48,13 @@ const nlohmann::json kJobRequestSchema = {
       {"resume_from",
        {{"type", "integer"}, {"minimum", 1},
         {"description", "a final job whose latest checkpoint this job continues, in its own run directory"}}},
-      {"labels", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}}}}};
+      {"labels", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
+      {"command",
+       {{"type", "array"},
+        {"items", {{"type", "string"}}},
+        {"description", "a command job: the program and its arguments, run by llmtrain launch with torchrun's "
+                        "environment instead of a config (needs serve --allow-command-jobs and role runner)"}}},
+      {"image", {{"type", "string"}, {"description", "a command job's container image (Kubernetes executor)"}}}}}};
 
 nlohmann::json json_body_doc() {
     return {{"required", true}, {"content", {{"application/json", {{"schema", kJobRequestSchema}}}}}};
@@ -75,11 +83,15 @@ struct Checked {
     double cost_usd = 0;                     // 0 when unmeasured
 };
 
-Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_label_budgets) {
+// `who`: the submitter, whose role a command job needs; nullptr for an estimate, which runs nothing.
+Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_label_budgets, const Principal* who) {
     Checked c{parse_job_request(body, ctx.presets), {}, {}, 0};
     const JobSpec& s = c.job.spec;
+    if (s.is_command()) {
+        check_command_job_allowed(ctx.opts.allow_command_jobs, who ? *who : Principal{"estimate", Role::kAdmin});
+    }
     ctx.executor.validate(s);
-    check_job_access(*c.job.config, ctx.access);
+    if (!s.is_command()) check_job_access(*c.job.config, ctx.access);
     check_resume_from(ctx, s);
     const Capacity& cap = ctx.opts.capacity;
     if (!cap.holds_everything() && (s.cpus() > cap.cpus || s.gpus() > cap.gpus))
@@ -87,8 +99,12 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_labe
                        fmt::format("the job needs {} CPU slots and {} GPUs at once; this server has {} and {}", s.cpus(),
                                    s.gpus(), cap.cpus, cap.gpus),
                        s.gpus() > cap.gpus ? "gpus_per_node" : "nproc_per_node");
-    c.estimate = estimate_job(s, *sized_config(ctx, c.job.config), ctx.rates, ctx.throughput);
-    apply_history(c.estimate, estimate_history(ctx.store, c.estimate["device"]));  // how far past estimates were off
+    if (s.is_command()) {
+        c.estimate = estimate_command_job(s, ctx.rates);
+    } else {
+        c.estimate = estimate_job(s, *sized_config(ctx, c.job.config), ctx.rates, ctx.throughput);
+        apply_history(c.estimate, estimate_history(ctx.store, c.estimate["device"]));  // how far past estimates were off
+    }
     if (with_label_budgets) {
         for (const auto& [k, v] : s.labels) {
             auto q = ctx.quotas.find(k + "=" + v);
@@ -260,14 +276,14 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                         if (auto first = ctx.store.find_idempotent(c.who.name, idem->key))
                             return reply_with_first_job(ctx, c, first->job_id, first->request == idem->request);
                     }
-                    Checked chk = check_job(ctx, body, true);
+                    Checked chk = check_job(ctx, body, true, &c.who);
                     submit_checked(ctx, c, chk, idem);
                 }});
 
     router.add({"POST", "/v1/estimate", Role::kViewer,
                 "Estimate duration and cost of a job body without submitting it (budgets of labels not checked)",
                 {{"requestBody", json_body_doc()}}, [&ctx](Call& c) {
-                    Checked chk = check_job(ctx, c.json_body(), false);
+                    Checked chk = check_job(ctx, c.json_body(), false, nullptr);
                     const JobSpec& s = chk.job.spec;
                     c.reply(200, {{"estimate", chk.estimate},
                                   {"resources", {{"cpus", s.cpus()}, {"gpus", s.gpus()}}},

@@ -199,7 +199,14 @@ void Scheduler::start_attempt(const JobRecord& j) {
     log_job_started(j.id, attempt);
     try {
         make_dirs(dir);
-        AttemptRequest req{j.id, attempt, dir, dir / "config.yaml", j.spec};
+        AttemptRequest req{j.id, attempt, dir, dir / "config.yaml", j.spec, dir / "runs" / fmt::format("job-{}", j.id)};
+        if (j.spec.is_command()) {
+            // A program of the submitter's: no config to check or place; its outputs go to the run
+            // directory, which the artifacts and metrics routes read (server/command_job.h).
+            make_dirs(req.run_dir);
+            exec_.start(req, [&](const std::string& handle) { store_.set_handle(j.id, handle); });
+            return;
+        }
         // The policy again (the operator may have narrowed it since the submit), then the job's writes
         // placed in its own directory. The run directory is fixed per job, so every attempt resumes the
         // same run (--resume auto).

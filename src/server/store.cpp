@@ -83,6 +83,8 @@ JobSpec spec_from_json(const nlohmann::json& j) {
     s.max_retries = j.at("max_retries");
     s.labels = j.at("labels").get<std::map<std::string, std::string>>();
     s.resume_from = j.value("resume_from", int64_t{0});
+    if (j.contains("command")) s.command = j.at("command").get<std::vector<std::string>>();
+    if (j.contains("image")) s.image = j.at("image").get<std::string>();
     return s;
 }
 

@@ -178,6 +178,43 @@ TEST(K8sManifests, InvalidOptionsExit2WithAClearMessage) {
     }
 }
 
+// A command job (`k8s render ... -- python3 train.py`, server/command_job.h): every kind renders the program
+// under `llmtrain launch --no-python`, without a ConfigMap, with its metrics and outputs under /out/<name>,
+// and passes the same schemas and semantic checks.
+TEST(K8sManifests, CommandJobsRenderForEveryKindAndValidate) {
+    ASSERT_TRUE(fs::exists(validator_modules() / "kubernetes-models")) << "run scripts/setup.d/40-k8s-validators.sh";
+    fs::path dir = temp_dir("command");
+    std::vector<std::string> files;
+    for (const char* kind : {"indexed-job", "jobset", "trainjob", "pytorchjob", "statefulset"}) {
+        auto r = run_process({llmtrain_bin(), "k8s", "render", "--kind", kind, "--name", "mnist-ddp", "--nodes", "2",
+                              "--nproc-per-node", "2", "--image", "registry.example.com/team/mnist:1.0", "--output-pvc",
+                              "outputs", "--", "python3", "train.py", "--epochs", "3"});
+        ASSERT_EQ(r.exit_code, 0) << kind << ": " << r.err;
+        EXPECT_EQ(r.out.find("kind: ConfigMap"), std::string::npos) << kind;
+        EXPECT_NE(r.out.find("- --no-python\n"), std::string::npos) << r.out;
+        EXPECT_NE(r.out.find("value: /out/mnist-ddp/metrics.jsonl"), std::string::npos) << r.out;
+        // Not a field of a TrainJob's runtime patch: there the runtime decides.
+        if (std::string(kind) != "trainjob") {
+            EXPECT_NE(r.out.find("automountServiceAccountToken: false"), std::string::npos) << r.out;
+        }
+        fs::path f = dir / (std::string(kind) + ".yaml");
+        std::ofstream(f) << r.out;
+        files.insert(files.end(), {f.string(), "2", "2", "0"});
+    }
+    auto v = validate(files);
+    EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
+    EXPECT_NE(v.out.find("validated 5 file(s): 0 problem(s)"), std::string::npos) << v.out << v.err;
+    // A config and a command at once, or neither, is refused with exit 2.
+    auto both = run_process({llmtrain_bin(), "k8s", "render", "--config", (kExamples / "config.yaml").string(), "--nodes",
+                             "1", "--", "python3", "train.py"});
+    EXPECT_EQ(both.exit_code, 2) << both.err;
+    EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
+    auto neither = run_process({llmtrain_bin(), "k8s", "render", "--nodes", "1", "--name", "x"});
+    EXPECT_EQ(neither.exit_code, 2) << neither.err;
+    EXPECT_NE(neither.err.find("--config is required"), std::string::npos) << neither.err;
+    fs::remove_all(dir);
+}
+
 TEST(K8sManifests, WarnsAboutLostCheckpointsAndRelativeDataPaths) {
     auto r = run_process({llmtrain_bin(), "k8s", "render", "--config", (kSrc / "configs/presets/gpt2_tiny_cpu.yaml").string(),
                           "--nodes", "2"});

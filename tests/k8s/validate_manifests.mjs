@@ -71,6 +71,7 @@ function flag(args, name) {
 
 // Checks one pod template: the container, its args, env, mounts and volumes. `ctx` has what the
 // workload says: nodes, nproc, gpus, expected master address, container name, the set's ConfigMaps.
+let fileHasCommand = false;  // the file being checked renders a command job (no ConfigMap expected)
 function checkPod(file, i, doc, podSpec, ctx) {
   const c = (podSpec.containers || []).find((x) => x.name === ctx.container);
   check(file, i, doc, c, `no container named ${ctx.container}`);
@@ -79,7 +80,10 @@ function checkPod(file, i, doc, podSpec, ctx) {
   const env = Object.fromEntries((c.env || []).map((e) => [e.name, e]));
   check(file, i, doc, (c.command || [])[0] === 'llmtrain' && args[0] === 'launch', 'command is not `llmtrain launch`');
   const dd = args.indexOf('--');
-  check(file, i, doc, dd > 0 && args[dd + 1] === 'train', 'no `-- train` after the launcher flags');
+  // A command job (`llmtrain k8s render ... -- python3 train.py`): --no-python and the program after `--`.
+  const command = dd > 0 && args.slice(0, dd).includes('--no-python');
+  check(file, i, doc, dd > 0 && (command ? args.length > dd + 1 : args[dd + 1] === 'train'),
+    command ? 'no program after `--no-python ... --`' : 'no `-- train` after the launcher flags');
   for (const a of args)
     for (const m of a.matchAll(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g))
       check(file, i, doc, m[1] in env, `args reference $(${m[1]}) but the container env does not define it`);
@@ -109,15 +113,25 @@ function checkPod(file, i, doc, podSpec, ctx) {
   // Mounts resolve to volumes; the config file is a key of a ConfigMap in the set; /out is mounted.
   const vols = Object.fromEntries((podSpec.volumes || []).map((v) => [v.name, v]));
   for (const m of c.volumeMounts || []) check(file, i, doc, m.name in vols, `volumeMount ${m.name} has no volume`);
+  check(file, i, doc, (c.volumeMounts || []).some((m) => m.mountPath === '/out'), '/out is not mounted');
+  const dataMount = (c.volumeMounts || []).find((m) => m.mountPath === '/data');
+  if (dataMount) check(file, i, doc, dataMount.readOnly === true && vols[dataMount.name]?.persistentVolumeClaim?.readOnly === true, '/data is not read-only');
+  if (command) {
+    fileHasCommand = true;
+    // Its outputs and metrics go to the job's directory on /out; it has no config, so no ConfigMap.
+    const out = `/out/${doc.metadata.name}`;
+    check(file, i, doc, env.LLMTRAIN_OUTPUT_DIR?.value === out, `LLMTRAIN_OUTPUT_DIR is not ${out}`);
+    check(file, i, doc, env.LLMTRAIN_METRICS_FILE?.value === `${out}/metrics.jsonl`, `LLMTRAIN_METRICS_FILE is not ${out}/metrics.jsonl`);
+    check(file, i, doc, !Object.values(vols).some((v) => v.configMap), 'a command job mounts a ConfigMap');
+    check(file, i, doc, Object.keys(ctx.configMaps).length === 0, 'a command job renders a ConfigMap');
+    return;
+  }
   const cfgIdx = args.indexOf('--config', dd);
   const cfgPath = args[cfgIdx + 1] || '';
   const mount = (c.volumeMounts || []).find((m) => cfgPath.startsWith(m.mountPath + '/'));
   const cmName = mount && vols[mount.name]?.configMap?.name;
   check(file, i, doc, cmName && ctx.configMaps[cmName] && path.basename(cfgPath) in (ctx.configMaps[cmName].data || {}),
     `train --config ${cfgPath} is not a key of a ConfigMap in this set`);
-  check(file, i, doc, (c.volumeMounts || []).some((m) => m.mountPath === '/out'), '/out is not mounted');
-  const dataMount = (c.volumeMounts || []).find((m) => m.mountPath === '/data');
-  if (dataMount) check(file, i, doc, dataMount.readOnly === true && vols[dataMount.name]?.persistentVolumeClaim?.readOnly === true, '/data is not read-only');
   const sets = args.slice(dd).flatMap((a, k, arr) => (arr[k - 1] === '--set' ? [a] : []));
   check(file, i, doc, sets.includes(`output.run_id=${doc.metadata.name}`), 'output.run_id is not the job name');
   check(file, i, doc, sets.includes('output.root_dir=/out'), 'output.root_dir is not /out');
@@ -127,6 +141,7 @@ function checkPod(file, i, doc, podSpec, ctx) {
 for (let a = 0; a < rest.length; a += 4) {
   const [file, nodes, nproc, gpus] = [rest[a], Number(rest[a + 1]), Number(rest[a + 2]), Number(rest[a + 3])];
   const docs = yaml.loadAll(fs.readFileSync(file, 'utf8')).filter((d) => d);
+  fileHasCommand = false;
   const configMaps = Object.fromEntries(docs.filter((d) => d.kind === 'ConfigMap').map((d) => [d.metadata.name, d]));
   const services = Object.fromEntries(docs.filter((d) => d.kind === 'Service').map((d) => [d.metadata.name, d]));
   docs.forEach((doc, i) => {
@@ -215,7 +230,7 @@ for (let a = 0; a < rest.length; a += 4) {
     }
   });
   const kinds = docs.map((d) => d.kind);
-  check(file, 0, docs[0], kinds.includes('ConfigMap'), 'no ConfigMap in the set');
+  check(file, 0, docs[0], fileHasCommand || kinds.includes('ConfigMap'), 'no ConfigMap in the set');
 }
 for (const p of problems) console.log(p);
 console.log(`validated ${rest.length / 4} file(s): ${problems.length} problem(s)`);

@@ -148,7 +148,7 @@ TEST_F(Launch, EachRankGetsTheWorkerEnvironment) {
         EXPECT_HAS(r.out, "[rank " + std::to_string(rank) + "] env RANK=" + std::to_string(rank) +
                               " LOCAL_RANK=" + std::to_string(lr) +
                               " WORLD_SIZE=6 LOCAL_WORLD_SIZE=3 GROUP_RANK=1 MASTER_ADDR=10.9.8.7 MASTER_PORT=12345 "
-                              "RESTARTS=0 AGENT_STORE=unset OMP=");
+                              "RESTARTS=0 AGENT_STORE=False OMP=");
         EXPECT_HAS(r.err, "[rank " + std::to_string(rank) + "] to stderr from " + std::to_string(rank) + "\n");
     }
     EXPECT_HAS(r.out, "args=a b c\n");
@@ -157,19 +157,38 @@ TEST_F(Launch, EachRankGetsTheWorkerEnvironment) {
     EXPECT_HAS(r.err, "nnodes=2 (--nnodes) node_rank=1 (--node-rank) nproc_per_node=3 (--nproc-per-node)");
 }
 
-TEST_F(Launch, OmpThreadsDefaultSplitsTheCpusAndAnExplicitValueWins) {
-    auto w = script("omp.sh", "echo \"omp=$OMP_NUM_THREADS\"");
-    auto r = launch({"--nproc-per-node", "2"}, w, {}, {"OMP_NUM_THREADS="});
+TEST_F(Launch, OmpThreadsDefaultIsTorchrunsForProgramsAndSplitsTheCpusForTrain) {
+    // Another program gets torchrun's rule: 1 for several workers when unset (with its warning), unset for
+    // one worker, and a value that is set (even empty) passes through.
+    auto w = script("omp.sh", "echo \"omp=${OMP_NUM_THREADS-unset}\"");
+    auto unset = [&](std::vector<std::string> flags) {
+        std::vector<std::string> argv = {"env", "-u", "OMP_NUM_THREADS", llmtrain_bin(), "launch"};
+        argv.insert(argv.end(), flags.begin(), flags.end());
+        argv.insert(argv.end(), {"--exec", w, "--"});
+        return run_process(argv, "", 60);
+    };
+    auto r = unset({"--nproc-per-node", "2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_HAS(r.out, "[rank 1] omp=1\n");
+    EXPECT_HAS(r.err, "OMP_NUM_THREADS is not set: each worker gets OMP_NUM_THREADS=1");
+    r = unset({"--nproc-per-node", "1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_HAS(r.out, "[rank 0] omp=unset\n");
+    r = launch({"--nproc-per-node", "2"}, w, {}, {"OMP_NUM_THREADS=5"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_HAS(r.out, "[rank 0] omp=5\n");
+    EXPECT_HAS(r.out, "[rank 1] omp=5\n");
+    // Our trainer gets CPUs / workers (shown by --dry-run, which prints each worker's environment).
+    r = run_process({"env", "-u", "OMP_NUM_THREADS", llmtrain_bin(), "launch", "--nproc-per-node", "2", "--dry-run",
+                     "--", "train", "--config", "c.yaml"},
+                    "", 60);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     cpu_set_t set;
     CPU_ZERO(&set);
     sched_getaffinity(0, sizeof set, &set);
     const int expect = std::max(1, CPU_COUNT(&set) / 2);
-    EXPECT_HAS(r.out, "[rank 1] omp=" + std::to_string(expect) + "\n");
-    r = launch({"--nproc-per-node", "2"}, w, {}, {"OMP_NUM_THREADS=5"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_HAS(r.out, "[rank 0] omp=5\n");
-    EXPECT_HAS(r.out, "[rank 1] omp=5\n");
+    EXPECT_HAS(r.out, "OMP_NUM_THREADS=" + std::to_string(expect) + " ");
+    EXPECT_EQ(r.err.find("OMP_NUM_THREADS is not set"), std::string::npos) << r.err;
 }
 
 TEST_F(Launch, LinesAreNeverInterleaved) {

@@ -2,11 +2,16 @@
 // the Indexed Job / StatefulSet index, PyTorchJob's RANK/WORLD_SIZE and the hostname; every error.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "core/error.h"
 #include "launch/launcher.h"
+#include "launch/error_file.h"
 #include "launch/node_env.h"
+#include "launch/worker_env.h"
+#include "launch/worker_logs.h"
 
 namespace llmt::launch {
 namespace {
@@ -263,6 +268,79 @@ TEST(LaunchArgs, ResumeAutoIsAppendedToTrainOnRestartsOnly) {
     opt.worker_args = {"train"};
     opt.exec_program = "/bin/echo";  // another program: its arguments are its own
     EXPECT_EQ(worker_args_for_attempt(opt, 1), opt.worker_args);
+}
+
+TEST(NodeEnv, RdzvEndpointGivesMasterAddressAndPort) {
+    NodeFlags f = multi_node_flags();
+    f.master_addr.reset();
+    f.node_rank = "1";
+    f.rdzv_endpoint = "job-0.svc:29401";
+    auto n = resolve(f, {{"MASTER_ADDR", "ignored"}});
+    EXPECT_EQ(n.master_addr.value, "job-0.svc");
+    EXPECT_EQ(n.master_addr.source, "--rdzv-endpoint");
+    EXPECT_EQ(n.master_port.value, 29401);
+    f.rdzv_endpoint = "job-0.svc";  // no port: torchrun's rendezvous default
+    EXPECT_EQ(resolve(f).master_port.value, kDefaultRdzvPort);
+    f.rdzv_endpoint = "[fd00::1]:1234";
+    EXPECT_EQ(resolve(f).master_addr.value, "fd00::1");
+    f.rdzv_endpoint = "h:notaport";
+    EXPECT_MENTIONS(usage_error(f), "--rdzv-endpoint 'notaport'");
+    f.rdzv_endpoint = "h:1";
+    f.master_port = "2";
+    EXPECT_MENTIONS(usage_error(f), "drop --master-addr/--master-port");
+}
+
+TEST(WorkerEnv, ProgramsGetTorchrunsEnvironmentAndTheAgentStoreChoice) {
+    NodeFlags f = multi_node_flags();
+    f.node_rank = "1";
+    f.nproc_per_node = "2";
+    f.master_port = "1234";
+    auto n = resolve(f);
+    WorkerGroupEnv g{WorkerKind::kProgram, 3, "job", 1};
+    std::map<std::string, std::string> env;
+    for (auto& [k, v] : worker_env(n, g, WorkerSlot{1, 1234, 2, "/l/error.json"})) env[k] = v;
+    EXPECT_EQ(env["RANK"], "3");
+    EXPECT_EQ(env["LOCAL_RANK"], "1");
+    EXPECT_EQ(env["WORLD_SIZE"], "4");
+    EXPECT_EQ(env["GROUP_RANK"], "1");
+    EXPECT_EQ(env["ROLE_RANK"], "3");
+    EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
+    EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
+    EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "job");
+    EXPECT_EQ(env["TORCHELASTIC_ERROR_FILE"], "/l/error.json");
+    EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], agent_store_env_value(WorkerKind::kProgram));
+    EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
+    // Until the launcher serves torch's store, a script's rank 0 hosts it (False) and our engine gets none.
+    EXPECT_EQ(agent_store_env_value(WorkerKind::kProgram), "False");
+    EXPECT_EQ(agent_store_env_value(WorkerKind::kEngine), "");
+}
+
+TEST(WorkerLogs, StdSpecsAreTorchrunsForm) {
+    EXPECT_EQ(parse_std_spec("3", 2, "--tee"), (std::vector<int>{3, 3}));
+    EXPECT_EQ(parse_std_spec("0:1,2:2", 3, "--tee"), (std::vector<int>{1, 0, 2}));
+    for (const char* bad : {"4", "x", "0:4", "3:1", "a:1", ":1", ""}) {
+        try {
+            parse_std_spec(bad, 3, "--redirects");
+            ADD_FAILURE() << "accepted " << bad;
+        } catch (const UsageError& e) {
+            EXPECT_MENTIONS(std::string(e.what()), "--redirects");
+        }
+    }
+}
+
+TEST(ErrorFile, TorchsRecordFormatIsReadBack) {
+    const auto path = std::filesystem::temp_directory_path() / ("llmt_error_file_" + std::to_string(getpid()));
+    EXPECT_EQ(read_error_file(path.string()), std::nullopt);
+    std::ofstream(path) << R"({"message": {"message": "ValueError: bad lr", "extraInfo": {"py_callstack": "Traceback x\n", "timestamp": "1"}}})";
+    EXPECT_EQ(read_error_file(path.string()), std::optional<std::string>("ValueError: bad lr\nTraceback x"));
+    std::ofstream(path) << R"({"message": "plain"})";
+    EXPECT_EQ(read_error_file(path.string()), std::optional<std::string>("plain"));
+    std::ofstream(path) << "not json";
+    EXPECT_MENTIONS(*read_error_file(path.string()), "not torch's JSON");
+    WorkerFailure f{1, 1, 42, 137, 0, path.string()};
+    auto d = describe_failure(f, "host");
+    EXPECT_MENTIONS(d, "worker rank 1 (local rank 1, pid 42) on host failed at 1970-01-01T00:00:00Z with signal 9");
+    std::filesystem::remove(path);
 }
 
 }  // namespace

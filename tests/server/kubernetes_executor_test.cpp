@@ -108,6 +108,24 @@ TEST_F(KubernetesExecutorTest, StartAppliesTheRenderedIndexedJobAndRecordsTheHan
     EXPECT_EQ(c[2], "--namespace ml apply -f -");
 }
 
+// A command job runs in its own pod with its own image and only the job's volumes (no config, no host path).
+TEST_F(KubernetesExecutorTest, CommandJobRunsTheProgramInItsOwnPodWithItsImage) {
+    auto e = exec();
+    auto req = request(1);
+    req.spec.command = {"python3", "train.py", "--epochs", "3"};
+    req.spec.image = "registry.example.com/team/mnist:1.0";
+    req.config_path.clear();  // a command job has none
+    e.start(req, [](const std::string&) {});
+    const std::string applied = llmt::read_file(dir_ / "double/applied.0.yaml");
+    EXPECT_NE(applied.find("image: registry.example.com/team/mnist:1.0"), std::string::npos) << applied;
+    EXPECT_NE(applied.find("- --no-python\n"), std::string::npos) << applied;
+    EXPECT_NE(applied.find("- train.py\n"), std::string::npos) << applied;
+    EXPECT_NE(applied.find("value: /out/tiny-7/metrics.jsonl"), std::string::npos) << applied;
+    EXPECT_EQ(applied.find("kind: ConfigMap"), std::string::npos) << applied;
+    EXPECT_EQ(applied.find("hostPath"), std::string::npos) << applied;
+    EXPECT_NE(applied.find("claimName: outputs"), std::string::npos) << applied;
+}
+
 TEST_F(KubernetesExecutorTest, PollReadsConditionsAndTheFailedContainersExitCode) {
     auto e = exec();
     const std::string h = Json{{"name", "tiny-7"}, {"namespace", "ml"}, {"kind", "indexed-job"}}.dump();

@@ -31,6 +31,7 @@ inline const char* kAdminToken = "admin-token-0123456789abcdef";
 inline const char* kSubmitterToken = "submit-token-0123456789abcdef";
 inline const char* kOtherSubmitterToken = "other-token-0123456789abcdef";
 inline const char* kViewerToken = "viewer-token-0123456789abcdef";
+inline const char* kRunnerToken = "runner-token-0123456789abcdef";  // may submit command jobs
 
 // A server process. Destruction kills it (SIGKILL) if it still runs. Jobs may read under the suite's
 // temporary directory (root's parent: the shards tests prepare) unless `extra` has --allow-read of its own;
@@ -43,7 +44,8 @@ public:
         std::ofstream(root / "tokens") << kAdminToken << " alice admin\n"
                                        << kSubmitterToken << " bob submitter\n"
                                        << kOtherSubmitterToken << " carol submitter\n"
-                                       << kViewerToken << " victor viewer\n";
+                                       << kViewerToken << " victor viewer\n"
+                                       << kRunnerToken << " rita runner\n";
         fs::remove(root / "port");
         std::vector<std::string> args = {llmtrain_bin(), "serve", "--listen", "127.0.0.1:0",
                                          "--data-dir", (root / "data").string(), "--tokens-file", (root / "tokens").string(),
