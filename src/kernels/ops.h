@@ -143,8 +143,8 @@ void softmax_forward(Tensor probs, Tensor logits, int V);
 // Image ops (ops_conv.cpp) on channels-last (NHWC) activations: B batch, H/W height/width, C channels,
 // OH/OW output height/width, OC output channels. torch's NCHW tensors are ours permuted by (0, 3, 1, 2).
 // cpu/conv2d.h: im2col + GEMM. out (B,OH,OW,OC) with OH = conv_out_extent(H, g.kh, g.stride, g.pad) (likewise
-// OW); cols (B*OH*OW, KH*KW*C): the im2col of inp that the backward reuses (the model keeps it between the two
-// like a saved activation; the CPU's direct path for KH*KW*C <= 32 leaves it alone and reads inp instead);
+// OW); cols (B*OH*OW, KH*KW*C) = the im2col of inp (written; the backward reuses it, so the model keeps it
+// between the two like a saved activation);
 // inp (B,H,W,C); weight (OC,KH,KW,C), i.e. torch's Conv2d weight (OC,C,KH,KW) permuted by (0, 2, 3, 1), so
 // out = cols @ weight^T + bias; bias (OC) or empty.
 void conv2d_forward(Tensor out, Tensor cols, Tensor inp, Tensor weight, Tensor bias, const Conv2dGeom& g);

@@ -86,7 +86,7 @@ void conv2d_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
                                                   dbias.empty() ? nullptr : f(dbias), p<E>(dout), p<E>(cols),
                                                   p<E>(weight), s, cuda::stream()));
     cpu::conv2d_backward(dinp.empty() ? nullptr : f(dinp), dweight.empty() ? nullptr : f(dweight),
-                         dbias.empty() ? nullptr : f(dbias), f(dout), f(cols), f(inp), f(weight), s);
+                         dbias.empty() ? nullptr : f(dbias), f(dout), f(cols), f(weight), s);
 }
 
 void maxpool2d_forward(Tensor out, Tensor argmax, Tensor inp, int k, int stride) {

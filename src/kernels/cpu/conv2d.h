@@ -6,8 +6,6 @@
 // (w_ours = w_torch.permute(0, 2, 3, 1)), and NHWC activations are torch's NCHW permuted by (0, 2, 3, 1).
 // The backward reads the forward's cols (the im2col of inp, which the model keeps as a saved activation)
 // for dweight, then reuses the same buffer for dcols = dout @ weight, scattered back by col2im.
-// A small reduction (KH*KW*C <= 32: a 1-channel first layer) takes a direct path that reads inp instead
-// (conv2d.cpp): cols is then scratch for dinp only.
 // Legend: B batch, H/W input height/width, C input channels, OH/OW output height/width, OC output channels.
 // Grad convention (src/kernels/README.md): dinp =; dweight, dbias +=.
 #pragma once
@@ -22,11 +20,11 @@ using kernels::ConvShape;
 void conv2d_forward(float* out, float* cols, const float* inp, const float* weight, const float* bias,
                     const ConvShape& s);
 
-// dbias (OC) += sum of dout's rows (null: skipped); dweight (OC, KH*KW*C) += dout^T @ cols (null: skipped);
-// then, when dinp is not null, cols = dout @ weight and dinp (B,H,W,C) = col2im(cols) (cols is scratch
-// afterwards). dout (B,OH,OW,OC); cols as the forward left it; inp (B,H,W,C); weight (OC, KH*KW*C).
-void conv2d_backward(float* dinp, float* dweight, float* dbias, const float* dout, float* cols, const float* inp,
-                     const float* weight, const ConvShape& s);
+// dbias (OC) += sum of dout's rows (null: skipped); dweight (OC, KH*KW*C) += dout^T @ cols; then, when dinp is
+// not null, cols = dout @ weight and dinp (B,H,W,C) = col2im(cols) (cols is scratch afterwards).
+// dout (B,OH,OW,OC); cols as the forward left it; weight (OC, KH*KW*C).
+void conv2d_backward(float* dinp, float* dweight, float* dbias, const float* dout, float* cols, const float* weight,
+                     const ConvShape& s);
 
 // The two halves of the lowering, for tests and the CUDA-less benchmark: cols = im2col(inp), and
 // dinp = col2im(cols) (sum of every column entry that reads an input element; dinp written, =).
