@@ -2,8 +2,9 @@
 // 14x14x32 -> 64, 3x3, pad 1), ours (kernels/ops.h, NHWC) vs PyTorch (F.conv2d, NCHW, conv_torch.py) in one
 // run on the same thread count: the fastest of --reps runs in ms, images/s and GFLOP/s of each, and the ratio ours/torch.
 // The first layer's backward has no input gradient (as in the model). Usage:
-//   conv_cpu_bench [--b 128] [--reps 20] [--threads N (default: OpenMP's)]
+//   conv_cpu_bench [--b 128] [--reps 20] [--threads N (default: OpenMP's)] [--cpu-time 1: process CPU time]
 #include <omp.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -37,15 +38,26 @@ std::vector<float> randn(size_t n, uint32_t seed) {
     return v;
 }
 
+// The clock: wall time, or with --cpu-time this process's CPU time (on a machine shared with other work the
+// CPU time a 1-thread run gets is the steadier per-core figure; docs/benchmarks.md "GEMM (CPU)").
+bool g_cpu_time = false;
+double now_ms() {
+    if (!g_cpu_time)
+        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
+}
+
 // The fastest of `reps` runs after a warm-up: on a shared machine the other processes only ever add time, so
 // the minimum is the steadiest estimate of the op's own cost (conv_torch.py takes the same statistic).
 double min_ms(int reps, const std::function<void()>& fn) {
     fn();
     double best = 1e30;
     for (int i = 0; i < reps; i++) {
-        const auto t0 = std::chrono::steady_clock::now();
+        const double t0 = now_ms();
         fn();
-        best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        best = std::min(best, now_ms() - t0);
     }
     return best;
 }
@@ -72,9 +84,9 @@ Times time_ours(const Layer& l, int B, int reps) {
     t.bwd_ms = 1e30;
     for (int i = 0; i <= reps; i++) {
         conv2d_forward(tout, tcols, tx, tw, tb, g);
-        const auto t0 = std::chrono::steady_clock::now();
+        const double t0 = now_ms();
         conv2d_backward(tdx, tdw, tdb, tdout, tcols, tx, tw, g);
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double ms = now_ms() - t0;
         if (i > 0) t.bwd_ms = std::min(t.bwd_ms, ms);  // run 0 is the warm-up
     }
     return t;
@@ -82,7 +94,8 @@ Times time_ours(const Layer& l, int B, int reps) {
 
 // PyTorch's times, from conv_torch.py's JSON lines ({"name": .., "fwd_ms": .., "bwd_ms": ..}).
 std::map<std::string, Times> time_torch(const std::vector<Layer>& layers, int B, int reps, int threads) {
-    std::string cmd = "/usr/bin/python3 " LLMT_CONV_TORCH_PY " " + std::to_string(threads) + " " + std::to_string(reps);
+    std::string cmd = "/usr/bin/python3 " LLMT_CONV_TORCH_PY " " + std::to_string(threads) + " " + std::to_string(reps) +
+                      (g_cpu_time ? " cpu" : " wall");
     for (const Layer& l : layers)
         cmd += " " + std::string(l.name) + ":" + std::to_string(B) + ":" + std::to_string(l.H) + ":" +
                std::to_string(l.W) + ":" + std::to_string(l.C) + ":" + std::to_string(l.OC) + ":" +
@@ -111,16 +124,17 @@ int main(int argc, char** argv) {
         if (!std::strcmp(argv[i], "--b")) B = std::atoi(argv[i + 1]);
         else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
         else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+        else if (!std::strcmp(argv[i], "--cpu-time")) g_cpu_time = std::atoi(argv[i + 1]) != 0;
         else {
-            std::fprintf(stderr, "usage: conv_cpu_bench [--b 128] [--reps 20] [--threads N]\n");
+            std::fprintf(stderr, "usage: conv_cpu_bench [--b 128] [--reps 20] [--threads N] [--cpu-time 0|1]\n");
             return 2;
         }
     }
     omp_set_num_threads(threads);
     const std::vector<Layer> layers = {{"conv1_28x28x1_32", 28, 28, 1, 32, 3, 1, 1, false},
                                        {"conv2_14x14x32_64", 14, 14, 32, 64, 3, 1, 1, true}};
-    std::printf("conv2d CPU, B=%d, %d threads, GEMM %s; ours NHWC vs torch NCHW (F.conv2d)\n", B, threads,
-                gemm_backend_name());
+    std::printf("conv2d CPU, B=%d, %d threads, GEMM %s, %s time; ours NHWC vs torch NCHW (F.conv2d)\n", B, threads,
+                gemm_backend_name(), g_cpu_time ? "process CPU" : "wall");
     std::map<std::string, Times> ours;
     for (const Layer& l : layers) ours[l.name] = time_ours(l, B, reps);
     const auto torch = time_torch(layers, B, reps, threads);
