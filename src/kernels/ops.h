@@ -20,6 +20,7 @@
 
 #include "core/tensor.h"
 #include "kernels/adamw_params.h"
+#include "kernels/conv_geom.h"
 
 namespace llmt::kernels {
 
@@ -139,6 +140,30 @@ void classifier_forward(Tensor losses, Tensor logits, Tensor targets, int V);
 void classifier_forward_backward(Tensor losses, Tensor logits, Tensor targets, float dloss_scale, int V);
 // probs (B,T,Vp) = softmax over the first V columns; probs may alias logits.
 void softmax_forward(Tensor probs, Tensor logits, int V);
+
+// Image ops (ops_conv.cpp) on channels-last (NHWC) activations: B batch, H/W height/width, C channels,
+// OH/OW output height/width, OC output channels. torch's NCHW tensors are ours permuted by (0, 3, 1, 2).
+// cpu/conv2d.h: im2col + GEMM. out (B,OH,OW,OC) with OH = conv_out_extent(H, g.kh, g.stride, g.pad) (likewise
+// OW); cols (B*OH*OW, KH*KW*C) = the im2col of inp (written; the backward reuses it, so the model keeps it
+// between the two like a saved activation);
+// inp (B,H,W,C); weight (OC,KH,KW,C), i.e. torch's Conv2d weight (OC,C,KH,KW) permuted by (0, 2, 3, 1), so
+// out = cols @ weight^T + bias; bias (OC) or empty.
+void conv2d_forward(Tensor out, Tensor cols, Tensor inp, Tensor weight, Tensor bias, const Conv2dGeom& g);
+// dinp (B,H,W,C) = (may be empty: the first layer); dweight (OC,KH,KW,C) += (f32); dbias (OC) += (f32, may be
+// empty); dout (B,OH,OW,OC); cols as the forward left it (overwritten: scratch after this call when dinp is
+// present); inp, weight, g as in the forward.
+void conv2d_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor cols, Tensor inp, Tensor weight,
+                     const Conv2dGeom& g);
+// cpu/maxpool.h: torch.nn.MaxPool2d(k, stride), no padding, floor mode. out (B,OH,OW,C) with
+// OH = floor((H - k) / stride) + 1; argmax (B,OH,OW,C) i32 = the flat index ih*W + iw of each max in its image;
+// inp (B,H,W,C).
+void maxpool2d_forward(Tensor out, Tensor argmax, Tensor inp, int k = 2, int stride = 2);
+// dinp (B,H,W,C) =: dout (B,OH,OW,C) scattered to the argmax positions, 0 elsewhere.
+void maxpool2d_backward(Tensor dinp, Tensor dout, Tensor argmax, int k = 2, int stride = 2);
+// cpu/relu.h. Same-shape tensors of any rank. out may alias inp; dinp (=) may alias dout; the backward reads
+// the forward's output (dinp = dout where out > 0).
+void relu_forward(Tensor out, Tensor inp);
+void relu_backward(Tensor dinp, Tensor dout, Tensor out);
 
 // cpu/adamw.h. params, m, v, grads: f32, same element count (any shape). params_lp (CUDA, optional): the
 // bf16 compute copy of params, rewritten from the updated values in the same pass.

@@ -1,0 +1,226 @@
+// The CUDA image ops (kernels/ops.h conv2d, maxpool2d, relu) against the CPU ops (which
+// conv_reference_test checks against PyTorch), fp32 and bf16, on fresh random inputs (seed printed; replay
+// with LLMT_TEST_SEED). Outputs the ops overwrite are NaN-poisoned first. bf16 inputs are rounded to bf16
+// and the CPU op runs on the same rounded values, so only the kernels' own rounding differs. Label `gpu`:
+// skipped, saying so, without a CUDA device. Cases: MNIST's CNN layers (28x28x1 -> 32, 14x14x32 -> 64, 3x3
+// pad 1), odd sizes with stride 2 and pad 0, pooling with odd sizes and overlapping windows.
+// Tolerances (relative to max |cpu|), as cuda_ops_test.cpp and cuda_ops_test_bf16.cpp argue them: fp32 sums
+// of <= 288 products (forward) or <= B*OH*OW = 1568 (dweight) in another order: 2e-5 forward, 5e-5
+// backward (TF32 would be ~1e-3). bf16: outputs rounded once (2^-9 relative) 1e-2; dinp goes through dcols
+// rounded to bf16 and summed, dweight/dbias sum many rounded gradients: 2e-2. Pooling and ReLU move values:
+// exact, argmax too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/arena.h"
+#include "core/bf16.h"
+#include "kernels/ops.h"
+#include "kernels/test_util.h"
+
+namespace llmt::kernels {
+namespace {
+
+using test::randn;
+using test::rel_err;
+
+uint32_t base_seed() {
+    static const uint32_t s = [] {
+        const char* e = std::getenv("LLMT_TEST_SEED");
+        const uint32_t v = e ? static_cast<uint32_t>(std::strtoul(e, nullptr, 10)) : std::random_device{}();
+        std::printf("[conv-cuda-vs-cpu] seed %u (replay with LLMT_TEST_SEED=%u)\n", v, v);
+        return v;
+    }();
+    return s;
+}
+uint32_t seed(uint32_t k) { return base_seed() * 7919u + k; }
+
+std::vector<float> rounded(std::vector<float> v) {
+    for (auto& x : v) x = float_from_bf16(bf16_from_float(x));
+    return v;
+}
+
+// One device tensor (f32, bf16 or i32) in its own Arena on the GPU, with float upload/download.
+class Dev {
+public:
+    Dev(std::vector<int64_t> shape, DType dt) : dt_(dt) {
+        arena_.add("t", std::move(shape), dt);
+        arena_.allocate(false, Device::kCuda);
+    }
+    Tensor t() const { return arena_.view(0); }
+    void upload(const std::vector<float>& v) {
+        const Tensor d = t();
+        EXPECT_EQ(static_cast<int64_t>(v.size()), d.numel());
+        if (dt_ == DType::kBF16) {
+            std::vector<uint16_t> b(v.size());
+            for (size_t i = 0; i < v.size(); i++) b[i] = bf16_from_float(v[i]);
+            copy(d, Tensor(b.data(), {d.numel()}, DType::kBF16));
+        } else {
+            copy(d, Tensor(const_cast<float*>(v.data()), {d.numel()}));
+        }
+    }
+    std::vector<float> download() const {
+        const Tensor d = t();
+        std::vector<float> v(static_cast<size_t>(d.numel()));
+        if (dt_ == DType::kBF16) {
+            std::vector<uint16_t> b(v.size());
+            copy(Tensor(b.data(), {d.numel()}, DType::kBF16), d);
+            for (size_t i = 0; i < v.size(); i++) v[i] = float_from_bf16(b[i]);
+        } else {
+            copy(Tensor(v.data(), {d.numel()}), d);
+        }
+        return v;
+    }
+    std::vector<int32_t> download_ids() const {
+        std::vector<int32_t> v(static_cast<size_t>(t().numel()));
+        copy(Tensor(v.data(), {t().numel()}, DType::kI32), t());
+        return v;
+    }
+    void poison() {
+        if (dt_ == DType::kI32) {
+            std::vector<int32_t> v(static_cast<size_t>(t().numel()), -7);
+            copy(t(), Tensor(v.data(), {t().numel()}, DType::kI32));
+        } else {
+            upload(std::vector<float>(static_cast<size_t>(t().numel()), std::numeric_limits<float>::quiet_NaN()));
+        }
+    }
+
+private:
+    DType dt_;
+    Arena arena_;
+};
+
+Dev dev(const std::vector<float>& v, std::vector<int64_t> shape, DType dt) {
+    Dev d(std::move(shape), dt);
+    d.upload(v);
+    return d;
+}
+
+void expect_close(const std::string& what, const std::vector<float>& gpu, const std::vector<float>& cpu, double tol) {
+    const double e = rel_err(gpu, cpu);
+    bool finite = true;
+    for (float x : gpu) finite = finite && std::isfinite(x);
+    std::printf("[conv-cuda-vs-cpu] %-36s max rel err %.3e (tol %.0e)\n", what.c_str(), e, tol);
+    EXPECT_TRUE(finite) << what << ": non-finite value (an element left unwritten?)";
+    EXPECT_LE(e, tol) << what;
+}
+
+struct ConvCase {
+    int B, H, W, C, OC, kh, kw, stride, pad;
+};
+const std::vector<ConvCase> kConv = {
+    {4, 28, 28, 1, 32, 3, 3, 1, 1}, {4, 14, 14, 32, 64, 3, 3, 1, 1}, {3, 9, 7, 3, 5, 3, 3, 2, 0},
+    {2, 8, 11, 32, 6, 3, 3, 2, 1},  {2, 6, 5, 4, 7, 5, 3, 2, 2},
+};
+struct PoolCase {
+    int B, H, W, C, k, stride;
+};
+const std::vector<PoolCase> kPool = {{4, 28, 28, 32, 2, 2}, {3, 7, 9, 3, 2, 2}, {2, 9, 8, 5, 3, 2}};
+
+struct Tol {
+    double out, grad;
+};
+
+void check_conv(DType dt, Tol tol) {
+    uint32_t k = dt == DType::kBF16 ? 1000 : 0;
+    const bool bf = dt == DType::kBF16;
+    auto maybe_round = [&](std::vector<float> v) { return bf ? rounded(std::move(v)) : v; };
+    for (const ConvCase& c : kConv) {
+        const std::string name = std::string(bf ? "bf16 " : "fp32 ") + std::to_string(c.H) + "x" + std::to_string(c.W) +
+                                 "x" + std::to_string(c.C) + "->" + std::to_string(c.OC) + " s" +
+                                 std::to_string(c.stride) + " p" + std::to_string(c.pad);
+        const Conv2dGeom g{c.kh, c.kw, c.stride, c.pad};
+        const int64_t OH = conv_out_extent(c.H, c.kh, c.stride, c.pad), OW = conv_out_extent(c.W, c.kw, c.stride, c.pad);
+        const int64_t K = int64_t{c.kh} * c.kw * c.C, rows = c.B * OH * OW;
+        auto x = maybe_round(randn(static_cast<size_t>(c.B) * c.H * c.W * c.C, seed(k++)));
+        auto w = maybe_round(randn(static_cast<size_t>(c.OC * K), seed(k++), 0.2f));
+        auto b = maybe_round(randn(c.OC, seed(k++)));
+        auto dout = maybe_round(randn(static_cast<size_t>(rows * c.OC), seed(k++)));
+        // CPU
+        std::vector<float> out(dout.size()), cols(static_cast<size_t>(rows * K)), dx(x.size()), dw(w.size(), 0.5f),
+            db(c.OC, 0.25f);
+        const Tensor hx(x.data(), {c.B, c.H, c.W, c.C}), hw(w.data(), {c.OC, c.kh, c.kw, c.C});
+        conv2d_forward(Tensor(out.data(), {c.B, OH, OW, c.OC}), Tensor(cols.data(), {rows, K}), hx, hw,
+                       Tensor(b.data(), {c.OC}), g);
+        conv2d_backward(Tensor(dx.data(), {c.B, c.H, c.W, c.C}), Tensor(dw.data(), {c.OC, c.kh, c.kw, c.C}),
+                        Tensor(db.data(), {c.OC}), Tensor(dout.data(), {c.B, OH, OW, c.OC}),
+                        Tensor(cols.data(), {rows, K}), hx, hw, g);
+        // GPU
+        Dev gx = dev(x, {c.B, c.H, c.W, c.C}, dt), gw = dev(w, {c.OC, c.kh, c.kw, c.C}, dt), gb = dev(b, {c.OC}, dt);
+        Dev gout({c.B, OH, OW, c.OC}, dt), gcols({rows, K}, dt), gdx({c.B, c.H, c.W, c.C}, dt);
+        Dev gdout = dev(dout, {c.B, OH, OW, c.OC}, dt);
+        Dev gdw = dev(std::vector<float>(w.size(), 0.5f), {c.OC, c.kh, c.kw, c.C}, DType::kF32);
+        Dev gdb = dev(std::vector<float>(c.OC, 0.25f), {c.OC}, DType::kF32);
+        gout.poison(), gcols.poison(), gdx.poison();
+        conv2d_forward(gout.t(), gcols.t(), gx.t(), gw.t(), gb.t(), g);
+        expect_close(name + " out", gout.download(), out, tol.out);
+        conv2d_backward(gdx.t(), gdw.t(), gdb.t(), gdout.t(), gcols.t(), gx.t(), gw.t(), g);
+        expect_close(name + " dinp", gdx.download(), dx, tol.grad);
+        expect_close(name + " dweight", gdw.download(), dw, tol.grad);
+        expect_close(name + " dbias", gdb.download(), db, tol.grad);
+    }
+}
+
+void check_pool_relu(DType dt) {
+    uint32_t k = dt == DType::kBF16 ? 3000 : 2000;
+    const bool bf = dt == DType::kBF16;
+    for (const PoolCase& c : kPool) {
+        const std::string name = std::string(bf ? "bf16 " : "fp32 ") + "maxpool " + std::to_string(c.H) + "x" +
+                                 std::to_string(c.W) + " k" + std::to_string(c.k) + " s" + std::to_string(c.stride);
+        const int64_t OH = (c.H - c.k) / c.stride + 1, OW = (c.W - c.k) / c.stride + 1;
+        auto x = rounded(randn(static_cast<size_t>(c.B) * c.H * c.W * c.C, seed(k++)));  // bf16 values: ties too
+        auto dout = rounded(randn(static_cast<size_t>(c.B * OH * OW * c.C), seed(k++)));
+        std::vector<float> out(dout.size()), dx(x.size());
+        std::vector<int32_t> arg(dout.size());
+        const Tensor harg(arg.data(), {c.B, OH, OW, c.C}, DType::kI32);
+        maxpool2d_forward(Tensor(out.data(), {c.B, OH, OW, c.C}), harg, Tensor(x.data(), {c.B, c.H, c.W, c.C}), c.k,
+                          c.stride);
+        maxpool2d_backward(Tensor(dx.data(), {c.B, c.H, c.W, c.C}), Tensor(dout.data(), {c.B, OH, OW, c.C}), harg,
+                           c.k, c.stride);
+        Dev gx = dev(x, {c.B, c.H, c.W, c.C}, dt), gdout = dev(dout, {c.B, OH, OW, c.C}, dt);
+        Dev gout({c.B, OH, OW, c.C}, dt), gdx({c.B, c.H, c.W, c.C}, dt), garg({c.B, OH, OW, c.C}, DType::kI32);
+        gout.poison(), gdx.poison(), garg.poison();
+        maxpool2d_forward(gout.t(), garg.t(), gx.t(), c.k, c.stride);
+        maxpool2d_backward(gdx.t(), gdout.t(), garg.t(), c.k, c.stride);
+        EXPECT_EQ(gout.download(), out) << name;
+        EXPECT_EQ(garg.download_ids(), arg) << name;
+        // overlapping windows add up to 4 gradients; bf16 rounds that sum once
+        expect_close(name + " dinp", gdx.download(), dx, bf ? 1e-2 : 1e-6);
+    }
+    const int64_t n = 70001;
+    auto x = rounded(randn(n, seed(k++)));
+    x[3] = 0.0f;
+    auto dout = rounded(randn(n, seed(k++)));
+    std::vector<float> out(n), dx(n);
+    relu_forward(Tensor(out.data(), {n}), Tensor(x.data(), {n}));
+    relu_backward(Tensor(dx.data(), {n}), Tensor(dout.data(), {n}), Tensor(out.data(), {n}));
+    Dev gx = dev(x, {n}, dt), gdout = dev(dout, {n}, dt), gout({n}, dt);
+    gout.poison();
+    relu_forward(gout.t(), gx.t());
+    relu_backward(gdout.t(), gdout.t(), gout.t());  // in place
+    relu_forward(gx.t(), gx.t());                   // in place
+    EXPECT_EQ(gout.download(), out);
+    EXPECT_EQ(gx.download(), out);
+    EXPECT_EQ(gdout.download(), dx);
+}
+
+class CudaConv : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (device_count(Device::kCuda) == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA): skipped";
+    }
+};
+
+TEST_F(CudaConv, Conv2dFp32) { check_conv(DType::kF32, {2e-5, 5e-5}); }
+TEST_F(CudaConv, Conv2dBf16) { check_conv(DType::kBF16, {1e-2, 2e-2}); }
+TEST_F(CudaConv, MaxPoolReluFp32) { check_pool_relu(DType::kF32); }
+TEST_F(CudaConv, MaxPoolReluBf16) { check_pool_relu(DType::kBF16); }
+
+}  // namespace
+}  // namespace llmt::kernels
