@@ -12,6 +12,7 @@
 #include <regex>
 #include <set>
 
+#include "config/classifier_checks.h"
 #include "config/schema.h"
 #include "config/typed.h"
 #include "config/yaml_bounds.h"
@@ -465,6 +466,10 @@ std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::str
     // text/jsonl/chat are tokenized into data.cache_dir, whatever data.shard_format says.
     std::vector<std::pair<std::string, std::string>> keys = {
         {"data.train_shards", "shards"}, {"data.val_shards", "shards"}, {"data.shard_format", "shards"}};
+    if (source == "idx") {  // images: nothing is tokenized (classifier_checks.h covers the idx-only keys)
+        keys.push_back({"data.paths", "text, jsonl or chat"});
+        keys.push_back({"data.cache_dir", "text, jsonl or chat"});
+    }
     if (source != "jsonl") keys.push_back({"data.text_field", "jsonl"});
     if (source != "chat") keys.push_back({"data.packing", "chat"});
     return keys;
@@ -552,7 +557,7 @@ void check_training_data(ordered_json& r, const std::function<std::string(const 
             v.add("data.val_shards", at("trainer.eval_every_steps"),
                   "evaluation is on (trainer.eval_every_steps > 0), so data.val_shards (a glob) is required; "
                   "set trainer.eval_every_steps: 0 to train without evaluation");
-    } else if (d["paths"].empty()) {
+    } else if (d["source"] != "idx" && d["paths"].empty()) {
         v.add("data.paths", at("data.source"),
               fmt::format("data.source is {}, so data.paths needs at least one file or directory",
                           d["source"].get<std::string>()));
@@ -575,7 +580,9 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
     const auto at = locator(loc, v);
     auto& t = r["trainer"];
     model_checks(r, at, v);
-    if (as_i(t["warmup_steps"]) > as_i(t["max_steps"]))
+    for (const auto& p : classifier_problems(r, use == ConfigUse::kTraining)) v.add(p.key, at(p.key), p.message);
+    // With trainer.epochs the step count comes from the data (the trainer checks warmup against it).
+    if (as_i(t["epochs"]) == 0 && as_i(t["warmup_steps"]) > as_i(t["max_steps"]))
         v.add("trainer.warmup_steps", at("trainer.warmup_steps"),
               fmt::format("must be <= trainer.max_steps ({}), found {}", as_i(t["max_steps"]), as_i(t["warmup_steps"])));
     if (t["min_lr"].get<double>() > t["lr"].get<double>())
