@@ -19,10 +19,11 @@ bool is_default(const ordered_json& r, const std::string& path) {
 
 // Keys that only the language models read.
 const std::vector<std::string>& lm_only_model_keys() {
+    // (n_kv_head, d_ff and head_dim are derived from these unless written; the model checks compare them.)
     static const std::vector<std::string> keys = {
-        "model.n_layer",   "model.n_head",    "model.n_kv_head",      "model.d_model",         "model.d_ff",
-        "model.head_dim",  "model.block_size", "model.vocab_size",    "model.vocab_pad_multiple",
-        "model.tie_embeddings", "model.norm_eps", "model.rope_theta", "model.rope_scaling.type"};
+        "model.n_layer",  "model.n_head",         "model.d_model",  "model.block_size", "model.vocab_size",
+        "model.vocab_pad_multiple", "model.tie_embeddings", "model.norm_eps", "model.rope_theta",
+        "model.rope_scaling.type"};
     return keys;
 }
 

@@ -116,16 +116,18 @@ Arena Classifier::layout_activations(int B) const {
     const int64_t b = B;
     int64_t widest = static_cast<int64_t>(cfg_.H) * cfg_.W * cfg_.C;
     self->x0_ = a.add("x0", {b, cfg_.H, cfg_.W, cfg_.C});
-    for (auto& L : self->convs_) {
-        L.cols = a.add("cols", {b * L.H * L.W, 9 * L.C});
-        L.conv_out = a.add("conv_out", {b, L.H, L.W, L.OC});
-        L.pooled = a.add("pooled", {b, L.H / 2, L.W / 2, L.OC});
-        L.argmax = a.add("argmax", {b, L.H / 2, L.W / 2, L.OC}, DType::kI32);
+    for (size_t i = 0; i < self->convs_.size(); ++i) {
+        auto& L = self->convs_[i];
+        L.cols = a.add(fmt::format("conv{}.cols", i), {b * L.H * L.W, 9 * L.C});
+        L.conv_out = a.add(fmt::format("conv{}.out", i), {b, L.H, L.W, L.OC});
+        L.pooled = a.add(fmt::format("conv{}.pooled", i), {b, L.H / 2, L.W / 2, L.OC});
+        L.argmax = a.add(fmt::format("conv{}.argmax", i), {b, L.H / 2, L.W / 2, L.OC}, DType::kI32);
         widest = std::max<int64_t>(widest, static_cast<int64_t>(L.H) * L.W * L.OC);
     }
-    for (auto& L : self->dense_) {
-        L.out_act = a.add("dense_out", {b, L.out});
-        L.dropped = L.relu && cfg_.dropout > 0.f ? a.add("dropped", {b, L.out}) : L.out_act;
+    for (size_t i = 0; i < self->dense_.size(); ++i) {
+        auto& L = self->dense_[i];
+        L.out_act = a.add(fmt::format("dense{}.out", i), {b, L.out});
+        L.dropped = L.relu && cfg_.dropout > 0.f ? a.add(fmt::format("dense{}.dropped", i), {b, L.out}) : L.out_act;
         widest = std::max<int64_t>(widest, std::max(L.in, L.out));
     }
     self->labels_ = a.add("labels", {b}, DType::kI32);

@@ -127,7 +127,9 @@ TEST_F(ClassifierTrain, TrainsAndEvaluatesTheTestSet) {
 // fp32: the ranks add their halves of each gradient in another order and the average adds a rounding,
 // so weights drift by ulps per step; 1e-5 relative on each step's loss is ~100x that drift.
 TEST_F(ClassifierTrain, TwoRanksMatchOneProcessStepByStep) {
-    if (!fs::exists(root_ / "runs/one/summary.json")) ASSERT_EQ(run_process(bin(train("one")), "", 600).exit_code, 0);
+    if (!fs::exists(root_ / "runs/one/summary.json")) {
+        ASSERT_EQ(run_process(bin(train("one")), "", 600).exit_code, 0);
+    }
     auto r = run_process({llmtrain_bin(), "launch", "--standalone", "--nproc-per-node", "2", "--", "train", "--config",
                           (root_ / "cnn.yaml").string(), "--set", "output.root_dir=" + (root_ / "runs").string(),
                           "--set", "output.run_id=two", "--set", "trainer.micro_batch_size=4"},
