@@ -15,6 +15,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "data/idx.h"
+#include "data/image_file.h"
 #include "data/image_set.h"
 
 namespace llmt::data {
@@ -178,6 +179,56 @@ TEST(Split, DisjointAndComplete) {
     std::set<int64_t> all(s.train.begin(), s.train.end());
     all.insert(s.val.begin(), s.val.end());
     EXPECT_EQ(all.size(), 100u);
+}
+
+}  // namespace
+}  // namespace llmt::data
+
+namespace llmt::data {
+namespace {
+
+// A PNG of 3x2 RGB pixels, rows filtered with Sub and Paeth, reads back as the luma of each pixel.
+TEST(ImageFile, PngAndPgmDecode) {
+    TempDir d;
+    const uint8_t rgb[2][9] = {{10, 20, 30, 200, 100, 50, 0, 0, 0}, {255, 255, 255, 1, 2, 3, 90, 90, 90}};
+    std::string raw;
+    raw.push_back(1);  // Sub
+    for (int i = 0; i < 9; ++i) raw.push_back(static_cast<char>(rgb[0][i] - (i >= 3 ? rgb[0][i - 3] : 0)));
+    raw.push_back(4);  // Paeth
+    auto paeth = [](int a, int b, int c) {
+        const int p = a + b - c, pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+        return pa <= pb && pa <= pc ? a : (pb <= pc ? b : c);
+    };
+    for (int i = 0; i < 9; ++i) {
+        const int a = i >= 3 ? rgb[1][i - 3] : 0, b = rgb[0][i], c = i >= 3 ? rgb[0][i - 3] : 0;
+        raw.push_back(static_cast<char>(rgb[1][i] - paeth(a, b, c)));
+    }
+    uLongf n = compressBound(raw.size());
+    std::string z(n, '\0');
+    compress(reinterpret_cast<Bytef*>(z.data()), &n, reinterpret_cast<const Bytef*>(raw.data()), raw.size());
+    z.resize(n);
+    auto chunk = [](const std::string& type, const std::string& body) {
+        std::string c;
+        for (int k = 3; k >= 0; --k) c.push_back(static_cast<char>((body.size() >> (8 * k)) & 0xff));
+        c += type + body + std::string(4, '\0');  // the CRC is not checked
+        return c;
+    };
+    const std::string ihdr = std::string("\0\0\0\3\0\0\0\2\x08\x02\0\0\0", 13);
+    write_file_atomic(d.path / "x.png", std::string("\x89PNG\r\n\x1a\n", 8) + chunk("IHDR", ihdr) + chunk("IDAT", z) +
+                                            chunk("IEND", ""));
+    const GreyImages g = read_images_for_prediction(d.path / "x.png");
+    ASSERT_EQ(g.images.size(), 1u);
+    EXPECT_EQ(g.W, 3);
+    EXPECT_EQ(g.H, 2);
+    for (int p = 0; p < 6; ++p) {
+        const uint8_t* q = rgb[p / 3] + 3 * (p % 3);
+        EXPECT_EQ(g.images[0][static_cast<size_t>(p)], (299 * q[0] + 587 * q[1] + 114 * q[2] + 500) / 1000) << p;
+    }
+    write_file_atomic(d.path / "x.pgm", "P2\n2 1\n15\n0 15\n");
+    const GreyImages h = read_images_for_prediction(d.path / "x.pgm");
+    EXPECT_EQ(h.images[0], (std::vector<uint8_t>{0, 255}));
+    write_file_atomic(d.path / "short.pgm", "P5\n4 4\n255\nab");
+    EXPECT_THROW((void)read_images_for_prediction(d.path / "short.pgm"), FormatError);
 }
 
 }  // namespace

@@ -124,6 +124,30 @@ TEST_F(ClassifierTrain, TrainsAndEvaluatesTheTestSet) {
     EXPECT_DOUBLE_EQ(ej["test_accuracy"].get<double>(), s["test_accuracy"].get<double>());
 }
 
+// predict: the test file's first image as IDX and as a PGM get the same label and probability.
+TEST_F(ClassifierTrain, PredictReadsIdxAndPgm) {
+    if (!fs::exists(root_ / "runs/one/summary.json")) {
+        ASSERT_EQ(run_process(bin(train("one")), "", 600).exit_code, 0);
+    }
+    const std::string idx = llmt::read_file(root_ / "test-images");
+    llmt::write_file_atomic(root_ / "img0.pgm", "P5\n# test image 0\n8 8\n255\n" + idx.substr(16, 64));
+    auto a = run_process(bin({"predict", "--checkpoint", (root_ / "runs/one").string(), "--images",
+                              (root_ / "test-images").string(), "--json"}), "", 120);
+    auto b = run_process(bin({"predict", "--checkpoint", (root_ / "runs/one").string(), "--images",
+                              (root_ / "img0.pgm").string(), "--json"}), "", 120);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+    ASSERT_EQ(ja.size(), 60u);
+    ASSERT_EQ(jb.size(), 1u);
+    EXPECT_EQ(ja[0]["label"], jb[0]["label"]);
+    EXPECT_EQ(ja[0]["probability"], jb[0]["probability"]);
+    EXPECT_EQ(ja[0]["label"].get<int>(), static_cast<unsigned char>(llmt::read_file(root_ / "test-labels")[8]));
+    auto bad = run_process(bin({"predict", "--checkpoint", (root_ / "runs/one").string(), "--images",
+                                (root_ / "cnn.yaml").string()}), "", 120);
+    EXPECT_EQ(bad.exit_code, 2) << bad.err;
+}
+
 // fp32: the ranks add their halves of each gradient in another order and the average adds a rounding,
 // so weights drift by ulps per step; 1e-5 relative on each step's loss is ~100x that drift.
 TEST_F(ClassifierTrain, TwoRanksMatchOneProcessStepByStep) {
