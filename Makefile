@@ -12,7 +12,7 @@ WERROR := $(if $(CI),ON,OFF)
 PRESET_BUILD := build/release/build.ninja
 PRESET_CACHE := build/release/CMakeCache.txt
 
-.PHONY: install setup build configure run test test-full test-asan fuzz data clean lint bench image test-image test-fresh
+.PHONY: install setup build configure run test test-slow test-full test-asan fuzz data clean lint bench image test-image test-fresh
 
 setup:
 	@bash scripts/setup.sh
@@ -41,13 +41,18 @@ install: $(PRESET_BUILD)
 run: setup build
 	@bash scripts/run_main.sh
 
-# Every test except the GPU ones and those that need the built image (labels unit, reference, integration).
+# Every test except the GPU ones, those that need the built image and the slow ones (labels unit, reference,
+# integration).
 test: setup build
-	cd build/release && ctest --output-on-failure --label-exclude 'gpu|image' -j $(JOBS) --timeout 900
+	cd build/release && ctest --output-on-failure --label-exclude 'gpu|image|slow' -j $(JOBS) --timeout 900
+
+# Whole training runs of real data sets (label slow): Fashion-MNIST to its accuracy through the server.
+test-slow: setup build
+	cd build/release && ctest --output-on-failure --label-regex slow -j 1 --timeout 3600
 
 # What does not fit the 30-minute CI budget: sanitizers, longer fuzzing, the image and the tests in it,
 # and the README's two commands on a new Debian root.
-test-full: test test-asan fuzz test-image test-fresh
+test-full: test test-slow test-asan fuzz test-image test-fresh
 
 # `make run` and `make test` in a new Debian 12 root made by debootstrap (scripts/test_fresh.sh): the
 # check that the setup installs everything. About 40 minutes on 2 cores with an empty compiler cache

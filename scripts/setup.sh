@@ -25,6 +25,7 @@ PACKAGES=(
   python3-botocore  # AWS's SigV4 signer, the object-storage tests' second opinion on ours
   unicode-data
   bible-kjv bible-kjv-text fortunes fortunes-min
+  dataset-fashion-mnist  # data.source idx default: /usr/share/datasets/fashion-mnist (docs/classifier.md)
   iproute2 procps
   podman buildah runc debootstrap
   chromium

@@ -29,6 +29,7 @@ void register_eval(CLI::App& app, Runtime& rt);
 void register_generate(CLI::App& app, Runtime& rt);
 void register_chat(CLI::App& app, Runtime& rt);
 void register_export(CLI::App& app, Runtime& rt);
+void register_predict(CLI::App& app, Runtime& rt);  // image classifiers
 void register_merge(CLI::App& app, Runtime& rt);
 void register_serve(CLI::App& app, Runtime& rt);
 void register_k8s(CLI::App& app, Runtime& rt);  // k8s render|submit|status|logs|cancel|fetch

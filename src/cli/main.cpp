@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     llmt::cli::register_generate(app, rt);
     llmt::cli::register_chat(app, rt);
     llmt::cli::register_export(app, rt);
+    llmt::cli::register_predict(app, rt);
     llmt::cli::register_merge(app, rt);
     llmt::cli::register_serve(app, rt);
     llmt::cli::register_k8s(app, rt);

@@ -59,6 +59,9 @@ void register_eval(CLI::App& app, Runtime& rt) {
         auto r = train::run_evaluation(checkpoint_run_config("eval", *ckpt, opts->path, opts->sets), *ckpt);
         if (*json) {
             fmt::print("{}\n", r.dump());
+        } else if (r.contains("test_accuracy")) {  // a classifier (its table went to stderr)
+            fmt::print("test_accuracy {:.4f} test_loss {:.6f} over {} images of {}\n", r["test_accuracy"].get<double>(),
+                       r["test_loss"].get<double>(), r["test_images"].get<int64_t>(), r["weights"].get<std::string>());
         } else {
             fmt::print("val_loss {:.6f} over {} tokens ({} batches) of {}\n", r["val_loss"].get<double>(),
                        r["tokens"].get<int64_t>(), r["batches"].get<int64_t>(), r["weights"].get<std::string>());

@@ -39,6 +39,11 @@ struct ModelConfig {
         int original_max_position_embeddings = 8192;
     } rope_scaling;
     std::string init_from;  // "scratch" or a path
+    // Image classifiers (arch mlp | cnn; models/classifier.h).
+    int image_size = 28, in_channels = 1, num_classes = 10;
+    std::vector<int> conv_channels;  // cnn: 3x3 conv + ReLU + 2x2 max-pool each
+    std::vector<int> hidden_sizes;   // fully connected hidden widths
+    bool is_classifier() const { return arch == "mlp" || arch == "cnn"; }
 
     // vocab_size rounded up to vocab_pad_multiple (the width of the embedding and logit tables).
     int padded_vocab_size() const {
@@ -66,10 +71,16 @@ struct DataConfig {
     std::string shard_format;  // llmc | nanogpt
     bool shuffle = true;
     bool packing = false;  // source chat: pack conversations into rows (data/chat_rows.h)
+    // source idx (data/image_set.h)
+    std::string train_images, train_labels, test_images, test_labels;
+    double pixel_mean = 0, pixel_std = 1;
+    int crop_padding = 0;
+    bool hflip = false;
 };
 
 struct TrainerConfig {
     int64_t max_steps = 0;
+    int64_t epochs = 0;  // > 0: max_steps comes from the training set's size (train/image_batches.h)
     int micro_batch_size = 0;
     int grad_accum_steps = 1;
     double lr = 0, min_lr = 0;

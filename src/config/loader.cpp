@@ -14,6 +14,7 @@
 #include <set>
 
 #include "config/schedule_keys.h"
+#include "config/classifier_checks.h"
 #include "config/schema.h"
 #include "config/typed.h"
 #include "config/yaml_bounds.h"
@@ -479,6 +480,10 @@ std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::str
     // text/jsonl/chat are tokenized into data.cache_dir, whatever data.shard_format says.
     std::vector<std::pair<std::string, std::string>> keys = {
         {"data.train_shards", "shards"}, {"data.val_shards", "shards"}, {"data.shard_format", "shards"}};
+    if (source == "idx") {  // images: nothing is tokenized (classifier_checks.h covers the idx-only keys)
+        keys.push_back({"data.paths", "text, jsonl or chat"});
+        keys.push_back({"data.cache_dir", "text, jsonl or chat"});
+    }
     if (source != "jsonl") keys.push_back({"data.text_field", "jsonl"});
     if (source != "chat") keys.push_back({"data.packing", "chat"});
     return keys;
@@ -566,7 +571,7 @@ void check_training_data(ordered_json& r, const std::function<std::string(const 
             v.add("data.val_shards", at("trainer.eval_every_steps"),
                   "evaluation is on (trainer.eval_every_steps > 0), so data.val_shards (a glob) is required; "
                   "set trainer.eval_every_steps: 0 to train without evaluation");
-    } else if (d["paths"].empty()) {
+    } else if (d["source"] != "idx" && d["paths"].empty()) {
         v.add("data.paths", at("data.source"),
               fmt::format("data.source is {}, so data.paths needs at least one file or directory",
                           d["source"].get<std::string>()));
@@ -589,6 +594,7 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
     const auto at = locator(loc, v);
     auto& t = r["trainer"];
     model_checks(r, at, v);
+    for (const auto& p : classifier_problems(r, use == ConfigUse::kTraining)) v.add(p.key, at(p.key), p.message);
     if (t["min_lr"].get<double>() > t["lr"].get<double>())
         v.add("trainer.min_lr", at("trainer.min_lr"),
               fmt::format("must be <= trainer.lr ({}), found {}", t["lr"].get<double>(), t["min_lr"].get<double>()));

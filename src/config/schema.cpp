@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 
 namespace llmt::config {
 namespace {
@@ -78,6 +79,20 @@ FieldSpec derived(FieldSpec f, std::string note) {
 }
 
 constexpr double kInf = 1e300;
+constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist/";
+
+// A list of whole numbers in [lo, hi] (any length >= 1; integers checked by the loader's model checks).
+void list_field(std::vector<FieldSpec>& v, std::string path, std::vector<int> def, double lo, double hi, std::string doc) {
+    FieldSpec f;
+    f.path = std::move(path);
+    f.type = FieldType::kFloatList;
+    f.default_value = ordered_json(def);
+    f.min = lo;
+    f.max = hi;
+    f.list_len = -1;
+    f.doc = std::move(doc);
+    v.push_back(std::move(f));
+}
 
 std::vector<FieldSpec> build() {
     std::vector<FieldSpec> v;
@@ -91,8 +106,9 @@ std::vector<FieldSpec> build() {
                           "true is refused on CUDA, whose kernels are not (docs/config.md)"));
     v.push_back(int_field("run.threads", 0, 0, 4096, "CPU threads per process; 0 = OMP_NUM_THREADS if set, else the CPUs this process may use (affinity mask and cgroup CPU quota)"));
     // model
-    v.push_back(enum_field("model.arch", "gpt2", {"gpt2", "llama"},
-                           "model family; with model.init_from a Hugging Face directory, taken from its config.json"));
+    v.push_back(enum_field("model.arch", "gpt2", {"gpt2", "llama", "mlp", "cnn"},
+                           "model family: gpt2, llama (language models; with model.init_from a Hugging Face directory, "
+                           "taken from its config.json), mlp or cnn (image classifiers, data.source idx)"));
     v.push_back(int_field("model.n_layer", 12, 1, 1024, "number of transformer blocks"));
     v.push_back(int_field("model.n_head", 12, 1, 1024, "attention heads"));
     v.push_back(derived(int_field("model.n_kv_head", nullptr, 1, 1024, "key/value heads (grouped-query attention)"), "model.n_head"));
@@ -120,6 +136,14 @@ std::vector<FieldSpec> build() {
                             "llama3 scaling: wavelengths below original_max_position_embeddings / this are kept"));
     v.push_back(int_field("model.rope_scaling.original_max_position_embeddings", 8192, 1, 1048576,
                           "llama3 scaling: the context length the model was pre-trained with"));
+    // Image classifiers (model.arch mlp | cnn): refused with the language models, as those keys are here.
+    v.push_back(int_field("model.image_size", 28, 1, 4096, "mlp/cnn: images are image_size x image_size pixels"));
+    v.push_back(int_field("model.in_channels", 1, 1, 4, "mlp/cnn: channels per pixel (IDX images: 1)"));
+    v.push_back(int_field("model.num_classes", 10, 2, 65536, "mlp/cnn: classes; labels are 0..num_classes-1"));
+    list_field(v, "model.conv_channels", {32, 64}, 1, 65536,
+               "cnn: output channels of each 3x3 convolution (padding 1, stride 1), each followed by ReLU and a 2x2 max-pool");
+    list_field(v, "model.hidden_sizes", {128}, 1, 1048576,
+               "mlp/cnn: widths of the fully connected hidden layers (ReLU, then model.dropout) before the class logits");
     v.push_back(string_field("model.init_from", "scratch", Access::kRead,
                              "'scratch' or a path to a Hugging Face safetensors file / model directory; or an s3:// "
                              "URI of one, fetched into output.root_dir/.cache/s3 by train", {"", "scratch"}));
@@ -139,10 +163,11 @@ std::vector<FieldSpec> build() {
                              "a PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to continue "
                              "from; empty = fresh adapters (A Kaiming-uniform, B zero)"));
     // data
-    v.push_back(enum_field("data.source", "shards", {"shards", "text", "jsonl", "chat"},
+    v.push_back(enum_field("data.source", "shards", {"shards", "text", "jsonl", "chat", "idx"},
                            "shards: prepared token shards; text/jsonl: raw corpora tokenized into data.cache_dir; chat: "
                            "conversations (JSONL of messages or prompt/completion) rendered with the model's chat template, "
-                           "loss on the assistant's tokens only (docs/formats/chat_jsonl.md)"));
+                           "loss on the assistant's tokens only (docs/formats/chat_jsonl.md); idx: MNIST-format images and labels "
+                           "(model.arch mlp or cnn, docs/classifier.md)"));
     v.push_back(string_list_field("data.paths", ordered_json::array(), Access::kRead,
                                   "input files or directories (source text/jsonl/chat only)"));
     v.push_back(string_field("data.text_field", "text", Access::kNone, "JSONL field that holds the document text (source jsonl only)"));
@@ -168,8 +193,24 @@ std::vector<FieldSpec> build() {
                            "source chat only: pack whole conversations into rows of model.block_size (Best-Fit Decreasing, "
                            "positions restart per conversation, attention does not cross them); false: one a row, padded to "
                            "the longest in the batch"));
+    for (const auto& [key, file, what] : std::vector<std::array<std::string, 3>>{
+             {"train_images", "train-images-idx3-ubyte.gz", "training images"},
+             {"train_labels", "train-labels-idx1-ubyte.gz", "training labels"},
+             {"test_images", "t10k-images-idx3-ubyte.gz", "test images"},
+             {"test_labels", "t10k-labels-idx1-ubyte.gz", "test labels"}})
+        v.push_back(string_field("data." + key, std::string(kFashionMnistDir) + file, Access::kRead,
+                                 "source idx: IDX file (raw or .gz) of the " + what + "; default: Debian's dataset-fashion-mnist"));
+    v.push_back(float_field("data.pixel_mean", 0.2860, -kInf, kInf, false,
+                            "source idx: inputs are (pixel / 255 - pixel_mean) / pixel_std (Fashion-MNIST's mean)"));
+    v.push_back(float_field("data.pixel_std", 0.3530, 0.0, kInf, true, "source idx: see data.pixel_mean (Fashion-MNIST's std)"));
+    v.push_back(int_field("data.augment.crop_padding", 0, 0, 64,
+                          "source idx: random crop of the image padded by this many zero pixels per side; 0 = off"));
+    v.push_back(bool_field("data.augment.hflip", false, "source idx: flip training images left-right with probability 1/2"));
     // trainer
     v.push_back(int_field("trainer.max_steps", 1000, 1, 1e15, "optimizer steps to train"));
+    v.push_back(int_field("trainer.epochs", 0, 0, 1e9,
+                          "passes over the training set (data.source idx): sets the step count from the dataset size and "
+                          "takes precedence over trainer.max_steps; 0 = trainer.max_steps decides"));
     v.push_back(int_field("trainer.micro_batch_size", 8, 1, 1048576, "sequences per micro-batch per process"));
     v.push_back(int_field("trainer.grad_accum_steps", 1, 1, 1048576, "micro-batches accumulated per optimizer step"));
     v.push_back(float_field("trainer.lr", 6e-4, 0.0, kInf, true, "peak learning rate"));

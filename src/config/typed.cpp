@@ -36,6 +36,11 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.model.rope_scaling.high_freq_factor = rs.at("high_freq_factor");
     c.model.rope_scaling.original_max_position_embeddings = rs.at("original_max_position_embeddings");
     c.model.init_from = m.at("init_from");
+    c.model.image_size = m.at("image_size");
+    c.model.in_channels = m.at("in_channels");
+    c.model.num_classes = m.at("num_classes");
+    for (const auto& x : m.at("conv_channels")) c.model.conv_channels.push_back(static_cast<int>(x.get<double>()));
+    for (const auto& x : m.at("hidden_sizes")) c.model.hidden_sizes.push_back(static_cast<int>(x.get<double>()));
 
     const auto& l = r.at("lora");
     c.lora.r = l.at("r");
@@ -57,9 +62,18 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.data.shard_format = d.at("shard_format");
     c.data.shuffle = d.at("shuffle");
     c.data.packing = d.at("packing");
+    c.data.train_images = d.at("train_images");
+    c.data.train_labels = d.at("train_labels");
+    c.data.test_images = d.at("test_images");
+    c.data.test_labels = d.at("test_labels");
+    c.data.pixel_mean = d.at("pixel_mean");
+    c.data.pixel_std = d.at("pixel_std");
+    c.data.crop_padding = d.at("augment").at("crop_padding");
+    c.data.hflip = d.at("augment").at("hflip");
 
     const auto& t = r.at("trainer");
     c.trainer.max_steps = t.at("max_steps");
+    c.trainer.epochs = t.at("epochs");
     c.trainer.micro_batch_size = t.at("micro_batch_size");
     c.trainer.grad_accum_steps = t.at("grad_accum_steps");
     c.trainer.lr = t.at("lr");

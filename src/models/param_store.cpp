@@ -105,7 +105,10 @@ void ParamStore::init_random(uint64_t seed, double std, double residual_std) {
                 for (int64_t k = 0; k < n; ++k) p[k] = 1.f;
                 break;
             case ParamInit::kKaimingUniform: {
-                const double bound = 1.0 / std::sqrt(static_cast<double>(s.shape.size() == 2 ? s.shape[1] : 1));
+                // fan_in: every dimension but the first (a convolution's (OC, KH, KW, C): KH*KW*C), as torch.
+                int64_t fan_in = 1;
+                for (size_t d = 1; d < s.shape.size(); ++d) fan_in *= s.shape[d];
+                const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
                 CounterRng rng(seed, i);
                 for (int64_t k = 0; k < n; ++k)
                     p[k] = static_cast<float>((2.0 * rng.uniform(static_cast<uint64_t>(k)) - 1.0) * bound);

@@ -21,6 +21,7 @@ struct JobShape {
     int threads = 0;  // per rank (run.threads; 0 = all cores)
     double flops_per_token = 0;
     double tokens = 0;  // the whole run at the job's world size
+    bool classifier = false;  // model.arch mlp/cnn: the table's token rows do not describe it
 };
 
 JobShape shape_of(const JobSpec& spec, const config::Config& cfg) {
@@ -28,6 +29,7 @@ JobShape shape_of(const JobSpec& spec, const config::Config& cfg) {
     s.gpu = spec.gpus_per_node > 0 || cfg.run.device == "cuda";
     s.world = spec.cpus();
     s.threads = s.gpu ? 0 : cfg.run.threads;
+    s.classifier = cfg.model.is_classifier();
     const int T = cfg.model.block_size;
     s.flops_per_token = models::model_flops_per_token(cfg.model, T);
     s.tokens = static_cast<double>(cfg.trainer.max_steps) * cfg.trainer.micro_batch_size * cfg.trainer.grad_accum_steps *
@@ -59,7 +61,9 @@ std::string token_basis(const config::Config& cfg, const JobShape& s) {
 // Duration and cost of `tokens` at world size W from the table.
 nlohmann::json at_world(const JobShape& s, const Rates& rates, const ThroughputTable& table, int W,
                         ThroughputEstimate* out = nullptr) {
-    ThroughputEstimate t = estimate_throughput(table.rows, s.gpu ? "cuda" : "cpu", table.card, s.flops_per_token, W, s.threads);
+    ThroughputEstimate t = s.classifier ? ThroughputEstimate{}
+                                        : estimate_throughput(table.rows, s.gpu ? "cuda" : "cpu", table.card,
+                                                              s.flops_per_token, W, s.threads);
     if (out) *out = t;
     if (!t.measured) return nullptr;
     const double tps = t.tokens_per_s_rank * W * t.efficiency;
@@ -83,6 +87,8 @@ nlohmann::json rows_json(const ThroughputTable& table, const std::vector<int>& l
 
 std::string unmeasured_reason(const JobShape& s, const ThroughputTable& table) {
     const char* dev = s.gpu ? "cuda" : "cpu";
+    if (s.classifier)  // language-model rows would give a confident wrong figure (other FLOP/s, no epochs)
+        return "image classifiers (model.arch mlp/cnn) have no measured images/s rows yet";
     if (table.path.empty()) return "no throughput table found (configs/throughput.jsonl; --throughput-file)";
     return fmt::format("{} has no world-size-1 row for device {}{}", table.path, dev,
                        table.card.empty() ? "" : fmt::format(" on a card matching '{}'", table.card));

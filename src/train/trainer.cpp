@@ -20,6 +20,8 @@
 #include "core/time.h"
 #include "data/loader.h"
 #include "train/batches.h"
+#include "train/classifier_eval.h"
+#include "train/image_batches.h"
 #include "data/prepare_cache.h"
 #include "dist/env.h"
 #include "dist/reducer.h"
@@ -155,6 +157,18 @@ EvalOutput evaluate(models::Model& model, const EvalBatches& batches, int B, int
     return out;
 }
 
+// Values per batch row: a window of block_size tokens, or an image's pixels (train/image_batches.h).
+int row_width(const config::Config& cfg) {
+    return cfg.model.is_classifier() ? cfg.model.image_size * cfg.model.image_size * cfg.model.in_channels
+                                     : cfg.model.block_size;
+}
+
+std::vector<int64_t> all_indices(int64_t n) {
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
+    return v;
+}
+
 // How long the end of a run waits for its checkpoint uploads (each stalled request gives up sooner).
 constexpr double kSyncFinishTimeoutS = 3600;
 
@@ -220,7 +234,7 @@ private:
 
     void build() {
         model_ = build_model(cfg_, init_from_, dev_, dtype_);
-        hf_info_ = models::hf_export_info(cfg_, "float32");  // checkpoints hold fp32 tensors
+        if (!classifier()) hf_info_ = models::hf_export_info(cfg_, "float32");  // checkpoints hold fp32 tensors
         // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
         // could differ between hosts).
         if (dc_.active()) {
@@ -260,12 +274,40 @@ private:
     }
 
     void open_data() {
+        if (cfg_.data.source == "idx") return open_image_data();
         DataPlan plan = cfg_.data.source == "chat"
                             ? open_chat_batches(cfg_, B(), T(), rank_, world_, true, [this] { dc_.barrier(); })
                             : open_shard_batches(cfg_, resolve_data(cfg_, true), B(), T(), rank_, world_, true);
         loader_ = std::move(plan.train);
         eval_loader_ = std::move(plan.eval);
         log_line("data: " + loader_->describe());
+    }
+
+    // data.source idx: the image files, the training batches and the validation split; trainer.epochs
+    // turns into trainer.max_steps here, from the training split's size.
+    void open_image_data() {
+        images_ = load_image_data(cfg_, true);
+        DataPlan plan = open_image_batches(cfg_, images_, B(), rank_, world_);
+        loader_ = std::move(plan.train);
+        log_line("data: " + loader_->describe());
+        if (tc_.epochs > 0) {
+            cfg_.trainer.max_steps = steps_for_epochs(cfg_, images_, world_);
+            if (tc_.warmup_steps > tc_.max_steps) {  // as the loader does for max_steps (config/schedule_keys.h)
+                log_line(fmt::format("warning: trainer.warmup_steps ({}) is longer than the {} steps of trainer.epochs {}: "
+                                     "shortened to {}", tc_.warmup_steps, tc_.max_steps, tc_.epochs, tc_.max_steps));
+                cfg_.trainer.warmup_steps = tc_.max_steps;
+            }
+            log_line(fmt::format("trainer: {} epochs = {} steps", tc_.epochs, tc_.max_steps));
+        }
+    }
+
+    bool classifier() const { return cfg_.model.is_classifier(); }
+
+    // The classifier's evaluation of `indices` of `set` over all ranks.
+    ClassEval classify(const data::ImageSet& set, const std::vector<int64_t>& indices) {
+        ClassEval e = evaluate_images(*model_, set, indices, B(), rank_, world_);
+        sum_over_ranks(e, [this](double v) { return dc_.sum(v); });
+        return e;
     }
 
     // One forward pass: the parameter count, the memory plan and the loss; no update.
@@ -376,6 +418,7 @@ private:
         step_ = ck.step;
         tokens_ = st.tokens;
         if (st.best_val_loss) best_val_ = *st.best_val_loss;
+        best_val_acc_ = ck.state.value("best_val_accuracy", -1.0);
         prior_wall_ = st.wall_s;
         if (rank_ == 0) truncate_metrics_after(run_dir_->metrics_path(), step_);
         log_line(fmt::format("resume: {} at step {} ({} tokens seen)", ck.dir.string(), step_, tokens_));
@@ -445,6 +488,7 @@ private:
                                 {"tokens", tokens_},
                                 {"loader", loader_->state()},
                                 {"best_val_loss", std::isfinite(best_val_) ? nlohmann::json(best_val_) : nlohmann::json()},
+                                {"best_val_accuracy", best_val_acc_},
                                 {"world_size", world_},
                                 {"zero_stage", sync_.zero1 ? 1 : 0},
                                 {"wall_s", prior_wall_},
@@ -455,7 +499,7 @@ private:
         if (model_->lora())
             write_file_atomic(w->temp_dir() / models::kAdapterConfigFile,
                               models::peft_adapter_config(*model_, lora_base_.value("init_from", "")).dump(2) + "\n");
-        else
+        else if (!classifier())  // a classifier's step dir has no transformers counterpart
             write_file_atomic(w->temp_dir() / "config.json", models::hf_config_json(cfg_.model, hf_info_).dump(2) + "\n");
         auto dir = w->commit();
         if (ckpt_sync_) ckpt_sync_->checkpoint_saved(dir);  // uploaded in the background (output.sync)
@@ -463,6 +507,7 @@ private:
     }
 
     void run_eval() {
+        if (classifier()) return run_classifier_eval();
         if (!eval_loader_) return;
         Stopwatch sw;
         auto ev = evaluate(*model_, *eval_loader_, B(), T(), tc_.eval_steps);
@@ -482,6 +527,43 @@ private:
             auto dir = save(true);
             log_line(fmt::format("checkpoint: {} (best)", dir.string()));
         }
+    }
+
+    // Validation of a classifier: loss and accuracy; the best checkpoint is the one of the best accuracy.
+    void run_classifier_eval() {
+        if (images_.split.val.empty()) return;
+        Stopwatch sw;
+        const ClassEval ev = classify(*images_.train, images_.split.val);
+        last_val_ = ev.loss();
+        last_eval_step_ = step_;
+        const bool best = ev.accuracy() > best_val_acc_;
+        if (best) best_val_acc_ = ev.accuracy();
+        best_val_ = std::min(best_val_, ev.loss());
+        metrics_->write({{"step", step_}, {"val_loss", ev.loss()}, {"val_accuracy", ev.accuracy()},
+                         {"val_images", ev.images}, {"best_val_accuracy", best_val_acc_}, {"eval_ms", sw.seconds() * 1e3}});
+        log_line(fmt::format("{}eval step {}: val loss {:.4f}, accuracy {:.2f}%{}", bar_ ? "\n" : "", step_, ev.loss(),
+                             100 * ev.accuracy(), best ? ", best so far" : ""));
+        if (best && step_ > 0) {
+            auto dir = save(true);
+            log_line(fmt::format("checkpoint: {} (best)", dir.string()));
+        }
+    }
+
+    // The end of a classifier's run: the test set's accuracy, loss, per-class accuracy and confusion matrix
+    // into the summary, and the table on the log.
+    void add_test_evaluation(nlohmann::ordered_json& summary) {
+        Stopwatch sw;
+        const ClassEval ev = classify(*images_.test, all_indices(images_.test->n));
+        const double eval_s = sw.seconds();
+        const auto names = class_names(cfg_);
+        log_line(fmt::format("test: {} images, accuracy {:.2f}%, loss {:.4f}\n{}", ev.images, 100 * ev.accuracy(),
+                             ev.loss(), ev.table(names)));
+        const nlohmann::ordered_json test = ev.to_json(names, "test");
+        for (auto it = test.begin(); it != test.end(); ++it) summary[it.key()] = it.value();
+        if (best_val_acc_ >= 0) summary["best_val_accuracy"] = best_val_acc_;
+        summary["images"] = tokens_ / T();
+        summary["images_per_sec"] = train_time_ > 0 ? static_cast<double>(tokens_this_run_ / T()) / train_time_ : 0.0;
+        summary["test_images_per_sec"] = static_cast<double>(ev.images) / eval_s;  // inference, all ranks
     }
 
     // One optimizer step: the micro-steps' forward/backward (gradients synchronised as configured),
@@ -632,7 +714,8 @@ private:
 
     TrainResult finish(int exit_code) {
         console().end_progress();
-        if (exit_code == 0 && eval_loader_ && tc_.eval_every_steps > 0 && last_eval_step_ != step_) run_eval();
+        if (exit_code == 0 && (eval_loader_ || classifier()) && tc_.eval_every_steps > 0 && last_eval_step_ != step_)
+            run_eval();
         prior_wall_ += run_clock_.seconds();
         auto opt_num = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
         nlohmann::ordered_json summary = {
@@ -648,6 +731,7 @@ private:
             {"interrupted", exit_code != 0},
             {"device", std::string(device_name(dev_))},
             {"world_size", world_}};
+        if (classifier() && exit_code == 0) add_test_evaluation(summary);
         if (rank_ == 0) write_file_atomic(run_dir_->summary_path(), summary.dump(2) + "\n");
         dc_.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
         tracker_->finish(exit_code);  // after the barrier: peers never wait on a tracking server
@@ -656,7 +740,7 @@ private:
     }
 
     int B() const { return tc_.micro_batch_size; }
-    int T() const { return cfg_.model.block_size; }
+    int T() const { return row_width(cfg_); }
 
     const TrainOptions& opts_;
     config::Config cfg_;  // with model.init_from's config.json applied
@@ -672,6 +756,8 @@ private:
     std::unique_ptr<models::Model> model_;
     std::unique_ptr<TrainBatches> loader_;
     std::unique_ptr<EvalBatches> eval_loader_;
+    ImageData images_;  // data.source idx
+    double best_val_acc_ = -1;
     std::optional<optim::AdamW> opt_;
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
@@ -695,6 +781,19 @@ private:
     double last_loss_ = std::nan(""), last_val_ = std::nan(""), lr_ = 0, train_time_ = 0;
     Stopwatch run_clock_;
 };
+
+// `llmtrain eval` of a classifier: the test set, as at the end of training (the table on stderr).
+nlohmann::ordered_json evaluate_classifier_checkpoint(models::Model& model, const config::Config& cfg,
+                                                      const std::string& source) {
+    const ImageData images = load_image_data(cfg, /*need_train=*/false);
+    const ClassEval ev = evaluate_images(model, *images.test, all_indices(images.test->n), cfg.trainer.micro_batch_size,
+                                         0, 1);
+    const auto names = class_names(cfg);
+    fmt::print(stderr, "{}", ev.table(names));
+    nlohmann::ordered_json out = ev.to_json(names, "test");
+    out["weights"] = source;
+    return out;
+}
 
 }  // namespace
 
@@ -743,6 +842,7 @@ nlohmann::ordered_json run_evaluation(const config::Config& config, const std::s
     } else {
         throw InputError("eval: nothing to evaluate: give --checkpoint PATH, or set model.init_from");
     }
+    if (cfg.model.is_classifier()) return evaluate_classifier_checkpoint(*model, cfg, source);
     const int B = cfg.trainer.micro_batch_size, T = cfg.model.block_size;
     DataPlan plan = cfg.data.source == "chat" ? open_chat_batches(cfg, B, T, 0, 1, false, {})
                                               : open_shard_batches(cfg, resolve_data(cfg, false), B, T, 0, 1, false);

@@ -467,6 +467,24 @@ const std::map<std::string, Probe>& probes() {
         // Read by the chat source only (data/chat_loader.h; tests/data/chat_*_test.cpp show what it changes),
         // which `train` refuses until issue 20 wires it in; refused for every other source.
         {"data.packing", [](const Ctx& c) { expect_refused(c.t, {"data.packing=true"}, "data.packing"); }},
+        // Image classification (issue 21): read by model.arch mlp/cnn and data.source idx only (their effect:
+        // tests/models/classifier_test.cpp, tests/integration/classifier_train_test.cpp); refused here.
+        {"model.image_size", [](const Ctx& c) { expect_refused(c.t, {"model.image_size=32"}, "model.image_size"); }},
+        {"model.in_channels", [](const Ctx& c) { expect_refused(c.t, {"model.in_channels=3"}, "model.in_channels"); }},
+        {"model.num_classes", [](const Ctx& c) { expect_refused(c.t, {"model.num_classes=5"}, "model.num_classes"); }},
+        {"model.conv_channels",
+         [](const Ctx& c) { expect_refused(c.t, {"model.conv_channels=[8]"}, "model.conv_channels"); }},
+        {"model.hidden_sizes", [](const Ctx& c) { expect_refused(c.t, {"model.hidden_sizes=[8]"}, "model.hidden_sizes"); }},
+        {"data.train_images", [](const Ctx& c) { expect_refused(c.t, {"data.train_images=x"}, "data.train_images"); }},
+        {"data.train_labels", [](const Ctx& c) { expect_refused(c.t, {"data.train_labels=x"}, "data.train_labels"); }},
+        {"data.test_images", [](const Ctx& c) { expect_refused(c.t, {"data.test_images=x"}, "data.test_images"); }},
+        {"data.test_labels", [](const Ctx& c) { expect_refused(c.t, {"data.test_labels=x"}, "data.test_labels"); }},
+        {"data.pixel_mean", [](const Ctx& c) { expect_refused(c.t, {"data.pixel_mean=0.5"}, "data.pixel_mean"); }},
+        {"data.pixel_std", [](const Ctx& c) { expect_refused(c.t, {"data.pixel_std=0.5"}, "data.pixel_std"); }},
+        {"data.augment.crop_padding",
+         [](const Ctx& c) { expect_refused(c.t, {"data.augment.crop_padding=2"}, "data.augment.crop_padding"); }},
+        {"data.augment.hflip", [](const Ctx& c) { expect_refused(c.t, {"data.augment.hflip=true"}, "data.augment.hflip"); }},
+        {"trainer.epochs", [](const Ctx& c) { expect_refused(c.t, {"trainer.epochs=2"}, "trainer.epochs"); }},
         // trainer
         {"trainer.max_steps",
          [](const Ctx& c) { EXPECT_EQ(c.t.train({"trainer.max_steps=2"})["steps"], 2); }},

@@ -255,6 +255,20 @@ TEST(K8sSpec, WarningsKnowAboutOutputSync) {
     EXPECT_FALSE(has(warnings(s), "no --s3-secret"));
 }
 
+// data.source idx's default files come with the image (deploy/Containerfile installs dataset-fashion-mnist):
+// no warning that they lie outside the /data volume; another absolute path outside it still warns.
+TEST(K8sSpec, ImageDatasetsNeedNoDataVolume) {
+    JobSpec s = cpu_spec(Kind::IndexedJob, 1);
+    s.data_pvc = "datasets";
+    s.config_data_paths = {{"data.train_images", "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"}};
+    auto has = [](const std::vector<std::string>& w, const std::string& x) {
+        return std::any_of(w.begin(), w.end(), [&](const std::string& l) { return l.find(x) != std::string::npos; });
+    };
+    EXPECT_FALSE(has(warnings(s), "outside the /data volume"));
+    s.config_data_paths.push_back({"data.test_images", "/home/me/t10k-images-idx3-ubyte.gz"});
+    EXPECT_TRUE(has(warnings(s), "outside the /data volume"));
+}
+
 TEST(K8sRender, EachKindsRankSource) {
     auto args_of = [](Kind k) { return launcher_args(cpu_spec(k, 2)); };
     auto has = [](const std::vector<std::string>& a, const std::string& x) {

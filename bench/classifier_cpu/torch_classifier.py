@@ -1,0 +1,68 @@
+#!/usr/bin/python3
+"""PyTorch's side of bench/classifier_cpu/run.sh: the preset's CNN or MLP (configs/presets/fashion_mnist_*.yaml),
+AdamW, the same batch and threads, random images of Fashion-MNIST's shape (throughput does not depend on
+the values). Prints one JSON line: training and inference images/s (medians over timed rounds)."""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+
+
+def model(arch, conv, hidden, dropout):
+    layers, ch, size = [], 1, 28
+    if arch == "cnn":
+        for oc in conv:
+            layers += [nn.Conv2d(ch, oc, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2)]
+            ch, size = oc, size // 2
+    layers.append(nn.Flatten())
+    width = ch * size * size
+    for h in hidden:
+        layers += [nn.Linear(width, h), nn.ReLU(), nn.Dropout(dropout)]
+        width = h
+    layers.append(nn.Linear(width, 10))
+    return nn.Sequential(*layers)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--arch", default="cnn")
+    ap.add_argument("--conv", default="32,64")
+    ap.add_argument("--hidden", default="128")
+    ap.add_argument("--dropout", type=float, default=0.25)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--infer-images", type=int, default=10000)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    m = model(a.arch, [int(x) for x in a.conv.split(",") if x], [int(x) for x in a.hidden.split(",") if x], a.dropout)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+    x = torch.randn(a.batch, 1, 28, 28)
+    y = torch.randint(0, 10, (a.batch,))
+    m.train()
+    times = []
+    for i in range(a.steps + 3):
+        t = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        nn.functional.cross_entropy(m(x), y).backward()
+        opt.step()
+        if i >= 3:
+            times.append(time.perf_counter() - t)
+    train_ips = a.batch / statistics.median(times)
+    m.eval()
+    xi = torch.randn(a.infer_images, 1, 28, 28)
+    with torch.no_grad():
+        m(xi[: a.batch])
+        t = time.perf_counter()
+        for s in range(0, a.infer_images, a.batch):
+            m(xi[s : s + a.batch])
+        infer_ips = a.infer_images / (time.perf_counter() - t)
+    print(json.dumps({"train_images_per_sec": train_ips, "infer_images_per_sec": infer_ips, "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()

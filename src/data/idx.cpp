@@ -1,0 +1,104 @@
+#include "data/idx.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <zlib.h>
+
+#include "core/error.h"
+#include "core/fs.h"
+
+namespace llmt::data {
+
+namespace {
+
+bool is_gzip_name(const std::filesystem::path& p) { return p.extension() == ".gz"; }
+
+std::vector<uint8_t> inflate_gzip(const std::string& packed, const std::filesystem::path& path) {
+    std::vector<uint8_t> out;
+    z_stream zs{};
+    if (inflateInit2(&zs, 15 + 32) != Z_OK) throw IoError(fmt::format("'{}': cannot start zlib", path.string()));
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
+    zs.avail_in = static_cast<uInt>(packed.size());
+    uint8_t buf[1 << 16];
+    int rc = Z_OK;
+    while (rc != Z_STREAM_END) {
+        zs.next_out = buf;
+        zs.avail_out = sizeof(buf);
+        rc = inflate(&zs, Z_NO_FLUSH);
+        out.insert(out.end(), buf, buf + (sizeof(buf) - zs.avail_out));
+        if (rc == Z_STREAM_END) break;
+        if (rc == Z_BUF_ERROR && zs.avail_in == 0) {
+            const uLong at = zs.total_in;
+            inflateEnd(&zs);
+            throw FormatError(fmt::format("'{}': truncated gzip stream at compressed offset {} ({} bytes decompressed)",
+                                          path.string(), at, out.size()));
+        }
+        if (rc != Z_OK) {
+            const std::string msg = zs.msg ? zs.msg : zError(rc);
+            const uLong at = zs.total_in;
+            inflateEnd(&zs);
+            throw FormatError(fmt::format("'{}': bad gzip data at compressed offset {}: {}", path.string(), at, msg));
+        }
+    }
+    inflateEnd(&zs);
+    return out;
+}
+
+uint32_t be32(const uint8_t* p) {
+    return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
+}
+
+}  // namespace
+
+int64_t IdxArray::item_size() const {
+    int64_t n = 1;
+    for (size_t i = 1; i < dims.size(); ++i) n *= dims[i];
+    return n;
+}
+
+std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& path) {
+    const std::string raw = read_file(path);
+    if (is_gzip_name(path)) return inflate_gzip(raw, path);
+    return std::vector<uint8_t>(raw.begin(), raw.end());
+}
+
+IdxArray read_idx(const std::filesystem::path& path, int rank) {
+    const std::vector<uint8_t> bytes = read_maybe_gzip(path);
+    const std::string name = path.string();
+    if (bytes.size() < 4)
+        throw FormatError(fmt::format("'{}': truncated at offset {}: an IDX file starts with a 4-byte magic", name,
+                                      bytes.size()));
+    if (bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08)
+        throw FormatError(fmt::format("'{}': wrong magic at offset 0: expected 00 00 08 {:02x} (IDX of unsigned bytes, "
+                                      "rank {}), found {:02x} {:02x} {:02x} {:02x}",
+                                      name, rank, rank, bytes[0], bytes[1], bytes[2], bytes[3]));
+    if (bytes[3] != rank)
+        throw FormatError(fmt::format("'{}': offset 3: expected rank {} ({}), found rank {}", name, rank,
+                                      rank == 1 ? "labels" : "images", bytes[3]));
+    const size_t header = 4 + 4 * static_cast<size_t>(rank);
+    if (bytes.size() < header)
+        throw FormatError(fmt::format("'{}': truncated at offset {}: the header of {} dimensions needs {} bytes", name,
+                                      bytes.size(), rank, header));
+    IdxArray a;
+    uint64_t total = 1;
+    for (int d = 0; d < rank; ++d) {
+        const uint32_t n = be32(&bytes[4 + 4 * d]);
+        if (n == 0) throw FormatError(fmt::format("'{}': offset {}: dimension {} is 0", name, 4 + 4 * d, d));
+        a.dims.push_back(n);
+        total *= n;
+        if (total > (uint64_t{1} << 40))
+            throw FormatError(fmt::format("'{}': dimensions {} describe more than 1 TiB", name, fmt::join(a.dims, "x")));
+    }
+    const uint64_t have = bytes.size() - header;
+    if (have < total)
+        throw FormatError(fmt::format("'{}': truncated at offset {}: dimensions {} need {} data bytes after the {}-byte "
+                                      "header (file size {}), found {}",
+                                      name, bytes.size(), fmt::join(a.dims, "x"), total, header, header + total, have));
+    if (have > total)
+        throw FormatError(fmt::format("'{}': offset {}: {} bytes after the data that dimensions {} describe", name,
+                                      header + total, have - total, fmt::join(a.dims, "x")));
+    a.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(header), bytes.end());
+    return a;
+}
+
+}  // namespace llmt::data

@@ -1,0 +1,95 @@
+// Image classifiers (model.arch mlp | cnn) on the model interface the language models use. A row of the
+// int32 (B, T) batch is one image: T = H*W*C pixel bytes (0..255, channels last), and the row's first
+// target is its label (the other targets are -1, ignored), so the Trainer, the Reducer, checkpoints and
+// resume drive a classifier unchanged (docs/architecture.md "Classifiers"). The model normalises the
+// bytes itself ((p/255 - mean) / std), so train, eval and predict read the same input.
+//
+//   cnn: per model.conv_channels entry a 3x3 convolution (padding 1) + ReLU + 2x2 max-pool, then the
+//        hidden layers, then the class logits; mlp: the hidden layers on the flattened image.
+//   hidden layer: linear + ReLU + dropout (model.dropout, training only).
+//   Loss: softmax cross-entropy averaged over the labelled rows.
+//
+// Tensors (our names; torch layouts noted): conv{i}.weight (OC,3,3,C) = torch's (OC,C,3,3) permuted by
+// (0,2,3,1); conv{i}.bias (OC); fc{i}.weight (out,in), fc{i}.bias (out); out.weight (classes,in),
+// out.bias (classes). Activations are NHWC, so the first linear layer after the convolutions reads the
+// features flattened in (h, w, c) order, where torch's nn.Flatten reads (c, h, w).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "config/config.h"
+#include "core/arena.h"
+#include "models/model.h"
+
+namespace llmt::models {
+
+struct ClassifierConfig {
+    bool conv = false;               // cnn
+    int H = 28, W = 28, C = 1;       // input image
+    int classes = 10;
+    std::vector<int> conv_channels;  // cnn only
+    std::vector<int> hidden;
+    float dropout = 0.f;
+    float pixel_mean = 0.f, pixel_std = 1.f;
+    static ClassifierConfig from(const config::Config& cfg);
+    // Forward + backward FLOPs of one image (2 per multiply-add, backward twice the forward).
+    double train_flops_per_image() const;
+};
+
+class Classifier final : public Model {
+public:
+    // allocate false: the layout only (memory plans), no parameter memory.
+    Classifier(const ClassifierConfig& cfg, Device device, DType dtype, bool allocate = true);
+
+    std::string_view arch() const override { return cfg_.conv ? "cnn" : "mlp"; }
+    std::string summary() const override;
+    const ClassifierConfig& config() const { return cfg_; }
+    int num_classes() const { return cfg_.classes; }
+
+    // inputs: (B, T = H*W*C) pixel bytes; targets: (B, T) with each row's label at its first slot (< 0:
+    // an unlabelled padding row). Without targets the class logits (B, classes) are left for logits().
+    float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale = 1.f,
+                  const int32_t* positions = nullptr) override;
+    void backward() override;
+    MemoryPlan memory_plan(int B, int T) const override;
+    double flops_per_token(int T) const override;
+    std::unique_ptr<Decoder> decoder(int max_T = 0) const override;
+
+protected:
+    void init_base(uint64_t seed) override;
+
+private:
+    struct ConvLayer {
+        ParamId w, b;
+        int H, W, C, OC;  // input extent and channels; output of the pool: H/2 x W/2 x OC
+        size_t conv_out, cols, pooled, argmax;  // activation arena entries
+    };
+    struct DenseLayer {
+        ParamId w, b;
+        int in, out;
+        bool relu;              // hidden layers; the class layer has none
+        size_t out_act, dropped;  // dropped == out_act without dropout
+    };
+    // Activation arena for B images (all buffers fp32 except argmax).
+    Arena layout_activations(int B) const;
+    void ensure_activations(int B);
+    Tensor act(size_t id, std::initializer_list<int64_t> dims) const;
+    uint64_t layer_seed(size_t layer) const;
+    // ReLU and dropout of hidden layer `l` after its linear part.
+    void dense_activation_forward(const DenseLayer& l, int B, bool train, size_t index);
+
+    ClassifierConfig cfg_;
+    std::vector<ConvLayer> convs_;
+    std::vector<DenseLayer> dense_;
+    Arena acts_;
+    int acts_B_ = 0;
+    size_t x0_ = 0, labels_ = 0, losses_ = 0, dx_a_ = 0, dx_b_ = 0;  // arena entries
+    int64_t max_width_ = 0;  // widest activation per image (the two gradient ping-pong buffers)
+    int B_last_ = 0;
+    int64_t counted_ = 0;
+    float dloss_ = 0.f;
+    bool train_last_ = false;
+};
+
+}  // namespace llmt::models

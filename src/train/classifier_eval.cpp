@@ -1,0 +1,106 @@
+#include "train/classifier_eval.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+
+namespace llmt::train {
+
+int64_t ClassEval::correct() const {
+    int64_t c = 0;
+    for (int k = 0; k < classes; ++k) c += confusion[static_cast<size_t>(k) * classes + k];
+    return c;
+}
+
+double ClassEval::accuracy() const { return images > 0 ? static_cast<double>(correct()) / images : std::nan(""); }
+double ClassEval::loss() const { return images > 0 ? loss_sum / images : std::nan(""); }
+
+std::vector<double> ClassEval::per_class_accuracy() const {
+    std::vector<double> acc(static_cast<size_t>(classes), 0.0);
+    for (int t = 0; t < classes; ++t) {
+        int64_t row = 0;
+        for (int p = 0; p < classes; ++p) row += confusion[static_cast<size_t>(t) * classes + p];
+        if (row > 0) acc[static_cast<size_t>(t)] = static_cast<double>(confusion[static_cast<size_t>(t) * classes + t]) / row;
+    }
+    return acc;
+}
+
+nlohmann::ordered_json ClassEval::to_json(const std::vector<std::string>& names, const std::string& prefix) const {
+    nlohmann::ordered_json m = nlohmann::ordered_json::array();
+    for (int t = 0; t < classes; ++t) {
+        nlohmann::ordered_json row = nlohmann::ordered_json::array();
+        for (int p = 0; p < classes; ++p) row.push_back(confusion[static_cast<size_t>(t) * classes + p]);
+        m.push_back(row);
+    }
+    return {{prefix + "_accuracy", accuracy()},
+            {prefix + "_loss", loss()},
+            {prefix + "_images", images},
+            {"per_class_accuracy", per_class_accuracy()},
+            {"confusion_matrix", m},
+            {"class_names", names}};
+}
+
+std::string ClassEval::table(const std::vector<std::string>& names) const {
+    size_t w = 5;
+    for (const auto& n : names) w = std::max(w, n.size());
+    std::string s = fmt::format("{:<{}}  {:>6}  {:>8}\n", "class", w, "images", "accuracy");
+    const auto acc = per_class_accuracy();
+    for (int t = 0; t < classes; ++t) {
+        int64_t row = 0;
+        for (int p = 0; p < classes; ++p) row += confusion[static_cast<size_t>(t) * classes + p];
+        s += fmt::format("{:<{}}  {:>6}  {:>7.2f}%\n", names[static_cast<size_t>(t)], w, row,
+                         100 * acc[static_cast<size_t>(t)]);
+    }
+    s += fmt::format("{:<{}}  {:>6}  {:>7.2f}%  (loss {:.4f})\n", "all", w, images, 100 * accuracy(), loss());
+    s += "confusion matrix (rows: true class, columns: predicted)\n";
+    for (int t = 0; t < classes; ++t) {
+        s += fmt::format("{:>3} |", t);
+        for (int p = 0; p < classes; ++p) s += fmt::format(" {:>5}", confusion[static_cast<size_t>(t) * classes + p]);
+        s += "\n";
+    }
+    return s;
+}
+
+ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, const std::vector<int64_t>& indices, int B,
+                          int rank, int world) {
+    ClassEval e;
+    e.classes = model.dims().vocab_size;  // the class count (models/classifier.h)
+    e.confusion.assign(static_cast<size_t>(e.classes) * e.classes, 0);
+    const size_t n = indices.size();
+    const size_t first = n * static_cast<size_t>(rank) / static_cast<size_t>(world);
+    const size_t last = n * static_cast<size_t>(rank + 1) / static_cast<size_t>(world);
+    const int T = static_cast<int>(set.image_size());
+    const size_t slots = static_cast<size_t>(B) * static_cast<size_t>(T);
+    std::vector<int32_t> x(slots, 0);
+    std::vector<int32_t> y(slots, -1);
+    for (size_t at = first; at < last; at += static_cast<size_t>(B)) {
+        const int rows = static_cast<int>(std::min<size_t>(B, last - at));
+        for (int r = 0; r < rows; ++r) {
+            const uint8_t* px = set.image(indices[at + r]);
+            std::copy(px, px + T, x.begin() + static_cast<int64_t>(r) * T);
+            y[static_cast<size_t>(r) * T] = set.labels[static_cast<size_t>(indices[at + r])];
+        }
+        const double mean = model.forward(x.data(), y.data(), rows, T, /*train=*/false);
+        e.loss_sum += mean * rows;
+        const float* logits = model.logits();
+        for (int r = 0; r < rows; ++r) {
+            const float* l = logits + static_cast<int64_t>(r) * e.classes;
+            const int pred = static_cast<int>(std::max_element(l, l + e.classes) - l);
+            const int truth = y[static_cast<size_t>(r) * T];
+            ++e.confusion[static_cast<size_t>(truth) * e.classes + pred];
+        }
+        e.images += rows;
+    }
+    return e;
+}
+
+void sum_over_ranks(ClassEval& e, const std::function<double(double)>& sum) {
+    e.images = std::llround(sum(static_cast<double>(e.images)));
+    e.loss_sum = sum(e.loss_sum);
+    for (auto& c : e.confusion) c = std::llround(sum(static_cast<double>(c)));
+}
+
+}  // namespace llmt::train

@@ -1,0 +1,38 @@
+// data.source idx behind the trainer's batch interface (train/batches.h): a row is one image, its T =
+// H*W*C pixel bytes as int32, and its label in the row's first target slot (the rest -1); models/
+// classifier.h reads that layout. Training rows come from the training split in DistributedSampler's
+// order (data/image_set.h) with the configured augmentation; the last batch of an epoch is partial, its
+// missing rows unlabelled (they weigh nothing in the loss).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "data/image_set.h"
+#include "train/batches.h"
+
+namespace llmt::train {
+
+// The image files of a config, loaded and checked against the model (image size, channels, classes).
+struct ImageData {
+    std::shared_ptr<const data::ImageSet> train;  // the training file (training and validation splits)
+    data::Split split;                              // by data.val_fraction and run.seed
+    std::shared_ptr<const data::ImageSet> test;
+};
+// `need_train`: false for eval and predict, which read the test file only (train stays null).
+ImageData load_image_data(const config::Config& cfg, bool need_train);
+
+// The training batches and (val_fraction > 0) the validation ones, for rank/world.
+DataPlan open_image_batches(const config::Config& cfg, const ImageData& data, int B, int rank, int world);
+
+// Optimizer steps of `epochs` passes: ceil(ceil(train / world) / B) micro-batches per epoch, grouped
+// by grad_accum_steps (a step may span an epoch boundary).
+int64_t steps_for_epochs(const config::Config& cfg, const ImageData& data, int world);
+
+// Names of the classes for tables and summary.json: Fashion-MNIST's ten for that set (recognised by its
+// file name), else the label numbers.
+std::vector<std::string> class_names(const config::Config& cfg);
+
+}  // namespace llmt::train

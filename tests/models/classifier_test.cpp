@@ -1,0 +1,184 @@
+// The image classifiers (models/classifier.h) against PyTorch (tools/ref/classifier_ref.py, float64) on the
+// same weights and batch: the loss and every parameter gradient of a tiny CNN and MLP; then finite
+// differences of our own loss; the logits of an eval forward; the unlabelled padding rows weigh nothing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/fs.h"
+#include "core/rng.h"
+#include "models/classifier.h"
+#include "support/subprocess.h"
+
+namespace llmt::models {
+namespace {
+
+ClassifierConfig tiny(bool conv) {
+    ClassifierConfig c;
+    c.conv = conv;
+    c.H = c.W = conv ? 8 : 6;
+    c.C = 1;
+    c.classes = conv ? 4 : 3;
+    if (conv) c.conv_channels = {3, 4};
+    c.hidden = conv ? std::vector<int>{5} : std::vector<int>{7, 5};
+    c.pixel_mean = 0.3f;
+    c.pixel_std = 0.35f;
+    return c;
+}
+
+struct Batch {
+    int B = 5, T = 0;
+    std::vector<int32_t> x, y;
+};
+
+// Random pixels; row 3 unlabelled (a padding row of a short last batch).
+Batch make_batch(const ClassifierConfig& c) {
+    Batch b;
+    b.T = c.H * c.W * c.C;
+    const CounterRng rng(7, 1);
+    b.x.resize(static_cast<size_t>(b.B) * b.T);
+    for (size_t i = 0; i < b.x.size(); ++i) b.x[i] = static_cast<int32_t>(rng.bits(i) % 256);
+    b.y.assign(b.x.size(), -1);
+    for (int r = 0; r < b.B; ++r) b.y[static_cast<size_t>(r) * b.T] = r == 3 ? -1 : static_cast<int32_t>(rng.bits(1000 + r) % c.classes);
+    return b;
+}
+
+template <typename T>
+void write_raw(const std::filesystem::path& p, const std::vector<T>& v) {
+    std::ofstream f(p, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(T)));
+}
+
+std::vector<float> all_grads(const Classifier& m) {
+    std::vector<float> g;
+    for (size_t i = 0; i < m.param_specs().size(); ++i) {
+        const Tensor t = m.trained().grad(i);
+        g.insert(g.end(), static_cast<const float*>(t.data), static_cast<const float*>(t.data) + t.numel());
+    }
+    return g;
+}
+
+void compare_with_pytorch(bool conv) {
+    const ClassifierConfig cfg = tiny(conv);
+    Classifier model(cfg, Device::kCpu, DType::kF32);
+    model.init_random(42);
+    // Biases start at 0; give them values so their paths are exercised.
+    for (size_t i = 0; i < model.param_specs().size(); ++i)
+        if (model.param_specs()[i].kind == ParamKind::kBias) {
+            auto v = model.trained().read_f32(i);
+            for (size_t k = 0; k < v.size(); ++k) v[k] = 0.05f * static_cast<float>(k % 3) - 0.04f;
+            model.trained().write_f32(i, v.data());
+        }
+    const Batch b = make_batch(cfg);
+    const auto dir = std::filesystem::temp_directory_path() / fmt::format("llmt_cls_ref_{}_{}", ::getpid(), conv);
+    std::filesystem::create_directories(dir);
+    nlohmann::json man = {{"conv", conv}, {"H", cfg.H}, {"W", cfg.W}, {"C", cfg.C}, {"classes", cfg.classes},
+                          {"mean", cfg.pixel_mean}, {"std", cfg.pixel_std}, {"B", b.B}, {"params", nlohmann::json::array()}};
+    std::vector<float> flat;
+    for (size_t i = 0; i < model.param_specs().size(); ++i) {
+        man["params"].push_back({model.param_specs()[i].name, model.param_specs()[i].shape});
+        const auto v = model.trained().read_f32(i);
+        flat.insert(flat.end(), v.begin(), v.end());
+    }
+    write_file_atomic(dir / "manifest.json", man.dump());
+    write_raw(dir / "params.f32", flat);
+    write_raw(dir / "pixels.i32", b.x);
+    std::vector<int32_t> labels;
+    for (int r = 0; r < b.B; ++r) labels.push_back(b.y[static_cast<size_t>(r) * b.T]);
+    write_raw(dir / "labels.i32", labels);
+    const auto r = testing::run_process(
+        {"/usr/bin/python3", std::string(LLMT_SOURCE_DIR) + "/tools/ref/classifier_ref.py", dir.string()}, "", 300);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+
+    model.zero_grad();
+    const float loss = model.forward(b.x.data(), b.y.data(), b.B, b.T, /*train=*/true);
+    model.backward();
+    const double ref_loss = std::stod(read_file(dir / "loss.txt"));
+    // fp32 against float64 over sums of <= 9*C*W*H products: rounding stays near 1e-6 relative; 1e-5 leaves
+    // room for rounding only (a wrong layout or a missing term is off by far more).
+    EXPECT_NEAR(loss, ref_loss, 1e-5 * std::abs(ref_loss) + 1e-7);
+    const std::string gs = read_file(dir / "grads.f64");
+    std::vector<double> ref(gs.size() / sizeof(double));
+    std::memcpy(ref.data(), gs.data(), gs.size());
+    const std::vector<float> ours = all_grads(model);
+    ASSERT_EQ(ours.size(), ref.size());
+    double max_ref = 0;
+    for (double v : ref) max_ref = std::max(max_ref, std::abs(v));
+    ASSERT_GT(max_ref, 1e-4);  // the gradients are not all zero
+    for (size_t i = 0; i < ref.size(); ++i)
+        ASSERT_NEAR(ours[i], ref[i], 1e-5 * max_ref + 1e-4 * std::abs(ref[i])) << "gradient element " << i;
+    std::filesystem::remove_all(dir);
+}
+
+TEST(ClassifierReference, CnnLossAndGradientsMatchPytorch) { compare_with_pytorch(true); }
+TEST(ClassifierReference, MlpLossAndGradientsMatchPytorch) { compare_with_pytorch(false); }
+
+// Central differences of our fp32 loss at coordinates of every tensor. eps 1e-2: truncation error
+// O(eps^2 * third derivative) ~1e-5 and rounding ~1e-7 / eps = 1e-5, so 2e-3 absolute + 2% relative holds
+// unless the step crosses a ReLU or max-pool kink; such coordinates are skipped when the one-sided
+// differences disagree (the loss is not differentiable there).
+void finite_differences(bool conv) {
+    const ClassifierConfig cfg = tiny(conv);
+    Classifier model(cfg, Device::kCpu, DType::kF32);
+    model.init_random(3);
+    const Batch b = make_batch(cfg);
+    model.zero_grad();
+    (void)model.forward(b.x.data(), b.y.data(), b.B, b.T, true);
+    model.backward();
+    const std::vector<float> grads = all_grads(model);
+    float* p = static_cast<float*>(model.params().data());
+    const float eps = 1e-2f;
+    int checked = 0;
+    size_t offset = 0;
+    for (size_t t = 0; t < model.param_specs().size(); ++t) {
+        const Tensor w = model.trained().weight(t);
+        const size_t base = static_cast<size_t>(static_cast<float*>(w.data) - p);
+        for (int64_t k = 0; k < w.numel(); k += std::max<int64_t>(1, w.numel() / 4)) {
+            float& v = p[base + static_cast<size_t>(k)];
+            const float v0 = v;
+            const double l0 = model.forward(b.x.data(), b.y.data(), b.B, b.T, false);
+            v = v0 + eps;
+            const double lp = model.forward(b.x.data(), b.y.data(), b.B, b.T, false);
+            v = v0 - eps;
+            const double lm = model.forward(b.x.data(), b.y.data(), b.B, b.T, false);
+            v = v0;
+            const double fwd = (lp - l0) / eps, bwd = (l0 - lm) / eps;
+            if (std::abs(fwd - bwd) > 0.2 * std::max(std::abs(fwd), std::abs(bwd)) + 2e-3) continue;  // a kink
+            const double fd = (lp - lm) / (2 * eps);
+            const double g = grads[offset + static_cast<size_t>(k)];
+            EXPECT_NEAR(g, fd, 2e-3 + 0.02 * std::abs(fd)) << model.param_specs()[t].name << "[" << k << "]";
+            ++checked;
+        }
+        offset += static_cast<size_t>(w.numel());
+    }
+    EXPECT_GE(checked, static_cast<int>(model.param_specs().size()) * 2);  // most coordinates were smooth
+}
+
+TEST(Classifier, CnnGradientsMatchFiniteDifferences) { finite_differences(true); }
+TEST(Classifier, MlpGradientsMatchFiniteDifferences) { finite_differences(false); }
+
+// An eval forward leaves the class logits; the prediction of an unlabelled row does not change the loss.
+TEST(Classifier, PaddingRowsWeighNothing) {
+    const ClassifierConfig cfg = tiny(true);
+    Classifier model(cfg, Device::kCpu, DType::kF32);
+    model.init_random(5);
+    Batch b = make_batch(cfg);
+    const float l1 = model.forward(b.x.data(), b.y.data(), b.B, b.T, false);
+    for (int i = 0; i < b.T; ++i) b.x[static_cast<size_t>(3 * b.T + i)] = 255 - b.x[static_cast<size_t>(3 * b.T + i)];
+    const float l2 = model.forward(b.x.data(), b.y.data(), b.B, b.T, false);
+    EXPECT_EQ(l1, l2);
+    (void)model.forward(b.x.data(), nullptr, b.B, b.T, false);
+    const float* logits = model.logits();
+    EXPECT_TRUE(std::isfinite(logits[0]) && std::isfinite(logits[b.B * cfg.classes - 1]));
+}
+
+}  // namespace
+}  // namespace llmt::models
