@@ -29,7 +29,12 @@ std::string python() {
     const char* p = std::getenv("LLMTRAIN_TORCH_PYTHON");
     return p != nullptr && *p != '\0' ? p : "/usr/bin/python3";
 }
-const std::string kPeer = std::string(LLMT_SOURCE_DIR) + "/tests/dist/torch_store_peer.py";
+// LLMTRAIN_SOURCE_DIR: the checkout on a machine where the test binary was carried (tools/gpu).
+std::string source_dir() {
+    const char* d = std::getenv("LLMTRAIN_SOURCE_DIR");
+    return d != nullptr && *d != '\0' ? d : LLMT_SOURCE_DIR;
+}
+const std::string kPeer = source_dir() + "/tests/dist/torch_store_peer.py";
 
 // torch's version ("1.13.0a0", "2.11.0"), or "" when that python has no torch.
 std::string torch_version() {

@@ -9,6 +9,7 @@ the agent store workers reach with TORCHELASTIC_USE_AGENT_STORE=True, and --max-
                     -- COMMAND ARGS...     (the command runs as with torchrun --no-python)
 """
 import argparse
+import dataclasses
 import sys
 import uuid
 
@@ -32,11 +33,12 @@ def main(argv):
     if a.standalone:  # as torchrun --standalone: c10d on a free local port, a fresh id
         a.rdzv_backend, a.rdzv_endpoint, a.rdzv_id = "c10d", "localhost:0", str(uuid.uuid4())
     conf = {"rank": a.node_rank} if a.rdzv_backend == "static" else {}
+    fields = {f.name for f in dataclasses.fields(LaunchConfig)}
+    logs = {"redirects": Std.NONE, "tee": Std.NONE} if "redirects" in fields else {}  # 2.x: logs_specs
     config = LaunchConfig(
         min_nodes=a.nnodes, max_nodes=a.nnodes, nproc_per_node=a.nproc_per_node, run_id=a.rdzv_id,
         role="default", rdzv_endpoint=a.rdzv_endpoint, rdzv_backend=a.rdzv_backend, rdzv_configs=conf,
-        max_restarts=a.max_restarts, monitor_interval=0.5, start_method="spawn",
-        redirects=Std.NONE, tee=Std.NONE)
+        max_restarts=a.max_restarts, monitor_interval=0.5, start_method="spawn", **logs)
     elastic_launch(config=config, entrypoint=cmd[0])(*cmd[1:])
 
 

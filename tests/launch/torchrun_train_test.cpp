@@ -3,7 +3,7 @@
 // whose agent store the workers join (TORCHELASTIC_USE_AGENT_STORE=True, torch's key prefixes), two
 // "nodes" with the c10d rendezvous, and --max-restarts after a killed worker. Each run's losses must
 // equal `llmtrain launch`'s step for step (the runs are deterministic: same data order, same reductions).
-// Skips, saying why, where /usr/bin/python3 has no torch.
+// Skips, saying why, where /usr/bin/python3 (or LLMTRAIN_TORCH_PYTHON) has no torch.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -29,10 +29,17 @@ using llmt::testing::ProcResult;
 using llmt::testing::run_process;
 using Clock = std::chrono::steady_clock;
 
-const std::string kAgent = std::string(LLMT_SOURCE_DIR) + "/tests/dist/torchrun_agent.py";
+// LLMTRAIN_TORCH_PYTHON / LLMTRAIN_SOURCE_DIR: another python with torch, and the checkout where the
+// binary was carried (tools/gpu/torchstore_check.sh); Debian's python3 and this checkout by default.
+std::string env_or(const char* name, const std::string& fallback) {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? v : fallback;
+}
+const std::string kPython = env_or("LLMTRAIN_TORCH_PYTHON", "/usr/bin/python3");
+const std::string kAgent = env_or("LLMTRAIN_SOURCE_DIR", LLMT_SOURCE_DIR) + "/tests/dist/torchrun_agent.py";
 
 bool have_torch() {
-    return run_process({"/usr/bin/python3", "-c", "import torch.distributed.launcher.api"}, "", 120).exit_code == 0;
+    return run_process({kPython, "-c", "import torch.distributed.launcher.api"}, "", 120).exit_code == 0;
 }
 
 int free_port() {
@@ -92,13 +99,13 @@ protected:
         if (torch_ && !std::getenv("LLMT_KEEP")) fs::remove_all(root_);
     }
     void SetUp() override {
-        if (!torch_) GTEST_SKIP() << "/usr/bin/python3 has no torch (python3-torch): torchrun's agent is not available";
+        if (!torch_) GTEST_SKIP() << kPython << " has no torch (python3-torch): torchrun's agent is not available";
         ASSERT_EQ(reference_.exit_code, 0) << show(reference_);
         ASSERT_EQ(losses(reference_).size(), 6u) << show(reference_);
     }
 
     static std::vector<std::string> agent(const std::vector<std::string>& flags) {
-        std::vector<std::string> argv = {"/usr/bin/python3", kAgent};
+        std::vector<std::string> argv = {kPython, kAgent};
         argv.insert(argv.end(), flags.begin(), flags.end());
         return argv;
     }
