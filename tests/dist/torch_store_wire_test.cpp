@@ -9,6 +9,8 @@
 
 #include <cstring>
 
+#include "core/error.h"
+#include "dist/tcp_store.h"
 #include "dist/tcp_store_server.h"
 #include "dist/torch_store_wire.h"
 
@@ -126,6 +128,22 @@ TEST(TorchStoreWire, ServerClosesOnAWrongMagicOrAnUnknownCode) {
     Raw fine(server.port());  // the server still serves
     fine.send(WireWriter().u8(6).data());
     EXPECT_EQ(fine.recv(8), i64_bytes(0));
+}
+
+// Our client on our server speaks torch 2.x; a timed-out wait is cancelled (CANCEL_WAIT, answered
+// WAIT_CANCELED) and the same connection answers the next queries in step.
+TEST(TorchStoreWire, OurTimedOutWaitIsCancelledAndTheConnectionStaysInStep) {
+    using namespace std::chrono_literals;
+    TcpStore s("127.0.0.1", 0, /*is_server=*/true, 1, 5s);
+    EXPECT_EQ(s.generation(), TorchStoreGeneration::kTorch2);
+    s.set_timeout(200ms);
+    EXPECT_THROW(s.wait({"never"}), DistTimeout);
+    EXPECT_THROW(s.get("never"), DistTimeout);
+    s.set_timeout(5s);
+    s.set("k", "v");
+    EXPECT_EQ(s.get("k"), "v");
+    EXPECT_EQ(s.num_keys(), 1);
+    EXPECT_EQ(s.multi_get({"k"}), std::vector<std::string>{"v"});
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ losses "$out/launch.log" >"$out/launch.losses"
 [ "$(wc -l <"$out/launch.losses")" -eq 8 ] || fails+=("launch logged $(wc -l <"$out/launch.losses") steps, not 8")
 for name in standalone two-nodes static; do
   losses "$out/$name.log" | sort -u -t' ' -k2,2n >"$out/$name.losses"
-  if diff "$out/launch.losses" "$out/$name.losses" >"$out/$name.diff"; then
+  if [ -s "$out/$name.losses" ] && diff "$out/launch.losses" "$out/$name.losses" >"$out/$name.diff"; then
     say "$name vs launch: identical losses at all $(wc -l <"$out/launch.losses") steps"
   else
     say "$name vs launch: DIFFER"; sed 's/^/  /' "$out/$name.diff" | tee -a "$summary"
