@@ -82,6 +82,10 @@ std::shared_ptr<SpecOptions> add_spec_options(CLI::App* cmd) {
     cmd->add_option("--grace-period", s.grace_period_s, "seconds between SIGTERM and SIGKILL (the SIGTERM checkpoint must fit)")
         ->capture_default_str();
     cmd->add_option("--master-port", s.master_port, "rendezvous port on rank 0")->capture_default_str();
+    cmd->add_option("--launcher", s.launcher,
+                    "llmtrain: `llmtrain launch` starts the workers | torchrun: the container command is `torchrun "
+                    "... --no-python llmtrain train ...` (pytorchjob, trainjob; the image needs torchrun)")
+        ->capture_default_str();
     cmd->add_option("--node-selector", o->node_selector, "KEY=VALUE node label the pods require (repeatable)");
     cmd->add_option("--env", o->env, "KEY=VALUE container env, e.g. NCCL_SOCKET_IFNAME=eth0 (repeatable)");
     cmd->add_option("command", o->command,

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <cctype>
 #include <charconv>
 #include <optional>
 #include <string_view>
@@ -42,17 +41,6 @@ std::optional<int> read_int(const Getenv& getenv_fn, const char* name) {
 }  // namespace
 
 WorkerEnv worker_env_from(const Getenv& getenv_fn) {
-    if (auto agent = read_var(getenv_fn, "TORCHELASTIC_USE_AGENT_STORE")) {
-        std::string v = *agent;
-        for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        if (v == "true" || v == "1") {
-            throw UsageError(
-                "TORCHELASTIC_USE_AGENT_STORE=" + *agent +
-                ": a torchrun agent owns the store at MASTER_PORT, and llmtrain does not speak torch's "
-                "TCPStore protocol\nhint: start workers with `llmtrain launch` instead of torchrun");
-        }
-    }
-
     WorkerEnv env;
     auto rank = read_int(getenv_fn, "RANK");
     auto world = read_int(getenv_fn, "WORLD_SIZE");
@@ -105,6 +93,14 @@ WorkerEnv worker_env_from(const Getenv& getenv_fn) {
     env.master_addr = addr.value_or("");
     env.master_port = port.value_or(0);
     env.restart_count = restarts.value_or(0);
+    // torch's env:// rendezvous takes exactly "True" (rendezvous.py, _torchelastic_use_agent_store):
+    // the torchrun agent serves the store at MASTER_ADDR:MASTER_PORT and no worker hosts one.
+    env.use_agent_store = read_var(getenv_fn, "TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True");
+    if (env.use_agent_store && env.distributed() && !restarts) {
+        throw UsageError(
+            "TORCHELASTIC_USE_AGENT_STORE=True but TORCHELASTIC_RESTART_COUNT is not set (torchrun sets both; "
+            "workers use it to keep each restart's rendezvous keys apart)");
+    }
     return env;
 }
 

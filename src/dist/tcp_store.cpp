@@ -1,10 +1,9 @@
-// TcpStore client and server. Frames: request = u8 op, u32 n, n x (u32 len, bytes); reply = u32 len,
-// bytes. Integers are little-endian (all our hosts are). The server parks get/wait requests until
-// their keys exist; the client bounds every request by the store timeout with poll().
+// TcpStore client. Every request is bounded by the store timeout with poll(); a timeout or a lost
+// server is an exception naming the query, the key(s) and the store, never a hang. Waits that time
+// out are cancelled the torch 2.x way (CANCEL_WAIT, answered WAIT_CANCELED) so the connection stays
+// usable; a torch 1.13 server has no cancel, so the connection is dropped and reopened.
 #include "dist/tcp_store.h"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -16,36 +15,23 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <map>
-#include <unordered_map>
-#include <vector>
+#include <thread>
 
 #include "core/error.h"
+#include "dist/tcp_store_server.h"
 
 namespace llmt::dist {
 namespace {
 
-enum Op : uint8_t { kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5 };
-constexpr uint32_t kMaxFrame = 64u << 20;  // a garbage length prefix must not allocate gigabytes
-
 using Clock = std::chrono::steady_clock;
+using Gen = TorchStoreGeneration;
 
-void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
-uint32_t get_u32(const char* p) {
-    uint32_t v;
-    std::memcpy(&v, p, 4);
-    return v;
-}
-
-std::string encode(uint8_t op, const std::vector<std::string>& args) {
-    std::string s(1, static_cast<char>(op));
-    put_u32(s, static_cast<uint32_t>(args.size()));
-    for (const auto& a : args) {
-        put_u32(s, static_cast<uint32_t>(a.size()));
-        s += a;
-    }
-    return s;
-}
+// The handshake's PING nonce. Its bytes are chosen so that a torch 1.13 server, which reads the
+// VALIDATE code as SET and the next eight bytes (magic, PING code, three nonce bytes) as the key's
+// length, sees a length of about 5e18 bytes, fails to allocate it and closes the connection.
+constexpr uint32_t kHandshakeNonce = 0x4C4D4C54;
+// After a timed-out wait the server answers CANCEL_WAIT at once; this bounds a server that does not.
+constexpr auto kCancelGrace = std::chrono::seconds(10);
 
 int remaining_ms(Clock::time_point deadline) {
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -58,249 +44,118 @@ std::string join_keys(const std::vector<std::string>& keys) {
     return s;
 }
 
+// torch's client prefixes every key with "/" (TCPStore's keyPrefix_).
+std::string wire_key(const std::string& key) { return "/" + key; }
+
+enum class Io { kOk, kTimeout, kClosed, kError };
+
 }  // namespace
 
-// ---------------------------------------------------------------- server
-
-class TcpStoreServer {
+// One TCP connection with deadline-bounded exact reads and writes.
+class TcpStore::Connection {
 public:
-    explicit TcpStoreServer(int port) {
-        listen_fd_ = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        bool v6 = listen_fd_ >= 0;
-        if (!v6) listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (listen_fd_ < 0) throw DistError(fmt::format("store server: socket(): {}", std::strerror(errno)));
-        int one = 1, zero = 0;
-        ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        int rc;
-        if (v6) {
-            // Dual stack: IPv4 clients arrive as ::ffff:a.b.c.d, so one socket serves both families.
-            ::setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-            sockaddr_in6 a{};
-            a.sin6_family = AF_INET6;
-            a.sin6_addr = in6addr_any;
-            a.sin6_port = htons(static_cast<uint16_t>(port));
-            rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-        } else {
-            sockaddr_in a{};
-            a.sin_family = AF_INET;
-            a.sin_addr.s_addr = htonl(INADDR_ANY);
-            a.sin_port = htons(static_cast<uint16_t>(port));
-            rc = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
-        }
-        if (rc != 0 || ::listen(listen_fd_, 1024) != 0) {
-            int e = errno;
-            ::close(listen_fd_);
-            throw DistError(fmt::format("store server: cannot listen on port {}: {}{}", port, std::strerror(e),
-                                        e == EADDRINUSE ? "\nhint: another job uses this MASTER_PORT; pick "
-                                                          "another or use port 0 (llmtrain launch --standalone)"
-                                                        : ""));
-        }
-        sockaddr_storage ss{};
-        socklen_t len = sizeof ss;
-        ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len);
-        port_ = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
-                                               : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-        if (::pipe2(wake_, O_CLOEXEC) != 0) {
-            ::close(listen_fd_);
-            throw DistError(fmt::format("store server: pipe(): {}", std::strerror(errno)));
-        }
-        thread_ = std::thread([this] { loop(); });
-    }
-    ~TcpStoreServer() {
-        char c = 'q';
-        (void)!::write(wake_[1], &c, 1);
-        thread_.join();
-        for (auto& [fd, _] : clients_) ::close(fd);
-        ::close(listen_fd_);
-        ::close(wake_[0]);
-        ::close(wake_[1]);
-    }
-    TcpStoreServer(const TcpStoreServer&) = delete;
-    TcpStoreServer& operator=(const TcpStoreServer&) = delete;
-    int port() const { return port_; }
+    explicit Connection(int fd) : fd_(fd) {}
+    ~Connection() { ::close(fd_); }
+    Connection(const Connection&) = delete;
+    Connection& operator=(const Connection&) = delete;
 
-private:
-    struct Client {
-        std::string in, out;
-        bool parked = false;  // a get/wait waits for keys
-        uint8_t parked_op = 0;
-        std::vector<std::string> parked_keys;
-    };
-
-    void loop() {
-        for (;;) {
-            std::vector<pollfd> fds;
-            fds.push_back({wake_[0], POLLIN, 0});
-            fds.push_back({listen_fd_, POLLIN, 0});
-            for (auto& [fd, c] : clients_) {
-                short ev = POLLIN;
-                if (!c.out.empty()) ev |= POLLOUT;
-                fds.push_back({fd, ev, 0});
+    // One attempt over every address of host; nullptr and last_error set when none connects.
+    static std::unique_ptr<Connection> open(const std::string& host, int port, Clock::time_point deadline,
+                                            std::string& last_error) {
+        addrinfo hints{};
+        hints.ai_family = AF_UNSPEC;
+        hints.ai_socktype = SOCK_STREAM;
+        addrinfo* res = nullptr;
+        int gai = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+        if (gai != 0) {
+            last_error = fmt::format("cannot resolve '{}': {}", host, ::gai_strerror(gai));
+            return nullptr;
+        }
+        std::unique_ptr<Connection> conn;
+        for (addrinfo* ai = res; ai != nullptr && !conn; ai = ai->ai_next) {
+            int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
+            if (fd < 0) {
+                last_error = std::strerror(errno);
+                continue;
             }
-            if (::poll(fds.data(), fds.size(), -1) < 0) {
-                if (errno == EINTR) continue;
-                return;
-            }
-            if (fds[0].revents) return;
-            if (fds[1].revents & POLLIN) accept_one();
-            for (size_t i = 2; i < fds.size(); ++i) {
-                if (fds[i].revents == 0) continue;
-                int fd = fds[i].fd;
-                auto it = clients_.find(fd);
-                if (it == clients_.end()) continue;
-                if (!service(fd, it->second, fds[i].revents)) {
-                    ::close(fd);
-                    clients_.erase(it);
-                }
+            if (connect_fd(fd, ai, deadline, last_error)) {
+                int one = 1;
+                ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                conn = std::make_unique<Connection>(fd);
+            } else {
+                ::close(fd);
             }
         }
+        ::freeaddrinfo(res);
+        return conn;
     }
 
-    void accept_one() {
-        int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) return;
-        int one = 1;
-        ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        clients_[fd];
-    }
-
-    // False when the connection should be closed (peer gone or protocol error).
-    bool service(int fd, Client& c, short revents) {
-        if (revents & POLLIN) {
-            char buf[65536];
-            for (;;) {
-                ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-                if (n > 0) {
-                    c.in.append(buf, static_cast<size_t>(n));
-                    continue;
-                }
-                if (n == 0) return false;
-                if (errno == EINTR) continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-                return false;
-            }
-            if (!parse(c)) return false;
-        } else if (revents & (POLLERR | POLLHUP | POLLNVAL)) {
-            return false;
-        }
-        return flush(fd, c);
-    }
-
-    bool flush(int fd, Client& c) {
-        while (!c.out.empty()) {
-            ssize_t n = ::send(fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    Io send_all(const std::string& data, Clock::time_point deadline) {
+        size_t sent = 0;
+        while (sent < data.size()) {
+            ssize_t n = ::send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
             if (n > 0) {
-                c.out.erase(0, static_cast<size_t>(n));
+                sent += static_cast<size_t>(n);
             } else if (n < 0 && errno == EINTR) {
                 continue;
             } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                break;
+                pollfd p{fd_, POLLOUT, 0};
+                if (::poll(&p, 1, remaining_ms(deadline)) == 0) return Io::kTimeout;
             } else {
-                return false;
+                error_ = std::strerror(errno);
+                return errno == EPIPE || errno == ECONNRESET ? Io::kClosed : Io::kError;
             }
         }
-        return true;
+        return Io::kOk;
     }
 
-    // Consumes every complete frame in c.in. False on a malformed frame.
-    bool parse(Client& c) {
-        while (!c.parked) {
-            if (c.in.size() < 5) return true;
-            uint8_t op = static_cast<uint8_t>(c.in[0]);
-            uint32_t n = get_u32(c.in.data() + 1);
-            if (op < kSet || op > kWait || n > 1u << 16) return false;
-            size_t pos = 5;
-            std::vector<std::string> args;
-            for (uint32_t i = 0; i < n; ++i) {
-                if (c.in.size() < pos + 4) return true;
-                uint32_t len = get_u32(c.in.data() + pos);
-                if (len > kMaxFrame) return false;
-                if (c.in.size() < pos + 4 + len) return true;
-                args.emplace_back(c.in, pos + 4, len);
-                pos += 4 + len;
+    Io recv_exact(void* dst, size_t n, Clock::time_point deadline) {
+        auto* out = static_cast<char*>(dst);
+        size_t got = 0;
+        while (got < n) {
+            pollfd p{fd_, POLLIN, 0};
+            int pr = ::poll(&p, 1, remaining_ms(deadline));
+            if (pr < 0 && errno == EINTR) continue;
+            if (pr == 0) return Io::kTimeout;
+            ssize_t r = ::recv(fd_, out + got, n - got, 0);
+            if (r == 0) return Io::kClosed;
+            if (r < 0) {
+                if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+                error_ = std::strerror(errno);
+                return errno == ECONNRESET ? Io::kClosed : Io::kError;
             }
-            c.in.erase(0, pos);
-            try {
-                if (!execute(c, op, std::move(args))) return false;
-            } catch (const std::exception&) {  // add on a non-integer value, or a garbage delta
-                return false;
+            got += static_cast<size_t>(r);
+        }
+        return Io::kOk;
+    }
+
+    const std::string& error() const { return error_; }
+
+private:
+    static bool connect_fd(int fd, addrinfo* ai, Clock::time_point deadline, std::string& last_error) {
+        int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+        if (rc != 0 && errno == EINPROGRESS) {
+            pollfd p{fd, POLLOUT, 0};
+            if (::poll(&p, 1, std::min(remaining_ms(deadline), 5000)) == 1) {
+                int err = 0;
+                socklen_t len = sizeof err;
+                ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+                rc = err == 0 ? 0 : -1;
+                errno = err;
+            } else {
+                rc = -1;
+                errno = ETIMEDOUT;
             }
         }
-        return true;
+        if (rc != 0) last_error = std::strerror(errno);
+        return rc == 0;
     }
 
-    static void reply(Client& c, const std::string& s) {
-        put_u32(c.out, static_cast<uint32_t>(s.size()));
-        c.out += s;
-    }
-
-    bool all_present(const std::vector<std::string>& keys) const {
-        return std::all_of(keys.begin(), keys.end(), [&](const auto& k) { return data_.count(k) > 0; });
-    }
-
-    bool execute(Client& c, uint8_t op, std::vector<std::string> args) {
-        switch (op) {
-            case kSet:
-                if (args.size() != 2) return false;
-                data_[args[0]] = std::move(args[1]);
-                reply(c, "");
-                wake_parked();
-                return true;
-            case kAdd: {
-                if (args.size() != 2) return false;
-                int64_t cur = 0, delta = 0;
-                auto it = data_.find(args[0]);
-                if (it != data_.end()) cur = std::stoll(it->second);
-                delta = std::stoll(args[1]);
-                data_[args[0]] = std::to_string(cur + delta);
-                reply(c, std::to_string(cur + delta));
-                wake_parked();
-                return true;
-            }
-            case kCheck:
-                reply(c, all_present(args) ? "1" : "0");
-                return true;
-            case kGet:
-            case kWait:
-                if (op == kGet && args.size() != 1) return false;
-                c.parked = true;
-                c.parked_op = op;
-                c.parked_keys = std::move(args);
-                answer_if_ready(c);
-                return true;
-        }
-        return false;
-    }
-
-    void answer_if_ready(Client& c) {
-        if (!c.parked || !all_present(c.parked_keys)) return;
-        reply(c, c.parked_op == kGet ? data_[c.parked_keys[0]] : std::string());
-        c.parked = false;
-        c.parked_keys.clear();
-    }
-
-    // A set/add may complete parked requests of other clients; answer them and parse what they
-    // pipelined behind (they do not, but a parked client must not stall its buffered input).
-    void wake_parked() {
-        for (auto& [fd, c] : clients_) {
-            if (!c.parked) continue;
-            answer_if_ready(c);
-            if (!c.parked) {
-                parse(c);
-                flush(fd, c);
-            }
-        }
-    }
-
-    int listen_fd_ = -1;
-    int wake_[2] = {-1, -1};
-    int port_ = 0;
-    std::map<int, Client> clients_;
-    std::unordered_map<std::string, std::string> data_;
-    std::thread thread_;
+    int fd_;
+    std::string error_;
 };
 
-// ---------------------------------------------------------------- client
+// ---------------------------------------------------------------- connection and handshake
 
 TcpStore::TcpStore(const std::string& host, int port, bool is_server, int world_size,
                    std::chrono::milliseconds timeout)
@@ -318,10 +173,15 @@ TcpStore::TcpStore(const std::string& host, int port, bool is_server, int world_
 
 TcpStore::~TcpStore() {
     std::lock_guard<std::mutex> lock(mu_);
-    disconnect_locked();
+    conn_.reset();
 }
 
 std::string TcpStore::describe() const { return fmt::format("tcp://{}:{}", host_, port_); }
+
+TorchStoreGeneration TcpStore::generation() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return gen_;
+}
 
 void TcpStore::set_timeout(std::chrono::milliseconds timeout) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -332,63 +192,55 @@ std::chrono::milliseconds TcpStore::timeout() const {
     return timeout_;
 }
 
-void TcpStore::disconnect_locked() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
+// torch 2.x's opening: VALIDATE with the magic, then PING, whose echo proves a 2.x server. A 1.13
+// server closes the connection instead (see kHandshakeNonce). Once the generation is known, a 1.13
+// connection needs no handshake and a 2.x one gets torch's.
+bool TcpStore::handshake_locked(Deadline deadline) {
+    if (detected_ && gen_ == Gen::kTorch1) return true;
+    WireWriter w;
+    w.u8(*query_code(Gen::kTorch2, StoreQuery::kValidate)).u32(kTorchValidationMagic);
+    w.u8(*query_code(Gen::kTorch2, StoreQuery::kPing)).u32(kHandshakeNonce);
+    Io io = conn_->send_all(w.data(), deadline);
+    uint32_t echo = 0;
+    if (io == Io::kOk) io = conn_->recv_exact(&echo, sizeof echo, deadline);
+    if (io == Io::kClosed && !detected_) return false;
+    if (io == Io::kTimeout) {
+        conn_.reset();
+        throw DistTimeout(fmt::format("store {}: the server did not answer torch's store handshake within "
+                                      "{:.1f} s\nhint: is MASTER_PORT the port of a torch TCPStore or an "
+                                      "llmtrain store?",
+                                      describe(), timeout_.count() / 1000.0));
+    }
+    if (io != Io::kOk || echo != kHandshakeNonce) {
+        std::string why = io == Io::kOk ? fmt::format("a ping answered {:#x} instead of {:#x}", echo, kHandshakeNonce)
+                                        : "the connection failed: " + conn_->error();
+        conn_.reset();
+        throw DistError(fmt::format("store {}: torch 2.x handshake failed: {}", describe(), why));
+    }
+    gen_ = Gen::kTorch2;
+    detected_ = true;
+    return true;
 }
 
 // Connects with retries: refused connections (server not up yet) and names that do not resolve
 // yet (a Kubernetes headless Service before the pod is ready) are retried with backoff.
 void TcpStore::connect_locked() {
-    auto deadline = Clock::now() + timeout_;
+    const auto start_deadline = deadline();
     std::string last_error = "no attempt";
     auto backoff = std::chrono::milliseconds(10);
-    for (int attempt = 0;; ++attempt) {
-        addrinfo hints{};
-        hints.ai_family = AF_UNSPEC;
-        hints.ai_socktype = SOCK_STREAM;
-        addrinfo* res = nullptr;
-        std::string port_s = std::to_string(port_);
-        int gai = ::getaddrinfo(host_.c_str(), port_s.c_str(), &hints, &res);
-        if (gai != 0) {
-            last_error = fmt::format("cannot resolve '{}': {}", host_, ::gai_strerror(gai));
-        } else {
-            for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-                int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai->ai_protocol);
-                if (fd < 0) {
-                    last_error = std::strerror(errno);
-                    continue;
-                }
-                int rc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-                if (rc != 0 && errno == EINPROGRESS) {
-                    pollfd p{fd, POLLOUT, 0};
-                    int ms = std::min(remaining_ms(deadline), 5000);
-                    if (::poll(&p, 1, ms) == 1) {
-                        int err = 0;
-                        socklen_t len = sizeof err;
-                        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-                        rc = err == 0 ? 0 : -1;
-                        errno = err;
-                    } else {
-                        rc = -1;
-                        errno = ETIMEDOUT;
-                    }
-                }
-                if (rc == 0) {
-                    int one = 1;
-                    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-                    fd_ = fd;
-                    ::freeaddrinfo(res);
-                    return;
-                }
-                last_error = std::strerror(errno);
-                ::close(fd);
-            }
-            ::freeaddrinfo(res);
+    for (;;) {
+        conn_ = Connection::open(host_, port_, start_deadline, last_error);
+        if (conn_) {
+            if (handshake_locked(start_deadline)) return;
+            // A torch <= 1.13 server dropped the 2.x handshake: reconnect and speak 1.13.
+            gen_ = Gen::kTorch1;
+            detected_ = true;
+            conn_ = Connection::open(host_, port_, start_deadline, last_error);
+            if (conn_) return;
         }
         auto now = Clock::now();
-        if (now >= deadline) break;
-        std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+        if (now >= start_deadline) break;
+        std::this_thread::sleep_for(std::min<Clock::duration>(backoff, start_deadline - now));
         backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
     }
     throw DistTimeout(fmt::format(
@@ -397,79 +249,213 @@ void TcpStore::connect_locked() {
         describe(), timeout_.count() / 1000.0, world_size_, last_error));
 }
 
-std::string TcpStore::request(uint8_t op, const std::vector<std::string>& args, const std::string& what) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (fd_ < 0) connect_locked();
-    auto deadline = Clock::now() + timeout_;
-    auto fail = [&](const std::string& why, bool timed_out) -> std::string {
-        // The connection may still carry a late reply to this request: drop it, reconnect next time.
-        disconnect_locked();
-        std::string msg = fmt::format("store {}: {} {}", describe(), what, why);
-        if (timed_out) throw DistTimeout(msg);
-        throw DistError(msg + "\nhint: rank 0 (which serves the store) may have exited");
-    };
-    std::string frame = encode(op, args);
-    size_t sent = 0;
-    while (sent < frame.size()) {
-        ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
-        if (n > 0) {
-            sent += static_cast<size_t>(n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            pollfd p{fd_, POLLOUT, 0};
-            if (::poll(&p, 1, remaining_ms(deadline)) == 0) {
-                return fail(fmt::format("timed out after {:.1f} s", timeout_.count() / 1000.0), true);
-            }
-            continue;
-        }
-        return fail(fmt::format("failed: {}", std::strerror(errno)), false);
+void TcpStore::ensure_connected_locked() {
+    if (!conn_) connect_locked();
+}
+
+// ---------------------------------------------------------------- framing
+
+[[noreturn]] void TcpStore::fail_locked(const std::string& what, const std::string& why, bool timed_out) {
+    // The connection may still carry a late reply to this request: drop it, reconnect next time.
+    conn_.reset();
+    std::string msg = fmt::format("store {}: {} {}", describe(), what, why);
+    if (timed_out) throw DistTimeout(msg);
+    throw DistError(msg + "\nhint: the process serving the store (rank 0, or the torchrun agent) may have exited");
+}
+
+uint8_t TcpStore::code_locked(StoreQuery q, const std::string& what) const {
+    auto code = query_code(gen_, q);
+    if (!code) {
+        throw DistError(fmt::format("store {}: {}: the server speaks {}'s store protocol, which has no {} query",
+                                    describe(), what, to_string(gen_), to_string(q)));
     }
-    std::string in;
-    size_t want = 4;
-    bool have_len = false;
-    char buf[65536];
-    while (in.size() < want) {
-        pollfd p{fd_, POLLIN, 0};
-        int pr = ::poll(&p, 1, remaining_ms(deadline));
-        if (pr < 0 && errno == EINTR) continue;
-        if (pr == 0) return fail(fmt::format("timed out after {:.1f} s", timeout_.count() / 1000.0), true);
-        ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-        if (n == 0) return fail("failed: the store server closed the connection", false);
-        if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-            return fail(fmt::format("failed: {}", std::strerror(errno)), false);
-        }
-        in.append(buf, static_cast<size_t>(n));
-        if (!have_len && in.size() >= 4) {
-            uint32_t len = get_u32(in.data());
-            if (len > kMaxFrame) return fail("failed: malformed reply", false);
-            want = 4 + len;
-            have_len = true;
-        }
-    }
-    return in.substr(4, want - 4);
+    return *code;
+}
+
+void TcpStore::send_locked(const WireWriter& w, const std::string& what, Deadline deadline) {
+    Io io = conn_->send_all(w.data(), deadline);
+    if (io == Io::kTimeout) fail_locked(what, fmt::format("timed out after {:.1f} s", timeout_.count() / 1000.0), true);
+    if (io != Io::kOk) fail_locked(what, "failed: " + conn_->error(), false);
+}
+
+void TcpStore::recv_locked(void* dst, size_t n, const std::string& what, Deadline deadline) {
+    Io io = conn_->recv_exact(dst, n, deadline);
+    if (io == Io::kTimeout) fail_locked(what, fmt::format("timed out after {:.1f} s", timeout_.count() / 1000.0), true);
+    if (io == Io::kClosed) fail_locked(what, "failed: the store server closed the connection", false);
+    if (io != Io::kOk) fail_locked(what, "failed: " + conn_->error(), false);
+}
+
+uint8_t TcpStore::recv_u8_locked(const std::string& what, Deadline deadline) {
+    uint8_t v = 0;
+    recv_locked(&v, 1, what, deadline);
+    return v;
+}
+
+int64_t TcpStore::recv_i64_locked(const std::string& what, Deadline deadline) {
+    int64_t v = 0;
+    recv_locked(&v, sizeof v, what, deadline);
+    return v;
+}
+
+std::string TcpStore::recv_bytes_locked(const std::string& what, Deadline deadline) {
+    uint64_t n = 0;
+    recv_locked(&n, sizeof n, what, deadline);
+    if (n > kMaxStoreString) fail_locked(what, fmt::format("failed: a reply of {} bytes (malformed)", n), false);
+    std::string s(n, '\0');
+    if (n > 0) recv_locked(s.data(), n, what, deadline);
+    return s;
+}
+
+// ---------------------------------------------------------------- queries
+
+// WAIT, answered STOP_WAITING once every key exists. On the timeout a 2.x server gets CANCEL_WAIT
+// and answers WAIT_CANCELED (after a STOP_WAITING that crossed the cancel, which is dropped).
+void TcpStore::wait_locked(const std::vector<std::string>& keys, const std::string& what) {
+    ensure_connected_locked();
+    std::vector<std::string> wire;
+    for (const auto& k : keys) wire.push_back(wire_key(k));
+    const auto until = deadline();
+    send_locked(WireWriter().u8(code_locked(StoreQuery::kWait, what)).keys(wire), what, until);
+    uint8_t reply = 0;
+    Io io = conn_->recv_exact(&reply, 1, until);
+    if (io == Io::kOk && reply == static_cast<uint8_t>(WaitReply::kStopWaiting)) return;
+    if (io == Io::kOk) fail_locked(what, fmt::format("failed: wait answered {} (malformed)", reply), false);
+    if (io == Io::kClosed) fail_locked(what, "failed: the store server closed the connection", false);
+    if (io != Io::kOk && io != Io::kTimeout) fail_locked(what, "failed: " + conn_->error(), false);
+    const std::string why = fmt::format("timed out after {:.1f} s", timeout_.count() / 1000.0);
+    if (gen_ == Gen::kTorch1) fail_locked(what, why, true);
+    const auto grace = Clock::now() + kCancelGrace;
+    send_locked(WireWriter().u8(code_locked(StoreQuery::kCancelWait, what)), what, grace);
+    reply = recv_u8_locked(what, grace);
+    if (reply == static_cast<uint8_t>(WaitReply::kStopWaiting)) reply = recv_u8_locked(what, grace);
+    if (reply != static_cast<uint8_t>(WaitReply::kWaitCanceled))
+        fail_locked(what, fmt::format("failed: cancel_wait answered {} (malformed)", reply), false);
+    throw DistTimeout(fmt::format("store {}: {} {}", describe(), what, why));
 }
 
 void TcpStore::set(const std::string& key, const std::string& value) {
-    request(kSet, {key, value}, fmt::format("set '{}'", key));
+    const std::string what = fmt::format("set '{}'", key);
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_connected_locked();
+    send_locked(WireWriter().u8(code_locked(StoreQuery::kSet, what)).bytes(wire_key(key)).bytes(value), what,
+                deadline());
 }
 
 std::string TcpStore::get(const std::string& key) {
-    return request(kGet, {key}, fmt::format("get of key '{}'", key));
+    const std::string what = fmt::format("get of key '{}'", key);
+    std::lock_guard<std::mutex> lock(mu_);
+    wait_locked({key}, what);
+    const auto until = deadline();
+    send_locked(WireWriter().u8(code_locked(StoreQuery::kGet, what)).bytes(wire_key(key)), what, until);
+    return recv_bytes_locked(what, until);
 }
 
 int64_t TcpStore::add(const std::string& key, int64_t delta) {
-    return std::stoll(request(kAdd, {key, std::to_string(delta)}, fmt::format("add to key '{}'", key)));
+    const std::string what = fmt::format("add to key '{}'", key);
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_connected_locked();
+    const auto until = deadline();
+    send_locked(WireWriter().u8(code_locked(StoreQuery::kAdd, what)).bytes(wire_key(key)).i64(delta), what, until);
+    return recv_i64_locked(what, until);
 }
 
 void TcpStore::wait(const std::vector<std::string>& keys) {
-    request(kWait, keys, fmt::format("wait for key(s) {}", join_keys(keys)));
+    std::lock_guard<std::mutex> lock(mu_);
+    wait_locked(keys, fmt::format("wait for key(s) {}", join_keys(keys)));
 }
 
 bool TcpStore::check(const std::vector<std::string>& keys) {
-    return request(kCheck, keys, fmt::format("check of key(s) {}", join_keys(keys))) == "1";
+    const std::string what = fmt::format("check of key(s) {}", join_keys(keys));
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_connected_locked();
+    std::vector<std::string> wire;
+    for (const auto& k : keys) wire.push_back(wire_key(k));
+    const auto until = deadline();
+    send_locked(WireWriter().u8(code_locked(StoreQuery::kCheck, what)).keys(wire), what, until);
+    uint8_t r = recv_u8_locked(what, until);
+    if (r > static_cast<uint8_t>(CheckReply::kNotReady))
+        fail_locked(what, fmt::format("failed: check answered {} (malformed)", r), false);
+    return r == static_cast<uint8_t>(CheckReply::kReady);
+}
+
+std::string TcpStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
+    const std::string what = fmt::format("compare_set of key '{}'", key);
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_connected_locked();
+    const auto until = deadline();
+    send_locked(WireWriter()
+                    .u8(code_locked(StoreQuery::kCompareSet, what))
+                    .bytes(wire_key(key))
+                    .bytes(expected)
+                    .bytes(desired),
+                what, until);
+    return recv_bytes_locked(what, until);
+}
+
+bool TcpStore::delete_key(const std::string& key) {
+    const std::string what = fmt::format("delete of key '{}'", key);
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_connected_locked();
+    const auto until = deadline();
+    send_locked(WireWriter().u8(code_locked(StoreQuery::kDeleteKey, what)).bytes(wire_key(key)), what, until);
+    return recv_i64_locked(what, until) == 1;
+}
+
+int64_t TcpStore::num_keys() {
+    const std::string what = "num_keys";
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_connected_locked();
+    const auto until = deadline();
+    send_locked(WireWriter().u8(code_locked(StoreQuery::kNumKeys, what)), what, until);
+    return recv_i64_locked(what, until);
+}
+
+void TcpStore::append(const std::string& key, const std::string& value) {
+    const std::string what = fmt::format("append to key '{}'", key);
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_connected_locked();
+    send_locked(WireWriter().u8(code_locked(StoreQuery::kAppend, what)).bytes(wire_key(key)).bytes(value), what,
+                deadline());
+}
+
+std::vector<std::string> TcpStore::multi_get(const std::vector<std::string>& keys) {
+    const std::string what = fmt::format("multi_get of key(s) {}", join_keys(keys));
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_connected_locked();
+    const uint8_t code = code_locked(StoreQuery::kMultiGet, what);
+    wait_locked(keys, what);
+    std::vector<std::string> wire;
+    for (const auto& k : keys) wire.push_back(wire_key(k));
+    const auto until = deadline();
+    send_locked(WireWriter().u8(code).keys(wire), what, until);
+    std::vector<std::string> values;
+    for (size_t i = 0; i < keys.size(); ++i) values.push_back(recv_bytes_locked(what, until));
+    return values;
+}
+
+void TcpStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+    const std::string what = fmt::format("multi_set of key(s) {}", join_keys(keys));
+    if (keys.size() != values.size()) {
+        throw DistError(fmt::format("store {}: {}: {} keys but {} values", describe(), what, keys.size(), values.size()));
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_connected_locked();
+    WireWriter w;
+    w.u8(code_locked(StoreQuery::kMultiSet, what)).u64(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) w.bytes(wire_key(keys[i])).bytes(values[i]);
+    send_locked(w, what, deadline());
+}
+
+void TcpStore::ping() {
+    const std::string what = "ping";
+    std::lock_guard<std::mutex> lock(mu_);
+    ensure_connected_locked();
+    const auto until = deadline();
+    const uint32_t nonce = static_cast<uint32_t>(::getpid());
+    send_locked(WireWriter().u8(code_locked(StoreQuery::kPing, what)).u32(nonce), what, until);
+    uint32_t echo = 0;
+    recv_locked(&echo, sizeof echo, what, until);
+    if (echo != nonce) fail_locked(what, fmt::format("failed: answered {} instead of {}", echo, nonce), false);
 }
 
 std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool is_server, int world_size,

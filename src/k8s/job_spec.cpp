@@ -121,6 +121,13 @@ JobSpec resolve(JobSpec s) {
 
     if (s.image.empty() || std::any_of(s.image.begin(), s.image.end(), [](unsigned char c) { return std::isspace(c); }))
         errs.push_back(fmt::format("--image '{}' is not an image reference", s.image));
+    if (s.launcher != "llmtrain" && s.launcher != "torchrun")
+        errs.push_back(fmt::format("--launcher '{}': expected llmtrain or torchrun", s.launcher));
+    if (s.launcher == "torchrun" && s.kind != Kind::PyTorchJob && s.kind != Kind::TrainJob)
+        errs.push_back(fmt::format("--launcher torchrun: only --kind pytorchjob and trainjob run torchrun (their "
+                                   "operators set the PET_* variables it reads); a {} starts its workers with "
+                                   "`llmtrain launch`",
+                                   kind_name(s.kind)));
     if (s.max_restarts < 0) errs.push_back(fmt::format("--max-restarts {} is negative", s.max_restarts));
     if (s.grace_period_s < 0) errs.push_back(fmt::format("--grace-period {} is negative", s.grace_period_s));
     if (s.master_port < 1 || s.master_port > 65535)

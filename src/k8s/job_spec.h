@@ -31,6 +31,10 @@ struct JobSpec {
     int max_restarts = 3;         // per index (Job), whole-set restarts (JobSet), backoffLimit (PyTorchJob)
     int grace_period_s = 300;     // SIGTERM -> checkpoint -> exit 143 must fit in this
     int master_port = 29500;
+    // Who starts the workers in each pod: "llmtrain" (`llmtrain launch`) or "torchrun" (the container
+    // runs `torchrun ... --no-python llmtrain train ...`, joining torchrun's agent store; PyTorchJob and
+    // TrainJob only, whose operators set the PET_* variables torchrun reads; the image must have torchrun).
+    std::string launcher = "llmtrain";
     std::vector<std::pair<std::string, std::string>> node_selector;
     std::vector<std::pair<std::string, std::string>> env;  // extra container env (NCCL_*, ...)
     // A command job: this program (e.g. {"python3", "train.py"}) runs under `llmtrain launch --no-python`

@@ -122,8 +122,8 @@ PodTemplate pod_template(const JobSpec& s, const Names& n, const std::string& re
     c.name = n.container;
     c.image = s.image;
     c.image_pull_policy = s.image_pull_policy;
-    c.command = {"llmtrain"};
-    c.args = launcher_args(s);
+    c.command = {s.launcher == "torchrun" ? "torchrun" : "llmtrain"};
+    c.args = s.launcher == "torchrun" ? torchrun_args(s) : launcher_args(s);
     if (s.kind == Kind::IndexedJob || s.kind == Kind::JobSet) {
         // The Job controller injects this too; declaring it makes $(JOB_COMPLETION_INDEX) in args an
         // expansion of a variable the manifest itself defines.
@@ -308,6 +308,12 @@ Names names_for(Kind kind, const std::string& job) {
     return n;
 }
 
+// `train ...` as every pod runs it: the mounted config, resume from /out, the run named after the job.
+static std::vector<std::string> train_args(const JobSpec& s) {
+    return {"train", "--config", kConfigPath, "--resume", "auto", "--set", "output.run_id=" + s.name, "--set",
+            std::string("output.root_dir=") + kOutDir};
+}
+
 std::vector<std::string> launcher_args(const JobSpec& s) {
     const Names n = names_for(s.kind, s.name);
     std::vector<std::string> a = {"launch"};
@@ -335,8 +341,22 @@ std::vector<std::string> launcher_args(const JobSpec& s) {
         a.insert(a.end(), s.command.begin(), s.command.end());
         return a;
     }
-    a.insert(a.end(), {"--max-restarts", "0", "--", "train", "--config", kConfigPath, "--resume", "auto", "--set",
-                       "output.run_id=" + s.name, "--set", std::string("output.root_dir=") + kOutDir});
+    a.insert(a.end(), {"--max-restarts", "0", "--"});
+    for (auto& t : train_args(s)) a.push_back(std::move(t));
+    return a;
+}
+
+std::vector<std::string> torchrun_args(const JobSpec& s) {
+    std::vector<std::string> a;
+    // PyTorchJob: nodes, rank and master from PET_*; TrainJob: the process count too (numProcPerNode).
+    if (s.kind == Kind::PyTorchJob) a.insert(a.end(), {"--nproc-per-node", std::to_string(s.nproc_per_node)});
+    if (s.is_command()) {  // torchrun runs the program itself (--no-python: python3 is named in the command)
+        a.insert(a.end(), {"--max-restarts", "0", "--no-python"});
+        a.insert(a.end(), s.command.begin(), s.command.end());
+        return a;
+    }
+    a.insert(a.end(), {"--max-restarts", "0", "--no-python", "llmtrain"});
+    for (auto& t : train_args(s)) a.push_back(std::move(t));
     return a;
 }
 

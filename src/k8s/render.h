@@ -37,6 +37,9 @@ Names names_for(Kind kind, const std::string& job_name);
 
 // The container's args after `llmtrain`: launch flags, then `-- train ...`.
 std::vector<std::string> launcher_args(const JobSpec& s);
+// The container's args after `torchrun` (--launcher torchrun): torchrun's flags (nodes, rank and master
+// from the operator's PET_* variables), then `--no-python llmtrain train ...`.
+std::vector<std::string> torchrun_args(const JobSpec& s);
 
 // The objects in apply order (ConfigMap and Service before the workload). `s` must be resolve()d.
 std::vector<Json> render_objects(const JobSpec& s);

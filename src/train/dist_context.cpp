@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "dist/worker_store.h"
 #include "kernels/ops.h"
 
 namespace llmt::train {
@@ -43,8 +44,7 @@ DistContext DistContext::create(const config::Config& cfg, Device device) {
         c.device_ = Device::kCuda;
     }
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(cfg.dist.timeout_sec * 1000));
-    c.store_ = dist::make_tcp_store(c.env_.master_addr, c.env_.master_port, c.env_.rank == 0, c.env_.world_size,
-                                    timeout);
+    c.store_ = dist::connect_worker_store(c.env_, timeout);
     // Keys per launch attempt: a worker restarted by its launcher must not complete a rendezvous with
     // peers of the previous attempt that are still alive on another node.
     dist::rendezvous(*c.store_, c.env_.rank, c.env_.world_size, timeout,

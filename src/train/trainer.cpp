@@ -221,9 +221,10 @@ private:
         sync_ = grad_sync_plan(cfg_, dc_.active() ? world_ : 1);
         console().set_stderr(rank_ == 0);
         if (dc_.active())
-            fmt::print(stderr, "dist: rank {} of {} (local {} of {}), {} via {}:{}{}, restart {}\n", rank_, world_,
+            fmt::print(stderr, "dist: rank {} of {} (local {} of {}), {} via {}:{}{}{}, restart {}\n", rank_, world_,
                        dc_.env().local_rank, dc_.env().local_world_size, dc_.pg().backend(), dc_.env().master_addr,
-                       dc_.env().master_port, sync_.zero1 ? ", ZeRO-1" : "", dc_.env().restart_count);
+                       dc_.env().master_port, dc_.env().use_agent_store ? " (the torchrun agent's store)" : "",
+                       sync_.zero1 ? ", ZeRO-1" : "", dc_.env().restart_count);
     }
 
     // Memory before any arena is allocated: a model that cannot fit is refused with its figures.

@@ -94,7 +94,7 @@ fs::path temp_dir(const std::string& tag) {
 
 TEST(K8sManifests, ExamplesMatchTheRenderer) {
     auto list = scenarios();
-    ASSERT_GE(list.size(), 15u) << "every kind x {1x1, 2x1, 4x8gpu}";
+    ASSERT_GE(list.size(), 17u) << "every kind x {1x1, 2x1, 4x8gpu}, and torchrun in a PyTorchJob and a TrainJob";
     for (const auto& s : list) {
         fs::path committed = kExamples / s.name / "manifests.yaml";
         ASSERT_TRUE(fs::exists(committed)) << committed << " missing: run scripts/render_k8s_examples.sh";
@@ -116,7 +116,7 @@ TEST(K8sManifests, EveryKindAndShapeValidates) {
     }
     auto r = validate(files);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-    EXPECT_NE(r.out.find("validated 15 file(s): 0 problem(s)"), std::string::npos) << r.out << r.err;
+    EXPECT_NE(r.out.find("validated 17 file(s): 0 problem(s)"), std::string::npos) << r.out << r.err;
     fs::remove_all(dir);
 }
 
@@ -145,10 +145,18 @@ TEST(K8sManifests, ValidatorCatchesBrokenManifests) {
     pj = replace(pj, "name: pytorchjob-port", "name: port");
     pj = replace(pj, "nprocPerNode: \"1\"", "nprocPerNode: \"1\"\n  elasticPolicyy: {}");
     std::ofstream(dir / "pj.yaml") << pj;
-    auto r = validate({(dir / "job.yaml").string(), "2", "1", "0", (dir / "pj.yaml").string(), "2", "1", "0"});
+    // torchrun kept in the command, but without `--no-python llmtrain` and restarting in place
+    std::string tr = render(find("pytorchjob-torchrun-2x1"));
+    tr = replace(tr, "- --no-python\n                - llmtrain", "- llmtrain");
+    tr = replace(tr, "- --max-restarts\n                - \"0\"", "- --max-restarts\n                - \"3\"");
+    std::ofstream(dir / "tr.yaml") << tr;
+    auto r = validate({(dir / "job.yaml").string(), "2", "1", "0", (dir / "pj.yaml").string(), "2", "1", "0",
+                       (dir / "tr.yaml").string(), "2", "1", "0"});
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     for (const char* want : {"Job restartPolicy Always", "parallelism 3 != nodes 2", "pod subdomain tinny is not a Service",
-                             "no container pytorch with port pytorchjob-port", ".spec.elasticPolicyy is not a field"})
+                             "no container pytorch with port pytorchjob-port", ".spec.elasticPolicyy is not a field",
+                             "no `--no-python llmtrain train` after the torchrun flags",
+                             "torchrun restarts in place"})
         EXPECT_NE(r.out.find(want), std::string::npos) << "validator did not report: " << want << "\n" << r.out;
     fs::remove_all(dir);
 }

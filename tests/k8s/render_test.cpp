@@ -285,6 +285,35 @@ TEST(K8sRender, EachKindsRankSource) {
     EXPECT_FALSE(one["spec"]["pytorchReplicaSpecs"].contains("Worker"));
 }
 
+TEST(K8sRender, TorchrunLauncherKeepsTorchrunInTheCommand) {
+    JobSpec s = cpu_spec(Kind::PyTorchJob, 2);
+    s.launcher = "torchrun";
+    s.nproc_per_node = 2;
+    s = resolve(s);
+    auto c = render_objects(s)[1]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
+    EXPECT_EQ(c["command"], Json::array({"torchrun"}));
+    EXPECT_EQ(c["args"], Json::array({"--nproc-per-node", "2", "--max-restarts", "0", "--no-python", "llmtrain", "train",
+                                      "--config", "/etc/llmtrain/config.yaml", "--resume", "auto", "--set",
+                                      "output.run_id=tiny", "--set", "output.root_dir=/out"}));
+    s = cpu_spec(Kind::TrainJob, 2);
+    s.launcher = "torchrun";
+    s = resolve(s);
+    auto t = render_objects(s)[1]["spec"]["trainer"];
+    EXPECT_EQ(t["command"], Json::array({"torchrun"}));
+    EXPECT_EQ(t["args"][0], "--max-restarts");  // nodes, rank, master and processes from PET_*
+}
+
+TEST(K8sSpec, TorchrunLauncherOnlyWhereAnOperatorSetsPet) {
+    for (Kind k : {Kind::IndexedJob, Kind::JobSet, Kind::StatefulSet}) {
+        JobSpec s = cpu_spec(k, 2);
+        s.launcher = "torchrun";
+        expect_refused(s, "--launcher torchrun: only --kind pytorchjob and trainjob run torchrun");
+    }
+    JobSpec s = cpu_spec(Kind::PyTorchJob, 1);
+    s.launcher = "mpirun";
+    expect_refused(s, "--launcher 'mpirun': expected llmtrain or torchrun");
+}
+
 TEST(K8sOps, PodRankPerKind) {
     Json indexed = {{"metadata", {{"name", "tiny-1-abcde"}, {"annotations", {{"batch.kubernetes.io/job-completion-index", "1"}}}}},
                     {"status", {{"phase", "Running"}, {"containerStatuses", {{{"restartCount", 2}}}}}}};

@@ -61,9 +61,16 @@ function check(file, i, doc, cond, msg) {
 
 const subsetOf = (sel, labels) => Object.entries(sel || {}).every(([k, v]) => labels && labels[k] === v);
 
-// The value after `flag` in the launcher part of args (before "--"), or undefined.
+// Where the launcher's flags end: "--" of `llmtrain launch ... -- train`, or "--no-python llmtrain" of
+// `torchrun ... --no-python llmtrain train` (--launcher torchrun): args[end + 1] is then "train".
+function launcherEnd(args) {
+  const np = args.indexOf('--no-python');
+  return np >= 0 && args[np + 1] === 'llmtrain' ? np + 1 : args.indexOf('--');
+}
+
+// The value after `flag` in the launcher part of args, or undefined.
 function flag(args, name) {
-  const end = args.indexOf('--');
+  const end = launcherEnd(args);
   const head = end < 0 ? args : args.slice(0, end);
   const i = head.indexOf(name);
   return i < 0 ? undefined : head[i + 1];
@@ -78,12 +85,20 @@ function checkPod(file, i, doc, podSpec, ctx) {
   if (!c) return;
   const args = c.args || [];
   const env = Object.fromEntries((c.env || []).map((e) => [e.name, e]));
-  check(file, i, doc, (c.command || [])[0] === 'llmtrain' && args[0] === 'launch', 'command is not `llmtrain launch`');
-  const dd = args.indexOf('--');
+  const cmd = (c.command || [])[0];
+  check(file, i, doc, (cmd === 'llmtrain' && args[0] === 'launch') || (cmd === 'torchrun' && ctx.torchrunOk),
+    ctx.torchrunOk ? 'command is neither `llmtrain launch` nor `torchrun`' : 'command is not `llmtrain launch`');
+  const dd = launcherEnd(args);
   // A command job (`llmtrain k8s render ... -- python3 train.py`): --no-python and the program after `--`.
-  const command = dd > 0 && args.slice(0, dd).includes('--no-python');
-  check(file, i, doc, dd > 0 && (command ? args.length > dd + 1 : args[dd + 1] === 'train'),
-    command ? 'no program after `--no-python ... --`' : 'no `-- train` after the launcher flags');
+  // ... or under torchrun (`--launcher torchrun`): `torchrun FLAGS --no-python PROGRAM ARGS`.
+  const np = args.indexOf('--no-python');
+  const torchrunProgram = cmd === 'torchrun' && np >= 0 && args[np + 1] !== 'llmtrain';
+  const command = torchrunProgram || (cmd === 'llmtrain' && dd > 0 && args.slice(0, dd).includes('--no-python'));
+  const at = torchrunProgram ? np : dd;
+  check(file, i, doc, at > 0 && (command ? args.length > at + 1 : args[at + 1] === 'train'),
+    command ? 'no program after `--no-python ... --`'
+      : cmd === 'torchrun' ? 'no `--no-python llmtrain train` after the torchrun flags' : 'no `-- train` after the launcher flags');
+  if (cmd === 'torchrun') check(file, i, doc, flag(args, '--max-restarts') === '0', 'torchrun restarts in place (Kubernetes restarts pods)');
   for (const a of args)
     for (const m of a.matchAll(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g))
       check(file, i, doc, m[1] in env, `args reference $(${m[1]}) but the container env does not define it`);
@@ -213,7 +228,7 @@ for (let a = 0; a < rest.length; a += 4) {
         const c = spec.template.spec.containers.find((x) => x.name === 'pytorch');
         check(file, i, doc, c && (c.ports || []).some((p) => p.name === 'pytorchjob-port'), `${type}: no container pytorch with port pytorchjob-port`);
         check(file, i, doc, ['OnFailure', 'Never', 'ExitCode'].includes(spec.restartPolicy), `${type}: restartPolicy ${spec.restartPolicy}`);
-        checkPod(file, i, doc, spec.template.spec, { ...base, container: 'pytorch', nnodesFlag: false });
+        checkPod(file, i, doc, spec.template.spec, { ...base, container: 'pytorch', nnodesFlag: false, torchrunOk: true });
       }
     } else if (doc.kind === 'TrainJob') {
       const t = doc.spec.trainer;
@@ -226,7 +241,7 @@ for (let a = 0; a < rest.length; a += 4) {
       const pod = patch?.template?.spec?.template?.spec || {};
       const merged = { ...pod, containers: [{ ...(pod.containers || [])[0], command: t.command, args: t.args, env: t.env,
         resources: t.resourcesPerNode }] };
-      checkPod(file, i, doc, merged, { ...base, container: 'node', nnodesFlag: false, nprocFlag: false });
+      checkPod(file, i, doc, merged, { ...base, container: 'node', nnodesFlag: false, nprocFlag: false, torchrunOk: true });
     }
   });
   const kinds = docs.map((d) => d.kind);
