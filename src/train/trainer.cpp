@@ -542,8 +542,8 @@ private:
         best_val_ = std::min(best_val_, ev.loss());
         metrics_->write({{"step", step_}, {"val_loss", ev.loss()}, {"val_accuracy", ev.accuracy()},
                          {"val_images", ev.images}, {"best_val_accuracy", best_val_acc_}, {"eval_ms", sw.seconds() * 1e3}});
-        log_line(fmt::format("{}eval step {}: val loss {:.4f}, accuracy {:.2f}%{}", bar_ ? "\n" : "", step_, ev.loss(),
-                             100 * ev.accuracy(), best ? ", best so far" : ""));
+        log_line(fmt::format("eval step {}: val loss {:.4f}, accuracy {:.2f}%{}", step_, ev.loss(), 100 * ev.accuracy(),
+                             best ? ", best so far" : ""));
         if (best && step_ > 0) {
             auto dir = save(true);
             log_line(fmt::format("checkpoint: {} (best)", dir.string()));
@@ -625,12 +625,16 @@ private:
         const double tps = static_cast<double>(step_tokens_) / dt;
         const double mfu = mfu_meter_->fraction(flops_per_token_ * tps);
         if (auto note = mfu_meter_->raised()) log_line(*note);
-        metrics_->write({{"step", step_}, {"loss", last_loss_}, {"lr", lr_}, {"grad_norm", norm}, {"ms", dt * 1e3},
-                         {"tokens_per_sec", tps}, {"mfu", mfu}, {"tokens", tokens_}});
+        nlohmann::ordered_json row = {{"step", step_}, {"loss", last_loss_}, {"lr", lr_}, {"grad_norm", norm},
+                                      {"ms", dt * 1e3}, {"tokens_per_sec", tps}, {"mfu", mfu}, {"tokens", tokens_}};
+        // A classifier's "tokens" are its input pixels (a batch row is one image): the console says images.
+        if (classifier()) row["images_per_sec"] = tps / T();
+        metrics_->write(row);
         const double eta = (tc_.max_steps - step_) * (train_time_ / static_cast<double>(steps_this_run_));
+        const std::string rate = classifier() ? fmt::format("{:.0f} img/s", tps / T()) : fmt::format("{:.0f} tok/s", tps);
         std::string line = fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | "
-                                       "{:.0f} tok/s | mfu {:.1f}% | eta {:.0f}s",
-                                       step_, tc_.max_steps, last_loss_, lr_, norm, dt * 1e3, tps, 100 * mfu, eta);
+                                       "{} | mfu {:.1f}% | eta {:.0f}s",
+                                       step_, tc_.max_steps, last_loss_, lr_, norm, dt * 1e3, rate, 100 * mfu, eta);
         log_line(line);
     }
 
