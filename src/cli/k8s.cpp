@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/command.h"
@@ -95,6 +96,17 @@ std::shared_ptr<SpecOptions> add_spec_options(CLI::App* cmd) {
     return o;
 }
 
+// Everything after `--` is the command job's program. CLI11 fills positionals in order, so when no NAME
+// came before `--` the job-name positional took the program's first word: give it back.
+void take_command_after_dashdash(SpecOptions& o, const std::vector<std::string>& argv) {
+    const auto dd = std::find(argv.begin(), argv.end(), "--");
+    if (dd == argv.end()) return;
+    std::vector<std::string> after(dd + 1, argv.end());
+    if (after.empty()) return;
+    if (o.command.size() < after.size() && o.name.positional == after.front()) o.name.positional.clear();
+    o.command = std::move(after);
+}
+
 k8s::JobSpec build_spec(const SpecOptions& o, const ConfigOptions& copts, const std::string& command) {
     k8s::JobSpec s = o.spec;
     s.name = job_name(o.name, command);
@@ -184,6 +196,7 @@ void register_k8s(CLI::App& app, Runtime& rt) {
     auto r_out = std::make_shared<std::string>();
     render->add_option("--output,-o", *r_out, "write to this file instead of stdout");
     render->callback([r_cfg, r_spec, r_out, &rt] {
+        take_command_after_dashdash(*r_spec, rt.argv);
         auto spec = build_spec(*r_spec, *r_cfg, "render");
         std::string yaml = k8s::render(spec);
         if (r_out->empty()) {
@@ -203,6 +216,7 @@ void register_k8s(CLI::App& app, Runtime& rt) {
     submit->add_option("--context", *s_ctx, "kubeconfig context (default: the current one)");
     submit->add_flag("--dry-run", *s_dry, "kubectl apply --dry-run=server: the API server checks, nothing is created");
     submit->callback([s_cfg, s_spec, s_ctx, s_dry, &rt] {
+        take_command_after_dashdash(*s_spec, rt.argv);
         auto spec = build_spec(*s_spec, *s_cfg, "submit");
         with_kubectl(rt, [&] {
             k8s::Kubectl k(spec.namespace_, *s_ctx);

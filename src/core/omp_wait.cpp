@@ -19,9 +19,15 @@ bool runs_openmp_compute(int argc, char** argv) {
 void limit_omp_spinning(int argc, char** argv) {
     if (!runs_openmp_compute(argc, argv)) return;
     if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+    // The binary's own path, not /proc/self/exe: the process name (comm: ps, pgrep, top) is the executed
+    // file's base name, and would read "exe".
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0 || n >= static_cast<ssize_t>(sizeof(self) - 1)) return;
+    self[n] = '\0';
     if (setenv("GOMP_SPINCOUNT", kOmpSpinCount, 1) != 0) return;
-    execv("/proc/self/exe", argv);
-    unsetenv("GOMP_SPINCOUNT");  // exec failed (no /proc?): libgomp already read its default
+    execv(self, argv);
+    unsetenv("GOMP_SPINCOUNT");  // exec failed: libgomp already read its default
 }
 
 }  // namespace llmt

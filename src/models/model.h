@@ -103,7 +103,8 @@ public:
     // Called during backward() with a byte offset into the gradient arena each time every gradient at and
     // after it is final (0 at the end). The data-parallel Reducer all-reduces those buckets meanwhile.
     void set_grads_ready_hook(std::function<void(size_t byte_offset)> hook) { grads_ready_ = std::move(hook); }
-    // Logits (B,T,Vp) of every position after forward(..., targets = nullptr). CPU models only.
+    // Logits (B,T,Vp) of every position after forward(..., targets = nullptr), in host memory (language
+    // models: CPU only, lm_head_logits refuses others; the classifier copies its (B,classes) logits over).
     const float* logits() const;
 
     virtual MemoryPlan memory_plan(int B, int T) const = 0;
@@ -183,7 +184,7 @@ protected:
     Arena grad_sink_;  // frozen base: grad_or_sink()'s buffer
     uint64_t dropout_seed_ = 0;
     std::function<void(size_t)> grads_ready_;
-    std::vector<float> all_logits_;  // forward without targets (CPU)
+    std::vector<float> all_logits_;  // forward without targets: host memory whatever the device
     int B_ = 0, T_ = 0;  // of the last forward
 };
 

@@ -148,7 +148,8 @@ void reply_with_first_job(ServerContext& ctx, Call& c, int64_t first_job, bool s
 // Inserts the checked job through the store's group commit and answers: 201 once its row is durable,
 // or the refusal the store's in-transaction checks gave.
 void submit_checked(ServerContext& ctx, Call& c, Checked& chk, const std::optional<IdempotencyKey>& idem) {
-    const std::vector<std::string> warnings = chk.job.config->warnings;
+    // A command job has no config (nothing to warn about).
+    const std::vector<std::string> warnings = chk.job.config ? chk.job.config->warnings : std::vector<std::string>{};
     Submission sub;
     sub.record.spec = std::move(chk.job.spec);
     sub.record.config_yaml = std::move(chk.job.config_yaml);

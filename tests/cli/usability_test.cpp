@@ -91,7 +91,7 @@ TEST(ConfigPass, TypeErrorsAndCrossFieldProblemsInOnePass) {
     const std::string yaml = R"(schema_version: 1
 run: {name: "bad name!", device: cpu}
 model: {arch: gpt2, n_layer: 2, n_head: 3, d_model: 32, block_size: 16, vocab_size: 64}
-trainer: {max_steps: 10, lr: fast, min_lr: 5.0, micro_batch_size: many, precision: bf16}
+trainer: {max_steps: 10, lr: fast, min_lr: 5.0, micro_batch_size: many}
 dist: {backend: nccl}
 data: {source: shards, train_shards: x_*.bin}
 )";
@@ -102,7 +102,8 @@ data: {source: shards, train_shards: x_*.bin}
     std::set<std::string> keys;
     const auto doc = nlohmann::json::parse(r.out);
     for (const auto& e : doc["errors"]) keys.insert(e["key"].get<std::string>());
-    for (const char* k : {"trainer.lr", "trainer.micro_batch_size", "run.name", "dist.backend", "trainer.precision",
+    // (bf16 on the CPU is no longer a problem: issue 26; evaluation without val_shards still is.)
+    for (const char* k : {"trainer.lr", "trainer.micro_batch_size", "run.name", "dist.backend", "data.val_shards",
                           "model.d_model"})
         EXPECT_TRUE(keys.count(k)) << k << " missing from " << r.out;
     EXPECT_FALSE(keys.count("trainer.min_lr")) << "min_lr compared with lr's default: " << r.out;

@@ -91,10 +91,10 @@ function checkPod(file, i, doc, podSpec, ctx) {
   const dd = launcherEnd(args);
   // A command job (`llmtrain k8s render ... -- python3 train.py`): --no-python and the program after `--`.
   // ... or under torchrun (`--launcher torchrun`): `torchrun FLAGS --no-python PROGRAM ARGS`.
-  const np = args.indexOf('--no-python');
-  const torchrunProgram = cmd === 'torchrun' && np >= 0 && args[np + 1] !== 'llmtrain';
+  const noPython = args.indexOf('--no-python');
+  const torchrunProgram = cmd === 'torchrun' && noPython >= 0 && args[noPython + 1] !== 'llmtrain';
   const command = torchrunProgram || (cmd === 'llmtrain' && dd > 0 && args.slice(0, dd).includes('--no-python'));
-  const at = torchrunProgram ? np : dd;
+  const at = torchrunProgram ? noPython : dd;
   check(file, i, doc, at > 0 && (command ? args.length > at + 1 : args[at + 1] === 'train'),
     command ? 'no program after `--no-python ... --`'
       : cmd === 'torchrun' ? 'no `--no-python llmtrain train` after the torchrun flags' : 'no `-- train` after the launcher flags');

@@ -208,7 +208,8 @@ TEST(SchemaAccess, PathValuedKeysAreClassified) {
         }
     }
     EXPECT_EQ(read, (std::vector<std::string>{"model.init_from", "lora.init_from", "data.paths", "data.tokenizer",
-                                              "data.train_shards", "data.val_shards"}));
+                                              "data.train_shards", "data.val_shards", "data.train_images",
+                                              "data.train_labels", "data.test_images", "data.test_labels"}));
     EXPECT_EQ(write, (std::vector<std::string>{"data.cache_dir", "tracking.tensorboard_dir", "output.root_dir"}));
     // tracking.mlflow.uri: a tracking server's URL is an endpoint; a directory or file: URI is a write path.
     // output.sync: an s3:// bucket prefix (issue 23), checked against serve --allow-endpoint s3://...
@@ -260,11 +261,15 @@ TEST(PresetRoots, AreThePresetsDataDirectories) {
     // tokenizer (data.tokenizer: data/tokenizers/llama3; data/tokenizers holds only the public tokenizer
     // files scripts/setup.sh installs).
     // llama3_lora_chat.yaml reads the chat example (data/chat) and the tiny base exported into data/models.
-    EXPECT_EQ(roots, (std::vector<fs::path>{fs::weakly_canonical(src / "data/chat"), fs::weakly_canonical(src / "data/corpus"),
-                                            fs::weakly_canonical(src / "data/models"),
-                                            fs::weakly_canonical(src / "data/shards/gpt2_corpus"),
-                                            fs::weakly_canonical(src / "data/shards/llama3"),
-                                            fs::weakly_canonical(src / "data/tokenizers")}));
+    // The Fashion-MNIST presets read Debian's dataset-fashion-mnist (the IDX keys' defaults).
+    std::vector<fs::path> expected = {fs::weakly_canonical(src / "data/chat"), fs::weakly_canonical(src / "data/corpus"),
+                                      fs::weakly_canonical(src / "data/models"),
+                                      fs::weakly_canonical(src / "data/shards/gpt2_corpus"),
+                                      fs::weakly_canonical(src / "data/shards/llama3"),
+                                      fs::weakly_canonical(src / "data/tokenizers"),
+                                      fs::weakly_canonical("/usr/share/datasets/fashion-mnist")};
+    std::sort(expected.begin(), expected.end());
+    EXPECT_EQ(roots, expected);
 }
 
 TEST(JobEnv, JobsGetTheSafeVariablesAndTheNamedOnesOnly) {

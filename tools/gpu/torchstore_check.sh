@@ -101,8 +101,10 @@ timeout 300 "$TORCHRUN" --nnodes 1 --nproc-per-node 2 --master-addr 127.0.0.1 --
   --no-python "${train[@]}" --set output.run_id=restart --set trainer.max_steps=40 --resume auto >"$out/restart.log" 2>&1 &
 agent=$!
 for _ in $(seq 1 1200); do [ -d "$w/runs/restart/checkpoints/step_4" ] && break; sleep 0.1; done
+# A worker: its command line runs the llmtrain binary (the agent's runs python with torchrun; comm can be
+# the dynamic loader's name when the binary is started through it, so the command line decides).
 victim=$(pgrep -f "output.run_id=restart" | while read -r p; do
-  [ "$(cat /proc/$p/comm 2>/dev/null)" = llmtrain ] && echo "$p"; done | tail -1)
+  tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | grep -q -e torchrun -e python || echo "$p"; done | tail -1)
 say "restart: killing worker pid ${victim:-none}"
 [ -n "$victim" ] && kill -9 "$victim"
 wait $agent
