@@ -16,8 +16,9 @@ struct MfuPeak {
 };
 
 // The peak for training on `device`: on a CPU the FMA rate of this process's threads measured per
-// thread CPU second (kernels/cpu/peak_flops.h); on a GPU the H100/H200 dense bf16 datasheet rate.
-MfuPeak mfu_peak(Device device);
+// thread CPU second (kernels/cpu/peak_flops.h), doubled for bf16 GEMMs on a CPU with AVX512_BF16
+// (cpu_bf16_gemms: trainer.precision bf16); on a GPU the H100/H200 dense bf16 datasheet rate.
+MfuPeak mfu_peak(Device device, bool cpu_bf16_gemms = false);
 
 // Not thread-safe; one per training loop.
 class MfuMeter {

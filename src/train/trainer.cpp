@@ -650,7 +650,7 @@ private:
     // Steps until max_steps, --stop-at-step or a signal; returns the exit code.
     int train_loop() {
         flops_per_token_ = model_->train_flops_per_token(T());
-        mfu_meter_.emplace(mfu_peak(dev_));
+        mfu_meter_.emplace(mfu_peak(dev_, cfg_.trainer.precision == "bf16"));
         log_line(fmt::format("mfu: model FLOPs per token ({:.3g}) x tokens/s, against {}", flops_per_token_,
                              mfu_meter_->peak().what));
         x_.resize(static_cast<size_t>(B()) * T());
