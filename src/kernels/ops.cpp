@@ -343,16 +343,6 @@ void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp) {
 }
 
 namespace {
-// Same element count everywhere; returns the common storage type (f32, or bf16 on CUDA).
-DType check_same_numel(const char* op, std::initializer_list<Arg> args) {
-    const Tensor& first = args.begin()->t;
-    for (const Arg& a : args) {
-        check_present(op, a.name, a.t);
-        LLMT_INTERNAL_CHECK(a.t.numel() == first.numel(), "{}: argument '{}' has {} elements, expected {} ({})", op,
-                   a.name, a.t.numel(), first.numel(), args.begin()->name);
-    }
-    return check_act(op, first.device, args);
-}
 size_t n_of(const Tensor& t) { return static_cast<size_t>(t.numel()); }
 }  // namespace
 

@@ -142,6 +142,17 @@ inline DType check_act(const char* op, Device dev, std::initializer_list<Arg> ar
     return dt;
 }
 
+// Present, the same element count everywhere; returns the common storage type (f32, or bf16 on CUDA).
+inline DType check_same_numel(const char* op, std::initializer_list<Arg> args) {
+    const Tensor& first = args.begin()->t;
+    for (const Arg& a : args) {
+        check_present(op, a.name, a.t);
+        LLMT_INTERNAL_CHECK(a.t.numel() == first.numel(), "{}: argument '{}' has {} elements, expected {} ({})", op,
+                            a.name, a.t.numel(), first.numel(), args.begin()->name);
+    }
+    return check_act(op, first.device, args);
+}
+
 // dst (cols) += column sums of x (rows, cols): the CPU side of the ops that also return the bias gradient
 // of the linear layer whose output gradient they produce.
 inline void add_column_sums_cpu(float* dst, const float* x, int64_t rows, int64_t cols) {

@@ -107,23 +107,10 @@ void maxpool2d_backward(Tensor dinp, Tensor dout, Tensor argmax, int k, int stri
     cpu::maxpool2d_backward(f(dinp), f(dout), p<int32_t>(argmax), s);
 }
 
-namespace {
-// Present, same element count; returns the common storage type.
-DType check_elementwise(const char* op, std::initializer_list<Arg> args) {
-    const Tensor& first = args.begin()->t;
-    for (const Arg& a : args) {
-        check_present(op, a.name, a.t);
-        LLMT_INTERNAL_CHECK(a.t.numel() == first.numel(), "{}: argument '{}' has {} elements, expected {} ({})", op,
-                            a.name, a.t.numel(), first.numel(), args.begin()->name);
-    }
-    return check_act(op, first.device, args);
-}
-}  // namespace
-
 void relu_forward(Tensor out, Tensor inp) {
     const char* op = "relu_forward";
     const Device dev = check_device(op, {{"out", out}, {"inp", inp}});
-    const DType dt = check_elementwise(op, {{"out", out}, {"inp", inp}});
+    const DType dt = check_same_numel(op, {{"out", out}, {"inp", inp}});
     LLMT_ON_CUDA_T(dev, dt, cuda::relu_forward(p<E>(out), p<E>(inp), static_cast<size_t>(inp.numel()), cuda::stream()));
     cpu::relu_forward(f(out), f(inp), static_cast<size_t>(inp.numel()));
 }
@@ -131,7 +118,7 @@ void relu_forward(Tensor out, Tensor inp) {
 void relu_backward(Tensor dinp, Tensor dout, Tensor out) {
     const char* op = "relu_backward";
     const Device dev = check_device(op, {{"dinp", dinp}, {"dout", dout}, {"out", out}});
-    const DType dt = check_elementwise(op, {{"dinp", dinp}, {"dout", dout}, {"out", out}});
+    const DType dt = check_same_numel(op, {{"dinp", dinp}, {"dout", dout}, {"out", out}});
     LLMT_ON_CUDA_T(dev, dt, cuda::relu_backward(p<E>(dinp), p<E>(dout), p<E>(out), static_cast<size_t>(out.numel()),
                                                 cuda::stream()));
     cpu::relu_backward(f(dinp), f(dout), f(out), static_cast<size_t>(out.numel()));
