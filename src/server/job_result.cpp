@@ -3,7 +3,6 @@
 #include "server/job_result.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cmath>
@@ -94,23 +93,11 @@ nlohmann::json compact_result(const nlohmann::json& result) {
     return out;
 }
 
-std::optional<JobResultCache::FileVersion> JobResultCache::stat_file(const fs::path& path) {
-    struct stat st{};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-    FileVersion v;
-    v.dev = static_cast<uint64_t>(st.st_dev);
-    v.ino = static_cast<uint64_t>(st.st_ino);
-    v.size = static_cast<uint64_t>(st.st_size);
-    v.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    v.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
-    return v;
-}
-
 std::shared_ptr<const JobResultCache::Entry> JobResultCache::entry(const fs::path& run_dir) {
     const fs::path file = run_dir / "summary.json";
     const std::string key = run_dir.string();
     // The version is taken before the text is read: a change in between is seen by the next lookup.
-    const auto version = stat_file(file);
+    const auto version = file_version(file);
     {
         std::lock_guard lock(mu_);
         if (!version) {

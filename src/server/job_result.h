@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 
+#include "server/file_version.h"
+
 namespace llmt::server {
 
 // The keys of the compact form, in the order the list shows them.
@@ -49,16 +51,10 @@ public:
     uint64_t parses() const;  // summaries read and parsed since the start (for tests)
 
 private:
-    struct FileVersion {
-        uint64_t dev = 0, ino = 0, size = 0;
-        int64_t mtime_ns = 0, ctime_ns = 0;
-        bool operator==(const FileVersion&) const = default;
-    };
     struct Entry {
         FileVersion version;
         nlohmann::json full, compact;
     };
-    static std::optional<FileVersion> stat_file(const std::filesystem::path& path);
     // The entry for the summary as it is now; nullptr when there is none.
     std::shared_ptr<const Entry> entry(const std::filesystem::path& run_dir);
 

@@ -1,7 +1,6 @@
 // PresetCache: stat, compare, parse on a miss outside the lock; see preset_cache.h.
 #include "server/preset_cache.h"
 
-#include <sys/stat.h>
 
 #include "config/emit.h"
 #include "core/fs.h"
@@ -12,23 +11,11 @@ namespace fs = std::filesystem;
 
 PresetCache::PresetCache(fs::path presets_dir) : dir_(std::move(presets_dir)) {}
 
-std::optional<PresetCache::FileVersion> PresetCache::stat_file(const fs::path& path) {
-    struct stat st{};
-    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-    FileVersion v;
-    v.dev = static_cast<uint64_t>(st.st_dev);
-    v.ino = static_cast<uint64_t>(st.st_ino);
-    v.size = static_cast<uint64_t>(st.st_size);
-    v.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    v.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
-    return v;
-}
-
 std::optional<std::shared_ptr<const LoadedPreset>> PresetCache::load(const std::string& name,
                                                                      const std::vector<std::string>& sets) {
     const fs::path file = dir_ / (name + ".yaml");
     // The version is taken before the text is read: a change in between is seen by the next lookup.
-    const auto version = stat_file(file);
+    const auto version = file_version(file);
     std::string text;
     {
         std::lock_guard lock(mu_);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "server/file_version.h"
 #include "config/config.h"
 #include "config/loader.h"
 
@@ -48,11 +49,6 @@ public:
 
 private:
     // What identifies one version of a file without reading it.
-    struct FileVersion {
-        uint64_t dev = 0, ino = 0, size = 0;
-        int64_t mtime_ns = 0, ctime_ns = 0;
-        bool operator==(const FileVersion&) const = default;
-    };
     // One outcome of loading the preset with one override list: a config or the issues it has.
     struct Variant {
         std::shared_ptr<const LoadedPreset> loaded;
@@ -63,8 +59,6 @@ private:
         std::string text;
         std::map<std::vector<std::string>, Variant> variants;
     };
-
-    static std::optional<FileVersion> stat_file(const std::filesystem::path& path);
 
     std::filesystem::path dir_;
     mutable std::mutex mu_;
