@@ -24,6 +24,7 @@
 #include "config/loader.h"
 #include "config/schema.h"
 #include "core/fs.h"
+#include "support/free_port.h"
 #include "storage/s3_client.h"
 #include "storage/s3rver.h"
 #include "support/tiny_run.h"
@@ -33,6 +34,7 @@ namespace llmt::config {
 namespace {
 
 namespace fs = std::filesystem;
+using llmt::testing::free_port;
 using Sets = std::vector<std::string>;
 using testing::TinyRun;
 
@@ -163,19 +165,6 @@ Sets text_source(const TinyRun& t, const Inputs& in, const std::string& cache, c
             // A fifth of the documents, so even the short JSONL field leaves a validation batch.
             "data.val_fraction=0.2",
             "model.vocab_size=320"};
-}
-
-// A free TCP port on the loopback interface (for a rendezvous that must time out).
-int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-    socklen_t len = sizeof(a);
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
 }
 
 // Seconds until rank 0 of a 2-rank world whose rank 1 never comes gives up on the rendezvous.

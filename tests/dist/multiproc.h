@@ -26,6 +26,7 @@
 
 #include "core/error.h"
 #include "dist/tcp_store.h"
+#include "support/free_port.h"
 
 namespace llmt::testing {
 
@@ -43,19 +44,6 @@ inline double wall_now() {
     timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// A TCP port that was free a moment ago (bound to port 0 and closed): good enough on a test machine.
-inline int free_port() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 // Serves a TcpStore (its server thread) from a forked process, so that the gtest process stays

@@ -21,12 +21,14 @@
 
 #include "core/fs.h"
 #include "support/netns_hosts.h"
+#include "support/free_port.h"
 #include "support/subprocess.h"
 #include "support/train_fixture.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using llmt::testing::free_port;
 using llmt::testing::llmtrain_bin;
 using llmt::testing::run_process;
 using Clock = std::chrono::steady_clock;
@@ -35,18 +37,6 @@ using Clock = std::chrono::steady_clock;
 std::vector<std::string> with_bin(std::vector<std::string> args) {
     args.insert(args.begin(), llmtrain_bin());
     return args;
-}
-
-int free_port() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
 }
 
 // Starts argv in the background with extra env and stderr+stdout to `log`.

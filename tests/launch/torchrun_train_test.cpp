@@ -19,11 +19,13 @@
 #include <thread>
 
 #include "core/fs.h"
+#include "support/free_port.h"
 #include "support/subprocess.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using llmt::testing::free_port;
 using llmt::testing::llmtrain_bin;
 using llmt::testing::ProcResult;
 using llmt::testing::run_process;
@@ -40,18 +42,6 @@ const std::string kAgent = env_or("LLMTRAIN_SOURCE_DIR", LLMT_SOURCE_DIR) + "/te
 
 bool have_torch() {
     return run_process({kPython, "-c", "import torch.distributed.launcher.api"}, "", 120).exit_code == 0;
-}
-
-int free_port() {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    socklen_t len = sizeof a;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 // "step 3 loss 10.4316" per logged step, in order.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "storage/s3_settings.h"
+#include "support/free_port.h"
 
 namespace llmt::testing {
 
@@ -91,17 +92,6 @@ private:
     static int& counter() {
         static int n = 0;
         return n;
-    }
-    static int free_port() {
-        const int fd = socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-        socklen_t len = sizeof a;
-        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-        close(fd);
-        return ntohs(a.sin_port);
     }
     bool accepts() const {
         const int fd = socket(AF_INET, SOCK_STREAM, 0);
