@@ -73,23 +73,32 @@ std::vector<int64_t> EpochSampler::batch(int64_t epoch, int64_t b) const {
     return std::vector<int64_t>(first, first + rows(b));
 }
 
-void augment_image(uint8_t* out, const uint8_t* in, int H, int W, int C, const Augment& a, uint64_t seed,
-                   int64_t epoch, int64_t index) {
+AugmentDraw draw_augment(const Augment& a, uint64_t seed, int64_t epoch, int64_t index) {
     const CounterRng rng(seed ^ 0x61756700ull, static_cast<uint64_t>(epoch));  // "aug"
     const uint64_t r = rng.bits(static_cast<uint64_t>(index));
     const int p = a.crop_padding;
     // The crop's top-left corner in the padded image, in [0, 2p]; the flip from another 8 bits.
-    const int dy = p > 0 ? static_cast<int>(r % static_cast<uint64_t>(2 * p + 1)) - p : 0;
-    const int dx = p > 0 ? static_cast<int>((r >> 16) % static_cast<uint64_t>(2 * p + 1)) - p : 0;
-    const bool flip = a.hflip && ((r >> 40) & 1);
+    AugmentDraw d;
+    d.dy = p > 0 ? static_cast<int>(r % static_cast<uint64_t>(2 * p + 1)) - p : 0;
+    d.dx = p > 0 ? static_cast<int>((r >> 16) % static_cast<uint64_t>(2 * p + 1)) - p : 0;
+    d.flip = a.hflip && ((r >> 40) & 1);
+    return d;
+}
+
+void apply_augment(uint8_t* out, const uint8_t* in, int H, int W, int C, const AugmentDraw& d) {
     // Pixel (y, x) of the crop is (y + dy, x + dx) of the original (0 outside it); the flip mirrors the crop.
     for (int y = 0; y < H; ++y)
         for (int x = 0; x < W; ++x) {
-            const int sy = y + dy, sx = x + dx;
+            const int sy = y + d.dy, sx = x + d.dx;
             const bool inside = sy >= 0 && sy < H && sx >= 0 && sx < W;
-            uint8_t* dst = out + (static_cast<size_t>(y) * W + (flip ? W - 1 - x : x)) * C;
+            uint8_t* dst = out + (static_cast<size_t>(y) * W + (d.flip ? W - 1 - x : x)) * C;
             for (int c = 0; c < C; ++c) dst[c] = inside ? in[(static_cast<size_t>(sy) * W + sx) * C + c] : 0;
         }
+}
+
+void augment_image(uint8_t* out, const uint8_t* in, int H, int W, int C, const Augment& a, uint64_t seed,
+                   int64_t epoch, int64_t index) {
+    apply_augment(out, in, H, W, C, draw_augment(a, seed, epoch, index));
 }
 
 Split split_indices(int64_t n, double val_fraction, uint64_t seed) {

@@ -21,6 +21,7 @@
 #include "core/tensor.h"
 #include "kernels/adamw_params.h"
 #include "kernels/conv_geom.h"
+#include "kernels/image_refs.h"
 
 namespace llmt::kernels {
 
@@ -164,6 +165,13 @@ void maxpool2d_backward(Tensor dinp, Tensor dout, Tensor argmax, int k = 2, int 
 // the forward's output (dinp = dout where out > 0).
 void relu_forward(Tensor out, Tensor inp);
 void relu_backward(Tensor dinp, Tensor dout, Tensor out);
+// cpu/image_gather.h: out (B,H,W,C) f32 = lut[byte] of the images refs (B,4) i32 name in `table` (each an
+// ImageRef: index, crop dy/dx, flip; kernels/image_refs.h), blank rows and pixels outside a crop lut[0].
+// out, refs and table.pixels on one device; lut: 256 floats on the host. Indices must be < table.images
+// (the caller checks them: the device kernel reads what it is given).
+void gather_images(Tensor out, const ImageTable& table, Tensor refs, const float* lut);
+// `bytes` from host memory to dst on `device` (a plain copy on the CPU); synchronous.
+void upload_bytes(Device device, void* dst, const void* src, size_t bytes);
 
 // cpu/adamw.h. params, m, v, grads: f32, same element count (any shape). params_lp (CUDA, optional): the
 // bf16 compute copy of params, rewritten from the updated values in the same pass.

@@ -9,7 +9,7 @@
 // of <= 288 products (forward) or <= B*OH*OW = 1568 (dweight) in another order: 2e-5 forward, 5e-5
 // backward (TF32 would be ~1e-3). bf16: outputs rounded once (2^-9 relative) 1e-2; dinp goes through dcols
 // rounded to bf16 and summed, dweight/dbias sum many rounded gradients: 2e-2. Pooling and ReLU move values:
-// exact, argmax too.
+// exact, argmax too. gather_images (the classifier's input from a byte table) is exact too.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -214,6 +214,33 @@ void check_pool_relu(DType dt) {
     EXPECT_EQ(gdout.download(), dx);
 }
 
+// gather_images on the GPU against the CPU op (tests/data/image_gather_test.cpp checks that one against the
+// augmented pixel path): the same table lookup per byte, so equal bit for bit.
+void check_gather() {
+    const int H = 28, W = 28, C = 1, n = 40, B = 33;
+    const int64_t per = int64_t{H} * W * C;
+    std::mt19937 rng(seed(4000));
+    std::vector<uint8_t> pixels(static_cast<size_t>(n * per));
+    for (auto& p : pixels) p = static_cast<uint8_t>(rng() & 255);
+    std::vector<float> lut(256);
+    for (int i = 0; i < 256; ++i) lut[static_cast<size_t>(i)] = (static_cast<float>(i) / 255.f - 0.2860f) / 0.3530f;
+    std::vector<int32_t> refs;
+    for (int b = 0; b < B; ++b)
+        for (int v : {b == B - 1 ? -1 : static_cast<int>(rng() % n), static_cast<int>(rng() % 5) - 2,
+                      static_cast<int>(rng() % 5) - 2, static_cast<int>(rng() & 1)})
+            refs.push_back(v);
+    std::vector<float> want(static_cast<size_t>(B * per));
+    gather_images(Tensor(want.data(), {B, H, W, C}), ImageTable{pixels.data(), n, H, W, C},
+                  Tensor(refs.data(), {B, 4}, DType::kI32), lut.data());
+    Dev table({n * per / 4}, DType::kI32), grefs({B, 4}, DType::kI32), gout({B, H, W, C}, DType::kF32);
+    upload_bytes(Device::kCuda, table.t().data, pixels.data(), pixels.size());
+    upload_bytes(Device::kCuda, grefs.t().data, refs.data(), refs.size() * sizeof(int32_t));
+    gout.poison();
+    gather_images(gout.t(), ImageTable{static_cast<const uint8_t*>(table.t().data), n, H, W, C}, grefs.t(),
+                  lut.data());
+    EXPECT_EQ(gout.download(), want);
+}
+
 class CudaConv : public ::testing::Test {
 protected:
     void SetUp() override {
@@ -226,6 +253,7 @@ TEST_F(CudaConv, Conv2dBf16) { check_conv(DType::kBF16, {1e-2, 2e-2}); }
 TEST_F(CudaConv, Conv2dFp32FirstLayer) { check_conv(DType::kF32, {2e-5, 5e-5}, /*first_layer=*/true); }
 TEST_F(CudaConv, MaxPoolReluFp32) { check_pool_relu(DType::kF32); }
 TEST_F(CudaConv, MaxPoolReluBf16) { check_pool_relu(DType::kBF16); }
+TEST_F(CudaConv, GatherImages) { check_gather(); }
 
 }  // namespace
 }  // namespace llmt::kernels
