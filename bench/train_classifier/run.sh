@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Training images/s of the image-classifier presets under `llmtrain train` (the rows `llmtrain estimate`
 # and the server's estimates use for model.arch mlp/cnn; configs/throughput.jsonl, RECORD=0 skips).
-# Each preset runs STEPS optimizer steps at its own micro-batch (128) on the CPU: 1 process x all cores,
-# then 2 processes x 1 thread (llmtrain launch --standalone, Gloo) for the scaling efficiency; the rate
+# Each preset runs STEPS optimizer steps at its own micro-batch (128) on the CPU: 1 process x 1 thread,
+# 1 process x all cores, then 2 processes x 1 thread (llmtrain launch --standalone, Gloo; paired with the
+# 1 x 1 row, the scaling efficiency estimates use, as bench/ddp_cpu's rows); the rate
 # is the median of the logged steps after the first two (warm-up). The test set is evaluated at the
 # end of every run, which is not timed (images_per_sec is the training loop's).
 # Usage: bench/train_classifier/run.sh [BUILD_DIR] [STEPS] [PRESETS...]
@@ -39,14 +40,14 @@ PY
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-20s %-24s %10s\n' preset setup "images/s"
 for p in ${PRESETS[@]}; do
-  for setup in "1 $(nproc)" "2 1"; do
+  for setup in "1 1" "1 $(nproc)" "2 1"; do
     set -- $setup
     load=$(cut -d' ' -f1-3 /proc/loadavg)
     ips=$(run "$p" "$1" "$2")
     printf '%-20s %-24s %10s\n' "$p" "$1 process(es) x $2 thread(s)" "$ips"
     /usr/bin/python3 bench/record_throughput.py --bin "$BIN" --config "$work/$p-$1x$2.yaml" --images-per-s "$ips" \
       --world-size "$1" --threads-per-rank "$2" --device cpu \
-      --machine "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($(nproc) cores), Debian 12, load $load before the run" \
+      --machine "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($(nproc) cores, family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs) model $(grep -m1 '^model[[:space:]]' /proc/cpuinfo | cut -d: -f2 | xargs)), load $load before the run" \
       --command "bench/train_classifier/run.sh $BUILD $STEPS" --source bench/train_classifier
   done
 done

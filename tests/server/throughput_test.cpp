@@ -3,6 +3,7 @@
 // the `llmtrain estimate` command over the repository's table.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -344,4 +345,38 @@ TEST(Estimate, ClassifierShapeWithoutARowSaysWhy) {
     EXPECT_EQ(x["source"], "unmeasured");
     EXPECT_NE(x["reason"].get<std::string>().find("trainer.epochs 5 needs the training set's size"), std::string::npos)
         << x.dump(2);
+}
+
+// The repository's table (bench/train_classifier and the transcribed H100 rows) sizes both presets on the
+// CPU and the H100: the rate is the median of the rows it names, all of the preset's shape, world size 1
+// and micro-batch.
+TEST(Estimate, RepositoryTableSizesTheClassifierPresets) {
+    ThroughputTable table;
+    table.path = (fs::path(LLMT_SOURCE_DIR) / "configs/throughput.jsonl").string();
+    table.rows = load_throughput(table.path);
+    auto check = [&](const std::string& preset, const std::string& arch, int gpus, int batch) {
+        config::Config cfg = classifier_config(preset, {"trainer.micro_batch_size=" + std::to_string(batch)});
+        JobSpec spec;
+        spec.gpus_per_node = gpus;
+        nlohmann::json e = estimate_job(spec, cfg, Rates{}, table);
+        ASSERT_EQ(e["source"], "measured") << preset << e.dump(2);
+        EXPECT_EQ(e["basis"]["rate"].get<std::string>().rfind("measured for this shape", 0), 0u) << e.dump(2);
+        std::vector<double> rates;
+        for (const auto& r : e["rows_used"]) {
+            EXPECT_EQ(r["arch"], arch);
+            EXPECT_EQ(r["device"], gpus > 0 ? "cuda" : "cpu");
+            EXPECT_EQ(r["world_size"], 1);
+            EXPECT_EQ(r["micro_batch_size"], batch);
+            rates.push_back(r["images_per_s"]);
+        }
+        ASSERT_FALSE(rates.empty());
+        std::sort(rates.begin(), rates.end());
+        const size_t n = rates.size();
+        const double median = n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
+        EXPECT_DOUBLE_EQ(e["images_per_s"].get<double>(), median) << e.dump(2);
+    };
+    check("fashion_mnist_cnn", "cnn", 0, 128);
+    check("fashion_mnist_mlp", "mlp", 0, 128);
+    check("fashion_mnist_cnn", "cnn", 1, 512);
+    check("fashion_mnist_mlp", "mlp", 1, 512);
 }
