@@ -47,6 +47,37 @@ void print_worlds(const nlohmann::json& est) {
                    w["efficiency_basis"].get<std::string>());
 }
 
+// An image classifier's estimate speaks in images and epochs (server/estimate_classifier.h).
+void print_classifier(const std::string& path, const nlohmann::json& est) {
+    fmt::print("{}: {} ({:.4g} training FLOPs/image); {}\n", path, est["model"].get<std::string>(),
+               est["flops_per_image"].get<double>(), est["images_basis"].get<std::string>());
+    fmt::print("device {} ({}); one rank: {:.0f} images/s: {}\n", est["device"].get<std::string>(),
+               est["card"].get<std::string>(), est["images_per_s_rank"].get<double>(),
+               est["rate_basis"].get<std::string>());
+    fmt::print("cost: {}\n\n", est["cost_basis"].get<std::string>());
+    const bool costs = !est["worlds"].empty() && est["worlds"][0]["cost_usd"].is_number();
+    fmt::print("{:>6} {:>9} {:>12} {:>12} {:>10} {:>10} {:>8} {:>11}{}  {}\n", "ranks", "steps", "batch images",
+               "images/s", "s/epoch", "duration", "speedup", "efficiency", costs ? fmt::format(" {:>10}", "cost USD") : "",
+               "efficiency from");
+    for (const auto& w : est["worlds"])
+        fmt::print("{:>6} {:>9.0f} {:>12} {:>12.0f} {:>10} {:>10} {:>7.2f}x {:>10.1f}%{}  {}\n", w["world_size"].get<int>(),
+                   w["steps"].get<double>(), w["global_batch_images"].get<int>(), w["images_per_s"].get<double>(),
+                   w["seconds_per_epoch"].is_number() ? fmt::format("{:.1f}", w["seconds_per_epoch"].get<double>()) : "-",
+                   duration_text(w["duration_s"].get<double>()), w["speedup"].get<double>(),
+                   100 * w["efficiency"].get<double>(),
+                   costs ? fmt::format(" {:>10.4f}", w["cost_usd"].get<double>()) : "",
+                   w["efficiency_basis"].get<std::string>());
+}
+
+// One measured row: its rate in the unit it counts.
+std::string row_text(const nlohmann::json& r) {
+    const bool images = r.contains("images_per_s");
+    return fmt::format("{} x{} {} {:.0f} {} on {} ({}, {})", r["model"].get<std::string>(), r["world_size"].get<int>(),
+                       r["precision"].get<std::string>(), r[images ? "images_per_s" : "tokens_per_s"].get<double>(),
+                       images ? "images/s" : "tok/s", r["card"].get<std::string>(), r["date"].get<std::string>(),
+                       r["command"].get<std::string>());
+}
+
 }  // namespace
 
 void register_estimate(CLI::App& app, Runtime& rt) {
@@ -102,14 +133,14 @@ void register_estimate(CLI::App& app, Runtime& rt) {
             rt.exit_code = 1;
             return;
         }
-        print_basis(opts->path, est, cfg);
-        print_worlds(est);
+        if (cfg.model.is_classifier()) {
+            print_classifier(opts->path, est);
+        } else {
+            print_basis(opts->path, est, cfg);
+            print_worlds(est);
+        }
         fmt::print("\nmeasured rows used ({}):\n", est["throughput_table"].get<std::string>());
-        for (const auto& r : est["rows_used"])
-            fmt::print("  line {}: {} x{} {} {:.0f} tok/s on {} ({}, {})\n", r["line"].get<int>(),
-                       r["model"].get<std::string>(), r["world_size"].get<int>(), r["precision"].get<std::string>(),
-                       r["tokens_per_s"].get<double>(), r["card"].get<std::string>(), r["date"].get<std::string>(),
-                       r["command"].get<std::string>());
+        for (const auto& r : est["rows_used"]) fmt::print("  line {}: {}\n", r["line"].get<int>(), row_text(r));
         rt.exit_code = 0;
     });
 }

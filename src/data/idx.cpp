@@ -62,6 +62,30 @@ std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& path) {
     return std::vector<uint8_t>(raw.begin(), raw.end());
 }
 
+std::vector<int64_t> read_idx_dims(const std::filesystem::path& path, int rank) {
+    const std::string name = path.string();
+    const int want = 4 + 4 * rank;
+    uint8_t head[4 + 4 * 4] = {};
+    if (rank < 1 || rank > 4) throw FormatError(fmt::format("'{}': rank {} is not 1..4", name, rank));
+    gzFile f = gzopen(name.c_str(), "rb");  // reads raw files as they are, inflates gzip ones
+    if (!f) throw IoError(fmt::format("'{}': cannot open", name));
+    const int got = gzread(f, head, static_cast<unsigned>(want));
+    gzclose(f);
+    if (got < 0) throw FormatError(fmt::format("'{}': cannot read the IDX header (bad gzip data?)", name));
+    if (got < 4 || head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != rank)
+        throw FormatError(fmt::format("'{}': offset 0: expected the IDX magic 00 00 08 {:02x} (unsigned bytes, rank {})",
+                                      name, rank, rank));
+    if (got < want)
+        throw FormatError(fmt::format("'{}': truncated at offset {}: the header of {} dimensions needs {} bytes", name,
+                                      got, rank, want));
+    std::vector<int64_t> dims;
+    for (int d = 0; d < rank; ++d) {
+        dims.push_back(be32(&head[4 + 4 * d]));
+        if (dims.back() == 0) throw FormatError(fmt::format("'{}': offset {}: dimension {} is 0", name, 4 + 4 * d, d));
+    }
+    return dims;
+}
+
 IdxArray read_idx(const std::filesystem::path& path, int rank) {
     const std::vector<uint8_t> bytes = read_maybe_gzip(path);
     const std::string name = path.string();

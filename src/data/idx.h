@@ -23,6 +23,11 @@ struct IdxArray {
 // offset where the data ends and the size it should have) or longer; IoError when it cannot be read.
 IdxArray read_idx(const std::filesystem::path& path, int rank);
 
+// The dimensions in the header of an IDX file (raw or .gz) without reading its data, for sizing a run
+// before it starts (the server's estimates): FormatError for a short header, a wrong magic or rank or a
+// zero dimension; IoError when it cannot be read. read_idx checks the rest when the run reads it.
+std::vector<int64_t> read_idx_dims(const std::filesystem::path& path, int rank);
+
 // Decompressed bytes of `path` (gzip when the name ends in .gz): FormatError naming the compressed offset
 // for a truncated or corrupt gzip stream.
 std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& path);

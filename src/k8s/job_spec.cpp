@@ -204,6 +204,12 @@ std::vector<std::string> warnings(const JobSpec& s) {
                                 "directory; point it under /data (--set {}=/data/...)",
                                 key, path, key));
     }
+    if (s.data_pvc.empty())
+        for (const auto& [key, path] : s.config_data_paths)
+            if (path.rfind("/data/", 0) == 0)
+                w.push_back(fmt::format("{} is {}, under /data, but no --data-pvc mounts a volume there: the pods will "
+                                        "not find it",
+                                        key, path));
     if (!s.data_pvc.empty())
         for (const auto& [key, path] : s.config_data_paths)
             if (!path.empty() && path[0] == '/' && path.rfind("/data/", 0) != 0 && path.rfind("/models/", 0) != 0 &&

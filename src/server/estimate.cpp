@@ -10,6 +10,8 @@
 #include "core/fs.h"
 #include "core/json_parse.h"
 #include "models/registry.h"
+#include "server/estimate_classifier.h"
+#include "server/estimate_parts.h"
 
 namespace llmt::server {
 
@@ -21,7 +23,6 @@ struct JobShape {
     int threads = 0;  // per rank (run.threads; 0 = all cores)
     double flops_per_token = 0;
     double tokens = 0;  // the whole run at the job's world size
-    bool classifier = false;  // model.arch mlp/cnn: the table's token rows do not describe it
 };
 
 JobShape shape_of(const JobSpec& spec, const config::Config& cfg) {
@@ -29,24 +30,11 @@ JobShape shape_of(const JobSpec& spec, const config::Config& cfg) {
     s.gpu = spec.gpus_per_node > 0 || cfg.run.device == "cuda";
     s.world = spec.cpus();
     s.threads = s.gpu ? 0 : cfg.run.threads;
-    s.classifier = cfg.model.is_classifier();
     const int T = cfg.model.block_size;
     s.flops_per_token = models::model_flops_per_token(cfg.model, T);
     s.tokens = static_cast<double>(cfg.trainer.max_steps) * cfg.trainer.micro_batch_size * cfg.trainer.grad_accum_steps *
                T * s.world;
     return s;
-}
-
-// No rate for the device: the cost is unknown (null), never $0.
-nlohmann::json cost_or_null(double device_hours, double rate) {
-    return rate > 0 ? nlohmann::json(device_hours * rate) : nlohmann::json(nullptr);
-}
-
-std::string cost_basis(const JobShape& s, const Rates& rates) {
-    const double rate = s.gpu ? rates.gpu_hour_usd : rates.cpu_hour_usd;
-    const char* key = s.gpu ? "gpu_hour_usd" : "cpu_hour_usd";
-    if (rate > 0) return fmt::format("device-hours x {} {} (--rates-file)", key, rate);
-    return fmt::format("no cost: no {} rate (--rates-file)", key);
 }
 
 // The token budget in words: what every world size's row trains.
@@ -61,9 +49,8 @@ std::string token_basis(const config::Config& cfg, const JobShape& s) {
 // Duration and cost of `tokens` at world size W from the table.
 nlohmann::json at_world(const JobShape& s, const Rates& rates, const ThroughputTable& table, int W,
                         ThroughputEstimate* out = nullptr) {
-    ThroughputEstimate t = s.classifier ? ThroughputEstimate{}
-                                        : estimate_throughput(table.rows, s.gpu ? "cuda" : "cpu", table.card,
-                                                              s.flops_per_token, W, s.threads);
+    ThroughputEstimate t = estimate_throughput(table.rows, s.gpu ? "cuda" : "cpu", table.card, s.flops_per_token, W,
+                                               s.threads);
     if (out) *out = t;
     if (!t.measured) return nullptr;
     const double tps = t.tokens_per_s_rank * W * t.efficiency;
@@ -77,6 +64,31 @@ nlohmann::json at_world(const JobShape& s, const Rates& rates, const ThroughputT
             {"cost_usd", cost_or_null(device_hours, s.gpu ? rates.gpu_hour_usd : rates.cpu_hour_usd)}};
 }
 
+std::string unmeasured_reason(const JobShape& s, const ThroughputTable& table) {
+    const char* dev = s.gpu ? "cuda" : "cpu";
+    if (table.path.empty()) return "no throughput table found (configs/throughput.jsonl; --throughput-file)";
+    return fmt::format("{} has no world-size-1 language-model row for device {}{}", table.path, dev,
+                       table.card.empty() ? "" : fmt::format(" on a card matching '{}'", table.card));
+}
+
+// The language-model rows only: a classifier's images/s rows are another unit (estimate_classifier.h).
+ThroughputTable language_model_rows(const ThroughputTable& table) {
+    return {rows_of_arch(table.rows, ""), table.path, table.card};
+}
+
+}  // namespace
+
+nlohmann::json cost_or_null(double device_hours, double rate) {
+    return rate > 0 ? nlohmann::json(device_hours * rate) : nlohmann::json(nullptr);
+}
+
+std::string cost_basis(bool gpu, const Rates& rates) {
+    const double rate = gpu ? rates.gpu_hour_usd : rates.cpu_hour_usd;
+    const char* key = gpu ? "gpu_hour_usd" : "cpu_hour_usd";
+    if (rate > 0) return fmt::format("device-hours x {} {} (--rates-file)", key, rate);
+    return fmt::format("no cost: no {} rate (--rates-file)", key);
+}
+
 nlohmann::json rows_json(const ThroughputTable& table, const std::vector<int>& lines) {
     nlohmann::json a = nlohmann::json::array();
     for (int l : lines)
@@ -84,17 +96,6 @@ nlohmann::json rows_json(const ThroughputTable& table, const std::vector<int>& l
             if (r.line == l) a.push_back(r.to_json());
     return a;
 }
-
-std::string unmeasured_reason(const JobShape& s, const ThroughputTable& table) {
-    const char* dev = s.gpu ? "cuda" : "cpu";
-    if (s.classifier)  // language-model rows would give a confident wrong figure (other FLOP/s, no epochs)
-        return "image classifiers (model.arch mlp/cnn) have no measured images/s rows yet";
-    if (table.path.empty()) return "no throughput table found (configs/throughput.jsonl; --throughput-file)";
-    return fmt::format("{} has no world-size-1 row for device {}{}", table.path, dev,
-                       table.card.empty() ? "" : fmt::format(" on a card matching '{}'", table.card));
-}
-
-}  // namespace
 
 Rates load_rates(const std::filesystem::path& path) {
     const nlohmann::json j = parse_json(read_file(path, 1 << 20), path.string(), {1 << 20, 8, false});
@@ -114,7 +115,9 @@ Rates load_rates(const std::filesystem::path& path) {
 }
 
 nlohmann::json estimate_job(const JobSpec& spec, const config::Config& cfg, const Rates& rates,
-                            const ThroughputTable& table) {
+                            const ThroughputTable& all) {
+    if (cfg.model.is_classifier()) return estimate_classifier_job(spec, cfg, rates, all);
+    const ThroughputTable table = language_model_rows(all);
     const JobShape s = shape_of(spec, cfg);
     ThroughputEstimate t;
     nlohmann::json w = at_world(s, rates, table, s.world, &t);
@@ -125,7 +128,7 @@ nlohmann::json estimate_job(const JobSpec& spec, const config::Config& cfg, cons
                         {"max_steps", cfg.trainer.max_steps},
                         {"world_size", s.world},
                         {"tokens_basis", token_basis(cfg, s)},
-                        {"cost_basis", cost_basis(s, rates)},
+                        {"cost_basis", cost_basis(s.gpu, rates)},
                         {"throughput_table", table.path}};
     if (!t.measured) {
         j["reason"] = unmeasured_reason(s, table);
@@ -143,14 +146,16 @@ nlohmann::json estimate_job(const JobSpec& spec, const config::Config& cfg, cons
 }
 
 nlohmann::json estimate_scaling(const JobSpec& spec, const config::Config& cfg, const Rates& rates,
-                                const ThroughputTable& table, int max_world) {
+                                const ThroughputTable& all, int max_world) {
+    if (cfg.model.is_classifier()) return estimate_classifier_scaling(spec, cfg, rates, all, max_world);
+    const ThroughputTable table = language_model_rows(all);
     const JobShape s = shape_of(spec, cfg);
     nlohmann::json j = {{"device", s.gpu ? "cuda" : "cpu"},
                         {"flops_per_token", s.flops_per_token},
                         {"tokens", s.tokens},
                         {"tokens_basis", token_basis(cfg, s)},
                         {"job_world_size", s.world},
-                        {"cost_basis", cost_basis(s, rates)},
+                        {"cost_basis", cost_basis(s.gpu, rates)},
                         {"throughput_table", table.path}};
     nlohmann::json worlds = nlohmann::json::array(), basis = nlohmann::json::array();
     std::vector<int> lines;

@@ -19,13 +19,15 @@ std::optional<double> actual_to_estimate(const JobRecord& j) {
     return (j.finished_at - j.started_at) / est;
 }
 
-EstimateHistory estimate_history(JobStore& store, const std::string& device, size_t max_jobs) {
+EstimateHistory estimate_history(JobStore& store, const std::string& device, const std::string& workload,
+                                 size_t max_jobs) {
     EstimateHistory h{device, {}};
     std::vector<JobRecord> done = store.in_state(JobState::kSucceeded);
     std::sort(done.begin(), done.end(), [](const JobRecord& a, const JobRecord& b) { return a.finished_at > b.finished_at; });
     for (const JobRecord& j : done) {
         if (h.ratios.size() >= max_jobs) break;
         if (j.estimate.value("device", std::string()) != device) continue;
+        if (j.estimate.value("workload", std::string()) != workload) continue;
         if (auto r = actual_to_estimate(j)) h.ratios.push_back(*r);
     }
     return h;

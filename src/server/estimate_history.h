@@ -19,12 +19,15 @@ class JobStore;
 // actual / estimated duration of a succeeded job with a measured estimate; nullopt otherwise.
 std::optional<double> actual_to_estimate(const JobRecord& j);
 
-// The ratios of the last `max_jobs` succeeded jobs whose estimate was for `device`, newest first.
+// The ratios of the last `max_jobs` succeeded jobs whose estimate was for `device` and `workload` (the
+// estimate's "workload": "" for a language model, "image_classifier"), newest first: a classifier run's
+// fixed costs (loading the images, the test-set evaluation) are not a language model's.
 struct EstimateHistory {
     std::string device;
     std::vector<double> ratios;
 };
-EstimateHistory estimate_history(JobStore& store, const std::string& device, size_t max_jobs = 20);
+EstimateHistory estimate_history(JobStore& store, const std::string& device, const std::string& workload = "",
+                                 size_t max_jobs = 20);
 
 // A measured estimate (estimate_job) corrected by the history: "duration_s" and "cost_usd" scaled by the
 // median ratio, "duration_range_s" [low, high] from the smallest and largest ratio, the raw figure kept

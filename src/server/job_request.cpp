@@ -101,6 +101,11 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
             bad(body.contains("config") ? "config" : "overrides",
                 "a job has either a config (our trainer) or a command (a program of yours), not both");
         s.command = parse_command(body["command"]);
+        // Resuming seeds `train --resume auto` with another job's checkpoint: a program of yours has no such
+        // checkpoint format, so the field would be accepted and mean nothing.
+        if (body.contains("resume_from"))
+            bad("resume_from", "resume_from is for training jobs (with \"config\"): a command job cannot continue "
+                               "another job's checkpoint; resume inside your program and submit it again");
         if (body.contains("image")) {
             const auto& im = body["image"];
             if (!im.is_string() || im.get<std::string>().empty() || im.get<std::string>().size() > 512 ||

@@ -103,7 +103,8 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_labe
         c.estimate = estimate_command_job(s, ctx.rates);
     } else {
         c.estimate = estimate_job(s, *sized_config(ctx, c.job.config), ctx.rates, ctx.throughput);
-        apply_history(c.estimate, estimate_history(ctx.store, c.estimate["device"]));  // how far past estimates were off
+        // How far past estimates of this device and workload were off.
+        apply_history(c.estimate, estimate_history(ctx.store, c.estimate["device"], c.estimate.value("workload", "")));
     }
     if (with_label_budgets) {
         for (const auto& [k, v] : s.labels) {

@@ -17,11 +17,27 @@ namespace llmt::server {
 namespace fs = std::filesystem;
 
 nlohmann::json ThroughputRow::to_json() const {
-    return {{"line", line},           {"device", device},   {"card", card},
-            {"world_size", world_size}, {"threads_per_rank", threads_per_rank},
-            {"model", model},         {"precision", precision}, {"flops_per_token", flops_per_token},
-            {"tokens_per_s", tokens_per_s}, {"date", date},  {"machine", machine},
-            {"command", command},     {"source", source}};
+    nlohmann::json j = {{"line", line},           {"device", device},   {"card", card},
+                        {"world_size", world_size}, {"threads_per_rank", threads_per_rank},
+                        {"model", model},         {"precision", precision}, {"date", date},
+                        {"machine", machine},     {"command", command}, {"source", source}};
+    if (micro_batch_size > 0) j["micro_batch_size"] = micro_batch_size;
+    if (images()) {
+        j["arch"] = arch;
+        j["flops_per_image"] = flops_per_token;
+        j["images_per_s"] = tokens_per_s;
+    } else {
+        j["flops_per_token"] = flops_per_token;
+        j["tokens_per_s"] = tokens_per_s;
+    }
+    return j;
+}
+
+std::vector<ThroughputRow> rows_of_arch(const std::vector<ThroughputRow>& rows, const std::string& arch) {
+    std::vector<ThroughputRow> out;
+    for (const ThroughputRow& r : rows)
+        if (r.arch == arch) out.push_back(r);
+    return out;
 }
 
 namespace {
@@ -79,6 +95,25 @@ std::vector<Point> points(const std::vector<const ThroughputRow*>& rows, int wor
     return out;
 }
 
+// The rate and FLOPs of a row: tokens (a language model) or, with "images_per_s", images (a classifier
+// of "arch" mlp or cnn).
+void read_rate(const nlohmann::json& j, const std::string& where, ThroughputRow& r) {
+    const bool images = j.contains("images_per_s");
+    if (images && j.contains("tokens_per_s"))
+        throw InputError(where + ": a row has 'tokens_per_s' (a language model) or 'images_per_s' (an image "
+                                 "classifier), not both");
+    const char* rate = images ? "images_per_s" : "tokens_per_s";
+    const char* flops = images ? "flops_per_image" : "flops_per_token";
+    r.flops_per_token = field<double>(j, flops, where, "a number > 0");
+    r.tokens_per_s = field<double>(j, rate, where, "a number > 0");
+    if (!(r.flops_per_token > 0)) throw InputError(fmt::format("{}: field '{}' must be > 0", where, flops));
+    if (!(r.tokens_per_s > 0)) throw InputError(fmt::format("{}: field '{}' must be > 0", where, rate));
+    if (!images) return;
+    r.arch = field<std::string>(j, "arch", where, "\"mlp\" or \"cnn\" (model.arch of the classifier)");
+    if (r.arch != "mlp" && r.arch != "cnn")
+        throw InputError(fmt::format("{}: field 'arch' must be \"mlp\" or \"cnn\", got \"{}\"", where, r.arch));
+}
+
 }  // namespace
 
 std::vector<ThroughputRow> load_throughput(const fs::path& path) {
@@ -98,15 +133,13 @@ std::vector<ThroughputRow> load_throughput(const fs::path& path) {
             throw InputError(fmt::format("{}: field 'device' must be \"cpu\" or \"cuda\", got \"{}\"", where, r.device));
         r.card = field<std::string>(j, "card", where, "a string naming the CPU or GPU");
         r.world_size = field<int>(j, "world_size", where, "an integer >= 1");
-        r.flops_per_token = field<double>(j, "flops_per_token", where, "a number > 0");
-        r.tokens_per_s = field<double>(j, "tokens_per_s", where, "a number > 0");
+        read_rate(j, where, r);
         r.date = field<std::string>(j, "date", where, "the measurement date YYYY-MM-DD");
         r.machine = field<std::string>(j, "machine", where, "a string describing the machine");
         r.command = field<std::string>(j, "command", where, "the command that measured it");
         if (r.world_size < 1) throw InputError(where + ": field 'world_size' must be >= 1");
-        if (!(r.flops_per_token > 0)) throw InputError(where + ": field 'flops_per_token' must be > 0");
-        if (!(r.tokens_per_s > 0)) throw InputError(where + ": field 'tokens_per_s' must be > 0");
         if (auto it = j.find("threads_per_rank"); it != j.end() && it->is_number_integer()) r.threads_per_rank = *it;
+        if (auto it = j.find("micro_batch_size"); it != j.end() && it->is_number_integer()) r.micro_batch_size = *it;
         r.model = opt_string(j, "model");
         r.precision = opt_string(j, "precision");
         r.source = opt_string(j, "source");
@@ -131,7 +164,8 @@ std::optional<fs::path> default_throughput_file() {
 }
 
 ThroughputEstimate estimate_throughput(const std::vector<ThroughputRow>& all, const std::string& device,
-                                       const std::string& card, double fpt, int world, int threads) {
+                                       const std::string& card, double fpt, int world, int threads,
+                                       const std::string& unit) {
     ThroughputEstimate e;
     // The card: the named one, else the one measured last (dates are ISO, so they sort as text).
     const ThroughputRow* latest = nullptr;
@@ -168,9 +202,9 @@ ThroughputEstimate estimate_throughput(const std::vector<ThroughputRow>& all, co
     } else if (hi == ones.begin() || hi == ones.end()) {
         const Point& p = hi == ones.end() ? ones.back() : ones.front();
         e.tokens_per_s_rank = p.tps * p.fpt / fpt;
-        e.rate_basis = fmt::format("achieved FLOP/s of the nearest measured model ({:.3g} FLOP/token), outside the "
+        e.rate_basis = fmt::format("achieved FLOP/s of the nearest measured model ({:.3g} FLOP/{}), outside the "
                                    "measured range",
-                                   p.fpt);
+                                   p.fpt, unit);
         use_lines(p.lines);
     } else {
         const Point& a = *(hi - 1);
@@ -179,8 +213,8 @@ ThroughputEstimate estimate_throughput(const std::vector<ThroughputRow>& all, co
         const double flops = std::exp((1 - w) * std::log(a.tps * a.fpt) + w * std::log(b.tps * b.fpt));
         e.tokens_per_s_rank = flops / fpt;
         e.rate_basis = fmt::format("achieved FLOP/s interpolated (log-log) between measured models of {:.3g} and "
-                                   "{:.3g} FLOP/token",
-                                   a.fpt, b.fpt);
+                                   "{:.3g} FLOP/{}",
+                                   a.fpt, b.fpt, unit);
         use_lines(a.lines);
         use_lines(b.lines);
     }

@@ -14,20 +14,28 @@
 
 namespace llmt::server {
 
+// A language-model row counts tokens; an image-classifier row (one with "images_per_s", "flops_per_image"
+// and "arch" in the file) counts images, and its rate and FLOPs sit in the same two fields, per image.
 struct ThroughputRow {
     std::string device;        // "cpu" | "cuda"
     std::string card;          // what ran it: the CPU model and core count, or the GPU's name
     int world_size = 1;        // ranks (processes) of the run
     int threads_per_rank = 0;  // CPU runs; 0 when not recorded
-    double flops_per_token = 0;  // 6N + 12LCT of the model that ran (models::model_flops_per_token)
-    double tokens_per_s = 0;     // all ranks together
-    std::string model;           // "L4 d256 h4 T256" (for people reading the rows)
+    double flops_per_token = 0;  // 6N + 12LCT of the model that ran (models::model_flops_per_token); per image
+    double tokens_per_s = 0;     // all ranks together; images/s for a classifier row
+    std::string arch;            // "" (a language model) | "mlp" | "cnn" (an image classifier)
+    std::string model;           // "L4 d256 h4 T256" or "cnn 28x28x1 c32,64 h128 k10" (for people reading the rows)
     std::string precision;       // "fp32" | "bf16"
+    int micro_batch_size = 0;    // per rank; 0 when not recorded
     std::string date, machine, command, source;
     int line = 0;  // 1-based line in the file, to name it
 
+    bool images() const { return !arch.empty(); }
     nlohmann::json to_json() const;
 };
+
+// The rows of one workload: arch "" the language-model rows, else the classifier rows of that arch.
+std::vector<ThroughputRow> rows_of_arch(const std::vector<ThroughputRow>& rows, const std::string& arch);
 
 // Throws InputError naming the file, the line and the field for a row that is not valid.
 std::vector<ThroughputRow> load_throughput(const std::filesystem::path& path);
@@ -66,8 +74,10 @@ struct ThroughputEstimate {
 // extrapolated past the largest at the same loss per doubling (a world-size-W row is compared with the
 // world-size-1 row of the same model and threads per rank); with no multi-rank rows it is 1 and
 // efficiency_basis says it was not measured.
+// `unit` names what a row counts ("token", "image") in the bases' text. Pass the rows of one workload
+// (rows_of_arch).
 ThroughputEstimate estimate_throughput(const std::vector<ThroughputRow>& rows, const std::string& device,
                                        const std::string& card, double flops_per_token, int world_size,
-                                       int threads = 0);
+                                       int threads = 0, const std::string& unit = "token");
 
 }  // namespace llmt::server

@@ -108,6 +108,31 @@ TEST(Idx, WrongMagicRankAndTrailingBytes) {
     EXPECT_NE(error_of(p, 1).find("2 bytes after the data"), std::string::npos) << error_of(p, 1);
 }
 
+// The header alone (what an estimate reads to size an epoch): the dimensions of raw and gzip files,
+// whatever follows; a wrong magic or rank, a short header and a zero dimension are FormatErrors.
+TEST(Idx, DimsFromTheHeaderAlone) {
+    TempDir d;
+    write_file_atomic(d.path / "a.idx", idx_bytes({60000, 28, 28}, 5));  // the data is not read
+    write_file_atomic(d.path / "a.idx.gz", gzip(idx_bytes({3, 2, 2})));
+    EXPECT_EQ(read_idx_dims(d.path / "a.idx", 3), (std::vector<int64_t>{60000, 28, 28}));
+    EXPECT_EQ(read_idx_dims(d.path / "a.idx.gz", 3), (std::vector<int64_t>{3, 2, 2}));
+    auto error = [](const fs::path& p, int rank) {
+        try {
+            (void)read_idx_dims(p, rank);
+        } catch (const FormatError& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_NE(error(d.path / "a.idx", 1).find("expected the IDX magic 00 00 08 01"), std::string::npos);
+    write_file_atomic(d.path / "short.idx", idx_bytes({3, 2, 2}).substr(0, 10));
+    EXPECT_NE(error(d.path / "short.idx", 3).find("truncated at offset 10"), std::string::npos)
+        << error(d.path / "short.idx", 3);
+    write_file_atomic(d.path / "zero.idx", idx_bytes({0, 2, 2}));
+    EXPECT_NE(error(d.path / "zero.idx", 3).find("dimension 0 is 0"), std::string::npos) << error(d.path / "zero.idx", 3);
+    EXPECT_THROW((void)read_idx_dims(d.path / "missing.idx", 3), IoError);
+}
+
 TEST(ImageSet, LabelsBeyondTheClassesAreRefused) {
     TempDir d;
     write_file_atomic(d.path / "i.idx", idx_bytes({3, 2, 2}));

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <yaml-cpp/yaml.h>
+
 #include "support/subprocess.h"
 
 namespace fs = std::filesystem;
@@ -230,6 +232,93 @@ TEST(K8sManifests, WarnsAboutLostCheckpointsAndRelativeDataPaths) {
     EXPECT_NE(r.err.find("no --output-pvc"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("data.train_shards is relative"), std::string::npos) << r.err;
     EXPECT_NE(r.out.find("name: gpt2-tiny"), std::string::npos) << "the name defaults to run.name";
+}
+
+// Issue 21: a classifier preset on Kubernetes. fashion_mnist_cnn reads data.source idx's default files,
+// Debian's dataset-fashion-mnist, which the image installs (deploy/Containerfile): the pods find them
+// without a volume. Pointed at IDX files of a data volume (/data/...), the render mounts the claim
+// read-only at /data and the config the pods read names those files; without --data-pvc it warns.
+namespace {
+
+struct Rendered {
+    YAML::Node pod;          // the Indexed Job's pod spec
+    std::string config;      // the ConfigMap's config.yaml
+    std::string warnings;    // stderr
+};
+
+Rendered render_classifier(const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {llmtrain_bin(), "k8s", "render", "--config",
+                                     (kSrc / "configs/presets/fashion_mnist_cnn.yaml").string(),
+                                     "--name", "fmnist", "--nodes", "1", "--output-pvc", "outputs"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    auto r = run_process(argv);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    Rendered out;
+    out.warnings = r.err;
+    for (const YAML::Node& doc : YAML::LoadAll(r.out)) {
+        const std::string kind = doc["kind"].as<std::string>();
+        if (kind == "ConfigMap") out.config = doc["data"]["config.yaml"].as<std::string>();
+        if (kind == "Job") out.pod = doc["spec"]["template"]["spec"];
+    }
+    return out;
+}
+
+// The claim behind the volume mounted at `mount_path` ("" when none is mounted there).
+std::string claim_at(const YAML::Node& pod, const std::string& mount_path, bool* read_only = nullptr) {
+    for (const YAML::Node& m : pod["containers"][0]["volumeMounts"]) {
+        if (m["mountPath"].as<std::string>() != mount_path) continue;
+        if (read_only) *read_only = m["readOnly"] && m["readOnly"].as<bool>();
+        for (const YAML::Node& v : pod["volumes"])
+            if (v["name"].as<std::string>() == m["name"].as<std::string>() && v["persistentVolumeClaim"])
+                return v["persistentVolumeClaim"]["claimName"].as<std::string>();
+    }
+    return "";
+}
+
+}  // namespace
+
+TEST(K8sManifests, ClassifierPresetReadsTheImagesDatasetOrAMountedOne) {
+    // The default: the config leaves data.train_images etc. at their defaults, which resolve to the image's
+    // copy; nothing is mounted at /data and nothing warns about the data.
+    Rendered d = render_classifier({});
+    ASSERT_TRUE(d.pod) << "no Job in the render";
+    EXPECT_EQ(d.config.find("train_images"), std::string::npos) << d.config;  // the default, resolved in the pod
+    EXPECT_NE(d.config.find("source: idx"), std::string::npos) << d.config;
+    EXPECT_EQ(claim_at(d.pod, "/data"), "");
+    EXPECT_EQ(d.warnings.find("data."), std::string::npos) << d.warnings;
+    auto resolved = run_process({llmtrain_bin(), "print-config", "--config",
+                                 (kSrc / "configs/presets/fashion_mnist_cnn.yaml").string(), "--json"});
+    ASSERT_EQ(resolved.exit_code, 0) << resolved.err;
+    const std::string want = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+    EXPECT_NE(resolved.out.find(want), std::string::npos) << resolved.out;
+    // ... which the image installs.
+    const std::string containerfile = slurp(kSrc / "deploy/Containerfile");
+    const auto runtime = containerfile.find("ARG RUNTIME_PACKAGES=");
+    ASSERT_NE(runtime, std::string::npos);
+    EXPECT_NE(containerfile.substr(runtime, containerfile.find('\n', runtime) - runtime).find("dataset-fashion-mnist"),
+              std::string::npos);
+
+    // Digit MNIST on a data volume: mounted read-only at /data from the claim, and the config names it.
+    const std::vector<std::string> mnist = {
+        "--set", "data.train_images=/data/mnist/train-images-idx3-ubyte.gz",
+        "--set", "data.train_labels=/data/mnist/train-labels-idx1-ubyte.gz",
+        "--set", "data.test_images=/data/mnist/t10k-images-idx3-ubyte.gz",
+        "--set", "data.test_labels=/data/mnist/t10k-labels-idx1-ubyte.gz"};
+    std::vector<std::string> with_pvc = mnist;
+    with_pvc.insert(with_pvc.end(), {"--data-pvc", "datasets"});
+    Rendered m = render_classifier(with_pvc);
+    bool read_only = false;
+    EXPECT_EQ(claim_at(m.pod, "/data", &read_only), "datasets");
+    EXPECT_TRUE(read_only);
+    EXPECT_NE(m.config.find("/data/mnist/train-images-idx3-ubyte.gz"), std::string::npos) << m.config;
+    EXPECT_EQ(m.warnings.find("data."), std::string::npos) << m.warnings;
+    // The same paths without the claim: the pods would not find them, and the render says so.
+    Rendered none = render_classifier(mnist);
+    EXPECT_EQ(claim_at(none.pod, "/data"), "");
+    EXPECT_NE(none.warnings.find("data.train_images is /data/mnist/train-images-idx3-ubyte.gz, under /data, but no "
+                                 "--data-pvc"),
+              std::string::npos)
+        << none.warnings;
 }
 
 }  // namespace

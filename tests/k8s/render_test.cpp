@@ -269,6 +269,22 @@ TEST(K8sSpec, ImageDatasetsNeedNoDataVolume) {
     EXPECT_TRUE(has(warnings(s), "outside the /data volume"));
 }
 
+// A path under /data with no --data-pvc: nothing is mounted there, so the pods would fail to open it.
+TEST(K8sSpec, DataPathsWithoutADataVolumeWarn) {
+    JobSpec s = cpu_spec(Kind::IndexedJob, 1);
+    s.config_data_paths = {{"data.train_images", "/data/mnist/train-images-idx3-ubyte.gz"}};
+    auto has = [](const std::vector<std::string>& w, const std::string& x) {
+        return std::any_of(w.begin(), w.end(), [&](const std::string& l) { return l.find(x) != std::string::npos; });
+    };
+    EXPECT_TRUE(has(warnings(s), "data.train_images is /data/mnist/train-images-idx3-ubyte.gz, under /data, but no "
+                                 "--data-pvc"));
+    s.data_pvc = "datasets";
+    EXPECT_FALSE(has(warnings(s), "no --data-pvc"));
+    s.data_pvc = "";
+    s.config_data_paths = {{"data.train_images", "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"}};
+    EXPECT_FALSE(has(warnings(s), "no --data-pvc"));  // the image's copy
+}
+
 TEST(K8sRender, EachKindsRankSource) {
     auto args_of = [](Kind k) { return launcher_args(cpu_spec(k, 2)); };
     auto has = [](const std::vector<std::string>& a, const std::string& x) {

@@ -1,7 +1,8 @@
-// Issue 21 through the control plane: the submission of the issue, word for word (the fashion_mnist_cnn
-// preset, 5 epochs, micro-batch 128, 2 processes), ends succeeded, and its summary carries the test set's
-// accuracy and confusion matrix (Debian's dataset-fashion-mnist, read where scripts/setup.sh installs it).
-#include "server_fixture.h"
+// Issue 21's submission through `llmtrain serve`, word for word: fashion_mnist_cnn, 5 epochs of
+// micro-batch 128 on 2 processes, ends succeeded with the test accuracy in the job detail. The bound is
+// the issue's acceptance figure (>= 91% within 5 epochs on 2 CPU cores); chance is 10%. Label slow
+// (make test-slow): minutes of training on 2 cores. classifier_serve_quick_test is the make-test one.
+#include "classifier_serve.h"
 
 namespace {
 
@@ -10,21 +11,15 @@ using namespace llmt::testing;
 
 TEST(ClassifierServe, FashionMnistSubmissionSucceedsWithTestAccuracy) {
     const fs::path root = fs::temp_directory_path() / ("llmt_cls_serve_" + std::to_string(::getpid()));
-    ServeProcess server(root / "srv", {"--capacity", "cpus=2,gpus=0", "--allow-read", "/usr/share/datasets"});
-    Api bob(server.port(), kSubmitterToken);
-    const auto body = nlohmann::json::parse(R"({"name": "fmnist", "config": "fashion_mnist_cnn",
-        "overrides": {"trainer.epochs": 5, "trainer.micro_batch_size": 128}, "nproc_per_node": 2})");
-    auto r = bob.post("/v1/jobs", body);
-    ASSERT_EQ(r.status, 201) << r.text;
-    const int64_t id = r.body["id"];
-    auto job = [&] { return bob.get("/v1/jobs/" + std::to_string(id)).body; };
-    ASSERT_TRUE(wait_for([&] { return job().value("state", "") == "succeeded"; }, 1800)) << job().dump(2) << server.log();
-    auto s = bob.get("/v1/jobs/" + std::to_string(id) + "/artifacts/summary.json");
-    ASSERT_EQ(s.status, 200) << s.text;
-    EXPECT_EQ(s.body["world_size"], 2);
-    EXPECT_GE(s.body["test_accuracy"].get<double>(), 0.91) << s.body.dump(2);
-    EXPECT_EQ(s.body["confusion_matrix"].size(), 10u);
-    EXPECT_EQ(s.body["class_names"][9], "Ankle boot");
+    ClassifierJob job = run_fashion_mnist_job(root, {{"trainer.epochs", 5}, {"trainer.micro_batch_size", 128}}, 1800);
+    expect_classifier_result(job.detail, 0.91);
+    // The estimate at submit came from the measured images/s rows (configs/throughput.jsonl).
+    EXPECT_EQ(job.submitted["estimate"]["source"], "measured") << job.submitted.dump(2);
+    EXPECT_EQ(job.submitted["estimate"]["epochs"], 5) << job.submitted.dump(2);
+    const nlohmann::json& est = job.submitted["estimate"];
+    std::printf("fashion_mnist_cnn, 5 epochs, 2 processes through serve: test accuracy %s, %.0f s submit to "
+                "succeeded (estimated %s s)\n",
+                job.detail["result"]["test_accuracy"].dump().c_str(), job.wall_s, est["duration_s"].dump().c_str());
     fs::remove_all(root);
 }
 

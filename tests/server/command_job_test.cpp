@@ -126,6 +126,14 @@ TEST_F(CommandJobTest, OnlyRunnerAndAdminTokensMaySubmitOne) {
     r = Api(server_->port(), kRunnerToken).post("/v1/jobs", bad);
     EXPECT_EQ(r.status, 400) << r.text;
     EXPECT_EQ(r.body["error"]["field"], "command[1]") << r.text;
+    // resume_from continues a training job's checkpoint with `train --resume auto`; a command job has none to
+    // continue, so the field is refused by name rather than checked against the store and ignored.
+    Json resumed = ddp_job("resumed");
+    resumed["resume_from"] = 1;
+    r = Api(server_->port(), kRunnerToken).post("/v1/jobs", resumed);
+    EXPECT_EQ(r.status, 400) << r.text;
+    EXPECT_EQ(r.body["error"]["field"], "resume_from") << r.text;
+    EXPECT_NE(r.body["error"]["message"].get<std::string>().find("command job"), std::string::npos) << r.text;
     // The local executor runs on this machine: an image would be ignored, so it is refused.
     Json img = ddp_job("img");
     img["image"] = "registry/team/train:1.2";

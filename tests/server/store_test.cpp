@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "server/estimate_history.h"
 #include "server/store.h"
 
 namespace {
@@ -138,6 +139,31 @@ TEST_F(StoreTest, TransitionsAreConditionalAndRecorded) {
     EXPECT_EQ(h[2].detail, "cancel requested");
     EXPECT_EQ(h[3].state, "cancelled");
     EXPECT_TRUE(s.check_consistency().empty());
+}
+
+// The correction of later estimates reads the succeeded jobs of the same device and workload only: an
+// image classifier's actual/estimate ratio does not correct a language model's estimate, nor back.
+TEST_F(StoreTest, EstimateHistoryKeepsWorkloadsApart) {
+    JobStore s(dir_ / "db.sqlite");
+    auto succeed = [&](nlohmann::json estimate) {
+        JobRecord r = rec("j");
+        r.estimate = std::move(estimate);
+        const int64_t id = s.insert(r);
+        JobUpdate start;
+        start.start_attempt = true;
+        ASSERT_TRUE(s.transition(id, JobState::kQueued, JobState::kRunning, start));
+        JobUpdate done;
+        done.finish = true;
+        done.exit_code = 0;
+        ASSERT_TRUE(s.transition(id, JobState::kRunning, JobState::kSucceeded, done));
+    };
+    succeed({{"source", "measured"}, {"device", "cpu"}, {"duration_s", 10.0}});
+    succeed({{"source", "measured"}, {"device", "cpu"}, {"duration_s", 20.0}, {"workload", "image_classifier"}});
+    succeed({{"source", "measured"}, {"device", "cuda"}, {"duration_s", 20.0}, {"workload", "image_classifier"}});
+    EXPECT_EQ(estimate_history(s, "cpu").ratios.size(), 1u);
+    EXPECT_EQ(estimate_history(s, "cpu", "image_classifier").ratios.size(), 1u);
+    EXPECT_EQ(estimate_history(s, "cuda", "image_classifier").ratios.size(), 1u);
+    EXPECT_EQ(estimate_history(s, "cuda").ratios.size(), 0u);
 }
 
 TEST_F(StoreTest, AdmissionOrderIsPriorityThenSubmission) {

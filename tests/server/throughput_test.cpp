@@ -3,12 +3,14 @@
 // the `llmtrain estimate` command over the repository's table.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "config/loader.h"
 #include "core/error.h"
+#include "models/classifier.h"
 #include "models/gpt2.h"
 #include "server/estimate.h"
 #include "server/throughput.h"
@@ -192,4 +194,189 @@ TEST(EstimateCli, PrintsWorldSizesFromMeasuredRows) {
         {llmt::testing::llmtrain_bin(), "estimate", "--config", preset, "--throughput-file", bad.string()});
     EXPECT_EQ(b.exit_code, 2);
     EXPECT_NE(b.err.find(bad.string() + ":2"), std::string::npos) << b.err;
+}
+
+// Image-classifier rows (images_per_s, flops_per_image, arch) and the estimates built on them
+// (server/estimate_classifier.h).
+namespace {
+
+std::string image_row(const std::string& arch, double fpi, double ips, int world = 1, int threads = 2, int batch = 128,
+                      const std::string& card = "epyc x2") {
+    return "{\"device\":\"cpu\",\"card\":\"" + card + "\",\"world_size\":" + std::to_string(world) +
+           ",\"threads_per_rank\":" + std::to_string(threads) + ",\"arch\":\"" + arch +
+           "\",\"flops_per_image\":" + std::to_string(fpi) + ",\"images_per_s\":" + std::to_string(ips) +
+           ",\"micro_batch_size\":" + std::to_string(batch) +
+           ",\"date\":\"2026-11-27\",\"machine\":\"test\",\"command\":\"hand-written\",\"model\":\"m\","
+           "\"precision\":\"fp32\"}\n";
+}
+
+// An IDX file of n 28x28 images (only its header is read by an estimate), so the epoch size is known
+// without the installed dataset.
+fs::path tiny_idx_images(int n) {
+    fs::path p = fs::temp_directory_path() / ("llmt_estimate_images_" + std::to_string(::getpid()) + ".idx");
+    std::ofstream f(p, std::ios::binary);
+    const unsigned char head[16] = {0, 0, 8, 3, static_cast<unsigned char>(n >> 24), static_cast<unsigned char>(n >> 16),
+                                    static_cast<unsigned char>(n >> 8), static_cast<unsigned char>(n), 0, 0, 0, 28,
+                                    0, 0, 0, 28};
+    f.write(reinterpret_cast<const char*>(head), 16);
+    f << std::string(static_cast<size_t>(n) * 28 * 28, '\0');
+    return p;
+}
+
+config::Config classifier_config(const std::string& preset, std::vector<std::string> sets) {
+    sets.push_back("data.train_images=" + tiny_idx_images(1200).string());
+    sets.push_back("run.device=cpu");
+    return config::load_config_file(fs::path(LLMT_SOURCE_DIR) / "configs/presets" / (preset + ".yaml"), sets);
+}
+
+double fpi_of(const config::Config& cfg) { return models::ClassifierConfig::from(cfg).train_flops_per_image(); }
+
+}  // namespace
+
+TEST(Throughput, ClassifierRowsLoadApartFromTheLanguageModels) {
+    auto rows = load_throughput(write_rows("images", row("cpu", "xeon x2", 1, 1, 1e8, 1000) + image_row("cnn", 3e7, 5000)));
+    ASSERT_EQ(rows.size(), 2u);
+    EXPECT_FALSE(rows[0].images());
+    EXPECT_TRUE(rows[1].images());
+    EXPECT_EQ(rows[1].arch, "cnn");
+    EXPECT_DOUBLE_EQ(rows[1].tokens_per_s, 5000);  // images/s in the rate field
+    EXPECT_EQ(rows[1].micro_batch_size, 128);
+    EXPECT_EQ(rows[1].to_json()["images_per_s"], 5000.0);
+    EXPECT_FALSE(rows[1].to_json().contains("tokens_per_s"));
+    // A language model's estimate never reads the images/s row (a newer card of the same device).
+    config::Config lm = config::load_config_file(fs::path(LLMT_SOURCE_DIR) / "configs/presets/gpt2_tiny_cpu.yaml",
+                                                 {"run.threads=1"});
+    ThroughputTable table{rows, "rows.jsonl", ""};
+    nlohmann::json lm_est = estimate_job(JobSpec{}, lm, Rates{}, table);
+    EXPECT_EQ(lm_est["card"], "xeon x2") << lm_est.dump(2);
+    EXPECT_EQ(lm_est["rows_used"].size(), 1u) << lm_est.dump(2);
+
+    auto expect_error = [](const std::string& text, const std::string& needle) {
+        try {
+            load_throughput(write_rows("bad_images", text));
+            ADD_FAILURE() << "accepted: " << text;
+        } catch (const InputError& e) {
+            EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+        }
+    };
+    std::string no_arch = image_row("cnn", 3e7, 5000);
+    no_arch.replace(no_arch.find("\"arch\":\"cnn\","), 13, "");
+    expect_error(no_arch, ":1: missing field 'arch'");
+    expect_error(image_row("resnet", 3e7, 5000), "field 'arch' must be \"mlp\" or \"cnn\"");
+    expect_error(image_row("cnn", 3e7, -1), "'images_per_s' must be > 0");
+    std::string both = image_row("cnn", 3e7, 5000);
+    both.insert(1, "\"tokens_per_s\":5,");
+    expect_error(both, "not both");
+}
+
+// fashion_mnist_cnn (5 epochs, micro-batch 128) on a 1,200-image training file: the split keeps
+// 1200 - round(1200 x 0.0833333) = 1100 images, so 5 epochs are 5,500 images; at the row's 1,000
+// images/s that is 5.5 s, 1.1 s per epoch. Two ranks: 550 each, the rows' efficiency 0.9.
+TEST(Estimate, ClassifierFromImagesRows) {
+    config::Config cfg = classifier_config("fashion_mnist_cnn", {});
+    const double fpi = fpi_of(cfg);
+    ThroughputTable table{load_throughput(write_rows("cnn", image_row("cnn", fpi, 1000) +
+                                                               image_row("cnn", fpi, 1800, 2, 1) +
+                                                               image_row("cnn", fpi, 1000, 1, 1))),
+                          "rows.jsonl", ""};
+    JobSpec one;
+    nlohmann::json e = estimate_job(one, cfg, Rates{0.5, 3.0}, table);
+    ASSERT_EQ(e["source"], "measured") << e.dump(2);
+    EXPECT_EQ(e["workload"], "image_classifier");
+    EXPECT_EQ(e["model"], "cnn 28x28x1 c32,64 h128 k10");
+    EXPECT_EQ(e["images_per_epoch"], 1100);
+    EXPECT_DOUBLE_EQ(e["images"].get<double>(), 5500);
+    EXPECT_DOUBLE_EQ(e["images_per_s"].get<double>(), 1000);  // the row's rate
+    EXPECT_NEAR(e["duration_s"].get<double>(), 5.5, 1e-9);
+    EXPECT_NEAR(e["seconds_per_epoch"].get<double>(), 1.1, 1e-9);
+    EXPECT_NEAR(e["cost_usd"].get<double>(), 5.5 / 3600 * 0.5, 1e-12);
+    EXPECT_EQ(e["steps"], 5 * 9);  // ceil(1100 / 128) = 9 micro-batches an epoch
+    EXPECT_NE(e["basis"]["rate"].get<std::string>().find("measured for this shape"), std::string::npos) << e.dump(2);
+    EXPECT_EQ(e["rows_used"].size(), 1u);
+    EXPECT_FALSE(e.contains("tokens"));
+
+    JobSpec two;
+    two.nproc_per_node = 2;
+    nlohmann::json sc = estimate_scaling(two, cfg, Rates{}, table, 2);
+    ASSERT_EQ(sc["source"], "measured") << sc.dump(2);
+    ASSERT_EQ(sc["worlds"].size(), 2u);
+    EXPECT_NEAR(sc["worlds"][1]["images_per_s"].get<double>(), 1800, 1e-9);  // 2 x 1000 x (1800 / (2 x 1000))
+    EXPECT_NEAR(sc["worlds"][1]["duration_s"].get<double>(), 5500 / 1800.0, 1e-9);
+    EXPECT_EQ(sc["worlds"][1]["steps"], 5 * 5);  // ceil(550 / 128) = 5 an epoch on each rank
+
+    // Without trainer.epochs, max_steps of the global batch: 100 x 128 images.
+    config::Config steps = classifier_config("fashion_mnist_cnn", {"trainer.epochs=0", "trainer.max_steps=100"});
+    nlohmann::json s = estimate_job(one, steps, Rates{}, table);
+    EXPECT_DOUBLE_EQ(s["images"].get<double>(), 12800);
+    EXPECT_NEAR(s["duration_s"].get<double>(), 12.8, 1e-9);
+}
+
+// A shape with no row of its own says so and is sized by the achieved FLOP/s of its arch's rows, as the
+// language models are; an arch with no row at all is unmeasured, and the reason names it.
+TEST(Estimate, ClassifierShapeWithoutARowSaysWhy) {
+    config::Config cfg = classifier_config("fashion_mnist_cnn", {});
+    const double fpi = fpi_of(cfg);
+    ThroughputTable table{load_throughput(write_rows("cnn_only", image_row("cnn", fpi, 1000))), "rows.jsonl", ""};
+    config::Config wide = classifier_config("fashion_mnist_cnn", {"model.conv_channels=[64,128]"});
+    nlohmann::json e = estimate_job(JobSpec{}, wide, Rates{}, table);
+    ASSERT_EQ(e["source"], "measured") << e.dump(2);
+    const std::string basis = e["basis"]["rate"];
+    EXPECT_NE(basis.find("no row of this shape (cnn 28x28x1 c64,128 h128 k10)"), std::string::npos) << basis;
+    EXPECT_NE(basis.find("FLOP/image"), std::string::npos) << basis;
+    // Same achieved FLOP/s: 1000 x fpi / fpi(wide).
+    EXPECT_NEAR(e["images_per_s"].get<double>(), 1000 * fpi / fpi_of(wide), 1e-6);
+
+    config::Config mlp = classifier_config("fashion_mnist_mlp", {});
+    nlohmann::json m = estimate_job(JobSpec{}, mlp, Rates{}, table);
+    EXPECT_EQ(m["source"], "unmeasured");
+    EXPECT_TRUE(m["duration_s"].is_null());
+    EXPECT_NE(m["reason"].get<std::string>().find("no world-size-1 images/s row of model.arch mlp for device cpu"),
+              std::string::npos)
+        << m.dump(2);
+    // A micro-batch no row has: the rows of another batch, and the basis says so.
+    config::Config b64 = classifier_config("fashion_mnist_cnn", {"trainer.micro_batch_size=64"});
+    EXPECT_NE(estimate_job(JobSpec{}, b64, Rates{}, table)["basis"]["rate"].get<std::string>().find(
+                  "no row at the job's micro_batch_size 64"),
+              std::string::npos);
+    // trainer.epochs with a training file the server cannot read: no figure, and why.
+    config::Config missing = config::load_config_file(fs::path(LLMT_SOURCE_DIR) / "configs/presets/fashion_mnist_cnn.yaml",
+                                                      {"data.train_images=/nonexistent/train.idx", "run.device=cpu"});
+    nlohmann::json x = estimate_job(JobSpec{}, missing, Rates{}, table);
+    EXPECT_EQ(x["source"], "unmeasured");
+    EXPECT_NE(x["reason"].get<std::string>().find("trainer.epochs 5 needs the training set's size"), std::string::npos)
+        << x.dump(2);
+}
+
+// The repository's table (bench/train_classifier and the transcribed H100 rows) sizes both presets on the
+// CPU and the H100: the rate is the median of the rows it names, all of the preset's shape, world size 1
+// and micro-batch.
+TEST(Estimate, RepositoryTableSizesTheClassifierPresets) {
+    ThroughputTable table;
+    table.path = (fs::path(LLMT_SOURCE_DIR) / "configs/throughput.jsonl").string();
+    table.rows = load_throughput(table.path);
+    auto check = [&](const std::string& preset, const std::string& arch, int gpus, int batch) {
+        config::Config cfg = classifier_config(preset, {"trainer.micro_batch_size=" + std::to_string(batch)});
+        JobSpec spec;
+        spec.gpus_per_node = gpus;
+        nlohmann::json e = estimate_job(spec, cfg, Rates{}, table);
+        ASSERT_EQ(e["source"], "measured") << preset << e.dump(2);
+        EXPECT_EQ(e["basis"]["rate"].get<std::string>().rfind("measured for this shape", 0), 0u) << e.dump(2);
+        std::vector<double> rates;
+        for (const auto& r : e["rows_used"]) {
+            EXPECT_EQ(r["arch"], arch);
+            EXPECT_EQ(r["device"], gpus > 0 ? "cuda" : "cpu");
+            EXPECT_EQ(r["world_size"], 1);
+            EXPECT_EQ(r["micro_batch_size"], batch);
+            rates.push_back(r["images_per_s"]);
+        }
+        ASSERT_FALSE(rates.empty());
+        std::sort(rates.begin(), rates.end());
+        const size_t n = rates.size();
+        const double median = n % 2 ? rates[n / 2] : 0.5 * (rates[n / 2 - 1] + rates[n / 2]);
+        EXPECT_DOUBLE_EQ(e["images_per_s"].get<double>(), median) << e.dump(2);
+    };
+    check("fashion_mnist_cnn", "cnn", 0, 128);
+    check("fashion_mnist_mlp", "mlp", 0, 128);
+    check("fashion_mnist_cnn", "cnn", 1, 512);
+    check("fashion_mnist_mlp", "mlp", 1, 512);
 }
