@@ -16,7 +16,6 @@
 #include <cstddef>
 #include <cstring>
 
-#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matmul.h"
 
 namespace llmt::kernels::cpu {
@@ -120,7 +119,9 @@ void conv2d_backward(float* dinp, float* dweight, float* dbias, const float* dou
     const int rows = s.B * s.OH * s.OW, K = static_cast<int>(kdim(s));
     matmul_backward(nullptr, dweight, dbias, dout, cols, weight, rows, K, s.OC);
     if (!dinp) return;
-    sgemm(false, false, rows, K, s.OC, 1.0f, dout, s.OC, weight, K, 0.0f, cols, K);
+    // dcols = dout @ weight, over the saved cols (read above), in the linear layers' GEMM precision (bf16 when
+    // the run asks for it, matmul.h).
+    matmul_backward(cols, nullptr, nullptr, dout, nullptr, weight, rows, K, s.OC);
     col2im(dinp, cols, s);
 }
 
