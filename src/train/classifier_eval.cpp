@@ -76,7 +76,10 @@ ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, const
     const size_t first = n * static_cast<size_t>(rank) / static_cast<size_t>(world);
     const size_t last = n * static_cast<size_t>(rank + 1) / static_cast<size_t>(world);
     const int T = static_cast<int>(set.image_size());
-    std::vector<int32_t> x(static_cast<size_t>(B) * static_cast<size_t>(T));
+    // On CUDA a short last batch is padded to B with unlabelled rows (their prediction is not counted, their
+    // loss is 0): the GEMMs keep the shapes cuBLASLt already chose algorithms for (a new shape is timed).
+    const bool pad = classifier->device() == Device::kCuda;
+    std::vector<int32_t> x(static_cast<size_t>(B) * static_cast<size_t>(T), 0);
     std::vector<int32_t> y(static_cast<size_t>(B)), pred(static_cast<size_t>(B));
     for (size_t at = first; at < last; at += static_cast<size_t>(B)) {
         const int rows = static_cast<int>(std::min<size_t>(B, last - at));
@@ -85,7 +88,8 @@ ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, const
             std::copy(px, px + T, x.begin() + static_cast<int64_t>(r) * T);
             y[static_cast<size_t>(r)] = set.labels[static_cast<size_t>(indices[at + r])];
         }
-        e.loss_sum += classifier->classify(x.data(), y.data(), rows, pred.data());
+        std::fill(y.begin() + rows, y.end(), -1);
+        e.loss_sum += classifier->classify(x.data(), y.data(), pad ? B : rows, pred.data());
         for (int r = 0; r < rows; ++r)
             ++e.confusion[static_cast<size_t>(y[static_cast<size_t>(r)]) * e.classes + pred[static_cast<size_t>(r)]];
         e.images += rows;
