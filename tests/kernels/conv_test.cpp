@@ -177,6 +177,38 @@ TEST(ConvOps, MaxPool2dPropagatesNaN) {
     EXPECT_EQ(arg[0], 1);
 }
 
+// The vectorised 2x2 path (16 channels a step, then a scalar tail): NaNs in the first, a middle and the
+// last tap of windows, in vector lanes and in the tail, against the scalar rule (first NaN wins).
+TEST(ConvOps, MaxPool2dNaNInVectorLanes) {
+    const int B = 2, H = 4, W = 6, C = 19, OH = 2, OW = 3;
+    auto x = randn(static_cast<size_t>(B) * H * W * C, 77);
+    for (size_t i = 0; i < x.size(); i += 13) x[i] = kNaN;
+    std::vector<float> out(static_cast<size_t>(B) * OH * OW * C);
+    std::vector<int32_t> arg(out.size());
+    maxpool2d_forward(t4(out, B, OH, OW, C), Tensor(arg.data(), {B, OH, OW, C}, DType::kI32), t4(x, B, H, W, C));
+    // ref_conv.h's pooling has no NaN rule: the kernel's (torch's) rule written out here.
+    std::vector<float> rout(out.size());
+    std::vector<int32_t> rarg(out.size());
+    for (int b = 0; b < B; b++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++)
+                for (int c = 0; c < C; c++) {
+                    const size_t o = ((static_cast<size_t>(b) * OH + oh) * OW + ow) * C + c;
+                    for (int t = 0; t < 4; t++) {
+                        const int idx = (2 * oh + t / 2) * W + 2 * ow + t % 2;
+                        const float v = x[(static_cast<size_t>(b) * H * W + idx) * C + c];
+                        if (t == 0 || v > rout[o] || (std::isnan(v) && !std::isnan(rout[o]))) rout[o] = v, rarg[o] = idx;
+                    }
+                }
+    int nans = 0;
+    for (size_t i = 0; i < out.size(); i++) {
+        nans += std::isnan(rout[i]);
+        EXPECT_TRUE(std::isnan(out[i]) == std::isnan(rout[i]) && (std::isnan(out[i]) || out[i] == rout[i])) << i;
+        EXPECT_EQ(arg[i], rarg[i]) << i;
+    }
+    EXPECT_GT(nans, 20);  // the case exercises NaN windows
+}
+
 TEST(ConvOps, Relu) {
     auto x = randn(1000 * 33 + 5, 300);  // several OpenMP blocks and a tail
     x[3] = 0.0f;
