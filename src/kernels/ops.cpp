@@ -429,6 +429,25 @@ void classifier_forward_backward(Tensor losses, Tensor logits, Tensor targets, f
     cpu::classifier_forward_backward(f(losses), f(logits), ids(targets), dloss_scale, B, T, V, Vp);
 }
 
+void classifier_predict(Tensor preds, Tensor loss_sum, Tensor logits, Tensor losses, Tensor targets, int V) {
+    const char* op = "classifier_predict";
+    const Device dev = check_device(
+        op, {{"preds", preds}, {"loss_sum", loss_sum}, {"logits", logits}, {"losses", losses}, {"targets", targets}});
+    check_shape(op, "logits", logits, {-1, -1});
+    const int B = as_int(op, "B", logits.dim(0)), Vp = as_int(op, "Vp", logits.dim(1));
+    LLMT_INTERNAL_CHECK(V > 0 && V <= Vp, "{}: V = {} must be in [1, Vp = {}]", op, V, Vp);
+    check_shape(op, "preds", preds, {B});
+    check_shape(op, "loss_sum", loss_sum, {2});
+    check_shape(op, "losses", losses, {B});
+    check_shape(op, "targets", targets, {B});
+    check_f32(op, {{"loss_sum", loss_sum}, {"logits", logits}, {"losses", losses}});
+    check_dtype(op, "preds", preds, DType::kI32);
+    check_dtype(op, "targets", targets, DType::kI32);
+    auto* out = static_cast<int32_t*>(preds.data);
+    LLMT_ON_CUDA(dev, classifier_predict(out, f(loss_sum), f(logits), f(losses), ids(targets), B, V, Vp, cuda::stream()));
+    cpu::classifier_predict(out, f(loss_sum), f(logits), f(losses), ids(targets), B, V, Vp);
+}
+
 void softmax_forward(Tensor probs, Tensor logits, int V) {
     const char* op = "softmax_forward";
     check_device(op, {{"probs", probs}, {"logits", logits}});

@@ -141,6 +141,9 @@ void classifier_forward(Tensor losses, Tensor logits, Tensor targets, int V);
 void classifier_forward_backward(Tensor losses, Tensor logits, Tensor targets, float dloss_scale, int V);
 // probs (B,T,Vp) = softmax over the first V columns; probs may alias logits.
 void softmax_forward(Tensor probs, Tensor logits, int V);
+// Evaluation after classifier_forward (T = 1): preds (B) i32 = argmax of logits[:V] per row (the first maximum);
+// loss_sum (2) f32 = the sum of losses (B) over rows whose target (B) is >= 0, as a double's fp32 hi + lo.
+void classifier_predict(Tensor preds, Tensor loss_sum, Tensor logits, Tensor losses, Tensor targets, int V);
 
 // Image ops (ops_conv.cpp) on channels-last (NHWC) activations: B batch, H/W height/width, C channels,
 // OH/OW output height/width, OC output channels. torch's NCHW tensors are ours permuted by (0, 3, 1, 2).
@@ -161,6 +164,9 @@ void conv2d_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
 void maxpool2d_forward(Tensor out, Tensor argmax, Tensor inp, int k = 2, int stride = 2);
 // dinp (B,H,W,C) =: dout (B,OH,OW,C) scattered to the argmax positions, 0 elsewhere.
 void maxpool2d_backward(Tensor dinp, Tensor dout, Tensor argmax, int k = 2, int stride = 2);
+// cpu/pixels.h: out (any shape) f32 = table[pixels] element-wise; pixels i32 in 0..255, the same element count
+// (on the device of out; the caller validates the range); table: 256 floats in host memory.
+void normalize_pixels(Tensor out, Tensor pixels, const float* table);
 // cpu/relu.h. Same-shape tensors of any rank. out may alias inp; dinp (=) may alias dout; the backward reads
 // the forward's output (dinp = dout where out > 0).
 void relu_forward(Tensor out, Tensor inp);

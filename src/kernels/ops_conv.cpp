@@ -4,12 +4,14 @@
 #include "core/check.h"
 #include "kernels/cpu/conv2d.h"
 #include "kernels/cpu/maxpool.h"
+#include "kernels/cpu/pixels.h"
 #include "kernels/cpu/relu.h"
 #include "kernels/ops.h"
 #include "kernels/ops_check.h"
 
 #if LLMT_CUDA_ENABLED
 #include "kernels/cuda/conv.h"
+#include "kernels/cuda/pixels.h"
 #endif
 
 namespace llmt::kernels {
@@ -55,6 +57,21 @@ PoolShape check_pool(const char* op, const Tensor& inp, const char* inp_name, co
 }
 
 }  // namespace
+
+void normalize_pixels(Tensor out, Tensor pixels, const float* table) {
+    const char* op = "normalize_pixels";
+    const Device dev = check_device(op, {{"out", out}, {"pixels", pixels}});
+    check_present(op, "out", out);
+    check_present(op, "pixels", pixels);
+    LLMT_INTERNAL_CHECK(out.numel() == pixels.numel(), "{}: 'pixels' has {} elements, 'out' {}", op, pixels.numel(),
+                        out.numel());
+    check_dtype(op, "out", out, DType::kF32);
+    check_dtype(op, "pixels", pixels, DType::kI32);
+    LLMT_INTERNAL_CHECK(table != nullptr, "{}: the table is missing", op);
+    const auto n = static_cast<size_t>(out.numel());
+    LLMT_ON_CUDA(dev, normalize_pixels(f(out), ids(pixels), n, table, cuda::stream()));
+    cpu::normalize_pixels(f(out), ids(pixels), n, table);
+}
 
 void conv2d_forward(Tensor out, Tensor cols, Tensor inp, Tensor weight, Tensor bias, const Conv2dGeom& g) {
     const char* op = "conv2d_forward";

@@ -97,6 +97,8 @@ Classifier::Classifier(const ClassifierConfig& cfg, Device device, DType dtype, 
     }
     dims_ = {static_cast<int>(convs_.size() + dense_.size()), cfg.hidden.empty() ? cfg.classes : cfg.hidden.front(),
              cfg.H * cfg.W * cfg.C, cfg.classes, cfg.classes};
+    const float scale = 1.f / (255.f * cfg.pixel_std), shift = cfg.pixel_mean / cfg.pixel_std;
+    for (int p = 0; p < 256; ++p) pixel_table_[static_cast<size_t>(p)] = static_cast<float>(p) * scale - shift;
     layout_params(LoraSpec{}, device, dtype);
     if (allocate) allocate_params();
     (void)layout_activations(1);  // the entry indices, the same for every B
@@ -116,6 +118,7 @@ Arena Classifier::layout_activations(int B) const {
     const int64_t b = B;
     int64_t widest = static_cast<int64_t>(cfg_.H) * cfg_.W * cfg_.C;
     self->x0_ = a.add("x0", {b, cfg_.H, cfg_.W, cfg_.C});
+    self->pixels_ = a.add("pixels", {device() == Device::kCuda ? b * cfg_.H * cfg_.W * cfg_.C : 0}, DType::kI32);
     for (size_t i = 0; i < self->convs_.size(); ++i) {
         auto& L = self->convs_[i];
         L.cols = a.add(fmt::format("conv{}.cols", i), {b * L.H * L.W, 9 * L.C});
@@ -132,6 +135,8 @@ Arena Classifier::layout_activations(int B) const {
     }
     self->labels_ = a.add("labels", {b}, DType::kI32);
     self->losses_ = a.add("losses", {b});
+    self->preds_ = a.add("preds", {b}, DType::kI32);
+    self->loss_sum_ = a.add("loss_sum", {2});
     self->dx_a_ = a.add("grad_a", {b * widest});
     self->dx_b_ = a.add("grad_b", {b * widest});
     self->max_width_ = widest;
@@ -152,11 +157,68 @@ uint64_t Classifier::layer_seed(size_t layer) const { return splitmix64(dropout_
 void Classifier::dense_activation_forward(const DenseLayer& l, int B, bool train, size_t index) {
     const Tensor out = act(l.out_act, {B, l.out});
     kernels::relu_forward(out, out);
-    if (l.dropped != l.out_act) {
-        const Tensor dropped = act(l.dropped, {B, l.out});
-        if (train) kernels::dropout_forward(dropped, out, cfg_.dropout, layer_seed(index));
-        else kernels::copy(dropped, out);
+    if (train && l.dropped != l.out_act)  // evaluation reads out_act itself (run_layers)
+        kernels::dropout_forward(act(l.dropped, {B, l.out}), out, cfg_.dropout, layer_seed(index));
+}
+
+namespace {
+
+// Throws InputError naming the first pixel outside 0..255. The scan is branch-free (vectorised), so
+// valid batches pay one pass over the bytes.
+void check_pixels(std::string_view arch, const int32_t* px, size_t n) {
+    uint32_t bad = 0;
+#pragma omp simd reduction(| : bad)
+    for (size_t i = 0; i < n; ++i) bad |= static_cast<uint32_t>(px[i]) >> 8;  // nonzero outside 0..255
+    if (!bad) return;
+    const size_t i = static_cast<size_t>(std::find_if(px, px + n, [](int32_t p) { return p < 0 || p > 255; }) - px);
+    throw InputError(fmt::format("{} forward: pixel {} at index {} is outside 0..255", arch, px[i], i));
+}
+
+}  // namespace
+
+void Classifier::load_inputs(const int32_t* inputs, int B) {
+    const int64_t n = static_cast<int64_t>(B) * cfg_.H * cfg_.W * cfg_.C;
+    check_pixels(arch(), inputs, static_cast<size_t>(n));
+    Tensor pixels(const_cast<int32_t*>(inputs), {n}, DType::kI32);
+    if (device() == Device::kCuda) {
+        const Tensor dev = reshaped(acts_.view(pixels_), {n});
+        kernels::copy(dev, pixels);
+        pixels = dev;
     }
+    kernels::normalize_pixels(act(x0_, {n}), pixels, pixel_table_.data());
+}
+
+void Classifier::run_layers(int B, bool train) {
+    Tensor inp = act(x0_, {B, cfg_.H, cfg_.W, cfg_.C});
+    for (const auto& L : convs_) {
+        const Tensor out = act(L.conv_out, {B, L.H, L.W, L.OC});
+        kernels::conv2d_forward(out, act(L.cols, {static_cast<int64_t>(B) * L.H * L.W, 9 * L.C}), inp,
+                                store_.weight(L.w), store_.weight(L.b), kConv3x3);
+        // ReLU after the pool, on a quarter of the values: relu(max(x)) = max(relu(x)) (ReLU is monotonic),
+        // and a window whose max is positive has the same first argmax either way (backward()).
+        const Tensor pooled = act(L.pooled, {B, L.H / 2, L.W / 2, L.OC});
+        kernels::maxpool2d_forward(pooled, act(L.argmax, {B, L.H / 2, L.W / 2, L.OC}), out);
+        kernels::relu_forward(pooled, pooled);
+        inp = pooled;
+    }
+    for (size_t i = 0; i < dense_.size(); ++i) {
+        const auto& L = dense_[i];
+        kernels::matmul_forward(act(L.out_act, {B, L.out}), reshaped(inp, {B, L.in}), store_.weight(L.w),
+                                store_.weight(L.b));
+        if (L.relu) dense_activation_forward(L, B, train, i);
+        inp = act(train ? L.dropped : L.out_act, {B, L.out});
+    }
+}
+
+int64_t Classifier::load_labels(const int32_t* labels, int B) {
+    int64_t counted = 0;
+    for (int b = 0; b < B; ++b) {
+        LLMT_CHECK(labels[b] < cfg_.classes, "{} forward: label {} of row {} is not below model.num_classes ({})",
+                   arch(), labels[b], b, cfg_.classes);
+        counted += labels[b] >= 0;
+    }
+    kernels::copy(act(labels_, {B}), Tensor(const_cast<int32_t*>(labels), {B}, DType::kI32));
+    return counted;
 }
 
 float Classifier::forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale,
@@ -167,63 +229,27 @@ float Classifier::forward(const int32_t* inputs, const int32_t* targets, int B, 
     LLMT_INTERNAL_CHECK(!positions, "{} forward: position ids are for packed token rows", arch());
     LLMT_INTERNAL_CHECK(!train || targets, "{} forward: training needs targets", arch());
     ensure_activations(B);
-    // Bytes -> (p/255 - mean) / std on the host, then to the device.
-    std::vector<float> x(static_cast<size_t>(B * pixels));
-    const float scale = 1.f / (255.f * cfg_.pixel_std), shift = cfg_.pixel_mean / cfg_.pixel_std;
-    for (size_t i = 0; i < x.size(); ++i) {
-        LLMT_CHECK(inputs[i] >= 0 && inputs[i] < 256, "{} forward: pixel {} at index {} is outside 0..255", arch(),
-                   inputs[i], i);
-        x[i] = static_cast<float>(inputs[i]) * scale - shift;
-    }
-    kernels::copy(act(x0_, {B, cfg_.H, cfg_.W, cfg_.C}), Tensor(x.data(), {B, cfg_.H, cfg_.W, cfg_.C}));
-
-    Tensor inp = act(x0_, {B, cfg_.H, cfg_.W, cfg_.C});
-    for (const auto& L : convs_) {
-        const Tensor out = act(L.conv_out, {B, L.H, L.W, L.OC});
-        kernels::conv2d_forward(out, act(L.cols, {static_cast<int64_t>(B) * L.H * L.W, 9 * L.C}), inp,
-                                store_.weight(L.w), store_.weight(L.b), kConv3x3);
-        kernels::relu_forward(out, out);
-        const Tensor pooled = act(L.pooled, {B, L.H / 2, L.W / 2, L.OC});
-        kernels::maxpool2d_forward(pooled, act(L.argmax, {B, L.H / 2, L.W / 2, L.OC}), out);
-        inp = pooled;
-    }
-    for (size_t i = 0; i < dense_.size(); ++i) {
-        const auto& L = dense_[i];
-        kernels::matmul_forward(act(L.out_act, {B, L.out}), reshaped(inp, {B, L.in}), store_.weight(L.w),
-                                store_.weight(L.b));
-        if (L.relu) dense_activation_forward(L, B, train, i);
-        inp = act(L.dropped, {B, L.out});
-    }
+    load_inputs(inputs, B);
+    run_layers(B, train);
     B_last_ = B;
     train_last_ = train;
     const Tensor logits = act(dense_.back().out_act, {B, 1, cfg_.classes});
-    auto keep_logits = [&] {
+    if (!targets) {
         all_logits_.resize(static_cast<size_t>(B) * cfg_.classes);
         kernels::copy(Tensor(all_logits_.data(), {B, 1, cfg_.classes}), logits);
-    };
-    if (!targets) {
-        keep_logits();
         return 0.f;
     }
     std::vector<int32_t> labels(static_cast<size_t>(B));
-    counted_ = 0;
-    for (int b = 0; b < B; ++b) {
-        const int32_t y = targets[static_cast<int64_t>(b) * T];
-        LLMT_CHECK(y < cfg_.classes, "{} forward: label {} of row {} is not below model.num_classes ({})", arch(), y, b,
-                   cfg_.classes);
-        labels[static_cast<size_t>(b)] = y < 0 ? -1 : y;
-        counted_ += y >= 0;
-    }
+    for (int b = 0; b < B; ++b) labels[static_cast<size_t>(b)] = std::max(targets[static_cast<int64_t>(b) * T], -1);
+    counted_ = load_labels(labels.data(), B);
     LLMT_CHECK(counted_ > 0, "{} forward: no row has a label", arch());
     const Tensor lab = act(labels_, {B, 1});
-    kernels::copy(lab, Tensor(labels.data(), {B, 1}, DType::kI32));
     const Tensor losses = act(losses_, {B, 1});
     if (train) {
         dloss_ = loss_scale / static_cast<float>(counted_);
         kernels::classifier_forward_backward(losses, logits, lab, dloss_, cfg_.classes);
     } else {
         kernels::classifier_forward(losses, logits, lab, cfg_.classes);
-        keep_logits();
     }
     std::vector<float> host(static_cast<size_t>(B));
     kernels::copy(Tensor(host.data(), {B, 1}), losses);
@@ -231,6 +257,25 @@ float Classifier::forward(const int32_t* inputs, const int32_t* targets, int B, 
     for (int b = 0; b < B; ++b)
         if (labels[static_cast<size_t>(b)] >= 0) sum += host[static_cast<size_t>(b)];
     return static_cast<float>(sum / static_cast<double>(counted_));
+}
+
+double Classifier::classify(const int32_t* inputs, const int32_t* labels, int B, int32_t* preds) {
+    LLMT_INTERNAL_CHECK(B > 0, "{} classify: B must be positive, got {}", arch(), B);
+    ensure_activations(B);
+    load_inputs(inputs, B);
+    run_layers(B, /*train=*/false);
+    train_last_ = false;
+    load_labels(labels, B);
+    const Tensor logits = act(dense_.back().out_act, {B, cfg_.classes});
+    const Tensor lab = act(labels_, {B}), losses = act(losses_, {B});
+    kernels::classifier_forward(reshaped(losses, {B, 1}), reshaped(logits, {B, 1, cfg_.classes}),
+                                reshaped(lab, {B, 1}), cfg_.classes);
+    const Tensor pred = act(preds_, {B}), sum = act(loss_sum_, {2});
+    kernels::classifier_predict(pred, sum, logits, losses, lab, cfg_.classes);
+    kernels::copy(Tensor(preds, {B}, DType::kI32), pred);
+    float host_sum[2];
+    kernels::copy(Tensor(host_sum, {2}), sum);
+    return static_cast<double>(host_sum[0]) + static_cast<double>(host_sum[1]);
 }
 
 void Classifier::backward() {
@@ -265,10 +310,12 @@ void Classifier::backward() {
     }
     for (size_t k = convs_.size(); k-- > 0;) {
         const auto& L = convs_[k];
+        // The pooled ReLU's gradient first (0 where the pooled value is <= 0, whichever argmax the window
+        // has), then the scatter to the argmax positions: the same dconv as ReLU before the pool.
+        const Tensor dpooled = reshaped(dout, {B, L.H / 2, L.W / 2, L.OC});
+        kernels::relu_backward(dpooled, dpooled, act(L.pooled, {B, L.H / 2, L.W / 2, L.OC}));
         const Tensor dconv = take({B, L.H, L.W, L.OC});
-        kernels::maxpool2d_backward(dconv, reshaped(dout, {B, L.H / 2, L.W / 2, L.OC}),
-                                    act(L.argmax, {B, L.H / 2, L.W / 2, L.OC}));
-        kernels::relu_backward(dconv, dconv, act(L.conv_out, {B, L.H, L.W, L.OC}));
+        kernels::maxpool2d_backward(dconv, dpooled, act(L.argmax, {B, L.H / 2, L.W / 2, L.OC}));
         const Tensor inp = k > 0 ? act(convs_[k - 1].pooled, {B, L.H, L.W, L.C}) : act(x0_, {B, L.H, L.W, L.C});
         const Tensor dinp = k > 0 ? take({B, L.H, L.W, L.C}) : Tensor();
         kernels::conv2d_backward(dinp, store_.grad(L.w), store_.grad(L.b), dconv,

@@ -15,6 +15,7 @@
 // features flattened in (h, w, c) order, where torch's nn.Flatten reads (c, h, w).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -52,6 +53,11 @@ public:
     float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale = 1.f,
                   const int32_t* positions = nullptr) override;
     void backward() override;
+    // Evaluation of B images without training (train/classifier_eval.h): per row the predicted class (the
+    // argmax of its logits) into preds (host, B ints); returns the summed loss of the rows whose label
+    // (labels (B), host, < classes; < 0: not counted) is >= 0. inputs as forward's. Prediction and the
+    // loss sum run on the model's device; two small copies (preds, the sum) come back per batch.
+    double classify(const int32_t* inputs, const int32_t* labels, int B, int32_t* preds);
     MemoryPlan memory_plan(int B, int T) const override;
     double flops_per_token(int T) const override;
     std::unique_ptr<Decoder> decoder(int max_T = 0) const override;
@@ -74,6 +80,12 @@ private:
     // Activation arena for B images (all buffers fp32 except argmax).
     Arena layout_activations(int B) const;
     void ensure_activations(int B);
+    // The batch's pixel bytes normalised into x0 on the model's device (pixels checked, one upload).
+    void load_inputs(const int32_t* inputs, int B);
+    // The layers from x0 to the class logits (dense_.back().out_act).
+    void run_layers(int B, bool train);
+    // The labels (B) checked and copied into the device's labels; returns how many are >= 0.
+    int64_t load_labels(const int32_t* labels, int B);
     Tensor act(size_t id, std::initializer_list<int64_t> dims) const;
     uint64_t layer_seed(size_t layer) const;
     // ReLU and dropout of hidden layer `l` after its linear part.
@@ -84,7 +96,9 @@ private:
     std::vector<DenseLayer> dense_;
     Arena acts_;
     int acts_B_ = 0;
-    size_t x0_ = 0, labels_ = 0, losses_ = 0, dx_a_ = 0, dx_b_ = 0;  // arena entries
+    size_t x0_ = 0, pixels_ = 0, labels_ = 0, losses_ = 0, preds_ = 0, loss_sum_ = 0, dx_a_ = 0,
+           dx_b_ = 0;  // arena entries
+    std::array<float, 256> pixel_table_{};  // byte -> (p/255 - mean) / std
     int64_t max_width_ = 0;  // widest activation per image (the two gradient ping-pong buffers)
     int B_last_ = 0;
     int64_t counted_ = 0;

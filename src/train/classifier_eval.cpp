@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "models/classifier.h"
 
 namespace llmt::train {
 
@@ -66,41 +67,46 @@ std::string ClassEval::table(const std::vector<std::string>& names) const {
 
 ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, const std::vector<int64_t>& indices, int B,
                           int rank, int world) {
+    auto* classifier = dynamic_cast<models::Classifier*>(&model);
+    LLMT_INTERNAL_CHECK(classifier != nullptr, "evaluate_images: model.arch {} is not an image classifier", model.arch());
     ClassEval e;
-    e.classes = model.dims().vocab_size;  // the class count (models/classifier.h)
+    e.classes = classifier->num_classes();
     e.confusion.assign(static_cast<size_t>(e.classes) * e.classes, 0);
     const size_t n = indices.size();
     const size_t first = n * static_cast<size_t>(rank) / static_cast<size_t>(world);
     const size_t last = n * static_cast<size_t>(rank + 1) / static_cast<size_t>(world);
     const int T = static_cast<int>(set.image_size());
-    const size_t slots = static_cast<size_t>(B) * static_cast<size_t>(T);
-    std::vector<int32_t> x(slots, 0);
-    std::vector<int32_t> y(slots, -1);
+    // On CUDA a short last batch is padded to B with unlabelled rows (their prediction is not counted, their
+    // loss is 0): the GEMMs keep the shapes cuBLASLt already chose algorithms for (a new shape is timed).
+    const bool pad = classifier->device() == Device::kCuda;
+    std::vector<int32_t> x(static_cast<size_t>(B) * static_cast<size_t>(T), 0);
+    std::vector<int32_t> y(static_cast<size_t>(B)), pred(static_cast<size_t>(B));
     for (size_t at = first; at < last; at += static_cast<size_t>(B)) {
         const int rows = static_cast<int>(std::min<size_t>(B, last - at));
         for (int r = 0; r < rows; ++r) {
             const uint8_t* px = set.image(indices[at + r]);
             std::copy(px, px + T, x.begin() + static_cast<int64_t>(r) * T);
-            y[static_cast<size_t>(r) * T] = set.labels[static_cast<size_t>(indices[at + r])];
+            y[static_cast<size_t>(r)] = set.labels[static_cast<size_t>(indices[at + r])];
         }
-        const double mean = model.forward(x.data(), y.data(), rows, T, /*train=*/false);
-        e.loss_sum += mean * rows;
-        const float* logits = model.logits();
-        for (int r = 0; r < rows; ++r) {
-            const float* l = logits + static_cast<int64_t>(r) * e.classes;
-            const int pred = static_cast<int>(std::max_element(l, l + e.classes) - l);
-            const int truth = y[static_cast<size_t>(r) * T];
-            ++e.confusion[static_cast<size_t>(truth) * e.classes + pred];
-        }
+        std::fill(y.begin() + rows, y.end(), -1);
+        e.loss_sum += classifier->classify(x.data(), y.data(), pad ? B : rows, pred.data());
+        for (int r = 0; r < rows; ++r)
+            ++e.confusion[static_cast<size_t>(y[static_cast<size_t>(r)]) * e.classes + pred[static_cast<size_t>(r)]];
         e.images += rows;
     }
     return e;
 }
 
-void sum_over_ranks(ClassEval& e, const std::function<double(double)>& sum) {
-    e.images = std::llround(sum(static_cast<double>(e.images)));
-    e.loss_sum = sum(e.loss_sum);
-    for (auto& c : e.confusion) c = std::llround(sum(static_cast<double>(c)));
+void sum_over_ranks(ClassEval& e, const std::function<void(std::vector<double>&)>& sum) {
+    std::vector<double> v;
+    v.reserve(e.confusion.size() + 2);
+    v.push_back(static_cast<double>(e.images));
+    v.push_back(e.loss_sum);
+    for (int64_t c : e.confusion) v.push_back(static_cast<double>(c));
+    sum(v);
+    e.images = std::llround(v[0]);
+    e.loss_sum = v[1];
+    for (size_t i = 0; i < e.confusion.size(); ++i) e.confusion[i] = std::llround(v[i + 2]);
 }
 
 }  // namespace llmt::train

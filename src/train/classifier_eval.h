@@ -36,7 +36,8 @@ struct ClassEval {
 // This rank's share of `indices` of `set`, in batches of B (the model's forward without training).
 ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, const std::vector<int64_t>& indices, int B,
                           int rank, int world);
-// Adds every rank's sums (`sum`: the sum over ranks of one value; identity for one process).
-void sum_over_ranks(ClassEval& e, const std::function<double(double)>& sum);
+// Adds every rank's sums in one reduction (`sum`: replaces each element of the vector by its sum over
+// ranks; identity for one process).
+void sum_over_ranks(ClassEval& e, const std::function<void(std::vector<double>&)>& sum);
 
 }  // namespace llmt::train

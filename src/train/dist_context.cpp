@@ -76,6 +76,24 @@ double DistContext::mean(double v) { return active() ? reduce_scalar(v, dist::Re
 
 double DistContext::sum(double v) { return active() ? reduce_scalar(v, dist::ReduceOp::kSum) : v; }
 
+void DistContext::sum(std::vector<double>& values) {
+    if (!active() || values.empty()) return;
+    std::vector<float> x(values.begin(), values.end());
+    const Tensor host(x.data(), {static_cast<int64_t>(x.size())});
+    if (device_ == Device::kCuda) {
+        Arena staging;
+        staging.add("sum", {host.numel()});
+        staging.allocate(false, Device::kCuda);
+        const Tensor d = staging.view(0);
+        kernels::copy(d, host);
+        pg_->allreduce(d, dist::ReduceOp::kSum);
+        kernels::copy(host, d);
+    } else {
+        pg_->allreduce(host, dist::ReduceOp::kSum);
+    }
+    std::copy(x.begin(), x.end(), values.begin());
+}
+
 void DistContext::ensure_zero_staging(size_t numel) {
     const size_t shard = zero_shard_size(numel, world());
     if (zero_staging_.allocated() && zero_staging_.view(1).numel() == static_cast<int64_t>(shard)) return;

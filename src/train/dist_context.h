@@ -51,6 +51,9 @@ public:
     double mean(double v);
     // Sum over ranks of one value per rank (identity when inactive). Every rank must call it.
     double sum(double v);
+    // Element-wise sum over ranks of a vector, in place, in one f32 all-reduce (counts are exact below
+    // 2^24). Every rank must call it with the same length.
+    void sum(std::vector<double>& values);
 
     // ZeRO-1 on a flat f32 arena of `numel` elements on device(): rank r owns elements
     // [r*shard, min(numel, (r+1)*shard)) with shard = ceil(numel / world) (optim::AdamW's slice).

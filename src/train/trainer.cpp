@@ -307,7 +307,7 @@ private:
     // The classifier's evaluation of `indices` of `set` over all ranks.
     ClassEval classify(const data::ImageSet& set, const std::vector<int64_t>& indices) {
         ClassEval e = evaluate_images(*model_, set, indices, B(), rank_, world_);
-        sum_over_ranks(e, [this](double v) { return dc_.sum(v); });
+        sum_over_ranks(e, [this](std::vector<double>& v) { dc_.sum(v); });
         return e;
     }
 

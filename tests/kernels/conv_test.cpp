@@ -14,6 +14,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/check.h"
 #include "kernels/ops.h"
 #include "ref_conv.h"
@@ -176,6 +177,38 @@ TEST(ConvOps, MaxPool2dPropagatesNaN) {
     EXPECT_EQ(arg[0], 1);
 }
 
+// The vectorised 2x2 path (16 channels a step, then a scalar tail): NaNs in the first, a middle and the
+// last tap of windows, in vector lanes and in the tail, against the scalar rule (first NaN wins).
+TEST(ConvOps, MaxPool2dNaNInVectorLanes) {
+    const int B = 2, H = 4, W = 6, C = 19, OH = 2, OW = 3;
+    auto x = randn(static_cast<size_t>(B) * H * W * C, 77);
+    for (size_t i = 0; i < x.size(); i += 13) x[i] = kNaN;
+    std::vector<float> out(static_cast<size_t>(B) * OH * OW * C);
+    std::vector<int32_t> arg(out.size());
+    maxpool2d_forward(t4(out, B, OH, OW, C), Tensor(arg.data(), {B, OH, OW, C}, DType::kI32), t4(x, B, H, W, C));
+    // ref_conv.h's pooling has no NaN rule: the kernel's (torch's) rule written out here.
+    std::vector<float> rout(out.size());
+    std::vector<int32_t> rarg(out.size());
+    for (int b = 0; b < B; b++)
+        for (int oh = 0; oh < OH; oh++)
+            for (int ow = 0; ow < OW; ow++)
+                for (int c = 0; c < C; c++) {
+                    const size_t o = ((static_cast<size_t>(b) * OH + oh) * OW + ow) * C + c;
+                    for (int t = 0; t < 4; t++) {
+                        const int idx = (2 * oh + t / 2) * W + 2 * ow + t % 2;
+                        const float v = x[(static_cast<size_t>(b) * H * W + idx) * C + c];
+                        if (t == 0 || v > rout[o] || (std::isnan(v) && !std::isnan(rout[o]))) rout[o] = v, rarg[o] = idx;
+                    }
+                }
+    int nans = 0;
+    for (size_t i = 0; i < out.size(); i++) {
+        nans += std::isnan(rout[i]);
+        EXPECT_TRUE(std::isnan(out[i]) == std::isnan(rout[i]) && (std::isnan(out[i]) || out[i] == rout[i])) << i;
+        EXPECT_EQ(arg[i], rarg[i]) << i;
+    }
+    EXPECT_GT(nans, 20);  // the case exercises NaN windows
+}
+
 TEST(ConvOps, Relu) {
     auto x = randn(1000 * 33 + 5, 300);  // several OpenMP blocks and a tail
     x[3] = 0.0f;
@@ -199,6 +232,99 @@ TEST(ConvOps, Relu) {
     relu_backward(Tensor(g.data(), {n}), Tensor(g.data(), {n}), Tensor(y.data(), {n}));
     EXPECT_EQ(std::vector<float>(y.begin(), y.begin() + 4), std::vector<float>(out.begin(), out.begin() + 4));
     EXPECT_EQ(g, dx);
+}
+
+// trainer.precision: bf16 on the CPU: the convolution's three GEMMs take bf16 operands with fp32 accumulation
+// (kernels/cpu/matmul.h; native on AVX512_BF16, emulated elsewhere with the same numerics). A product of two
+// bf16 values is exact in fp32, so against the fp64 reference on the operands rounded to bf16 (x, w, dout)
+// only fp32 summation remains (up to B*OH*OW = 3136 terms for dweight, ~3e-6 typical): kTol as in fp32. dbias is a plain fp32 column sum of the unrounded dout (kTol
+// against the unrounded reference). Against the unrounded reference out, dinp and dweight are off by ~2^-9
+// relative (the rounding happens): more than 1e-4. A K = 9 layer (1 channel) stays fp32: the unrounded
+// reference at kTol.
+TEST(ConvOps, Conv2dBf16GemmsMatchRoundedReference) {
+    struct Fp32Again {
+        ~Fp32Again() { set_cpu_gemm_precision(DType::kF32); }
+    } restore;
+    set_cpu_gemm_precision(DType::kBF16);
+    auto round = [](std::vector<float> v) {
+        for (auto& x : v) x = float_from_bf16(bf16_from_float(x));
+        return v;
+    };
+    uint32_t seed = 900;
+    for (const ref::ConvDims& d : {ref::ConvDims{4, 28, 28, 1, 32, 3, 3, 1, 1}, ref::ConvDims{2, 14, 14, 32, 64, 3, 3, 1, 1},
+                                   ref::ConvDims{2, 9, 8, 3, 5, 3, 3, 2, 0}}) {
+        SCOPED_TRACE(testing::Message() << "H=" << d.H << " C=" << d.C << " OC=" << d.OC);
+        const int OH = d.OH(), OW = d.OW(), K = d.kh * d.kw * d.C;
+        auto x = randn(static_cast<size_t>(d.B) * d.H * d.W * d.C, seed++);
+        auto w = randn(static_cast<size_t>(d.OC) * K, seed++, 0.3f);
+        auto bias = randn(d.OC, seed++);
+        auto dout = randn(static_cast<size_t>(d.B) * OH * OW * d.OC, seed++);
+        std::vector<float> out(dout.size(), kNaN), cols(static_cast<size_t>(d.B) * OH * OW * K, kNaN);
+        std::vector<float> dx(x.size(), kNaN), dw(w.size(), 0.0f), db(d.OC, 0.0f);
+        const Conv2dGeom g{d.kh, d.kw, d.stride, d.pad};
+        const Tensor tcols(cols.data(), {int64_t{d.B} * OH * OW, K});
+        conv2d_forward(t4(out, d.B, OH, OW, d.OC), tcols, t4(x, d.B, d.H, d.W, d.C), t4(w, d.OC, d.kh, d.kw, d.C),
+                       Tensor(bias.data(), {d.OC}), g);
+        conv2d_backward(t4(dx, d.B, d.H, d.W, d.C), t4(dw, d.OC, d.kh, d.kw, d.C), Tensor(db.data(), {d.OC}),
+                        t4(dout, d.B, OH, OW, d.OC), tcols, t4(x, d.B, d.H, d.W, d.C), t4(w, d.OC, d.kh, d.kw, d.C), g);
+        std::vector<double> rout, rdx, rdw, rdb, eout, edx, edw, edb;
+        ref::conv2d_forward(rout, cast<double>(round(x)), cast<double>(round(w)), cast<double>(bias), d);
+        ref::conv2d_backward(rdx, rdw, rdb, cast<double>(round(dout)), cast<double>(round(x)), cast<double>(round(w)), d);
+        ref::conv2d_forward(eout, cast<double>(x), cast<double>(w), cast<double>(bias), d);
+        ref::conv2d_backward(edx, edw, edb, cast<double>(dout), cast<double>(x), cast<double>(w), d);
+        EXPECT_LT(rel_err(db, edb), kTol);
+        if (K < 16) {  // kept in fp32 (cpu/conv2d.cpp): the unrounded reference
+            EXPECT_LT(rel_err(out, eout), kTol);
+            EXPECT_LT(rel_err(dw, edw), kTol);
+            continue;
+        }
+        EXPECT_LT(rel_err(out, rout), kTol);
+        EXPECT_LT(rel_err(dx, rdx), kTol);
+        EXPECT_LT(rel_err(dw, rdw), kTol);
+        EXPECT_GT(rel_err(out, eout), 1e-4);
+        EXPECT_GT(rel_err(dx, edx), 1e-4);
+        EXPECT_GT(rel_err(dw, edw), 1e-4);
+    }
+}
+
+// Pixel normalisation is a table lookup: every byte maps to its table entry exactly, on a size that
+// spans several OpenMP blocks (the parallel branch) and on a small one.
+TEST(ImageInput, NormalizePixelsLooksUpTheTable) {
+    std::vector<float> table(256);
+    for (int p = 0; p < 256; p++) table[static_cast<size_t>(p)] = static_cast<float>(p) * (1.f / (255.f * 0.35f)) - 0.29f;
+    for (const int64_t n : {int64_t{5}, int64_t{200001}}) {
+        std::vector<int32_t> px(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; i++) px[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 256);
+        std::vector<float> out(px.size(), kNaN);
+        normalize_pixels(Tensor(out.data(), {n}), Tensor(px.data(), {n}, DType::kI32), table.data());
+        for (size_t i = 0; i < px.size(); i++) ASSERT_EQ(out[i], table[static_cast<size_t>(px[i])]) << i;
+    }
+    std::vector<float> out(3);
+    std::vector<int32_t> px(4);
+    EXPECT_THROW(normalize_pixels(Tensor(out.data(), {3}), Tensor(px.data(), {4}, DType::kI32), table.data()),
+                 InternalError);
+}
+
+// classifier_predict: the first maximum per row (ties included), the padding columns beyond V never
+// chosen, and the loss summed over labelled rows only, in double (hi + lo recovers it to 1e-14).
+TEST(ImageInput, ClassifierPredictArgmaxAndLossSum) {
+    const int B = 5, V = 4, Vp = 6;
+    std::vector<float> logits = {
+        0, 1, 2, 3, 9, 9,   // 3 (padding 9s ignored)
+        5, 5, 1, 5, 0, 0,   // tie: the first, 0
+        -1, -2, -3, -4, 0, 0,  // 0
+        1, 7, 7, 2, 0, 0,   // tie: 1
+        -5, -5, -5, -4.5f, 0, 0,  // 3
+    };
+    std::vector<float> losses = {0.25f, 1.5f, 1e8f, 0.125f, 3.0e-7f};
+    std::vector<int32_t> targets = {3, 0, -1, 2, 1}, preds(B, -9);
+    std::vector<float> sum(2, kNaN);
+    classifier_predict(Tensor(preds.data(), {B}, DType::kI32), Tensor(sum.data(), {2}), Tensor(logits.data(), {B, Vp}),
+                       Tensor(losses.data(), {B}), Tensor(targets.data(), {B}, DType::kI32), V);
+    EXPECT_EQ(preds, (std::vector<int32_t>{3, 0, 0, 1, 3}));
+    const double want = 0.25 + 1.5 + 0.125 + static_cast<double>(3.0e-7f);  // row 2 has no label
+    EXPECT_NEAR(static_cast<double>(sum[0]) + sum[1], want, 1e-14 * want);
+    EXPECT_EQ(sum[0], static_cast<float>(want));
 }
 
 }  // namespace

@@ -239,6 +239,46 @@ void check_gather() {
     gather_images(gout.t(), ImageTable{static_cast<const uint8_t*>(table.t().data), n, H, W, C}, grefs.t(),
                   lut.data());
     EXPECT_EQ(gout.download(), want);
+// Pixel normalisation: a table lookup, so the GPU's values equal the CPU's exactly (the table travels as
+// the kernel's argument). classifier_predict: argmax ties (bf16-rounded random logits repeat values) and
+// the loss sum, whose order differs (a block's tree vs a loop) but in double: 1e-12 relative.
+void check_image_eval() {
+    std::vector<float> table(256);
+    for (int p = 0; p < 256; p++) table[static_cast<size_t>(p)] = static_cast<float>(p) / (255.f * 0.35f) - 0.8f;
+    const int64_t n = 512 * 784 + 3;
+    std::vector<int32_t> px(static_cast<size_t>(n));
+    std::mt19937 rng(seed(5000));
+    for (auto& p : px) p = static_cast<int32_t>(rng() % 256);
+    std::vector<float> out(px.size());
+    normalize_pixels(Tensor(out.data(), {n}), Tensor(px.data(), {n}, DType::kI32), table.data());
+    Dev gpx({n}, DType::kI32), gout({n}, DType::kF32);
+    copy(gpx.t(), Tensor(px.data(), {n}, DType::kI32));
+    gout.poison();
+    normalize_pixels(gout.t(), gpx.t(), table.data());
+    EXPECT_EQ(gout.download(), out) << "normalize_pixels";
+
+    for (const int B : {1, 37, 512, 1000}) {
+        const int V = 10, Vp = 12;
+        auto logits = rounded(randn(static_cast<size_t>(B) * Vp, seed(5001 + B), 0.05f));  // many ties
+        auto losses = randn(B, seed(6001 + B));
+        for (auto& l : losses) l = std::fabs(l);
+        std::vector<int32_t> targets(static_cast<size_t>(B));
+        for (int r = 0; r < B; r++) targets[static_cast<size_t>(r)] = r % 7 == 3 ? -1 : static_cast<int32_t>(rng() % V);
+        std::vector<int32_t> preds(static_cast<size_t>(B));
+        std::vector<float> sum(2);
+        const Tensor ht(targets.data(), {B}, DType::kI32);
+        classifier_predict(Tensor(preds.data(), {B}, DType::kI32), Tensor(sum.data(), {2}),
+                           Tensor(logits.data(), {B, Vp}), Tensor(losses.data(), {B}), ht, V);
+        Dev gl = dev(logits, {B, Vp}, DType::kF32), gloss = dev(losses, {B}, DType::kF32);
+        Dev gt({B}, DType::kI32), gp({B}, DType::kI32), gs({2}, DType::kF32);
+        copy(gt.t(), ht);
+        gp.poison(), gs.poison();
+        classifier_predict(gp.t(), gs.t(), gl.t(), gloss.t(), gt.t(), V);
+        EXPECT_EQ(gp.download_ids(), preds) << "classifier_predict B " << B;
+        const auto g = gs.download();
+        const double want = static_cast<double>(sum[0]) + sum[1], got = static_cast<double>(g[0]) + g[1];
+        EXPECT_NEAR(got, want, 1e-12 * want) << "classifier_predict loss sum B " << B;
+    }
 }
 
 class CudaConv : public ::testing::Test {
@@ -254,6 +294,7 @@ TEST_F(CudaConv, Conv2dFp32FirstLayer) { check_conv(DType::kF32, {2e-5, 5e-5}, /
 TEST_F(CudaConv, MaxPoolReluFp32) { check_pool_relu(DType::kF32); }
 TEST_F(CudaConv, MaxPoolReluBf16) { check_pool_relu(DType::kBF16); }
 TEST_F(CudaConv, GatherImages) { check_gather(); }
+TEST_F(CudaConv, NormalizePixelsAndPredictMatchCpu) { check_image_eval(); }
 
 }  // namespace
 }  // namespace llmt::kernels

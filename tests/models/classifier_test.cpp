@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.h"
 #include "core/fs.h"
 #include "core/rng.h"
 #include "models/classifier.h"
@@ -178,6 +180,42 @@ TEST(Classifier, PaddingRowsWeighNothing) {
     (void)model.forward(b.x.data(), nullptr, b.B, b.T, false);
     const float* logits = model.logits();
     EXPECT_TRUE(std::isfinite(logits[0]) && std::isfinite(logits[b.B * cfg.classes - 1]));
+}
+
+
+// classify() (the evaluation path: prediction and loss sum on the model's device) against the logits and
+// loss of forward(): per row the argmax of the logits, the first on ties, and the summed loss of the
+// labelled rows; with dropout configured, evaluation reads the hidden layers unmasked (no "dropped" copy),
+// so the result is the same as forward()'s. The sums differ only in rounding (double vs float mean): 1e-6.
+TEST(Classifier, ClassifyMatchesForwardLogitsAndLoss) {
+    for (const bool conv : {true, false}) {
+        ClassifierConfig cfg = tiny(conv);
+        cfg.dropout = 0.5f;
+        Classifier model(cfg, Device::kCpu, DType::kF32);
+        model.init_random(11);
+        Batch b = make_batch(cfg);
+        std::vector<int32_t> labels(static_cast<size_t>(b.B));
+        int counted = 0;
+        for (int r = 0; r < b.B; ++r) {
+            labels[static_cast<size_t>(r)] = b.y[static_cast<size_t>(r) * b.T];
+            counted += labels[static_cast<size_t>(r)] >= 0;
+        }
+        const float mean = model.forward(b.x.data(), b.y.data(), b.B, b.T, false);
+        (void)model.forward(b.x.data(), nullptr, b.B, b.T, false);
+        const std::vector<float> logits(model.logits(), model.logits() + b.B * cfg.classes);
+        std::vector<int32_t> preds(static_cast<size_t>(b.B), -5);
+        const double sum = model.classify(b.x.data(), labels.data(), b.B, preds.data());
+        for (int r = 0; r < b.B; ++r) {
+            const float* l = logits.data() + static_cast<size_t>(r) * cfg.classes;
+            EXPECT_EQ(preds[static_cast<size_t>(r)], std::max_element(l, l + cfg.classes) - l) << "row " << r;
+        }
+        EXPECT_NEAR(sum, static_cast<double>(mean) * counted, 1e-6 * std::fabs(sum)) << (conv ? "cnn" : "mlp");
+        b.x[7] = 256;
+        EXPECT_THROW(model.classify(b.x.data(), labels.data(), b.B, preds.data()), InputError);
+        b.x[7] = 0;
+        labels[1] = cfg.classes;
+        EXPECT_THROW(model.classify(b.x.data(), labels.data(), b.B, preds.data()), InputError);
+    }
 }
 
 }  // namespace

@@ -52,6 +52,21 @@ void classifier_forward_backward(float* losses, float* logits, const int32_t* ta
     }
 }
 
+void classifier_predict(int32_t* preds, float* loss_sum, const float* logits, const float* losses,
+                        const int32_t* targets, int B, int V, int Vp) {
+    double sum = 0;
+    for (int r = 0; r < B; r++) {
+        const float* x = logits + static_cast<size_t>(r) * Vp;
+        int best = 0;
+        for (int c = 1; c < V; c++)
+            if (x[best] < x[c]) best = c;  // std::max_element's test: the first maximum wins
+        preds[r] = best;
+        if (targets[r] >= 0) sum += losses[r];
+    }
+    loss_sum[0] = static_cast<float>(sum);
+    loss_sum[1] = static_cast<float>(sum - static_cast<double>(loss_sum[0]));
+}
+
 void softmax_forward(float* probs, const float* logits, int B, int T, int V, int Vp) {
     const long rows = static_cast<long>(B) * T;
 #pragma omp parallel for schedule(static)

@@ -21,6 +21,13 @@ void classifier_forward(float* losses, const float* logits, const int32_t* targe
 void classifier_forward_backward(float* losses, float* logits, const int32_t* targets, float dloss_scale,
                                  int B, int T, int V, int Vp);
 
+// Evaluation of a batch of B rows (T = 1) after classifier_forward: preds (B) = per row the index of the
+// first maximum of logits[:V] (torch.argmax, std::max_element); loss_sum (2) = the sum of `losses` over the
+// rows with a target >= 0, computed in double and returned as fp32 hi + lo (hi = float(sum),
+// lo = float(sum - hi): hi + lo in double recovers the sum to ~1e-14 relative).
+void classifier_predict(int32_t* preds, float* loss_sum, const float* logits, const float* losses,
+                        const int32_t* targets, int B, int V, int Vp);
+
 // probs (B,T,Vp) = softmax over the first V columns of logits (B,T,Vp), 0 in the padding columns;
 // probs may alias logits. For sampling and evaluation tools.
 void softmax_forward(float* probs, const float* logits, int B, int T, int V, int Vp);

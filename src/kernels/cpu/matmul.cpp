@@ -15,10 +15,10 @@ namespace {
 
 std::atomic<MatmulPrecision> g_precision{MatmulPrecision::kF32};
 
-// C = op(A) op(B) + beta C (beta 0 or 1) in the precision the run chose.
-void linear_gemm(bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B, int ldb, float beta,
-                 float* C, int ldc) {
-    if (g_precision.load(std::memory_order_relaxed) == MatmulPrecision::kBF16)
+// C = op(A) op(B) + beta C (beta 0 or 1) in precision p.
+void linear_gemm(MatmulPrecision p, bool ta, bool tb, int M, int N, int K, const float* A, int lda, const float* B,
+                 int ldb, float beta, float* C, int ldc) {
+    if (p == MatmulPrecision::kBF16)
         return gemm_bf16(ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
     sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, beta, C, ldc);
 }
@@ -30,8 +30,8 @@ void set_matmul_precision(MatmulPrecision p) { g_precision.store(p); }
 MatmulPrecision matmul_precision() { return g_precision.load(); }
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
-                    int OC) {
-    linear_gemm(false, true, BT, OC, C, inp, C, weight, C, 0.0f, out, OC);
+                    int OC, MatmulPrecision precision) {
+    linear_gemm(precision, false, true, BT, OC, C, inp, C, weight, C, 0.0f, out, OC);
     if (!bias) return;
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < BT; r++) {
@@ -42,9 +42,9 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
 }
 
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int BT, int C, int OC) {
-    if (dinp) linear_gemm(false, false, BT, C, OC, dout, OC, weight, C, 0.0f, dinp, C);
-    if (dweight) linear_gemm(true, false, OC, C, BT, dout, OC, inp, C, 1.0f, dweight, C);
+                     const float* weight, int BT, int C, int OC, MatmulPrecision precision) {
+    if (dinp) linear_gemm(precision, false, false, BT, C, OC, dout, OC, weight, C, 0.0f, dinp, C);
+    if (dweight) linear_gemm(precision, true, false, OC, C, BT, dout, OC, inp, C, 1.0f, dweight, C);
     if (!dbias) return;
     // Column sums: each thread owns a slice of columns and walks all rows (no write sharing).
     constexpr int kCols = 256;

@@ -15,13 +15,14 @@ enum class MatmulPrecision : uint8_t { kF32, kBF16 };
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
 
-// out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC); bias may be null.
+// out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC); bias may be null. `precision`: the process's
+// unless a caller knows better for its shape (cpu/conv2d.cpp keeps K < 16 GEMMs in fp32).
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C,
-                    int OC);
+                    int OC, MatmulPrecision precision = matmul_precision());
 
 // dinp (BT,C) = dout @ weight; dweight (OC,C) += dout^T @ inp; dbias (OC) += column sums of dout.
 // dout (BT,OC); inp (BT,C); weight (OC,C). dinp, dweight and dbias may be null (not computed).
 void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                     const float* weight, int BT, int C, int OC);
+                     const float* weight, int BT, int C, int OC, MatmulPrecision precision = matmul_precision());
 
 }  // namespace llmt::kernels::cpu

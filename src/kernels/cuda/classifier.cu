@@ -204,4 +204,42 @@ LLMT_CLASSIFIER_FOR(float)
 LLMT_CLASSIFIER_FOR(bf16)
 #undef LLMT_CLASSIFIER_FOR
 
+namespace {
+
+constexpr int kPredictBlock = 256;
+
+__global__ void classifier_predict_kernel(int32_t* preds, float* loss_sum, const float* logits,
+                                          const float* losses, const int32_t* targets, int B, int V, int Vp) {
+    __shared__ double partial[kPredictBlock];
+    double sum = 0;
+    for (int r = threadIdx.x; r < B; r += kPredictBlock) {
+        const float* x = logits + static_cast<size_t>(r) * Vp;
+        int best = 0;
+        for (int c = 1; c < V; c++)
+            if (x[best] < x[c]) best = c;  // the first maximum wins, as on the CPU
+        preds[r] = best;
+        if (targets[r] >= 0) sum += losses[r];
+    }
+    partial[threadIdx.x] = sum;
+    __syncthreads();
+    for (int half = kPredictBlock / 2; half > 0; half >>= 1) {
+        if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        const double total = partial[0];
+        const float hi = static_cast<float>(total);
+        loss_sum[0] = hi;
+        loss_sum[1] = static_cast<float>(total - static_cast<double>(hi));
+    }
+}
+
+}  // namespace
+
+void classifier_predict(int32_t* preds, float* loss_sum, const float* logits, const float* losses,
+                        const int32_t* targets, int B, int V, int Vp, cudaStream_t stream) {
+    classifier_predict_kernel<<<1, kPredictBlock, 0, stream>>>(preds, loss_sum, logits, losses, targets, B, V, Vp);
+    LLMT_CUDA_CHECK_LAUNCH("classifier_predict_kernel");
+}
+
 }  // namespace llmt::kernels::cuda

@@ -16,6 +16,11 @@ void classifier_forward(float* losses, const float* logits, const int32_t* targe
 // As above, and logits := (softmax - onehot) * dloss_scale, 0 in padding columns and ignored rows.
 void classifier_forward_backward(float* losses, float* logits, const int32_t* targets, float dloss_scale, int B,
                                  int T, int V, int Vp, cudaStream_t stream);
+// Evaluation of B rows (cpu/classifier.h classifier_predict): preds (B) = the first maximum of logits[:V]
+// per row; loss_sum (2) = the labelled rows' summed loss as fp32 hi + lo of a double. One block: a fixed
+// assignment of rows to threads and a fixed reduction tree, so the sum is deterministic.
+void classifier_predict(int32_t* preds, float* loss_sum, const float* logits, const float* losses,
+                        const int32_t* targets, int B, int V, int Vp, cudaStream_t stream);
 // probs (B,T,Vp) = softmax over the first V columns, 0 in padding; may alias logits.
 void softmax_forward(float* probs, const float* logits, int B, int T, int V, int Vp, cudaStream_t stream);
 // bf16 logits (fp32 losses and arithmetic; dlogits rounded to bf16 in place).
