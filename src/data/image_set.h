@@ -68,22 +68,6 @@ void apply_augment(uint8_t* out, const uint8_t* in, int H, int W, int C, const A
 void augment_image(uint8_t* out, const uint8_t* in, int H, int W, int C, const Augment& a, uint64_t seed,
                    int64_t epoch, int64_t index);
 
-// A batch row that names an image of a set bound to the model instead of holding its pixels
-// (train/image_batches.cpp and train/classifier_eval.cpp write them, models/classifier.h reads them), so a
-// step moves a few integers per image, not its pixels: row[0] = kImageRefTag (never a pixel value), row[1]
-// the set's slot, row[2] the image's index in the set (-1: a blank row, all pixels 0), row[3..5] its
-// augmentation draw (dy, dx, flip). Rows of at least kImageRefInts values only.
-constexpr int32_t kImageRefTag = -2;
-constexpr int kImageRefInts = 6;
-inline void write_image_ref(int32_t* row, int slot, int64_t index, const AugmentDraw& d) {
-    row[0] = kImageRefTag;
-    row[1] = slot;
-    row[2] = static_cast<int32_t>(index);
-    row[3] = d.dy;
-    row[4] = d.dx;
-    row[5] = d.flip ? 1 : 0;
-}
-
 // Train/validation split of n images: the last round(n * val_fraction) of a permutation by seed are
 // validation, the others training (each list sorted).
 struct Split {

@@ -19,4 +19,20 @@ struct ImageTable {
     int H, W, C;
 };
 
+// A batch row that names an image of a set bound to the model instead of holding its pixels
+// (train/image_batches.cpp and train/classifier_eval.cpp write them, models/classifier.h reads them), so a
+// step moves a few integers per image, not its pixels: row[0] = kImageRefTag (never a pixel value), row[1]
+// the set's slot, row[2] the image's index in the set (-1: a blank row, all pixels 0), row[3..5] its
+// augmentation draw (dy, dx, flip: data::AugmentDraw). Rows of at least kImageRefInts values only.
+constexpr int32_t kImageRefTag = -2;
+constexpr int kImageRefInts = 6;
+inline void write_image_ref(int32_t* row, int slot, int64_t index, int dy = 0, int dx = 0, bool flip = false) {
+    row[0] = kImageRefTag;
+    row[1] = slot;
+    row[2] = static_cast<int32_t>(index);
+    row[3] = dy;
+    row[4] = dx;
+    row[5] = flip ? 1 : 0;
+}
+
 }  // namespace llmt::kernels

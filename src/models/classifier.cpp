@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -136,6 +137,7 @@ Arena Classifier::layout_activations(int B) const {
     self->labels_ = a.add("labels", {b}, DType::kI32);
     self->losses_ = a.add("losses", {b});
     self->preds_ = a.add("preds", {b}, DType::kI32);
+    self->refs_ = a.add("refs", {b, 4}, DType::kI32);
     self->loss_sum_ = a.add("loss_sum", {2});
     self->dx_a_ = a.add("grad_a", {b * widest});
     self->dx_b_ = a.add("grad_b", {b * widest});
@@ -176,7 +178,57 @@ void check_pixels(std::string_view arch, const int32_t* px, size_t n) {
 
 }  // namespace
 
+void Classifier::bind_images(int slot, const ImageSource& images) {
+    LLMT_INTERNAL_CHECK(slot >= 0 && images.pixels && images.n > 0, "{}: bind_images needs a slot >= 0 and images",
+                        arch());
+    LLMT_CHECK(images.H == cfg_.H && images.W == cfg_.W && images.C == cfg_.C,
+               "{}: images of {}x{}x{} bound to a model of {}x{}x{} inputs", arch(), images.H, images.W, images.C,
+               cfg_.H, cfg_.W, cfg_.C);
+    if (static_cast<size_t>(slot) >= bound_.size()) bound_.resize(static_cast<size_t>(slot) + 1);
+    BoundImages b;
+    b.source = images;
+    if (device() == Device::kCuda) {
+        const size_t bytes = static_cast<size_t>(images.n) * images.H * images.W * images.C;
+        b.device_pixels.add("pixels", {static_cast<int64_t>((bytes + 3) / 4)}, DType::kI32);
+        b.device_pixels.allocate(/*zero=*/false, device());
+        kernels::upload_bytes(device(), b.device_pixels.view(0).data, images.pixels, bytes);
+    }
+    bound_[static_cast<size_t>(slot)] = std::move(b);
+}
+
+void Classifier::load_image_refs(const int32_t* inputs, int B) {
+    const int64_t T = static_cast<int64_t>(cfg_.H) * cfg_.W * cfg_.C;
+    LLMT_INTERNAL_CHECK(T >= kernels::kImageRefInts, "{}: rows of {} values cannot hold image references", arch(), T);
+    const int slot = inputs[1];
+    LLMT_INTERNAL_CHECK(slot >= 0 && static_cast<size_t>(slot) < bound_.size() && bound_[static_cast<size_t>(slot)].source.pixels,
+                        "{}: reference rows name image slot {}, which has no bound set", arch(), slot);
+    const BoundImages& bound = bound_[static_cast<size_t>(slot)];
+    std::vector<kernels::ImageRef> refs(static_cast<size_t>(B));
+    for (int b = 0; b < B; ++b) {
+        const int32_t* row = inputs + b * T;
+        LLMT_INTERNAL_CHECK(row[0] == kernels::kImageRefTag && row[1] == slot,
+                            "{}: row {} of a batch of reference rows (slot {}) is not one", arch(), b, slot);
+        LLMT_INTERNAL_CHECK(row[2] >= -1 && row[2] < bound.source.n && std::abs(row[3]) <= cfg_.H &&
+                                std::abs(row[4]) <= cfg_.W && (row[5] == 0 || row[5] == 1),
+                            "{}: row {} names image {} (dy {}, dx {}, flip {}) of a set of {}", arch(), b, row[2],
+                            row[3], row[4], row[5], bound.source.n);
+        refs[static_cast<size_t>(b)] = {row[2], row[3], row[4], row[5]};
+    }
+    Tensor r(refs.data(), {B, 4}, DType::kI32);
+    const void* pixels = bound.source.pixels;
+    if (device() == Device::kCuda) {
+        const Tensor dev = act(refs_, {B, 4});
+        kernels::copy(dev, r);
+        r = dev;
+        pixels = bound.device_pixels.view(0).data;
+    }
+    kernels::gather_images(act(x0_, {B, cfg_.H, cfg_.W, cfg_.C}),
+                           kernels::ImageTable{static_cast<const uint8_t*>(pixels), bound.source.n, cfg_.H, cfg_.W, cfg_.C},
+                           r, pixel_table_.data());
+}
+
 void Classifier::load_inputs(const int32_t* inputs, int B) {
+    if (inputs[0] == kernels::kImageRefTag) return load_image_refs(inputs, B);
     const int64_t n = static_cast<int64_t>(B) * cfg_.H * cfg_.W * cfg_.C;
     check_pixels(arch(), inputs, static_cast<size_t>(n));
     Tensor pixels(const_cast<int32_t*>(inputs), {n}, DType::kI32);

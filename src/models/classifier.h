@@ -38,6 +38,14 @@ struct ClassifierConfig {
     double train_flops_per_image() const;
 };
 
+// The bytes of an image set (n x H x W x C, channels last) and the object that keeps them alive.
+struct ImageSource {
+    std::shared_ptr<const void> owner;
+    const uint8_t* pixels = nullptr;
+    int64_t n = 0;
+    int H = 0, W = 0, C = 0;
+};
+
 class Classifier final : public Model {
 public:
     // allocate false: the layout only (memory plans), no parameter memory.
@@ -48,7 +56,13 @@ public:
     const ClassifierConfig& config() const { return cfg_; }
     int num_classes() const { return cfg_.classes; }
 
-    // inputs: (B, T = H*W*C) pixel bytes; targets: (B, T) with each row's label at its first slot (< 0:
+    // Binds an image set to `slot` for reference rows (kernels/image_refs.h: a row naming an image of a bound set
+    // and its augmentation draw instead of holding its pixels): the pixels stay in host memory for the CPU
+    // backend and are uploaded to the device once for CUDA, so a step moves a few integers per image. The
+    // set's image size must be the model's. Rebinding a slot replaces it.
+    void bind_images(int slot, const ImageSource& images);
+
+    // inputs: (B, T = H*W*C) pixel bytes, or reference rows (every row; blank rows name index -1); targets: (B, T) with each row's label at its first slot (< 0:
     // an unlabelled padding row). Without targets the class logits (B, classes) are left for logits().
     float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale = 1.f,
                   const int32_t* positions = nullptr) override;
@@ -80,8 +94,10 @@ private:
     // Activation arena for B images (all buffers fp32 except argmax).
     Arena layout_activations(int B) const;
     void ensure_activations(int B);
-    // The batch's pixel bytes normalised into x0 on the model's device (pixels checked, one upload).
+    // The batch's pixel bytes normalised into x0 on the model's device (pixels checked, one upload), or, for
+    // reference rows, the named images gathered from their bound set (the refs checked, one small upload).
     void load_inputs(const int32_t* inputs, int B);
+    void load_image_refs(const int32_t* inputs, int B);
     // The layers from x0 to the class logits (dense_.back().out_act).
     void run_layers(int B, bool train);
     // The labels (B) checked and copied into the device's labels; returns how many are >= 0.
@@ -99,6 +115,12 @@ private:
     size_t x0_ = 0, pixels_ = 0, labels_ = 0, losses_ = 0, preds_ = 0, loss_sum_ = 0, dx_a_ = 0,
            dx_b_ = 0;  // arena entries
     std::array<float, 256> pixel_table_{};  // byte -> (p/255 - mean) / std
+    struct BoundImages {
+        ImageSource source;
+        Arena device_pixels;  // CUDA: the set's bytes (as i32 words); CPU: unallocated, source.pixels is read
+    };
+    std::vector<BoundImages> bound_;  // by slot
+    size_t refs_ = 0;                 // arena entry: the batch's (B, 4) ImageRef on the device
     int64_t max_width_ = 0;  // widest activation per image (the two gradient ping-pong buffers)
     int B_last_ = 0;
     int64_t counted_ = 0;

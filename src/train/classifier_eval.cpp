@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/image_refs.h"
 #include "models/classifier.h"
 
 namespace llmt::train {
@@ -65,8 +66,8 @@ std::string ClassEval::table(const std::vector<std::string>& names) const {
     return s;
 }
 
-ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, const std::vector<int64_t>& indices, int B,
-                          int rank, int world) {
+ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, int slot, const std::vector<int64_t>& indices,
+                          int B, int rank, int world) {
     auto* classifier = dynamic_cast<models::Classifier*>(&model);
     LLMT_INTERNAL_CHECK(classifier != nullptr, "evaluate_images: model.arch {} is not an image classifier", model.arch());
     ClassEval e;
@@ -79,16 +80,16 @@ ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, const
     // On CUDA a short last batch is padded to B with unlabelled rows (their prediction is not counted, their
     // loss is 0): the GEMMs keep the shapes cuBLASLt already chose algorithms for (a new shape is timed).
     const bool pad = classifier->device() == Device::kCuda;
+    // Reference rows (kernels/image_refs.h): the model gathers each named image from the set bound at `slot`.
     std::vector<int32_t> x(static_cast<size_t>(B) * static_cast<size_t>(T), 0);
     std::vector<int32_t> y(static_cast<size_t>(B)), pred(static_cast<size_t>(B));
     for (size_t at = first; at < last; at += static_cast<size_t>(B)) {
         const int rows = static_cast<int>(std::min<size_t>(B, last - at));
-        for (int r = 0; r < rows; ++r) {
-            const uint8_t* px = set.image(indices[at + r]);
-            std::copy(px, px + T, x.begin() + static_cast<int64_t>(r) * T);
-            y[static_cast<size_t>(r)] = set.labels[static_cast<size_t>(indices[at + r])];
+        for (int r = 0; r < B; ++r) {
+            const int64_t index = r < rows ? indices[at + r] : -1;
+            kernels::write_image_ref(x.data() + static_cast<int64_t>(r) * T, slot, index);
+            y[static_cast<size_t>(r)] = index >= 0 ? set.labels[static_cast<size_t>(index)] : -1;
         }
-        std::fill(y.begin() + rows, y.end(), -1);
         e.loss_sum += classifier->classify(x.data(), y.data(), pad ? B : rows, pred.data());
         for (int r = 0; r < rows; ++r)
             ++e.confusion[static_cast<size_t>(y[static_cast<size_t>(r)]) * e.classes + pred[static_cast<size_t>(r)]];

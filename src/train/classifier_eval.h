@@ -33,9 +33,10 @@ struct ClassEval {
     std::string table(const std::vector<std::string>& names) const;
 };
 
-// This rank's share of `indices` of `set`, in batches of B (the model's forward without training).
-ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, const std::vector<int64_t>& indices, int B,
-                          int rank, int world);
+// This rank's share of `indices` of `set`, in batches of B (the model's forward without training). `set`
+// must be bound to the model at `slot` (Classifier::bind_images; train/image_batches.h bind_image_data).
+ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, int slot, const std::vector<int64_t>& indices,
+                          int B, int rank, int world);
 // Adds every rank's sums in one reduction (`sum`: replaces each element of the vector by its sum over
 // ranks; identity for one process).
 void sum_over_ranks(ClassEval& e, const std::function<void(std::vector<double>&)>& sum);

@@ -5,32 +5,27 @@
 #include <algorithm>
 #include <cctype>
 
+#include "core/check.h"
 #include "core/error.h"
+#include "kernels/image_refs.h"
+#include "models/classifier.h"
 
 namespace llmt::train {
 
 namespace {
 
-// Writes image `index` of `set` (augmented when `aug` is active) and its label into row r of x and y.
-void write_row(int32_t* x, int32_t* y, int T, int r, const data::ImageSet& set, int64_t index, const data::Augment* aug,
-               uint64_t seed, int64_t epoch, std::vector<uint8_t>& scratch) {
-    const uint8_t* px = set.image(index);
-    if (aug && aug->active()) {
-        scratch.resize(static_cast<size_t>(set.image_size()));
-        data::augment_image(scratch.data(), px, set.H, set.W, set.C, *aug, seed, epoch, index);
-        px = scratch.data();
-    }
-    int32_t* xr = x + static_cast<int64_t>(r) * T;
-    int32_t* yr = y + static_cast<int64_t>(r) * T;
-    for (int i = 0; i < T; ++i) xr[i] = px[i];
-    std::fill(yr, yr + T, -1);
-    yr[0] = set.labels[static_cast<size_t>(index)];
+// Row r of x names image `index` of the set bound to the model at `slot` with its augmentation draw (a
+// reference row, kernels/image_refs.h: the model gathers the pixels itself); y's row holds the label in its first
+// slot, the only one a classifier reads. index -1: a blank, unlabelled row.
+void write_ref_row(int32_t* x, int32_t* y, int T, int r, int slot, int64_t index, int label,
+                   const data::AugmentDraw& draw) {
+    kernels::write_image_ref(x + static_cast<int64_t>(r) * T, slot, index, draw.dy, draw.dx, draw.flip);
+    y[static_cast<int64_t>(r) * T] = label;
 }
 
 // Rows [from, B) of a short batch: blank and unlabelled.
-void blank_rows(int32_t* x, int32_t* y, int T, int from, int B) {
-    std::fill(x + static_cast<int64_t>(from) * T, x + static_cast<int64_t>(B) * T, 0);
-    std::fill(y + static_cast<int64_t>(from) * T, y + static_cast<int64_t>(B) * T, -1);
+void blank_rows(int32_t* x, int32_t* y, int T, int slot, int from, int B) {
+    for (int r = from; r < B; ++r) write_ref_row(x, y, T, r, slot, -1, -1, {});
 }
 
 class ImageTrainBatches final : public TrainBatches {
@@ -50,9 +45,12 @@ public:
 
     MicroBatch next(int32_t* x, int32_t* y, int32_t* /*pos*/) override {
         const std::vector<int64_t> rows = sampler_.batch(epoch_, batch_);
-        for (size_t r = 0; r < rows.size(); ++r)
-            write_row(x, y, T_, static_cast<int>(r), *set_, rows[r], &aug_, seed_, epoch_, scratch_);
-        blank_rows(x, y, T_, static_cast<int>(rows.size()), B_);
+        for (size_t r = 0; r < rows.size(); ++r) {
+            const data::AugmentDraw draw = aug_.active() ? data::draw_augment(aug_, seed_, epoch_, rows[r]) : data::AugmentDraw{};
+            write_ref_row(x, y, T_, static_cast<int>(r), kTrainSlot, rows[r], set_->labels[static_cast<size_t>(rows[r])],
+                          draw);
+        }
+        blank_rows(x, y, T_, kTrainSlot, static_cast<int>(rows.size()), B_);
         advance(epoch_, batch_);
         return {T_, static_cast<int64_t>(rows.size()), false};
     }
@@ -111,7 +109,6 @@ private:
     uint64_t seed_;
     int B_, T_, world_;
     int64_t epoch_ = 0, batch_ = 0;
-    std::vector<uint8_t> scratch_;
 };
 
 // Validation rows in order, the last batch partial; every rank reads the same batches (the trainer's
@@ -125,9 +122,11 @@ public:
         const int T = static_cast<int>(set_->image_size());
         const size_t first = b * static_cast<size_t>(B_);
         const int rows = static_cast<int>(std::min<size_t>(B_, indices_.size() - first));
-        std::vector<uint8_t> scratch;
-        for (int r = 0; r < rows; ++r) write_row(x, y, T, r, *set_, indices_[first + r], nullptr, 0, 0, scratch);
-        blank_rows(x, y, T, rows, B_);
+        for (int r = 0; r < rows; ++r) {
+            const int64_t index = indices_[first + r];
+            write_ref_row(x, y, T, r, kTrainSlot, index, set_->labels[static_cast<size_t>(index)], {});
+        }
+        blank_rows(x, y, T, kTrainSlot, rows, B_);
         return {T, rows, false};
     }
 
@@ -149,6 +148,9 @@ std::shared_ptr<const data::ImageSet> load_checked(const config::Config& cfg, co
                                                    const std::string& labels) {
     auto s = std::make_shared<data::ImageSet>(data::load_image_set(images, labels, cfg.model.num_classes));
     check_fits_model(*s, cfg, images);
+    if (s->image_size() < kernels::kImageRefInts)
+        throw InputError(fmt::format("'{}' holds images of {} values; image classification needs at least {} per image",
+                                     images, s->image_size(), kernels::kImageRefInts));
     return s;
 }
 
@@ -165,6 +167,16 @@ ImageData load_image_data(const config::Config& cfg, bool need_train) {
     }
     d.test = load_checked(cfg, cfg.data.test_images, cfg.data.test_labels);
     return d;
+}
+
+void bind_image_data(models::Model& model, const ImageData& data) {
+    auto* classifier = dynamic_cast<models::Classifier*>(&model);
+    LLMT_INTERNAL_CHECK(classifier != nullptr, "bind_image_data: model.arch {} is not an image classifier", model.arch());
+    auto source = [](const std::shared_ptr<const data::ImageSet>& s) {
+        return models::ImageSource{s, s->pixels.data(), s->n, s->H, s->W, s->C};
+    };
+    if (data.train) classifier->bind_images(kTrainSlot, source(data.train));
+    if (data.test) classifier->bind_images(kTestSlot, source(data.test));
 }
 
 DataPlan open_image_batches(const config::Config& cfg, const ImageData& data, int B, int rank, int world) {

@@ -11,9 +11,15 @@
 
 #include "config/config.h"
 #include "data/image_set.h"
+#include "models/model.h"
 #include "train/batches.h"
 
 namespace llmt::train {
+
+// Batch rows name their images (kernels/image_refs.h reference rows) in the sets bound to the model at these
+// slots (bind_image_data): the training file's (training and validation rows) and the test file's.
+constexpr int kTrainSlot = 0;
+constexpr int kTestSlot = 1;
 
 // The image files of a config, loaded and checked against the model (image size, channels, classes).
 struct ImageData {
@@ -23,6 +29,9 @@ struct ImageData {
 };
 // `need_train`: false for eval and predict, which read the test file only (train stays null).
 ImageData load_image_data(const config::Config& cfg, bool need_train);
+
+// Binds the loaded sets to the classifier `model` at kTrainSlot and kTestSlot (the one a null set leaves out).
+void bind_image_data(models::Model& model, const ImageData& data);
 
 // The training batches and (val_fraction > 0) the validation ones, for rank/world.
 DataPlan open_image_batches(const config::Config& cfg, const ImageData& data, int B, int rank, int world);

@@ -288,6 +288,7 @@ private:
     // turns into trainer.max_steps here, from the training split's size.
     void open_image_data() {
         images_ = load_image_data(cfg_, true);
+        bind_image_data(*model_, images_);
         DataPlan plan = open_image_batches(cfg_, images_, B(), rank_, world_);
         loader_ = std::move(plan.train);
         log_line("data: " + loader_->describe());
@@ -305,8 +306,8 @@ private:
     bool classifier() const { return cfg_.model.is_classifier(); }
 
     // The classifier's evaluation of `indices` of `set` over all ranks.
-    ClassEval classify(const data::ImageSet& set, const std::vector<int64_t>& indices) {
-        ClassEval e = evaluate_images(*model_, set, indices, B(), rank_, world_);
+    ClassEval classify(const data::ImageSet& set, int slot, const std::vector<int64_t>& indices) {
+        ClassEval e = evaluate_images(*model_, set, slot, indices, B(), rank_, world_);
         sum_over_ranks(e, [this](std::vector<double>& v) { dc_.sum(v); });
         return e;
     }
@@ -534,7 +535,7 @@ private:
     void run_classifier_eval() {
         if (images_.split.val.empty()) return;
         Stopwatch sw;
-        const ClassEval ev = classify(*images_.train, images_.split.val);
+        const ClassEval ev = classify(*images_.train, kTrainSlot, images_.split.val);
         last_val_ = ev.loss();
         last_eval_step_ = step_;
         const bool best = ev.accuracy() > best_val_acc_;
@@ -554,7 +555,7 @@ private:
     // into the summary, and the table on the log.
     void add_test_evaluation(nlohmann::ordered_json& summary) {
         Stopwatch sw;
-        const ClassEval ev = classify(*images_.test, all_indices(images_.test->n));
+        const ClassEval ev = classify(*images_.test, kTestSlot, all_indices(images_.test->n));
         const double eval_s = sw.seconds();
         const auto names = class_names(cfg_);
         log_line(fmt::format("test: {} images, accuracy {:.2f}%, loss {:.4f}\n{}", ev.images, 100 * ev.accuracy(),
@@ -791,8 +792,9 @@ private:
 nlohmann::ordered_json evaluate_classifier_checkpoint(models::Model& model, const config::Config& cfg,
                                                       const std::string& source) {
     const ImageData images = load_image_data(cfg, /*need_train=*/false);
-    const ClassEval ev = evaluate_images(model, *images.test, all_indices(images.test->n), cfg.trainer.micro_batch_size,
-                                         0, 1);
+    bind_image_data(model, images);
+    const ClassEval ev = evaluate_images(model, *images.test, kTestSlot, all_indices(images.test->n),
+                                         cfg.trainer.micro_batch_size, 0, 1);
     const auto names = class_names(cfg);
     fmt::print(stderr, "{}", ev.table(names));
     nlohmann::ordered_json out = ev.to_json(names, "test");

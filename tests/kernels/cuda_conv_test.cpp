@@ -239,6 +239,8 @@ void check_gather() {
     gather_images(gout.t(), ImageTable{static_cast<const uint8_t*>(table.t().data), n, H, W, C}, grefs.t(),
                   lut.data());
     EXPECT_EQ(gout.download(), want);
+}
+
 // Pixel normalisation: a table lookup, so the GPU's values equal the CPU's exactly (the table travels as
 // the kernel's argument). classifier_predict: argmax ties (bf16-rounded random logits repeat values) and
 // the loss sum, whose order differs (a block's tree vs a loop) but in double: 1e-12 relative.

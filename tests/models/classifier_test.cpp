@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -17,6 +18,8 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/rng.h"
+#include "data/image_set.h"
+#include "kernels/image_refs.h"
 #include "models/classifier.h"
 #include "support/subprocess.h"
 
@@ -216,6 +219,47 @@ TEST(Classifier, ClassifyMatchesForwardLogitsAndLoss) {
         labels[1] = cfg.classes;
         EXPECT_THROW(model.classify(b.x.data(), labels.data(), b.B, preds.data()), InputError);
     }
+}
+
+// Reference rows (kernels/image_refs.h: a row naming an image of a set bound to the model, with its augmentation
+// draw) give exactly what the same images' pixel rows give: the loss and every gradient bit for bit, since
+// both read the same lookup table per byte. A blank reference row (index -1) is a row of 0 pixels.
+TEST(Classifier, ReferenceRowsEqualPixelRows) {
+    const ClassifierConfig cfg = tiny(true);
+    const Batch b = make_batch(cfg);
+    auto set = std::make_shared<data::ImageSet>();
+    set->n = b.B;
+    set->H = cfg.H, set->W = cfg.W, set->C = cfg.C;
+    for (int32_t v : b.x) set->pixels.push_back(static_cast<uint8_t>(v));
+    set->labels.assign(static_cast<size_t>(b.B), 0);
+    const std::vector<data::AugmentDraw> draws = {{0, 0, false}, {1, -2, true}, {-1, 0, false}, {2, 2, true}, {0, 0, false}};
+    Batch pix = b, ref = b;
+    for (int r = 0; r < b.B; ++r) {
+        int32_t* prow = pix.x.data() + static_cast<size_t>(r) * b.T;
+        std::vector<uint8_t> aug(static_cast<size_t>(b.T));
+        data::apply_augment(aug.data(), set->image(r), cfg.H, cfg.W, cfg.C, draws[static_cast<size_t>(r)]);
+        for (int i = 0; i < b.T; ++i) prow[i] = r == 4 ? 0 : aug[static_cast<size_t>(i)];
+        std::fill(ref.x.begin() + static_cast<int64_t>(r) * b.T, ref.x.begin() + static_cast<int64_t>(r + 1) * b.T, 0);
+        const data::AugmentDraw& d = draws[static_cast<size_t>(r)];
+        kernels::write_image_ref(ref.x.data() + static_cast<size_t>(r) * b.T, /*slot=*/1, r == 4 ? -1 : r, d.dy, d.dx,
+                                 d.flip);
+    }
+    Classifier a(cfg, Device::kCpu, DType::kF32), c(cfg, Device::kCpu, DType::kF32);
+    a.init_random(3);
+    c.init_random(3);
+    c.bind_images(1, ImageSource{set, set->pixels.data(), set->n, set->H, set->W, set->C});
+    a.zero_grad();
+    c.zero_grad();
+    const float la = a.forward(pix.x.data(), pix.y.data(), b.B, b.T, /*train=*/true);
+    const float lc = c.forward(ref.x.data(), ref.y.data(), b.B, b.T, /*train=*/true);
+    a.backward();
+    c.backward();
+    EXPECT_EQ(la, lc);
+    EXPECT_EQ(all_grads(a), all_grads(c));
+    // A slot nothing is bound to is refused, not read.
+    ref.x[1] = 0;
+    for (int r = 0; r < b.B; ++r) ref.x[static_cast<size_t>(r) * b.T + 1] = 0;
+    EXPECT_ANY_THROW(c.forward(ref.x.data(), ref.y.data(), b.B, b.T, /*train=*/false));
 }
 
 }  // namespace
