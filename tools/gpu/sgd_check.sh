@@ -4,9 +4,10 @@
 # untouched) beside CudaOps.AdamW; 2) the SGD MLP preset and the CNN preset with SGD for 60 steps on the
 # CPU and on CUDA (tools/gpu/classifier_check.sh): the losses side by side, which should agree to ~5
 # decimals as AdamW's do.
-# Usage (from the repo root, after `bash tools/gpu/pack.sh build/gpu-carry build/release/llmtrain
-# build/release/tests/kernels/cuda_ops_test && tar czf build/gpu-carry.tgz -C build/gpu-carry .`, carrying
-# build/gpu-carry.tgz): bash tools/gpu/sgd_check.sh     (logs under $OUT)
+# Usage: here `bash tools/gpu/pack.sh build/gpu-carry build/release/llmtrain
+# build/release/tests/kernels/cuda_ops_test` (writes build/gpu-carry.tgz); on the GPU machine, carrying
+# build/gpu-carry.tgz: `rm -rf /tmp/g; bash tools/gpu/sgd_check.sh` (env.sh unpacks to /tmp/g only when
+# it is absent; logs under $OUT).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/env.sh
