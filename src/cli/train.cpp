@@ -31,7 +31,7 @@ void register_train(CLI::App& app, Runtime& rt) {
                     "checkpoint, here or, with output.sync, in the store; else starts it)");
     auto max_memory = std::make_shared<std::string>();
     cmd->add_option("--max-memory", *max_memory,
-                    "refuse to start when the estimated memory per process (parameters, gradients, AdamW state, "
+                    "refuse to start when the estimated memory per process (parameters, gradients, optimizer state, "
                     "activations) exceeds SIZE (e.g. 64GiB); default: the GPU's memory or the host's MemAvailable");
     cmd->add_flag("--dry-run", *dry, "one forward pass: parameter count, memory plan and loss; no update, no files");
     cmd->add_flag("--json", *json, "print the summary as one JSON document on stdout");

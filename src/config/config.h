@@ -88,8 +88,11 @@ struct TrainerConfig {
     std::string schedule;  // cosine | linear | constant
     double weight_decay = 0;
     bool decay_embeddings = false;
-    std::array<double, 2> betas{0.9, 0.95};
-    double eps = 1e-8;
+    std::string optimizer = "adamw";  // adamw | sgd
+    std::array<double, 2> betas{0.9, 0.95};  // adamw
+    double eps = 1e-8;                       // adamw
+    double momentum = 0.9, dampening = 0;    // sgd
+    bool nesterov = false;                   // sgd
     double max_grad_norm = 1.0;
     std::string precision;  // fp32 | bf16
     std::string recompute;  // none | gelu | all

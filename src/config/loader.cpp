@@ -459,6 +459,29 @@ void check_deterministic(const ordered_json& r, const std::function<std::string(
               "or run.deterministic: false");
 }
 
+// The hyper-parameters of the optimizer not chosen (trainer.optimizer) would be silently ignored: a
+// non-default value is refused, naming the key. Nesterov momentum needs momentum and no dampening (as
+// torch.optim.SGD requires).
+void check_optimizer_keys(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
+                          Validator& v) {
+    const std::string opt = value_at(r, "trainer.optimizer");
+    const std::vector<std::string> adamw_keys = {"trainer.betas", "trainer.eps"};
+    const std::vector<std::string> sgd_keys = {"trainer.momentum", "trainer.dampening", "trainer.nesterov"};
+    for (const std::string& key : opt == "sgd" ? adamw_keys : sgd_keys)
+        if (!is_default(r, key))
+            v.add(key, at(key),
+                  fmt::format("is read only with trainer.optimizer {}, and trainer.optimizer is {}; remove it "
+                              "(default {}) or set trainer.optimizer: {}",
+                              opt == "sgd" ? "adamw" : "sgd", opt, find_field(key)->default_value.dump(),
+                              opt == "sgd" ? "adamw" : "sgd"));
+    if (opt == "sgd" && value_at(r, "trainer.nesterov").get<bool>() &&
+        (value_at(r, "trainer.momentum").get<double>() <= 0 || value_at(r, "trainer.dampening").get<double>() != 0))
+        v.add("trainer.nesterov", at("trainer.nesterov"),
+              fmt::format("Nesterov momentum needs trainer.momentum > 0 and trainer.dampening 0, found momentum {} "
+                          "and dampening {}",
+                          value_at(r, "trainer.momentum").get<double>(), value_at(r, "trainer.dampening").get<double>()));
+}
+
 // data.* keys that the configured source never reads: a non-default value would be silently ignored.
 void check_data_keys_read(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
                           Validator& v) {
@@ -617,6 +640,7 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
         v.add("output.root_dir", at("output.root_dir"), "must not be empty");
     check_deterministic(r, at, v);
     check_data_keys_read(r, at, v);
+    check_optimizer_keys(r, at, v);
     check_mlflow_uri(r, at, v);
     check_sync_uri(r, at, v);
 }

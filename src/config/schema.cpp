@@ -217,7 +217,12 @@ std::vector<FieldSpec> build() {
     v.push_back(float_field("trainer.min_lr", 6e-5, 0.0, kInf, false, "final learning rate of the decay"));
     v.push_back(int_field("trainer.warmup_steps", 100, 0, 1e15, "linear warmup steps"));
     v.push_back(enum_field("trainer.schedule", "cosine", {"cosine", "linear", "constant"}, "learning-rate decay after warmup"));
-    v.push_back(float_field("trainer.weight_decay", 0.1, 0.0, kInf, false, "AdamW decoupled weight decay (2-D weights only)"));
+    v.push_back(enum_field("trainer.optimizer", "adamw", {"adamw", "sgd"},
+                           "adamw: AdamW (trainer.betas, trainer.eps); sgd: SGD with momentum as torch.optim.SGD "
+                           "(trainer.momentum, trainer.dampening, trainer.nesterov)"));
+    v.push_back(float_field("trainer.weight_decay", 0.1, 0.0, kInf, false,
+                            "weight decay of 2-D weights: decoupled (p *= 1 - lr * wd) with adamw, L2 added to the "
+                            "gradient (g += wd * p) with sgd"));
     v.push_back(bool_field("trainer.decay_embeddings", false, "also apply weight decay to the embedding tables"));
     {
         FieldSpec f;
@@ -227,10 +232,16 @@ std::vector<FieldSpec> build() {
         f.min = 0.0;
         f.max = 0.999999;
         f.list_len = 2;
-        f.doc = "AdamW beta1, beta2";
+        f.doc = "trainer.optimizer adamw: beta1, beta2";
         v.push_back(f);
     }
-    v.push_back(float_field("trainer.eps", 1e-8, 0.0, 1.0, true, "AdamW epsilon"));
+    v.push_back(float_field("trainer.eps", 1e-8, 0.0, 1.0, true, "trainer.optimizer adamw: epsilon"));
+    v.push_back(float_field("trainer.momentum", 0.9, 0.0, 1.0, false,
+                            "trainer.optimizer sgd: momentum factor; 0 = plain SGD (no momentum buffer)"));
+    v.push_back(float_field("trainer.dampening", 0.0, 0.0, 1.0, false,
+                            "trainer.optimizer sgd: the new gradient enters the momentum buffer times 1 - dampening"));
+    v.push_back(bool_field("trainer.nesterov", false,
+                           "trainer.optimizer sgd: Nesterov momentum (needs trainer.momentum > 0 and trainer.dampening 0)"));
     v.push_back(float_field("trainer.max_grad_norm", 1.0, 0.0, kInf, false, "global gradient-norm clip; 0 disables"));
     v.push_back(enum_field("trainer.precision", "fp32", {"fp32", "bf16"}, "compute precision (master weights stay fp32)"));
     v.push_back(enum_field("trainer.recompute", "none", {"none", "gelu", "mlp", "all"}, "activation recomputation to save memory: mlp (alias gelu) recomputes the MLP's activation output (GPT-2's GELU, LLaMA's SwiGLU) in backward; all "

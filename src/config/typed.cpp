@@ -84,6 +84,10 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.trainer.decay_embeddings = t.at("decay_embeddings");
     c.trainer.betas = {t.at("betas").at(0).get<double>(), t.at("betas").at(1).get<double>()};
     c.trainer.eps = t.at("eps");
+    c.trainer.optimizer = t.at("optimizer");
+    c.trainer.momentum = t.at("momentum");
+    c.trainer.dampening = t.at("dampening");
+    c.trainer.nesterov = t.at("nesterov");
     c.trainer.max_grad_norm = t.at("max_grad_norm");
     c.trainer.precision = t.at("precision");
     c.trainer.recompute = t.at("recompute");

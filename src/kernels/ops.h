@@ -20,6 +20,7 @@
 
 #include "core/tensor.h"
 #include "kernels/adamw_params.h"
+#include "kernels/sgd_params.h"
 #include "kernels/conv_geom.h"
 #include "kernels/image_refs.h"
 
@@ -187,6 +188,12 @@ void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWPa
 // runs) instead of one per run.
 void adamw_update_runs(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp,
                        const std::vector<AdamWRun>& runs, Tensor params_lp = {});
+
+// cpu/sgd.h (torch.optim.SGD). params, grads (and buf, the momentum buffer: present exactly when
+// hp.momentum != 0): f32, same element count; the runs as adamw_update_runs takes them (decay false: weight
+// decay 0; elements outside every run untouched). params_lp (CUDA, optional): the bf16 compute copy.
+void sgd_update_runs(Tensor params, Tensor buf, Tensor grads, const SgdParams& hp, const std::vector<AdamWRun>& runs,
+                     Tensor params_lp = {});
 
 // cpu/reduce.h. Sum of squares in fp64 (global grad norm = sqrt of the sum over tensors); scale.
 double sum_squares(Tensor x);

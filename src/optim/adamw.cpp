@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <numeric>
-#include <set>
 
 #include "core/check.h"
 #include "core/error.h"
@@ -20,55 +18,20 @@ namespace {
 
 constexpr const char* kFormat = "llmtrain.adamw.v1";
 
-std::size_t numel_of(const ParamSlot& s) {
-    std::size_t n = 1;
-    for (auto d : s.shape) {
-        LLMT_INTERNAL_CHECK(d >= 0, "AdamW: parameter '{}' has negative extent in shape {}", s.name, shape_str(s.shape));
-        n *= static_cast<std::size_t>(d);
-    }
-    return n;
-}
-
 Tensor flat(float* p, std::size_t n, Device d) { return Tensor(p, {static_cast<std::int64_t>(n)}, DType::kF32, d); }
 
 }  // namespace
 
 AdamW::AdamW(std::vector<ParamSlot> slots, std::size_t arena_numel, AdamWConfig cfg, ArenaSlice slice, Device device)
     : slots_(std::move(slots)), arena_numel_(arena_numel), cfg_(cfg), device_(device) {
-    begin_ = slice.begin;
-    end_ = slice.end == SIZE_MAX ? arena_numel : slice.end;
-    LLMT_INTERNAL_CHECK(begin_ < end_ && end_ <= arena_numel, "AdamW: slice [{}, {}) is empty or outside the arena of {} elements",
-               slice.begin, end_, arena_numel);
+    SlicePlan plan = plan_slice(slots_, arena_numel, slice, "AdamW");
+    begin_ = plan.begin;
+    end_ = plan.end;
+    pieces_ = std::move(plan.pieces);
+    runs_ = std::move(plan.runs);
     LLMT_INTERNAL_CHECK(cfg.beta1 >= 0 && cfg.beta1 < 1 && cfg.beta2 >= 0 && cfg.beta2 < 1,
                "AdamW: betas must be in [0, 1), got ({}, {})", cfg.beta1, cfg.beta2);
     LLMT_INTERNAL_CHECK(cfg.eps > 0, "AdamW: eps must be > 0, got {}", cfg.eps);
-
-    std::set<std::string> names;
-    std::vector<std::size_t> order(slots_.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return slots_[a].offset < slots_[b].offset; });
-    std::size_t prev_end = 0;
-    const ParamSlot* prev = nullptr;
-    for (std::size_t i : order) {
-        const ParamSlot& s = slots_[i];
-        LLMT_INTERNAL_CHECK(!s.name.empty() && s.name != "step", "AdamW: parameter name '{}' is reserved or empty", s.name);
-        LLMT_INTERNAL_CHECK(names.insert(s.name).second, "AdamW: parameter '{}' listed twice", s.name);
-        const std::size_t n = numel_of(s);
-        LLMT_INTERNAL_CHECK(s.offset + n <= arena_numel, "AdamW: parameter '{}' [{}, {}) leaves the arena of {} elements",
-                   s.name, s.offset, s.offset + n, arena_numel);
-        LLMT_INTERNAL_CHECK(prev == nullptr || s.offset >= prev_end, "AdamW: parameter '{}' at {} overlaps '{}' (ends at {})",
-                   s.name, s.offset, prev ? prev->name : "", prev_end);
-        prev = &s;
-        prev_end = s.offset + n;
-        const std::size_t b = std::max(s.offset, begin_), e = std::min(s.offset + n, end_);
-        if (b >= e) continue;
-        pieces_.push_back({i, b, e, b == s.offset && e == s.offset + n});
-        if (!runs_.empty() && runs_.back().end == b && runs_.back().decay == s.decay) {
-            runs_.back().end = e;
-        } else {
-            runs_.push_back({b, e, s.decay});
-        }
-    }
     if (device_ == Device::kCpu) {
         m_.assign(end_ - begin_, 0.0f);
         v_.assign(end_ - begin_, 0.0f);
@@ -155,6 +118,7 @@ std::map<std::string, std::string> AdamW::state_metadata() const {
 }
 
 void AdamW::load_state(const SafetensorsFile& file) {
+    check_state_owner(file, kFormat, name());
     std::vector<std::string> diffs;
     const auto& meta = file.metadata();
     for (const auto& [k, want] : state_metadata()) {

@@ -13,16 +13,10 @@
 
 #include "core/arena.h"
 #include "core/safetensors.h"
+#include "optim/optimizer.h"
+#include "optim/param_slots.h"
 
 namespace llmt::optim {
-
-// One parameter tensor inside the arena, as the model's parameter table describes it.
-struct ParamSlot {
-    std::string name;   // Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight"
-    Shape shape;        // numel(shape) elements starting at `offset`
-    std::size_t offset = 0;
-    bool decay = false;  // weight decay applies (2-D weights); false for biases, norms, embeddings
-};
 
 struct AdamWConfig {
     float beta1 = 0.9f;
@@ -31,14 +25,8 @@ struct AdamWConfig {
     float weight_decay = 0.1f;  // applied (decoupled: p *= 1 - lr*wd) to slots with decay == true
 };
 
-// Elements [begin, end) of the arena. end == SIZE_MAX means "to the end of the arena".
-struct ArenaSlice {
-    std::size_t begin = 0;
-    std::size_t end = SIZE_MAX;
-};
-
 // Not thread-safe; one instance per rank. The arena pointers passed to step() are not retained.
-class AdamW {
+class AdamW final : public Optimizer {
 public:
     // Throws InputError when slots overlap, leave the arena, repeat a name, have a negative extent,
     // or when the slice is empty or outside the arena. Slots may leave gaps (padding); gap elements
@@ -50,7 +38,8 @@ public:
     // One optimizer step on params[begin, end) from grads[begin, end) (both full-arena pointers):
     // g = grads * grad_scale (the clipping coefficient), then the AdamW update with step count t+1.
     // params_lp (optional, CUDA): the model's flat bf16 compute copy, rewritten in the same pass.
-    void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {});
+    void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {}) override;
+    const char* name() const override { return "adamw"; }
 
     std::int64_t step_count() const { return step_; }
     const AdamWConfig& config() const { return cfg_; }
@@ -62,27 +51,21 @@ public:
     // (the param's shape, or [k] for the k elements of a slot cut by the slice), and "step" (I64 []).
     // The refs point into this object (host memory: a device state is copied over first) and stay valid
     // until the next step(), state_tensors() or load_state().
-    std::vector<TensorRef> state_tensors() const;
+    std::vector<TensorRef> state_tensors() const override;
     // Names, dtypes and shapes state_tensors() produces (what load_state() expects).
     std::vector<TensorSpec> state_specs() const;
     // Metadata to store beside the state: format tag, arena size and slice bounds.
-    std::map<std::string, std::string> state_metadata() const;
+    std::map<std::string, std::string> state_metadata() const override;
 
     // Restores m, v and the step count from a file written from state_tensors()/state_metadata().
     // Throws CheckpointError listing every difference (missing/unexpected names, shapes, dtypes,
-    // slice/arena mismatch) and changes nothing in that case.
-    void load_state(const SafetensorsFile& file);
+    // slice/arena mismatch), or naming both optimizers for another optimizer's state, and changes nothing
+    // in that case.
+    void load_state(const SafetensorsFile& file) override;
 
 private:
-    struct Piece {  // the part of one slot inside the slice
-        std::size_t slot;
-        std::size_t begin, end;  // arena indices
-        bool whole;              // the slot lies entirely inside the slice
-    };
-    struct Run {  // adjacent pieces with the same decay flag (kernels::adamw_update_runs takes them all at once)
-        std::size_t begin, end;
-        bool decay;
-    };
+    using Piece = SlicePlan::Piece;
+    using Run = SlicePlan::Run;  // kernels::adamw_update_runs takes them all at once
 
     std::vector<ParamSlot> slots_;
     std::size_t arena_numel_;

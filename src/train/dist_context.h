@@ -20,7 +20,7 @@ namespace llmt::train {
 // `world` ranks. One process has nothing to synchronise: every field stays off, whatever the keys say
 // (docs/config.md), so a data-parallel config also runs as one process.
 struct GradSync {
-    bool zero1 = false;       // ZeRO-1: reduce-scatter after the accumulation window, sharded AdamW state
+    bool zero1 = false;       // ZeRO-1: reduce-scatter after the accumulation window, sharded optimizer state
     size_t bucket_bytes = 0;  // DDP: all-reduce bucket size (0 = no DDP Reducer: one rank, or ZeRO-1)
     bool overlap = false;     // DDP: all-reduce buckets while backward still runs
 };
@@ -56,7 +56,7 @@ public:
     void sum(std::vector<double>& values);
 
     // ZeRO-1 on a flat f32 arena of `numel` elements on device(): rank r owns elements
-    // [r*shard, min(numel, (r+1)*shard)) with shard = ceil(numel / world) (optim::AdamW's slice).
+    // [r*shard, min(numel, (r+1)*shard)) with shard = ceil(numel / world) (the optimizer's slice, optim/param_slots.h).
     // zero_reduce_grads reduce-scatters the gradients (mean over ranks) into this rank's slice of `grads`
     // (the rest of `grads` is left as it was) and returns the global sum of squares of the mean gradient;
     // zero_gather_params all-gathers every rank's slice of `params`, so every rank holds the whole arena.

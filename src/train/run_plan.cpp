@@ -74,8 +74,10 @@ MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device
     MemoryEstimate e;
     e.parameters = plan.params;
     e.gradients = plan.grads;
-    // AdamW m and v in fp32, one each per fp32 master parameter (the grads arena has the same layout).
-    const std::uint64_t moments = 2 * static_cast<std::uint64_t>(plan.grads);
+    // AdamW's m and v in fp32, one each per fp32 master parameter (the grads arena has the same layout);
+    // SGD's momentum buffer, one (none with momentum 0).
+    const int per_param = cfg.trainer.optimizer == "sgd" ? (cfg.trainer.momentum != 0 ? 1 : 0) : 2;
+    const std::uint64_t moments = per_param * static_cast<std::uint64_t>(plan.grads);
     e.optimizer = (moments + static_cast<std::uint64_t>(zero1_world) - 1) / static_cast<std::uint64_t>(zero1_world);
     e.activations = plan.activations;
     const std::uint64_t parts[] = {e.parameters, e.gradients, e.optimizer, e.activations};
@@ -94,7 +96,7 @@ MemoryLimit memory_limit(Device device, std::optional<std::uint64_t> max_memory)
 void check_memory(const MemoryEstimate& est, const MemoryLimit& limit, const config::Config& cfg) {
     if (limit.bytes == 0 || est.total() <= limit.bytes) return;  // 0: unknown, nothing to compare with
     throw InputError(fmt::format(
-        "model does not fit: training needs {:.2f} GiB per process (parameters {:.2f}, gradients {:.2f}, AdamW "
+        "model does not fit: training needs {:.2f} GiB per process (parameters {:.2f}, gradients {:.2f}, optimizer "
         "state {:.2f}, activations {:.2f} at micro_batch_size {} x block_size {}, recompute {}, precision {}) but "
         "{} is {:.2f} GiB\n(hint: lower model.n_layer / model.d_model, trainer.micro_batch_size or model.block_size, "
         "set trainer.recompute: all, or raise --max-memory)",

@@ -1,5 +1,5 @@
 // What a run of a config needs before anything is allocated: the device and precision it resolves to,
-// the model's configuration, and the memory one process uses (parameters, gradients, AdamW moments,
+// the model's configuration, and the memory one process uses (parameters, gradients, optimizer state,
 // activations), checked against the device or --max-memory. `validate`, `train --dry-run` and `train`
 // all refuse a run that cannot fit here, with the figures, instead of failing in an allocation.
 #pragma once
@@ -23,7 +23,8 @@ Device resolve_device(const config::Config& cfg, int local_world);
 DType check_supported(const config::Config& cfg, Device device);
 
 // Bytes one training process holds. Under bf16 `parameters` counts the fp32 master weights and their
-// bf16 compute copy; `optimizer` is AdamW's two fp32 moments (sharded over the ranks under ZeRO-1).
+// bf16 compute copy; `optimizer` is AdamW's two fp32 moments or SGD's momentum buffer (sharded over the
+// ranks under ZeRO-1).
 struct MemoryEstimate {
     std::uint64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
     std::uint64_t total() const { return parameters + gradients + optimizer + activations; }

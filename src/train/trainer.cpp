@@ -33,6 +33,7 @@
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
+#include "optim/sgd.h"
 #include "tracking/tracker.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_sync.h"
@@ -112,7 +113,7 @@ std::unique_ptr<models::Model> build_model(const config::Config& cfg, const mode
     return model;
 }
 
-// AdamW's tensors: the trainable ones, weight decay on matrices (and embeddings when asked).
+// The optimizer's tensors: the trainable ones, weight decay on matrices (and embeddings when asked).
 std::vector<optim::ParamSlot> param_slots(const models::Model& model, bool decay_embeddings) {
     std::vector<optim::ParamSlot> slots;
     const auto& specs = model.param_specs();
@@ -258,7 +259,7 @@ private:
         if (dev_ != Device::kCuda) return log_cpu_precision();
         const auto mem = kernels::device_memory_info(dev_);
         log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
-                             "AdamW state {:.2f}, activations {:.2f} at B={} T={}, recompute {}) of {:.1f} GiB on the "
+                             "optimizer state {:.2f}, activations {:.2f} at B={} T={}, recompute {}) of {:.1f} GiB on the "
                              "GPU",
                              dtype_name(dtype_), mem_.total() / 1073741824.0, mem_.parameters / 1073741824.0,
                              mem_.gradients / 1073741824.0, mem_.optimizer / 1073741824.0,
@@ -337,18 +338,28 @@ private:
     }
 
     void build_optimizer() {
-        optim::AdamWConfig ac;
-        ac.beta1 = static_cast<float>(tc_.betas[0]);
-        ac.beta2 = static_cast<float>(tc_.betas[1]);
-        ac.eps = static_cast<float>(tc_.eps);
-        ac.weight_decay = static_cast<float>(tc_.weight_decay);
         arena_numel_ = model_->params().nbytes() / sizeof(float);
-        // ZeRO-1: rank r keeps the AdamW state of arena elements [r*shard, (r+1)*shard) only.
+        // ZeRO-1: rank r keeps the optimizer state of arena elements [r*shard, (r+1)*shard) only.
         const size_t shard = sync_.zero1 ? (arena_numel_ + world_ - 1) / static_cast<size_t>(world_) : arena_numel_;
         optim::ArenaSlice slice;
         if (sync_.zero1)
             slice = {static_cast<size_t>(rank_) * shard, std::min(arena_numel_, static_cast<size_t>(rank_ + 1) * shard)};
-        opt_.emplace(param_slots(*model_, tc_.decay_embeddings), arena_numel_, ac, slice, dev_);
+        auto slots = param_slots(*model_, tc_.decay_embeddings);
+        if (tc_.optimizer == "sgd") {
+            optim::SgdConfig sc;
+            sc.momentum = static_cast<float>(tc_.momentum);
+            sc.dampening = static_cast<float>(tc_.dampening);
+            sc.nesterov = tc_.nesterov;
+            sc.weight_decay = static_cast<float>(tc_.weight_decay);
+            opt_ = std::make_unique<optim::Sgd>(std::move(slots), arena_numel_, sc, slice, dev_);
+        } else {
+            optim::AdamWConfig ac;
+            ac.beta1 = static_cast<float>(tc_.betas[0]);
+            ac.beta2 = static_cast<float>(tc_.betas[1]);
+            ac.eps = static_cast<float>(tc_.eps);
+            ac.weight_decay = static_cast<float>(tc_.weight_decay);
+            opt_ = std::make_unique<optim::AdamW>(std::move(slots), arena_numel_, ac, slice, dev_);
+        }
         sched_ = optim::LrSchedule{optim::parse_schedule_kind(tc_.schedule), tc_.lr, tc_.min_lr, tc_.warmup_steps,
                                    tc_.max_steps};
         sched_.validate();
@@ -569,7 +580,7 @@ private:
     }
 
     // One optimizer step: the micro-steps' forward/backward (gradients synchronised as configured),
-    // the global norm, clipping and AdamW. Returns the gradient norm; loss_sum gets the micro-steps' losses.
+    // the global norm, clipping and the optimizer. Returns the gradient norm; loss_sum gets the micro-steps' losses.
     double optimizer_step(double& loss_sum) {
         const int accum = tc_.grad_accum_steps;
         float* params = static_cast<float*>(model_->params().data());
@@ -764,7 +775,7 @@ private:
     std::unique_ptr<EvalBatches> eval_loader_;
     ImageData images_;  // data.source idx
     double best_val_acc_ = -1;
-    std::optional<optim::AdamW> opt_;
+    std::unique_ptr<optim::Optimizer> opt_;  // trainer.optimizer: optim::AdamW or optim::Sgd
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
     std::optional<RunDir> run_dir_;

@@ -37,6 +37,8 @@ std::vector<ConfigIssue> issues_of(const std::string& yaml, const std::vector<st
     return {};
 }
 
+using Sets = std::vector<std::string>;
+
 std::string joined(const std::vector<ConfigIssue>& issues) {
     std::string s;
     for (const auto& i : issues) s += i.where + " | " + i.key + " | " + i.message + "\n";
@@ -190,6 +192,54 @@ TEST(ConfigLoader, ValuesThisVersionCannotActOnAreRefusedTogether) {
     ASSERT_EQ(is.size(), 2u) << joined(is);
     EXPECT_EQ(is[0].key, "data.train_shards");
     EXPECT_EQ(is[1].key, "data.shard_format");
+}
+
+// trainer.optimizer picks AdamW or SGD; the other optimizer's hyper-parameters are refused, naming the key
+// and both optimizers; an unknown optimizer names the choices; Nesterov needs momentum and no dampening.
+TEST(ConfigLoader, OptimizerKeys) {
+    const Config sgd = load_config_string(kMinimal + "trainer:\n  optimizer: sgd\n  momentum: 0.8\n  dampening: 0.1\n",
+                                          "t.yaml", {});
+    EXPECT_EQ(sgd.trainer.optimizer, "sgd");
+    EXPECT_DOUBLE_EQ(sgd.trainer.momentum, 0.8);
+    EXPECT_DOUBLE_EQ(sgd.trainer.dampening, 0.1);
+    EXPECT_FALSE(sgd.trainer.nesterov);
+    const Config deflt = load_config_string(kMinimal, "t.yaml", {});
+    EXPECT_EQ(deflt.trainer.optimizer, "adamw");  // every existing config keeps AdamW
+    EXPECT_DOUBLE_EQ(deflt.trainer.momentum, 0.9);
+    EXPECT_TRUE(load_config_string(kMinimal, "t.yaml", {"trainer.optimizer=sgd", "trainer.nesterov=true"})
+                    .trainer.nesterov);
+
+    auto is = issues_of(kMinimal + "trainer:\n  optimizer: sgd\n  betas: [0.9, 0.999]\n  eps: 1.0e-6\n");
+    ASSERT_EQ(is.size(), 2u) << joined(is);
+    EXPECT_EQ(is[0].key, "trainer.betas");
+    EXPECT_EQ(is[1].key, "trainer.eps");
+    EXPECT_NE(is[0].message.find("is read only with trainer.optimizer adamw, and trainer.optimizer is sgd"),
+              std::string::npos) << joined(is);
+
+    is = issues_of(kMinimal, {"trainer.momentum=0.5", "trainer.nesterov=true", "trainer.dampening=0.2"});
+    ASSERT_EQ(is.size(), 3u) << joined(is);
+    for (const auto& i : is)
+        EXPECT_NE(i.message.find("is read only with trainer.optimizer sgd, and trainer.optimizer is adamw"),
+                  std::string::npos) << joined(is);
+
+    is = issues_of(kMinimal, {"trainer.optimizer=adam"});
+    ASSERT_EQ(is.size(), 1u) << joined(is);
+    EXPECT_EQ(is[0].key, "trainer.optimizer");
+    EXPECT_NE(is[0].message.find("adamw"), std::string::npos) << joined(is);
+    EXPECT_NE(is[0].message.find("sgd"), std::string::npos) << joined(is);
+
+    for (const Sets& bad : {Sets{"trainer.momentum=0"}, Sets{"trainer.dampening=0.5"}}) {
+        Sets sets = {"trainer.optimizer=sgd", "trainer.nesterov=true"};
+        sets.insert(sets.end(), bad.begin(), bad.end());
+        is = issues_of(kMinimal, sets);
+        ASSERT_EQ(is.size(), 1u) << joined(is);
+        EXPECT_EQ(is[0].key, "trainer.nesterov");
+        EXPECT_NE(is[0].message.find("needs trainer.momentum > 0 and trainer.dampening 0"), std::string::npos)
+            << joined(is);
+    }
+    is = issues_of(kMinimal, {"trainer.optimizer=sgd", "trainer.momentum=-0.1"});
+    ASSERT_EQ(is.size(), 1u) << joined(is);
+    EXPECT_EQ(is[0].key, "trainer.momentum");
 }
 
 // data.packing is read only by the chat source; a chat source needs a tokenizer with a chat template and a

@@ -503,6 +503,25 @@ const std::map<std::string, Probe>& probes() {
          }},
         {"trainer.betas", [](const Ctx& c) { trajectory_differs(c, {"trainer.betas=[0.5, 0.6]"}, {}); }},
         {"trainer.eps", [](const Ctx& c) { trajectory_differs(c, {"trainer.eps=0.1"}, {}); }},
+        // SGD moves the weights differently and keeps one buffer where AdamW keeps two.
+        {"trainer.optimizer",
+         [](const Ctx& c) {
+             trajectory_differs(c, {"trainer.optimizer=sgd"}, {});
+             EXPECT_EQ(2 * dry(c.t, {"trainer.optimizer=sgd"})["memory_bytes"]["optimizer"].get<int64_t>(),
+                       dry(c.t, {})["memory_bytes"]["optimizer"].get<int64_t>());
+         }},
+        {"trainer.momentum",
+         [](const Ctx& c) {
+             trajectory_differs(c, {"trainer.optimizer=sgd", "trainer.momentum=0.5"}, {"trainer.optimizer=sgd"});
+         }},
+        {"trainer.dampening",
+         [](const Ctx& c) {
+             trajectory_differs(c, {"trainer.optimizer=sgd", "trainer.dampening=0.5"}, {"trainer.optimizer=sgd"});
+         }},
+        {"trainer.nesterov",
+         [](const Ctx& c) {
+             trajectory_differs(c, {"trainer.optimizer=sgd", "trainer.nesterov=true"}, {"trainer.optimizer=sgd"});
+         }},
         {"trainer.max_grad_norm", [](const Ctx& c) { trajectory_differs(c, {"trainer.max_grad_norm=0.001"}, {}); }},
         // On the CPU bf16 rounds the GEMMs' operands (kernels/cpu/gemm_bf16.h): a different trajectory.
         {"trainer.precision",

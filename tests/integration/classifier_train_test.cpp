@@ -14,6 +14,7 @@
 
 #include "core/fs.h"
 #include "core/rng.h"
+#include "core/safetensors.h"
 #include "support/subprocess.h"
 #include "support/train_fixture.h"
 
@@ -187,6 +188,45 @@ TEST_F(ClassifierTrain, ResumeIsBitIdentical) {
     EXPECT_EQ(llmt::read_file(root_ / "runs/full/checkpoints/step_46/model.safetensors"),
               llmt::read_file(root_ / "runs/split/checkpoints/step_46/model.safetensors"));
     EXPECT_EQ(summary("full")["test_accuracy"], summary("split")["test_accuracy"]);
+}
+
+// trainer.optimizer sgd (Nesterov momentum, L2 decay): the model learns the squares, a run stopped at step
+// 13 and resumed is bit-identical to one that was not, and the SGD checkpoint refuses to continue as AdamW.
+TEST_F(ClassifierTrain, SgdLearnsResumesBitIdenticalAndRefusesAdamW) {
+    const std::vector<std::string> sgd = {"--set", "trainer.optimizer=sgd",  "--set", "trainer.nesterov=true",
+                                          "--set", "trainer.lr=0.1",         "--set", "trainer.weight_decay=0.001",
+                                          "--set", "model.dropout=0.2",      "--set", "data.augment.crop_padding=1"};
+    auto full = run_process(bin(train("sgd_full", sgd)), "", 600);
+    ASSERT_EQ(full.exit_code, 0) << full.err;
+    EXPECT_GE(summary("sgd_full")["test_accuracy"].get<double>(), 0.9) << summary("sgd_full").dump();
+    // The momentum buffer is in the checkpoint, one per parameter in the parameter's shape.
+    const auto opt = llmt::SafetensorsFile::open(root_ / "runs/sgd_full/checkpoints/step_46/optimizer.safetensors");
+    EXPECT_EQ(opt.metadata().at("format"), "llmtrain.sgd.v1");
+    EXPECT_EQ(opt.info("out.weight.momentum_buffer").shape, (llmt::Shape{4, 16}));
+    EXPECT_EQ(opt.info("out.bias.momentum_buffer").shape, (llmt::Shape{4}));
+
+    auto extra = sgd;
+    extra.insert(extra.end(), {"--stop-at-step", "13"});
+    auto part = run_process(bin(train("sgd_split", extra)), "", 600);
+    ASSERT_EQ(part.exit_code, 0) << part.err;
+    // Continuing the SGD checkpoint with AdamW is refused, naming both optimizers.
+    auto adamw = run_process(bin(train("sgd_split", {"--set", "model.dropout=0.2", "--set", "data.augment.crop_padding=1",
+                                                     "--set", "trainer.lr=0.1", "--set", "trainer.weight_decay=0.001",
+                                                     "--resume", "sgd_split"})),
+                             "", 600);
+    EXPECT_EQ(adamw.exit_code, 2) << adamw.err;
+    EXPECT_NE(adamw.err.find("written by trainer.optimizer sgd and this run's trainer.optimizer is adamw"),
+              std::string::npos) << adamw.err;
+    extra = sgd;
+    extra.insert(extra.end(), {"--resume", "sgd_split"});
+    auto rest = run_process(bin(train("sgd_split", extra)), "", 600);
+    ASSERT_EQ(rest.exit_code, 0) << rest.err;
+    const auto a = series("sgd_full", "loss"), b = series("sgd_split", "loss");
+    ASSERT_EQ(a.size(), 46u);
+    ASSERT_EQ(b.size(), 46u);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "step " << i + 1;
+    EXPECT_EQ(llmt::read_file(root_ / "runs/sgd_full/checkpoints/step_46/model.safetensors"),
+              llmt::read_file(root_ / "runs/sgd_split/checkpoints/step_46/model.safetensors"));
 }
 
 TEST_F(ClassifierTrain, TruncatedIdxIsExit2NamingTheOffset) {

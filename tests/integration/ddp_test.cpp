@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "core/fs.h"
+#include "core/safetensors.h"
 #include "support/netns_hosts.h"
 #include "support/free_port.h"
 #include "support/subprocess.h"
@@ -194,6 +195,27 @@ TEST_F(DdpTest, TwoRanksMatchOneProcessWithDdpAndZero1) {
                     "", 300);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     EXPECT_EQ(series("zero1", "loss").size(), 22u);
+}
+
+// SGD's momentum buffer is sharded like AdamW's moments: 2 ranks with ZeRO-1 match one process, and the
+// shards resume (trainer.optimizer sgd with Nesterov momentum and weight decay).
+TEST_F(DdpTest, SgdTwoRanksWithZero1MatchOneProcessAndResume) {
+    const std::vector<std::string> sgd = {"--set", "trainer.optimizer=sgd", "--set", "trainer.nesterov=true",
+                                          "--set", "trainer.lr=0.3", "--set", "trainer.min_lr=0.03"};
+    auto one = run_process(with_bin(train_args("sgd-one", sgd)), "", 600);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto extra = sgd;
+    extra.insert(extra.end(), {"--set", "trainer.micro_batch_size=4", "--set", "dist.zero_stage=1"});
+    auto r = run_process(launch(2, {}, train_args("sgd-zero1", extra)), "", 600);
+    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    expect_same_losses(series("sgd-one", "loss"), series("sgd-zero1", "loss"), "train loss");
+    expect_same_losses(series("sgd-one", "val_loss"), series("sgd-zero1", "val_loss"), "val loss");
+    const auto shard = llmt::SafetensorsFile::open(root_ / "runs/sgd-zero1/checkpoints/step_20/optimizer.rank1.safetensors");
+    EXPECT_EQ(shard.metadata().at("format"), "llmtrain.sgd.v1");
+    extra.insert(extra.end(), {"--set", "trainer.max_steps=22", "--resume", "sgd-zero1"});
+    r = run_process(launch(2, {}, train_args("sgd-zero1", extra)), "", 300);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_EQ(series("sgd-zero1", "loss").size(), 22u);
 }
 
 // Two "hosts" (network namespaces on a bridge, own IPs and host names; tests/support/netns_hosts.sh), one

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "core/bf16.h"
 #include "core/knobs.h"
 #include "kernels/ops.h"
 #include "kernels/packed_positions.h"
@@ -552,6 +553,53 @@ TEST_F(CudaOps, AdamW) {
     expect_close("adamw_update params (3 steps)", dp.download<float>(), p, kTolElementwise);
     expect_close("adamw_update m", dm.download<float>(), m, kTolElementwise);
     expect_close("adamw_update v", dv.download<float>(), v, kTolElementwise);
+}
+
+// sgd_update_runs (cpu/sgd.h) over three runs with a gap, 3 steps (the first sets the buffer), with the
+// bf16 compute copy rewritten in the same pass: momentum, Nesterov, dampening and plain SGD (no buffer).
+TEST_F(CudaOps, Sgd) {
+    const int N = 70001;
+    const std::vector<AdamWRun> runs = {{0, 30000, true}, {30000, 30011, false}, {30020, N, true}};
+    struct Case {
+        const char* name;
+        float momentum, dampening;
+        bool nesterov;
+    };
+    for (const Case& c : {Case{"momentum", 0.9f, 0.0f, false}, Case{"nesterov", 0.9f, 0.0f, true},
+                          Case{"dampening", 0.8f, 0.3f, false}, Case{"plain", 0.0f, 0.0f, false}}) {
+        auto p = randn(N, seed(95)), g = randn(N, seed(96));
+        const std::vector<float> p0 = p;
+        std::vector<float> buf(N, 0.0f);
+        const bool has_buf = c.momentum != 0.0f;
+        Dev dp = D(p, {N}), dbuf = D(buf, {N}), dg = D(g, {N});
+        Dev dlp({N}, DType::kBF16);
+        SgdParams hp;
+        hp.lr = 0.05f;
+        hp.momentum = c.momentum;
+        hp.dampening = c.dampening;
+        hp.nesterov = c.nesterov;
+        hp.weight_decay = 0.1f;
+        hp.grad_scale = 0.7f;
+        for (int step = 0; step < 3; step++) {
+            hp.first_step = step == 0;
+            sgd_update_runs(H(p, {N}), has_buf ? H(buf, {N}) : Tensor(), H(g, {N}), hp, runs);
+            sgd_update_runs(dp.t(), has_buf ? dbuf.t() : Tensor(), dg.t(), hp, runs, dlp.t());
+        }
+        const std::vector<float> got = dp.download<float>();
+        expect_close((std::string("sgd_update_runs params, ") + c.name).c_str(), got, p, kTolElementwise);
+        if (has_buf) {
+            expect_close((std::string("sgd_update_runs buf, ") + c.name).c_str(), dbuf.download<float>(), buf,
+                         kTolElementwise);
+        }
+        // The compute copy is the rounded fp32 result inside the runs (the gap's elements were never written).
+        const std::vector<uint16_t> lp = dlp.download<uint16_t>();
+        for (size_t i = 0; i < static_cast<size_t>(N); i += 997)
+            if (i < 30011 || i >= 30020) {
+                EXPECT_EQ(lp[i], bf16_from_float(got[i])) << i;
+            }
+        // The gap between the runs is untouched.
+        for (size_t i = 30011; i < 30020; i++) EXPECT_EQ(got[i], p0[i]) << i;
+    }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 # fixed stripes made brighter), so the loss must fall; 60 steps of the preset CNN on each device, fp32 (trainer.precision
 # fp32) and bf16 on CUDA; prints the losses side by side and the test accuracy of each.
 # Usage: bash tools/gpu/classifier_check.sh LLMTRAIN_BIN   (logs under $OUT/classifier_check)
+# PRESET=configs/presets/<other>.yaml and EXTRA="--set k=v ..." run another preset or settings (sgd_check.sh).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:?llmtrain binary}
@@ -32,7 +33,7 @@ write("train", 6000)
 write("test", 1000)
 PY
 run() {  # name device precision
-  "$BIN" train --config configs/presets/fashion_mnist_cnn.yaml --set trainer.epochs=0 --set trainer.max_steps=60 \
+  "$BIN" train --config "${PRESET:-configs/presets/fashion_mnist_cnn.yaml}" ${EXTRA:-} --set trainer.epochs=0 --set trainer.max_steps=60 \
     --set trainer.warmup_steps=5 --set trainer.eval_every_steps=0 --set trainer.save_every_steps=0 \
     --set trainer.log_every_steps=1 --set model.dropout=0 --set run.device=$2 --set trainer.precision=$3 \
     --set data.train_images=$w/train-images --set data.train_labels=$w/train-labels \

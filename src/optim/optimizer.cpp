@@ -1,0 +1,27 @@
+// The check shared by the optimizers' load_state (optimizer.h).
+#include "optim/optimizer.h"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "core/error.h"
+
+namespace llmt::optim {
+
+void check_state_owner(const SafetensorsFile& file, const std::string& format, const char* name) {
+    // Every optimizer's format tag and its trainer.optimizer value.
+    static const std::pair<const char*, const char*> kFormats[] = {{"llmtrain.adamw.v1", "adamw"},
+                                                                   {"llmtrain.sgd.v1", "sgd"}};
+    const auto it = file.metadata().find("format");
+    if (it == file.metadata().end() || it->second == format) return;
+    for (const auto& [tag, owner] : kFormats)
+        if (it->second == tag)
+            throw CheckpointError(fmt::format(
+                "optimizer state '{}' was written by trainer.optimizer {} and this run's trainer.optimizer is {}: "
+                "one optimizer cannot continue from another's state (hint: resume with trainer.optimizer: {}, or "
+                "start a new run)",
+                file.path(), owner, name, owner));
+}
+
+}  // namespace llmt::optim

@@ -1,0 +1,51 @@
+// What the Trainer needs of an optimizer (trainer.optimizer: adamw | sgd): a step over the fp32 master
+// arena, and its state as named tensors for optimizer.safetensors (docs/formats/checkpoint.md).
+// Implementations: AdamW (adamw.h) and SGD with momentum (sgd.h). One instance per rank, not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/safetensors.h"
+#include "core/tensor.h"
+
+namespace llmt::optim {
+
+class Optimizer {
+public:
+    virtual ~Optimizer() = default;
+
+    // "adamw" or "sgd": the trainer.optimizer value this state belongs to.
+    virtual const char* name() const = 0;
+
+    // One step on params[begin, end) from grads[begin, end) (both full-arena pointers, the arena on the
+    // optimizer's device): g = grads * grad_scale (the clipping coefficient), then the update with lr.
+    // params_lp (optional, CUDA): the model's flat bf16 compute copy, rewritten in the same pass.
+    virtual void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {}) = 0;
+
+    // The state as named tensors and metadata (a "format" tag naming the optimizer, the arena size and the
+    // slice bounds); the refs stay valid until the next step(), state_tensors() or load_state().
+    virtual std::vector<TensorRef> state_tensors() const = 0;
+    virtual std::map<std::string, std::string> state_metadata() const = 0;
+
+    // Restores the state from a file written from state_tensors()/state_metadata(). Throws CheckpointError
+    // naming both optimizers when the file holds another optimizer's state, and one listing every
+    // difference (names, shapes, dtypes, slice) otherwise; changes nothing in either case.
+    virtual void load_state(const SafetensorsFile& file) = 0;
+
+protected:
+    Optimizer() = default;
+    Optimizer(const Optimizer&) = default;
+    Optimizer& operator=(const Optimizer&) = default;
+    Optimizer(Optimizer&&) = default;
+    Optimizer& operator=(Optimizer&&) = default;
+};
+
+// Throws the "another optimizer's state" CheckpointError when `file`'s "format" metadata is a known
+// optimizer format other than `format` (the one of the optimizer `name` loading it). Unknown or absent
+// formats pass: the caller's own metadata comparison names them.
+void check_state_owner(const SafetensorsFile& file, const std::string& format, const char* name);
+
+}  // namespace llmt::optim
