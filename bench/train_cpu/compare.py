@@ -7,8 +7,9 @@ AVX512_BF16 (trainer.precision: bf16; kernels/cpu/gemm_bf16.h) and fp32.
 Figures: tokens/s (median step: ours from metrics.jsonl after 2 warm-up steps, PyTorch's median timed step) and
 tokens per CPU-second of the process (tokens / (user+system CPU time); ours: the whole process, start-up
 included, PyTorch: its timed steps), which shows CPU time lost to spinning and waiting when the cores are shared.
-Generation: `llmtrain generate` of --gen-tokens tokens from the tiny run's checkpoint, tokens/s and tokens per
-CPU-second, idle and loaded. Every figure is printed with the CPU it came from (family/model/ISA).
+Generation: `llmtrain generate` of --gen-tokens tokens (greedy) from the first config's checkpoint, and PyTorch's
+greedy KV-cache decode of the same shape (torch_generate.py), tokens/s and tokens per CPU-second, idle and loaded
+(ours: the whole process, start-up included; PyTorch: its decode loop). Every figure is printed with the CPU it came from (family/model/ISA).
 
 usage: compare.py --bin build/release/llmtrain [--steps 12] [--torch-steps 5] [--threads 2] [--configs tiny,small]
 """
@@ -121,13 +122,21 @@ def torch_train(a, name, autocast):
 def ours_generate(a, run_dir):
     argv = [a.bin, "generate", "--checkpoint", run_dir, "--prompt-ids", "50256", "-n", str(a.gen_tokens),
             "--temperature", "0"]
+    load = os.getloadavg()[0]
     with ChildCpu() as cpu:
         _, err, wall = run_measured(argv)
     rate = None
     for line in err.splitlines():
         if line.startswith("generate:") and "tokens/s" in line:
             rate = float(line.split("(")[1].split(" tokens/s")[0])
-    return dict(tok_s=rate, tok_per_cpu_s=a.gen_tokens / cpu.seconds, wall_s=wall)
+    return dict(tok_s=rate, tok_per_cpu_s=a.gen_tokens / cpu.seconds, wall_s=wall, load_before=load)
+
+
+def torch_generate(a, name):
+    argv = ["/usr/bin/python3", os.path.join(HERE, "torch_generate.py"), "--config", name, "--threads",
+            str(a.threads), "--tokens", str(a.gen_tokens)]
+    out, _, _ = run_measured(argv, env=torch_env())
+    return json.loads(out.strip().splitlines()[-1])
 
 
 class Busy:
@@ -147,8 +156,19 @@ class Busy:
             p.wait()
 
 
+def generate_checkpoint(a, work):
+    """--generate-only: a checkpoint of the first config to decode from (2 training steps, not measured)."""
+    cfg = write_config(work, a.configs[0], "fp32", 2, a.threads)
+    run_measured([a.bin, "train", "--config", cfg, "--set", "output.run_id=gen_ckpt"])
+    return f"{work}/runs/gen_ckpt"
+
+
 def measure(a, work, tag):
-    res = {"train": {}, "generate": None}
+    res = {"train": {}, "generate": None, "torch generate": None}
+    if a.generate_only:
+        res["generate"] = ours_generate(a, a.gen_checkpoint)
+        res["torch generate"] = torch_generate(a, a.configs[0])
+        return res
     for name in a.configs:
         r = res["train"][name] = {}
         r["ours fp32"] = ours_train(a, work, name, "fp32", tag)
@@ -158,6 +178,7 @@ def measure(a, work, tag):
         r["torch bf16 autocast"] = torch_train(a, name, True)
     first = a.configs[0]
     res["generate"] = ours_generate(a, res["train"][first]["ours bf16" if a.bf16 else "ours fp32"]["run"])
+    res["torch generate"] = torch_generate(a, first)
     return res
 
 
@@ -176,14 +197,18 @@ def record(a, work, idle):
 
 def print_table(label, res, ours_key):
     print(f"\n{label}")
-    print(f"{'config':<7}{'mode':<22}{'tok/s':>9}{'tok/CPU-s':>11}")
+    if res["train"]:
+        print(f"{'config':<7}{'mode':<22}{'tok/s':>9}{'tok/CPU-s':>11}")
     for name, r in res["train"].items():
         for mode, v in r.items():
             print(f"{name:<7}{mode:<22}{v['tok_s']:>9.0f}{v['tok_per_cpu_s']:>11.0f}")
         best_torch = max(r["torch fp32"]["tok_s"], r["torch bf16 autocast"]["tok_s"])
         print(f"{name:<7}{'ratio ' + ours_key + ' / faster torch':<31}{r[ours_key]['tok_s'] / best_torch:.2f}x")
-    g = res["generate"]
-    print(f"generate {g['tok_s']:.1f} tok/s (as `llmtrain generate` reports), {g['tok_per_cpu_s']:.1f} tok/CPU-s")
+    g, t = res["generate"], res["torch generate"]
+    print(f"generate {g['tok_s']:.1f} tok/s (as `llmtrain generate` reports), {g['tok_per_cpu_s']:.1f} tok/CPU-s "
+          f"(load average before: {g['load_before']:.2f})")
+    print(f"torch generate {t['tok_s']:.1f} tok/s, {t['tok_per_cpu_s']:.1f} tok/CPU-s; "
+          f"ours / torch {g['tok_s'] / t['tok_s']:.2f}x tok/s, {g['tok_per_cpu_s'] / t['tok_per_cpu_s']:.2f}x tok/CPU-s")
 
 
 def main():
@@ -196,6 +221,7 @@ def main():
     ap.add_argument("--configs", default="tiny,small")
     ap.add_argument("--busy", type=int, default=2)
     ap.add_argument("--json", default="")
+    ap.add_argument("--generate-only", action="store_true", help="only the generation figures, idle and loaded")
     a = ap.parse_args()
     a.configs = a.configs.split(",")
     info = json.loads(subprocess.run([a.bin, "version", "--json"], capture_output=True, text=True, check=True).stdout)
@@ -206,19 +232,23 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         subprocess.run(["/usr/bin/python3", os.path.join(HERE, "..", "random_shard.py"), f"{work}/train_000000.bin"],
                        check=True, stdout=subprocess.DEVNULL)
+        if a.generate_only:
+            a.gen_checkpoint = generate_checkpoint(a, work)
         idle = measure(a, work, "idle")
-        record(a, work, idle)
+        if not a.generate_only:
+            record(a, work, idle)
         with Busy(a.busy):
             loaded = measure(a, work, "busy")
     ours_key = "ours bf16" if a.bf16 else "ours fp32"
     print_table("as the machine is (no busy processes of ours):", idle, ours_key)
     print_table(f"with {a.busy} busy processes on the cores:", loaded, ours_key)
     print("\nunder load / idle, tokens per CPU-second (target >= 0.80):")
-    for name in a.configs:
+    for name in idle["train"]:
         for mode in idle["train"][name]:
             i, l = idle["train"][name][mode], loaded["train"][name][mode]
             print(f"  {name:<6}{mode:<22}{l['tok_per_cpu_s'] / i['tok_per_cpu_s']:.2f}")
-    print(f"  generate{'':<20}{loaded['generate']['tok_per_cpu_s'] / idle['generate']['tok_per_cpu_s']:.2f}")
+    for key in ("generate", "torch generate"):
+        print(f"  {key:<28}{loaded[key]['tok_per_cpu_s'] / idle[key]['tok_per_cpu_s']:.2f}")
     print(f"load at end: {open('/proc/loadavg').read().split()[:3]}")
     if a.json:
         with open(a.json, "w") as f:

@@ -9,15 +9,18 @@
 
 namespace llmt {
 
-bool runs_openmp_compute(int argc, char** argv) {
-    if (argc < 2) return false;
-    for (const char* cmd : {"train", "eval", "generate", "chat"})
-        if (std::strcmp(argv[1], cmd) == 0) return true;
-    return false;
+const char* omp_spin_count_for(int argc, char** argv) {
+    if (argc < 2) return nullptr;
+    for (const char* cmd : {"train", "eval"})
+        if (std::strcmp(argv[1], cmd) == 0) return kOmpSpinCount;
+    for (const char* cmd : {"generate", "chat"})
+        if (std::strcmp(argv[1], cmd) == 0) return kDecodeOmpSpinCount;
+    return nullptr;
 }
 
 void limit_omp_spinning(int argc, char** argv) {
-    if (!runs_openmp_compute(argc, argv)) return;
+    const char* spin = omp_spin_count_for(argc, argv);
+    if (!spin) return;
     if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
     // The binary's own path, not /proc/self/exe: the process name (comm: ps, pgrep, top) is the executed
     // file's base name, and would read "exe".
@@ -25,7 +28,7 @@ void limit_omp_spinning(int argc, char** argv) {
     const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n <= 0 || n >= static_cast<ssize_t>(sizeof(self) - 1)) return;
     self[n] = '\0';
-    if (setenv("GOMP_SPINCOUNT", kOmpSpinCount, 1) != 0) return;
+    if (setenv("GOMP_SPINCOUNT", spin, 1) != 0) return;
     execv(self, argv);
     unsetenv("GOMP_SPINCOUNT");  // exec failed: libgomp already read its default
 }

@@ -13,9 +13,15 @@ namespace llmt {
 // Spin iterations before a waiting OpenMP thread sleeps: ~0.1 ms. Enough to catch a partner that arrives within
 // the same time slice (an idle machine's barriers), small against the time slice a preempted partner needs.
 inline constexpr const char* kOmpSpinCount = "10000";
+// Decoding (generate, chat): none, threads sleep at once (OMP_WAIT_POLICY=passive). A decode step forks a team
+// only for its LM head (models/gpt2_decode.cpp: the layers run on one thread at small sizes), then the worker
+// waits a whole token (ms) for the next fork: any spin is CPU spent for nothing, ~10% of a tiny GPT's decode
+// CPU time with 10000 (docs/benchmarks.md, "Generation under contention").
+inline constexpr const char* kDecodeOmpSpinCount = "0";
 
-// True when argv names a subcommand that runs OpenMP compute (train, eval, generate, chat).
-bool runs_openmp_compute(int argc, char** argv);
+// GOMP_SPINCOUNT for argv's subcommand: kOmpSpinCount for train and eval, kDecodeOmpSpinCount for generate and
+// chat, nullptr for subcommands that run no OpenMP compute.
+const char* omp_spin_count_for(int argc, char** argv);
 
 // For those subcommands, when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set: sets GOMP_SPINCOUNT and
 // re-executes /proc/self/exe with the same argv (the pid stays). Returns only when nothing was re-executed

@@ -2,6 +2,8 @@
 // checks: ops_check.h).
 #include "kernels/ops.h"
 
+#include <omp.h>
+
 #include <array>
 #include <cmath>
 #include <cstdlib>
@@ -642,6 +644,15 @@ void synchronize(Device device) {
 double cpu_peak_flops() { return cpu::measured_peak_flops(); }
 
 int set_cpu_threads(int configured) { return cpu::apply_cpu_threads(configured); }
+
+CpuThreadsForWork::CpuThreadsForWork(double flops)
+    : saved_(omp_get_max_threads()), threads_(cpu::threads_for_work(flops, saved_)) {
+    if (threads_ != saved_) omp_set_num_threads(threads_);
+}
+
+CpuThreadsForWork::~CpuThreadsForWork() {
+    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+}
 
 std::string set_cpu_gemm_precision(DType dtype) {
     LLMT_INTERNAL_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "set_cpu_gemm_precision: {} is not a GEMM "

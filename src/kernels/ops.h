@@ -222,6 +222,23 @@ void synchronize(Device device);
 // quota; cpu/threads.h). Returns the count in effect.
 int set_cpu_threads(int configured);
 
+// While alive, the calling thread's CPU ops run on the threads an op of `flops` work pays for (cpu/threads.h:
+// one per ~8 MFLOP, up to the count in effect), then the count in effect comes back; GEMMs inside still pick
+// their own count up to it. For a stretch of small ops, such as a decode step's layers (models/gpt2_decode.cpp,
+// models/llama_decode.cpp): their element-wise kernels would otherwise fork the whole team for one row each, and
+// on shared cores every fork waits for a descheduled thread. No effect on other devices' kernels.
+class CpuThreadsForWork {
+public:
+    explicit CpuThreadsForWork(double flops);
+    ~CpuThreadsForWork();
+    CpuThreadsForWork(const CpuThreadsForWork&) = delete;
+    CpuThreadsForWork& operator=(const CpuThreadsForWork&) = delete;
+    int threads() const { return threads_; }
+
+private:
+    int saved_ = 1, threads_ = 1;
+};
+
 // The CPU linear layers' GEMM precision (cpu/matmul.h): bf16 operands with fp32 accumulation (trainer.precision:
 // bf16) or fp32; tensors stay fp32. Returns how bf16 runs ("oneDNN brg:avx512_core_bf16", or emulated and why),
 // "fp32" for kF32, for the log.

@@ -37,32 +37,36 @@ const float* Gpt2Decoder::run(const int32_t* ids, int n) {
     Tensor wpe = W(w.wpe);
     Tensor wpe_from(static_cast<float*>(wpe.data) + static_cast<int64_t>(t0) * C, {c.block_size - t0, C});
     Tensor inp(const_cast<int32_t*>(ids), {1, n}, DType::kI32);
-    kernels::encoder_forward(S("x", C), inp, W(w.wte), wpe_from);
-
     Tensor residual = S("x", C);
-    for (int l = 0; l < c.n_layer; ++l) {
-        const Gpt2::Layer& L = w.layers[static_cast<size_t>(l)];
-        Tensor cache = cache_.view(static_cast<size_t>(l));  // (1, max_T, 3C)
-        Tensor qkv_new(static_cast<float*>(cache.data) + static_cast<int64_t>(t0) * 3 * C, {1, n, 3 * C});
-        kernels::layernorm_forward(S("ln", C), mean, rstd, residual, W(L.ln1_w), W(L.ln1_b), c.norm_eps);
-        kernels::matmul_forward(qkv_new, S("ln", C), W(L.qkv_w), W(L.qkv_b));
-        kernels::attention_forward_cached(S("atty", C), cache, t0, c.n_head, c.n_head);
-        kernels::matmul_forward(S("proj", C), S("atty", C), W(L.attn_proj_w), W(L.attn_proj_b));
-        kernels::residual_forward(S("res2", C), residual, S("proj", C));
-        kernels::layernorm_forward(S("ln", C), mean, rstd, S("res2", C), W(L.ln2_w), W(L.ln2_b), c.norm_eps);
-        kernels::matmul_forward(S("fch", F), S("ln", C), W(L.fc_w), W(L.fc_b));
-        kernels::gelu_forward(S("fch_gelu", F), S("fch", F));
-        kernels::matmul_forward(S("proj", C), S("fch_gelu", F), W(L.mlp_proj_w), W(L.mlp_proj_b));
-        // res3 is the next layer's input; that layer reads it (ln_1, res2 = res3 + attn) before rewriting it.
-        kernels::residual_forward(S("res3", C), S("res2", C), S("proj", C));
-        residual = S("res3", C);
-    }
-    // Only the last position's logits are needed: final LayerNorm and the head on one row.
-    const float* last = residual.ptr<float>() + static_cast<int64_t>(n - 1) * C;
-    Tensor last_row(const_cast<float*>(last), {1, 1, C});
     Tensor ln_row(scratch_.view("ln").data, {1, 1, C});
-    Tensor mean1(scratch_.view("mean").data, {1, 1}), rstd1(scratch_.view("rstd").data, {1, 1});
-    kernels::layernorm_forward(ln_row, mean1, rstd1, last_row, W(w.lnf_w), W(w.lnf_b), c.norm_eps);
+    // Everything but the LM head on the threads the layers' largest op (c_fc) pays for: one for a decode step
+    // at small d_model; the head chooses its own (kernels/ops.h).
+    {
+        const kernels::CpuThreadsForWork layer_threads(2.0 * n * C * F);
+        kernels::encoder_forward(residual, inp, W(w.wte), wpe_from);
+        for (int l = 0; l < c.n_layer; ++l) {
+            const Gpt2::Layer& L = w.layers[static_cast<size_t>(l)];
+            Tensor cache = cache_.view(static_cast<size_t>(l));  // (1, max_T, 3C)
+            Tensor qkv_new(static_cast<float*>(cache.data) + static_cast<int64_t>(t0) * 3 * C, {1, n, 3 * C});
+            kernels::layernorm_forward(S("ln", C), mean, rstd, residual, W(L.ln1_w), W(L.ln1_b), c.norm_eps);
+            kernels::matmul_forward(qkv_new, S("ln", C), W(L.qkv_w), W(L.qkv_b));
+            kernels::attention_forward_cached(S("atty", C), cache, t0, c.n_head, c.n_head);
+            kernels::matmul_forward(S("proj", C), S("atty", C), W(L.attn_proj_w), W(L.attn_proj_b));
+            kernels::residual_forward(S("res2", C), residual, S("proj", C));
+            kernels::layernorm_forward(S("ln", C), mean, rstd, S("res2", C), W(L.ln2_w), W(L.ln2_b), c.norm_eps);
+            kernels::matmul_forward(S("fch", F), S("ln", C), W(L.fc_w), W(L.fc_b));
+            kernels::gelu_forward(S("fch_gelu", F), S("fch", F));
+            kernels::matmul_forward(S("proj", C), S("fch_gelu", F), W(L.mlp_proj_w), W(L.mlp_proj_b));
+            // res3 is the next layer's input; that layer reads it (ln_1, res2 = res3 + attn) before rewriting it.
+            kernels::residual_forward(S("res3", C), S("res2", C), S("proj", C));
+            residual = S("res3", C);
+        }
+        // Only the last position's logits are needed: final LayerNorm and the head on one row.
+        const float* last = residual.ptr<float>() + static_cast<int64_t>(n - 1) * C;
+        Tensor last_row(const_cast<float*>(last), {1, 1, C});
+        Tensor mean1(scratch_.view("mean").data, {1, 1}), rstd1(scratch_.view("rstd").data, {1, 1});
+        kernels::layernorm_forward(ln_row, mean1, rstd1, last_row, W(w.lnf_w), W(w.lnf_b), c.norm_eps);
+    }
     Tensor logits(scratch_.view("logits").data, {1, 1, Vp});
     kernels::matmul_forward(logits, ln_row, W(w.head), Tensor());
     return logits.ptr<float>();

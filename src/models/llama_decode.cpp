@@ -36,29 +36,35 @@ const float* LlamaDecoder::run(const int32_t* ids, int n) {
     Tensor rstd(scratch_.view("rstd").data, {1, n});
 
     Tensor inp(const_cast<int32_t*>(ids), {1, n}, DType::kI32);
-    kernels::encoder_forward(S("x", C), inp, W(w.embed), Tensor());
     Tensor residual = S("x", C);
-    for (int l = 0; l < c.n_layer; ++l) {
-        const Llama::Layer& L = w.layers[static_cast<size_t>(l)];
-        Tensor cache = cache_.view(static_cast<size_t>(l));  // (1, max_T, QKV)
-        Tensor qkv_new(static_cast<float*>(cache.data) + static_cast<int64_t>(t0) * QKV, {1, n, QKV});
-        kernels::rmsnorm_forward(S("norm", C), rstd, residual, W(L.attn_norm), c.norm_eps);
-        kernels::matmul_forward(qkv_new, S("norm", C), W(L.qkv), Tensor());
-        kernels::rope_forward(qkv_new, model_.rope(), NH, KV, t0);  // positions t0..t0+n-1
-        kernels::attention_forward_cached(S("atty", A), cache, t0, NH, KV);
-        kernels::matmul_forward(S("res_mid", C), S("atty", A), W(L.o), Tensor(), residual);
-        kernels::rmsnorm_forward(S("norm", C), rstd, S("res_mid", C), W(L.mlp_norm), c.norm_eps);
-        kernels::matmul_forward(S("gate_up", 2 * F), S("norm", C), W(L.gate_up), Tensor());
-        kernels::swiglu_forward(S("swiglu", F), S("gate_up", 2 * F));
-        // res_out is the next layer's input: it reads it (norm, o_proj's add into res_mid) before its own
-        // down projection rewrites it.
-        kernels::matmul_forward(S("res_out", C), S("swiglu", F), W(L.down), Tensor(), S("res_mid", C));
-        residual = S("res_out", C);
-    }
-    // Only the last position's logits are needed: the final norm and the head on one row.
-    Tensor last_row(residual.ptr<float>() + static_cast<int64_t>(n - 1) * C, {1, 1, C});
     Tensor norm_row(scratch_.view("norm").data, {1, 1, C});
-    kernels::rmsnorm_forward(norm_row, Tensor(scratch_.view("rstd").data, {1, 1}), last_row, W(w.norm), c.norm_eps);
+    // Everything but the LM head on the threads the layers' largest op (gate_up) pays for, as Gpt2Decoder does;
+    // the head chooses its own (kernels/ops.h).
+    {
+        const kernels::CpuThreadsForWork layer_threads(2.0 * n * C * 2 * F);
+        kernels::encoder_forward(residual, inp, W(w.embed), Tensor());
+        for (int l = 0; l < c.n_layer; ++l) {
+            const Llama::Layer& L = w.layers[static_cast<size_t>(l)];
+            Tensor cache = cache_.view(static_cast<size_t>(l));  // (1, max_T, QKV)
+            Tensor qkv_new(static_cast<float*>(cache.data) + static_cast<int64_t>(t0) * QKV, {1, n, QKV});
+            kernels::rmsnorm_forward(S("norm", C), rstd, residual, W(L.attn_norm), c.norm_eps);
+            kernels::matmul_forward(qkv_new, S("norm", C), W(L.qkv), Tensor());
+            kernels::rope_forward(qkv_new, model_.rope(), NH, KV, t0);  // positions t0..t0+n-1
+            kernels::attention_forward_cached(S("atty", A), cache, t0, NH, KV);
+            kernels::matmul_forward(S("res_mid", C), S("atty", A), W(L.o), Tensor(), residual);
+            kernels::rmsnorm_forward(S("norm", C), rstd, S("res_mid", C), W(L.mlp_norm), c.norm_eps);
+            kernels::matmul_forward(S("gate_up", 2 * F), S("norm", C), W(L.gate_up), Tensor());
+            kernels::swiglu_forward(S("swiglu", F), S("gate_up", 2 * F));
+            // res_out is the next layer's input: it reads it (norm, o_proj's add into res_mid) before its own
+            // down projection rewrites it.
+            kernels::matmul_forward(S("res_out", C), S("swiglu", F), W(L.down), Tensor(), S("res_mid", C));
+            residual = S("res_out", C);
+        }
+        // Only the last position's logits are needed: the final norm and the head on one row.
+        Tensor last_row(residual.ptr<float>() + static_cast<int64_t>(n - 1) * C, {1, 1, C});
+        kernels::rmsnorm_forward(norm_row, Tensor(scratch_.view("rstd").data, {1, 1}), last_row, W(w.norm),
+                                 c.norm_eps);
+    }
     Tensor logits(scratch_.view("logits").data, {1, 1, Vp});
     kernels::matmul_forward(logits, norm_row, W(w.head), Tensor());
     return logits.ptr<float>();

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -52,6 +53,28 @@ TEST(CpuThreads, SmallOpsGetFewerThreads) {
         EXPECT_EQ(omp_get_max_threads(), 1);
     }
     EXPECT_EQ(omp_get_max_threads(), 4);  // restored
+}
+
+// The rule itself, for the shapes of issue 26's decode (GPT-2 tiny: d_model 256, d_ff 1024, vocabulary 50257)
+// under several budgets: a decode step's GEMV rows stay on one thread whatever the budget, its LM head and a
+// prefill's GEMMs spread up to the budget, and a budget of one (or a bad one) always gives one.
+TEST(CpuThreads, DecodeOpThreadsUnderABudget) {
+    const double qkv_row = 2.0 * 1 * 768 * 256, fc_row = 2.0 * 1 * 1024 * 256;
+    const double lm_head_row = 2.0 * 1 * 50257 * 256;  // 25.7 MFLOP: 3 threads' worth
+    const double prefill_fc = 2.0 * 128 * 1024 * 256;  // 67 MFLOP: 8 threads' worth
+    for (int budget : {1, 2, 4, 16}) {
+        SCOPED_TRACE(budget);
+        EXPECT_EQ(threads_for_work(qkv_row, budget), 1);
+        EXPECT_EQ(threads_for_work(fc_row, budget), 1);
+        EXPECT_EQ(threads_for_work(lm_head_row, budget), std::min(budget, 3));
+        EXPECT_EQ(threads_for_work(prefill_fc, budget), std::min(budget, 8));
+    }
+    EXPECT_EQ(threads_for_work(0, 8), 1);
+    EXPECT_EQ(threads_for_work(kMinFlopsPerThread - 1, 8), 1);
+    EXPECT_EQ(threads_for_work(kMinFlopsPerThread, 8), 1);
+    EXPECT_EQ(threads_for_work(2 * kMinFlopsPerThread, 8), 2);
+    EXPECT_EQ(threads_for_work(1e12, 0), 1);  // no budget reported: still one thread
+    EXPECT_EQ(threads_for_work(1e12, -3), 1);
 }
 
 TEST(CpuThreads, RunThreadsWinsOverTheDefault) {

@@ -17,11 +17,13 @@ int apply_cpu_threads(int configured) {
     return omp_get_max_threads();
 }
 
-int threads_for_flops(double flops) {
-    const int max = omp_get_max_threads();
+int threads_for_work(double flops, int budget) {
+    const int max = std::max(1, budget);
     const double want = std::floor(flops / kMinFlopsPerThread);
     return want >= max ? max : std::max(1, static_cast<int>(want));
 }
+
+int threads_for_flops(double flops) { return threads_for_work(flops, omp_get_max_threads()); }
 
 ScopedOmpThreads::ScopedOmpThreads(int n) : saved_(omp_get_max_threads()) {
     if (n != saved_) omp_set_num_threads(n);

@@ -15,7 +15,12 @@ inline constexpr double kMinFlopsPerThread = 8e6;
 // Returns the count in effect. Call outside parallel regions, before the first op.
 int apply_cpu_threads(int configured);
 
-// Threads for an op of `flops` work: one per kMinFlopsPerThread, between 1 and omp_get_max_threads().
+// The rule: threads for an op of `flops` work under a budget of `budget` threads: one per kMinFlopsPerThread,
+// between 1 and `budget` (at least 1). Pure; decode's per-layer ops (a few hundred kFLOP a row at d_model 256)
+// get 1 thread, its LM head (50257 x 256: ~26 MFLOP) or a prefill's GEMMs (MFLOPs per row) get more.
+int threads_for_work(double flops, int budget);
+
+// threads_for_work(flops, omp_get_max_threads()): the calling thread's current OpenMP count as the budget.
 int threads_for_flops(double flops);
 
 // Sets omp_set_num_threads(n) for the object's lifetime (outside parallel regions), then restores it.
