@@ -11,7 +11,7 @@ endfunction()
 # One gtest binary; every TEST is registered with ctest and carries the label.
 include(GoogleTest)
 function(llmt_add_test name)
-  cmake_parse_arguments(A "" "LABEL;TIMEOUT" "SOURCES;DEPS" ${ARGN})
+  cmake_parse_arguments(A "" "LABEL;TIMEOUT;LOCK" "SOURCES;DEPS" ${ARGN})
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 300)
   endif()
@@ -23,8 +23,13 @@ function(llmt_add_test name)
     LLMT_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     LLMT_BINARY_DIR="${PROJECT_BINARY_DIR}"
     LLMT_SHARED_DIR="${PROJECT_SOURCE_DIR}/../shared")
+  # LOCK: a ctest resource lock (tests holding the same one never run at the same time).
+  set(lock)
+  if(A_LOCK)
+    set(lock RESOURCE_LOCK ${A_LOCK})
+  endif()
   gtest_discover_tests(${name}
-    PROPERTIES LABELS ${A_LABEL} TIMEOUT ${A_TIMEOUT}
+    PROPERTIES LABELS ${A_LABEL} TIMEOUT ${A_TIMEOUT} ${lock}
     ENVIRONMENT "LLMTRAIN_BIN=$<TARGET_FILE:llmtrain>"
     DISCOVERY_TIMEOUT 60)
 endfunction()
