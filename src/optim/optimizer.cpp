@@ -2,6 +2,7 @@
 #include "optim/optimizer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <utility>
 
@@ -22,6 +23,25 @@ void check_state_owner(const SafetensorsFile& file, const std::string& format, c
                 "one optimizer cannot continue from another's state (hint: resume with trainer.optimizer: {}, or "
                 "start a new run)",
                 file.path(), owner, name, owner));
+}
+
+void check_state_matches(const SafetensorsFile& file, const std::map<std::string, std::string>& metadata,
+                         const std::vector<TensorSpec>& specs, const std::string& note) {
+    std::vector<std::string> diffs;
+    const auto& meta = file.metadata();
+    for (const auto& [k, want] : metadata) {
+        auto it = meta.find(k);
+        if (it == meta.end()) {
+            diffs.push_back(fmt::format("metadata '{}' missing (expected '{}')", k, want));
+        } else if (it->second != want) {
+            diffs.push_back(fmt::format("metadata '{}' is '{}', expected '{}'", k, it->second, want));
+        }
+    }
+    for (auto& d : diff_tensors(file, specs)) diffs.push_back(std::move(d));
+    if (diffs.empty()) return;
+    throw CheckpointError(fmt::format("optimizer state '{}' does not match this model/optimizer ({} difference{}{}):\n  {}",
+                                      file.path(), diffs.size(), diffs.size() == 1 ? "" : "s", note,
+                                      fmt::join(diffs, "\n  ")));
 }
 
 }  // namespace llmt::optim

@@ -48,4 +48,9 @@ protected:
 // formats pass: the caller's own metadata comparison names them.
 void check_state_owner(const SafetensorsFile& file, const std::string& format, const char* name);
 
+// Throws CheckpointError listing every difference between `file` and the optimizer's expected metadata
+// and tensors (names, dtypes, shapes); `note` (may be empty) is added after the count. Reads nothing.
+void check_state_matches(const SafetensorsFile& file, const std::map<std::string, std::string>& metadata,
+                         const std::vector<TensorSpec>& specs, const std::string& note = "");
+
 }  // namespace llmt::optim

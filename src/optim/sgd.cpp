@@ -107,24 +107,9 @@ std::map<std::string, std::string> Sgd::state_metadata() const {
 
 void Sgd::load_state(const SafetensorsFile& file) {
     check_state_owner(file, kFormat, name());
-    std::vector<std::string> diffs;
-    const auto& meta = file.metadata();
-    for (const auto& [k, want] : state_metadata()) {
-        auto it = meta.find(k);
-        if (it == meta.end()) {
-            diffs.push_back(fmt::format("metadata '{}' missing (expected '{}')", k, want));
-        } else if (it->second != want) {
-            diffs.push_back(fmt::format("metadata '{}' is '{}', expected '{}'", k, it->second, want));
-        }
-    }
     const std::vector<TensorSpec> specs = state_specs();
-    for (auto& d : diff_tensors(file, specs)) diffs.push_back(std::move(d));
-    if (!diffs.empty()) {
-        throw CheckpointError(fmt::format(
-            "optimizer state '{}' does not match this model/optimizer ({} difference{}{}):\n  {}", file.path(),
-            diffs.size(), diffs.size() == 1 ? "" : "s",
-            has_buffer() ? "" : "; trainer.momentum 0 keeps no momentum buffer", fmt::join(diffs, "\n  ")));
-    }
+    check_state_matches(file, state_metadata(), specs,
+                        has_buffer() ? "" : "; trainer.momentum 0 keeps no momentum buffer");
     std::int64_t step = 0;
     file.read_exact("step", StDType::kI64, {}, &step);
     if (step < 0) throw CheckpointError(fmt::format("optimizer state '{}': step is {}, expected >= 0", file.path(), step));
