@@ -330,6 +330,73 @@ double Classifier::classify(const int32_t* inputs, const int32_t* labels, int B,
     return static_cast<double>(host_sum[0]) + static_cast<double>(host_sum[1]);
 }
 
+double Classifier::classify_images(int slot, const int64_t* indices, const int32_t* labels, int64_t n, int B,
+                                   int32_t* preds) {
+    LLMT_INTERNAL_CHECK(B > 0 && n >= 0, "{} classify_images: B {} and n {}", arch(), B, n);
+    LLMT_INTERNAL_CHECK(slot >= 0 && static_cast<size_t>(slot) < bound_.size() && bound_[static_cast<size_t>(slot)].source.pixels,
+                        "{}: classify_images names image slot {}, which has no bound set", arch(), slot);
+    if (n == 0) return 0.0;
+    const BoundImages& bound = bound_[static_cast<size_t>(slot)];
+    const bool cuda = device() == Device::kCuda;
+    const int64_t batches = (n + B - 1) / B, padded = batches * B;
+    // Host side: the references and labels of every image (blank, unlabelled rows after n), checked once.
+    std::vector<kernels::ImageRef> refs(static_cast<size_t>(padded), kernels::ImageRef{-1, 0, 0, 0});
+    std::vector<int32_t> lab(static_cast<size_t>(padded), -1);
+    for (int64_t i = 0; i < n; ++i) {
+        LLMT_INTERNAL_CHECK(indices[i] >= 0 && indices[i] < bound.source.n, "{}: image {} of a set of {}", arch(),
+                            indices[i], bound.source.n);
+        LLMT_CHECK(labels[i] < cfg_.classes, "{}: label {} of image {} is not below model.num_classes ({})", arch(),
+                   labels[i], indices[i], cfg_.classes);
+        refs[static_cast<size_t>(i)] = {static_cast<int32_t>(indices[i]), 0, 0, 0};
+        lab[static_cast<size_t>(i)] = labels[i] < 0 ? -1 : labels[i];
+    }
+    // Device side (the CPU uses the host vectors): references, labels, predictions, per-batch loss sums.
+    Arena eval;
+    const size_t e_refs = eval.add("refs", {padded, 4}, DType::kI32), e_lab = eval.add("labels", {padded}, DType::kI32),
+                 e_pred = eval.add("preds", {padded}, DType::kI32), e_sum = eval.add("sums", {batches, 2});
+    std::vector<int32_t> host_preds(static_cast<size_t>(padded));
+    std::vector<float> host_sums(static_cast<size_t>(batches) * 2);
+    auto at = [&](size_t entry, void* host, DType dt, int64_t offset, std::initializer_list<int64_t> dims,
+                  int64_t width) {
+        if (!cuda) return Tensor(static_cast<char*>(host) + offset * width * dtype_size(dt), dims, dt);
+        const Tensor whole = eval.view(entry);
+        return Tensor(static_cast<char*>(whole.data) + offset * width * dtype_size(dt), dims, dt, device());
+    };
+    const void* pixels = bound.source.pixels;
+    if (cuda) {
+        eval.allocate(/*zero=*/false, device());
+        kernels::copy(eval.view(e_refs), Tensor(refs.data(), {padded, 4}, DType::kI32));
+        kernels::copy(eval.view(e_lab), Tensor(lab.data(), {padded}, DType::kI32));
+        pixels = bound.device_pixels.view(0).data;
+    }
+    ensure_activations(B);
+    const kernels::ImageTable table{static_cast<const uint8_t*>(pixels), bound.source.n, cfg_.H, cfg_.W, cfg_.C};
+    for (int64_t k = 0; k < batches; ++k) {
+        const int b = cuda ? B : static_cast<int>(std::min<int64_t>(B, n - k * B));
+        const int64_t first = k * B;
+        kernels::gather_images(act(x0_, {b, cfg_.H, cfg_.W, cfg_.C}), table,
+                               at(e_refs, refs.data(), DType::kI32, first, {b, 4}, 4), pixel_table_.data());
+        run_layers(b, /*train=*/false);
+        const Tensor logits = act(dense_.back().out_act, {b, cfg_.classes}), losses = act(losses_, {b});
+        const Tensor labs = at(e_lab, lab.data(), DType::kI32, first, {b}, 1);
+        kernels::classifier_forward(reshaped(losses, {b, 1}), reshaped(logits, {b, 1, cfg_.classes}),
+                                    reshaped(labs, {b, 1}), cfg_.classes);
+        kernels::classifier_predict(at(e_pred, host_preds.data(), DType::kI32, first, {b}, 1),
+                                    at(e_sum, host_sums.data(), DType::kF32, k, {2}, 2), logits, losses, labs,
+                                    cfg_.classes);
+    }
+    train_last_ = false;
+    if (cuda) {
+        kernels::copy(Tensor(host_preds.data(), {padded}, DType::kI32), eval.view(e_pred));
+        kernels::copy(Tensor(host_sums.data(), {batches, 2}), eval.view(e_sum));
+    }
+    std::copy(host_preds.begin(), host_preds.begin() + n, preds);
+    double sum = 0.0;
+    for (int64_t k = 0; k < batches; ++k)
+        sum += static_cast<double>(host_sums[static_cast<size_t>(2 * k)]) + host_sums[static_cast<size_t>(2 * k + 1)];
+    return sum;
+}
+
 void Classifier::backward() {
     LLMT_INTERNAL_CHECK(train_last_ && B_last_ > 0, "{} backward: needs a training forward first", arch());
     const int B = B_last_;

@@ -72,6 +72,11 @@ public:
     // (labels (B), host, < classes; < 0: not counted) is >= 0. inputs as forward's. Prediction and the
     // loss sum run on the model's device; two small copies (preds, the sum) come back per batch.
     double classify(const int32_t* inputs, const int32_t* labels, int B, int32_t* preds);
+    // The same over n images of the set bound at `slot` (indices, labels < classes or < 0: not counted), B at
+    // a time, as one loop on the model's device: the references and labels go up once, every batch's
+    // predictions and loss sum stay on the device, and one copy brings preds (n, host) back. On CUDA the last
+    // batch is padded to B (the GEMMs keep their tuned shapes). Returns the summed loss of the labelled images.
+    double classify_images(int slot, const int64_t* indices, const int32_t* labels, int64_t n, int B, int32_t* preds);
     MemoryPlan memory_plan(int B, int T) const override;
     double flops_per_token(int T) const override;
     std::unique_ptr<Decoder> decoder(int max_T = 0) const override;

@@ -6,7 +6,6 @@
 #include <cmath>
 
 #include "core/check.h"
-#include "kernels/image_refs.h"
 #include "models/classifier.h"
 
 namespace llmt::train {
@@ -76,25 +75,16 @@ ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, int s
     const size_t n = indices.size();
     const size_t first = n * static_cast<size_t>(rank) / static_cast<size_t>(world);
     const size_t last = n * static_cast<size_t>(rank + 1) / static_cast<size_t>(world);
-    const int T = static_cast<int>(set.image_size());
-    // On CUDA a short last batch is padded to B with unlabelled rows (their prediction is not counted, their
-    // loss is 0): the GEMMs keep the shapes cuBLASLt already chose algorithms for (a new shape is timed).
-    const bool pad = classifier->device() == Device::kCuda;
-    // Reference rows (kernels/image_refs.h): the model gathers each named image from the set bound at `slot`.
-    std::vector<int32_t> x(static_cast<size_t>(B) * static_cast<size_t>(T), 0);
-    std::vector<int32_t> y(static_cast<size_t>(B)), pred(static_cast<size_t>(B));
-    for (size_t at = first; at < last; at += static_cast<size_t>(B)) {
-        const int rows = static_cast<int>(std::min<size_t>(B, last - at));
-        for (int r = 0; r < B; ++r) {
-            const int64_t index = r < rows ? indices[at + r] : -1;
-            kernels::write_image_ref(x.data() + static_cast<int64_t>(r) * T, slot, index);
-            y[static_cast<size_t>(r)] = index >= 0 ? set.labels[static_cast<size_t>(index)] : -1;
-        }
-        e.loss_sum += classifier->classify(x.data(), y.data(), pad ? B : rows, pred.data());
-        for (int r = 0; r < rows; ++r)
-            ++e.confusion[static_cast<size_t>(y[static_cast<size_t>(r)]) * e.classes + pred[static_cast<size_t>(r)]];
-        e.images += rows;
-    }
+    // One device loop over this rank's share (Classifier::classify_images): the images are gathered from the
+    // set bound at `slot`, predictions and loss sums come back once.
+    const int64_t count = static_cast<int64_t>(last - first);
+    std::vector<int64_t> idx(indices.begin() + static_cast<int64_t>(first), indices.begin() + static_cast<int64_t>(last));
+    std::vector<int32_t> y(static_cast<size_t>(count)), pred(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) y[static_cast<size_t>(i)] = set.labels[static_cast<size_t>(idx[static_cast<size_t>(i)])];
+    e.loss_sum = classifier->classify_images(slot, idx.data(), y.data(), count, B, pred.data());
+    for (int64_t i = 0; i < count; ++i)
+        ++e.confusion[static_cast<size_t>(y[static_cast<size_t>(i)]) * e.classes + pred[static_cast<size_t>(i)]];
+    e.images = count;
     return e;
 }
 

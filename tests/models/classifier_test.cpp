@@ -262,5 +262,36 @@ TEST(Classifier, ReferenceRowsEqualPixelRows) {
     EXPECT_ANY_THROW(c.forward(ref.x.data(), ref.y.data(), b.B, b.T, /*train=*/false));
 }
 
+// classify_images (the whole evaluation as one loop on the model's device) against classify() on pixel
+// rows: the same predictions, and the loss sum to rounding (per-batch double sums added in another grouping:
+// 1e-6 relative); images in an arbitrary order, a short last batch, unlabelled images not counted.
+TEST(Classifier, ClassifyImagesMatchesClassifyOnPixelRows) {
+    const ClassifierConfig cfg = tiny(true);
+    const int n = 11, B = 4, T = cfg.H * cfg.W * cfg.C;
+    auto set = std::make_shared<data::ImageSet>();
+    set->n = n;
+    set->H = cfg.H, set->W = cfg.W, set->C = cfg.C;
+    const CounterRng rng(9, 2);
+    for (int i = 0; i < n * T; ++i) set->pixels.push_back(static_cast<uint8_t>(rng.bits(static_cast<uint64_t>(i)) % 256));
+    Classifier model(cfg, Device::kCpu, DType::kF32);
+    model.init_random(13);
+    model.bind_images(0, ImageSource{set, set->pixels.data(), set->n, set->H, set->W, set->C});
+    const std::vector<int64_t> idx = {3, 7, 0, 10, 5, 1, 9};
+    std::vector<int32_t> labels;
+    for (size_t i = 0; i < idx.size(); ++i) labels.push_back(i == 2 ? -1 : static_cast<int32_t>((idx[i] * 3) % cfg.classes));
+    std::vector<int32_t> got(idx.size(), -5);
+    const double sum = model.classify_images(0, idx.data(), labels.data(), static_cast<int64_t>(idx.size()), B, got.data());
+    double want_sum = 0;
+    for (size_t at = 0; at < idx.size(); at += B) {
+        const int rows = static_cast<int>(std::min<size_t>(B, idx.size() - at));
+        std::vector<int32_t> x(static_cast<size_t>(rows) * T), preds(static_cast<size_t>(rows));
+        for (int r = 0; r < rows; ++r)
+            for (int p = 0; p < T; ++p) x[static_cast<size_t>(r * T + p)] = set->image(idx[at + r])[p];
+        want_sum += model.classify(x.data(), labels.data() + at, rows, preds.data());
+        for (int r = 0; r < rows; ++r) EXPECT_EQ(got[at + r], preds[static_cast<size_t>(r)]) << "image " << at + r;
+    }
+    EXPECT_NEAR(sum, want_sum, 1e-6 * std::fabs(want_sum));
+}
+
 }  // namespace
 }  // namespace llmt::models
