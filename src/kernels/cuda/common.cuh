@@ -55,6 +55,23 @@ __device__ __forceinline__ T block_sum(T v, T* scratch) {
     return r;
 }
 
+// The run of a sorted run table (begin[0..n), ascending) that element e is at or past: the last r with
+// begin[r] <= e (0 when e precedes them all). For a thread walking elements upwards: pass r = -1 the first
+// time (a binary search), then the previous result (it only moves forward). The optimizers' run kernels.
+__device__ __forceinline__ int run_at(const long long* begin, int n, long long e, int r) {
+    if (r < 0) {
+        int lo = 0, hi = n - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (begin[mid] <= e) lo = mid;
+            else hi = mid - 1;
+        }
+        r = lo;
+    }
+    while (r + 1 < n && begin[r + 1] <= e) r++;
+    return r;
+}
+
 inline unsigned grid_for(long n, int block, long max_blocks = 65536L * 8) {
     long g = (n + block - 1) / block;
     if (g < 1) g = 1;

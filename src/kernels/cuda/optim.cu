@@ -93,16 +93,7 @@ __global__ void adamw_runs_kernel(float* params, bf16* params_lp, float* m, floa
     for (int k = threadIdx.x; k < kRunChunk; k += blockDim.x) {
         const long long e = (g0 + k) * 4;
         if (e >= last) break;
-        if (r < 0) {  // the last run with begin <= e (or 0)
-            int lo = 0, hi = t.n - 1;
-            while (lo < hi) {
-                const int mid = (lo + hi + 1) / 2;
-                if (t.begin[mid] <= e) lo = mid;
-                else hi = mid - 1;
-            }
-            r = lo;
-        }
-        while (r + 1 < t.n && t.begin[r + 1] <= e) r++;
+        r = run_at(t.begin, t.n, e, r);
         if (e >= t.begin[r] && e + 4 <= t.end[r]) {
             const long long i = e / 4;
             const float4 g4 = reinterpret_cast<const float4*>(grads)[i];

@@ -43,16 +43,7 @@ __global__ void sgd_runs_kernel(float* params, bf16* params_lp, float* buf, cons
     for (int k = threadIdx.x; k < kChunk; k += blockDim.x) {
         const long long e = e0 + k;
         if (e >= last) break;
-        if (r < 0) {  // the last run with begin <= e
-            int lo = 0, hi = t.n - 1;
-            while (lo < hi) {
-                const int mid = (lo + hi + 1) / 2;
-                if (t.begin[mid] <= e) lo = mid;
-                else hi = mid - 1;
-            }
-            r = lo;
-        }
-        while (r + 1 < t.n && t.begin[r + 1] <= e) r++;
+        r = run_at(t.begin, t.n, e, r);
         if (e >= t.end[r]) continue;  // a gap between runs
         float p = params[e];
         sgd_one(p, buf ? buf + e : nullptr, grads[e], t.wd[r], s);
