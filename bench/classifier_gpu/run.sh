@@ -14,18 +14,7 @@ STEPS=${2:-200}
 PY=${3:-python3}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$PY" - "$work" <<'PYW'
-import os, struct, sys
-w = sys.argv[1]
-def idx(path, dims, n):
-    with open(path, "wb") as f:
-        f.write(struct.pack(">I", 0x800 | len(dims)) + b"".join(struct.pack(">I", d) for d in dims))
-        f.write(os.urandom(n) if len(dims) > 1 else bytes(i % 10 for i in range(n)))
-idx(f"{w}/train-images", [60000, 28, 28], 60000 * 784)
-idx(f"{w}/train-labels", [60000], 60000)
-idx(f"{w}/test-images", [10000, 28, 28], 10000 * 784)
-idx(f"{w}/test-labels", [10000], 10000)
-PYW
+"$PY" bench/classifier_gpu/random_idx.py "$work"
 ours() {  # arch -> "train_ips infer_ips"
   "$BIN" train --config "configs/presets/fashion_mnist_$1.yaml" --set trainer.epochs=0 --set "trainer.max_steps=$STEPS" \
     --set trainer.micro_batch_size=512 --set trainer.warmup_steps=5 --set trainer.eval_every_steps=0 \

@@ -12,18 +12,7 @@ BATCH=${3:-512}
 out=${OUT:-/tmp/out}/classifier_profile
 mkdir -p "$out"
 w=$(mktemp -d)
-python3 - "$w" <<'PY'
-import os, struct, sys
-w = sys.argv[1]
-def idx(path, dims, n):
-    with open(path, "wb") as f:
-        f.write(struct.pack(">I", 0x800 | len(dims)) + b"".join(struct.pack(">I", d) for d in dims))
-        f.write(os.urandom(n) if len(dims) > 1 else bytes(i % 10 for i in range(n)))
-idx(f"{w}/train-images", [60000, 28, 28], 60000 * 784)
-idx(f"{w}/train-labels", [60000], 60000)
-idx(f"{w}/test-images", [10000, 28, 28], 10000 * 784)
-idx(f"{w}/test-labels", [10000], 10000)
-PY
+python3 bench/classifier_gpu/random_idx.py "$w"
 args=(train --config "configs/presets/fashion_mnist_$ARCH.yaml" --set trainer.epochs=0 --set trainer.max_steps=60
   --set "trainer.micro_batch_size=$BATCH" --set trainer.warmup_steps=5 --set trainer.eval_every_steps=0
   --set trainer.save_every_steps=0 --set trainer.log_every_steps=1 --set run.device=cuda
