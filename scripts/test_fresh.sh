@@ -131,6 +131,10 @@ set -euo pipefail
 R="$ROOT"
 # The root is a mount point of its own, as / is on a booted machine (ip netns exec remounts / rslave).
 mount --bind "\$R" "\$R"
+# Its own hostname, the one its /etc/hosts resolves (a UTS namespace): a booted Debian resolves its own
+# name from /etc/hosts, and torchrun's c10d rendezvous looks it up; with this machine's name (not in the
+# root's /etc/hosts) the lookup went to DNS and the two torchrun tests hung for their 300 s.
+hostname llmt-fresh
 mount -t proc proc "\$R/proc"
 mount --rbind /sys "\$R/sys" && mount --make-rslave "\$R/sys"
 mount --rbind /dev "\$R/dev" && mount --make-rslave "\$R/dev"
@@ -148,7 +152,7 @@ EOF
 )
 t1=$(date +%s)
 set +e
-unshare --mount --pid --fork --propagation private /bin/bash -c "$inner" 2>&1 | tee "$CACHE/last.log"
+unshare --mount --pid --uts --fork --propagation private /bin/bash -c "$inner" 2>&1 | tee "$CACHE/last.log"
 rc=${PIPESTATUS[0]}
 set -e
 echo "== test-fresh: both commands $([ "$rc" = 0 ] && echo ok || echo FAILED, exit $rc) in $(elapsed "$t1"); with debootstrap $(elapsed "$t0") (log: $CACHE/last.log)"

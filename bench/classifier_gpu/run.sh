@@ -34,7 +34,7 @@ printf "%-4s %14s %14s %7s %14s %14s %7s\n" model "ours train/s" "torch train/s"
 for arch in cnn mlp; do
   read -r ot oi < <(ours $arch)
   if [ $arch = cnn ]; then targs=(--arch cnn --conv 32,64 --hidden 128 --dropout 0.25); else targs=(--arch mlp --conv "" --hidden 256,128 --dropout 0.1); fi
-  tj=$("$PY" bench/classifier_cpu/torch_classifier.py "${targs[@]}" --batch 512 --steps "$STEPS" --device cuda --compile)
+  tj=$("$PY" bench/classifier_cpu/torch_classifier.py "${targs[@]}" --batch 512 --steps "$STEPS" --device cuda --compile --infer-rounds 20)
   read -r tt ti < <(echo "$tj" | "$PY" -c 'import json,sys; j=json.load(sys.stdin); print("%.0f %.0f" % (j["train_images_per_sec"], j["infer_images_per_sec"]))')
   printf "%-4s %14s %14s %6.2fx %14s %14s %6.2fx\n" $arch "$ot" "$tt" "$("$PY" -c "print($ot/$tt)")" "$oi" "$ti" "$("$PY" -c "print($oi/$ti)")"
 done

@@ -27,9 +27,9 @@ const std::vector<std::string>& lm_only_model_keys() {
     return keys;
 }
 
-const std::vector<std::string>& classifier_only_model_keys() {
-    static const std::vector<std::string> keys = {"model.image_size", "model.in_channels", "model.num_classes",
-                                                  "model.conv_channels", "model.hidden_sizes"};
+const std::vector<std::string>& classifier_only_keys() {
+    static const std::vector<std::string> keys = {"model.image_size",    "model.in_channels",  "model.num_classes",
+                                                  "model.conv_channels", "model.hidden_sizes", "trainer.conv_tf32"};
     return keys;
 }
 
@@ -70,8 +70,9 @@ std::vector<KeyProblem> classifier_problems(const ordered_json& r, bool training
         if (training && source != "idx")
             out.push_back({"data.source", fmt::format("model.arch {} classifies images: data.source must be idx, found {}",
                                                       arch, source)});
-        if (arch == "mlp" && !is_default(r, "model.conv_channels"))
-            out.push_back({"model.conv_channels", "is read only with model.arch cnn, and model.arch is mlp; remove it"});
+        for (const char* key : {"model.conv_channels", "trainer.conv_tf32"})
+            if (arch == "mlp" && !is_default(r, key))
+                out.push_back({key, "is read only with model.arch cnn, and model.arch is mlp; remove it"});
         if (arch == "cnn") {
             const auto& cc = at(r, "model.conv_channels");
             if (cc.empty()) out.push_back({"model.conv_channels", "cnn needs at least one convolution"});
@@ -85,7 +86,7 @@ std::vector<KeyProblem> classifier_problems(const ordered_json& r, bool training
         check_whole_numbers(r, "model.conv_channels", out);
         check_whole_numbers(r, "model.hidden_sizes", out);
     } else {
-        for (const auto& key : classifier_only_model_keys())
+        for (const auto& key : classifier_only_keys())
             if (!is_default(r, key))
                 out.push_back({key, fmt::format("is read only by the image classifiers (model.arch mlp or cnn), and "
                                                 "model.arch is {}; remove it",

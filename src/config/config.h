@@ -95,6 +95,7 @@ struct TrainerConfig {
     bool nesterov = false;                   // sgd
     double max_grad_norm = 1.0;
     std::string precision;  // fp32 | bf16
+    bool conv_tf32 = true;  // cnn on CUDA, fp32: TF32 convolutions
     std::string recompute;  // none | gelu | all
     int64_t log_every_steps = 1, eval_every_steps = 0, eval_steps = 1, save_every_steps = 0;
     int keep_last = 1;

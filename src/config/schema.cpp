@@ -244,6 +244,10 @@ std::vector<FieldSpec> build() {
                            "trainer.optimizer sgd: Nesterov momentum (needs trainer.momentum > 0 and trainer.dampening 0)"));
     v.push_back(float_field("trainer.max_grad_norm", 1.0, 0.0, kInf, false, "global gradient-norm clip; 0 disables"));
     v.push_back(enum_field("trainer.precision", "fp32", {"fp32", "bf16"}, "compute precision (master weights stay fp32)"));
+    v.push_back(bool_field("trainer.conv_tf32", true,
+                           "model.arch cnn on CUDA with fp32: the convolutions' products on TF32 tensor cores (PyTorch's "
+                           "torch.backends.cudnn.allow_tf32 default); false keeps fp32 accuracy (3xTF32). The CPU "
+                           "computes convolutions in fp32 either way"));
     v.push_back(enum_field("trainer.recompute", "none", {"none", "gelu", "mlp", "all"}, "activation recomputation to save memory: mlp (alias gelu) recomputes the MLP's activation output (GPT-2's GELU, LLaMA's SwiGLU) in backward; all "
                            "keeps only each block's input and re-runs the block's forward before its backward"));
     v.push_back(int_field("trainer.log_every_steps", 10, 1, 1e15, "steps between metric lines"));

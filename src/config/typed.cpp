@@ -90,6 +90,7 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.trainer.nesterov = t.at("nesterov");
     c.trainer.max_grad_norm = t.at("max_grad_norm");
     c.trainer.precision = t.at("precision");
+    c.trainer.conv_tf32 = t.at("conv_tf32");
     c.trainer.recompute = t.at("recompute");
     c.trainer.log_every_steps = t.at("log_every_steps");
     c.trainer.eval_every_steps = t.at("eval_every_steps");

@@ -153,12 +153,26 @@ void classifier_predict(Tensor preds, Tensor loss_sum, Tensor logits, Tensor los
 // between the two like a saved activation);
 // inp (B,H,W,C); weight (OC,KH,KW,C), i.e. torch's Conv2d weight (OC,C,KH,KW) permuted by (0, 2, 3, 1), so
 // out = cols @ weight^T + bias; bias (OC) or empty.
-void conv2d_forward(Tensor out, Tensor cols, Tensor inp, Tensor weight, Tensor bias, const Conv2dGeom& g);
+// tf32 (here and below): on CUDA with fp32 storage, the products on TF32 tensor cores (trainer.conv_tf32);
+// the CPU computes in fp32 either way.
+void conv2d_forward(Tensor out, Tensor cols, Tensor inp, Tensor weight, Tensor bias, const Conv2dGeom& g,
+                    bool tf32 = false);
 // dinp (B,H,W,C) = (may be empty: the first layer); dweight (OC,KH,KW,C) += (f32); dbias (OC) += (f32, may be
 // empty); dout (B,OH,OW,OC); cols as the forward left it (overwritten: scratch after this call when dinp is
 // present); inp, weight, g as in the forward.
 void conv2d_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor cols, Tensor inp, Tensor weight,
-                     const Conv2dGeom& g);
+                     const Conv2dGeom& g, bool tf32 = false);
+// cols = the im2col of inp as conv2d_forward writes it (for a backward whose forward did not: see below).
+void conv2d_im2col(Tensor cols, Tensor inp, const Conv2dGeom& g);
+// A CNN block's forward: pooled (B,OH/2,OW/2,OC) = relu_forward(maxpool2d_forward(conv2d_forward(inp))),
+// with argmax as maxpool2d_forward's. On CUDA with fp32 storage, when cuda/conv_pool.h's fused kernel takes
+// the shape (3x3, pad 1, stride 1, OC % 32 == 0), one kernel writes pooled (and argmax when keep_argmax)
+// and neither conv_out nor cols: returns false, and a backward must call conv2d_im2col first. Otherwise
+// the three ops run in turn through conv_out and cols (argmax always written) and it returns true. Without
+// tf32 the fused kernel keeps fp32-level accuracy (3xTF32, cuda/conv_pool.h).
+// conv_out (B,OH,OW,OC) and cols as conv2d_forward's.
+bool conv_pool_relu_forward(Tensor pooled, Tensor argmax, Tensor conv_out, Tensor cols, Tensor inp, Tensor weight,
+                            Tensor bias, const Conv2dGeom& g, bool keep_argmax, bool tf32 = false);
 // cpu/maxpool.h: torch.nn.MaxPool2d(k, stride), no padding, floor mode. out (B,OH,OW,C) with
 // OH = floor((H - k) / stride) + 1; argmax (B,OH,OW,C) i32 = the flat index ih*W + iw of each max in its image;
 // inp (B,H,W,C).

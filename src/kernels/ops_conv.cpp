@@ -11,6 +11,7 @@
 
 #if LLMT_CUDA_ENABLED
 #include "kernels/cuda/conv.h"
+#include "kernels/cuda/conv_pool.h"
 #include "kernels/cuda/pixels.h"
 #endif
 
@@ -73,7 +74,7 @@ void normalize_pixels(Tensor out, Tensor pixels, const float* table) {
     cpu::normalize_pixels(f(out), ids(pixels), n, table);
 }
 
-void conv2d_forward(Tensor out, Tensor cols, Tensor inp, Tensor weight, Tensor bias, const Conv2dGeom& g) {
+void conv2d_forward(Tensor out, Tensor cols, Tensor inp, Tensor weight, Tensor bias, const Conv2dGeom& g, bool tf32) {
     const char* op = "conv2d_forward";
     const Device dev =
         check_device(op, {{"out", out}, {"cols", cols}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
@@ -82,12 +83,13 @@ void conv2d_forward(Tensor out, Tensor cols, Tensor inp, Tensor weight, Tensor b
     const DType dt =
         check_act(op, dev, {{"out", out}, {"cols", cols}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
     LLMT_ON_CUDA_T(dev, dt, cuda::conv2d_forward(p<E>(out), p<E>(cols), p<E>(inp), p<E>(weight),
-                                                 bias.empty() ? nullptr : p<E>(bias), s, cuda::stream()));
+                                                 bias.empty() ? nullptr : p<E>(bias), s, cuda::stream(), tf32));
+    (void)tf32;
     cpu::conv2d_forward(f(out), f(cols), f(inp), f(weight), bias.empty() ? nullptr : f(bias), s);
 }
 
 void conv2d_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor cols, Tensor inp, Tensor weight,
-                     const Conv2dGeom& g) {
+                     const Conv2dGeom& g, bool tf32) {
     const char* op = "conv2d_backward";
     const Device dev = check_device(op, {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout},
                                          {"cols", cols}, {"inp", inp}, {"weight", weight}});
@@ -101,9 +103,51 @@ void conv2d_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
     LLMT_ON_CUDA_T(dev, dt, cuda::conv2d_backward(dinp.empty() ? nullptr : p<E>(dinp),
                                                   dweight.empty() ? nullptr : f(dweight),
                                                   dbias.empty() ? nullptr : f(dbias), p<E>(dout), p<E>(cols),
-                                                  p<E>(weight), s, cuda::stream()));
+                                                  p<E>(weight), s, cuda::stream(), tf32));
+    (void)tf32;
     cpu::conv2d_backward(dinp.empty() ? nullptr : f(dinp), dweight.empty() ? nullptr : f(dweight),
                          dbias.empty() ? nullptr : f(dbias), f(dout), f(cols), f(weight), s);
+}
+
+void conv2d_im2col(Tensor cols, Tensor inp, const Conv2dGeom& g) {
+    const char* op = "conv2d_im2col";
+    const Device dev = check_device(op, {{"cols", cols}, {"inp", inp}});
+    check_shape(op, "inp", inp, {-1, -1, -1, -1});
+    const int64_t B = inp.dim(0), H = inp.dim(1), W = inp.dim(2), C = inp.dim(3);
+    const int64_t OH = conv_out_extent(H, g.kh, g.stride, g.pad), OW = conv_out_extent(W, g.kw, g.stride, g.pad);
+    LLMT_INTERNAL_CHECK(OH > 0 && OW > 0, "{}: a {}x{} window with pad {} does not fit a {}x{} input", op, g.kh,
+                        g.kw, g.pad, H, W);
+    check_shape(op, "cols", cols, {B * OH * OW, int64_t{g.kh} * g.kw * C});
+    const ConvShape s{as_int(op, "B", B),   as_int(op, "H", H),   as_int(op, "W", W), as_int(op, "C", C),
+                      as_int(op, "OH", OH), as_int(op, "OW", OW), 1,                  g};
+    const DType dt = check_act(op, dev, {{"cols", cols}, {"inp", inp}});
+    LLMT_ON_CUDA_T(dev, dt, cuda::conv2d_im2col(p<E>(cols), p<E>(inp), s, cuda::stream()));
+    cpu::im2col(f(cols), f(inp), s);
+}
+
+bool conv_pool_relu_forward(Tensor pooled, Tensor argmax, Tensor conv_out, Tensor cols, Tensor inp, Tensor weight,
+                            Tensor bias, const Conv2dGeom& g, bool keep_argmax, bool tf32) {
+    const char* op = "conv_pool_relu_forward";
+    const Device dev = check_device(op, {{"pooled", pooled}, {"argmax", argmax}, {"conv_out", conv_out},
+                                         {"cols", cols}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
+#if LLMT_CUDA_ENABLED
+    if (dev == Device::kCuda && inp.dtype == DType::kF32) {
+        const ConvShape s = check_conv(op, inp, weight, conv_out, "conv_out", cols, g);
+        if (cuda::conv_pool_relu_fits(s)) {
+            check_pool(op, conv_out, "conv_out", pooled, "pooled", argmax, 2, 2);
+            if (!bias.empty()) check_shape(op, "bias", bias, {s.OC});
+            check_act(op, dev, {{"pooled", pooled}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
+            cuda::conv_pool_relu_forward(f(pooled), keep_argmax ? p<int32_t>(argmax) : nullptr, f(inp), f(weight),
+                                         bias.empty() ? nullptr : f(bias), s, tf32, cuda::stream());
+            return false;
+        }
+    }
+#endif
+    (void)keep_argmax;
+    conv2d_forward(conv_out, cols, inp, weight, bias, g, tf32);
+    maxpool2d_forward(pooled, argmax, conv_out, 2, 2);
+    relu_forward(pooled, pooled);
+    return true;
 }
 
 void maxpool2d_forward(Tensor out, Tensor argmax, Tensor inp, int k, int stride) {

@@ -36,6 +36,7 @@ ClassifierConfig ClassifierConfig::from(const config::Config& cfg) {
     c.dropout = m.dropout;
     c.pixel_mean = static_cast<float>(cfg.data.pixel_mean);
     c.pixel_std = static_cast<float>(cfg.data.pixel_std);
+    c.conv_tf32 = cfg.trainer.conv_tf32;
     return c;
 }
 
@@ -242,15 +243,15 @@ void Classifier::load_inputs(const int32_t* inputs, int B) {
 
 void Classifier::run_layers(int B, bool train) {
     Tensor inp = act(x0_, {B, cfg_.H, cfg_.W, cfg_.C});
-    for (const auto& L : convs_) {
-        const Tensor out = act(L.conv_out, {B, L.H, L.W, L.OC});
-        kernels::conv2d_forward(out, act(L.cols, {static_cast<int64_t>(B) * L.H * L.W, 9 * L.C}), inp,
-                                store_.weight(L.w), store_.weight(L.b), kConv3x3);
-        // ReLU after the pool, on a quarter of the values: relu(max(x)) = max(relu(x)) (ReLU is monotonic),
-        // and a window whose max is positive has the same first argmax either way (backward()).
+    for (auto& L : convs_) {
+        // conv + bias, 2x2 max-pool, then ReLU on the pooled quarter of the values: relu(max(x)) = max(relu(x))
+        // (ReLU is monotonic), and a window whose max is positive has the same first argmax either way
+        // (backward()). One fused kernel on CUDA (fp32), the three ops in turn elsewhere.
         const Tensor pooled = act(L.pooled, {B, L.H / 2, L.W / 2, L.OC});
-        kernels::maxpool2d_forward(pooled, act(L.argmax, {B, L.H / 2, L.W / 2, L.OC}), out);
-        kernels::relu_forward(pooled, pooled);
+        L.cols_ready = kernels::conv_pool_relu_forward(
+            pooled, act(L.argmax, {B, L.H / 2, L.W / 2, L.OC}), act(L.conv_out, {B, L.H, L.W, L.OC}),
+            act(L.cols, {static_cast<int64_t>(B) * L.H * L.W, 9 * L.C}), inp, store_.weight(L.w), store_.weight(L.b),
+            kConv3x3, /*keep_argmax=*/train, cfg_.conv_tf32);
         inp = pooled;
     }
     for (size_t i = 0; i < dense_.size(); ++i) {
@@ -437,9 +438,10 @@ void Classifier::backward() {
         kernels::maxpool2d_backward(dconv, dpooled, act(L.argmax, {B, L.H / 2, L.W / 2, L.OC}));
         const Tensor inp = k > 0 ? act(convs_[k - 1].pooled, {B, L.H, L.W, L.C}) : act(x0_, {B, L.H, L.W, L.C});
         const Tensor dinp = k > 0 ? take({B, L.H, L.W, L.C}) : Tensor();
-        kernels::conv2d_backward(dinp, store_.grad(L.w), store_.grad(L.b), dconv,
-                                 act(L.cols, {static_cast<int64_t>(B) * L.H * L.W, 9 * L.C}), inp,
-                                 store_.weight(L.w), kConv3x3);
+        const Tensor cols = act(L.cols, {static_cast<int64_t>(B) * L.H * L.W, 9 * L.C});
+        if (!L.cols_ready) kernels::conv2d_im2col(cols, inp, kConv3x3);  // the fused forward wrote none
+        kernels::conv2d_backward(dinp, store_.grad(L.w), store_.grad(L.b), dconv, cols, inp, store_.weight(L.w),
+                                 kConv3x3, cfg_.conv_tf32);
         grads_ready_from(L.w);
         dout = dinp;
     }

@@ -33,6 +33,7 @@ struct ClassifierConfig {
     std::vector<int> hidden;
     float dropout = 0.f;
     float pixel_mean = 0.f, pixel_std = 1.f;
+    bool conv_tf32 = true;  // CUDA fp32: TF32 convolutions (kernels::conv_pool_relu_forward, conv2d_backward)
     static ClassifierConfig from(const config::Config& cfg);
     // Forward + backward FLOPs of one image (2 per multiply-add, backward twice the forward).
     double train_flops_per_image() const;
@@ -89,6 +90,7 @@ private:
         ParamId w, b;
         int H, W, C, OC;  // input extent and channels; output of the pool: H/2 x W/2 x OC
         size_t conv_out, cols, pooled, argmax;  // activation arena entries
+        bool cols_ready = false;  // the last forward left cols = im2col(input) (kernels::conv_pool_relu_forward)
     };
     struct DenseLayer {
         ParamId w, b;

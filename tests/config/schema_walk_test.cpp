@@ -474,6 +474,9 @@ const std::map<std::string, Probe>& probes() {
          [](const Ctx& c) { expect_refused(c.t, {"data.augment.crop_padding=2"}, "data.augment.crop_padding"); }},
         {"data.augment.hflip", [](const Ctx& c) { expect_refused(c.t, {"data.augment.hflip=true"}, "data.augment.hflip"); }},
         {"trainer.epochs", [](const Ctx& c) { expect_refused(c.t, {"trainer.epochs=2"}, "trainer.epochs"); }},
+        // Read by model.arch cnn on CUDA (its effect: tests/kernels/cuda_conv_test.cpp, GPU); refused here and
+        // with mlp (tests/integration/classifier_train_test.cpp).
+        {"trainer.conv_tf32", [](const Ctx& c) { expect_refused(c.t, {"trainer.conv_tf32=false"}, "trainer.conv_tf32"); }},
         // trainer
         {"trainer.max_steps",
          [](const Ctx& c) { EXPECT_EQ(c.t.train({"trainer.max_steps=2"})["steps"], 2); }},

@@ -238,4 +238,15 @@ TEST_F(ClassifierTrain, TruncatedIdxIsExit2NamingTheOffset) {
     EXPECT_NE(r.err.find("truncated at offset 1000"), std::string::npos) << r.err;
 }
 
+// trainer.conv_tf32 chooses how CUDA computes convolutions, so an MLP (no convolution) refuses it by name,
+// as it refuses model.conv_channels.
+TEST_F(ClassifierTrain, MlpRefusesConvTf32) {
+    auto r = run_process(bin(train("mlp_tf32", {"--set", "model.arch=mlp", "--set", "model.conv_channels=[32, 64]",
+                                                "--set", "trainer.conv_tf32=false"})),
+                         "", 120);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("trainer.conv_tf32"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("model.arch cnn"), std::string::npos) << r.err;
+}
+
 }  // namespace

@@ -12,6 +12,7 @@
 // exact, argmax too. gather_images (the classifier's input from a byte table) is exact too.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -125,17 +126,19 @@ struct PoolCase {
 // C % 4 == 0 takes the float4 kernels in fp32 (kernels/cuda/conv.cu), the others the scalar ones.
 const std::vector<PoolCase> kPool = {{4, 28, 28, 32, 2, 2}, {3, 7, 9, 3, 2, 2}, {2, 9, 8, 5, 3, 2}, {2, 9, 8, 8, 3, 2}};
 
+const Conv2dGeom kConv3x3Geom{3, 3, 1, 1};
+
 struct Tol {
     double out, grad;
 };
 
 // first_layer: no bias, no input gradient, no bias gradient (the calls of a model's first convolution).
-void check_conv(DType dt, Tol tol, bool first_layer = false) {
+void check_conv(DType dt, Tol tol, bool first_layer = false, bool tf32 = false) {
     uint32_t k = dt == DType::kBF16 ? 1000 : 0;
     const bool bf = dt == DType::kBF16;
     auto maybe_round = [&](std::vector<float> v) { return bf ? rounded(std::move(v)) : v; };
     for (const ConvCase& c : kConv) {
-        const std::string name = std::string(bf ? "bf16 " : "fp32 ") + std::to_string(c.H) + "x" + std::to_string(c.W) +
+        const std::string name = std::string(bf ? "bf16 " : tf32 ? "tf32 " : "fp32 ") + std::to_string(c.H) + "x" + std::to_string(c.W) +
                                  "x" + std::to_string(c.C) + "->" + std::to_string(c.OC) + " s" +
                                  std::to_string(c.stride) + " p" + std::to_string(c.pad);
         const Conv2dGeom g{c.kh, c.kw, c.stride, c.pad};
@@ -162,9 +165,9 @@ void check_conv(DType dt, Tol tol, bool first_layer = false) {
         Dev gdw = dev(std::vector<float>(w.size(), 0.5f), {c.OC, c.kh, c.kw, c.C}, DType::kF32);
         Dev gdb = dev(std::vector<float>(c.OC, 0.25f), {c.OC}, DType::kF32);
         gout.poison(), gcols.poison(), gdx.poison();
-        conv2d_forward(gout.t(), gcols.t(), gx.t(), gw.t(), opt(gb.t()), g);
+        conv2d_forward(gout.t(), gcols.t(), gx.t(), gw.t(), opt(gb.t()), g, tf32);
         expect_close(name + " out", gout.download(), out, tol.out);
-        conv2d_backward(opt(gdx.t()), gdw.t(), opt(gdb.t()), gdout.t(), gcols.t(), gx.t(), gw.t(), g);
+        conv2d_backward(opt(gdx.t()), gdw.t(), opt(gdb.t()), gdout.t(), gcols.t(), gx.t(), gw.t(), g, tf32);
         if (!first_layer) expect_close(name + " dinp", gdx.download(), dx, tol.grad);
         expect_close(name + " dweight", gdw.download(), dw, tol.grad);
         if (!first_layer) expect_close(name + " dbias", gdb.download(), db, tol.grad);
@@ -212,6 +215,78 @@ void check_pool_relu(DType dt) {
     EXPECT_EQ(gout.download(), out);
     EXPECT_EQ(gx.download(), out);
     EXPECT_EQ(gdout.download(), dx);
+}
+
+// conv_pool_relu_forward (one fused 3xTF32 kernel on CUDA, cuda/conv_pool.h) against the CPU's three ops,
+// plus conv2d_im2col (the cols a backward then needs). Cases: the presets' layers (28x28x1 -> 32,
+// 14x14x32 -> 64), odd extents whose last row/column no window takes (7x7, 9x11), C not a multiple of 8,
+// OC in 32-channel slices (96) and 64-channel ones (128), and a shape the kernel does not take (OC 5: the
+// composed path, which writes cols and says so). pooled: 3xTF32 keeps fp32-level accuracy, sums of <= 9 C
+// products in another order, so the fp32 conv tolerance (2e-5 of max |cpu|; measured up to 5e-6 on an
+// H100, the tensor cores' accumulation rounding more than fp32 FMAs). TF32: operands rounded to 10
+// mantissa bits (2^-11 relative each), sums of <= 576 such products: 4e-3 of max |cpu| (measured below
+// 1e-3). argmax: equal, except where the two candidates' CPU convolution values are within that tolerance
+// (a near-tie the other order may flip).
+// Without keep_argmax the fused kernel leaves argmax alone (still the poison).
+void check_conv_pool_relu(bool tf32) {
+    struct Case {
+        int B, H, W, C, OC;
+        bool fused;
+    };
+    const Case cases[] = {{4, 28, 28, 1, 32, true},  {4, 14, 14, 32, 64, true}, {3, 7, 7, 64, 128, true},
+                          {2, 14, 14, 32, 96, true}, {2, 9, 11, 3, 32, true},   {2, 8, 8, 4, 5, false}};
+    uint32_t k = 7000;
+    for (const Case& c : cases) {
+        const double tol = tf32 ? 4e-3 : 2e-5;
+        const std::string name = std::string(tf32 ? "tf32 " : "") + "conv_pool_relu " + std::to_string(c.H) + "x" + std::to_string(c.W) + "x" +
+                                 std::to_string(c.C) + "->" + std::to_string(c.OC);
+        const int64_t PH = c.H / 2, PW = c.W / 2, K = 9 * int64_t{c.C}, rows = int64_t{c.B} * c.H * c.W;
+        auto x = randn(static_cast<size_t>(rows * c.C), seed(k++));
+        auto w = randn(static_cast<size_t>(c.OC * K), seed(k++), 0.2f);
+        auto b = randn(c.OC, seed(k++), 0.1f);
+        std::vector<float> conv(static_cast<size_t>(rows * c.OC)), cols(static_cast<size_t>(rows * K)),
+            pooled(static_cast<size_t>(c.B * PH * PW * c.OC));
+        std::vector<int32_t> arg(pooled.size());
+        const Tensor hx(x.data(), {c.B, c.H, c.W, c.C});
+        conv2d_forward(Tensor(conv.data(), {c.B, c.H, c.W, c.OC}), Tensor(cols.data(), {rows, K}), hx,
+                       Tensor(w.data(), {c.OC, 3, 3, c.C}), Tensor(b.data(), {c.OC}), kConv3x3Geom);
+        maxpool2d_forward(Tensor(pooled.data(), {c.B, PH, PW, c.OC}), Tensor(arg.data(), {c.B, PH, PW, c.OC}, DType::kI32),
+                          Tensor(conv.data(), {c.B, c.H, c.W, c.OC}));
+        const auto np = static_cast<int64_t>(pooled.size());
+        relu_forward(Tensor(pooled.data(), {np}), Tensor(pooled.data(), {np}));
+        Dev gx = dev(x, {c.B, c.H, c.W, c.C}, DType::kF32), gw = dev(w, {c.OC, 3, 3, c.C}, DType::kF32);
+        Dev gb = dev(b, {c.OC}, DType::kF32), gconv({c.B, c.H, c.W, c.OC}, DType::kF32), gcols({rows, K}, DType::kF32);
+        Dev gp({c.B, PH, PW, c.OC}, DType::kF32), garg({c.B, PH, PW, c.OC}, DType::kI32);
+        for (const bool keep : {true, false}) {
+            gp.poison(), garg.poison(), gcols.poison();
+            const bool cols_ready = conv_pool_relu_forward(gp.t(), garg.t(), gconv.t(), gcols.t(), gx.t(), gw.t(),
+                                                           gb.t(), kConv3x3Geom, keep, tf32);
+            EXPECT_EQ(cols_ready, !c.fused) << name;
+            expect_close(name + (keep ? " pooled" : " pooled, no argmax"), gp.download(), pooled, tol);
+            const auto ga = garg.download_ids();
+            if (!keep && c.fused) {
+                EXPECT_EQ(ga, std::vector<int32_t>(ga.size(), -7)) << name << ": argmax written without keep_argmax";
+                continue;
+            }
+            double scale = 0.0;
+            for (float v : conv) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+            int flips = 0, wrong = 0;
+            for (size_t i = 0; i < arg.size(); ++i) {
+                if (ga[i] == arg[i]) continue;
+                const size_t img = i / static_cast<size_t>(PH * PW * c.OC), ch = i % static_cast<size_t>(c.OC);
+                const size_t plane = static_cast<size_t>(c.H * c.W);
+                const bool in_window = ga[i] >= 0 && static_cast<size_t>(ga[i]) < plane;
+                const double gap = in_window ? std::fabs(conv[(img * plane + static_cast<size_t>(ga[i])) * c.OC + ch] -
+                                                         conv[(img * plane + static_cast<size_t>(arg[i])) * c.OC + ch])
+                                             : 1e30;
+                (gap <= tol * scale ? flips : wrong)++;
+            }
+            EXPECT_EQ(wrong, 0) << name << ": argmax differs beyond near-ties (" << flips << " near-tie flips)";
+        }
+        gcols.poison();
+        conv2d_im2col(gcols.t(), gx.t(), kConv3x3Geom);
+        EXPECT_EQ(gcols.download(), cols) << name << " conv2d_im2col";
+    }
 }
 
 // gather_images on the GPU against the CPU op (tests/data/image_gather_test.cpp checks that one against the
@@ -292,9 +367,13 @@ protected:
 
 TEST_F(CudaConv, Conv2dFp32) { check_conv(DType::kF32, {2e-5, 5e-5}); }
 TEST_F(CudaConv, Conv2dBf16) { check_conv(DType::kBF16, {1e-2, 2e-2}); }
+// trainer.conv_tf32: the im2col GEMMs on TF32 tensor cores; tolerances as the fused TF32 case argues.
+TEST_F(CudaConv, Conv2dTf32) { check_conv(DType::kF32, {4e-3, 4e-3}, false, /*tf32=*/true); }
 TEST_F(CudaConv, Conv2dFp32FirstLayer) { check_conv(DType::kF32, {2e-5, 5e-5}, /*first_layer=*/true); }
 TEST_F(CudaConv, MaxPoolReluFp32) { check_pool_relu(DType::kF32); }
 TEST_F(CudaConv, MaxPoolReluBf16) { check_pool_relu(DType::kBF16); }
+TEST_F(CudaConv, ConvPoolReluFusedMatchesCpuOps) { check_conv_pool_relu(/*tf32=*/false); }
+TEST_F(CudaConv, ConvPoolReluFusedTf32MatchesCpuOps) { check_conv_pool_relu(/*tf32=*/true); }
 TEST_F(CudaConv, GatherImages) { check_gather(); }
 TEST_F(CudaConv, NormalizePixelsAndPredictMatchCpu) { check_image_eval(); }
 

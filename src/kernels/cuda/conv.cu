@@ -326,19 +326,22 @@ void maxpool_backward(T* dinp, const T* dout, const int32_t* argmax, const PoolS
 
 template <typename T>
 void conv2d_forward_t(T* out, T* cols, const T* inp, const T* weight, const T* bias, const ConvShape& s,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, bool tf32) {
     im2col(cols, inp, s, stream);
-    matmul_forward(out, cols, weight, bias, static_cast<int>(rows_of(s)), kdim(s), s.OC, stream);
+    if constexpr (std::is_same_v<T, float>)
+        matmul_forward(out, cols, weight, bias, static_cast<int>(rows_of(s)), kdim(s), s.OC, stream, nullptr, tf32);
+    else
+        matmul_forward(out, cols, weight, bias, static_cast<int>(rows_of(s)), kdim(s), s.OC, stream);
 }
 
 template <typename T>
 void conv2d_backward_t(T* dinp, float* dweight, float* dbias, const T* dout, T* cols, const T* weight,
-                       const ConvShape& s, cudaStream_t stream) {
+                       const ConvShape& s, cudaStream_t stream, bool tf32) {
     const int rows = static_cast<int>(rows_of(s)), K = kdim(s);
     if (dbias) add_column_sums(dbias, dout, rows, s.OC, stream);
-    if (dweight) gemm<T, float>(true, false, s.OC, K, rows, 1.0f, dout, s.OC, cols, K, 1.0f, dweight, K, stream);
+    if (dweight) gemm<T, float>(true, false, s.OC, K, rows, 1.0f, dout, s.OC, cols, K, 1.0f, dweight, K, stream, tf32);
     if (!dinp) return;
-    gemm<T, T>(false, false, rows, K, s.OC, 1.0f, dout, s.OC, weight, K, 0.0f, cols, K, stream);
+    gemm<T, T>(false, false, rows, K, s.OC, 1.0f, dout, s.OC, weight, K, 0.0f, cols, K, stream, tf32);
     col2im(dinp, cols, s, stream);
 }
 
@@ -346,12 +349,15 @@ void conv2d_backward_t(T* dinp, float* dweight, float* dbias, const T* dout, T* 
 
 #define LLMT_CONV_FOR(T)                                                                                          \
     void conv2d_forward(T* out, T* cols, const T* inp, const T* weight, const T* bias, const ConvShape& s,          \
-                        cudaStream_t stream) {                                                                    \
-        conv2d_forward_t(out, cols, inp, weight, bias, s, stream);                                                \
+                        cudaStream_t stream, bool tf32) {                                                         \
+        conv2d_forward_t(out, cols, inp, weight, bias, s, stream, tf32);                                          \
     }                                                                                                             \
     void conv2d_backward(T* dinp, float* dweight, float* dbias, const T* dout, T* cols, const T* weight,            \
-                         const ConvShape& s, cudaStream_t stream) {                                               \
-        conv2d_backward_t(dinp, dweight, dbias, dout, cols, weight, s, stream);                                   \
+                         const ConvShape& s, cudaStream_t stream, bool tf32) {                                    \
+        conv2d_backward_t(dinp, dweight, dbias, dout, cols, weight, s, stream, tf32);                             \
+    }                                                                                                             \
+    void conv2d_im2col(T* cols, const T* inp, const ConvShape& s, cudaStream_t stream) {                          \
+        im2col(cols, inp, s, stream);                                                                             \
     }                                                                                                             \
     void maxpool2d_forward(T* out, int32_t* argmax, const T* inp, const PoolShape& s, cudaStream_t stream) {       \
         maxpool_forward(out, argmax, inp, s, stream);                                                             \

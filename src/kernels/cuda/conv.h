@@ -4,7 +4,7 @@
 // out = cols @ weight^T + bias as matmul_forward (bias in the epilogue), dweight += dout^T @ cols and
 // dcols = dout @ weight as cuda::gemm, then col2im as a gather (one thread per input element summing the
 // cols entries that read it: no atomics, deterministic). Max pooling's backward is a gather too.
-// Grad rules: dinp =; dweight, dbias +=.
+// tf32: fp32 GEMMs on TF32 tensor cores (trainer.conv_tf32; bf16 ignores it). Grad rules: dinp =; dweight, dbias +=.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,9 +19,10 @@ namespace llmt::kernels::cuda {
 
 #define LLMT_CONV_DECL(T)                                                                                        \
     void conv2d_forward(T* out, T* cols, const T* inp, const T* weight, const T* bias, const ConvShape& s,         \
-                        cudaStream_t stream);                                                                    \
+                        cudaStream_t stream, bool tf32);                                                         \
     void conv2d_backward(T* dinp, float* dweight, float* dbias, const T* dout, T* cols, const T* weight,           \
-                         const ConvShape& s, cudaStream_t stream);                                               \
+                         const ConvShape& s, cudaStream_t stream, bool tf32);                                    \
+    void conv2d_im2col(T* cols, const T* inp, const ConvShape& s, cudaStream_t stream);                          \
     void maxpool2d_forward(T* out, int32_t* argmax, const T* inp, const PoolShape& s, cudaStream_t stream);        \
     void maxpool2d_backward(T* dinp, const T* dout, const int32_t* argmax, const PoolShape& s, cudaStream_t stream); \
     void relu_forward(T* out, const T* inp, size_t N, cudaStream_t stream);                                      \

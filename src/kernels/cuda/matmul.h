@@ -13,8 +13,10 @@ namespace llmt::kernels::cuda {
 // out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC) [+ residual (BT,OC)]; bias may be null (fused as
 // cuBLASLt's epilogue); residual, when given, is cuBLASLt's C matrix (beta 1; not aliasing out), so the
 // residual add costs no pass of its own.
+// tf32: this call's product on TF32 tensor cores whatever LLMTRAIN_CUDA_TF32 says (the classifier's
+// convolutions with trainer.conv_tf32).
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int BT, int C, int OC,
-                    cudaStream_t stream, const float* residual = nullptr);
+                    cudaStream_t stream, const float* residual = nullptr, bool tf32 = false);
 void matmul_forward(__nv_bfloat16* out, const __nv_bfloat16* inp, const __nv_bfloat16* weight,
                     const __nv_bfloat16* bias, int BT, int C, int OC, cudaStream_t stream,
                     const __nv_bfloat16* residual = nullptr);
@@ -39,7 +41,7 @@ void matmul_backward(__nv_bfloat16* dinp, const __nv_bfloat16* gelu_pre, float* 
 // (bf16, float) (fp32 accumulation always).
 template <typename AB, typename CD>
 void gemm(bool ta, bool tb, int M, int N, int K, float alpha, const AB* A, int lda, const AB* B, int ldb, float beta,
-          CD* C, int ldc, cudaStream_t stream);
+          CD* C, int ldc, cudaStream_t stream, bool tf32 = false);
 
 // dst (cols) += column sums of x (rows, cols), fp32 sums: the bias gradient of a linear layer whose output
 // gradient is x.
