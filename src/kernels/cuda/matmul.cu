@@ -118,9 +118,10 @@ void tune_plan(Plan& p, const void* A, const void* Bm, const void* Cm, void* D, 
     LLMT_CUDA_CHECK(cudaEventCreate(&e0));
     LLMT_CUDA_CHECK(cudaEventCreate(&e1));
     const float alpha = 1.0f;
-    // Two rounds over the candidates, each keeping its faster round: at a run's first GEMMs the GPU is
-    // still raising its clocks, and one round timed the early candidates slow (on an H100 it kept a
-    // 91 us kernel for the classifier's 512x3136x128 layer over a 28 us one).
+    // Two rounds over the candidates, each keeping its faster round: one round's timings were noisy enough
+    // (a run's first GEMMs, the GPU perhaps still raising its clocks) to keep, on an H100, a 91 us kernel
+    // for the classifier's 512x3136 @ 3136x128 layer over a 28 us one (Nsight Compute); with two rounds the
+    // 28 us one was kept in the four runs since.
     std::vector<float> ms(p.candidates.size(), 1e30f);
     for (int round = 0; round < 2; ++round)
         for (size_t i = 0; i < p.candidates.size(); ++i) {
