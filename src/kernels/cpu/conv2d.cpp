@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "kernels/cpu/conv2d_winograd.h"
 #include "kernels/cpu/matmul.h"
 
 namespace llmt::kernels::cpu {
@@ -117,12 +118,14 @@ void col2im(float* dinp, const float* cols, const ConvShape& s) {
 
 void conv2d_forward(float* out, float* cols, const float* inp, const float* weight, const float* bias,
                     const ConvShape& s) {
+    if (winograd_applies(s)) return conv2d_winograd_forward(out, cols, inp, weight, bias, s);
     im2col(cols, inp, s);
     matmul_forward(out, cols, weight, bias, s.B * s.OH * s.OW, static_cast<int>(kdim(s)), s.OC, gemm_precision(s));
 }
 
 void conv2d_backward(float* dinp, float* dweight, float* dbias, const float* dout, float* cols, const float* weight,
                      const ConvShape& s) {
+    if (winograd_applies(s)) return conv2d_winograd_backward(dinp, dweight, dbias, dout, cols, weight, s);
     const int rows = s.B * s.OH * s.OW, K = static_cast<int>(kdim(s));
     matmul_backward(nullptr, dweight, dbias, dout, cols, weight, rows, K, s.OC, gemm_precision(s));
     if (!dinp) return;
