@@ -89,7 +89,7 @@ TEST(ConvWinograd, MatchesReference) {
              ref::ConvDims{2, 14, 14, 32, 64, 3, 3, 1, 1},  // the CNN's second layer
              ref::ConvDims{3, 7, 5, 8, 5, 3, 3, 1, 1},      // odd H and W: the last tile row/column half outside
              ref::ConvDims{2, 2, 3, 9, 3, 3, 3, 1, 1},      // the smallest image; C = 9: a SIMD tail
-             ref::ConvDims{9, 28, 28, 16, 4, 3, 3, 1, 1},   // 196 tiles per image: 3 chunks, the last partial
+             ref::ConvDims{9, 28, 28, 16, 4, 3, 3, 1, 1},   // 196 tiles per image: several chunks, the last partial
          }) {
         SCOPED_TRACE(testing::Message() << "B=" << d.B << " H=" << d.H << " W=" << d.W << " C=" << d.C
                                         << " OC=" << d.OC);
@@ -115,7 +115,7 @@ TEST(ConvWinograd, AppliesOnlyToStride1Pad1WithChannels) {
 // Chunks are fixed by B and the shape and each runs on one thread, so 1 and 2 threads give the same bits
 // (training's exact resume and DDP comparisons rely on a run not depending on the scheduler).
 TEST(ConvWinograd, SameBitsOnOneAndTwoThreads) {
-    const ref::ConvDims d{40, 14, 14, 32, 16, 3, 3, 1, 1};  // 3 chunks of 16 images
+    const ref::ConvDims d{41, 14, 14, 32, 16, 3, 3, 1, 1};  // several chunks, the last partial
     const int saved = omp_get_max_threads();
     omp_set_num_threads(1);
     const Results one = run_conv(d, 500, true, true);

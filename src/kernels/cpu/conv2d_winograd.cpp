@@ -24,9 +24,10 @@ namespace llmt::kernels::cpu {
 namespace {
 
 constexpr int kPoints = 16;  // 4x4 transform-domain points per tile
-// Tiles per chunk: one-thread GEMMs of (784, 32) @ (32, 64) ran at 83-101 GFLOP/s in all three forms (392
-// tiles: 62-89), and a chunk's M (784 x 16 x 64 floats, 3.2 MB) stays near the core.
-constexpr int kChunkTiles = 784;
+// Tiles per chunk: one-thread GEMMs of (392, 32) @ (32, 64) run at 75-90 GFLOP/s in the three forms, and the
+// chunk's M (392 x 16 x 64 floats, 1.6 MB) stays near the core; the whole 14x14x32 -> 64 layer at B = 128 measured
+// 196 / 392 / 784 / 1568 tiles: 7.1-7.2 / 6.7-7.0 / 7.2-7.3 / 7.7 ms forward, 11.2 / 10.8-11.2 / 11.3 / 11.4 backward.
+constexpr int kChunkTiles = 392;
 
 // How a batch is cut into tiles and chunks: a function of B and the shape only.
 struct Tiling {
