@@ -295,16 +295,12 @@ void filter_grad_transform(float* dweight, const float* dU, const ConvShape& s) 
 }
 
 // C = op(A) op(B) (beta 0) on the calling thread: oneDNN's sgemm inside a parallel region runs on it alone;
-// outside one (the OpenBLAS backend, chunks_in_parallel() false) it is the process's sgemm.
+// outside one (the OpenBLAS backend: sgemm_serial_available() false, the chunks run in turn) it is the process's
+// sgemm.
 void chunk_gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B,
                 int64_t ldb, float* C, int64_t ldc) {
     if (!sgemm_serial(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc))
         sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, ldc);
-}
-
-// Chunks run on OpenMP threads when the GEMM can run single-threaded inside a parallel region (oneDNN).
-bool chunks_in_parallel() {
-    return gemm_backend() == GemmBackend::kOneDnn && gemm_backend_available(GemmBackend::kOneDnn);
 }
 
 size_t saved_offset(const Chunk& ch, const Tiling& tl, const ConvShape& s) {
@@ -330,7 +326,7 @@ void conv2d_winograd_forward(float* out, float* saved, const float* inp, const f
     std::vector<float> U(kPoints * OC * C), zeros(std::max(C, OC), 0.0f);
     filter_transform(U.data(), weight, s);
     const float* b = bias ? bias : zeros.data();
-#pragma omp parallel for schedule(static) if (chunks_in_parallel())
+#pragma omp parallel for schedule(static) if (sgemm_serial_available())
     for (int k = 0; k < tl.chunks; k++) {
         const Chunk ch = chunk_of(tl, k, s.B);
         float* V = saved + saved_offset(ch, tl, s);
@@ -352,7 +348,7 @@ void conv2d_winograd_backward(float* dinp, float* dweight, float* dbias, const f
     if (!dweight && !dinp) return;
     std::vector<float> U(per_chunk), dU_parts(dweight ? tl.chunks * per_chunk : 0), zeros(OC, 0.0f);
     if (dinp) filter_transform(U.data(), weight, s);
-#pragma omp parallel for schedule(static) if (chunks_in_parallel())
+#pragma omp parallel for schedule(static) if (sgemm_serial_available())
     for (int k = 0; k < tl.chunks; k++) {
         const Chunk ch = chunk_of(tl, k, s.B);
         float* V = saved + saved_offset(ch, tl, s);
