@@ -150,7 +150,8 @@ void classifier_predict(Tensor preds, Tensor loss_sum, Tensor logits, Tensor los
 // OH/OW output height/width, OC output channels. torch's NCHW tensors are ours permuted by (0, 3, 1, 2).
 // cpu/conv2d.h: im2col + GEMM. out (B,OH,OW,OC) with OH = conv_out_extent(H, g.kh, g.stride, g.pad) (likewise
 // OW); cols (B*OH*OW, KH*KW*C) = the im2col of inp (written; the backward reuses it, so the model keeps it
-// between the two like a saved activation);
+// between the two like a saved activation; on the CPU a Winograd layer, cpu/conv2d_winograd.h, keeps its
+// transformed input tiles there instead);
 // inp (B,H,W,C); weight (OC,KH,KW,C), i.e. torch's Conv2d weight (OC,C,KH,KW) permuted by (0, 2, 3, 1), so
 // out = cols @ weight^T + bias; bias (OC) or empty.
 // tf32 (here and below): on CUDA with fp32 storage, the products on TF32 tensor cores (trainer.conv_tf32);
@@ -162,13 +163,15 @@ void conv2d_forward(Tensor out, Tensor cols, Tensor inp, Tensor weight, Tensor b
 // present); inp, weight, g as in the forward.
 void conv2d_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor cols, Tensor inp, Tensor weight,
                      const Conv2dGeom& g, bool tf32 = false);
-// cols = the im2col of inp as conv2d_forward writes it (for a backward whose forward did not: see below).
+// cols = the im2col of inp, what CUDA's conv2d_forward leaves there: for the backward after
+// conv_pool_relu_forward's fused kernel, which leaves none (below; CUDA's conv2d_backward reads im2col).
 void conv2d_im2col(Tensor cols, Tensor inp, const Conv2dGeom& g);
 // A CNN block's forward: pooled (B,OH/2,OW/2,OC) = relu_forward(maxpool2d_forward(conv2d_forward(inp))),
 // with argmax as maxpool2d_forward's. On CUDA with fp32 storage, when cuda/conv_pool.h's fused kernel takes
 // the shape (3x3, pad 1, stride 1, OC % 32 == 0), one kernel writes pooled (and argmax when keep_argmax)
 // and neither conv_out nor cols: returns false, and a backward must call conv2d_im2col first. Otherwise
-// the three ops run in turn through conv_out and cols (argmax always written) and it returns true. Without
+// the three ops run in turn through conv_out and cols (argmax always written; cols then holds what
+// conv2d_forward leaves for conv2d_backward) and it returns true. Without
 // tf32 the fused kernel keeps fp32-level accuracy (3xTF32, cuda/conv_pool.h).
 // conv_out (B,OH,OW,OC) and cols as conv2d_forward's.
 bool conv_pool_relu_forward(Tensor pooled, Tensor argmax, Tensor conv_out, Tensor cols, Tensor inp, Tensor weight,

@@ -90,7 +90,7 @@ private:
         ParamId w, b;
         int H, W, C, OC;  // input extent and channels; output of the pool: H/2 x W/2 x OC
         size_t conv_out, cols, pooled, argmax;  // activation arena entries
-        bool cols_ready = false;  // the last forward left cols = im2col(input) (kernels::conv_pool_relu_forward)
+        bool cols_ready = false;  // the last forward left cols as conv2d_backward reads it (conv_pool_relu_forward)
     };
     struct DenseLayer {
         ParamId w, b;

@@ -61,7 +61,7 @@ protected:
         write_set(root_ / "test-images", root_ / "test-labels", 60, 2);
         std::ofstream(root_ / "cnn.yaml")
             << "run: {name: c, seed: 5, device: cpu, threads: 1, deterministic: true}\n"
-            << "model: {arch: cnn, image_size: 8, num_classes: 4, conv_channels: [4, 8], hidden_sizes: [16]}\n"
+            << "model: {arch: cnn, image_size: 8, num_classes: 4, conv_channels: [8, 8], hidden_sizes: [16]}\n"
             << "trainer: {epochs: 2, micro_batch_size: 8, lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 5,\n"
             << "          log_every_steps: 1, eval_every_steps: 10, save_every_steps: 20, keep_last: 5}\n"
             << "dist: {timeout_sec: 60, bucket_mb: 0.001}\n"

@@ -15,7 +15,10 @@
 
 #include <cstddef>
 #include <cstring>
+#include <vector>
 
+#include "kernels/cpu/conv2d_winograd.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/matmul.h"
 
 namespace llmt::kernels::cpu {
@@ -96,6 +99,18 @@ void col2im_image(float* dimg, const float* cols, const ConvShape& s) {
         }
 }
 
+// dweight (OC, K) += (cols^T (K, rows) @ dout (rows, OC))^T in fp32. For a thin K (the 1-channel first layer,
+// K = 9 against OC = 32) this orientation runs 2x faster than dout^T @ cols (1 thread, rows = 100352: 0.72
+// vs 1.61 ms with oneDNN: a 9-wide output tile wastes most of a 32-wide FMA block); for K >= OC the two
+// measured equal (K = 288, OC = 64: 9.6 vs 9.4 ms).
+void weight_grad_transposed(float* dweight, const float* dout, const float* cols, int rows, int K, int OC) {
+    thread_local std::vector<float> t;
+    t.resize(static_cast<size_t>(K) * OC);
+    sgemm(true, false, K, OC, rows, 1.0f, cols, K, dout, OC, 0.0f, t.data(), OC);
+    for (int o = 0; o < OC; o++)
+        for (int k = 0; k < K; k++) dweight[static_cast<size_t>(o) * K + k] += t[static_cast<size_t>(k) * OC + o];
+}
+
 }  // namespace
 
 void im2col(float* cols, const float* inp, const ConvShape& s) {
@@ -117,13 +132,19 @@ void col2im(float* dinp, const float* cols, const ConvShape& s) {
 
 void conv2d_forward(float* out, float* cols, const float* inp, const float* weight, const float* bias,
                     const ConvShape& s) {
+    if (winograd_applies(s)) return conv2d_winograd_forward(out, cols, inp, weight, bias, s);
     im2col(cols, inp, s);
     matmul_forward(out, cols, weight, bias, s.B * s.OH * s.OW, static_cast<int>(kdim(s)), s.OC, gemm_precision(s));
 }
 
 void conv2d_backward(float* dinp, float* dweight, float* dbias, const float* dout, float* cols, const float* weight,
                      const ConvShape& s) {
+    if (winograd_applies(s)) return conv2d_winograd_backward(dinp, dweight, dbias, dout, cols, weight, s);
     const int rows = s.B * s.OH * s.OW, K = static_cast<int>(kdim(s));
+    if (dweight && K < s.OC && gemm_precision(s) == MatmulPrecision::kF32) {
+        weight_grad_transposed(dweight, dout, cols, rows, K, s.OC);
+        dweight = nullptr;
+    }
     matmul_backward(nullptr, dweight, dbias, dout, cols, weight, rows, K, s.OC, gemm_precision(s));
     if (!dinp) return;
     // dcols = dout @ weight, over the saved cols (read above), in the linear layers' GEMM precision (bf16 when

@@ -6,6 +6,8 @@
 // (w_ours = w_torch.permute(0, 2, 3, 1)), and NHWC activations are torch's NCHW permuted by (0, 2, 3, 1).
 // The backward reads the forward's cols (the im2col of inp, which the model keeps as a saved activation)
 // for dweight, then reuses the same buffer for dcols = dout @ weight, scattered back by col2im.
+// 3x3 stride-1 pad-1 layers with C >= 8 in fp32 run Winograd F(2x2, 3x3) instead (cpu/conv2d_winograd.h,
+// 2.25x fewer multiplies); cols then holds its transformed input tiles, which fit the same buffer.
 // The three GEMMs are matmul.h's, so they run in the process's GEMM precision (fp32, or bf16 operands with
 // fp32 accumulation under trainer.precision: bf16), except that K = KH*KW*C < 16 stays fp32 (conv2d.cpp).
 // Legend: B batch, H/W input height/width, C input channels, OH/OW output height/width, OC output channels.

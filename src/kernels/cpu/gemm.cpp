@@ -75,6 +75,10 @@ void sgemm_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t M, int6
                 static_cast<int>(ldc));
 }
 
+bool sgemm_serial_available() {
+    return gemm_backend() == GemmBackend::kOneDnn && gemm_backend_available(GemmBackend::kOneDnn);
+}
+
 bool sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
 #if LLMT_HAVE_ONEDNN

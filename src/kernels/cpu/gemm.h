@@ -30,6 +30,10 @@ void sgemm_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t M, int6
 bool sgemm_serial(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                   int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
+// True when sgemm_serial computes (oneDNN is the current backend and compiled in): callers that split work over
+// OpenMP threads with one single-threaded GEMM each check it before opening the parallel region.
+bool sgemm_serial_available();
+
 // Current backend: the knob LLMTRAIN_GEMM if set, else the default. Never throws.
 GemmBackend gemm_backend();
 bool gemm_backend_available(GemmBackend backend);

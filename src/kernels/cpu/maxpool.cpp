@@ -78,6 +78,43 @@ __attribute__((target("avx512f"))) void pool2x2_pixel_avx512(float* out, int32_t
     }
 }
 
+// One image's dinp (H,W,C) = 0, then each output element's gradient added at its argmax (windows may overlap).
+void pool_backward_image(float* d, const float* g, const int32_t* a, const PoolShape& s) {
+    const size_t C = static_cast<size_t>(s.C), pixels = static_cast<size_t>(s.OH) * s.OW;
+    std::memset(d, 0, static_cast<size_t>(s.H) * s.W * C * sizeof(float));
+    for (size_t p = 0; p < pixels; p++)
+        for (size_t c = 0; c < C; c++) d[static_cast<size_t>(a[p * C + c]) * C + c] += g[p * C + c];
+}
+
+// The 2x2 stride-2 case: the windows do not overlap, so every input element is written once, with its window's
+// gradient where the argmax points and 0 elsewhere (no zeroing pass, no scatter; vectorised over C). A last
+// row or column outside every window (odd H or W) is zeroed.
+LLMT_CPU_CLONES
+void pool2x2_backward_image(float* d, const float* g, const int32_t* a, const PoolShape& s) {
+    const size_t C = static_cast<size_t>(s.C), W = static_cast<size_t>(s.W);
+    for (int oh = 0; oh < s.OH; oh++) {
+        for (int ow = 0; ow < s.OW; ow++) {
+            const size_t o = (static_cast<size_t>(oh) * s.OW + ow) * C;
+            const auto i0 = static_cast<int32_t>(2 * oh * s.W + 2 * ow), i1 = i0 + 1;
+            const auto i2 = static_cast<int32_t>(i0 + s.W), i3 = i2 + 1;
+            float *p0 = d + static_cast<size_t>(i0) * C, *p1 = p0 + C, *p2 = p0 + W * C, *p3 = p2 + C;
+            const float* gv = g + o;
+            const int32_t* av = a + o;
+#pragma omp simd
+            for (size_t c = 0; c < C; c++) {
+                p0[c] = av[c] == i0 ? gv[c] : 0.0f;
+                p1[c] = av[c] == i1 ? gv[c] : 0.0f;
+                p2[c] = av[c] == i2 ? gv[c] : 0.0f;
+                p3[c] = av[c] == i3 ? gv[c] : 0.0f;
+            }
+        }
+        if (s.W > 2 * s.OW)  // the last column of both rows
+            for (int r = 0; r < 2; r++) std::memset(d + ((2 * oh + r) * W + W - 1) * C, 0, C * sizeof(float));
+    }
+    if (s.H > 2 * s.OH)  // the last row
+        std::memset(d + 2 * static_cast<size_t>(s.OH) * W * C, 0, (s.H - 2 * s.OH) * W * C * sizeof(float));
+}
+
 }  // namespace
 
 void maxpool2d_forward(float* out, int32_t* argmax, const float* inp, const PoolShape& s) {
@@ -100,11 +137,8 @@ void maxpool2d_backward(float* dinp, const float* dout, const int32_t* argmax, c
     const size_t oimg = static_cast<size_t>(s.OH) * s.OW * C;
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < s.B; b++) {
-        float* d = dinp + b * img;
-        std::memset(d, 0, img * sizeof(float));
-        const float* g = dout + b * oimg;
-        const int32_t* a = argmax + b * oimg;
-        for (size_t i = 0; i < oimg; i++) d[static_cast<size_t>(a[i]) * C + i % C] += g[i];
+        if (s.k == 2 && s.stride == 2) pool2x2_backward_image(dinp + b * img, dout + b * oimg, argmax + b * oimg, s);
+        else pool_backward_image(dinp + b * img, dout + b * oimg, argmax + b * oimg, s);
     }
 }
 
