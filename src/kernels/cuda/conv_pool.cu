@@ -1,9 +1,10 @@
-// The fused CNN block forward (cuda/conv_pool.h): implicit GEMM on the tensor cores, 3xTF32.
+// The fused CNN block forward (cuda/conv_pool.h): implicit GEMM on the tensor cores, TF32 or 3xTF32.
 //
 // A block owns a 32- or 64-channel slice of OC, whose weights it stages in shared memory once, and walks
 // work items (one image's band of pooled rows; the grid is as many blocks as fit on the GPU at once, so
 // weights are not re-read per item). Per item it stages the band's input rows plus the 1-pixel halo
-// (cp.async, zero-filled outside the image), then each warp computes m-tiles of 16 output pixels x 8 channels with mma.sync m16n8k8 (TF32 in, fp32
+// (cp.async, zero-filled outside the image; the next item's while this one computes when two tiles fit),
+// then each warp computes m-tiles of 16 output pixels x 8 channels with mma.sync m16n8k8 (TF32 in, fp32
 // accumulate). An m-tile is two conv rows (2 py, 2 py + 1) x 8 adjacent columns, laid out so that a
 // thread's accumulator rows g and g + 8 are vertical neighbours and the lane 4 away holds the horizontal
 // neighbour: each 2x2 pooling window is then one register max plus one shuffle, with no shared-memory
@@ -195,7 +196,10 @@ __device__ __forceinline__ void load_fragments(float (&a)[kMTiles][4], float (&b
             a[m][2] = tile[row0[m] + kb], a[m][3] = tile[row1[m] + kb];
         }
 #pragma unroll
-        for (int j = 0; j < NT; ++j) b[j][0] = ws[(8 * j + g) * ks + k0 + t], b[j][1] = ws[(8 * j + g) * ks + k0 + t + 4];
+        for (int j = 0; j < NT; ++j) {
+            const float* col = ws + (8 * j + g) * ks + k0;
+            b[j][0] = col[t], b[j][1] = col[t + 4];
+        }
     }
 }
 
