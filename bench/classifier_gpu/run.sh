@@ -4,8 +4,10 @@
 #   ours:    `llmtrain train --set run.device=cuda` for STEPS steps on IDX files of Fashion-MNIST's shape
 #            (random pixels written here: throughput does not depend on the values, and the GPU host has
 #            no dataset package); training images/s = the median step's; inference = the test split's eval.
-#            Ours copies each batch from host memory to the GPU inside the step (the peer does not).
-#   PyTorch: bench/classifier_cpu/torch_classifier.py --device cuda --compile, images already on the GPU.
+#            Ours gathers each batch on the GPU from the image set uploaded once (reference rows).
+#   PyTorch: bench/classifier_cpu/torch_classifier.py --device cuda --compile, images already on the GPU;
+#            inference the median of 20 passes (single passes swung 2x between runs).
+#   Both compute the convolutions in TF32 (trainer.conv_tf32's default; cuDNN's) and linear layers in fp32.
 # Usage (GPU machine, binaries from tools/gpu/pack.sh): bench/classifier_gpu/run.sh LLMTRAIN_BIN [STEPS] [PYTHON]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
