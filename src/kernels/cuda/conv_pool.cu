@@ -203,7 +203,8 @@ __device__ __forceinline__ void load_fragments(float (&a)[kMTiles][4], float (&b
     }
 }
 
-// One work item's m-tiles (this warp's share): the 3xTF32 products, then bias, pooling and ReLU.
+// One work item's m-tiles (this warp's share): the products (TF32, or 3xTF32 when kExact), then bias,
+// pooling and ReLU.
 template <int NT, bool kArgmax, bool kPairs, bool kExact>
 __device__ void compute_item(float* pooled, int32_t* argmax, const float* tile, const float* ws, const int* koff,
                              const float* bias, const ConvShape& s, const Plan& p, int b, int pr0, int npairs, int n0) {
@@ -319,8 +320,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
         __syncthreads();
         const int b = item / p.bands, pr0 = (item % p.bands) * p.pairs;
-        compute_item<NT, kArgmax, kPairs, kExact>(pooled, argmax, tiles + buf * tile_size, ws, koff, bias, s, p, b, pr0,
-                                          min(p.pairs, OH - pr0), n0);
+        compute_item<NT, kArgmax, kPairs, kExact>(pooled, argmax, tiles + buf * tile_size, ws, koff, bias, s, p, b,
+                                                  pr0, min(p.pairs, OH - pr0), n0);
         __syncthreads();  // this buffer is restaged next (one buffer) or after the next item (two)
         buf ^= p.buffers - 1;
     }
