@@ -22,6 +22,8 @@
 #include "train/batches.h"
 #include "train/classifier_eval.h"
 #include "train/image_batches.h"
+#include "train/lm_eval.h"
+#include "train/model_setup.h"
 #include "data/prepare_cache.h"
 #include "dist/env.h"
 #include "dist/reducer.h"
@@ -59,104 +61,6 @@ void log_line(const std::string& s) { console().line(s); }
 std::string zero_optimizer_file(int rank) { return fmt::format("optimizer.rank{}.safetensors", rank); }
 
 void apply_threads(const config::Config& cfg) { kernels::set_cpu_threads(cfg.run.threads); }
-
-// The train and val shard lists for the configured source (preparing text/jsonl into the cache).
-ShardFiles resolve_data(const config::Config& cfg, bool need_train) {
-    ShardFiles f;
-    f.format = cfg.data.shard_format == "nanogpt" ? data::ShardFormat::kNanoGptU16 : data::ShardFormat::kLlmc;
-    if (cfg.data.source == "shards") {
-        f.train = expand_glob(cfg.data.train_shards);
-        if (!cfg.data.val_shards.empty()) f.val = expand_glob(cfg.data.val_shards);
-        if (need_train && f.train.empty())
-            throw InputError(fmt::format("data.train_shards: no file matches '{}' (run `make data`, or `llmtrain data "
-                                         "prepare`, to create shards)",
-                                         cfg.data.train_shards));
-        return f;
-    }
-    data::PrepareOptions po;
-    po.inputs = cfg.data.paths;
-    po.corpus.format = cfg.data.source == "jsonl" ? data::InputFormat::kJsonl : data::InputFormat::kText;
-    po.corpus.text_field = cfg.data.text_field;
-    po.tokenizer = cfg.data.tokenizer;
-    po.val_fraction = cfg.data.val_fraction;
-    po.seed = cfg.run.seed;
-    auto cached = data::prepare_cached(po, cfg.data.cache_dir);
-    log_line(fmt::format("data: {} shards in {}", cached.reused ? "reusing" : "prepared", cached.dir.string()));
-    f.train = expand_glob((cached.dir / "train_*.bin").string());
-    f.val = expand_glob((cached.dir / "val_*.bin").string());
-    return f;
-}
-
-// Loads model.init_from's weights (prepare_init_from resolved them): a file or a (sharded) HF directory,
-// checksums (when the files have them: files from elsewhere have none) and finiteness checked first.
-void load_init_from(models::Model& model, const models::HfSource& source) {
-    const models::HfWeights weights = models::HfWeights::open(source.weights);
-    models::load_hf_params(model, models::HfWeightsSource(weights));
-}
-
-// The model with its weights: drawn from run.seed, or model.init_from's; under LoRA the adapters fresh
-// from run.seed or lora.init_from's (a PEFT adapter directory).
-std::unique_ptr<models::Model> build_model(const config::Config& cfg, const models::HfSource& init_from, Device device,
-                                           DType dtype) {
-    auto model = models::make_model(cfg, device, dtype);
-    if (init_from.weights.empty()) {
-        model->init_random(cfg.run.seed);
-    } else {
-        load_init_from(*model, init_from);
-        model->init_adapters(cfg.run.seed);
-        log_line(fmt::format("model: initialised from {}", init_from.weights.string()));
-    }
-    if (model->lora() && !cfg.lora.init_from.empty()) {
-        models::load_peft_adapter(*model, cfg.lora.init_from);
-        log_line(fmt::format("lora: adapters from {}", cfg.lora.init_from));
-    }
-    return model;
-}
-
-// The optimizer's tensors: the trainable ones, weight decay on matrices (and embeddings when asked).
-std::vector<optim::ParamSlot> param_slots(const models::Model& model, bool decay_embeddings) {
-    std::vector<optim::ParamSlot> slots;
-    const auto& specs = model.param_specs();
-    for (size_t i = 0; i < specs.size(); ++i) {
-        if (!specs[i].trainable) continue;
-        const auto& e = model.params().entry(i);
-        bool decay = specs[i].kind == models::ParamKind::kWeight ||
-                     (decay_embeddings && specs[i].kind == models::ParamKind::kEmbedding);
-        slots.push_back({specs[i].name, Shape(specs[i].shape.begin(), specs[i].shape.end()), e.offset / sizeof(float),
-                         decay});
-    }
-    return slots;
-}
-
-// Mean validation loss over `steps` eval batches, as `llmtrain eval` reports it: over windows the mean of
-// the batches' means (every batch has B*T targets); over chat rows the mean over their targets
-// (`weighted`: loss_sum and weight are the sums, for a mean across ranks).
-struct EvalOutput {
-    double loss = 0;
-    int64_t tokens = 0;
-    int64_t batches = 0;
-    bool weighted = false;
-    double loss_sum = 0, weight = 0;
-};
-
-EvalOutput evaluate(models::Model& model, const EvalBatches& batches, int B, int T, int64_t steps) {
-    EvalOutput out;
-    const int64_t n = std::min<int64_t>(steps, static_cast<int64_t>(batches.num_batches()));
-    std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size()), pos(x.size());
-    for (int64_t b = 0; b < n; ++b) {
-        const MicroBatch mb = batches.batch(static_cast<size_t>(b), x.data(), y.data(), pos.data());
-        out.tokens += static_cast<int64_t>(B) * mb.T;
-        out.weighted = mb.positions;
-        if (mb.targets == 0) continue;  // a short last batch of chat rows: pad only
-        const double loss = model.forward(x.data(), y.data(), B, mb.T, /*train=*/false, 1.f,
-                                          mb.positions ? pos.data() : nullptr);
-        out.loss_sum += mb.positions ? loss * static_cast<double>(mb.targets) : loss;
-        out.weight += mb.positions ? static_cast<double>(mb.targets) : 1.0;
-    }
-    out.batches = n;
-    out.loss = out.weight > 0 ? out.loss_sum / out.weight : std::nan("");
-    return out;
-}
 
 // Values per batch row: a window of block_size tokens, or an image's pixels (train/image_batches.h).
 int row_width(const config::Config& cfg) {
@@ -799,77 +703,8 @@ private:
     Stopwatch run_clock_;
 };
 
-// `llmtrain eval` of a classifier: the test set, as at the end of training (the table on stderr).
-nlohmann::ordered_json evaluate_classifier_checkpoint(models::Model& model, const config::Config& cfg,
-                                                      const std::string& source) {
-    const ImageData images = load_image_data(cfg, /*need_train=*/false);
-    bind_image_data(model, images);
-    const ClassEval ev = evaluate_images(model, *images.test, kTestSlot, all_indices(images.test->n),
-                                         cfg.trainer.micro_batch_size, 0, 1);
-    const auto names = class_names(cfg);
-    fmt::print(stderr, "{}", ev.table(names));
-    nlohmann::ordered_json out = ev.to_json(names, "test");
-    out["weights"] = source;
-    return out;
-}
-
 }  // namespace
 
 TrainResult run_training(const TrainOptions& opts) { return TrainingRun(opts).run(); }
-
-namespace {
-
-// Why eval found nothing to read, and what to pass (like train's message for missing train shards).
-std::string no_val_shards_message(const config::Config& cfg) {
-    const std::string fix =
-        "pass --set data.val_shards=GLOB (the val_*.bin shards the run trained with), or create them with `make data` "
-        "or `llmtrain data prepare`";
-    if (cfg.data.source != "shards") return "eval: the prepared data has no validation shards (data.val_fraction is 0)";
-    if (cfg.data.val_shards.empty()) return "eval: no validation shards: data.val_shards is not set (hint: " + fix + ")";
-    return fmt::format("eval: no validation shards: data.val_shards '{}' matches no file (hint: {})",
-                       cfg.data.val_shards, fix);
-}
-
-}  // namespace
-
-nlohmann::ordered_json run_evaluation(const config::Config& config, const std::string& checkpoint) {
-    config::Config cfg = config;
-    const models::HfSource init_from = models::prepare_init_from(cfg);
-    models::prepare_lora_init_from(cfg);
-    apply_threads(cfg);
-    const Device dev = resolve_device(cfg, 1);
-    const DType dtype = check_supported(cfg, dev);
-    if (dev == Device::kCpu) kernels::set_cpu_gemm_precision(cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32);
-    std::string source;
-    std::unique_ptr<models::Model> model;
-    if (!checkpoint.empty()) {
-        Checkpoint ck = load_checkpoint(checkpoint);
-        if (cfg.lora.r > 0) {  // the base as the run had it, then the checkpoint's adapters
-            model = build_model(cfg, init_from, dev, dtype);
-            models::check_lora_base(ck.state.value("lora_base", nlohmann::json()),
-                                    models::lora_base_identity(cfg, init_from.weights), ck.dir.string());
-            models::load_trained_params(*model, models::SafetensorsSource(ck.model));
-        } else {
-            model = models::make_model(cfg, dev, dtype);
-            models::load_hf_params(*model, models::SafetensorsSource(ck.model));
-        }
-        source = ck.dir.string();
-    } else if (!init_from.weights.empty()) {
-        model = build_model(cfg, init_from, dev, dtype);
-        source = init_from.weights.string();
-    } else {
-        throw InputError("eval: nothing to evaluate: give --checkpoint PATH, or set model.init_from");
-    }
-    if (cfg.model.is_classifier()) return evaluate_classifier_checkpoint(*model, cfg, source);
-    const int B = cfg.trainer.micro_batch_size, T = cfg.model.block_size;
-    DataPlan plan = cfg.data.source == "chat" ? open_chat_batches(cfg, B, T, 0, 1, false, {})
-                                              : open_shard_batches(cfg, resolve_data(cfg, false), B, T, 0, 1, false);
-    if (!plan.eval)
-        throw InputError(cfg.data.source == "chat"
-                             ? std::string("eval: no validation examples (data.val_fraction is 0)")
-                             : no_val_shards_message(cfg));
-    auto ev = evaluate(*model, *plan.eval, B, T, cfg.trainer.eval_steps);
-    return {{"val_loss", ev.loss}, {"tokens", ev.tokens}, {"batches", ev.batches}, {"weights", source}};
-}
 
 }  // namespace llmt::train
