@@ -72,6 +72,15 @@ __device__ __forceinline__ int run_at(const long long* begin, int n, long long e
     return r;
 }
 
+// One step of a max-pool window's running maximum, as maxpool2d_forward defines it (cpu/maxpool.h): the
+// first maximum in scan order, a NaN winning over numbers. The pooling kernels (conv.cu, conv_pool.cu).
+__device__ __forceinline__ void pool_take(float v, int32_t idx, float& best, int32_t& arg) {
+    if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
+        best = v;
+        arg = idx;
+    }
+}
+
 inline unsigned grid_for(long n, int block, long max_blocks = 65536L * 8) {
     long g = (n + block - 1) / block;
     if (g < 1) g = 1;

@@ -88,11 +88,7 @@ __global__ void maxpool_forward_kernel(T* out, int32_t* argmax, const T* inp, Po
         for (int kh = 0; kh < s.k; kh++)
             for (int kw = 0; kw < s.k; kw++) {
                 const int32_t idx = (oh * s.stride + kh) * s.W + (ow * s.stride + kw);
-                const float v = ldf(img[static_cast<I>(idx) * s.C]);
-                if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
-                    best = v;
-                    arg = idx;
-                }
+                pool_take(ldf(img[static_cast<I>(idx) * s.C]), idx, best, arg);
             }
         out[i] = cvt<T>(best);
         argmax[i] = arg;
@@ -170,14 +166,6 @@ __global__ void col2im_vec4_kernel(float4* dinp, const float4* cols, ConvShape s
             }
         }
         dinp[i] = acc;
-    }
-}
-
-// One lane of the max-pool's running maximum: the scalar kernel's rule (first maximum, NaN wins).
-__device__ __forceinline__ void pool_take(float v, int32_t idx, float& best, int32_t& arg) {
-    if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
-        best = v;
-        arg = idx;
     }
 }
 

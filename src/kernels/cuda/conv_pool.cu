@@ -122,13 +122,6 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ void pool_take(float v, int32_t idx, float& best, int32_t& arg) {
-    if (arg < 0 || v > best || (isnan(v) && !isnan(best))) {
-        best = v;
-        arg = idx;
-    }
-}
-
 using flash::cp_async16;
 using flash::cp_async4;
 
