@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "core/check.h"
 #include "models/classifier.h"
@@ -63,6 +64,12 @@ std::string ClassEval::table(const std::vector<std::string>& names) const {
         s += "\n";
     }
     return s;
+}
+
+std::vector<int64_t> all_indices(int64_t n) {
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    std::iota(v.begin(), v.end(), int64_t{0});
+    return v;
 }
 
 ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, int slot, const std::vector<int64_t>& indices,

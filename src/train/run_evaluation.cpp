@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <numeric>
-#include <vector>
 
 #include "core/error.h"
 #include "kernels/ops.h"
@@ -39,9 +37,7 @@ nlohmann::ordered_json evaluate_classifier_checkpoint(models::Model& model, cons
                                                       const std::string& source) {
     const ImageData images = load_image_data(cfg, /*need_train=*/false);
     bind_image_data(model, images);
-    std::vector<int64_t> indices(static_cast<size_t>(images.test->n));
-    std::iota(indices.begin(), indices.end(), int64_t{0});
-    const ClassEval ev = evaluate_images(model, *images.test, kTestSlot, indices,
+    const ClassEval ev = evaluate_images(model, *images.test, kTestSlot, all_indices(images.test->n),
                                          cfg.trainer.micro_batch_size, 0, 1);
     const auto names = class_names(cfg);
     fmt::print(stderr, "{}", ev.table(names));

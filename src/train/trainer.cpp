@@ -68,12 +68,6 @@ int row_width(const config::Config& cfg) {
                                      : cfg.model.block_size;
 }
 
-std::vector<int64_t> all_indices(int64_t n) {
-    std::vector<int64_t> v(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
-    return v;
-}
-
 // How long the end of a run waits for its checkpoint uploads (each stalled request gives up sooner).
 constexpr double kSyncFinishTimeoutS = 3600;
 
