@@ -29,6 +29,7 @@
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "models/hf_resolve.h"
+#include "models/language_model.h"
 #include "models/sampler.h"
 #include "models/utf8_stream.h"
 
@@ -124,7 +125,7 @@ void run_chat(const ChatOptions& o) {
     const models::ModelDims& mc = model.dims();
     const int V = std::min<int>(mc.vocab_size, static_cast<int>(tok.vocab_size()));
     models::Sampler sampler({o.temperature, o.top_k, o.seed, o.top_p}, V);
-    const std::unique_ptr<models::Decoder> decoder = model.decoder();
+    const std::unique_ptr<models::Decoder> decoder = models::as_language_model(model).decoder();
     const bool tty = ::isatty(::fileno(stdin)) != 0;
     if (tty) {
         fmt::print(stderr, "chat: {} ({} template{}), stops at {}; an empty line or end of input quits\n",

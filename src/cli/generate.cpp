@@ -23,6 +23,7 @@
 #include "data/tokenizer.h"
 #include "kernels/ops.h"
 #include "models/hf_resolve.h"
+#include "models/language_model.h"
 #include "models/sampler.h"
 #include "models/utf8_stream.h"
 
@@ -136,7 +137,7 @@ void run_generate(const GenerateOptions& o) {
         LLMT_CHECK(id < mc.vocab_size, "generate: prompt token id {} is outside the model's vocabulary [0, {})", id,
                    mc.vocab_size);
     models::Sampler sampler({o.temperature, o.top_k, o.seed, o.top_p}, io.vocab(mc.vocab_size));
-    const std::unique_ptr<models::Decoder> decoder = model.decoder();
+    const std::unique_ptr<models::Decoder> decoder = models::as_language_model(model).decoder();
     models::Decoder& dec = *decoder;
     io.begin(o, seq);
 

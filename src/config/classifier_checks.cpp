@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "config/arch_table.h"
 #include "config/schema.h"
 
 namespace llmt::config {
@@ -23,7 +24,7 @@ const std::vector<std::string>& lm_only_model_keys() {
     static const std::vector<std::string> keys = {
         "model.n_layer",  "model.n_head",         "model.d_model",  "model.block_size", "model.vocab_size",
         "model.vocab_pad_multiple", "model.tie_embeddings", "model.norm_eps", "model.rope_theta",
-        "model.rope_scaling.type"};
+        "model.rope_scaling.type", "model.sliding_window"};
     return keys;
 }
 
@@ -31,6 +32,16 @@ const std::vector<std::string>& classifier_only_keys() {
     static const std::vector<std::string> keys = {"model.image_size",    "model.in_channels",  "model.num_classes",
                                                   "model.conv_channels", "model.hidden_sizes", "trainer.conv_tf32"};
     return keys;
+}
+
+// "mlp or cnn": the families of one kind.
+std::string names_of(ArchKind kind) {
+    std::string s;
+    std::vector<std::string> names;
+    for (const ArchEntry& e : arch_table())
+        if (e.kind == kind) names.push_back(e.name);
+    for (std::size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    return s;
 }
 
 void check_whole_numbers(const ordered_json& r, const std::string& key, std::vector<KeyProblem>& out) {
@@ -54,13 +65,13 @@ std::vector<KeyProblem> classifier_problems(const ordered_json& r, bool training
     std::vector<KeyProblem> out;
     const std::string arch = at(r, "model.arch");
     const std::string source = at(r, "data.source");
-    const bool classifier = arch == "mlp" || arch == "cnn";
+    const bool classifier = is_classifier_arch(arch);
     if (classifier) {
         for (const auto& key : lm_only_model_keys())
             if (!is_default(r, key))
-                out.push_back({key, fmt::format("is read only by the language models (gpt2, llama), and model.arch is "
+                out.push_back({key, fmt::format("is read only by the language models ({}), and model.arch is "
                                                 "{}; remove it",
-                                                arch)});
+                                                names_of(ArchKind::kLanguageModel), arch)});
         if (at(r, "model.init_from") != "scratch" && at(r, "model.init_from") != "")
             out.push_back({"model.init_from", fmt::format("model.arch {} trains from scratch (Hugging Face weights are "
                                                           "language models); remove it",
@@ -70,10 +81,8 @@ std::vector<KeyProblem> classifier_problems(const ordered_json& r, bool training
         if (training && source != "idx")
             out.push_back({"data.source", fmt::format("model.arch {} classifies images: data.source must be idx, found {}",
                                                       arch, source)});
-        for (const char* key : {"model.conv_channels", "trainer.conv_tf32"})
-            if (arch == "mlp" && !is_default(r, key))
-                out.push_back({key, "is read only with model.arch cnn, and model.arch is mlp; remove it"});
-        if (arch == "cnn") {
+        // (Keys of another classifier's section: the loader's family-key check.)
+        if (find_arch(arch)->reads("model.conv_channels")) {
             const auto& cc = at(r, "model.conv_channels");
             if (cc.empty()) out.push_back({"model.conv_channels", "cnn needs at least one convolution"});
             const int64_t size = at(r, "model.image_size").get<int64_t>();
@@ -88,13 +97,12 @@ std::vector<KeyProblem> classifier_problems(const ordered_json& r, bool training
     } else {
         for (const auto& key : classifier_only_keys())
             if (!is_default(r, key))
-                out.push_back({key, fmt::format("is read only by the image classifiers (model.arch mlp or cnn), and "
+                out.push_back({key, fmt::format("is read only by the image classifiers (model.arch {}), and "
                                                 "model.arch is {}; remove it",
-                                                arch)});
+                                                names_of(ArchKind::kImageClassifier), arch)});
         if (source == "idx")
-            out.push_back({"model.arch", fmt::format("data.source idx holds images: model.arch must be mlp or cnn, "
-                                                     "found {}",
-                                                     arch)});
+            out.push_back({"model.arch", fmt::format("data.source idx holds images: model.arch must be {}, found {}",
+                                                     names_of(ArchKind::kImageClassifier), arch)});
         if (at(r, "trainer.epochs").get<int64_t>() > 0)
             out.push_back({"trainer.epochs", "counts passes over an image set (data.source idx); language models "
                                              "train for trainer.max_steps"});

@@ -38,12 +38,15 @@ struct ModelConfig {
         double factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
         int original_max_position_embeddings = 8192;
     } rope_scaling;
+    // Mistral: each query sees the sliding_window most recent keys (itself included); 0 = no window.
+    int sliding_window = 0;
     std::string init_from;  // "scratch" or a path
     // Image classifiers (arch mlp | cnn; models/classifier.h).
     int image_size = 28, in_channels = 1, num_classes = 10;
     std::vector<int> conv_channels;  // cnn: 3x3 conv + ReLU + 2x2 max-pool each
     std::vector<int> hidden_sizes;   // fully connected hidden widths
-    bool is_classifier() const { return arch == "mlp" || arch == "cnn"; }
+    // Whether model.arch is an image classifier (config/arch_table.h).
+    bool is_classifier() const;
 
     // vocab_size rounded up to vocab_pad_multiple (the width of the embedding and logit tables).
     int padded_vocab_size() const {

@@ -13,6 +13,7 @@
 #include <regex>
 #include <set>
 
+#include "config/arch_table.h"
 #include "config/schedule_keys.h"
 #include "config/classifier_checks.h"
 #include "config/schema.h"
@@ -541,25 +542,30 @@ void model_checks(ordered_json& r, const std::function<std::string(const std::st
         v.add("model.n_kv_head", at("model.n_kv_head"),
               fmt::format("model.n_head ({}) must be a multiple of model.n_kv_head ({})", as_i(m["n_head"]),
                           as_i(m["n_kv_head"])));
-    if (arch == "gpt2") {
+    const ArchEntry* family = find_arch(arch);
+    if (family && !family->grouped_query) {
         if (as_i(m["n_kv_head"]) != as_i(m["n_head"]))
             v.add("model.n_kv_head", at("model.n_kv_head"),
-                  fmt::format("gpt2 uses full multi-head attention: must equal model.n_head ({})", as_i(m["n_head"])));
+                  fmt::format("{} uses full multi-head attention: must equal model.n_head ({})", arch, as_i(m["n_head"])));
         // (An indivisible d_model is reported above; the derived head_dim would only repeat it.)
         if (as_i(m["d_model"]) % as_i(m["n_head"]) == 0 && as_i(m["head_dim"]) * as_i(m["n_head"]) != as_i(m["d_model"]))
             v.add("model.head_dim", at("model.head_dim"),
-                  fmt::format("gpt2 heads split model.d_model: must be model.d_model / model.n_head ({}), found {}",
+                  fmt::format("{} heads split model.d_model: must be model.d_model / model.n_head ({}), found {}", arch,
                               as_i(m["d_model"]) / std::max<int64_t>(1, as_i(m["n_head"])), as_i(m["head_dim"])));
-        // gpt2 has learned positions: RoPE keys would be silently ignored.
-        for (const char* key : {"model.rope_theta", "model.rope_scaling.type"})
-            if (!is_default(r, key))
-                v.add(key, at(key),
-                      fmt::format("is read only with model.arch llama, and model.arch is gpt2 (learned positions, no "
-                                  "RoPE); remove it (default {}), or set model.arch: llama",
-                                  find_field(key)->default_value.dump()));
+    }
+    // A key of another family's section would be silently ignored (only among families of this kind: the
+    // classifier checks name what the other kind reads).
+    for (const std::string& key : family_keys()) {
+        if (!family || family->reads(key) || is_default(r, key)) continue;
+        bool same_kind = false;
+        for (const ArchEntry& e : arch_table()) same_kind |= e.kind == family->kind && e.reads(key);
+        if (same_kind)
+            v.add(key, at(key),
+                  fmt::format("is read only with model.arch {}, and model.arch is {}; remove it (default {})",
+                              families_reading(key), arch, find_field(key)->default_value.dump()));
     }
     // RoPE needs pairs of channels.
-    if (arch == "llama" && as_i(m["head_dim"]) % 2 != 0)
+    if (family && family->rotary_positions && as_i(m["head_dim"]) % 2 != 0)
         v.add("model.head_dim", at("model.head_dim"),
               fmt::format("RoPE rotates pairs of channels: must be even, found {}", as_i(m["head_dim"])));
     static const char* kLlama3Keys[] = {"model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
@@ -606,10 +612,11 @@ void check_training_data(ordered_json& r, const std::function<std::string(const 
                   "tokenizer_config.json (the chat template); gpt2 has no chat template");
         // With model.init_from the architecture comes from its config.json later (the trainer checks it then).
         const bool arch_known = r["model"]["init_from"] == "scratch" || r["model"]["init_from"] == "";
-        if (arch_known && r["model"]["arch"].is_string() && r["model"]["arch"] != "llama")
+        if (arch_known && r["model"]["arch"].is_string() && !has_rotary_positions(r["model"]["arch"].get<std::string>()))
             v.add("data.source", at("data.source"),
-                  "chat needs a model with rotary positions (model.arch: llama): packed examples restart their "
-                  "position ids");
+                  fmt::format("chat needs a model with rotary positions (model.arch: {}): packed examples restart "
+                              "their position ids",
+                              families_with_rotary_positions()));
     }
 }
 

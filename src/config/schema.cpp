@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 
+#include "config/arch_table.h"
+
 namespace llmt::config {
 namespace {
 
@@ -94,6 +96,15 @@ void list_field(std::vector<FieldSpec>& v, std::string path, std::vector<int> de
     v.push_back(std::move(f));
 }
 
+// model.arch's doc: every family of the arch table with its few words.
+std::string arch_doc() {
+    std::string s = "model family (language models take it from config.json with model.init_from a Hugging Face "
+                    "directory; image classifiers need data.source idx):";
+    for (const ArchEntry& e : arch_table()) s += fmt::format(" {} = {};", e.name, e.doc);
+    s.pop_back();
+    return s;
+}
+
 std::vector<FieldSpec> build() {
     std::vector<FieldSpec> v;
     v.push_back(int_field("schema_version", kSchemaVersion, kSchemaVersion, kSchemaVersion,
@@ -106,9 +117,7 @@ std::vector<FieldSpec> build() {
                           "true is refused on CUDA, whose kernels are not (docs/config.md)"));
     v.push_back(int_field("run.threads", 0, 0, 4096, "CPU threads per process; 0 = OMP_NUM_THREADS if set, else the CPUs this process may use (affinity mask and cgroup CPU quota)"));
     // model
-    v.push_back(enum_field("model.arch", "gpt2", {"gpt2", "llama", "mlp", "cnn"},
-                           "model family: gpt2, llama (language models; with model.init_from a Hugging Face directory, "
-                           "taken from its config.json), mlp or cnn (image classifiers, data.source idx)"));
+    v.push_back(enum_field("model.arch", "gpt2", arch_names(), arch_doc()));
     v.push_back(int_field("model.n_layer", 12, 1, 1024, "number of transformer blocks"));
     v.push_back(int_field("model.n_head", 12, 1, 1024, "attention heads"));
     v.push_back(derived(int_field("model.n_kv_head", nullptr, 1, 1024, "key/value heads (grouped-query attention)"), "model.n_head"));
@@ -136,6 +145,9 @@ std::vector<FieldSpec> build() {
                             "llama3 scaling: wavelengths below original_max_position_embeddings / this are kept"));
     v.push_back(int_field("model.rope_scaling.original_max_position_embeddings", 8192, 1, 1048576,
                           "llama3 scaling: the context length the model was pre-trained with"));
+    v.push_back(int_field("model.sliding_window", 0, 0, 1048576,
+                          "mistral: each token attends to this many most recent tokens, itself included (HF "
+                          "sliding_window); 0 = no window"));
     // Image classifiers (model.arch mlp | cnn): refused with the language models, as those keys are here.
     v.push_back(int_field("model.image_size", 28, 1, 4096, "mlp/cnn: images are image_size x image_size pixels"));
     v.push_back(int_field("model.in_channels", 1, 1, 4, "mlp/cnn: channels per pixel (IDX images: 1)"));

@@ -28,6 +28,7 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.model.tie_embeddings = m.at("tie_embeddings");
     c.model.norm_eps = m.at("norm_eps").get<float>();
     c.model.head_dim = m.at("head_dim");
+    c.model.sliding_window = m.at("sliding_window");
     c.model.rope_theta = m.at("rope_theta").get<float>();
     const auto& rs = m.at("rope_scaling");
     c.model.rope_scaling.type = rs.at("type");

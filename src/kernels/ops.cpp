@@ -30,6 +30,7 @@
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/reduce.h"
 #include "kernels/cpu/residual.h"
+#include "kernels/cpu/head_rmsnorm.h"
 #include "kernels/cpu/rmsnorm.h"
 #include "kernels/cpu/swiglu.h"
 
@@ -276,6 +277,51 @@ void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tens
                                                            as_int(op, "C", C), cuda::stream()));
     cpu::rmsnorm_backward(f(dinp), f(dweight), f(dout), f(inp), f(weight), f(rstd), as_int(op, "B", B),
                           as_int(op, "T", T), as_int(op, "C", C));
+}
+
+namespace {
+// head_rmsnorm's shapes: qkv (B,T,C3) with C3 = (NH + 2*KV) * HS, weights (HS), rstd (B,T,NH+KV). Returns HS.
+int64_t check_head_norm(const char* op, const Tensor& qkv, const Tensor& rstd, const Tensor& q_weight,
+                        const Tensor& k_weight, int NH, int KV) {
+    check_shape(op, "qkv", qkv, {-1, -1, -1});
+    LLMT_INTERNAL_CHECK(NH > 0 && KV > 0 && qkv.dim(2) % (NH + 2 * KV) == 0,
+                        "{}: a row of {} channels is not NH + 2 KV = {} heads", op, qkv.dim(2), NH + 2 * KV);
+    const int64_t HS = qkv.dim(2) / (NH + 2 * KV);
+    check_shape(op, "rstd", rstd, {qkv.dim(0), qkv.dim(1), NH + KV});
+    check_shape(op, "q_weight", q_weight, {HS});
+    check_shape(op, "k_weight", k_weight, {HS});
+    LLMT_INTERNAL_CHECK(qkv.device == Device::kCpu, "{}: runs on the CPU only", op);
+    return HS;
+}
+}  // namespace
+
+void head_rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor q_weight, Tensor k_weight, int NH, int KV,
+                          float eps) {
+    const char* op = "head_rmsnorm_forward";
+    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
+    check_device(op, {{"out", out}, {"rstd", rstd}, {"inp", inp}, {"q_weight", q_weight}, {"k_weight", k_weight}});
+    const int64_t HS = check_head_norm(op, inp, rstd, q_weight, k_weight, NH, KV);
+    check_shape(op, "out", out, {inp.dim(0), inp.dim(1), inp.dim(2)});
+    LLMT_INTERNAL_CHECK(out.data != inp.data, "{}: out must not alias inp", op);
+    check_f32(op, {{"out", out}, {"rstd", rstd}, {"inp", inp}, {"q_weight", q_weight}, {"k_weight", k_weight}});
+    cpu::head_rmsnorm_forward(f(out), f(rstd), f(inp), f(q_weight), f(k_weight), eps, inp.dim(0) * inp.dim(1), NH, KV,
+                              as_int(op, "HS", HS));
+}
+
+void head_rmsnorm_backward(Tensor dinp, Tensor dq_weight, Tensor dk_weight, Tensor dout, Tensor inp, Tensor q_weight,
+                           Tensor k_weight, Tensor rstd, int NH, int KV) {
+    const char* op = "head_rmsnorm_backward";
+    check_device(op, {{"dinp", dinp}, {"dq_weight", dq_weight}, {"dk_weight", dk_weight}, {"dout", dout},
+                      {"inp", inp}, {"q_weight", q_weight}, {"k_weight", k_weight}, {"rstd", rstd}});
+    const int64_t HS = check_head_norm(op, inp, rstd, q_weight, k_weight, NH, KV);
+    check_shape(op, "dinp", dinp, {inp.dim(0), inp.dim(1), inp.dim(2)});
+    check_shape(op, "dout", dout, {inp.dim(0), inp.dim(1), inp.dim(2)});
+    check_shape(op, "dq_weight", dq_weight, {HS});
+    check_shape(op, "dk_weight", dk_weight, {HS});
+    check_f32(op, {{"dinp", dinp}, {"dq_weight", dq_weight}, {"dk_weight", dk_weight}, {"dout", dout}, {"inp", inp},
+                   {"q_weight", q_weight}, {"k_weight", k_weight}, {"rstd", rstd}});
+    cpu::head_rmsnorm_backward(f(dinp), f(dq_weight), f(dk_weight), f(dout), f(inp), f(q_weight), f(k_weight), f(rstd),
+                               inp.dim(0) * inp.dim(1), NH, KV, as_int(op, "HS", HS));
 }
 
 void residual_rmsnorm_forward(Tensor residual_out, Tensor out, Tensor rstd, Tensor inp1, Tensor inp2, Tensor weight,

@@ -85,22 +85,34 @@ void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor d
 // CUDA kernels choose which key/query tiles to visit from it). Empty: plain causal attention, the same bits
 // as before positions existed. bf16 with positions runs our flash kernels (cuDNN's graph has no per-row
 // bounds), else the simple kernels.
-void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tensor positions = {});
+// window (> 0; Mistral's sliding_window): query t attends only keys j with t - window < j <= t as well
+// (transformers' rule); 0 = none. CPU only: a window shorter than T on another device is an InternalError
+// (models refuse it first); a window >= T hides nothing and runs anywhere.
+void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tensor positions = {}, int window = 0);
 // dqkv (B,T,C3) =, dk/dv summed over the NH/KV query heads sharing each kv head; dout (B,T,C); qkv, out, lse
 // from the forward. dqkv_colsum (C3, f32, optional) += the column sums of dqkv: the bias gradient of the qkv
 // projection (fused into the CUDA flash kernels). positions as in the forward (the same tensor).
 void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH, int KV,
-                        Tensor dqkv_colsum = {}, Tensor positions = {});
+                        Tensor dqkv_colsum = {}, Tensor positions = {}, int window = 0);
 
 // Inference with a KV cache (cpu/attention.h): out (B,Tq,C) for query positions t0..t0+Tq-1 of
 // qkv (B,Tmax,C3), t0 + Tq <= Tmax.
-void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH, int KV);
+void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH, int KV, int window = 0);
 
 // cpu/rmsnorm.h (Hugging Face's LlamaRMSNorm: fp32 statistics, the normalised row times weight). out (B,T,C),
 // rstd (B,T) f32 = 1/sqrt(mean(inp^2) + eps); inp (B,T,C); weight (C); eps > 0 (model.norm_eps).
 void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps);
 // dinp (B,T,C) += (residual stream); dweight (C, f32) +=; dout, inp (B,T,C); weight (C); rstd from the forward.
 void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd);
+// cpu/head_rmsnorm.h (Qwen3's q_norm / k_norm): each query and key head of a fused qkv row (B,T,C3),
+// C3 = (NH + 2*KV) * HS, RMS-normalised over its HS channels times q_weight or k_weight (HS); the value heads
+// copied. rstd (B,T,NH+KV) f32. out must not alias inp. CPU only (InternalError elsewhere: models refuse it
+// first).
+void head_rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor q_weight, Tensor k_weight, int NH, int KV,
+                          float eps);
+// dinp (B,T,C3) = (may alias dout); dq_weight, dk_weight (HS, f32) +=.
+void head_rmsnorm_backward(Tensor dinp, Tensor dq_weight, Tensor dk_weight, Tensor dout, Tensor inp, Tensor q_weight,
+                           Tensor k_weight, Tensor rstd, int NH, int KV);
 // residual_out (B,T,C) = inp1 + inp2, then rmsnorm_forward(out, rstd, residual_out, weight, eps) in the same
 // pass (bf16: the RMSNorm reads the rounded residual_out, as the two ops in turn would). residual_out may
 // alias inp1 or inp2; out aliases none of them.

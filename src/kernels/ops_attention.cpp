@@ -42,7 +42,19 @@ const int32_t* check_positions(const char* op, const Tensor& positions, int64_t 
 }
 }  // namespace
 
-void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tensor positions) {
+namespace {
+// A sliding window of `window` keys (0: none) over sequences of T: whether it hides any key. The CUDA kernels
+// have no window; models refuse it there (a window >= T hides nothing and runs anywhere).
+bool windowed(const char* op, int window, int64_t T, Device device) {
+    LLMT_INTERNAL_CHECK(window >= 0, "{}: window {} < 0", op, window);
+    const bool hides = window > 0 && window < T;
+    LLMT_INTERNAL_CHECK(!hides || device == Device::kCpu, "{}: a sliding window ({} of {} keys) runs on the CPU only",
+                        op, window, T);
+    return hides;
+}
+}  // namespace
+
+void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tensor positions, int window) {
     const char* op = "attention_forward";
     check_device(op, {{"out", out}, {"lse", lse}, {"qkv", qkv}, {"positions", positions}});
     check_shape(op, "out", out, {-1, -1, -1});
@@ -53,6 +65,7 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tenso
     check_f32(op, {{"lse", lse}});
     const DType dt = check_act(op, qkv.device, {{"out", out}, {"qkv", qkv}});
     const int32_t* pos = check_positions(op, positions, B, T);
+    const int win = windowed(op, window, T, qkv.device) ? window : 0;
 #if LLMT_CUDA_ENABLED && LLMT_CUDNN_ATTENTION
     // cuDNN's graph has no per-row key bounds: packed examples go to the flash kernels.
     if (qkv.device == Device::kCuda && dt == DType::kBF16 && !pos && use_cudnn_attention() &&
@@ -69,11 +82,11 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tenso
                                                             as_int(op, "T", T), as_int(op, "C", C), NH, KV,
                                                             cuda::stream(), pos));
     cpu::attention_forward(f(out), f(lse), f(qkv), as_int(op, "B", B), as_int(op, "T", T),
-                           as_int(op, "C", C), NH, KV, pos);
+                           as_int(op, "C", C), NH, KV, pos, win);
 }
 
 void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor lse, int NH, int KV,
-                        Tensor dqkv_colsum, Tensor positions) {
+                        Tensor dqkv_colsum, Tensor positions, int window) {
     const char* op = "attention_backward";
     check_device(op, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse},
                       {"dqkv_colsum", dqkv_colsum}, {"positions", positions}});
@@ -89,6 +102,7 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
     const DType dt = check_act(op, qkv.device, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}});
     float* colsum = dqkv_colsum.empty() ? nullptr : f(dqkv_colsum);
     const int32_t* pos = check_positions(op, positions, B, T);
+    const int win = windowed(op, window, T, qkv.device) ? window : 0;
 #if LLMT_CUDA_ENABLED
 #if LLMT_CUDNN_ATTENTION
     if (qkv.device == Device::kCuda && dt == DType::kBF16 && !pos && use_cudnn_attention() &&
@@ -121,11 +135,11 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
                                                              as_int(op, "B", B), as_int(op, "T", T),
                                                              as_int(op, "C", C), NH, KV, cuda::stream(), pos));
     cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
-                            as_int(op, "T", T), as_int(op, "C", C), NH, KV, pos);
+                            as_int(op, "T", T), as_int(op, "C", C), NH, KV, pos, win);
     if (colsum) add_column_sums_cpu(colsum, f(dqkv), B * T, C3);
 }
 
-void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH, int KV) {
+void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH, int KV, int window) {
     const char* op = "attention_forward_cached";
     check_device(op, {{"out", out}, {"qkv", qkv}});
     check_shape(op, "out", out, {-1, -1, -1});
@@ -136,11 +150,12 @@ void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH, int KV) {
     LLMT_INTERNAL_CHECK(t0 >= 0 && t0 + Tq <= Tmax, "{}: positions {}..{} exceed the cache of {} positions", op, t0,
                t0 + Tq - 1, Tmax);
     check_f32(op, {{"out", out}, {"qkv", qkv}});
+    const int win = windowed(op, window, t0 + Tq, qkv.device) ? window : 0;
     LLMT_ON_CUDA(qkv.device, attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
                                                       as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH, KV,
                                                       cuda::stream()));
     cpu::attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
-                                  as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH, KV);
+                                  as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH, KV, win);
 }
 
 namespace {

@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "config/arch_table.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "kernels/conv_geom.h"
 #include "kernels/ops.h"
+#include "models/arch.h"
 
 namespace llmt::models {
 
@@ -25,9 +27,9 @@ Tensor reshaped(const Tensor& t, std::initializer_list<int64_t> dims) { return T
 
 ClassifierConfig ClassifierConfig::from(const config::Config& cfg) {
     const config::ModelConfig& m = cfg.model;
-    LLMT_CHECK(m.is_classifier(), "model.arch: expected mlp or cnn, found {}", m.arch);
+    LLMT_CHECK(m.is_classifier(), "model.arch: expected an image classifier, found {}", m.arch);
     ClassifierConfig c;
-    c.conv = m.arch == "cnn";
+    c.conv = config::find_arch(m.arch)->reads("model.conv_channels");
     c.H = c.W = m.image_size;
     c.C = m.in_channels;
     c.classes = m.num_classes;
@@ -458,8 +460,40 @@ double Classifier::flops_per_token(int /*T*/) const {
     return cfg_.train_flops_per_image() / static_cast<double>(cfg_.H * cfg_.W * cfg_.C);
 }
 
-std::unique_ptr<Decoder> Classifier::decoder(int /*max_T*/) const {
-    throw InputError(fmt::format("model.arch {} classifies images and has no text decoder (use llmtrain predict)", arch()));
+// ---- The families (models/arch.h): mlp and cnn, image classifiers without a config.json. ----
+
+namespace {
+
+ArchSpec classifier_spec(const char* name) {
+    ArchSpec s;
+    s.entry = config::find_arch(name);
+    LLMT_ASSERT(s.entry != nullptr);
+    s.make = [](const config::Config& cfg, Device device, DType dtype) -> std::unique_ptr<Model> {
+        return std::make_unique<Classifier>(ClassifierConfig::from(cfg), device, dtype);
+    };
+    s.plan_memory = [](const config::Config& cfg, Device device, DType dtype, int B, int T) {
+        return Classifier(ClassifierConfig::from(cfg), device, dtype, /*allocate=*/false).memory_plan(B, T);
+    };
+    // Per pixel ("token") of an image, as Classifier::flops_per_token.
+    s.flops_per_token = [](const config::ModelConfig& m, int) {
+        config::Config c;
+        c.model = m;
+        const ClassifierConfig cc = ClassifierConfig::from(c);
+        return cc.train_flops_per_image() / static_cast<double>(cc.H * cc.W * cc.C);
+    };
+    return s;
+}
+
+}  // namespace
+
+const ArchSpec& mlp_arch() {
+    static const ArchSpec spec = classifier_spec("mlp");
+    return spec;
+}
+
+const ArchSpec& cnn_arch() {
+    static const ArchSpec spec = classifier_spec("cnn");
+    return spec;
 }
 
 }  // namespace llmt::models

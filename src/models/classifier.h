@@ -80,7 +80,6 @@ public:
     double classify_images(int slot, const int64_t* indices, const int32_t* labels, int64_t n, int B, int32_t* preds);
     MemoryPlan memory_plan(int B, int T) const override;
     double flops_per_token(int T) const override;
-    std::unique_ptr<Decoder> decoder(int max_T = 0) const override;
 
 protected:
     void init_base(uint64_t seed) override;

@@ -8,7 +8,11 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "models/arch.h"
 #include "models/gpt2_decode.h"
+#include "models/hf_config.h"
+#include "models/hf_fields.h"
+#include "models/registry.h"
 #include "models/lm_head.h"
 
 namespace llmt::models {
@@ -323,6 +327,93 @@ std::string Gpt2::hf_canonical_name(const std::string& n) const {
     if (n == "lm_head.weight") return cfg_.tie_embeddings ? "" : n;  // tied: the same values as wte
     if (n.rfind("transformer.", 0) == 0) return n;
     return "transformer." + n;
+}
+
+// ---- The family (models/arch.h): GPT2LMHeadModel's config.json and how a config builds the model. ----
+
+namespace {
+
+// config.json's fields (GPT2Config); transformers' class defaults where a field is absent. Refuses what
+// the GPT-2 graph cannot compute: an activation other than the tanh GELU, unscaled or per-layer-scaled
+// attention, the reordered upcast.
+void read_gpt2_config(const nlohmann::json& j, const std::string& path, HfConfig& c) {
+    const HfFields f(j, path);
+    c.hidden_size = f.required_int("n_embd");
+    c.num_hidden_layers = f.required_int("n_layer");
+    c.num_attention_heads = f.required_int("n_head");
+    c.vocab_size = f.required_int("vocab_size");
+    c.max_position_embeddings = f.required_int("n_positions");
+    c.num_key_value_heads = c.num_attention_heads;
+    c.intermediate_size = f.int_or("n_inner", 4 * c.hidden_size);
+    c.norm_eps = f.positive_or("layer_norm_epsilon", 1e-5);
+    c.tie_word_embeddings = f.bool_or("tie_word_embeddings", true);
+    if (c.hidden_size % c.num_attention_heads != 0)
+        f.fail("n_embd", fmt::format("{} is not a multiple of n_head ({})", c.hidden_size, c.num_attention_heads));
+    c.head_dim = c.hidden_size / c.num_attention_heads;
+    c.field_of = {{"model.d_model", "n_embd"},
+                  {"model.n_layer", "n_layer"},
+                  {"model.n_head", "n_head"},
+                  {"model.n_kv_head", "n_head"},
+                  {"model.head_dim", "n_embd / n_head"},
+                  {"model.d_ff", f.has("n_inner") ? "n_inner" : "n_inner (null: 4 x n_embd)"},
+                  {"model.vocab_size", "vocab_size"},
+                  {"model.block_size", "n_positions"},
+                  {"model.norm_eps", f.has("layer_norm_epsilon") ? "layer_norm_epsilon" : "layer_norm_epsilon (absent: 1e-05)"},
+                  {"model.tie_embeddings",
+                   f.has("tie_word_embeddings") ? "tie_word_embeddings" : "tie_word_embeddings (absent: true)"}};
+    f.refuse_unless(f.string_or("activation_function", "gelu_new") == "gelu_new", "activation_function",
+                    "llmtrain's GPT-2 uses the tanh GELU (gelu_new)");
+    f.refuse_unless(f.bool_or("scale_attn_weights", true), "scale_attn_weights",
+                    "llmtrain's attention always scales by 1/sqrt(head_dim)");
+    f.refuse_unless(!f.bool_or("scale_attn_by_inverse_layer_idx", false), "scale_attn_by_inverse_layer_idx",
+                    "llmtrain's attention does not scale by layer");
+    f.refuse_unless(!f.bool_or("reorder_and_upcast_attn", false), "reorder_and_upcast_attn",
+                    "not implemented in llmtrain's attention");
+    c.default_bos_token_id = c.default_eos_token_id = {50256};  // GPT2Config's defaults
+}
+
+void write_gpt2_config(const config::ModelConfig& m, const HfExportInfo&, int max_pos, nlohmann::json& j) {
+    j["n_embd"] = m.d_model;
+    j["n_layer"] = m.n_layer;
+    j["n_head"] = m.n_head;
+    j["n_inner"] = m.d_ff;
+    j["n_positions"] = max_pos;
+    j["n_ctx"] = max_pos;
+    j["activation_function"] = "gelu_new";
+    j["layer_norm_epsilon"] = hf_decimal(m.norm_eps);
+    j["resid_pdrop"] = 0.0;
+    j["embd_pdrop"] = 0.0;
+    j["attn_pdrop"] = 0.0;
+}
+
+Gpt2Config gpt2_config(const config::Config& cfg) {
+    Gpt2Config c = Gpt2Config::from(cfg.model);
+    c.recompute = recompute_from_name(cfg.trainer.recompute);
+    c.lora = lora_spec(cfg);
+    return c;
+}
+
+}  // namespace
+
+const ArchSpec& gpt2_arch() {
+    static const ArchSpec spec = [] {
+        ArchSpec s;
+        s.entry = config::find_arch("gpt2");
+        s.model_types = {"gpt2"};
+        s.hf_class = "GPT2LMHeadModel";
+        s.read_hf_config = read_gpt2_config;
+        s.write_hf_config = write_gpt2_config;
+        s.make = [](const config::Config& cfg, Device device, DType dtype) -> std::unique_ptr<Model> {
+            return std::make_unique<Gpt2>(gpt2_config(cfg), device, dtype);
+        };
+        s.plan_memory = [](const config::Config& cfg, Device device, DType dtype, int B, int T) {
+            return Gpt2::plan_memory(gpt2_config(cfg), device, dtype, B, T);
+        };
+        s.flops_per_token = [](const config::ModelConfig& m, int T) { return Gpt2Config::from(m).flops_per_token(T); };
+        s.lora_targets = {"c_attn"};
+        return s;
+    }();
+    return spec;
 }
 
 }  // namespace llmt::models

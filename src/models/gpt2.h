@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "models/activations.h"
-#include "models/model.h"
+#include "models/language_model.h"
 
 namespace llmt::config {
 struct ModelConfig;
@@ -39,7 +39,7 @@ struct Gpt2Config {
     double flops_per_token(int T) const;
 };
 
-class Gpt2 final : public Model {
+class Gpt2 final : public LanguageModel {
 public:
     // Parameters, gradients and activations live on `device`; `dtype` is the compute precision: f32, or
     // bf16 (CUDA only: fp32 master weights and gradients, a bf16 copy the kernels read, bf16 activations).

@@ -11,7 +11,7 @@
 
 #include "core/arena.h"
 #include "models/gpt2.h"
-#include "models/model.h"
+#include "models/language_model.h"
 
 namespace llmt::models {
 

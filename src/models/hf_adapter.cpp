@@ -174,7 +174,7 @@ void load_into(ParamStore& store, const CanonicalName& canonical, std::string_vi
 
 void load_hf_params(Model& model, const TensorSource& source) {
     load_into(
-        model.base(), [&](const std::string& n) { return model.hf_canonical_name(n); },
+        model.base(), canonical_names(model),
         fmt::format("{} model", model.arch()), source);
 }
 

@@ -1,7 +1,7 @@
 // Our parameters <-> Hugging Face tensors, for every architecture, driven by the parameter table: each
 // ParamSpec names the HF tensors holding it (several for a fused tensor: LLaMA's q|k|v, gate|up), whether
 // HF stores it transposed (GPT-2's Conv1D), padding rows HF does not have, and position tables that may
-// be cropped. The architecture adds only its hub spellings (Model::hf_canonical_name).
+// be cropped. The architecture adds only its hub spellings (LanguageModel::hf_canonical_name).
 #pragma once
 
 #include <functional>
@@ -11,7 +11,7 @@
 
 #include "core/safetensors.h"
 #include "models/hf_weights.h"
-#include "models/model.h"
+#include "models/language_model.h"
 
 namespace llmt::models {
 
@@ -71,10 +71,17 @@ using CanonicalName = std::function<std::string(const std::string&)>;
 void load_hf(const std::vector<ParamSpec>& specs, const CanonicalName& canonical, std::string_view what, Arena& arena,
              const TensorSource& source);
 
+// The model's name map: a language model's hub spellings (LanguageModel::hf_canonical_name), else the
+// table's names as they are.
+inline CanonicalName canonical_names(const Model& model) {
+    const LanguageModel* lm = model.language_model();
+    if (!lm) return [](const std::string& n) { return n; };
+    return [lm](const std::string& n) { return lm->hf_canonical_name(n); };
+}
+
 // The trained parameters' layout (an fp32 arena like Model::params()) with the model's name map.
 inline void load_hf(const Model& model, Arena& arena, const TensorSource& source) {
-    load_hf(model.param_specs(), [&](const std::string& n) { return model.hf_canonical_name(n); },
-            std::string(model.arch()) + " model", arena, source);
+    load_hf(model.param_specs(), canonical_names(model), std::string(model.arch()) + " model", arena, source);
 }
 
 // The model's own weights (Model::base(), frozen or trained, on any device and dtype) from HF tensors.

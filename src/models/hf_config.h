@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace llmt::config {
@@ -24,7 +25,8 @@ namespace llmt::models {
 // an optional field, e.g. num_key_value_heads = num_attention_heads).
 struct HfConfig {
     std::string path;        // the file, for messages
-    std::string model_type;  // "llama" | "gpt2" (also our model.arch)
+    std::string model_type;  // as written ("llama", "qwen2", ...); a registered family's (models/arch.h)
+    std::string arch;        // our model.arch for it
     int hidden_size = 0, num_hidden_layers = 0, num_attention_heads = 0, num_key_value_heads = 0;
     int intermediate_size = 0;  // gpt2: n_inner, 4 x n_embd when null
     int head_dim = 0;           // hidden_size / num_attention_heads unless the file says otherwise
@@ -38,6 +40,11 @@ struct HfConfig {
     double rope_factor = 0, rope_low_freq_factor = 0, rope_high_freq_factor = 0;
     int rope_original_max_position_embeddings = 0;
     std::vector<int64_t> bos_token_id, eos_token_id;  // an int in the file is one element; null is empty
+    // The family's defaults where the file has no bos/eos ids (GPT2Config's 50256).
+    std::vector<int64_t> default_bos_token_id, default_eos_token_id;
+    // Our keys the family's config.json sets beyond the shape keys every family has (model.rope_theta,
+    // model.rope_scaling.*, model.sliding_window), with their values in the resolved config's JSON types.
+    std::vector<std::pair<std::string, nlohmann::json>> family_values;
     std::string dtype;  // 5.x dtype / 4.x torch_dtype ("bfloat16", ...), "" when absent
     // Where each of our model keys came from in the file ("num_hidden_layers",
     // "rope_parameters.rope_theta", "n_inner (null: 4 x n_embd)"), for messages.
@@ -46,10 +53,8 @@ struct HfConfig {
 
 // Parses config.json text. `path` names the file in messages. Throws FormatError naming the file and
 // the field for malformed JSON, a missing shape field, a wrong type or a value out of range, and for
-// what llmtrain cannot compute: a model_type other than llama/gpt2, hidden_act other than silu,
-// attention_bias or mlp_bias true, a rope type other than default/llama3 (llama); an activation other
-// than gelu_new, scale_attn_weights false, scale_attn_by_inverse_layer_idx or reorder_and_upcast_attn
-// true (gpt2).
+// what llmtrain cannot compute: a model_type no registered family reads, and each family's refusals
+// (its reader in its file; docs/hf_models.md lists them).
 HfConfig parse_hf_config(std::string_view json_text, const std::string& path);
 // Reads and parses `file` (at most 1 MiB). Throws IoError when it cannot be read, and as above.
 HfConfig read_hf_config(const std::filesystem::path& file);
@@ -75,7 +80,8 @@ struct HfExportInfo {
 
 // config.json for `m` as transformers 5.x writes it (keys sorted), readable by 4.x too: llama writes
 // rope_parameters (5.x) and the legacy rope_theta + rope_scaling (4.x; 5.x reads them as the same values),
-// dtype (5.x) and torch_dtype (4.x). Throws InputError for an arch other than llama/gpt2.
+// dtype (5.x) and torch_dtype (4.x). The family's fields come from its ArchSpec (models/arch.h). Throws
+// InputError for an arch without a config.json (the image classifiers).
 nlohmann::json hf_config_json(const config::ModelConfig& m, const HfExportInfo& info);
 
 // generation_config.json: bos/eos token ids, as transformers derives it from a model config.

@@ -4,6 +4,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "models/arch.h"
 #include "models/hf_config.h"
 #include "models/hf_weights.h"
 
@@ -33,18 +34,18 @@ HfSource resolve_init_from(const std::string& init_from, const std::string& arch
                                      kHfWeightsFile, kHfIndexFile));
     if (fs::is_regular_file(p / "config.json", ec)) {
         s.config_json = p / "config.json";
-    } else if (arch == "llama") {
-        throw InputError(fmt::format("model.init_from: directory '{}' has no config.json, which a llama model "
+    } else if (!arch.empty() && arch_spec(arch).needs_config_json) {
+        throw InputError(fmt::format("model.init_from: directory '{}' has no config.json, which a {} model "
                                      "directory needs (RoPE and norm settings are not in the weights)",
-                                     init_from));
+                                     init_from, arch));
     }
     return s;
 }
 
 HfSource prepare_init_from(config::Config& cfg) {
     if (cfg.model.init_from.empty() || cfg.model.init_from == "scratch") return {};
-    // A directory's config.json decides the arch unless the user wrote it: look without the llama rule
-    // first, then apply the rule for the arch that results.
+    // A directory's config.json decides the arch unless the user wrote it: look without the family's
+    // config.json rule first, then apply the rule for the arch that results.
     HfSource s = resolve_init_from(cfg.model.init_from, cfg.wrote("model.arch") ? cfg.model.arch : "");
     if (s.config_json) apply_hf_config(cfg, read_hf_config(*s.config_json));
     return resolve_init_from(cfg.model.init_from, cfg.model.arch);

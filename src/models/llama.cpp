@@ -6,14 +6,19 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "models/arch.h"
+#include "models/hf_config.h"
+#include "models/hf_fields.h"
+#include "models/hf_llama_config.h"
 #include "models/llama_decode.h"
+#include "models/registry.h"
 #include "models/lm_head.h"
 
 namespace llmt::models {
 
 LlamaConfig LlamaConfig::from(const config::ModelConfig& m) {
-    LLMT_CHECK(m.arch == "llama", "model.arch: expected llama, found {}", m.arch);
     LlamaConfig c;
+    c.arch = m.arch;
     c.n_layer = m.n_layer;
     c.n_head = m.n_head;
     c.n_kv_head = m.n_kv_head > 0 ? m.n_kv_head : m.n_head;
@@ -25,20 +30,23 @@ LlamaConfig LlamaConfig::from(const config::ModelConfig& m) {
     c.padded_vocab = m.padded_vocab_size();
     c.tie_embeddings = m.tie_embeddings;
     c.norm_eps = m.norm_eps;
+    c.sliding_window = m.sliding_window;
     c.rope_theta = m.rope_theta;
     c.rope_scaling.kind = m.rope_scaling.type;
     c.rope_scaling.factor = m.rope_scaling.factor;
     c.rope_scaling.low_freq_factor = m.rope_scaling.low_freq_factor;
     c.rope_scaling.high_freq_factor = m.rope_scaling.high_freq_factor;
     c.rope_scaling.original_max_position_embeddings = m.rope_scaling.original_max_position_embeddings;
-    LLMT_CHECK(m.dropout == 0.f, "model.dropout: llama has no dropout (found {}); set model.dropout: 0", m.dropout);
+    LLMT_CHECK(m.dropout == 0.f, "model.dropout: {} has no dropout (found {}); set model.dropout: 0", m.arch,
+               m.dropout);
     return c;
 }
 
 double LlamaConfig::flops_per_token(int T) const {
     const double C = d_model, L = n_layer, A = static_cast<double>(n_head) * hd(),
                  KVw = static_cast<double>(n_kv_head) * hd();
-    const double per_layer = 2 * C + C * (A + 2 * KVw) + A * C + 3 * C * d_ff;
+    const double per_layer = 2 * C + C * (A + 2 * KVw) + (qkv_bias ? A + 2 * KVw : 0) + (qk_norm ? 2 * hd() : 0) +
+                             A * C + 3 * C * d_ff;
     const double n = L * per_layer + C + static_cast<double>(vocab_size) * C;  // + the head (V x C)
     return 6 * n + 12 * L * A * T;
 }
@@ -67,6 +75,13 @@ Llama::Llama(const LlamaConfig& cfg, Device device, DType dtype, LayoutOnly) : c
     LLMT_CHECK(cfg.head_dim > 0 || cfg.d_model % cfg.n_head == 0,
                "model.d_model: {} is not divisible by model.n_head {} (set model.head_dim)", cfg.d_model, cfg.n_head);
     LLMT_CHECK(cfg.hd() % 2 == 0, "model.head_dim: RoPE needs an even head size, got {}", cfg.hd());
+    LLMT_CHECK(device == Device::kCpu || !cfg.qk_norm,
+               "model.arch: {}'s per-head q/k norms run on the CPU only (no GPU kernel yet); use run.device: cpu",
+               cfg.arch);
+    LLMT_CHECK(device == Device::kCpu || cfg.sliding_window == 0 || cfg.sliding_window >= cfg.block_size,
+               "model.sliding_window: a window of {} tokens, shorter than model.block_size {}, runs in the CPU "
+               "attention only (the GPU kernels have none yet); use run.device: cpu, or model.block_size <= {}",
+               cfg.sliding_window, cfg.block_size, cfg.sliding_window);
     dims_ = {cfg.n_layer, cfg.d_model, cfg.block_size, cfg.vocab_size, cfg.padded_vocab};
     const int64_t C = cfg.d_model, F = cfg.d_ff, Vp = cfg.padded_vocab, HD = cfg.hd();
     const int64_t Q = cfg.n_head * HD, KV = cfg.n_kv_head * HD;
@@ -91,6 +106,15 @@ Llama::Llama(const LlamaConfig& cfg, Device device, DType dtype, LayoutOnly) : c
         L.qkv = matrix(p + "self_attn.qkv_proj.weight", Q + 2 * KV, C,
                        {{p + "self_attn.q_proj.weight", Q}, {p + "self_attn.k_proj.weight", KV},
                         {p + "self_attn.v_proj.weight", KV}});
+        if (cfg.qkv_bias) {
+            ParamSpec b = ParamSpec::make(p + "self_attn.qkv_proj.bias", {Q + 2 * KV}, ParamInit::kZeros, ParamKind::kBias);
+            b.hf = {{p + "self_attn.q_proj.bias", Q}, {p + "self_attn.k_proj.bias", KV}, {p + "self_attn.v_proj.bias", KV}};
+            L.qkv_bias = store_.add(std::move(b));
+        }
+        if (cfg.qk_norm) {
+            L.q_norm = store_.add(ParamSpec::make(p + "self_attn.q_norm.weight", {HD}, ParamInit::kOnes, ParamKind::kNorm));
+            L.k_norm = store_.add(ParamSpec::make(p + "self_attn.k_norm.weight", {HD}, ParamInit::kOnes, ParamKind::kNorm));
+        }
         L.o = matrix(p + "self_attn.o_proj.weight", C, Q);
         L.mlp_norm = norm(p + "post_attention_layernorm.weight");
         L.gate_up = matrix(p + "mlp.gate_up_proj.weight", 2 * F, C,
@@ -105,11 +129,12 @@ Llama::Llama(const LlamaConfig& cfg, Device device, DType dtype, LayoutOnly) : c
 }
 
 std::string Llama::summary() const {
-    return fmt::format("llama, {} layers, d_model {}, {} heads ({} kv, head_dim {}), d_ff {}, block {}, vocab {} "
-                       "(padded {}), rope theta {:g}{}, {} embeddings, {:.2f}M parameters",
-                       cfg_.n_layer, cfg_.d_model, cfg_.n_head, cfg_.n_kv_head, cfg_.hd(), cfg_.d_ff, cfg_.block_size,
+    return fmt::format("{}, {} layers, d_model {}, {} heads ({} kv, head_dim {}{}), d_ff {}, block {}, vocab {} "
+                       "(padded {}), rope theta {:g}{}{}, {} embeddings, {:.2f}M parameters",
+                       cfg_.arch, cfg_.n_layer, cfg_.d_model, cfg_.n_head, cfg_.n_kv_head, cfg_.hd(), cfg_.qkv_bias ? ", q/k/v bias" : cfg_.qk_norm ? ", q/k norm" : "", cfg_.d_ff, cfg_.block_size,
                        cfg_.vocab_size, cfg_.padded_vocab, cfg_.rope_theta,
                        cfg_.rope_scaling.kind == "none" ? "" : " (" + cfg_.rope_scaling.kind + " scaling)",
+                       cfg_.sliding_window > 0 ? fmt::format(", sliding window {}", cfg_.sliding_window) : "",
                        cfg_.tie_embeddings ? "tied" : "untied", static_cast<double>(num_parameters()) / 1e6);
 }
 
@@ -127,13 +152,17 @@ bool Llama::kept_per_layer(LayerAct a) const {
 Arena Llama::activation_layout(int B, int T, Acts* ids) const {
     const int64_t BT = static_cast<int64_t>(B) * T, C = cfg_.d_model, F = cfg_.d_ff, NH = cfg_.n_head;
     ActLayout a("llama", BT, store_.dtype());
-    static const char* const kNames[kNumLayerActs] = {"attn_norm", "attn_rstd", "qkv",     "atty",   "lse",    "res_mid",
-                                                      "mlp_norm",  "mlp_rstd",  "gate_up", "swiglu", "res_out"};
+    static const char* const kNames[kNumLayerActs] = {"attn_norm", "attn_rstd", "qkv",     "atty",    "lse",
+                                                      "res_mid",   "mlp_norm",  "mlp_rstd", "gate_up", "swiglu",
+                                                      "res_out",   "qkv_raw",   "qk_rstd"};
+    // The per-head norms' buffers exist only with them (LLaMA's layout is the one it always was).
+    auto used = [&](int i) { return cfg_.qk_norm || (i != kQkvRaw && i != kQkRstd); };
     auto add_act = [&](const std::string& key, int i) {
         switch (i) {
             case kAttnRstd: case kMlpRstd: return a.add_f32(key, 1);
             case kLse: return a.add_f32(key, NH);
-            case kQkv: return a.add(key, qkv_width());
+            case kQkRstd: return a.add_f32(key, NH + cfg_.n_kv_head);
+            case kQkv: case kQkvRaw: return a.add(key, qkv_width());
             case kAtty: return a.add(key, att_width());
             case kGateUp: return a.add(key, 2 * F);
             case kSwiglu: return a.add(key, F);
@@ -145,9 +174,9 @@ Arena Llama::activation_layout(int B, int T, Acts* ids) const {
     h.layer.resize(static_cast<size_t>(cfg_.n_layer));
     for (int l = 0; l < cfg_.n_layer; ++l)
         for (int i = 0; i < kNumLayerActs; ++i)
-            if (kept_per_layer(LayerAct(i))) h.layer[l][i] = add_act(fmt::format("h{}.{}", l, kNames[i]), i);
+            if (used(i) && kept_per_layer(LayerAct(i))) h.layer[l][i] = add_act(fmt::format("h{}.{}", l, kNames[i]), i);
     for (int i = 0; i < kNumLayerActs; ++i)
-        if (!kept_per_layer(LayerAct(i))) {
+        if (used(i) && !kept_per_layer(LayerAct(i))) {
             const ActId shared = add_act(std::string("blk.") + kNames[i], i);
             for (auto& layer : h.layer) layer[i] = shared;
         }
@@ -176,10 +205,16 @@ void Llama::block_forward(int l, Tensor residual, bool to_res_out) {
     const int64_t QKV = qkv_width(), A = att_width();
     // Attention: h = x + o(attn(rope(qkv(rmsnorm(x))))).
     kernels::rmsnorm_forward(act(l, kAttnNorm, C), stat(l, kAttnRstd), residual, W(L.attn_norm), cfg_.norm_eps);
-    linear_forward(act(l, kQkv, QKV), act(l, kAttnNorm, C), L.qkv);
+    if (cfg_.qk_norm) {  // Qwen3: each q and k head RMS-normalised before RoPE
+        linear_forward(act(l, kQkvRaw, QKV), act(l, kAttnNorm, C), L.qkv, qkv_bias(L));
+        kernels::head_rmsnorm_forward(act(l, kQkv, QKV), qk_rstd(l), act(l, kQkvRaw, QKV), W(L.q_norm), W(L.k_norm),
+                                      static_cast<int>(NH), static_cast<int>(KV), cfg_.norm_eps);
+    } else {
+        linear_forward(act(l, kQkv, QKV), act(l, kAttnNorm, C), L.qkv, qkv_bias(L));
+    }
     kernels::rope_forward(act(l, kQkv, QKV), rope(), static_cast<int>(NH), static_cast<int>(KV), 0, positions_);
     kernels::attention_forward(act(l, kAtty, A), acts_.shaped(ids_.layer[l][kLse], {B_, NH, T_}), act(l, kQkv, QKV),
-                               static_cast<int>(NH), static_cast<int>(KV), positions_);
+                               static_cast<int>(NH), static_cast<int>(KV), positions_, cfg_.sliding_window);
     linear_forward(act(l, kResMid, C), act(l, kAtty, A), L.o, Tensor(), residual);
     // MLP: out = h + down(silu(gate(rmsnorm(h))) * up(rmsnorm(h))).
     kernels::rmsnorm_forward(act(l, kMlpNorm, C), stat(l, kMlpRstd), act(l, kResMid, C), W(L.mlp_norm), cfg_.norm_eps);
@@ -243,10 +278,14 @@ void Llama::backward() {
         linear_backward(datt, dres, act(l, kAtty, A), L.o);
         kernels::attention_backward(dqkv, datt, act(l, kQkv, QKV), act(l, kAtty, A),
                                     acts_.shaped(ids_.layer[l][kLse], {B, NH, T}), static_cast<int>(NH),
-                                    static_cast<int>(KV), Tensor(), positions_);
+                                    static_cast<int>(KV), Tensor(), positions_, cfg_.sliding_window);
         // Gradients w.r.t. the rotated q, k back to the projection's outputs.
         kernels::rope_backward(dqkv, rope(), static_cast<int>(NH), static_cast<int>(KV), positions_);
-        linear_backward(dc, dqkv, act(l, kAttnNorm, C), L.qkv);
+        if (cfg_.qk_norm)  // in place: d normed q/k -> d projection output
+            kernels::head_rmsnorm_backward(dqkv, grad_or_sink(L.q_norm, 0), grad_or_sink(L.k_norm, 1), dqkv,
+                                           act(l, kQkvRaw, QKV), W(L.q_norm), W(L.k_norm), qk_rstd(l),
+                                           static_cast<int>(NH), static_cast<int>(KV));
+        linear_backward(dc, dqkv, act(l, kAttnNorm, C), L.qkv, cfg_.qkv_bias ? G(L.qkv_bias) : Tensor());
         kernels::rmsnorm_backward(dres, G(L.attn_norm), dc, residual, W(L.attn_norm), stat(l, kAttnRstd));
         grads_ready_from(L.attn_norm);
     }
@@ -268,6 +307,69 @@ std::string Llama::hf_canonical_name(const std::string& n) const {
     if (n.find("rotary_emb.inv_freq") != std::string::npos) return "";
     if (n == "lm_head.weight") return cfg_.tie_embeddings ? "" : n;
     return n;
+}
+
+// ---- The family (models/arch.h): LlamaForCausalLM's config.json and how a config builds the model. ----
+
+namespace {
+
+void read_llama_config(const nlohmann::json& j, const std::string& path, HfConfig& c) {
+    read_hf_llama_shape(j, path, c);
+    const HfFields f(j, path);
+    f.refuse_unless(!f.bool_or("attention_bias", false), "attention_bias", "llmtrain's LLaMA has no biases");
+}
+
+void write_llama_config(const config::ModelConfig& m, const HfExportInfo&, int max_pos, nlohmann::json& j) {
+    write_hf_llama_shape(m, max_pos, j);
+    j["attention_bias"] = false;
+    j["mlp_bias"] = false;
+    j["pretraining_tp"] = 1;
+}
+
+}  // namespace
+
+LlamaConfig llama_graph_config(const config::Config& cfg) {
+    LlamaConfig c = LlamaConfig::from(cfg.model);
+    c.recompute = recompute_from_name(cfg.trainer.recompute);
+    c.lora = lora_spec(cfg);
+    return c;
+}
+
+ArchSpec llama_graph_spec(const std::string& name, const std::function<void(LlamaConfig&)>& variant) {
+    ArchSpec s;
+    s.entry = config::find_arch(name);
+    LLMT_ASSERT(s.entry != nullptr);
+    s.model_types = {name};
+    s.needs_config_json = true;  // RoPE and the norms' eps are not in the weights
+    auto config_of = [variant](const config::Config& cfg) {
+        LlamaConfig c = llama_graph_config(cfg);
+        variant(c);
+        return c;
+    };
+    s.make = [config_of](const config::Config& cfg, Device device, DType dtype) -> std::unique_ptr<Model> {
+        return std::make_unique<Llama>(config_of(cfg), device, dtype);
+    };
+    s.plan_memory = [config_of](const config::Config& cfg, Device device, DType dtype, int B, int T) {
+        return Llama::plan_memory(config_of(cfg), device, dtype, B, T);
+    };
+    s.flops_per_token = [variant](const config::ModelConfig& m, int T) {
+        LlamaConfig c = LlamaConfig::from(m);
+        variant(c);
+        return c.flops_per_token(T);
+    };
+    s.lora_targets = {"q_proj", "v_proj"};  // PEFT's default for the LLaMA-shaped families
+    return s;
+}
+
+const ArchSpec& llama_arch() {
+    static const ArchSpec spec = [] {
+        ArchSpec s = llama_graph_spec("llama", [](LlamaConfig&) {});
+        s.hf_class = "LlamaForCausalLM";
+        s.read_hf_config = read_llama_config;
+        s.write_hf_config = write_llama_config;
+        return s;
+    }();
+    return spec;
 }
 
 }  // namespace llmt::models

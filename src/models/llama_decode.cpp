@@ -19,6 +19,10 @@ LlamaDecoder::LlamaDecoder(const Llama& model, int max_T) : Decoder(model, max_T
     scratch_.add("gate_up", {T * 2 * F});
     scratch_.add("swiglu", {T * F});
     scratch_.add("rstd", {T});
+    if (c.qk_norm) {  // the projection's output before the per-head norms, and their statistics
+        scratch_.add("qkv_raw", {T * QKV});
+        scratch_.add("qk_rstd", {T * (c.n_head + c.n_kv_head)});
+    }
     scratch_.add("logits", {c.padded_vocab});
     scratch_.allocate(false);
 }
@@ -48,9 +52,15 @@ const float* LlamaDecoder::run(const int32_t* ids, int n) {
             Tensor cache = cache_.view(static_cast<size_t>(l));  // (1, max_T, QKV)
             Tensor qkv_new(static_cast<float*>(cache.data) + static_cast<int64_t>(t0) * QKV, {1, n, QKV});
             kernels::rmsnorm_forward(S("norm", C), rstd, residual, W(L.attn_norm), c.norm_eps);
-            kernels::matmul_forward(qkv_new, S("norm", C), W(L.qkv), Tensor());
+            if (c.qk_norm) {
+                kernels::matmul_forward(S("qkv_raw", QKV), S("norm", C), W(L.qkv), c.qkv_bias ? W(L.qkv_bias) : Tensor());
+                kernels::head_rmsnorm_forward(qkv_new, Tensor(scratch_.view("qk_rstd").data, {1, n, NH + KV}),
+                                              S("qkv_raw", QKV), W(L.q_norm), W(L.k_norm), NH, KV, c.norm_eps);
+            } else {
+                kernels::matmul_forward(qkv_new, S("norm", C), W(L.qkv), c.qkv_bias ? W(L.qkv_bias) : Tensor());
+            }
             kernels::rope_forward(qkv_new, model_.rope(), NH, KV, t0);  // positions t0..t0+n-1
-            kernels::attention_forward_cached(S("atty", A), cache, t0, NH, KV);
+            kernels::attention_forward_cached(S("atty", A), cache, t0, NH, KV, c.sliding_window);
             kernels::matmul_forward(S("res_mid", C), S("atty", A), W(L.o), Tensor(), residual);
             kernels::rmsnorm_forward(S("norm", C), rstd, S("res_mid", C), W(L.mlp_norm), c.norm_eps);
             kernels::matmul_forward(S("gate_up", 2 * F), S("norm", C), W(L.gate_up), Tensor());

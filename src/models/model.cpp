@@ -5,6 +5,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "kernels/ops.h"
+#include "models/language_model.h"
 #include "models/lm_head.h"
 
 namespace llmt::models {
@@ -14,6 +15,12 @@ Recompute recompute_from_name(const std::string& name) {
     if (name == "gelu" || name == "mlp") return Recompute::kMlp;
     if (name == "all") return Recompute::kAll;
     throw InputError(fmt::format("trainer.recompute: expected one of none, gelu, mlp, all, found '{}'", name));
+}
+
+const LanguageModel& as_language_model(const Model& model) {
+    if (const LanguageModel* lm = model.language_model()) return *lm;
+    throw InputError(fmt::format("model.arch {} classifies images and has no text decoder (use llmtrain predict)",
+                                 model.arch()));
 }
 
 Decoder::Decoder(const Model& model, int max_T) : dims_(model.dims()) {

@@ -1,5 +1,6 @@
-// The model interface: what the trainer, `eval`, `generate`, `export` and the server's estimator need
-// from an architecture, whatever it is. An architecture (models/gpt2.h, models/llama.h) is a parameter
+// The model interface: what the trainer, `eval`, `export` and the server's estimator need from an
+// architecture, whatever it is (what only language models have, decoding and HF names, is
+// models/language_model.h). An architecture (models/gpt2.h, models/llama.h) is a parameter
 // table (ParamStore) plus a forward and an explicit backward written with kernels/ops.h, and an HF name
 // map in its table; models/registry.h builds one from the config. Not thread-safe: one model per
 // training process (the kernels use OpenMP inside).
@@ -8,7 +9,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -40,7 +40,7 @@ struct ModelDims {
     int padded_vocab = 0;  // Vp >= V: rows of the embedding and logit tables
 };
 
-class Decoder;
+class LanguageModel;
 
 class Model {
 public:
@@ -119,14 +119,9 @@ public:
         return flops_per_token(T) - six_n / 3 + 6.0 * static_cast<double>(lora_->store().num_parameters());
     }
 
-    // A KV-cache decoder over this model's parameters (which must outlive it and not change meanwhile).
-    // max_T: cache capacity, 0 = block_size.
-    virtual std::unique_ptr<Decoder> decoder(int max_T = 0) const = 0;
-
-    // Hugging Face: the canonical name of a tensor found in an HF file (hub spellings normalised), or ""
-    // for a tensor to ignore (buffers such as GPT-2's attention masks). config.json comes from the config
-    // (models/hf_config.h), not the model.
-    virtual std::string hf_canonical_name(const std::string& name) const { return name; }
+    // This model as a language model (decoding, Hugging Face names; models/language_model.h), or null for
+    // one that is not (an image classifier).
+    virtual const LanguageModel* language_model() const { return nullptr; }
 
 protected:
     Model() = default;
@@ -186,36 +181,6 @@ protected:
     std::function<void(size_t)> grads_ready_;
     std::vector<float> all_logits_;  // forward without targets: host memory whatever the device
     int B_ = 0, T_ = 0;  // of the last forward
-};
-
-// Incremental inference with a KV cache (one sequence): prefill(prompt) then step(id) per new token,
-// each returning the next-token logits (Vp floats; columns >= V are padding), equal to the model's forward
-// logits at that position. CPU models. The bookkeeping is here; each architecture's decoder (gpt2_decode.h,
-// llama_decode.h) runs its op sequence on the new positions.
-class Decoder {
-public:
-    virtual ~Decoder() = default;
-    // Starts a new sequence: 1..capacity() ids in [0, V), in one batched pass.
-    const float* prefill(std::span<const int32_t> ids);
-    // Appends one id; InputError when the cache is full (naming model.block_size), InternalError before
-    // any prefill.
-    const float* step(int32_t id);
-    int position() const { return pos_; }  // ids in the cache
-    int capacity() const { return max_T_; }
-
-protected:
-    // max_T: cache capacity in positions, 0 = the model's block_size (InternalError above it or for a model
-    // not on the CPU).
-    Decoder(const Model& model, int max_T);
-    // Runs `n` ids (validated) at positions position()..position()+n-1, appending to the cache; returns the
-    // logits of the last of them.
-    virtual const float* run(const int32_t* ids, int n) = 0;
-
-private:
-    ModelDims dims_;
-    int max_T_ = 0;
-    int pos_ = 0;
-    bool started_ = false;
 };
 
 }  // namespace llmt::models

@@ -60,7 +60,10 @@ ordered_json peft_adapter_config(const Model& model, const std::string& base) {
     c["auto_mapping"] = nullptr;
     c["base_model_name_or_path"] = base.empty() ? json(nullptr) : json(base);
     c["bias"] = "none";
-    c["fan_in_fan_out"] = model.arch() == "gpt2";  // Conv1D weights, as PEFT sets it for GPT-2
+    // Weights HF stores (in, out) (GPT-2's Conv1D), as PEFT sets it for such models.
+    bool fan_in_fan_out = false;
+    for (const ParamSpec& s : model.base().specs()) fan_in_fan_out |= s.hf_transposed;
+    c["fan_in_fan_out"] = fan_in_fan_out;
     c["inference_mode"] = true;
     c["init_lora_weights"] = true;
     c["layers_pattern"] = nullptr;

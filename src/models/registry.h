@@ -1,6 +1,6 @@
-// The model registry: model.arch -> the architecture that builds it (torchtitan's train spec, reduced to
-// what we need). Every command that needs a model (train, eval, generate, export, the server's
-// estimator) goes through here, never naming an architecture.
+// Building models from a config: model.arch -> the family's ArchSpec (models/arch.h; torchtitan's train
+// spec, reduced to what we need). Every command that needs a model (train, eval, generate, export, the
+// server's estimator) goes through here, never naming an architecture.
 #pragma once
 
 #include <memory>
@@ -18,5 +18,7 @@ std::unique_ptr<Model> make_model(const config::Config& cfg, Device device = Dev
 MemoryPlan plan_model_memory(const config::Config& cfg, Device device, DType dtype, int B, int T);
 // Training FLOPs per token at context T (Model::flops_per_token) without building the model.
 double model_flops_per_token(const config::ModelConfig& m, int T);
+// lora.* as the model layer takes it; no target_modules means PEFT's default for the family.
+LoraSpec lora_spec(const config::Config& cfg);
 
 }  // namespace llmt::models

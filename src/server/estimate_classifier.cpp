@@ -8,6 +8,7 @@
 #include <cmath>
 #include <optional>
 
+#include "config/arch_table.h"
 #include "core/error.h"
 #include "data/idx.h"
 #include "models/classifier.h"
@@ -176,7 +177,7 @@ nlohmann::json common_fields(const ImageJob& j, const Rates& rates, const Throug
 
 std::string classifier_shape(const config::ModelConfig& m) {
     std::string s = fmt::format("{} {}x{}x{}", m.arch, m.image_size, m.image_size, m.in_channels);
-    if (m.arch == "cnn") s += fmt::format(" c{}", fmt::join(m.conv_channels, ","));
+    if (config::find_arch(m.arch)->reads("model.conv_channels")) s += fmt::format(" c{}", fmt::join(m.conv_channels, ","));
     if (!m.hidden_sizes.empty()) s += fmt::format(" h{}", fmt::join(m.hidden_sizes, ","));
     return s + fmt::format(" k{}", m.num_classes);
 }

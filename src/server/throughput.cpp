@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 
+#include "config/arch_table.h"
 #include "core/error.h"
 #include "core/json_parse.h"
 
@@ -109,9 +110,10 @@ void read_rate(const nlohmann::json& j, const std::string& where, ThroughputRow&
     if (!(r.flops_per_token > 0)) throw InputError(fmt::format("{}: field '{}' must be > 0", where, flops));
     if (!(r.tokens_per_s > 0)) throw InputError(fmt::format("{}: field '{}' must be > 0", where, rate));
     if (!images) return;
-    r.arch = field<std::string>(j, "arch", where, "\"mlp\" or \"cnn\" (model.arch of the classifier)");
-    if (r.arch != "mlp" && r.arch != "cnn")
-        throw InputError(fmt::format("{}: field 'arch' must be \"mlp\" or \"cnn\", got \"{}\"", where, r.arch));
+    r.arch = field<std::string>(j, "arch", where, "the model.arch of an image classifier");
+    if (!config::is_classifier_arch(r.arch))
+        throw InputError(fmt::format("{}: field 'arch' must be the model.arch of an image classifier, got \"{}\"",
+                                     where, r.arch));
 }
 
 }  // namespace

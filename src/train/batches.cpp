@@ -4,6 +4,7 @@
 
 #include <optional>
 
+#include "config/arch_table.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "data/chat_cache.h"
@@ -114,8 +115,9 @@ DataPlan open_shard_batches(const config::Config& cfg, const ShardFiles& files, 
 
 DataPlan open_chat_batches(const config::Config& cfg, int B, int T, int rank, int world, bool train,
                            const std::function<void()>& barrier) {
-    LLMT_CHECK(cfg.model.arch == "llama",
-               "data.source: chat needs a model with rotary positions (model.arch: llama), found {}", cfg.model.arch);
+    LLMT_CHECK(config::has_rotary_positions(cfg.model.arch),
+               "data.source: chat needs a model with rotary positions (model.arch: {}), found {}",
+               config::families_with_rotary_positions(), cfg.model.arch);
     data::ChatDataOptions co;
     co.paths = cfg.data.paths;
     co.tokenizer = cfg.data.tokenizer;

@@ -311,6 +311,14 @@ const std::map<std::string, Probe>& probes() {
              EXPECT_NE(dry(c.t, with(l, {"model.rope_scaling.original_max_position_embeddings=4"}))["loss"],
                        dry(c.t, with(l, {"model.rope_scaling.original_max_position_embeddings=16"}))["loss"]);
          }},
+        // Mistral's window: the families that do not read it refuse it by name; for mistral a window shorter
+        // than the sequence hides keys and so moves the loss.
+        {"model.sliding_window",
+         [](const Ctx& c) {
+             expect_refused(c.t, {"model.sliding_window=2"}, "model.sliding_window");
+             EXPECT_NE(dry(c.t, {"model.arch=mistral", "model.sliding_window=2"})["loss"],
+                       dry(c.t, {"model.arch=mistral"})["loss"]);
+         }},
         {"model.n_layer",
          [](const Ctx& c) { EXPECT_NE(dry(c.t, {"model.n_layer=1"})["parameters"], dry(c.t, {})["parameters"]); }},
         // Same parameters, another split of the channels into heads: another attention, another loss.

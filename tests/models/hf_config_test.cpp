@@ -182,7 +182,8 @@ TEST(HfConfig, RefusesWhatWeCannotCompute) {
     json yarn5 = kLlama32_5x;
     yarn5["rope_parameters"]["rope_type"] = "yarn";
     const std::vector<Case> cases = {
-        {with(kTinyLlama, "model_type", "mistral"), "`model_type`: \"mistral\" is not supported (expected llama or gpt2)"},
+        {with(kTinyLlama, "model_type", "falcon"),
+         "`model_type`: \"falcon\" is not supported (expected gpt2, llama, qwen2 or mistral)"},
         {with(kTinyLlama, "hidden_act", "gelu"), "`hidden_act`: \"gelu\" is not supported"},
         {with(kTinyLlama, "attention_bias", true), "`attention_bias`: true is not supported"},
         {with(kTinyLlama, "mlp_bias", true), "`mlp_bias`: true is not supported"},

@@ -1,6 +1,7 @@
-// LLaMA on the CPU (models/llama.h), without a reference implementation: gradients by central finite
-// differences, trainer.recompute bit-exactness, the KV-cache decoder against the full forward, the HF
-// tensors written and read back bit for bit, and load errors naming the tensor.
+// LLaMA and the families on its graph (Qwen2's q/k/v biases, Mistral's sliding window) on the CPU
+// (models/llama.h), without a reference implementation: gradients by central finite differences per
+// family, trainer.recompute bit-exactness, the KV-cache decoder against the full forward, packed examples,
+// the HF tensors written and read back bit for bit, and load errors naming the tensor.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,6 +11,9 @@
 #include <filesystem>
 #include <random>
 #include <span>
+#include <stdexcept>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -20,7 +24,26 @@
 namespace llmt::models {
 namespace {
 
-LlamaConfig tiny(bool tied, Recompute r = Recompute::kNone) {
+// The families on the LLaMA graph, as LlamaConfig variants (their ArchSpecs set the same fields).
+struct Family {
+    const char* name;
+    void (*apply)(LlamaConfig&);
+};
+const Family kFamilies[] = {
+    {"llama", [](LlamaConfig&) {}},
+    {"qwen2", [](LlamaConfig& c) { c.arch = "qwen2"; c.qkv_bias = true; }},
+    // A window of 5 under sequences of 12-16: it hides keys in every test below; head_dim 12 != 32 / 4.
+    {"mistral", [](LlamaConfig& c) { c.arch = "mistral"; c.sliding_window = 5; c.head_dim = 12; }},
+};
+constexpr int kNumFamilies = static_cast<int>(std::size(kFamilies));
+
+int family_of(const std::string& name) {
+    for (int i = 0; i < kNumFamilies; ++i)
+        if (name == kFamilies[i].name) return i;
+    throw std::invalid_argument("no family " + name);
+}
+
+LlamaConfig tiny(bool tied, Recompute r = Recompute::kNone, int family = 0) {
     LlamaConfig c;
     c.n_layer = 2;
     c.n_head = 4;
@@ -33,6 +56,7 @@ LlamaConfig tiny(bool tied, Recompute r = Recompute::kNone) {
     c.tie_embeddings = tied;
     c.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 4};
     c.recompute = r;
+    kFamilies[family].apply(c);
     return c;
 }
 
@@ -47,6 +71,9 @@ void randomize(Llama& m, uint64_t seed) {
         if (m.param_specs()[i].kind == ParamKind::kNorm) {
             Tensor t = m.params().view(i);
             for (int64_t k = 0; k < t.numel(); ++k) t.ptr<float>()[k] = 1.f + 0.02f * static_cast<float>(k % 7);
+        } else if (m.param_specs()[i].kind == ParamKind::kBias) {  // zeros at init: give them values
+            Tensor t = m.params().view(i);
+            for (int64_t k = 0; k < t.numel(); ++k) t.ptr<float>()[k] = 0.1f * static_cast<float>(k % 5 - 2);
         }
 }
 
@@ -57,7 +84,7 @@ std::vector<int32_t> random_ids(int n, int V, uint32_t seed) {
     return v;
 }
 
-class LlamaGradients : public ::testing::TestWithParam<bool> {};
+class LlamaGradients : public ::testing::TestWithParam<std::tuple<bool, int>> {};
 
 // d loss / d w by central differences on a few coordinates of every tensor. fp32 forward: with h = 1e-2 the
 // truncation error (O(h^2) times third derivatives of O(1)) and the rounding noise (~1e-7 x loss / h) are
@@ -65,7 +92,7 @@ class LlamaGradients : public ::testing::TestWithParam<bool> {};
 // (a missing path is off by the whole gradient).
 TEST_P(LlamaGradients, MatchFiniteDifferences) {
     const int B = 2, T = 12;
-    Llama m(tiny(GetParam()));
+    Llama m(tiny(std::get<0>(GetParam()), Recompute::kNone, std::get<1>(GetParam())));
     randomize(m, 3);
     const auto x = random_ids(B * T, 50, 1), y = random_ids(B * T, 50, 2);
     m.zero_grad();
@@ -97,17 +124,21 @@ TEST_P(LlamaGradients, MatchFiniteDifferences) {
     EXPECT_GT(checked, 30);
 }
 
-INSTANTIATE_TEST_SUITE_P(Embeddings, LlamaGradients, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "tied" : "untied"; });
+INSTANTIATE_TEST_SUITE_P(Families, LlamaGradients,
+                         ::testing::Combine(::testing::Values(true, false), ::testing::Range(0, kNumFamilies)),
+                         [](const ::testing::TestParamInfo<std::tuple<bool, int>>& p) {
+                             return std::string(kFamilies[std::get<1>(p.param)].name) +
+                                    (std::get<0>(p.param) ? "_tied" : "_untied");
+                         });
 
 struct Trace {
     std::vector<float> losses, grads, params;
 };
 
 // Three SGD steps (lr 0.05 on the raw gradient) so later steps see other weights.
-Trace sgd(Recompute r) {
+Trace sgd(Recompute r, int family) {
     const int B = 2, T = 16;
-    Llama m(tiny(false, r));
+    Llama m(tiny(false, r, family));
     randomize(m, 5);
     float* p = static_cast<float*>(m.params().data());
     const float* g = static_cast<const float*>(m.grads().data());
@@ -128,13 +159,15 @@ Trace sgd(Recompute r) {
 // Recomputation runs the same kernels on the same inputs in the same order: any difference at all means a
 // buffer was read before it was recomputed or from the wrong layer, so the tolerance is zero.
 TEST(LlamaRecompute, MlpAndAllMatchNoneBitwise) {
-    const Trace none = sgd(Recompute::kNone);
-    for (Recompute r : {Recompute::kMlp, Recompute::kAll}) {
-        SCOPED_TRACE(r == Recompute::kMlp ? "mlp" : "all");
-        const Trace t = sgd(r);
-        EXPECT_EQ(t.losses, none.losses);
-        EXPECT_EQ(0, std::memcmp(t.grads.data(), none.grads.data(), t.grads.size() * sizeof(float)));
-        EXPECT_EQ(0, std::memcmp(t.params.data(), none.params.data(), t.params.size() * sizeof(float)));
+    for (int family = 0; family < kNumFamilies; ++family) {
+        const Trace none = sgd(Recompute::kNone, family);
+        for (Recompute r : {Recompute::kMlp, Recompute::kAll}) {
+            SCOPED_TRACE(std::string(kFamilies[family].name) + (r == Recompute::kMlp ? " mlp" : " all"));
+            const Trace t = sgd(r, family);
+            EXPECT_EQ(t.losses, none.losses);
+            EXPECT_EQ(0, std::memcmp(t.grads.data(), none.grads.data(), t.grads.size() * sizeof(float)));
+            EXPECT_EQ(0, std::memcmp(t.params.data(), none.params.data(), t.params.size() * sizeof(float)));
+        }
     }
     const LlamaConfig c = tiny(false);
     EXPECT_LT(Llama(tiny(false, Recompute::kAll)).memory_plan(2, 16).activations,
@@ -155,9 +188,10 @@ double rel_err(const float* a, const float* b, int n) {
 // cached attention's loop): ~1e-6 relative over two layers; a wrong position, cache row, RoPE offset or
 // kv head is off by O(1).
 TEST(LlamaDecoder, EveryPositionMatchesTheFullForward) {
+    for (int family = 0; family < kNumFamilies; ++family)
     for (bool tied : {true, false}) {
-        SCOPED_TRACE(tied ? "tied" : "untied");
-        Llama m(tiny(tied));
+        SCOPED_TRACE(std::string(kFamilies[family].name) + (tied ? " tied" : " untied"));
+        Llama m(tiny(tied, Recompute::kNone, family));
         randomize(m, 11);
         const int T = 16, V = 50, Vp = 64;
         const auto ids = random_ids(T, V, 5);
@@ -199,6 +233,27 @@ TEST(LlamaHf, WrittenTensorsReadBackBitIdentical) {
     std::filesystem::remove_all(dir);
 }
 
+// Qwen2's q/k/v bias is one fused tensor here and HF's three: split on writing, joined on reading.
+TEST(LlamaHf, Qwen2BiasesAreHfsThreeTensors) {
+    const auto path = std::filesystem::temp_directory_path() / ("llmt_qwen2_hf_" + std::to_string(::getpid()) + ".safetensors");
+    Llama a(tiny(true, Recompute::kNone, family_of("qwen2")));
+    randomize(a, 19);
+    std::vector<std::vector<float>> scratch;
+    write_safetensors(path, hf_tensors(a, a.params(), scratch), {{"format", "pt"}});
+    const SafetensorsFile f = SafetensorsFile::open(path);
+    EXPECT_EQ(f.info("model.layers.0.self_attn.q_proj.bias").shape, (Shape{32}));
+    EXPECT_EQ(f.info("model.layers.1.self_attn.k_proj.bias").shape, (Shape{16}));
+    EXPECT_EQ(f.info("model.layers.1.self_attn.v_proj.bias").shape, (Shape{16}));
+    EXPECT_FALSE(f.contains("model.layers.0.self_attn.o_proj.bias"));
+    Llama b(tiny(true, Recompute::kNone, family_of("qwen2")));
+    load_hf(b, b.params(), SafetensorsSource(f));
+    EXPECT_EQ(0, std::memcmp(a.params().data(), b.params().data(), a.params().nbytes()));
+    // A llama reading the same file finds tensors it does not have.
+    Llama c(tiny(true));
+    EXPECT_THROW(load_hf(c, c.params(), SafetensorsSource(f)), CheckpointError);
+    std::filesystem::remove(path);
+}
+
 TEST(LlamaHf, MissingOrMisShapedTensorsAreNamed) {
     Llama a(tiny(true));
     randomize(a, 1);
@@ -232,6 +287,37 @@ TEST(LlamaHf, MissingOrMisShapedTensorsAreNamed) {
 namespace llmt::models {
 namespace {
 
+// With a window of W and 2 layers, position t reads tokens t - 2(W - 1) .. t only: a token further back
+// changes nothing, bit for bit (masked keys contribute exact zeros), and one inside the reach does.
+TEST(MistralWindow, ATokenBeyondTheReachOfTheWindowChangesNothing) {
+    Llama m(tiny(false, Recompute::kNone, family_of("mistral")));
+    randomize(m, 7);
+    const int T = 16, V = 50, Vp = 64, reach = 2 * (5 - 1);
+    auto ids = random_ids(T, V, 8);
+    m.forward(ids.data(), nullptr, 1, T, false);
+    const std::vector<float> a(m.logits(), m.logits() + static_cast<size_t>(T) * Vp);
+    ids[2] = (ids[2] + 1) % V;
+    m.forward(ids.data(), nullptr, 1, T, false);
+    const std::vector<float> b(m.logits(), m.logits() + static_cast<size_t>(T) * Vp);
+    for (int t = 0; t < T; ++t) {
+        const bool same = std::equal(a.begin() + t * Vp, a.begin() + (t + 1) * Vp, b.begin() + t * Vp);
+        EXPECT_EQ(same, t < 2 || t > 2 + reach) << "position " << t;
+    }
+}
+
+// A window shorter than the context has no GPU kernel yet: refused by name on CUDA, not ignored.
+TEST(MistralWindow, AWindowShorterThanTheContextIsRefusedOffTheCpu) {
+    try {
+        Llama m(tiny(false, Recompute::kNone, family_of("mistral")), Device::kCuda);
+        FAIL() << "expected InputError";
+    } catch (const InputError& e) {
+        EXPECT_NE(std::string(e.what()).find("model.sliding_window: a window of 5 tokens, shorter than "
+                                             "model.block_size 16, runs in the CPU attention only"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
 // A sequence longer than the context is refused by name before any activation is sized for it.
 TEST(LlamaForward, SequenceLongerThanTheContextIsRefused) {
     Llama m(tiny(true));
@@ -258,11 +344,13 @@ namespace {
 // targets included, in another blocking: ~1e-6 relative); and the first example's tokens do not matter at
 // all: changing them leaves the loss and gradients bit for bit the same (attention does not cross examples
 // and masked targets contribute exact zeros).
-TEST(LlamaPacking, AnExampleInAPackedRowIsTheExampleAlone) {
+class LlamaPacking : public ::testing::TestWithParam<int> {};
+
+TEST_P(LlamaPacking, AnExampleInAPackedRowIsTheExampleAlone) {
     const int T = 12, first = 5;
     auto run = [&](const std::vector<int32_t>& x, const std::vector<int32_t>& y, const std::vector<int32_t>& pos,
                    int len, std::vector<float>& grads) {
-        Llama m(tiny(false));
+        Llama m(tiny(false, Recompute::kNone, GetParam()));
         randomize(m, 5);
         m.zero_grad();
         const float loss = m.forward(x.data(), y.data(), 1, len, true, 1.f, pos.data());
@@ -300,6 +388,9 @@ TEST(LlamaPacking, AnExampleInAPackedRowIsTheExampleAlone) {
     std::vector<float> g_plain;
     EXPECT_NE(run(x, y, plain, T, g_plain), packed);
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, LlamaPacking, ::testing::Range(0, kNumFamilies),
+                         [](const ::testing::TestParamInfo<int>& p) { return kFamilies[p.param].name; });
 
 TEST(LlamaPacking, PositionsThatDoNotRestartAtZeroAreRefused) {
     Llama m(tiny(false));

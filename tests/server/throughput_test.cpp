@@ -262,7 +262,7 @@ TEST(Throughput, ClassifierRowsLoadApartFromTheLanguageModels) {
     std::string no_arch = image_row("cnn", 3e7, 5000);
     no_arch.replace(no_arch.find("\"arch\":\"cnn\","), 13, "");
     expect_error(no_arch, ":1: missing field 'arch'");
-    expect_error(image_row("resnet", 3e7, 5000), "field 'arch' must be \"mlp\" or \"cnn\"");
+    expect_error(image_row("resnet", 3e7, 5000), "field 'arch' must be the model.arch of an image classifier, got \"resnet\"");
     expect_error(image_row("cnn", 3e7, -1), "'images_per_s' must be > 0");
     std::string both = image_row("cnn", 3e7, 5000);
     both.insert(1, "\"tokens_per_s\":5,");

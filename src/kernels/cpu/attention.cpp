@@ -12,7 +12,8 @@
 // Packed examples (positions given): query t's keys are first_key(t) = t - positions[b,t] .. t. The row-wise
 // loops start at first_key; a block's GEMMs start at the smallest first_key of its rows, and each row's
 // softmax runs over its own keys (the other columns of its tile row are 0). Without positions first_key is 0
-// and every call is the one made before positions existed.
+// and every call is the one made before positions existed. A sliding window (Mistral) raises each query's
+// first key the same way.
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
@@ -45,16 +46,22 @@ inline void axpy(float* y, float a, const float* x, int n) {
 // The rows of one query head and of the kv head it reads: q, k, v point at the head's first channel of
 // row 0 (views into qkv with row stride C3); out rows have stride C (out, dout) and the lse row is the head's.
 // pos: the batch row's positions (T), or null (plain causal attention).
+// window: a sliding window of that many keys (the query's own included), or 0.
 struct HeadView {
     const float* q;
     const float* k;
     const float* v;
     int64_t C3;
     const int32_t* pos;
+    int window = 0;
 };
 
-// The first key query t attends: the start of its packed example, or 0.
-inline int first_key(const HeadView& x, int t) { return x.pos ? t - x.pos[t] : 0; }
+// The first key query t attends: the start of its packed example, or 0; with a window, no earlier than
+// t - window + 1 (transformers' sliding-window rule: key j is seen iff t - window < j <= t).
+inline int first_key(const HeadView& x, int t) {
+    const int lo = x.pos ? t - x.pos[t] : 0;
+    return x.window > 0 ? std::max(lo, t - x.window + 1) : lo;
+}
 
 // The smallest first key of query rows t0..t0+nq-1 (the first key a block's GEMMs need).
 inline int block_first_key(const HeadView& x, int t0, int nq) {
@@ -197,19 +204,19 @@ bool use_blocked() {
 // Head h of batch row b of a qkv buffer with rows_per_batch rows of C3 = C + 2*KV*HS floats; positions
 // (B, rows_per_batch) or null.
 HeadView head_view(const float* qkv, int b, int h, int rows_per_batch, int C, int NH, int KV,
-                   const int32_t* positions) {
+                   const int32_t* positions, int window) {
     const int HS = C / NH, g = h / (NH / KV);
     const int64_t C3 = C + 2 * static_cast<int64_t>(KV) * HS;
     const float* row0 = qkv + static_cast<int64_t>(b) * rows_per_batch * C3;
     return {row0 + static_cast<int64_t>(h) * HS, row0 + C + static_cast<int64_t>(g) * HS,
             row0 + C + static_cast<int64_t>(KV + g) * HS, C3,
-            positions ? positions + static_cast<int64_t>(b) * rows_per_batch : nullptr};
+            positions ? positions + static_cast<int64_t>(b) * rows_per_batch : nullptr, window};
 }
 
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV,
-                       const int32_t* positions) {
+                       const int32_t* positions, int window) {
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
     const bool blocked = use_blocked();
@@ -221,7 +228,7 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
             for (int h = 0; h < NH; h++) {
                 float* o = out + static_cast<size_t>(b) * T * C + h * HS;
                 float* l = lse + (static_cast<size_t>(b) * NH + h) * T;
-                const HeadView x = head_view(qkv, b, h, T, C, NH, KV, positions);
+                const HeadView x = head_view(qkv, b, h, T, C, NH, KV, positions, window);
                 if (blocked) attention_forward_head_blocked(o, l, x, scratch.data(), T, C, HS, scale);
                 else attention_forward_head(o, l, x, scratch.data(), 0, T, C, HS, scale);
             }
@@ -233,7 +240,8 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
 // group in order (h = g*rep .. g*rep + rep-1), so tasks never share a written float and the sum's order is
 // fixed. With KV == NH each task is one head, as in multi-head attention.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int B, int T, int C, int NH, int KV, const int32_t* positions) {
+                        const float* lse, int B, int T, int C, int NH, int KV, const int32_t* positions,
+                        int window) {
     const int HS = C / NH, rep = NH / KV;
     const int64_t C3 = C + 2 * static_cast<int64_t>(KV) * HS;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
@@ -256,7 +264,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                     const float* dy = dout + bt * C + h * HS;
                     const float* o = out + bt * C + h * HS;
                     const float* l = lse + (static_cast<size_t>(b) * NH + h) * T;
-                    const HeadView x = head_view(qkv, b, h, T, C, NH, KV, positions);
+                    const HeadView x = head_view(qkv, b, h, T, C, NH, KV, positions, window);
                     if (blocked) {
                         attention_backward_head_blocked(dq, dk, dv, dy, x, o, l, scratch.data(),
                                                         scratch.data() + static_cast<size_t>(kBq) * T, T, C, HS,
@@ -270,7 +278,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
     }
 }
 
-void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV) {
+void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
+                              int window) {
     const int HS = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
     // Decoding: Tq is small (often 1), so the row-wise loop; parallel over (b, h).
@@ -281,7 +290,7 @@ void attention_forward_cached(float* out, const float* qkv, int B, int t0, int T
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
                 attention_forward_head(out + static_cast<size_t>(b) * Tq * C + h * HS, nullptr,
-                                       head_view(qkv, b, h, Tmax, C, NH, KV, nullptr), scores.data(), t0, t0 + Tq, C, HS,
+                                       head_view(qkv, b, h, Tmax, C, NH, KV, nullptr, window), scores.data(), t0, t0 + Tq, C, HS,
                                        scale);
             }
         }

@@ -22,17 +22,21 @@ namespace llmt::kernels::cpu {
 // t - positions[b,t] .. t only (0 <= positions[b,t] <= t; ops.h states and checks the full contract). The
 // sums of lse and the softmax run over those keys; without positions every path is the code and the bits it
 // was before positions existed.
+// window (> 0: Mistral's sliding window; 0: none): query t attends keys j with t - window < j <= t only
+// (transformers' rule), on top of the positions' bound.
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV,
-                       const int32_t* positions = nullptr);
+                       const int32_t* positions = nullptr, int window = 0);
 
 // dqkv (B,T,C3) = grads of q, k, v (dk, dv summed over the query heads of each kv head). dout (B,T,C);
 // qkv (B,T,C3); out (B,T,C), lse (B,NH,T) from forward; positions as in the forward.
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int B, int T, int C, int NH, int KV, const int32_t* positions = nullptr);
+                        const float* lse, int B, int T, int C, int NH, int KV, const int32_t* positions = nullptr,
+                        int window = 0);
 
 // Inference with a KV cache: qkv (B,Tmax,C3) holds q/k/v of positions 0..t0+Tq-1 (rows beyond are not
 // read); out (B,Tq,C) = attention of the query rows t0..t0+Tq-1, each against keys 0..its position.
-// Equal to rows t0.. of attention_forward over the first t0+Tq positions. No backward.
-void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV);
+// Equal to rows t0.. of attention_forward over the first t0+Tq positions (with the same window). No backward.
+void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
+                              int window = 0);
 
 }  // namespace llmt::kernels::cpu
