@@ -17,6 +17,7 @@ std::vector<ArchEntry> build() {
         {"gpt2", lm, false, false, {}, "GPT-2 (learned positions, LayerNorm, GELU)"},
         {"llama", lm, true, true, kRopeKeys, "LLaMA (RoPE, RMSNorm, SwiGLU, grouped-query heads)"},
         {"qwen2", lm, true, true, kRopeKeys, "Qwen2/Qwen2.5 (LLaMA with q/k/v biases)"},
+        {"qwen3", lm, true, true, kRopeKeys, "Qwen3 (LLaMA with per-head q/k RMSNorm)"},
         {"mistral", lm, true, true, {"model.rope_theta", "model.rope_scaling.type", "model.sliding_window"},
          "Mistral (LLaMA with sliding-window attention)"},
         {"mlp", image, false, false, {}, "image classifier, fully connected"},

@@ -1,5 +1,5 @@
 // The architecture registry: one ArchSpec per model family, defined in the family's own file
-// (models/gpt2.cpp, llama.cpp, qwen2.cpp, mistral.cpp, classifier.cpp) and listed once in
+// (models/gpt2.cpp, llama.cpp, qwen2.cpp, qwen3.cpp, mistral.cpp, classifier.cpp) and listed once in
 // registry.cpp. Everything outside src/models/ that needs a family's facts (make a model, plan its memory,
 // count its FLOPs, read or write its config.json, PEFT's defaults) goes through here, never comparing a
 // name. The config layer's view of the same family (name, kind, its config keys, rotary positions) is
@@ -66,6 +66,7 @@ std::string hf_model_types_listed();
 const ArchSpec& gpt2_arch();
 const ArchSpec& llama_arch();
 const ArchSpec& qwen2_arch();
+const ArchSpec& qwen3_arch();
 const ArchSpec& mistral_arch();
 const ArchSpec& mlp_arch();
 const ArchSpec& cnn_arch();

@@ -10,7 +10,7 @@ namespace llmt::models {
 
 const std::vector<const ArchSpec*>& arch_specs() {
     // One line per family; the config table (config/arch_table.h) lists the same names in the same order.
-    static const std::vector<const ArchSpec*> specs = {&gpt2_arch(),    &llama_arch(), &qwen2_arch(),
+    static const std::vector<const ArchSpec*> specs = {&gpt2_arch(),    &llama_arch(), &qwen2_arch(), &qwen3_arch(),
                                                        &mistral_arch(), &mlp_arch(),   &cnn_arch()};
     return specs;
 }

@@ -88,7 +88,7 @@ TEST(ModelKeys, Gpt2RefusesWhatItDoesNotRead) {
     ASSERT_EQ(is.size(), 4u) << joined(is);
     EXPECT_EQ(is[0].key, "model.rope_theta");
     EXPECT_EQ(is[0].where, "m.yaml:3:3");
-    EXPECT_NE(is[0].message.find("is read only with model.arch llama, qwen2 or mistral, and model.arch is gpt2"), std::string::npos);
+    EXPECT_NE(is[0].message.find("is read only with model.arch llama, qwen2, qwen3 or mistral, and model.arch is gpt2"), std::string::npos);
     EXPECT_EQ(is[1].key, "model.rope_scaling.type");
     EXPECT_EQ(is[2].key, "model.n_kv_head");
     EXPECT_NE(is[2].message.find("gpt2 uses full multi-head attention"), std::string::npos);

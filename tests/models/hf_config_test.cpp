@@ -183,7 +183,7 @@ TEST(HfConfig, RefusesWhatWeCannotCompute) {
     yarn5["rope_parameters"]["rope_type"] = "yarn";
     const std::vector<Case> cases = {
         {with(kTinyLlama, "model_type", "falcon"),
-         "`model_type`: \"falcon\" is not supported (expected gpt2, llama, qwen2 or mistral)"},
+         "`model_type`: \"falcon\" is not supported (expected gpt2, llama, qwen2, qwen3 or mistral)"},
         {with(kTinyLlama, "hidden_act", "gelu"), "`hidden_act`: \"gelu\" is not supported"},
         {with(kTinyLlama, "attention_bias", true), "`attention_bias`: true is not supported"},
         {with(kTinyLlama, "mlp_bias", true), "`mlp_bias`: true is not supported"},

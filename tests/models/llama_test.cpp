@@ -1,7 +1,8 @@
-// LLaMA and the families on its graph (Qwen2's q/k/v biases, Mistral's sliding window) on the CPU
-// (models/llama.h), without a reference implementation: gradients by central finite differences per
-// family, trainer.recompute bit-exactness, the KV-cache decoder against the full forward, packed examples,
-// the HF tensors written and read back bit for bit, and load errors naming the tensor.
+// LLaMA and the families on its graph (Qwen2's q/k/v biases, Qwen3's per-head q/k norms, Mistral's
+// sliding window) on the CPU (models/llama.h), without a reference implementation: gradients by central
+// finite differences per family, trainer.recompute bit-exactness, the KV-cache decoder against the full
+// forward, packed examples, the HF tensors written and read back bit for bit, and load errors naming the
+// tensor.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,6 +33,8 @@ struct Family {
 const Family kFamilies[] = {
     {"llama", [](LlamaConfig&) {}},
     {"qwen2", [](LlamaConfig& c) { c.arch = "qwen2"; c.qkv_bias = true; }},
+    // head_dim 16 != 32 / 4 heads.
+    {"qwen3", [](LlamaConfig& c) { c.arch = "qwen3"; c.qk_norm = true; c.head_dim = 16; }},
     // A window of 5 under sequences of 12-16: it hides keys in every test below; head_dim 12 != 32 / 4.
     {"mistral", [](LlamaConfig& c) { c.arch = "mistral"; c.sliding_window = 5; c.head_dim = 12; }},
 };

@@ -136,7 +136,7 @@ TEST_P(HfFamilies, PeftAdapterAndItsMergeMatchPeft) {
 
 INSTANTIATE_TEST_SUITE_P(Transformers, HfFamilies,
                          ::testing::Values(Family{"qwen2_tied", "qwen2"}, Family{"qwen2_untied", "qwen2"},
-                                           Family{"mistral_window", "mistral"},
+                                           Family{"qwen3", "qwen3"}, Family{"mistral_window", "mistral"},
                                            Family{"mistral_nowindow", "mistral"}),
                          [](const ::testing::TestParamInfo<Family>& p) { return std::string(p.param.dir); });
 
