@@ -50,8 +50,9 @@ struct GemmProbe {
 // the caller's data.
 GemmProbe probe_gemm_rates(const std::vector<GemmShape>& shapes, int reps = 2);
 
-// The CPU GEMM libraries a probe's figures belong to, for caches of them: "onednn 2.6.3 (avx512_core_bf16)"
-// or "openblas". Loads oneDNN when it is the backend.
+// The CPU GEMM paths a probe's figures belong to, for caches of them: the fp32 backend, the bf16 path
+// (cpu/bf16_isa.h) and oneDNN's version and effective ISA: "onednn fp32, bf16 avx512_bf16, onednn 2.6.3
+// (avx512_core_bf16)". Loads oneDNN where it is installed.
 std::string cpu_gemm_libraries();
 
 }  // namespace llmt::kernels

@@ -99,17 +99,16 @@ GemmProbe probe_gemm_rates(const std::vector<GemmShape>& shapes, int reps) {
 
 std::string cpu_gemm_libraries() {
     const cpu::GemmBackend backend = cpu::gemm_backend();
+    const std::string bf16 = fmt::format("bf16 {}", cpu::bf16_path_name(cpu::bf16_selection().path));
 #if LLMT_HAVE_ONEDNN
-    if (backend == cpu::GemmBackend::kOneDnn || cpu::bf16_selection().path != cpu::Bf16Path::kEmulated) {
-        const cpu::Bf16Facts& f = cpu::bf16_facts();
-        if (f.onednn_error.empty()) {
-            const dnnl_version_t* v = dnnl_version();
-            return fmt::format("{} fp32, onednn {}.{}.{} ({})", cpu::gemm_backend_name(backend), v->major, v->minor,
-                               v->patch, cpu::onednn_isa_name(f.onednn_isa));
-        }
+    const cpu::Bf16Facts& f = cpu::bf16_facts();
+    if (f.onednn_error.empty()) {
+        const dnnl_version_t* v = dnnl_version();
+        return fmt::format("{} fp32, {}, onednn {}.{}.{} ({})", cpu::gemm_backend_name(backend), bf16, v->major,
+                           v->minor, v->patch, cpu::onednn_isa_name(f.onednn_isa));
     }
 #endif
-    return fmt::format("{} fp32", cpu::gemm_backend_name(backend));
+    return fmt::format("{} fp32, {}", cpu::gemm_backend_name(backend), bf16);
 }
 
 }  // namespace llmt::kernels
