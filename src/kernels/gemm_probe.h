@@ -1,8 +1,9 @@
 // A short measurement of the CPU's GEMM rate in each precision on a training step's own GEMM shapes:
 // fp32 (cpu/gemm.h sgemm, what trainer.precision fp32 runs) against bf16 operands with fp32 accumulation
 // (cpu/gemm_bf16.h, what bf16 runs: oneDNN on AMX or AVX512_BF16, else the emulation), each shape timed in
-// both precisions one after the other. Time is the process's CPU time over the thread count, not the wall
-// clock, as the MFU probe does (cpu/peak_flops.h): on a machine shared with other processes the wall time
+// both precisions one after the other. Time is the CPU time of the OpenMP team's threads (each read on its
+// own thread) over the thread count, not the wall clock, as the MFU probe does (cpu/peak_flops.h): on a
+// machine shared with other processes the wall time
 // of a call is mostly waiting for a core (on the 2-core build machine at load 16, GPT-2 tiny's LM-head
 // GEMMs read 26-44 GFLOP/s by the wall clock and 190-350 per CPU-second), while CPU time reads the cores. What
 // trainer.precision: auto decides from (train/cpu_precision.h); `llmtrain version --json --gemm-probe` and
@@ -37,7 +38,7 @@ void add_linear_gemms(std::vector<GemmShape>& shapes, int64_t rows, int64_t out,
                       bool weight_grad = true);
 
 struct GemmProbe {
-    double fp32_gflops = 0;  // the weighted FLOPs of the shapes / their weighted time (CPU s / threads), GFLOP/s
+    double fp32_gflops = 0;  // the weighted FLOPs of the shapes / their weighted time (team CPU s / threads), GFLOP/s
     double bf16_gflops = 0;
     std::string bf16_path;   // cpu/bf16_isa.h: "amx" | "avx512_bf16" | "emulated"
     std::string bf16_how;    // cpu/gemm_bf16.h gemm_bf16_describe()
