@@ -40,7 +40,7 @@ std::string knobs_text() {
 }
 
 // The probe trainer.precision: auto decides from (train/cpu_precision.h), on the GEMM shapes of the
-// gpt2_tiny_cpu preset's model; measured now (~0.5 s on 2 cores), not cached.
+// gpt2_tiny_cpu preset's model; measured now (about a second on 2 cores), not cached.
 nlohmann::ordered_json gemm_probe_json() {
     const config::Config cfg = config::load_config_string(
         "schema_version: 1\nmodel: {arch: gpt2, n_layer: 4, n_head: 4, d_model: 256, block_size: 256}\n"
@@ -67,7 +67,7 @@ void register_version(CLI::App& app, Runtime& rt) {
     auto probe = std::make_shared<bool>(false);
     cmd->add_flag("--gemm-probe", *probe,
                   "also measure the CPU's fp32 and bf16 GEMM rates and say which trainer.precision: auto takes "
-                  "(loads the GEMM libraries; about half a second on 2 cores)");
+                  "(loads the GEMM libraries; about a second on 2 cores)");
     cmd->callback([json, probe, &rt] {
         const auto& b = build_info();
         const nlohmann::ordered_json gemm = *probe ? gemm_probe_json() : nlohmann::ordered_json();
