@@ -9,8 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "core/fs.h"
+#include "support/subprocess.h"
 #include "support/tiny_run.h"
 #include "train/cpu_precision.h"
 
@@ -164,6 +166,29 @@ TEST(CpuPrecision, Fp32CudaAndClassifiersNeedNoProbe) {
     EXPECT_EQ(resolve_precision(image, Device::kCpu, never.fn()).precision, "fp32");
     EXPECT_EQ(resolve_precision(image, Device::kCuda, never.fn()).precision, "fp32");
     EXPECT_EQ(never.calls, 0);
+}
+
+// `llmtrain print-config --json` prints what auto resolves to on this machine: the cached choice, here seeded
+// both ways (the binary keys the cache as this process does: run.threads 1, the same libraries).
+TEST(CpuPrecision, PrintConfigShowsTheResolvedPrecision) {
+    TinyRun t("cpu_precision_print");
+    const std::string cache = "data.cache_dir=" + (t.root() / "cache").string();
+    const std::string yaml = (t.root() / "auto.yaml").string();
+    write_file_atomic(yaml, t.base_yaml());
+    omp_set_num_threads(1);
+    for (const auto& [fp32, bf16, want] : {std::tuple{300.0, 100.0, "fp32"}, std::tuple{100.0, 300.0, "bf16"}}) {
+        const config::Config cfg = t.config({"trainer.precision=auto", cache});
+        std::error_code ec;
+        fs::remove(precision_cache_file(cfg, probe_shapes(cfg)), ec);
+        Prober seed{fp32, bf16};
+        ASSERT_EQ(resolve_precision(cfg, Device::kCpu, seed.fn()).precision, want);
+        const auto r = llmt::testing::run_process({llmt::testing::llmtrain_bin(), "print-config", "--config", yaml,
+                                                   "--json", "--set", "trainer.precision=auto", "--set", cache});
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        EXPECT_EQ(nlohmann::json::parse(r.out)["trainer"]["precision"], want) << r.err;
+        EXPECT_NE(r.err.find(std::string("precision: auto -> ") + want), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("cached in"), std::string::npos) << r.err;  // the seeded figures, not a new probe
+    }
 }
 
 std::string losses(const TinyRun& t, const nlohmann::ordered_json& summary) {
