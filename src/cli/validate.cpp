@@ -31,7 +31,9 @@ nlohmann::ordered_json issues_json(const config::ConfigValidationError& e) {
 void resolve_auto_precision(config::Config& cfg) {
     if (cfg.trainer.precision != "auto") return;
     kernels::set_cpu_threads(cfg.run.threads);  // the probe runs on the threads training would use
-    const train::PrecisionChoice c = train::resolve_precision(cfg, train::resolve_device(cfg, 1));
+    // run.device cuda: bf16 whether or not this machine has the GPU (the config may be for another host).
+    const Device device = cfg.run.device == "cuda" ? Device::kCuda : train::resolve_device(cfg, 1);
+    const train::PrecisionChoice c = train::resolve_precision(cfg, device);
     for (const auto& line : c.log_lines()) fmt::print(stderr, "{}\n", line);
     cfg.resolved["trainer"]["precision"] = c.precision;
 }
