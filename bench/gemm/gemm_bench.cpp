@@ -19,6 +19,8 @@
 #include "core/cpu_features.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/gemm_bf16.h"
+#include "kernels/gemm_probe.h"
+#include "train/cpu_precision.h"
 
 using llmt::kernels::cpu::GemmBackend;
 using llmt::kernels::cpu::sgemm_with;
@@ -137,5 +139,14 @@ int main(int argc, char** argv) {
     }
     std::printf("one training step's GEMMs: openblas %.1f ms, onednn %.1f ms, ratio %.2f; bf16 %.1f ms\n",
                 step_s[0] * 1e3, step_s[1] * 1e3, step_s[1] > 0 ? step_s[0] / step_s[1] : 0.0, step_s[2] * 1e3);
+    // The probe trainer.precision: auto runs (kernels/gemm_probe.h) on these step shapes, and what it takes.
+    std::vector<llmt::kernels::GemmShape> step;
+    for (const Shape& s : shapes)
+        if (s.per_step > 0)
+            step.push_back({s.ta, s.tb, s.M, s.N, s.K, s.name.find("dW") != std::string::npos, double(s.per_step)});
+    const llmt::kernels::GemmProbe p = llmt::kernels::probe_gemm_rates(step);
+    std::printf("probe (trainer.precision auto, %s): fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (%s), %.2f s; auto takes %s\n",
+                llmt::kernels::cpu_gemm_libraries().c_str(), p.fp32_gflops, p.bf16_gflops, p.bf16_path.c_str(),
+                p.seconds, llmt::train::faster_precision(p.fp32_gflops, p.bf16_gflops).c_str());
     return 0;
 }

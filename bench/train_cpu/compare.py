@@ -2,7 +2,9 @@
 """bench/train_cpu in one run (issue 26): CPU training throughput, ours vs PyTorch 1.13 fp32 and PyTorch with CPU
 bf16 autocast (bench/train_cpu/torch_gpt.py), tiny and small GPT-2 shapes, first on the machine as it is, then
 with 2 busy processes (started and stopped here) competing for the cores. Ours runs bf16 GEMMs where the CPU has
-AVX512_BF16 (trainer.precision: bf16; kernels/cpu/gemm_bf16.h) and fp32.
+AVX512_BF16 (trainer.precision: bf16; kernels/cpu/gemm_bf16.h), fp32, and auto (whichever of the two the GEMM
+probe measures faster, train/cpu_precision.h; the probe's figures are printed first, from `llmtrain version --json
+--gemm-probe`).
 
 Figures: tokens/s (median step: ours from metrics.jsonl after 2 warm-up steps, PyTorch's median timed step) and
 tokens per CPU-second of the process (tokens / (user+system CPU time); ours: the whole process, start-up
@@ -174,6 +176,7 @@ def measure(a, work, tag):
         r["ours fp32"] = ours_train(a, work, name, "fp32", tag)
         if a.bf16:
             r["ours bf16"] = ours_train(a, work, name, "bf16", tag)
+        r["ours auto"] = ours_train(a, work, name, "auto", tag)  # the probe's pick (trainer.precision: auto)
         r["torch fp32"] = torch_train(a, name, False)
         r["torch bf16 autocast"] = torch_train(a, name, True)
     first = a.configs[0]
@@ -227,6 +230,11 @@ def main():
     info = json.loads(subprocess.run([a.bin, "version", "--json"], capture_output=True, text=True, check=True).stdout)
     a.bf16 = "avx512_bf16" in open("/proc/cpuinfo").read().split()
     print(f"cpu: {cpu_line()}")
+    probe = json.loads(subprocess.run([a.bin, "version", "--json", "--gemm-probe"], capture_output=True, text=True,
+                                      check=True, env=dict(os.environ, OMP_NUM_THREADS=str(a.threads))).stdout)
+    g = probe["cpu_gemm_probe"]
+    print(f"gemm probe ({g['shapes']}, {g['threads']} threads): fp32 {g['fp32_gflops']:.1f} GFLOP/s, bf16 "
+          f"{g['bf16_gflops']:.1f} GFLOP/s ({g['bf16_how']}); trainer.precision auto takes {g['auto_takes']}")
     print(f"load at start: {open('/proc/loadavg').read().split()[:3]}; ours: {a.bin} ({info.get('blas', '?')} GEMMs); "
           f"{a.threads} threads each; T=256 B=8 vocab 50257")
     with tempfile.TemporaryDirectory() as work:

@@ -13,6 +13,8 @@
 #include "config/emit.h"
 #include "config/loader.h"
 #include "models/hf_resolve.h"
+#include "kernels/ops.h"
+#include "train/cpu_precision.h"
 #include "train/run_plan.h"
 
 namespace llmt::cli {
@@ -22,6 +24,18 @@ nlohmann::ordered_json issues_json(const config::ConfigValidationError& e) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (const auto& i : e.issues()) arr.push_back({{"key", i.key}, {"where", i.where}, {"message", i.message}});
     return arr;
+}
+
+// trainer.precision: auto as this machine would run it (train/cpu_precision.h: on the CPU the probe's choice,
+// cached), written into the resolved config; what was measured goes to stderr.
+void resolve_auto_precision(config::Config& cfg) {
+    if (cfg.trainer.precision != "auto") return;
+    kernels::set_cpu_threads(cfg.run.threads);  // the probe runs on the threads training would use
+    // run.device cuda: bf16 whether or not this machine has the GPU (the config may be for another host).
+    const Device device = cfg.run.device == "cuda" ? Device::kCuda : train::resolve_device(cfg, 1);
+    const train::PrecisionChoice c = train::resolve_precision(cfg, device);
+    for (const auto& line : c.log_lines()) fmt::print(stderr, "{}\n", line);
+    cfg.resolved["trainer"]["precision"] = c.precision;
 }
 
 }  // namespace
@@ -81,7 +95,7 @@ void register_validate(CLI::App& app, Runtime& rt) {
 }
 
 void register_print_config(CLI::App& app, Runtime& rt) {
-    auto* cmd = app.add_subcommand("print-config", "Print the resolved config with every default materialized");
+    auto* cmd = app.add_subcommand("print-config", "Print the resolved config with every default materialized (trainer.precision: auto as this machine resolves it)");
     auto opts = add_config_options(cmd);
     auto json = std::make_shared<bool>(false);
     auto bare = std::make_shared<bool>(false);
@@ -89,6 +103,7 @@ void register_print_config(CLI::App& app, Runtime& rt) {
     cmd->add_flag("--no-comments", *bare, "YAML without the one-line doc comment per key");
     cmd->callback([opts, json, bare, &rt] {
         auto cfg = load_config(*opts);
+        resolve_auto_precision(cfg);
         if (*json) {
             fmt::print("{}\n", cfg.resolved.dump(2));
         } else {

@@ -97,7 +97,7 @@ struct TrainerConfig {
     double momentum = 0.9, dampening = 0;    // sgd
     bool nesterov = false;                   // sgd
     double max_grad_norm = 1.0;
-    std::string precision;  // fp32 | bf16
+    std::string precision;  // fp32 | bf16 | auto (train/cpu_precision.h resolves it)
     bool conv_tf32 = true;  // cnn on CUDA, fp32: TF32 convolutions
     std::string recompute;  // none | gelu | all
     int64_t log_every_steps = 1, eval_every_steps = 0, eval_steps = 1, save_every_steps = 0;

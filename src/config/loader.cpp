@@ -487,7 +487,7 @@ void check_optimizer_keys(const ordered_json& r, const std::function<std::string
 void check_data_keys_read(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
                           Validator& v) {
     const std::string source = value_at(r, "data.source");
-    for (const auto& [key, readers] : unread_data_keys(source))
+    for (const auto& [key, readers] : unread_data_keys(source, value_at(r, "trainer.precision").get<std::string>()))
         if (!is_default(r, key))
             v.add(key, at(key),
                   fmt::format("is read only with data.source {}, and data.source is {}; remove it (or change "
@@ -497,10 +497,17 @@ void check_data_keys_read(const ordered_json& r, const std::function<std::string
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::string& source) {
-    if (source == "shards")
-        return {{"data.paths", "text, jsonl or chat"}, {"data.val_fraction", "text, jsonl or chat"},
-                {"data.cache_dir", "text, jsonl or chat"}, {"data.text_field", "jsonl"}, {"data.packing", "chat"}};
+std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::string& source,
+                                                                  const std::string& precision) {
+    if (source == "shards") {
+        std::vector<std::pair<std::string, std::string>> keys = {
+            {"data.paths", "text, jsonl or chat"}, {"data.val_fraction", "text, jsonl or chat"},
+            {"data.text_field", "jsonl"}, {"data.packing", "chat"}};
+        // The CPU precision probe's cache (train/cpu_precision.h) is read with auto or bf16.
+        if (precision == "fp32")
+            keys.push_back({"data.cache_dir", "text, jsonl or chat (or trainer.precision auto or bf16)"});
+        return keys;
+    }
     // text/jsonl/chat are tokenized into data.cache_dir, whatever data.shard_format says.
     std::vector<std::pair<std::string, std::string>> keys = {
         {"data.train_shards", "shards"}, {"data.val_shards", "shards"}, {"data.shard_format", "shards"}};

@@ -190,7 +190,8 @@ std::vector<FieldSpec> build() {
     v.push_back(float_field("data.val_fraction", 0.005, 0.0, 0.999, false,
                             "share of documents (chat: conversations) held out for validation (source text/jsonl/chat only)"));
     v.push_back(string_field("data.cache_dir", "data/cache", Access::kWrite,
-                             "where tokenized text/jsonl/chat sources are cached (source text/jsonl/chat only)"));
+                             "where tokenized text/jsonl/chat sources are cached, and the CPU precision probe's figures "
+                             "(trainer.precision auto or bf16; train/cpu_precision.h)"));
     v.push_back(glob_field(string_field("data.train_shards", "", Access::kRead,
                                         "glob of training shards (source: shards); or s3://bucket/prefix/*.bin, fetched "
                                         "into output.root_dir/.cache/s3 by train")));
@@ -255,7 +256,9 @@ std::vector<FieldSpec> build() {
     v.push_back(bool_field("trainer.nesterov", false,
                            "trainer.optimizer sgd: Nesterov momentum (needs trainer.momentum > 0 and trainer.dampening 0)"));
     v.push_back(float_field("trainer.max_grad_norm", 1.0, 0.0, kInf, false, "global gradient-norm clip; 0 disables"));
-    v.push_back(enum_field("trainer.precision", "fp32", {"fp32", "bf16"}, "compute precision (master weights stay fp32)"));
+    v.push_back(enum_field("trainer.precision", "fp32", {"fp32", "bf16", "auto"},
+                           "compute precision (master weights stay fp32); auto: bf16 on CUDA, on the CPU the faster of "
+                           "fp32 and bf16 GEMMs as a short cached probe measures them"));
     v.push_back(bool_field("trainer.conv_tf32", true,
                            "model.arch cnn on CUDA with fp32: the convolutions' products on TF32 tensor cores (PyTorch's "
                            "torch.backends.cudnn.allow_tf32 default); false keeps fp32 accuracy (3xTF32). The CPU "

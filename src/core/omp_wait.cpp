@@ -11,8 +11,13 @@ namespace llmt {
 
 const char* omp_spin_count_for(int argc, char** argv) {
     if (argc < 2) return nullptr;
-    for (const char* cmd : {"train", "eval"})
+    // print-config and version --gemm-probe may run the CPU precision probe (train/cpu_precision.h), which must
+    // time the GEMMs as training runs them: longer spins read as CPU time and tilt it against bf16's extra forks.
+    for (const char* cmd : {"train", "eval", "print-config"})
         if (std::strcmp(argv[1], cmd) == 0) return kOmpSpinCount;
+    if (std::strcmp(argv[1], "version") == 0)
+        for (int i = 2; i < argc; ++i)
+            if (std::strcmp(argv[i], "--gemm-probe") == 0) return kOmpSpinCount;
     for (const char* cmd : {"generate", "chat"})
         if (std::strcmp(argv[1], cmd) == 0) return kDecodeOmpSpinCount;
     return nullptr;

@@ -19,8 +19,9 @@ inline constexpr const char* kOmpSpinCount = "10000";
 // CPU time with 10000 (docs/benchmarks.md, "Generation under contention").
 inline constexpr const char* kDecodeOmpSpinCount = "0";
 
-// GOMP_SPINCOUNT for argv's subcommand: kOmpSpinCount for train and eval, kDecodeOmpSpinCount for generate and
-// chat, nullptr for subcommands that run no OpenMP compute.
+// GOMP_SPINCOUNT for argv's subcommand: kOmpSpinCount for train, eval, print-config and version --gemm-probe
+// (the last two may time GEMMs for trainer.precision: auto), kDecodeOmpSpinCount for generate and chat, nullptr
+// for subcommands that run no OpenMP compute.
 const char* omp_spin_count_for(int argc, char** argv);
 
 // For those subcommands, when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set: sets GOMP_SPINCOUNT and

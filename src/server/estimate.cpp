@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 #include "core/fs.h"
@@ -19,6 +20,7 @@ namespace {
 
 struct JobShape {
     bool gpu = false;
+    std::string precision;  // trainer.precision: fp32 | bf16 | auto
     int world = 1;
     int threads = 0;  // per rank (run.threads; 0 = all cores)
     double flops_per_token = 0;
@@ -28,6 +30,7 @@ struct JobShape {
 JobShape shape_of(const JobSpec& spec, const config::Config& cfg) {
     JobShape s;
     s.gpu = spec.gpus_per_node > 0 || cfg.run.device == "cuda";
+    s.precision = cfg.trainer.precision;
     s.world = spec.cpus();
     s.threads = s.gpu ? 0 : cfg.run.threads;
     const int T = cfg.model.block_size;
@@ -46,11 +49,40 @@ std::string token_basis(const config::Config& cfg, const JobShape& s) {
                        cfg.model.block_size, s.world, s.world == 1 ? "" : "s");
 }
 
+// The rates of the job's trainer.precision, from the card's rows of that precision where it has any (else from
+// all its rows). auto takes what the run would: bf16 on CUDA; on the CPU the precision whose rows measure faster
+// on the card, as the probe of train/cpu_precision.h picks the faster there.
+ThroughputEstimate estimate_for_precision(const JobShape& s, const ThroughputTable& table, int W) {
+    const char* dev = s.gpu ? "cuda" : "cpu";
+    const ThroughputEstimate any = estimate_throughput(table.rows, dev, table.card, s.flops_per_token, W, s.threads);
+    if (!any.measured) return any;
+    std::vector<std::string> precisions = {s.precision};
+    if (s.precision == "auto") precisions = s.gpu ? std::vector<std::string>{"bf16"} : std::vector<std::string>{"fp32", "bf16"};
+    std::optional<ThroughputEstimate> best;
+    std::string taken;
+    for (const std::string& p : precisions) {
+        std::vector<ThroughputRow> rows;
+        for (const ThroughputRow& r : table.rows)
+            if (r.precision == p) rows.push_back(r);
+        ThroughputEstimate e = estimate_throughput(rows, dev, any.card, s.flops_per_token, W, s.threads);
+        if (e.measured && (!best || e.tokens_per_s_rank > best->tokens_per_s_rank)) best = e, taken = p;
+    }
+    if (!best) {
+        ThroughputEstimate e = any;
+        e.rate_basis += fmt::format("; the card has no trainer.precision {} rows, so all its rows", s.precision);
+        return e;
+    }
+    best->rate_basis += s.precision == "auto"
+                            ? fmt::format("; trainer.precision auto: the {} rows ({})", taken,
+                                          s.gpu ? "auto means bf16 on CUDA" : "the faster measured on this card")
+                            : fmt::format("; the trainer.precision {} rows", taken);
+    return *best;
+}
+
 // Duration and cost of `tokens` at world size W from the table.
 nlohmann::json at_world(const JobShape& s, const Rates& rates, const ThroughputTable& table, int W,
                         ThroughputEstimate* out = nullptr) {
-    ThroughputEstimate t = estimate_throughput(table.rows, s.gpu ? "cuda" : "cpu", table.card, s.flops_per_token, W,
-                                               s.threads);
+    ThroughputEstimate t = estimate_for_precision(s, table, W);
     if (out) *out = t;
     if (!t.measured) return nullptr;
     const double tps = t.tokens_per_s_rank * W * t.efficiency;

@@ -129,7 +129,7 @@ void check_job_access(const config::Config& cfg, const JobAccessPolicy& policy) 
 
 std::vector<std::string> job_write_overrides(const config::Config& cfg, const fs::path& write_root) {
     std::vector<std::string> sets;
-    const auto unread = config::unread_data_keys(cfg.data.source);
+    const auto unread = config::unread_data_keys(cfg.data.source, cfg.trainer.precision);
     for (const auto& v : config::path_values(cfg.resolved)) {
         if (v.access != config::Access::kWrite || server_sets(v.field)) continue;
         // A key this config's source never reads writes nothing (and may not be set: config/loader.h).

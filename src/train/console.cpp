@@ -49,6 +49,15 @@ void Console::open_file(const std::filesystem::path& logs_dir, int rank) {
     const auto path = logs_dir / fmt::format("rank{}.log", rank);
     file_ = std::fopen(path.c_str(), "a");
     if (!file_) throw IoError(fmt::format("cannot open '{}' for appending: {}", path.string(), std::strerror(errno)));
+    for (const std::string& l : early_) fmt::print(file_, "{}\n", l);
+    early_.clear();
+    std::fflush(file_);
+}
+
+void Console::close_file() {
+    if (file_) std::fclose(file_);
+    file_ = nullptr;
+    early_.clear();
 }
 
 void Console::enable_progress(bool on) { bar_ = on && to_stderr_ && ::isatty(2) == 1; }
@@ -61,6 +70,7 @@ void Console::line(const std::string& s) {
         if (one.empty()) continue;
         if (to_stderr_) fmt::print(stderr, "{}\n", one);
         if (file_) fmt::print(file_, "{} {}\n", utc_iso8601_now(), one);
+        else if (early_.size() < kMaxEarlyLines) early_.push_back(utc_iso8601_now() + " " + one);
     }
     if (file_) std::fflush(file_);
     if (bar_ && to_stderr_) draw_bar();

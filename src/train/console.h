@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace llmt::train {
 
@@ -28,9 +29,13 @@ std::string short_duration(double seconds);
 class Console {
 public:
     ~Console();
-    // Where lines go: stderr (rank 0 only), the file once the run directory exists.
+    // Where lines go: stderr (rank 0 only), the file once the run directory exists. Lines before it (the
+    // model, the device, the precision chosen) are kept, up to kMaxEarlyLines, and written when it opens.
     void set_stderr(bool on) { to_stderr_ = on; }
     void open_file(const std::filesystem::path& logs_dir, int rank);
+    // Closes the file: the lines of a run that starts next in this process wait for its own.
+    void close_file();
+    static constexpr size_t kMaxEarlyLines = 256;
     // The bar: only with stderr on and a terminal there.
     void enable_progress(bool on);
     bool progress_enabled() const { return bar_; }
@@ -47,6 +52,7 @@ private:
 
     bool to_stderr_ = true, bar_ = false;
     std::FILE* file_ = nullptr;
+    std::vector<std::string> early_;  // timestamped lines before open_file
     std::string bar_text_;  // drawn now, "" for none
 };
 

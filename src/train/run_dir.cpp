@@ -25,7 +25,7 @@ nlohmann::ordered_json make_meta_json(const RunMeta& meta, const std::string& ru
     char host[256] = {0};
     ::gethostname(host, sizeof host - 1);
     const auto& b = build_info();
-    return {{"run_id", run_id},
+    nlohmann::ordered_json j = {{"run_id", run_id},
             {"llmtrain_version", b.version},
             {"git_sha", b.git_sha},
             {"build_type", b.build_type},
@@ -35,6 +35,8 @@ nlohmann::ordered_json make_meta_json(const RunMeta& meta, const std::string& ru
             {"start_time_utc", utc_iso8601_now()},
             {"world_size", meta.world_size},
             {"device", meta.device}};
+    if (!meta.precision.is_null()) j["precision"] = meta.precision;
+    return j;
 }
 
 RunDir RunDir::create(const config::Config& cfg, const RunMeta& meta) {

@@ -17,6 +17,7 @@ struct RunMeta {
     std::vector<std::string> argv;
     int world_size = 1;
     std::string device = "cpu";
+    nlohmann::ordered_json precision;  // trainer.precision as resolved (cpu_precision.h to_json); null: left out
 };
 
 class RunDir {

@@ -11,6 +11,7 @@
 #include "models/registry.h"
 #include "train/checkpoint.h"
 #include "train/classifier_eval.h"
+#include "train/cpu_precision.h"
 #include "train/image_batches.h"
 #include "train/lm_eval.h"
 #include "train/model_setup.h"
@@ -55,7 +56,8 @@ nlohmann::ordered_json run_evaluation(const config::Config& config, const std::s
     kernels::set_cpu_threads(cfg.run.threads);
     const Device dev = resolve_device(cfg, 1);
     const DType dtype = check_supported(cfg, dev);
-    if (dev == Device::kCpu) kernels::set_cpu_gemm_precision(cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32);
+    if (dev == Device::kCpu)
+        kernels::set_cpu_gemm_precision(resolve_precision(cfg, dev).precision == "bf16" ? DType::kBF16 : DType::kF32);
     std::string source;
     std::unique_ptr<models::Model> model;
     if (!checkpoint.empty()) {

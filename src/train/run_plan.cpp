@@ -50,12 +50,19 @@ Device resolve_device(const config::Config& cfg, int local_world) {
     return Device::kCpu;
 }
 
+namespace {
+// trainer.precision on CUDA: bf16 as written, or auto for a language model (train/cpu_precision.h).
+bool cuda_bf16(const config::Config& cfg) {
+    return cfg.trainer.precision == "bf16" || (cfg.trainer.precision == "auto" && !cfg.model.is_classifier());
+}
+}  // namespace
+
 // The model's compute precision on `device` (trainer.precision); what this version cannot do is refused.
 DType check_supported(const config::Config& cfg, Device device) {
     if (device == Device::kCpu) {
         // bf16 on the CPU is a GEMM precision (kernels/cpu/matmul.h): tensors stay fp32 in memory.
-        LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16",
-                   "trainer.precision: {} is not available on the CPU; use fp32 or bf16", cfg.trainer.precision);
+        LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16" || cfg.trainer.precision == "auto",
+                   "trainer.precision: {} is not available on the CPU; use fp32, bf16 or auto", cfg.trainer.precision);
         return DType::kF32;
     }
     // run.device: cuda is refused by validation (config/loader.cpp); auto lands here when a GPU is present.
@@ -64,9 +71,9 @@ DType check_supported(const config::Config& cfg, Device device) {
                "accumulate with float atomics and cuBLASLt chooses GEMM algorithms by timing); use run.device: cpu "
                "for bit-reproducible runs, or run.deterministic: false",
                cfg.run.device);
-    LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16",
-               "trainer.precision: {} is not available on CUDA; use bf16 or fp32", cfg.trainer.precision);
-    return cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
+    LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16" || cfg.trainer.precision == "auto",
+               "trainer.precision: {} is not available on CUDA; use bf16, fp32 or auto", cfg.trainer.precision);
+    return cuda_bf16(cfg) ? DType::kBF16 : DType::kF32;
 }
 
 MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device, DType dtype, int zero1_world) {
@@ -108,7 +115,7 @@ void check_memory(const MemoryEstimate& est, const MemoryLimit& limit, const con
 MemoryCheck check_config_memory(const config::Config& cfg, std::optional<std::uint64_t> max_memory) {
     const bool gpu = cfg.run.device != "cpu" && kernels::device_count(Device::kCuda) > 0;
     const Device device = gpu || cfg.run.device == "cuda" ? Device::kCuda : Device::kCpu;
-    const DType dtype = device == Device::kCuda && cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
+    const DType dtype = device == Device::kCuda && cuda_bf16(cfg) ? DType::kBF16 : DType::kF32;
     MemoryCheck c;
     c.estimate = estimate_training_memory(cfg, device, dtype);
     if (gpu || device == Device::kCpu) c.limit = memory_limit(device, max_memory);

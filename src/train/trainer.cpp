@@ -40,6 +40,7 @@
 #include "train/checkpoint.h"
 #include "train/checkpoint_sync.h"
 #include "train/console.h"
+#include "train/cpu_precision.h"
 #include "train/remote_inputs.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
@@ -102,6 +103,7 @@ private:
     // The device, the process group and how gradients are synchronised.
     void set_up_ranks() {
         install_stop_handlers();  // first: before any OpenMP thread exists (see signals.h)
+        console().close_file();   // an earlier run of this process keeps none of this run's lines
         // A model directory's config.json fills the model keys the config left out (and must agree with
         // those it wrote) before anything is sized from them.
         fetch_remote_inputs(cfg_);  // s3:// init_from and shards into the local cache first
@@ -154,6 +156,7 @@ private:
                                      static_cast<double>(model_->num_parameters()),
                                  model_->num_parameters()));
         }
+        choose_precision();
         if (dev_ != Device::kCuda) return log_cpu_precision();
         const auto mem = kernels::device_memory_info(dev_);
         log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
@@ -164,9 +167,18 @@ private:
                              mem_.activations / 1073741824.0, B(), T(), tc_.recompute, mem.total / 1073741824.0));
     }
 
+    // trainer.precision as this run takes it (auto: train/cpu_precision.h); rank 0 alone probes and every rank
+    // runs its choice.
+    void choose_precision() {
+        if (rank_ == 0) precision_ = resolve_precision(cfg_, dev_);
+        const std::string p = dc_.from_rank0("precision", rank_ == 0 ? precision_.precision : "");
+        if (rank_ != 0) precision_ = precision_from_rank0(cfg_, p);
+        for (const auto& l : precision_.log_lines()) log_line(l);
+    }
+
     // trainer.precision on the CPU: the GEMMs' input precision (kernels/cpu/matmul.h), set before the first step.
     void log_cpu_precision() {
-        const bool bf16 = cfg_.trainer.precision == "bf16";
+        const bool bf16 = precision_.precision == "bf16";
         const std::string how = kernels::set_cpu_gemm_precision(bf16 ? DType::kBF16 : DType::kF32);
         log_line(fmt::format("device: cpu, {} threads, {}", omp_get_max_threads(),
                              bf16 ? "bf16 GEMMs with fp32 accumulation (" + how + "), fp32 weights and activations"
@@ -267,7 +279,7 @@ private:
     // learn the directory and the checkpoint through the store and read the checkpoint too (the run
     // directory is on a filesystem every rank sees: one host, or a shared volume in pods).
     void open_run_dir() {
-        RunMeta meta{opts_.argv, world_, std::string(device_name(dev_))};
+        RunMeta meta{opts_.argv, world_, std::string(device_name(dev_)), precision_.to_json()};
         std::string ckpt_path;
         if (rank_ == 0) ckpt_path = choose_run_dir(meta);
         const std::string run_path = dc_.from_rank0("run_dir", rank_ == 0 ? run_dir_->path().string() : "");
@@ -560,7 +572,7 @@ private:
     // Steps until max_steps, --stop-at-step or a signal; returns the exit code.
     int train_loop() {
         flops_per_token_ = model_->train_flops_per_token(T());
-        mfu_meter_.emplace(mfu_peak(dev_, cfg_.trainer.precision == "bf16"));
+        mfu_meter_.emplace(mfu_peak(dev_, precision_.precision == "bf16"));
         log_line(fmt::format("mfu: model FLOPs per token ({:.3g}) x tokens/s, against {}", flops_per_token_,
                              mfu_meter_->peak().what));
         x_.resize(static_cast<size_t>(B()) * T());
@@ -667,6 +679,7 @@ private:
     DistContext dc_ = DistContext::single();
     int world_ = 1, rank_ = 0;
     GradSync sync_;
+    PrecisionChoice precision_;
     MemoryEstimate mem_;
     std::unique_ptr<models::Model> model_;
     std::unique_ptr<TrainBatches> loader_;

@@ -187,6 +187,11 @@ TEST(ConfigLoader, ValuesThisVersionCannotActOnAreRefusedTogether) {
     EXPECT_TRUE(by_key.count("trainer.precision") == 0);
     // bf16 on the CPU is a GEMM precision (kernels/cpu/matmul.h), accepted like fp32.
     EXPECT_NO_THROW(load_config_string(kMinimal + "run:\n  device: cpu\ntrainer:\n  precision: bf16\n", "t.yaml", {}));
+    // With trainer.precision auto or bf16, shards read data.cache_dir too: the CPU precision probe's cache.
+    for (const char* p : {"auto", "bf16"})
+        EXPECT_NO_THROW(load_config_string(kMinimal + "trainer:\n  precision: " + p + "\n", "t.yaml",
+                                           {"data.cache_dir=/tmp/c"}))
+            << p;
     // Shard keys with a text source: the corpus is tokenized into llm.c shards in data.cache_dir.
     is = issues_of("data:\n  source: text\n  paths: [a.txt]\n  train_shards: x\n  shard_format: nanogpt\n");
     ASSERT_EQ(is.size(), 2u) << joined(is);

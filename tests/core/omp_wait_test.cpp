@@ -22,6 +22,10 @@ TEST(OmpWait, TrainingSpinsBrieflyDecodingWaitsPassively) {
     EXPECT_EQ(spin_for("generate"), "0");
     EXPECT_EQ(spin_for("chat"), "0");
     EXPECT_EQ(spin_for("version"), "(none)");
+    EXPECT_EQ(spin_for("print-config"), kOmpSpinCount);  // may run the CPU precision probe
+    std::string self = "llmtrain", version = "version", json = "--json", probe = "--gemm-probe";
+    char* argv[] = {self.data(), version.data(), json.data(), probe.data(), nullptr};
+    EXPECT_STREQ(omp_spin_count_for(4, argv), kOmpSpinCount);
     EXPECT_EQ(spin_for("serve"), "(none)");
     EXPECT_EQ(spin_for(""), "(none)");  // no subcommand
 }

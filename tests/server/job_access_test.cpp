@@ -135,6 +135,17 @@ TEST_F(JobAccessTest, WriteValuesAreRelativeAndPlacedInTheJobsDirectory) {
     for (const auto& s : sets) {
         EXPECT_EQ(s.rfind("output.", 0), std::string::npos) << s;  // the server's own keys
     }
+    // Shards read data.cache_dir only for the CPU precision probe's cache (trainer.precision auto or bf16):
+    // then it is placed in the job's directory too, and with fp32 it is left alone.
+    const std::string shards = "data: {train_shards: s/*.bin}\ntrainer: {eval_every_steps: 0, precision: ";
+    auto placed = [&](const std::string& precision) {
+        const auto s = job_write_overrides(llmt::config::load_config_string(shards + precision + "}\n", "t"),
+                                           "/srv/jobs/7");
+        return std::find(s.begin(), s.end(), "data.cache_dir=/srv/jobs/7/data/cache") != s.end();
+    };
+    EXPECT_TRUE(placed("auto"));
+    EXPECT_TRUE(placed("bf16"));
+    EXPECT_FALSE(placed("fp32"));
 }
 
 TEST_F(JobAccessTest, EndpointsMustStartWithAnAllowedOneAtABoundary) {

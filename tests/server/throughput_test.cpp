@@ -161,6 +161,42 @@ TEST(Estimate, JobFiguresFromRows) {
     EXPECT_NE(none["reason"].get<std::string>().find("no throughput table"), std::string::npos);
 }
 
+// trainer.precision picks its own rows; auto takes the faster measured on the card (as the CPU probe takes the
+// faster there), bf16 on CUDA; a precision without rows falls back to all the card's rows and says so.
+TEST(Estimate, UsesTheRowsOfTheChosenPrecision) {
+    auto preset = [](const std::string& precision) {
+        return config::load_config_file(fs::path(LLMT_SOURCE_DIR) / "configs/presets/gpt2_tiny_cpu.yaml",
+                                        {"trainer.max_steps=100", "run.threads=1", "trainer.precision=" + precision});
+    };
+    const double fpt = models::Gpt2Config::from(preset("fp32").model).flops_per_token(256);
+    auto as_bf16 = [](std::string r) { return r.replace(r.find("\"fp32\""), 6, "\"bf16\""); };
+    auto table_of = [&](const std::string& name, double fp32_tps, double bf16_tps) {
+        return ThroughputTable{load_throughput(write_rows(name, row("cpu", "c", 1, 1, fpt, fp32_tps) +
+                                                                     as_bf16(row("cpu", "c", 1, 1, fpt, bf16_tps)))),
+                               "rows.jsonl", ""};
+    };
+    const ThroughputTable bf16_faster = table_of("bf16_faster", 1000, 1500), fp32_faster = table_of("fp32_faster", 1000, 500);
+    auto tps = [&](const std::string& precision, const ThroughputTable& t) {
+        nlohmann::json e = estimate_job(JobSpec{}, preset(precision), Rates{}, t);
+        EXPECT_EQ(e["source"], "measured") << e.dump(2);
+        EXPECT_EQ(e["rows_used"].size(), 1u) << e.dump(2);
+        return e["tokens_per_s"].get<double>();
+    };
+    EXPECT_DOUBLE_EQ(tps("fp32", bf16_faster), 1000);
+    EXPECT_DOUBLE_EQ(tps("bf16", bf16_faster), 1500);
+    EXPECT_DOUBLE_EQ(tps("auto", bf16_faster), 1500);
+    EXPECT_DOUBLE_EQ(tps("bf16", fp32_faster), 500);
+    EXPECT_DOUBLE_EQ(tps("auto", fp32_faster), 1000);
+    const std::string basis = estimate_job(JobSpec{}, preset("auto"), Rates{}, fp32_faster)["basis"]["rate"];
+    EXPECT_NE(basis.find("trainer.precision auto: the fp32 rows (the faster measured on this card)"), std::string::npos)
+        << basis;
+    // Only fp32 rows: bf16 is estimated from them, and says so.
+    ThroughputTable fp32_only{load_throughput(write_rows("fp32_only", row("cpu", "c", 1, 1, fpt, 1000))), "rows.jsonl", ""};
+    const nlohmann::json e = estimate_job(JobSpec{}, preset("bf16"), Rates{}, fp32_only);
+    EXPECT_DOUBLE_EQ(e["tokens_per_s"].get<double>(), 1000);
+    EXPECT_NE(e["basis"]["rate"].get<std::string>().find("no trainer.precision bf16 rows"), std::string::npos);
+}
+
 // The table in the repository (written by bench/ runs) loads and covers the default preset on the CPU.
 TEST(Estimate, RepositoryTableCoversTheCpuPresets) {
     ThroughputTable table;

@@ -39,7 +39,7 @@ TEST_F(RunDirTest, IdsAreUniqueAndShaped) {
 }
 
 TEST_F(RunDirTest, CreatesConfigAndMeta) {
-    RunMeta meta{{"llmtrain", "train"}, 2, "cpu"};
+    RunMeta meta{{"llmtrain", "train"}, 2, "cpu", {{"configured", "auto"}, {"chosen", "fp32"}}};
     auto rd = RunDir::create(cfg(), meta);
     EXPECT_TRUE(std::filesystem::is_directory(rd.logs_dir()));
     EXPECT_TRUE(std::filesystem::is_directory(rd.checkpoints_dir()));
@@ -52,6 +52,7 @@ TEST_F(RunDirTest, CreatesConfigAndMeta) {
         EXPECT_TRUE(m.contains(k)) << k;
     EXPECT_EQ(m["world_size"], 2);
     EXPECT_EQ(m["run_id"], rd.run_id());
+    EXPECT_EQ(m["precision"]["chosen"], "fp32");  // trainer.precision as resolved (train/cpu_precision.h)
 }
 
 TEST_F(RunDirTest, ExistingRunIsNeverOverwritten) {

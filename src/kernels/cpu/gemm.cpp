@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/knobs.h"
+#include "kernels/cpu/bf16_isa.h"
 #include "kernels/cpu/threads.h"
 
 #if LLMT_HAVE_ONEDNN
@@ -59,6 +60,7 @@ void sgemm_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t M, int6
     }
     if (backend == GemmBackend::kOneDnn) {
 #if LLMT_HAVE_ONEDNN
+        (void)bf16_facts();  // before oneDNN's first call: it may cap oneDNN's ISA (bf16_isa.h)
         const dnnl_status_t st = dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', M, N, K, alpha, A,
                                             lda, B, ldb, beta, C, ldc);
         LLMT_CHECK_AS(DeviceError, st == dnnl_success,

@@ -14,6 +14,7 @@
 #include "core/bf16.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "kernels/cpu/bf16_isa.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/cpu/threads.h"
@@ -164,8 +165,8 @@ std::vector<uint16_t>& scratch(int which) {
 #endif
 
 std::string gemm_bf16_emulation_reason() {
-    if (!cpu_features().avx512_bf16) return "this CPU has no AVX512_BF16 (vdpbf16ps)";
-    if (simd::isa() != simd::Isa::kAvx512) return "LLMTRAIN_CPU_ISA is below avx512";
+    const Bf16Selection& sel = bf16_selection();  // AMX, AVX512_BF16 or why neither (bf16_isa.h)
+    if (sel.path == Bf16Path::kEmulated) return sel.why;
 #if LLMT_HAVE_ONEDNN
     static const std::string load_error = [] {
         try {
@@ -186,7 +187,8 @@ bool gemm_bf16_native() { return gemm_bf16_emulation_reason().empty(); }
 std::string gemm_bf16_describe() {
 #if LLMT_HAVE_ONEDNN
     if (gemm_bf16_native())
-        return "oneDNN " + bf16_engine().get({false, false, 64, 64, 64, 64, false, omp_get_max_threads()}).impl;
+        return "oneDNN " + bf16_engine().get({false, false, 64, 64, 64, 64, false, omp_get_max_threads()}).impl +
+               (bf16_selection().path == Bf16Path::kAmx ? " (AMX tiles)" : "");
 #endif
     return "emulated in fp32 sgemm on bf16-rounded operands: " + gemm_bf16_emulation_reason();
 }

@@ -73,5 +73,9 @@ LLMT_DNNL(dnnl_status_t, dnnl_primitive_desc_query,
 LLMT_DNNL(dnnl_status_t, dnnl_primitive_create, (dnnl_primitive_t* p, const_dnnl_primitive_desc_t pd), (p, pd))
 LLMT_DNNL(dnnl_status_t, dnnl_primitive_execute,
           (const_dnnl_primitive_t p, dnnl_stream_t s, int n, const dnnl_exec_arg_t* a), (p, s, n, a))
+// The ISA oneDNN may dispatch to (bf16_isa.h) and its version (the probe's cache key, train/cpu_precision.h).
+LLMT_DNNL(dnnl_status_t, dnnl_set_max_cpu_isa, (dnnl_cpu_isa_t isa), (isa))
+LLMT_DNNL(dnnl_cpu_isa_t, dnnl_get_effective_cpu_isa, (void), ())
+LLMT_DNNL(const dnnl_version_t*, dnnl_version, (void), ())
 #undef LLMT_DNNL
 #endif
