@@ -76,6 +76,19 @@ void register_serve(CLI::App& app, Runtime& rt) {
                     "complete requests waiting while every worker is busy; past it they get 503 with Retry-After "
                     "(default 2 x --threads)")
         ->check(CLI::Range(0, 1 << 20));
+    cmd->add_option("--response-timeout-s", o->response_timeout_s,
+                    "deadline for a client to take a whole (non-streamed) answer; past it the connection closes")
+        ->check(CLI::Range(0.1, 3600.0));
+    cmd->add_option("--max-connections-per-address", o->max_connections_per_address,
+                    "open connections from one client address; past it requests get 429 (never /healthz)")
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--max-in-flight-per-address", o->max_in_flight_per_address,
+                    "requests from one client address being handled or answered at once; past it 429 (never /healthz)")
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--max-streams", o->max_streams,
+                    "answers streamed at once (downloads, followed logs; each holds a worker); past it 503 "
+                    "(default 3/4 of --threads)")
+        ->check(CLI::Range(0, 1 << 20));
     cmd->add_option("--kill-grace-s", o->kill_grace_s, "SIGTERM to SIGKILL grace when cancelling or timing out")
         ->check(CLI::Range(0.0, 3600.0));
     auto allow_read = std::make_shared<std::vector<std::string>>();

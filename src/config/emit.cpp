@@ -2,12 +2,30 @@
 
 #include <fmt/format.h>
 
-#include <regex>
-
 #include "config/schema.h"
 
 namespace llmt::config {
 namespace {
+
+// A string YAML reads back as the same string without quotes: [A-Za-z_/][A-Za-z0-9_./*-]*. A loop,
+// not std::regex, which recurses per character and overflows the stack on a value of a few hundred KB
+// (override values come from clients).
+bool is_plain(const std::string& s) {
+    auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
+    if (s.empty() || !(alpha(s[0]) || s[0] == '_' || s[0] == '/')) return false;
+    for (char c : s)
+        if (!(alpha(c) || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '/' || c == '*' || c == '-')) return false;
+    return true;
+}
+
+// Words YAML 1.1 reads as booleans or null.
+bool is_reserved(const std::string& s) {
+    static const char* const kWords[] = {"true", "false", "True", "False", "TRUE", "FALSE", "null", "Null",
+                                         "NULL", "yes",  "no",    "on",    "off",  "y",     "n"};
+    for (const char* w : kWords)
+        if (s == w) return true;
+    return false;
+}
 
 std::string scalar(const nlohmann::ordered_json& v) {
     if (v.is_null()) return "null";
@@ -20,9 +38,7 @@ std::string scalar(const nlohmann::ordered_json& v) {
     }
     if (v.is_string()) {
         const std::string& s = v.get_ref<const std::string&>();
-        static const std::regex kPlain(R"(^[A-Za-z_/][A-Za-z0-9_./*-]*$)");
-        static const std::regex kReserved(R"(^(true|false|True|False|TRUE|FALSE|null|Null|NULL|yes|no|on|off|y|n)$)");
-        if (std::regex_match(s, kPlain) && !std::regex_match(s, kReserved)) return s;
+        if (is_plain(s) && !is_reserved(s)) return s;
         return nlohmann::json(s).dump();  // a JSON string is a valid YAML double-quoted scalar
     }
     if (v.is_array()) {

@@ -163,7 +163,9 @@ std::optional<double> number_literal(const YAML::Node& n) {
     if (!n.IsScalar() || is_quoted(n)) return std::nullopt;
     static const std::regex kNum(R"(^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$)");
     const std::string& s = n.Scalar();
-    if (!std::regex_match(s, kNum)) return std::nullopt;
+    // No number is this long; std::regex recurses per character and would overflow the stack on a
+    // client's megabyte of digits.
+    if (s.size() > 512 || !std::regex_match(s, kNum)) return std::nullopt;
     return std::strtod(s.c_str(), nullptr);
 }
 
@@ -339,10 +341,20 @@ struct Origin {
     std::string where;
 };
 
+// Where a --set came from, for messages: "--set KEY=VALUE" when short, else the value's size (a
+// server's client can send megabytes, and messages never carry them back).
+std::string set_origin_text(const std::string& kv) {
+    constexpr size_t kShown = 96;
+    if (kv.size() <= kShown) return "--set " + kv;
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq > kShown) return fmt::format("--set {}... ({} bytes)", kv.substr(0, 64), kv.size());
+    return fmt::format("--set {}=... (a value of {} bytes)", kv.substr(0, eq), kv.size() - eq - 1);
+}
+
 // Applies one "--set a.b=value" to the tree, recording where each key came from.
 void apply_set(YAML::Node& root, const std::string& kv, std::map<std::string, std::string>& set_origin,
                Validator& v) {
-    std::string where = "--set " + kv;
+    std::string where = set_origin_text(kv);
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
         v.add("", where, "expected KEY=VALUE, e.g. --set trainer.lr=3e-4");
@@ -647,8 +659,8 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
         if (!std::regex_match(s, kName) || s.find("..") != std::string::npos)
             v.add(key, at(key),
                   fmt::format("expected 1-63 characters of letters, digits, '_', '.', '-' starting with a letter or "
-                              "digit (it names a directory), found \"{}\"",
-                              s));
+                              "digit (it names a directory), found {}",
+                              s.size() <= 64 ? "\"" + s + "\"" : fmt::format("a value of {} bytes", s.size())));
     }
     if (r["output"]["root_dir"].get<std::string>().empty())
         v.add("output.root_dir", at("output.root_dir"), "must not be empty");

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/regular_file.h"
 #include "core/unique_fd.h"
+#include "core/write_into_place.h"
 
 namespace llmt {
 namespace {
@@ -55,37 +56,9 @@ void fsync_path(const std::filesystem::path& path) {
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view data) {
-    std::filesystem::path tmp = path;
-    tmp += fmt::format(".tmp.{}", ::getpid());
-    {
-        UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (fd.get() < 0) throw_io("cannot create", tmp, errno);
-        const char* p = data.data();
-        std::size_t left = data.size();
-        while (left > 0) {
-            ssize_t n = ::write(fd.get(), p, left);
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                int err = errno;
-                ::unlink(tmp.c_str());
-                throw_io("cannot write", tmp, err);
-            }
-            p += n;
-            left -= static_cast<std::size_t>(n);
-        }
-        if (::fsync(fd.get()) != 0) {
-            int err = errno;
-            ::unlink(tmp.c_str());
-            throw_io("cannot fsync", tmp, err);
-        }
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        int err = errno;
-        ::unlink(tmp.c_str());
-        throw_io("cannot rename into place", path, err);
-    }
-    auto dir = path.parent_path();
-    fsync_path(dir.empty() ? std::filesystem::path(".") : dir);
+    WriteIntoPlace out(path);
+    out.write(data.data(), data.size());
+    out.commit();
 }
 
 std::vector<std::string> expand_glob(const std::string& pattern) {

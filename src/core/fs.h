@@ -13,9 +13,9 @@ namespace llmt {
 // it is larger than max_bytes (so a 10 GB file given as a config is refused before it is read).
 std::string read_file(const std::filesystem::path& path, std::size_t max_bytes = SIZE_MAX);
 
-// Writes `data` to `path` atomically: `path.tmp.<pid>` is written, fsynced and renamed over `path`,
-// then the directory is fsynced. Readers see the old or the new file, never a partial one.
-// Throws IoError. Not safe against two writers of the same path at once.
+// Writes `data` to `path` atomically (temp, fsync, rename, fsync the dir); a device, FIFO or symlink is
+// written through and a directory refused (InputError): core/write_into_place.h. Readers see the old or
+// the new file, never a partial one. Throws IoError. Not safe against two writers of one path at once.
 void write_file_atomic(const std::filesystem::path& path, std::string_view data);
 
 // fsync a file or a directory by path. Throws IoError.

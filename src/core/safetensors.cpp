@@ -25,6 +25,7 @@
 #include "core/regular_file.h"
 #include "core/safetensors_integrity.h"
 #include "core/strings.h"
+#include "core/write_into_place.h"
 
 namespace llmt {
 
@@ -79,20 +80,6 @@ float f16_to_f32(std::uint16_t h) {
 
 [[noreturn]] void throw_io(const std::string& what, const std::filesystem::path& p, int err) {
     throw IoError(fmt::format("{} '{}': {}", what, p.string(), std::strerror(err)));
-}
-
-void write_all(int fd, const void* data, std::size_t n, const std::filesystem::path& p) {
-    const char* c = static_cast<const char*>(data);
-    while (n > 0) {
-        std::size_t chunk = std::min<std::size_t>(n, std::size_t{1} << 30);
-        ssize_t w = ::write(fd, c, chunk);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            throw_io("cannot write", p, errno);
-        }
-        c += w;
-        n -= static_cast<std::size_t>(w);
-    }
 }
 
 }  // namespace
@@ -479,28 +466,13 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
     header.append((8 - header.size() % 8) % 8, ' ');  // 8 + header stays a multiple of 8
     const std::uint64_t hlen = header.size();
 
-    std::filesystem::path tmp = path;
-    tmp += fmt::format(".tmp.{}", ::getpid());
-    try {
-        UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (fd.get() < 0) throw_io("cannot create", tmp, errno);
-        write_all(fd.get(), &hlen, 8, tmp);
-        write_all(fd.get(), header.data(), header.size(), tmp);
-        for (std::size_t i : order) {
-            if (nbytes[i] > 0) write_all(fd.get(), tensors[i].data, nbytes[i], tmp);
-        }
-        if (::fsync(fd.get()) != 0) throw_io("cannot fsync", tmp, errno);
-    } catch (...) {
-        ::unlink(tmp.c_str());
-        throw;
+    WriteIntoPlace out(path);  // a device or FIFO named as the output is written through
+    out.write(&hlen, 8);
+    out.write(header.data(), header.size());
+    for (std::size_t i : order) {
+        if (nbytes[i] > 0) out.write(tensors[i].data, nbytes[i]);
     }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        int err = errno;
-        ::unlink(tmp.c_str());
-        throw_io("cannot rename into place", path, err);
-    }
-    auto dir = path.parent_path();
-    fsync_path(dir.empty() ? std::filesystem::path(".") : dir);
+    out.commit();
 }
 
 }  // namespace llmt

@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 #include <zlib.h>
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "core/fs.h"
 
@@ -13,8 +15,11 @@ namespace {
 
 bool is_gzip_name(const std::filesystem::path& p) { return p.extension() == ".gz"; }
 
-std::vector<uint8_t> inflate_gzip(const std::string& packed, const std::filesystem::path& path) {
+// Inflates `packed`, stopping once more than `limit` bytes came out (then `cut` is set and the result
+// holds limit + 1 bytes): a small .gz can inflate to gigabytes, so no more is made than the caller needs.
+std::vector<uint8_t> inflate_gzip(const std::string& packed, const std::filesystem::path& path, size_t limit, bool* cut) {
     std::vector<uint8_t> out;
+    *cut = false;
     z_stream zs{};
     if (inflateInit2(&zs, 15 + 32) != Z_OK) throw IoError(fmt::format("'{}': cannot start zlib", path.string()));
     zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(packed.data()));
@@ -26,6 +31,11 @@ std::vector<uint8_t> inflate_gzip(const std::string& packed, const std::filesyst
         zs.avail_out = sizeof(buf);
         rc = inflate(&zs, Z_NO_FLUSH);
         out.insert(out.end(), buf, buf + (sizeof(buf) - zs.avail_out));
+        if (out.size() > limit) {
+            out.resize(limit + 1);
+            *cut = true;
+            break;
+        }
         if (rc == Z_STREAM_END) break;
         if (rc == Z_BUF_ERROR && zs.avail_in == 0) {
             const uLong at = zs.total_in;
@@ -56,10 +66,37 @@ int64_t IdxArray::item_size() const {
     return n;
 }
 
-std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& path) {
+namespace {
+
+// The most bytes a .gz IDX file may inflate to: its header and the data its dimensions declare (read
+// from the first inflated bytes), or only a header's size when that header cannot be read (the checks
+// after inflating then name what is wrong with it).
+size_t declared_idx_bytes(const std::filesystem::path& path, int rank) {
+    const size_t header = 4 + 4 * static_cast<size_t>(std::clamp(rank, 1, 4));
+    try {
+        size_t total = 1;
+        for (int64_t d : read_idx_dims(path, rank)) {
+            total *= static_cast<size_t>(d);
+            if (total > (size_t{1} << 40)) return header;  // refused as over 1 TiB by the checks after
+        }
+        return header + total;
+    } catch (const Error&) {
+        return header;
+    }
+}
+
+std::vector<uint8_t> read_bounded(const std::filesystem::path& path, size_t limit, bool* cut) {
     const std::string raw = read_file(path);
-    if (is_gzip_name(path)) return inflate_gzip(raw, path);
+    *cut = false;
+    if (is_gzip_name(path)) return inflate_gzip(raw, path, limit, cut);
     return std::vector<uint8_t>(raw.begin(), raw.end());
+}
+
+}  // namespace
+
+std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& path) {
+    bool cut = false;
+    return read_bounded(path, SIZE_MAX - 1, &cut);
 }
 
 std::vector<int64_t> read_idx_dims(const std::filesystem::path& path, int rank) {
@@ -87,7 +124,9 @@ std::vector<int64_t> read_idx_dims(const std::filesystem::path& path, int rank) 
 }
 
 IdxArray read_idx(const std::filesystem::path& path, int rank) {
-    const std::vector<uint8_t> bytes = read_maybe_gzip(path);
+    bool cut = false;
+    const std::vector<uint8_t> bytes =
+        read_bounded(path, is_gzip_name(path) ? declared_idx_bytes(path, rank) : SIZE_MAX - 1, &cut);
     const std::string name = path.string();
     if (bytes.size() < 4)
         throw FormatError(fmt::format("'{}': truncated at offset {}: an IDX file starts with a 4-byte magic", name,
@@ -118,6 +157,10 @@ IdxArray read_idx(const std::filesystem::path& path, int rank) {
         throw FormatError(fmt::format("'{}': truncated at offset {}: dimensions {} need {} data bytes after the {}-byte "
                                       "header (file size {}), found {}",
                                       name, bytes.size(), fmt::join(a.dims, "x"), total, header, header + total, have));
+    if (have > total && cut)
+        throw FormatError(fmt::format("'{}': offset {}: more data after what dimensions {} describe ({} bytes with the "
+                                      "{}-byte header); a .gz is inflated no further than its header declares",
+                                      name, header + total, fmt::join(a.dims, "x"), header + total, header));
     if (have > total)
         throw FormatError(fmt::format("'{}': offset {}: {} bytes after the data that dimensions {} describe", name,
                                       header + total, have - total, fmt::join(a.dims, "x")));

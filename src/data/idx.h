@@ -29,7 +29,7 @@ IdxArray read_idx(const std::filesystem::path& path, int rank);
 std::vector<int64_t> read_idx_dims(const std::filesystem::path& path, int rank);
 
 // Decompressed bytes of `path` (gzip when the name ends in .gz): FormatError naming the compressed offset
-// for a truncated or corrupt gzip stream.
+// for a truncated or corrupt gzip stream. Unbounded: read_idx inflates no more than the header declares.
 std::vector<uint8_t> read_maybe_gzip(const std::filesystem::path& path);
 
 }  // namespace llmt::data

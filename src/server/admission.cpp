@@ -38,13 +38,45 @@ Capacity parse_capacity(const std::string& text) {
     return c;
 }
 
+namespace {
+
+SubmitterQuota parse_submitter_quota(const std::filesystem::path& path, const std::string& entry,
+                                     const nlohmann::json& limits) {
+    SubmitterQuota q;
+    for (auto& [k, v] : limits.items()) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t{1} << 30))
+            throw InputError(fmt::format("{}: {}.{} must be an integer >= 0", path.string(), entry, k));
+        if (k == "max_queued")
+            q.max_queued = v.get<int>();
+        else if (k == "max_running")
+            q.max_running = v.get<int>();
+        else
+            throw InputError(fmt::format("{}: {}: unknown key '{}' (expected max_queued, max_running)", path.string(),
+                                         entry, k));
+    }
+    return q;
+}
+
+}  // namespace
+
 Quotas load_quotas(const std::filesystem::path& path) {
     const nlohmann::json j = parse_json(read_file(path, 1 << 20), path.string(), {1 << 20, 8, false});
     if (!j.is_object()) throw InputError(path.string() + ": expected an object of \"key=value\": {limits}");
     Quotas q;
     for (auto& [label, limits] : j.items()) {
+        if (label.rfind("submitter:", 0) == 0 && label.size() > 10 && limits.is_object()) {
+            const std::string name = label.substr(10);
+            SubmitterQuota sq = parse_submitter_quota(path, label, limits);
+            if (name == "*")
+                q.any_submitter = sq;
+            else
+                q.submitters[name] = sq;
+            continue;
+        }
         if (label.find('=') == std::string::npos || !limits.is_object())
-            throw InputError(fmt::format("{}: '{}' must be a \"key=value\" label mapped to an object", path.string(), label));
+            throw InputError(fmt::format("{}: '{}' must be a \"key=value\" label or \"submitter:NAME\" mapped to an "
+                                         "object",
+                                         path.string(), label));
         LabelQuota lq;
         for (auto& [k, v] : limits.items()) {
             if (!v.is_number() || v.get<double>() < 0)
@@ -61,7 +93,7 @@ Quotas load_quotas(const std::filesystem::path& path) {
                 throw InputError(fmt::format("{}: {}: unknown key '{}' (expected max_running, max_cpus, max_gpus, "
                                              "budget_usd)", path.string(), label, k));
         }
-        q[label] = lq;
+        q.labels[label] = lq;
     }
     return q;
 }

@@ -1,6 +1,9 @@
-// What the scheduler admits against: machine capacity (--capacity cpus=N,gpus=M) and per-label quotas
-// (--quotas-file, JSON: {"team=nlp": {"max_running": 2, "max_cpus": 4, "max_gpus": 0, "budget_usd": 50}}).
-// A job is admitted whole (all ranks' CPU slots and GPUs) or not at all.
+// What the scheduler admits against: machine capacity (--capacity cpus=N,gpus=M), per-label quotas
+// (--quotas-file, JSON: {"team=nlp": {"max_running": 2, "max_cpus": 4, "max_gpus": 0, "budget_usd": 50}})
+// and per-submitter quotas beside them in the same file ({"submitter:bob": {"max_queued": 50,
+// "max_running": 2}}, "submitter:*" for every submitter without its own entry; by default 1,000
+// waiting jobs each and no limit on running ones). A job is admitted whole (all ranks' CPU slots and
+// GPUs) or not at all.
 #pragma once
 
 #include <filesystem>
@@ -26,7 +29,22 @@ struct LabelQuota {
     int max_gpus = -1;      // GPUs in use at once
     double budget_usd = -1;  // total estimated cost of the label's jobs (checked at submit)
 };
-using Quotas = std::map<std::string, LabelQuota>;  // "key=value" -> quota
+// Limits for the jobs of one submitter (a token's name). Negative = unlimited.
+struct SubmitterQuota {
+    static constexpr int kDefaultMaxQueued = 1000;
+    int max_queued = kDefaultMaxQueued;  // jobs waiting (queued or retrying); past it submits get 429
+    int max_running = -1;                // jobs running at once
+};
+
+struct Quotas {
+    std::map<std::string, LabelQuota> labels;         // "key=value" -> quota
+    std::map<std::string, SubmitterQuota> submitters;  // name -> quota ("submitter:NAME" in the file)
+    SubmitterQuota any_submitter;                      // "submitter:*", else the defaults
+    const SubmitterQuota& of_submitter(const std::string& name) const {
+        auto it = submitters.find(name);
+        return it == submitters.end() ? any_submitter : it->second;
+    }
+};
 // Throws InputError naming the file and key for malformed entries.
 Quotas load_quotas(const std::filesystem::path& path);
 

@@ -10,6 +10,7 @@
 #include "server/estimate.h"
 #include "server/job_access.h"
 #include "server/job_result.h"
+#include "server/metrics_index.h"
 #include "server/preset_cache.h"
 
 namespace llmt::server {
@@ -41,6 +42,10 @@ struct ServerOptions {
     double kill_grace_s = 30;
     int threads = 32;
     int max_queued = -1;                    // complete heads waiting for a busy pool, past it 503; -1: 2 x threads
+    double response_timeout_s = 30;         // a fixed answer, whole, to a client slow to take it
+    size_t max_connections_per_address = 256;  // past it 429 (never /healthz)
+    size_t max_in_flight_per_address = 64;     // requests from one address being answered; past it 429
+    size_t max_streams = 0;                 // answers streaming at once; 0: 3/4 of the threads
     // The access policy's inputs (server/job_access.h, docs/security.md): directories jobs may read
     // besides the presets' data directories, and server environment variables jobs also get.
     std::vector<std::filesystem::path> allow_read;
@@ -62,6 +67,7 @@ struct ServerContext {
     JobAccessPolicy access;          // what jobs may read and write, checked at submit
     PresetCache presets{opts.presets_dir};  // submissions' presets, parsed once per file version
     JobResultCache results{};        // runs' summary.json as `result`, parsed once per file version
+    MetricsIndex metrics_index{};    // runs' metrics.jsonl, indexed by step as they grow
 };
 
 void register_job_routes(Router& router, ServerContext& ctx);     // routes_jobs.cpp

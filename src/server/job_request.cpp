@@ -122,7 +122,8 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
         if (!o.is_object()) bad("overrides", "overrides must be an object of {\"key.path\": value}");
         static const std::regex key_re(R"([a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)*)");
         for (const auto& [k, v] : o.items()) {
-            if (!std::regex_match(k, key_re) || k.size() > 128)
+            // The size first: std::regex recurses per character, so a megabyte key would overflow the stack.
+            if (k.size() > 128 || !std::regex_match(k, key_re))
                 bad("overrides", fmt::format("override key '{}' is not a config key path like trainer.lr", k.substr(0, 80)));
             if (k == "output" || k == "output.root_dir" || k == "output.run_id")
                 bad("overrides." + k, "output.root_dir and output.run_id are set by the server (each job runs in "

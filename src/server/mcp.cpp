@@ -158,7 +158,8 @@ nlohmann::json call_tool(const Router& router, const Tool& tool, nlohmann::json 
 nlohmann::json handle(const Router& router, const std::vector<Tool>& tools, const std::string& method,
                       const nlohmann::json& params, const Principal& who) {
     if (method == "initialize") {
-        std::string want = params.value("protocolVersion", "");
+        const auto it = params.find("protocolVersion");
+        const std::string want = it != params.end() && it->is_string() ? it->get<std::string>() : "";
         std::string version = kProtocolVersions[0];
         for (const char* v : kProtocolVersions)
             if (want == v) version = v;
@@ -233,14 +234,16 @@ void register_mcp_routes(Router& router, ServerContext& ctx) {
                         if (msg["id"].is_string() || msg["id"].is_number_integer()) id = msg["id"];
                         else return reply_error(400, {kInvalidRequest, "id must be a string or an integer", {{"field", "id"}}});
                     }
-                    if (msg.value("jsonrpc", "") != "2.0")
-                        return reply_error(400, {kInvalidRequest, "jsonrpc must be \"2.0\"", {{"field", "jsonrpc"}}});
+                    // Each member's type is checked before it is read: a number where a string belongs is
+                    // an invalid request, never an exception out of the JSON library.
+                    if (!msg.contains("jsonrpc") || !msg["jsonrpc"].is_string() || msg["jsonrpc"] != "2.0")
+                        return reply_error(400, {kInvalidRequest, "jsonrpc must be the string \"2.0\"", {{"field", "jsonrpc"}}});
                     if (!msg.contains("method") || !msg["method"].is_string())
                         return reply_error(400, {kInvalidRequest, "method is required and must be a string", {{"field", "method"}}});
                     const std::string method = msg["method"];
-                    nlohmann::json params = msg.value("params", nlohmann::json::object());
+                    nlohmann::json params = msg.contains("params") ? msg["params"] : nlohmann::json::object();
                     if (!params.is_object())
-                        return reply_error(200, {kInvalidParams, "params must be an object", {{"field", "params"}}});
+                        return reply_error(400, {kInvalidRequest, "params must be an object", {{"field", "params"}}});
                     // A notification (no id) gets no answer: 202 and an empty body.
                     if (!msg.contains("id")) {
                         c.res.status = 202;

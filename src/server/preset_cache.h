@@ -26,11 +26,13 @@ struct LoadedPreset {
 
 // Thread-safe. Each lookup stats the preset file; a change of its device, inode, size, mtime or ctime
 // (an edit in place, a rename over it, a touch) drops what was cached for it, so the next submission
-// reads the file as it is now. Per preset at most kMaxVariants override lists are kept (past it the
-// preset's list starts over): a sweep of distinct overrides costs one parse each, as without a cache.
+// reads the file as it is now. Override lists come from clients, so the cache is bounded by bytes:
+// at most kMaxBytes for all presets (the oldest variants leave first), a variant over kMaxBytes / 16
+// is not kept, and a refused override list is never kept (it is parsed again, as without a cache):
+// a sweep of distinct overrides costs one parse each and a bounded amount of memory.
 class PresetCache {
 public:
-    static constexpr size_t kMaxVariants = 256;
+    static constexpr size_t kMaxBytes = 16u << 20;
 
     explicit PresetCache(std::filesystem::path presets_dir);
 
@@ -38,21 +40,22 @@ public:
 
     // The preset `name` (presets_dir/<name>.yaml) loaded with `sets` ("key.path=value", as --set).
     // nullopt when there is no such file. Throws config::ConfigValidationError (the same issues as
-    // load_config_string, cached too: a refused override list is refused again without a parse) and
-    // IoError/InputError when the file cannot be read.
+    // load_config_string) and IoError/InputError when the file cannot be read.
     std::optional<std::shared_ptr<const LoadedPreset>> load(const std::string& name,
                                                             const std::vector<std::string>& sets);
 
     // Lookups answered from the cache and lookups that parsed, since the start (for tests and /metrics).
     uint64_t hits() const;
     uint64_t misses() const;
+    // What the cache holds now, by its own accounting (override lists, configs, preset texts).
+    size_t bytes() const;
 
 private:
-    // What identifies one version of a file without reading it.
-    // One outcome of loading the preset with one override list: a config or the issues it has.
+    // The config a preset loads to with one override list, its charge and when it was made.
     struct Variant {
         std::shared_ptr<const LoadedPreset> loaded;
-        std::optional<config::ConfigValidationError> refused;
+        size_t bytes = 0;
+        uint64_t seq = 0;
     };
     struct Entry {
         FileVersion version;
@@ -62,8 +65,13 @@ private:
 
     std::filesystem::path dir_;
     mutable std::mutex mu_;
+    // Drops the oldest variants (any preset) until `incoming` more bytes fit. Called under mu_.
+    void make_room(size_t incoming);
+    void drop_entry(std::map<std::string, Entry>::iterator it);  // under mu_
+
     std::map<std::string, Entry> entries_;  // by preset name
-    uint64_t hits_ = 0, misses_ = 0;
+    size_t bytes_ = 0;                      // texts and variants of entries_
+    uint64_t hits_ = 0, misses_ = 0, seq_ = 0;
 };
 
 }  // namespace llmt::server

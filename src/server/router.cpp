@@ -135,7 +135,7 @@ void Router::dispatch(const Route& r, const Compiled& c, http::Request& req, htt
             call.who = *who;
         }
         // Only now, with the caller known to hold the route's role, is the body read (within the limits).
-        req.read_body();
+        if (r.takes_body || req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) req.read_body();
         for (size_t i = 0; i < c.names.size() && i + 1 < req.matches.size(); ++i) call.params[c.names[i]] = req.matches[i + 1];
         r.handler(call);
     } catch (const ApiError& e) {

@@ -45,6 +45,9 @@ struct Route {
     std::string summary;
     nlohmann::json doc;          // OpenAPI operation fields besides summary/security/path parameters
     std::function<void(Call&)> handler;
+    // false: the route reads no body, so a POST without Content-Length is not 411 (a body sent anyway
+    // is still read within the limits, keeping the connection usable).
+    bool takes_body = true;
 };
 
 // A GET page outside the API (the dashboard's files): no token, not in the OpenAPI document. `pattern`

@@ -166,28 +166,9 @@ void register_job_output_routes(Router& router, ServerContext& ctx) {
                 [&ctx](Call& c) {
                     JobRecord j = require_job(ctx, c.id_param());
                     int64_t since = c.query_int("since_step", -1, INT64_MAX).value_or(-1);
-                    fs::path f = job_run_dir(ctx, j.id) / "metrics.jsonl";
-                    std::error_code ec;
-                    nlohmann::json points = nlohmann::json::array();
-                    int64_t last = since;
-                    if (fs::exists(f, ec)) {
-                        std::string text = read_file(f, 256u << 20);
-                        size_t start = 0;
-                        while (start < text.size()) {
-                            size_t end = text.find('\n', start);
-                            if (end == std::string::npos) break;  // a line still being written
-                            auto parsed = try_parse_json(std::string_view(text).substr(start, end - start));
-                            start = end + 1;
-                            if (!parsed) continue;
-                            nlohmann::json& line = *parsed;
-                            if (!line.is_object() || !line.contains("step") || !line["step"].is_number_integer()) continue;
-                            int64_t step = line["step"];
-                            if (step <= since) continue;
-                            last = std::max(last, step);
-                            points.push_back(std::move(line));
-                        }
-                    }
-                    c.reply(200, {{"id", j.id}, {"points", points}, {"last_step", last}});
+                    // Indexed as it grows: a poll reads the file's new bytes and the lines it returns.
+                    auto got = ctx.metrics_index.since(job_run_dir(ctx, j.id) / "metrics.jsonl", since);
+                    c.reply(200, {{"id", j.id}, {"points", std::move(got.points)}, {"last_step", got.last_step}});
                 }});
 
     router.add({"GET", "/v1/jobs/{id}/artifacts", Role::kViewer,

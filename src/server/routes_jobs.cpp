@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <fstream>
+
 #include "core/fs.h"
 #include "core/json_parse.h"
 #include "models/hf_resolve.h"
@@ -62,12 +64,14 @@ nlohmann::json json_body_doc() {
 
 // The config an estimate sizes: with model.init_from's config.json applied (its shape keys), read only
 // after check_job_access allowed the path and only where jobs see this host's files (a pod's /models
-// path is not on the server: there the config's own keys are used).
-// Copied only when there is a directory to apply (prepare_init_from changes nothing otherwise).
+// path is not on the server, nor is an s3:// object, which the job fetches when it starts: there the
+// config's own keys are used). Copied only when there is a directory to apply (prepare_init_from
+// changes nothing otherwise).
 std::shared_ptr<const config::Config> sized_config(const ServerContext& ctx,
                                                    const std::shared_ptr<const config::Config>& cfg) {
     const std::string& from = cfg->model.init_from;
-    if (from.empty() || from == "scratch" || !ctx.executor.jobs_see_local_files()) return cfg;
+    if (from.empty() || from == "scratch" || from.rfind("s3://", 0) == 0 || !ctx.executor.jobs_see_local_files())
+        return cfg;
     auto sized = std::make_shared<config::Config>(*cfg);
     models::prepare_init_from(*sized);
     return sized;
@@ -108,8 +112,8 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_labe
     }
     if (with_label_budgets) {
         for (const auto& [k, v] : s.labels) {
-            auto q = ctx.quotas.find(k + "=" + v);
-            if (q != ctx.quotas.end() && q->second.budget_usd >= 0) c.label_budgets.push_back({k, v, q->second.budget_usd});
+            auto q = ctx.quotas.labels.find(k + "=" + v);
+            if (q != ctx.quotas.labels.end() && q->second.budget_usd >= 0) c.label_budgets.push_back({k, v, q->second.budget_usd});
         }
     }
     const bool any_budget = s.budget_usd > 0 || !c.label_budgets.empty();
@@ -159,6 +163,8 @@ void submit_checked(ServerContext& ctx, Call& c, Checked& chk, const std::option
     sub.idem = idem;
     sub.budgets = chk.label_budgets;
     sub.cost_usd = chk.cost_usd;
+    const SubmitterQuota& quota = ctx.quotas.of_submitter(c.who.name);
+    sub.max_waiting = quota.max_queued;
     const SubmitResult r = ctx.store.submit(sub);
     switch (r.kind) {
         case SubmitResult::Kind::kReplayed:
@@ -177,6 +183,14 @@ void submit_checked(ServerContext& ctx, Call& c, Checked& chk, const std::option
                             {"label_budget_usd", b.budget_usd},
                             {"label_committed_usd", r.committed_usd}});
         }
+        case SubmitResult::Kind::kOverQueueQuota:
+            // Retry-After: the queue drains at the speed of jobs, so a minute is a fair first wait.
+            c.res.set_header("Retry-After", "60");
+            throw ApiError(429, "queue_quota_exceeded",
+                           fmt::format("'{}' has {} jobs waiting, the most its quota max_queued allows ({}); submit "
+                                       "again when some have started or been cancelled",
+                                       c.who.name, r.waiting, quota.max_queued),
+                           "max_queued", {{"quota", "max_queued"}, {"max_queued", quota.max_queued}, {"waiting", r.waiting}});
         case SubmitResult::Kind::kCreated:
             break;
     }
@@ -215,8 +229,12 @@ nlohmann::json latest_metrics(const fs::path& run_dir) {
     auto size = fs::file_size(f, ec);
     if (ec) return nullptr;
     // Read the tail only: metrics files grow with the run.
-    std::string text = read_file(f, SIZE_MAX);
-    if (size > 65536) text = text.substr(text.size() - 65536);
+    std::ifstream in(f, std::ios::binary);
+    const uint64_t from = size > 65536 ? size - 65536 : 0;
+    in.seekg(static_cast<std::streamoff>(from));
+    std::string text(static_cast<size_t>(size - from), '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    text.resize(static_cast<size_t>(in.gcount()));
     size_t end = text.size();
     while (end > 0) {
         size_t start = text.rfind('\n', end - 1);
@@ -298,6 +316,11 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                    {{"name", "label"}, {"in", "query"}, {"description", "key=value"}, {"schema", {{"type", "string"}}}},
                    {{"name", "limit"}, {"in", "query"}, {"schema", {{"type", "integer"}, {"maximum", 500}}}},
                    {{"name", "after"}, {"in", "query"}, {"description", "return jobs with id > after"},
+                    {"schema", {{"type", "integer"}}}},
+                   {{"name", "order"}, {"in", "query"},
+                    {"description", "desc: newest first, paginated with before (next_before); the answer has total"},
+                    {"schema", {{"type", "string"}, {"enum", {"asc", "desc"}}}}},
+                   {{"name", "before"}, {"in", "query"}, {"description", "with order=desc: jobs with id < before"},
                     {"schema", {{"type", "integer"}}}}}}},
                 [&ctx](Call& c) {
                     ListQuery q;
@@ -317,6 +340,11 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                     }
                     q.limit = static_cast<int>(c.query_int("limit", 1, 500).value_or(50));
                     q.after_id = c.query_int("after", 0, INT64_MAX).value_or(0);
+                    const auto order = c.query("order");
+                    if (order && *order != "asc" && *order != "desc")
+                        throw ApiError(400, "invalid_parameter", "order must be asc or desc", "order");
+                    q.newest_first = order && *order == "desc";
+                    q.before_id = c.query_int("before", 0, INT64_MAX).value_or(0);
                     auto jobs = ctx.store.list(q);
                     nlohmann::json out = nlohmann::json::array();
                     for (const auto& j : jobs) {
@@ -325,6 +353,10 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                     }
                     nlohmann::json next = nullptr;
                     if (static_cast<int>(jobs.size()) == q.limit) next = jobs.back().id;
+                    if (q.newest_first) {
+                        c.reply(200, {{"jobs", out}, {"next_before", next}, {"total", ctx.store.count(q)}});
+                        return;
+                    }
                     c.reply(200, {{"jobs", out}, {"next_after", next}});
                 }});
 
@@ -399,7 +431,8 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                     }
                     j = require_job(ctx, j.id);
                     c.reply(202, {{"id", j.id}, {"state", state_name(j.state)}, {"cancel_requested", j.cancel_requested}});
-                }});
+                },
+                /*takes_body=*/false});
 }
 
 }  // namespace llmt::server

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include "config/emit.h"
@@ -149,9 +150,14 @@ void Scheduler::note_estimate_ratio(JobRecord j, JobState to) {
 }
 
 bool Scheduler::quota_allows(const JobRecord& j, const std::vector<JobRecord>& running) const {
+    if (const int most = opts_.quotas.of_submitter(j.submitted_by).max_running; most >= 0) {
+        const auto theirs = std::count_if(running.begin(), running.end(),
+                                          [&](const JobRecord& r) { return r.submitted_by == j.submitted_by; });
+        if (theirs + 1 > most) return false;
+    }
     for (const auto& [k, v] : j.spec.labels) {
-        auto it = opts_.quotas.find(k + "=" + v);
-        if (it == opts_.quotas.end()) continue;
+        auto it = opts_.quotas.labels.find(k + "=" + v);
+        if (it == opts_.quotas.labels.end()) continue;
         const LabelQuota& q = it->second;
         int jobs = 0, cpus = 0, gpus = 0;
         for (const auto& r : running) {
@@ -170,22 +176,45 @@ bool Scheduler::quota_allows(const JobRecord& j, const std::vector<JobRecord>& r
 
 void Scheduler::admit() {
     if (opts_.capacity.holds_everything()) return;
+    // Nothing entered or left a state since the last pass: it would decide the same.
+    const uint64_t generation = store_.generation();
+    if (admitted_generation_ && *admitted_generation_ == generation) return;
+    admitted_generation_ = generation;
     auto running = store_.in_state(JobState::kRunning);
     int cpus = 0, gpus = 0;
     for (const auto& r : running) {
         cpus += r.spec.cpus();
         gpus += r.spec.gpus();
     }
-    for (const auto& j : store_.waiting()) {
+    // Waiting rows are read and parsed once, when they first wait: a row does not change while it
+    // waits (it leaves waiting only through a transition, and comes back only through a start).
+    std::map<int64_t, JobRecord> still;
+    std::vector<const JobRecord*> order;
+    for (int64_t id : store_.waiting_ids()) {
+        auto it = waiting_.find(id);
+        if (it != waiting_.end()) {
+            it = still.emplace(id, std::move(it->second)).first;
+        } else if (auto j = store_.get(id)) {
+            it = still.emplace(id, std::move(*j)).first;
+        } else {
+            continue;
+        }
+        order.push_back(&it->second);
+    }
+    waiting_ = std::move(still);
+    for (const JobRecord* waiting : order) {
+        const JobRecord& j = *waiting;
         // A job held back by its label's quota does not hold up other labels.
         if (!quota_allows(j, running)) continue;
         // Strict order otherwise: the first job that does not fit stops admission, so a large job is
         // never starved by smaller ones behind it.
         if (cpus + j.spec.cpus() > opts_.capacity.cpus || gpus + j.spec.gpus() > opts_.capacity.gpus) break;
-        start_attempt(j);
+        running.push_back(j);
         cpus += j.spec.cpus();
         gpus += j.spec.gpus();
-        running.push_back(j);
+        const int64_t id = j.id;
+        start_attempt(j);
+        waiting_.erase(id);  // it comes back to waiting (retrying) with another row
     }
 }
 

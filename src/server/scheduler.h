@@ -6,6 +6,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <mutex>
 #include <thread>
 
@@ -56,6 +58,10 @@ private:
     std::mutex mu_;
     std::condition_variable cv_;
     bool stop_ = false, woken_ = false;
+    // The scheduler thread's: waiting jobs parsed once, by id, and the store generation admit() last
+    // decided at (a tick with the store unchanged admits nothing and reads no waiting row).
+    std::map<int64_t, JobRecord> waiting_;
+    std::optional<uint64_t> admitted_generation_;
 };
 
 }  // namespace llmt::server

@@ -94,7 +94,8 @@ void make_private_dir(const fs::path& dir) {
 }
 
 // The dashboard with the token in the fragment (the browser never sends it; web/src/api.js takes it out
-// of the address bar). A wildcard bind is reached through this host's name.
+// of the address bar), or without one when `token` is empty. A wildcard bind is reached through this
+// host's name.
 std::string dashboard_link(const std::string& host, int port, const std::string& token) {
     std::string h = host;
     if (h.empty() || h == "0.0.0.0" || h == "::") {
@@ -102,6 +103,7 @@ std::string dashboard_link(const std::string& host, int port, const std::string&
         h = ::gethostname(name, sizeof name - 1) == 0 && name[0] ? name : "127.0.0.1";
     }
     if (h.find(':') != std::string::npos && h.front() != '[') h = "[" + h + "]";
+    if (token.empty()) return fmt::format("http://{}:{}/", h, port);
     return fmt::format("http://{}:{}/#token={}", h, port, token);
 }
 
@@ -110,6 +112,7 @@ std::string dashboard_link(const std::string& host, int port, const std::string&
 struct Server::Impl {
     ServerOptions opts;
     TokenTable tokens;
+    bool link_with_token = false;  // the server generated the tokens file: its link carries the admin token
     std::unique_ptr<JobStore> store;
     std::unique_ptr<Executor> executor;
     std::unique_ptr<Scheduler> scheduler;
@@ -132,6 +135,7 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
         bool created = false;
         fs::path p = o.data_dir / "tokens";
         m.tokens = TokenTable::load_or_create(p, &created);
+        m.link_with_token = true;
         std::fprintf(stderr, "llmtrain serve: %s admin token in %s (mode 0600); pass --tokens-file to use your own\n",
                      created ? "created an" : "using the", p.c_str());
     } else {
@@ -193,6 +197,10 @@ void Server::run(const std::function<void(int port)>& on_listening) {
     cfg.limits.head_timeout_s = m.opts.head_timeout_s;
     cfg.limits.body_timeout_s = m.opts.body_timeout_s;
     cfg.limits.max_connections = m.opts.max_connections;
+    cfg.limits.response_timeout_s = m.opts.response_timeout_s;
+    cfg.limits.max_connections_per_address = m.opts.max_connections_per_address;
+    cfg.limits.max_in_flight_per_address = m.opts.max_in_flight_per_address;
+    cfg.limits.max_streams = m.opts.max_streams;
     cfg.limits.max_queued = m.opts.max_queued < 0 ? 2 * static_cast<size_t>(std::max(1, m.opts.threads))
                                                   : static_cast<size_t>(m.opts.max_queued);
     cfg.handler = [&m](http::Request& req, http::Response& res) { m.router->handle(req, res); };
@@ -207,7 +215,12 @@ void Server::run(const std::function<void(int port)>& on_listening) {
     std::fprintf(stderr, "llmtrain serve: listening on http://%s:%d (executor %s, capacity cpus=%d,gpus=%d, data %s)\n",
                  m.opts.host.c_str(), port, m.executor->name().c_str(), m.opts.capacity.cpus, m.opts.capacity.gpus,
                  m.opts.data_dir.c_str());
-    std::fprintf(stderr, "llmtrain serve: open %s\n", dashboard_link(m.opts.host, port, m.tokens.link_token()).c_str());
+    // With --tokens-file the tokens are the operator's: none of them goes to a log.
+    if (m.link_with_token)
+        std::fprintf(stderr, "llmtrain serve: open %s\n", dashboard_link(m.opts.host, port, m.tokens.link_token()).c_str());
+    else
+        std::fprintf(stderr, "llmtrain serve: open %s (sign in with a token of --tokens-file)\n",
+                     dashboard_link(m.opts.host, port, "").c_str());
     std::fflush(stderr);
     if (!m.opts.port_file.empty()) write_file_atomic(m.opts.port_file, fmt::format("{}:{}\n", m.opts.host, port));
     if (on_listening) on_listening(port);

@@ -62,11 +62,19 @@ const char* const kMigrations[] = {
     R"(CREATE TABLE idempotency_keys (principal TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL,
                                       job_id INTEGER NOT NULL REFERENCES jobs(id), created_at REAL NOT NULL,
                                       PRIMARY KEY (principal, key));)",
+    // 4: a submitter's waiting jobs counted at submit (their queue quota) without a scan of the table.
+    R"(CREATE INDEX jobs_submitter_state ON jobs(submitted_by, state);)",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == JobStore::kSchemaVersion);
 
 const char* kJobColumns =
     "id, name, state, spec_json, config_yaml, estimate_json, submitted_by, attempts, created_at, started_at, "
+    "finished_at, handle, exit_code, reason, cancel_requested, term_sent_at, timed_out";
+// The same for list views: the config and the spec's config, overrides and command replaced by empty
+// values inside SQLite, so their megabytes are never copied out or parsed.
+const char* kListColumns =
+    "id, name, state, json_set(json_remove(spec_json, '$.command'), '$.config', '', '$.overrides', json('{}')), "
+    "'', estimate_json, submitted_by, attempts, created_at, started_at, "
     "finished_at, handle, exit_code, reason, cancel_requested, term_sent_at, timed_out";
 
 JobSpec spec_from_json(const nlohmann::json& j) {
@@ -125,8 +133,8 @@ std::unique_ptr<Connection> open_connection(const fs::path& path) {
 }
 
 std::vector<JobRecord> query_jobs(Connection& c, const std::string& where, const std::vector<std::string>& args,
-                                  const std::string& tail) {
-    Stmt st(c, std::string("SELECT ") + kJobColumns + " FROM jobs " + where + " " + tail);
+                                  const std::string& tail, const char* columns = kJobColumns) {
+    Stmt st(c, std::string("SELECT ") + columns + " FROM jobs " + where + " " + tail);
     for (size_t i = 0; i < args.size(); ++i) st.bind(static_cast<int>(i + 1), args[i]);
     std::vector<JobRecord> out;
     while (st.step()) out.push_back(row_to_job(st));
@@ -231,9 +239,11 @@ std::optional<JobRecord> JobStore::get(int64_t id) {
     return v.front();
 }
 
-std::vector<JobRecord> JobStore::list(const ListQuery& q) {
-    std::string where = "WHERE id > ?";
-    std::vector<std::string> args = {std::to_string(q.after_id)};
+namespace {
+
+// The WHERE of a list query's filters (state, label), with their arguments appended to `args`.
+std::string list_filter(const ListQuery& q, std::vector<std::string>& args) {
+    std::string where;
     if (q.state) {
         where += " AND state = ?";
         args.push_back(state_name(*q.state));
@@ -243,8 +253,43 @@ std::vector<JobRecord> JobStore::list(const ListQuery& q) {
         args.push_back(q.label->first);
         args.push_back(q.label->second);
     }
+    return where;
+}
+
+}  // namespace
+
+std::vector<JobRecord> JobStore::list(const ListQuery& q) {
+    std::vector<std::string> args;
+    std::string where;
+    if (q.newest_first) {
+        where = q.before_id > 0 ? "WHERE id < ?" : "WHERE 1";
+        if (q.before_id > 0) args.push_back(std::to_string(q.before_id));
+    } else {
+        where = "WHERE id > ?";
+        args.push_back(std::to_string(q.after_id));
+    }
+    where += list_filter(q, args);
     ReadLease lease(readers_);
-    return query_jobs(*lease, where, args, "ORDER BY id LIMIT " + std::to_string(q.limit));
+    return query_jobs(*lease, where, args,
+                      std::string(q.newest_first ? "ORDER BY id DESC" : "ORDER BY id") + " LIMIT " + std::to_string(q.limit),
+                      kListColumns);
+}
+
+int64_t JobStore::count(const ListQuery& q) {
+    std::vector<std::string> args;
+    const std::string where = "WHERE 1" + list_filter(q, args);
+    ReadLease lease(readers_);
+    Stmt st(*lease, "SELECT COUNT(*) FROM jobs " + where);
+    for (size_t i = 0; i < args.size(); ++i) st.bind(static_cast<int>(i + 1), args[i]);
+    return st.step() ? st.i64(0) : 0;
+}
+
+std::vector<int64_t> JobStore::waiting_ids() {
+    ReadLease lease(readers_);
+    Stmt st(*lease, "SELECT id FROM jobs WHERE state IN ('queued', 'retrying') ORDER BY priority DESC, id ASC");
+    std::vector<int64_t> out;
+    while (st.step()) out.push_back(st.i64(0));
+    return out;
 }
 
 std::vector<JobEvent> JobStore::history(int64_t id) {
@@ -295,6 +340,7 @@ bool JobStore::transition(int64_t id, JobState from, JobState to, const JobUpdat
     if (sqlite3_changes(c.db) != 1) return false;
     store_sql::add_event(c, id, state_name(to), attempts_of(c, id), u.detail, unix_now());
     txn.commit();
+    generation_.fetch_add(1);
     return true;
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>
@@ -46,7 +47,9 @@ struct JobUpdate {
 struct ListQuery {
     std::optional<JobState> state;
     std::optional<std::pair<std::string, std::string>> label;  // key, value
-    int64_t after_id = 0;   // pagination cursor: jobs with id > after_id
+    int64_t after_id = 0;   // pagination cursor: jobs with id > after_id (oldest first)
+    bool newest_first = false;  // ids descending from before_id instead
+    int64_t before_id = 0;  // with newest_first: jobs with id < before_id (0: from the newest)
     int limit = 50;
 };
 
@@ -75,6 +78,7 @@ struct Submission {
     std::optional<IdempotencyKey> idem;
     std::vector<LabelBudget> budgets;
     double cost_usd = 0;  // the estimate's cost, checked against `budgets`
+    int max_waiting = -1;  // the submitter's quota of queued and retrying jobs (-1: none), checked first
 };
 
 struct SubmitResult {
@@ -83,18 +87,20 @@ struct SubmitResult {
         kReplayed,    // the key was used before with the same request: job_id is that first job
         kKeyReused,   // the key was used before with another request (job_id); nothing inserted
         kOverBudget,  // `over` has committed_usd already: the cost does not fit; nothing inserted
+        kOverQueueQuota,  // the submitter has `waiting` jobs waiting, max_waiting or more; nothing inserted
     };
     Kind kind = Kind::kCreated;
     int64_t job_id = 0;
     LabelBudget over;
     double committed_usd = 0;
+    int64_t waiting = 0;
 };
 
 // Thread-safe, every method atomic. Writes (inserts, transitions) on one connection, behind its mutex;
 // reads on a few others (WAL: they see the last commit and never wait for a writer's fsync).
 class JobStore {
 public:
-    static constexpr int kSchemaVersion = 3;
+    static constexpr int kSchemaVersion = 4;
 
     // Opens or creates the database (mode 0600), applies pending migrations. Throws IoError.
     explicit JobStore(const std::filesystem::path& path);
@@ -119,7 +125,16 @@ public:
     // The submission `principal` made with Idempotency-Key `key`, if any.
     std::optional<IdempotentSubmission> find_idempotent(const std::string& principal, const std::string& key);
     std::optional<JobRecord> get(int64_t id);
+    // List rows carry what a list view shows: config_yaml, the spec's config, overrides and command
+    // are left empty (they can be megabytes each; get() has them).
     std::vector<JobRecord> list(const ListQuery& q);
+    // How many jobs match q's state and label (cursors and limit ignored).
+    int64_t count(const ListQuery& q);
+    // Waiting job ids in admission order (priority descending, then id): an index walk, no row parsed.
+    std::vector<int64_t> waiting_ids();
+    // Changes with every committed submission and transition: equal values mean no job entered or
+    // left a state since (what admission depends on).
+    uint64_t generation() const { return generation_.load(); }
     std::vector<JobEvent> history(int64_t id);
     // Queued and retrying jobs in admission order: priority descending, then id (submission) ascending.
     std::vector<JobRecord> waiting();
@@ -156,6 +171,7 @@ private:
     std::vector<Pending*> queue_;
     bool committing_ = false;
     uint64_t commits_ = 0, committed_ = 0;
+    std::atomic<uint64_t> generation_{0};
 };
 
 double unix_now();

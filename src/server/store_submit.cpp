@@ -34,6 +34,15 @@ SubmitResult apply_submission(Connection& c, const Submission& s, double now) {
             return out;
         }
     }
+    if (s.max_waiting >= 0) {
+        Stmt w(c, "SELECT COUNT(*) FROM jobs WHERE submitted_by = ? AND state IN ('queued', 'retrying')");
+        w.bind(1, r.submitted_by);
+        out.waiting = w.step() ? w.i64(0) : 0;
+        if (out.waiting >= s.max_waiting) {
+            out.kind = SubmitResult::Kind::kOverQueueQuota;
+            return out;
+        }
+    }
     for (const LabelBudget& b : s.budgets) {
         const double used = store_sql::label_committed_usd(c, b.key, b.value);
         if (s.cost_usd > b.budget_usd - used) {
@@ -84,6 +93,7 @@ void JobStore::commit_batch(const std::vector<Pending*>& batch) {
             }
         }
         txn.commit();
+        generation_.fetch_add(1);
     } catch (...) {
         // BEGIN or COMMIT failed (or a savepoint could not be rolled back): nothing of the batch is
         // stored, so nobody in it may hear "created".

@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
 #include <string>
@@ -131,6 +132,50 @@ TEST(Idx, DimsFromTheHeaderAlone) {
     write_file_atomic(d.path / "zero.idx", idx_bytes({0, 2, 2}));
     EXPECT_NE(error(d.path / "zero.idx", 3).find("dimension 0 is 0"), std::string::npos) << error(d.path / "zero.idx", 3);
     EXPECT_THROW((void)read_idx_dims(d.path / "missing.idx", 3), IoError);
+}
+
+// The peak resident memory of this process since the last reset_peak_rss(), in KiB.
+int64_t peak_rss_kb() {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6));
+    return -1;
+}
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// A .gz whose 28x28 header declares 10 images (7,840 bytes) but that inflates to 200 MB: refused as
+// more data than declared, having inflated no more than that (the peak RSS grows < 100 MB, the bound
+// for this case; inflating all of it would add 200 MB).
+TEST(Idx, GzipInflationStopsAtTheDeclaredSize) {
+    TempDir d;
+    const fs::path bomb = d.path / "bomb-images-idx3-ubyte.gz";
+    {
+        gzFile g = gzopen(bomb.c_str(), "wb9");
+        ASSERT_NE(g, nullptr);
+        const std::string head = idx_bytes({10, 28, 28}, 0);
+        gzwrite(g, head.data(), static_cast<unsigned>(head.size()));
+        const std::string zeros(1 << 20, '\0');
+        for (int i = 0; i < 200; ++i) gzwrite(g, zeros.data(), static_cast<unsigned>(zeros.size()));
+        gzclose(g);
+    }
+    ASSERT_LT(fs::file_size(bomb), 2u << 20);
+    reset_peak_rss();
+    const int64_t before = peak_rss_kb();
+    try {
+        read_idx(bomb, 3);
+        FAIL() << "accepted";
+    } catch (const FormatError& e) {
+        EXPECT_NE(std::string(e.what()).find("more data after what dimensions 10x28x28 describe"), std::string::npos)
+            << e.what();
+    }
+    if (before > 0) {
+        EXPECT_LT(peak_rss_kb() - before, 100 << 10);
+    }
+    // Exactly the declared size still reads.
+    const fs::path ok = d.path / "ok-images-idx3-ubyte.gz";
+    write_file_atomic(ok, gzip(idx_bytes({10, 28, 28})));
+    EXPECT_EQ(read_idx(ok, 3).data.size(), 7840u);
 }
 
 TEST(ImageSet, LabelsBeyondTheClassesAreRefused) {

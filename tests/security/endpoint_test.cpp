@@ -96,6 +96,28 @@ TEST_F(EndpointTest, OnlyTheAllowedBucketPrefixesForOutputSync) {
     cancel_jobs(admin, {"queued", "running"});
 }
 
+// model.init_from as an s3:// object under an allowed prefix is accepted at submit (the job fetches it
+// when it starts); under another prefix it is refused naming the key, as any endpoint.
+TEST_F(EndpointTest, AnAllowedS3InitFromIsAcceptedAtSubmit) {
+    Api bob(server_->port(), kSubmitterToken);
+    auto init_job = [](const std::string& uri) {
+        Json j = {{"name", "s3init"}, {"config", "gpt2_tiny_cpu"}};
+        j["overrides"] = {{"model.init_from", uri}, {"trainer.max_steps", 30}};
+        return j;
+    };
+    auto refused = bob.post("/v1/jobs", init_job("s3://other-bucket/model"));
+    EXPECT_EQ(refused.status, 400) << refused.text;
+    ASSERT_TRUE(refused.body.is_object() && refused.body.contains("error")) << refused.text;
+    EXPECT_EQ(refused.body["error"]["code"], "path_not_allowed") << refused.text;
+    EXPECT_EQ(refused.body["error"]["field"], "model.init_from") << refused.text;
+    auto estimate = bob.post("/v1/estimate", init_job("s3://team-bucket/runs/model"));
+    EXPECT_EQ(estimate.status, 200) << estimate.text;
+    auto r = bob.post("/v1/jobs", init_job("s3://team-bucket/runs/model"));
+    EXPECT_EQ(r.status, 201) << r.text;
+    Api admin(server_->port(), kAdminToken);
+    cancel_jobs(admin, {"queued", "running"});
+}
+
 TEST(EndpointFlag, ABadAllowEndpointStopsTheServerAtStart) {
     const fs::path dir = fs::temp_directory_path() / ("llmt_sec_endpoint_flag_" + std::to_string(::getpid()));
     for (const std::string bad : {"ftp://mlflow.example", "mlflow.example", "https:///path", "s3://", "s3:///runs"}) {

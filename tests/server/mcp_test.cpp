@@ -150,6 +150,28 @@ TEST_F(McpTest, ErrorsAreJsonRpcErrorsNamingTheField) {
     expect_error(api.post("/mcp", std::string("[]")), -32600);
     expect_error(api.post("/mcp", nlohmann::json{{"id", 1}, {"method", "ping"}}), -32600, "jsonrpc");
     expect_error(api.post("/mcp", nlohmann::json{{"jsonrpc", "2.0"}, {"id", 1}}), -32600, "method");
+    // Members of the wrong type are invalid requests (HTTP 400), never a 500 with the JSON library's text.
+    for (const auto& bad : {nlohmann::json{{"jsonrpc", 5}, {"id", 1}, {"method", "ping"}},
+                            nlohmann::json{{"jsonrpc", nullptr}, {"id", 1}, {"method", "ping"}},
+                            nlohmann::json{{"jsonrpc", {1, 2}}, {"method", "ping"}}}) {
+        auto r = api.post("/mcp", bad);
+        EXPECT_EQ(r.status, 400) << bad.dump() << " " << r.text;
+        expect_error(r, -32600, "jsonrpc");
+        EXPECT_EQ(r.text.find("type_error"), std::string::npos) << r.text;
+    }
+    for (const auto& bad_id : {nlohmann::json(1.5), nlohmann::json::object(), nlohmann::json::array(), nlohmann::json(true)}) {
+        auto r = api.post("/mcp", nlohmann::json{{"jsonrpc", "2.0"}, {"id", bad_id}, {"method", "ping"}});
+        EXPECT_EQ(r.status, 400) << r.text;
+        expect_error(r, -32600, "id");
+    }
+    for (const auto& bad_params : {nlohmann::json(5), nlohmann::json("x"), nlohmann::json::array({1})}) {
+        auto r = api.post("/mcp", nlohmann::json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "ping"}, {"params", bad_params}});
+        EXPECT_EQ(r.status, 400) << r.text;
+        expect_error(r, -32600, "params");
+    }
+    auto init = rpc(kSubmitterToken, "initialize", {{"protocolVersion", 7}});
+    EXPECT_EQ(init.status, 200) << init.text;
+    EXPECT_TRUE(init.body.contains("result")) << init.text;
 
     auto unknown = rpc(kSubmitterToken, "tools/destroy", nlohmann::json::object(), 42);
     expect_error(unknown, -32601, "method");

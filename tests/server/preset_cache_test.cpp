@@ -1,6 +1,7 @@
 // PresetCache: a preset is parsed once per file version and override list, and any change to the file
 // (another size, an in-place edit with a new mtime, a rename over it, its removal) is seen by the next
-// lookup. Override lists that fail validation are refused again with the same issues.
+// lookup. Override lists that fail validation are refused again with the same issues and never kept;
+// distinct override lists (they come from clients) are kept within PresetCache::kMaxBytes.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -91,8 +92,10 @@ TEST_F(PresetCacheTest, AnEditedPresetIsSeenByTheNextLookup) {
     EXPECT_EQ(max_steps(c), -1);
 }
 
-TEST_F(PresetCacheTest, ARefusedOverrideListIsRefusedAgainWithTheSameIssues) {
+TEST_F(PresetCacheTest, ARefusedOverrideListIsRefusedAgainWithTheSameIssuesAndNotKept) {
     PresetCache c(dir_);
+    EXPECT_EQ(max_steps(c), 111);
+    const size_t held = c.bytes();
     std::string first, second;
     try {
         c.load("p", {"trainer.lr=not-a-number"});
@@ -109,12 +112,52 @@ TEST_F(PresetCacheTest, ARefusedOverrideListIsRefusedAgainWithTheSameIssues) {
         second = e.what();
     }
     EXPECT_EQ(first, second);
-    EXPECT_EQ(c.hits(), 1u);
+    EXPECT_EQ(c.hits(), 0u);  // parsed again: a refusal is never kept
+    EXPECT_EQ(c.bytes(), held);
     // A broken file is reported, and mending it is seen.
     edit_in_place("trainer: {max_steps: [\n");
     EXPECT_THROW(c.load("p", {}), llmt::config::ConfigValidationError);
     llmt::write_file_atomic(dir_ / "p.yaml", kPreset);
     EXPECT_EQ(max_steps(c), 111);
+}
+
+TEST_F(PresetCacheTest, DistinctOverrideListsAreKeptWithinTheByteBound) {
+    PresetCache c(dir_);
+    // 200 lists with a 200 KB value each: 40 MB of keys alone, more than kMaxBytes.
+    const std::string big(200u << 10, 'v');
+    for (int i = 0; i < 200; ++i) {
+        ASSERT_TRUE(c.load("p", {"tracking.mlflow.run_name=" + big + std::to_string(i)}));
+        ASSERT_LE(c.bytes(), PresetCache::kMaxBytes) << "after " << i + 1;
+    }
+    EXPECT_GT(c.bytes(), PresetCache::kMaxBytes / 2);  // it did keep what fits
+    // The newest is still a hit; the first left long ago.
+    const uint64_t hits = c.hits();
+    c.load("p", {"tracking.mlflow.run_name=" + big + "199"});
+    EXPECT_EQ(c.hits(), hits + 1);
+    c.load("p", {"tracking.mlflow.run_name=" + big + "0"});
+    EXPECT_EQ(c.hits(), hits + 1);
+    // A list larger than kMaxBytes / 16 is not kept at all.
+    const size_t before = c.bytes();
+    const std::string huge(PresetCache::kMaxBytes / 16, 'h');
+    ASSERT_TRUE(c.load("p", {"tracking.mlflow.run_name=" + huge}));
+    EXPECT_LE(c.bytes(), before);
+}
+
+TEST_F(PresetCacheTest, ARefusedLongValueIsDescribedNotQuoted) {
+    PresetCache c(dir_);
+    const std::string value(100000, 'q');
+    try {
+        c.load("p", {"trainer.lr=" + value});
+        FAIL() << "accepted";
+    } catch (const llmt::config::ConfigValidationError& e) {
+        const std::string what = e.what();
+        EXPECT_LT(what.size(), 2000u) << what.substr(0, 300);
+        EXPECT_EQ(what.find(std::string(100, 'q')), std::string::npos);
+        EXPECT_NE(what.find("100000 bytes"), std::string::npos) << what;
+        for (const auto& issue : e.issues()) {
+            EXPECT_LT(issue.where.size() + issue.message.size(), 1000u);
+        }
+    }
 }
 
 }  // namespace

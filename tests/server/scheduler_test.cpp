@@ -66,7 +66,7 @@ protected:
         return Scheduler(*store_, exec_, SchedulerOptions{dir_, Capacity{cpus, 0}, std::move(q), grace, 0.25, access});
     }
     int64_t submit(const std::string& name, int nproc = 1, int priority = 0, std::map<std::string, std::string> labels = {},
-                   int max_retries = 2, double max_runtime_s = 0) {
+                   int max_retries = 2, double max_runtime_s = 0, const std::string& by = "t") {
         JobRecord r;
         r.spec.name = name;
         r.spec.config_input = "gpt2_tiny_cpu";
@@ -77,7 +77,7 @@ protected:
         r.spec.max_runtime_s = max_runtime_s;
         r.config_yaml = preset_;
         r.estimate = {{"cost_usd", 0.0}};
-        r.submitted_by = "t";
+        r.submitted_by = by;
         return store_->insert(r);
     }
     JobState state(int64_t id) { return store_->get(id)->state; }
@@ -182,7 +182,9 @@ TEST_F(SchedulerTest, MaxRuntimeStopsGracefullyAndFails) {
 }
 
 TEST_F(SchedulerTest, LabelQuotaHoldsOnlyThatLabel) {
-    auto s = make(3, {{"team=a", LabelQuota{1, -1, -1, -1}}});
+    Quotas q;
+    q.labels["team=a"] = LabelQuota{1, -1, -1, -1};
+    auto s = make(3, q);
     int64_t a1 = submit("a1", 1, 0, {{"team", "a"}}), a2 = submit("a2", 1, 0, {{"team", "a"}}), b = submit("b");
     s.tick();
     EXPECT_EQ(state(a1), JobState::kRunning);
@@ -191,6 +193,21 @@ TEST_F(SchedulerTest, LabelQuotaHoldsOnlyThatLabel) {
     exec_.exit(a1, 1, 0);
     s.tick();
     EXPECT_EQ(state(a2), JobState::kRunning);
+}
+
+TEST_F(SchedulerTest, SubmitterQuotaHoldsOnlyThatSubmitter) {
+    Quotas q;
+    q.submitters["bob"].max_running = 1;
+    auto s = make(3, q);
+    int64_t b1 = submit("b1", 1, 0, {}, 2, 0, "bob"), b2 = submit("b2", 1, 0, {}, 2, 0, "bob");
+    int64_t c1 = submit("c1", 1, 0, {}, 2, 0, "carol");
+    s.tick();
+    EXPECT_EQ(state(b1), JobState::kRunning);
+    EXPECT_EQ(state(b2), JobState::kQueued);
+    EXPECT_EQ(state(c1), JobState::kRunning);
+    exec_.exit(b1, 1, 0);
+    s.tick();
+    EXPECT_EQ(state(b2), JobState::kRunning);
 }
 
 TEST_F(SchedulerTest, ZeroCapacityHoldsEverything) {

@@ -1,5 +1,5 @@
-// What `llmtrain serve` tells the person who started it (issue 25): the dashboard link with the bound
-// port and a token on its own stderr (never in a job's log), one line per job transition, how far each
+// What `llmtrain serve` tells the person who started it: the dashboard link with the bound port on its
+// own stderr (with a token only when serve generated the tokens file; never in a job's log), one line per job transition, how far each
 // estimate was off (kept per job and used to correct the next estimate), no $0 cost without rates, a
 // warmup longer than the run accepted with a warning, and a generated tokens file readable with cut.
 #include <fmt/format.h>
@@ -28,9 +28,11 @@ protected:
 
 TEST_F(ServeConsoleTest, LinkTransitionsAndEstimateRatios) {
     ServeProcess srv(root_ / "srv", {"--capacity", "cpus=2,gpus=0"});
-    // The link: the bound port (--listen 127.0.0.1:0 picked it) and the first admin token of the file.
-    const std::string link = fmt::format("open http://127.0.0.1:{}/#token={}", srv.port(), kAdminToken);
+    // The link: the bound port (--listen 127.0.0.1:0 picked it); with --tokens-file no token of the
+    // operator's file is printed.
+    const std::string link = fmt::format("open http://127.0.0.1:{}/ (sign in with a token of --tokens-file)", srv.port());
     ASSERT_TRUE(wait_for([&] { return has(srv.log(), link); }, 10)) << srv.log();
+    for (const char* token : {kAdminToken, kSubmitterToken, kViewerToken}) EXPECT_FALSE(has(srv.log(), token)) << srv.log();
 
     Api api(srv.port(), kSubmitterToken);
     auto r = api.post("/v1/jobs", nlohmann::json{{"name", "first"}, {"config", tiny_config(shards_, 4)}});

@@ -78,7 +78,7 @@ TEST_F(StoreTest, UpgradesAVersionOneDatabase) {
     // Rebuild jobs without the version-2 columns and forget that migration.
     const char* downgrade =
         "ALTER TABLE jobs DROP COLUMN term_sent_at; ALTER TABLE jobs DROP COLUMN timed_out;"
-        "DROP TABLE idempotency_keys; DELETE FROM schema_migrations WHERE version >= 2;";
+        "DROP TABLE idempotency_keys; DROP INDEX jobs_submitter_state; DELETE FROM schema_migrations WHERE version >= 2;";
     ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
     sqlite3_close(db);
     JobStore s(dir_ / "db.sqlite");
@@ -199,6 +199,60 @@ TEST_F(StoreTest, LabelsFilterPaginationAndBudgets) {
     u.finish = true;
     ASSERT_TRUE(s.transition(2, JobState::kQueued, JobState::kCancelled, u));
     EXPECT_DOUBLE_EQ(s.label_committed_usd("team", "nlp"), 2 * 1.5);
+}
+
+// List rows leave the configs in SQLite; newest-first pages with a cursor; count ignores cursors.
+TEST_F(StoreTest, ListRowsWithoutConfigsNewestFirst) {
+    JobStore s(dir_ / "db.sqlite");
+    for (int i = 0; i < 5; ++i) {
+        JobRecord r = rec("n" + std::to_string(i), 0, {{"team", "a"}});
+        r.spec.overrides = {{"trainer.lr", std::string(1000, '1')}};
+        s.insert(r);
+    }
+    ListQuery q;
+    q.newest_first = true;
+    q.limit = 2;
+    auto p1 = s.list(q);
+    ASSERT_EQ(p1.size(), 2u);
+    EXPECT_EQ(p1[0].spec.name, "n4");
+    EXPECT_EQ(p1[1].spec.name, "n3");
+    EXPECT_TRUE(p1[0].config_yaml.empty());
+    EXPECT_TRUE(p1[0].spec.overrides.empty());
+    EXPECT_EQ(p1[0].spec.labels.at("team"), "a");
+    q.before_id = p1.back().id;
+    auto p2 = s.list(q);
+    ASSERT_EQ(p2.size(), 2u);
+    EXPECT_EQ(p2[0].spec.name, "n2");
+    EXPECT_EQ(s.count(q), 5);
+    const auto full = s.get(p1[0].id);
+    ASSERT_TRUE(full);
+    EXPECT_EQ(full->config_yaml, "x: 1\n");
+    EXPECT_EQ(full->spec.overrides.at("trainer.lr").size(), 1000u);
+}
+
+// A submitter's queue quota is checked in the submission's transaction: past it nothing is inserted,
+// other submitters are unaffected, and a job leaving the queue makes room.
+TEST_F(StoreTest, QueueQuotaPerSubmitter) {
+    JobStore s(dir_ / "db.sqlite");
+    auto submit = [&](const std::string& by) {
+        Submission sub;
+        sub.record = rec("q");
+        sub.record.submitted_by = by;
+        sub.max_waiting = 2;
+        return s.submit(sub);
+    };
+    EXPECT_EQ(submit("bob").kind, SubmitResult::Kind::kCreated);
+    const SubmitResult second = submit("bob");
+    EXPECT_EQ(second.kind, SubmitResult::Kind::kCreated);
+    const SubmitResult third = submit("bob");
+    EXPECT_EQ(third.kind, SubmitResult::Kind::kOverQueueQuota);
+    EXPECT_EQ(third.waiting, 2);
+    EXPECT_EQ(submit("carol").kind, SubmitResult::Kind::kCreated);
+    EXPECT_EQ(s.list({}).size(), 3u);
+    JobUpdate u;
+    u.finish = true;
+    ASSERT_TRUE(s.transition(second.job_id, JobState::kQueued, JobState::kCancelled, u));
+    EXPECT_EQ(submit("bob").kind, SubmitResult::Kind::kCreated);
 }
 
 TEST_F(StoreTest, ConcurrentWritersKeepTheStoreConsistent) {

@@ -75,6 +75,32 @@ bool Connection::write_all(std::string_view data, std::chrono::milliseconds time
     return true;
 }
 
+void Connection::queue_write(std::string data) {
+    if (out_pos_ == out_.size()) {
+        out_ = std::move(data);
+        out_pos_ = 0;
+    } else {
+        out_ += data;
+    }
+}
+
+Connection::Flush Connection::flush() {
+    while (out_pos_ < out_.size()) {
+        ssize_t n = ::send(fd_, out_.data() + out_pos_, out_.size() - out_pos_, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            out_pos_ += static_cast<size_t>(n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Flush::kWouldBlock;
+        return Flush::kFailed;
+    }
+    out_.clear();
+    out_.shrink_to_fit();  // a connection at rest holds no answer's memory
+    out_pos_ = 0;
+    return Flush::kDone;
+}
+
 void Connection::write_now(std::string_view data) {
     while (!data.empty()) {
         ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -13,6 +13,29 @@ namespace {
 
 std::chrono::milliseconds to_ms(double s) { return std::chrono::milliseconds(static_cast<int64_t>(s * 1000)); }
 
+// One of StreamSlots taken for the life of this object, when one is free and `wanted`.
+class SlotHold {
+public:
+    SlotHold(StreamSlots& slots, bool wanted) : slots_(slots) {
+        if (!wanted) return;
+        if (slots_.used.fetch_add(1) < slots_.max) {
+            held_ = true;
+        } else {
+            slots_.used.fetch_sub(1);
+        }
+    }
+    ~SlotHold() {
+        if (held_) slots_.used.fetch_sub(1);
+    }
+    SlotHold(const SlotHold&) = delete;
+    SlotHold& operator=(const SlotHold&) = delete;
+    bool held() const { return held_; }
+
+private:
+    StreamSlots& slots_;
+    bool held_ = false;
+};
+
 bool needs_length(const std::string& method) { return method == "POST" || method == "PUT" || method == "PATCH"; }
 
 // Reads the body the head announced into `out`, or throws HttpError without reading more than the limit.
@@ -114,7 +137,7 @@ std::string response_head(const Response& res, bool keep_alive) {
 }
 
 AfterExchange run_exchange(Connection& conn, RequestHead head, const Limits& limits, const Handler& handler,
-                           const ErrorRenderer& render_error, const std::atomic<bool>& stopping) {
+                           const ErrorRenderer& render_error, const std::atomic<bool>& stopping, StreamSlots& streams) {
     Request req;
     req.method = head.method;
     req.target = head.target;
@@ -138,13 +161,29 @@ AfterExchange run_exchange(Connection& conn, RequestHead head, const Limits& lim
     }
     const bool keep_alive = head.keep_alive && body_consumed && !stopping.load();
     const bool head_only = head.method == "HEAD" || res.status == 204 || res.status == 304;
-    const auto timeout = to_ms(limits.write_timeout_s);
-    if (!head_only && !res.provider && !res.chunked_provider) {
-        // Head and body in one write: one segment for a small answer, one syscall.
-        if (!conn.write_all(response_head(res, keep_alive) + res.body, timeout)) return AfterExchange::kClose;
+    bool streams_body = !head_only && (res.provider || res.chunked_provider);
+    // A stream holds its worker while the client reads it: past max_streams it is refused, so streams
+    // never take every worker.
+    SlotHold slot(streams, streams_body);
+    if (streams_body && !slot.held()) {
+        res = Response{};
+        render_error(HttpError(503, "overloaded",
+                               fmt::format("{} answers are streaming, the most this server streams at once; retry after {} s",
+                                           streams.max, limits.retry_after_s)),
+                     res);
+        res.set_header("Retry-After", std::to_string(limits.retry_after_s));
+        streams_body = false;
+    }
+    if (!streams_body) {
+        // Head and body in one buffer: what the socket does not take now the event loop sends.
+        std::string out = response_head(res, keep_alive);
+        if (!head_only) out += res.body;
+        conn.queue_write(std::move(out));
+        if (conn.flush() == Connection::Flush::kFailed) return AfterExchange::kClose;
     } else {
+        const auto timeout = to_ms(limits.write_timeout_s);
         if (!conn.write_all(response_head(res, keep_alive), timeout)) return AfterExchange::kClose;
-        if (!head_only && !write_body(conn, res, limits, stopping)) return AfterExchange::kClose;
+        if (!write_body(conn, res, limits, stopping)) return AfterExchange::kClose;
     }
     if (keep_alive) return AfterExchange::kKeepAlive;
     return body_consumed ? AfterExchange::kClose : AfterExchange::kDrainAndClose;

@@ -27,8 +27,16 @@ enum class AfterExchange {
     kClose,
 };
 
+// The answers streaming now, each holding its worker while it writes, and how many may.
+struct StreamSlots {
+    std::atomic<size_t> used{0};
+    size_t max = 1;
+};
+
+// After it returns, conn.unsent() bytes of a fixed answer may still wait for the client: the caller
+// sends them (without waiting) before the connection's next request.
 AfterExchange run_exchange(Connection& conn, RequestHead head, const Limits& limits, const Handler& handler,
-                           const ErrorRenderer& render_error, const std::atomic<bool>& stopping);
+                           const ErrorRenderer& render_error, const std::atomic<bool>& stopping, StreamSlots& streams);
 
 // The status line and fields of `res` (Content-Length or Transfer-Encoding chosen from its body kind,
 // "Connection: close" unless `keep_alive`), ending with the blank line.

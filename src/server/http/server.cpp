@@ -1,7 +1,9 @@
-// The event loop (accepts, reads heads, enforces head deadlines and the connection cap, drains refused
-// bodies) and the worker pool (runs exchanges); see server.h.
+// The event loop (accepts, reads heads, enforces head deadlines, the connection caps and the
+// per-address limits, finishes answers the client is slow to take, drains refused bodies) and the
+// worker pool (runs exchanges); see server.h.
 #include "server/http/server.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -36,15 +38,23 @@ constexpr int kReservedFds = 64;             // file descriptors kept for the st
 
 Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
 
-// A connection the event loop owns: waiting for (the rest of) a request head, or draining a body we
+// A connection the event loop owns: waiting for (the rest of) a request head, sending the rest of an
+// answer the client was slow to take (nothing more is read from it meanwhile), or draining a body we
 // refused before closing (so the client reads our answer instead of a reset).
 struct Waiting {
-    enum class State { kHead, kDraining };
+    enum class State { kHead, kWriting, kDraining };
     std::unique_ptr<Connection> conn;
     State state = State::kHead;
-    Clock::time_point since;     // when it began waiting for this head: eviction takes the oldest
-    Clock::time_point deadline;  // head deadline or end of draining
+    Clock::time_point since;     // when it began waiting: eviction takes the oldest
+    Clock::time_point deadline;  // head deadline, whole-answer deadline or end of draining
     uint64_t drained = 0;
+    AfterExchange after = AfterExchange::kClose;  // kWriting: what follows the answer
+};
+
+// What one client address holds now: open connections, and requests at a worker or being answered.
+struct PeerCount {
+    size_t connections = 0;
+    size_t in_flight = 0;
 };
 
 struct Task {
@@ -56,6 +66,16 @@ struct Returned {
     std::unique_ptr<Connection> conn;
     AfterExchange after;
 };
+
+// The client's address without its port, for the per-address limits.
+std::string peer_address(const sockaddr_storage& addr) {
+    char text[INET6_ADDRSTRLEN] = "";
+    if (addr.ss_family == AF_INET)
+        ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&addr)->sin_addr, text, sizeof text);
+    else if (addr.ss_family == AF_INET6)
+        ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_addr, text, sizeof text);
+    return text;
+}
 
 void render_text_error(const HttpError& e, Response& res) {
     res.status = e.status();
@@ -90,6 +110,9 @@ struct Server::Impl {
     std::vector<std::thread> workers;
     size_t worker_count = 1;
     std::atomic<size_t> busy{0};                  // workers running an exchange
+    StreamSlots streams;
+    std::mutex peers_mu;
+    std::unordered_map<std::string, PeerCount> peers;  // by client address
 
     ~Impl() {
         for (int fd : {listen_fd, epoll_fd, wake_fd})
@@ -102,30 +125,74 @@ struct Server::Impl {
             // the counter is already non-zero: the loop wakes anyway
         }
     }
+    void count_peer(const std::string& peer, int connections, int in_flight) {
+        std::lock_guard<std::mutex> lk(peers_mu);
+        PeerCount& c = peers[peer];
+        c.connections += static_cast<size_t>(connections);
+        c.in_flight += static_cast<size_t>(in_flight);
+        if (c.connections == 0 && c.in_flight == 0) peers.erase(peer);
+    }
+    void end_flight(const Connection& conn) { count_peer(conn.peer(), 0, -1); }
+
     void release(std::unique_ptr<Connection> conn) {
+        count_peer(conn->peer(), -1, 0);
         conn.reset();
         open.fetch_sub(1);
     }
 
-    void watch(std::unique_ptr<Connection> conn, Waiting::State state, Clock::duration for_how_long) {
+    static uint32_t events_for(Waiting::State state) { return state == Waiting::State::kWriting ? EPOLLOUT : EPOLLIN; }
+
+    void watch(std::unique_ptr<Connection> conn, Waiting::State state, Clock::duration for_how_long,
+               AfterExchange after = AfterExchange::kClose) {
         const int fd = conn->fd();
         const auto now = Clock::now();
         epoll_event ev{};
-        ev.events = EPOLLIN;
+        ev.events = events_for(state);
         ev.data.fd = fd;
         if (::epoll_ctl(epoll_fd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+            if (state == Waiting::State::kWriting) end_flight(*conn);
             release(std::move(conn));
             return;
         }
-        waiting[fd] = Waiting{std::move(conn), state, now, now + for_how_long, 0};
+        waiting[fd] = Waiting{std::move(conn), state, now, now + for_how_long, 0, after};
+    }
+
+    // Moves a watched connection to `state` with a new deadline.
+    void rewatch(int fd, Waiting& w, Waiting::State state, Clock::duration for_how_long) {
+        if (events_for(state) != events_for(w.state)) {
+            epoll_event ev{};
+            ev.events = events_for(state);
+            ev.data.fd = fd;
+            ::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &ev);
+        }
+        const auto now = Clock::now();
+        w.state = state;
+        w.since = now;
+        w.deadline = now + for_how_long;
     }
 
     void close_waiting(int fd) {
         auto it = waiting.find(fd);
         if (it == waiting.end()) return;
         ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+        if (it->second.state == Waiting::State::kWriting) end_flight(*it->second.conn);
         release(std::move(it->second.conn));
         waiting.erase(it);
+    }
+
+    // Why a request from `peer` is refused by the per-address limits, or "" (the health path never is).
+    std::string over_peer_limit(const std::string& peer) {
+        std::lock_guard<std::mutex> lk(peers_mu);
+        const PeerCount& c = peers[peer];
+        if (c.connections > cfg.limits.max_connections_per_address)
+            return fmt::format("{} connections are open from your address, more than the {} allowed "
+                               "(--max-connections-per-address); retry after {} s",
+                               c.connections, cfg.limits.max_connections_per_address, cfg.limits.retry_after_s);
+        if (c.in_flight >= cfg.limits.max_in_flight_per_address)
+            return fmt::format("{} requests from your address are being answered, the most allowed "
+                               "(--max-in-flight-per-address); retry after {} s",
+                               c.in_flight, cfg.limits.retry_after_s);
+        return "";
     }
 
     // Answers a refused head at once (never waiting on the client) and drains what it still sends.
@@ -140,13 +207,14 @@ struct Server::Impl {
         w.deadline = Clock::now() + seconds(cfg.limits.linger_s);
     }
 
-    // Closes the connection that has waited longest for its head (draining ones first); false if none.
+    // Closes the connection that has waited longest (draining ones and answers the client is slow to
+    // take first, then those sending a head); false if none.
     bool evict_oldest() {
         int victim = -1;
         bool victim_drains = false;
         Clock::time_point oldest = Clock::time_point::max();
         for (const auto& [fd, w] : waiting) {
-            const bool drains = w.state == Waiting::State::kDraining;
+            const bool drains = w.state != Waiting::State::kHead;
             if ((drains && !victim_drains) || (drains == victim_drains && w.since < oldest)) {
                 victim = fd;
                 victim_drains = drains;
@@ -160,7 +228,9 @@ struct Server::Impl {
 
     void accept_all() {
         for (;;) {
-            int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            sockaddr_storage addr{};
+            socklen_t len = sizeof addr;
+            int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&addr), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) {
                 if (errno == EINTR) continue;
                 if ((errno == EMFILE || errno == ENFILE) && evict_oldest()) continue;
@@ -173,7 +243,9 @@ struct Server::Impl {
             int one = 1;
             ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
             open.fetch_add(1);
-            watch(std::make_unique<Connection>(fd), Waiting::State::kHead, seconds(cfg.limits.head_timeout_s));
+            auto conn = std::make_unique<Connection>(fd, peer_address(addr));
+            count_peer(conn->peer(), 1, 0);
+            watch(std::move(conn), Waiting::State::kHead, seconds(cfg.limits.head_timeout_s));
         }
     }
 
@@ -196,6 +268,12 @@ struct Server::Impl {
             return;
         }
         buf.erase(0, *end);
+        if (head.path != cfg.health_path) {
+            if (std::string why = over_peer_limit(w.conn->peer()); !why.empty()) {
+                refuse(w, HttpError(429, "too_many_requests", why), cfg.limits.retry_after_s);
+                return;
+            }
+        }
         {
             // Every worker is busy and the queue is full: say so now rather than let requests pile up
             // (the client retries after Retry-After; a submission with an Idempotency-Key safely).
@@ -212,6 +290,7 @@ struct Server::Impl {
         // back for our ACK (Nagle) sends it before the worker starts waiting.
         if (head.chunked || (head.content_length && buf.size() < *head.content_length)) w.conn->ack_now();
         ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
+        count_peer(w.conn->peer(), 0, 1);
         Task task{std::move(w.conn), std::move(head)};
         waiting.erase(fd);
         {
@@ -219,6 +298,29 @@ struct Server::Impl {
             tasks.push_back(std::move(task));
         }
         tasks_cv.notify_one();
+    }
+
+    // Sends what the client will take of a slow answer; once all is sent, the connection goes on as
+    // the exchange said (next head, drain, close).
+    void on_writable(int fd, Waiting& w) {
+        Connection::Flush f = w.conn->flush();
+        if (f == Connection::Flush::kWouldBlock) return;
+        if (f == Connection::Flush::kFailed || w.after == AfterExchange::kClose) return close_waiting(fd);
+        end_flight(*w.conn);
+        if (w.after == AfterExchange::kDrainAndClose) {
+            w.conn->shutdown_write();
+            rewatch(fd, w, Waiting::State::kDraining, seconds(cfg.limits.linger_s));
+            return;
+        }
+        rewatch(fd, w, Waiting::State::kHead, seconds(cfg.limits.head_timeout_s));
+        if (!w.conn->buffer().empty()) try_head(fd);
+    }
+
+    void on_ready(int fd) {
+        auto it = waiting.find(fd);
+        if (it == waiting.end()) return;
+        if (it->second.state == Waiting::State::kWriting) return on_writable(fd, it->second);
+        on_readable(fd);
     }
 
     void on_readable(int fd) {
@@ -247,6 +349,10 @@ struct Server::Impl {
         }
         for (auto& r : back) {
             const int fd = r.conn->fd();
+            if (r.conn->unsent() > 0) {  // the client is slow to take the answer: the loop sends the rest
+                watch(std::move(r.conn), Waiting::State::kWriting, seconds(cfg.limits.response_timeout_s), r.after);
+                continue;
+            }
             const bool keep = r.after == AfterExchange::kKeepAlive;
             const bool pipelined = keep && !r.conn->buffer().empty();
             if (keep)
@@ -258,7 +364,7 @@ struct Server::Impl {
     }
 
     // Heads past their deadline get 408 (silence on an idle keep-alive connection just closes);
-    // drains past theirs close.
+    // answers and drains past theirs close.
     void expire(Clock::time_point now) {
         std::vector<int> to_close;
         for (auto& [fd, w] : waiting) {
@@ -287,7 +393,7 @@ struct Server::Impl {
                         // nothing to read: another wake-up already cleared it
                     }
                 } else {
-                    on_readable(fd);
+                    on_ready(fd);
                 }
             }
             adopt_returned();
@@ -307,17 +413,23 @@ struct Server::Impl {
                 busy.fetch_add(1);
             }
             AfterExchange after = AfterExchange::kClose;
+            bool failed = false;
             try {
-                after = run_exchange(*task.conn, std::move(task.head), cfg.limits, cfg.handler, cfg.render_error, stopping);
+                after = run_exchange(*task.conn, std::move(task.head), cfg.limits, cfg.handler, cfg.render_error, stopping,
+                                     streams);
             } catch (const std::exception&) {
-                after = AfterExchange::kClose;  // the socket failed mid-answer
+                failed = true;  // the socket failed mid-answer
             }
             busy.fetch_sub(1);
-            if (after == AfterExchange::kClose || stopping.load()) {
+            // An answer the client has not all taken stays in flight until the loop has sent it.
+            const bool unsent = !failed && task.conn->unsent() > 0;
+            if (!unsent) end_flight(*task.conn);
+            if (failed || (after == AfterExchange::kClose && !unsent) || stopping.load()) {
+                if (unsent) end_flight(*task.conn);
                 release(std::move(task.conn));
                 continue;
             }
-            if (after == AfterExchange::kDrainAndClose) task.conn->shutdown_write();
+            if (after == AfterExchange::kDrainAndClose && !unsent) task.conn->shutdown_write();
             {
                 std::lock_guard<std::mutex> lk(returned_mu);
                 returned.push_back({std::move(task.conn), after});
@@ -386,6 +498,9 @@ void Server::run() {
         ::epoll_ctl(m.epoll_fd, EPOLL_CTL_ADD, fd, &ev);
     }
     m.worker_count = static_cast<size_t>(std::max(1, m.cfg.threads));
+    // Streams hold their worker: by default a quarter of the workers (at least one) never stream.
+    m.streams.max = m.cfg.limits.max_streams > 0 ? m.cfg.limits.max_streams
+                                                 : std::max<size_t>(1, m.worker_count - std::max<size_t>(1, m.worker_count / 4));
     for (size_t i = 0; i < m.worker_count; ++i) m.workers.emplace_back([&m] { m.work(); });
     m.loop();
     // stop(): no new connections; workers finish their exchange (streams see is_writable() false).

@@ -1,10 +1,14 @@
 // Our HTTP/1.1 server (docs/architecture.md says why we have our own): one event-loop thread accepts
 // connections and reads request heads without blocking, each head under a whole-head deadline, with a
-// cap on open connections that closes the oldest still sending a head (clients on loopback share one
-// address, so there is no per-address cap to lock them out). Complete heads go to a pool of workers
-// that run the handler (which reads the body only when it asks) and write the answer, through a
-// bounded queue: with every worker busy and Limits::max_queued heads waiting, the loop answers 503
-// with Retry-After at once. An idle keep-alive connection goes back to the loop and holds no worker.
+// cap on open connections that closes the oldest still sending a head, and per-address caps on open
+// connections and requests in flight (429; never for the health path, so a prober behind the same
+// address as a flood still gets its answer). Complete heads go to a pool of workers that run the
+// handler (which reads the body only when it asks) through a bounded queue: with every worker busy
+// and Limits::max_queued heads waiting, the loop answers 503 with Retry-After at once. A fixed answer
+// is sent as far as the socket takes it at once; the loop sends the rest under a whole-answer
+// deadline and reads the connection's next request only after it, so a client that does not read
+// holds one answer's bytes and no worker. Streams (downloads, followed logs) hold their worker, at
+// most Limits::max_streams at once. An idle keep-alive connection goes back to the loop and holds no worker.
 // Thread safety: bind() then run() on one thread; stop() from any thread, any time.
 #pragma once
 
@@ -21,6 +25,7 @@ struct ServerConfig {
     int port = 0;  // 0: a free port
     int threads = 32;
     Limits limits;
+    std::string health_path = "/healthz";  // never refused by the per-address limits
     Handler handler;
     ErrorRenderer render_error;  // default: text/plain with the message
 };
