@@ -24,7 +24,9 @@ export function jobPage(main, signal, id) {
   const error = h('p', { class: 'error', id: 'job-error', hidden: true });
   const heatmap = h('div', { id: 'heatmap-slot' });
   const chartEls = [h('div', { class: 'chart', id: 'chart-loss' }), h('div', { class: 'chart', id: 'chart-lr' }),
-    h('div', { class: 'chart', id: 'chart-tps' })];
+    h('div', { class: 'chart', id: 'chart-tps' }),
+    // An image classifier's validation (and final test) accuracy; shown once a point exists.
+    h('div', { class: 'chart', id: 'chart-acc', hidden: true })];
   const pointsNote = h('p', { class: 'muted', id: 'points-note' });
   const ranks = h('tbody');
   const history = h('tbody');
@@ -43,7 +45,11 @@ export function jobPage(main, signal, id) {
   const charts = {
     loss: new MetricChart(chartEls[0], 'loss', 'loss (cross-entropy)', ['loss', 'val_loss'], ['train loss', 'val loss']),
     lr: new MetricChart(chartEls[1], 'learning rate', 'learning rate', ['lr'], ['lr']),
-    tps: new MetricChart(chartEls[2], 'throughput', 'tokens/s', ['tokens_per_sec'], ['tokens/s']),
+    // A language model counts tokens, an image classifier images (each draws only its own series).
+    tps: new MetricChart(chartEls[2], 'throughput', 'per second', ['tokens_per_sec', 'images_per_sec'],
+      ['tokens/s', 'images/s']),
+    acc: new MetricChart(chartEls[3], 'accuracy', 'accuracy', ['val_accuracy', 'test_accuracy'],
+      ['val accuracy', 'test accuracy']),
   };
   window.llmtDash.charts = charts;  // the dashboard test reads the drawn data from here
   const onResize = () => Object.values(charts).forEach((c) => c.resize());
@@ -164,6 +170,10 @@ export function jobPage(main, signal, id) {
     const m = await api.get(`/v1/jobs/${id}/metrics?since_step=${Math.max(-1, lastStep - 1)}`);
     if (signal.aborted) return;
     for (const c of Object.values(charts)) c.add(m.points);
+    if (chartEls[3].hidden && charts.acc.counts().some((n) => n > 0)) {
+      chartEls[3].hidden = false;
+      charts.acc.resize();
+    }
     lastStep = Math.max(lastStep, m.last_step);
     const [train, val] = charts.loss.counts();
     pointsNote.textContent = `${train} train-loss point(s), ${val} val-loss point(s), last step ${lastStep < 0 ? '—' : lastStep}`;
