@@ -624,6 +624,9 @@ std::optional<std::string> max_steps_over_epochs(ordered_json& r, const std::map
                                                  const std::map<std::string, std::string>& loc) {
     auto written = [&](const char* k) { return values.count(k) && !values.at(k).IsNull(); };
     auto& t = r["trainer"];
+    // Only an image classifier counts epochs; a language model's trainer.epochs is refused by name (below).
+    const auto& arch = r["model"]["arch"];
+    if (!arch.is_string() || (arch != "mlp" && arch != "cnn")) return std::nullopt;
     if (!written("trainer.max_steps") || !written("trainer.epochs") || t["epochs"].get<int64_t>() == 0 ||
         t["max_steps"] == find_field("trainer.max_steps")->default_value)
         return std::nullopt;

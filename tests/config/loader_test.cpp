@@ -387,6 +387,10 @@ data: {source: idx, train_images: a, train_labels: b, test_images: c, test_label
               std::string::npos)
         << c.warnings[0];
     EXPECT_NE(c.warnings[0].find("trainer.max_steps wins"), std::string::npos) << c.warnings[0];
+    // A language model has no epochs: trainer.epochs is refused by name even beside a written max_steps.
+    auto is = issues_of(kMinimal, {"trainer.epochs=2", "trainer.max_steps=3"});
+    ASSERT_EQ(is.size(), 1u) << joined(is);
+    EXPECT_EQ(is[0].key, "trainer.epochs");
     c = load_config_string(images, "t.yaml");  // epochs alone decide
     EXPECT_EQ(c.trainer.epochs, 5);
     EXPECT_TRUE(c.warnings.empty());
