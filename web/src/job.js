@@ -28,13 +28,20 @@ export function jobPage(main, signal, id) {
     // An image classifier's validation (and final test) accuracy; shown once a point exists.
     h('div', { class: 'chart', id: 'chart-acc', hidden: true })];
   const pointsNote = h('p', { class: 'muted', id: 'points-note' });
+  // A job that did not succeed leads with why: the error lines of its log, right under the facts.
+  const failureLines = h('pre', { class: 'log', id: 'failure-lines' });
+  const failure = h('section', { class: 'card', id: 'job-failure', hidden: true },
+    h('h3', {}, 'Why it failed (from the log)'), failureLines);
+  const metricsCard = h('section', { class: 'card', id: 'metrics-card' }, h('h3', {}, 'Metrics'),
+    h('div', { class: 'charts' }, ...chartEls), pointsNote);
   const ranks = h('tbody');
   const history = h('tbody');
   const rankSel = h('select', { id: 'log-rank' }, h('option', { value: '0' }, 'rank 0'));
   const log = h('pre', { id: 'log', class: 'log' });
   main.replaceChildren(
     h('section', { class: 'card' }, h('div', { class: 'row' }, title, resubmit, clone, resume, cancel), error, facts),
-    h('section', { class: 'card' }, h('h3', {}, 'Metrics'), h('div', { class: 'charts' }, ...chartEls), pointsNote),
+    failure,
+    metricsCard,
     heatmap,
     h('section', { class: 'card' }, h('h3', {}, 'Ranks'),
       h('table', {}, h('thead', {}, h('tr', {}, ['rank', 'state', 'log bytes'].map((c) => h('th', {}, c)))), ranks)),
@@ -104,6 +111,18 @@ export function jobPage(main, signal, id) {
     const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
     log.textContent = await api.getText(`/v1/jobs/${id}/logs?rank=${rankSel.value}&tail=${LOG_LINES}`);
     if (atBottom) log.scrollTop = log.scrollHeight;
+    showFailure();
+  }
+
+  // A final job that did not succeed: its log's error lines (and the hints under them) first, else its
+  // last lines; and no empty charts when it never logged a step.
+  function showFailure() {
+    if (!job || !FINAL.has(job.state) || job.state === 'succeeded' || job.state === 'cancelled') return;
+    const lines = log.textContent.split('\n').filter((l) => l.trim() !== '');
+    const errors = lines.filter((l) => /error|hint:|Traceback|terminate called|Killed/i.test(l));
+    failureLines.textContent = (errors.length ? errors.slice(-12) : lines.slice(-10)).join('\n');
+    failure.hidden = failureLines.textContent === '';
+    if (Object.values(charts).every((c) => c.counts().every((n) => n === 0))) metricsCard.hidden = true;
   }
 
   function renderFacts(j) {
