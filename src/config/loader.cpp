@@ -613,37 +613,13 @@ void check_training_data(ordered_json& r, const std::function<std::string(const 
     }
 }
 
-// trainer.min_lr when not written: a tenth of trainer.lr (the decay of nanoGPT, Chinchilla and our presets).
-constexpr double kMinLrFraction = 0.1;
-
-// trainer.max_steps and trainer.epochs both written: max_steps wins (transformers' TrainingArguments rule),
-// epochs is set to 0 so that every reader (trainer, estimates, the stored config) sees one length. Returns
-// the warning that says so. max_steps at its default counts as not written: a resolved config (a
-// checkpoint's, one printed whole) holds it beside the epochs that decided, and must load as it was.
-std::optional<std::string> max_steps_over_epochs(ordered_json& r, const std::map<std::string, YAML::Node>& values,
-                                                 const std::map<std::string, std::string>& loc) {
-    auto written = [&](const char* k) { return values.count(k) && !values.at(k).IsNull(); };
-    auto& t = r["trainer"];
-    // Only an image classifier counts epochs; a language model's trainer.epochs is refused by name (below).
-    const auto& arch = r["model"]["arch"];
-    if (!arch.is_string() || (arch != "mlp" && arch != "cnn")) return std::nullopt;
-    if (!written("trainer.max_steps") || !written("trainer.epochs") || t["epochs"].get<int64_t>() == 0 ||
-        t["max_steps"] == find_field("trainer.max_steps")->default_value)
-        return std::nullopt;
-    const std::string msg = fmt::format("trainer.max_steps ({}, {}) and trainer.epochs ({}, {}) are both written: "
-                                        "trainer.max_steps wins, the run is {} steps",
-                                        t["max_steps"].get<int64_t>(), loc.at("trainer.max_steps"),
-                                        t["epochs"].get<int64_t>(), loc.at("trainer.epochs"), t["max_steps"].get<int64_t>());
-    t["epochs"] = 0;
-    return msg;
-}
-
 void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v, ConfigUse use) {
     const auto at = locator(loc, v);
     auto& t = r["trainer"];
     model_checks(r, at, v);
     for (const auto& p : classifier_problems(r, use == ConfigUse::kTraining)) v.add(p.key, at(p.key), p.message);
-    if (t["min_lr"].is_null()) t["min_lr"] = kMinLrFraction * t["lr"].get<double>();  // follows the lr written
+    // trainer.min_lr unwritten: a tenth of trainer.lr (as nanoGPT, the Chinchilla runs and our presets decay).
+    if (t["min_lr"].is_null()) t["min_lr"] = 0.1 * t["lr"].get<double>();
     if (t["min_lr"].get<double>() > t["lr"].get<double>())
         v.add("trainer.min_lr", at("trainer.min_lr"),
               fmt::format("must be <= trainer.lr ({}), found {}", t["lr"].get<double>(), t["min_lr"].get<double>()));
@@ -777,8 +753,12 @@ Config load_config_string(std::string_view text, const std::string& source_name,
     for (const std::string& k : meant)
         if (!values.count(k)) refused.insert(k);
     std::vector<std::string> warnings;
+    auto written_at = [&](const std::string& k) {  // where the key was written, "" when it was not
+        return values.count(k) && !values.at(k).IsNull() ? loc[k] : std::string();
+    };
     if (!refused.count("trainer.max_steps") && !refused.count("trainer.epochs"))
-        if (auto w = max_steps_over_epochs(resolved, values, loc)) warnings.push_back(*w);
+        if (auto w = max_steps_over_epochs(resolved, written_at("trainer.max_steps"), written_at("trainer.epochs")))
+            warnings.push_back(*w);
     if (!refused.count("trainer.warmup_steps") && !refused.count("trainer.max_steps"))
         if (auto w = clamp_warmup_to_run(resolved, locator(loc, v)("trainer.warmup_steps"))) warnings.push_back(*w);
     const std::size_t before_cross = v.count();
