@@ -18,7 +18,7 @@ bash scripts/setup.d/10-tokenizer.sh
 bash bench/tokenizer/setup.sh
 cmake --build "$build" --target tokenizer_bench >/dev/null
 
-# The reference corpus (the recipe of ../shared/data/make_corpus.sh; needs bible-kjv, fortunes, fortunes-min).
+# The reference corpus (the text of scripts/make_corpus.sh in one file; needs bible-kjv, fortunes, fortunes-min).
 corpus="$build/bench/tokenizer_corpus.txt"
 want=1021d9575220966c33be32eff97cf202baefa4cfeb22204620168f7ab1cc174c
 if [ ! -f "$corpus" ] || [ "$(sha256sum "$corpus" | cut -d' ' -f1)" != "$want" ]; then

@@ -94,7 +94,7 @@ def ours_train(a, work, name, precision, tag):
     return dict(tok_s=tps, tok_per_cpu_s=a.steps * 8 * 256 / cpu.seconds, run=f"{work}/runs/{run_id}")
 
 
-OPENBLAS_DIR = "/tmp/torch_cpu_bench_openblas"  # shared with ../shared/bench/torch_cpu_gpt.py
+OPENBLAS_DIR = "/tmp/torch_cpu_bench_openblas"  # shared with bench/train_cpu/torch_cpu_gpt.py
 OPENBLAS_LIBDIR = os.path.join(OPENBLAS_DIR, "usr/lib/x86_64-linux-gnu/openblas-openmp")
 
 

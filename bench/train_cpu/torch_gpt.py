@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """PyTorch's side of bench/train_cpu: nanoGPT-style GPT-2 training steps on the CPU, fp32 or with CPU bf16
 autocast (torch.autocast("cpu", dtype=torch.bfloat16) around forward and loss, fp32 master weights and AdamW, as a
-PyTorch / Hugging Face user runs bf16 on a CPU). The model and step follow ../shared/bench/torch_cpu_gpt.py (the
+PyTorch / Hugging Face user runs bf16 on a CPU). The model and step follow bench/train_cpu/torch_cpu_gpt.py (the
 peer of issue 4's figures): pre-LayerNorm blocks, manual causal attention on torch 1.13 (no SDPA), tanh GELU,
 tied lm_head, AdamW (lr 6e-4, betas 0.9/0.95, wd 0.1 on 2-D parameters), clip_grad_norm_ 1.0. Random token ids.
 

@@ -8,7 +8,7 @@
 //                 tied, RoPE theta 500k with llama3 scaling; bench/train_gpu_llama runs it, T 2048).
 // Random tokens, bf16 mixed precision by default. Also measures the dense bf16 matmul rate (8192^3 through
 // the same cuBLASLt path) for the MFU figure, and the GPU memory the step holds beyond the CUDA context.
-// torch_gpu_gpt2.py / ../shared/bench/torch_gpu_llama.py run the PyTorch peers; run.sh runs both in one
+// torch_gpu_gpt2.py / bench/train_gpu_llama/torch_gpu_llama.py run the PyTorch peers; run.sh runs both in one
 // device call and compare.py prints the side-by-side table.
 // Usage: train_gpu_bench [--arch gpt2|llama] [--batch 16,32] [--T 1024] [--steps 10] [--warmup 3] [--lora R]
 //                        [--dtype bf16|fp32] [--recompute none|mlp|all] [--no-check] [--no-peak] [--json FILE]

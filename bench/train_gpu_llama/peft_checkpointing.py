@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The largest batch at T = 2048 that trains in the GPU's memory: transformers + peft 0.21 LoRA (r 16, alpha 32 on
 q, k, v, o, gate, up, down; bf16 base, fp32 adapters, bf16 autocast, fused AdamW) with
-model.gradient_checkpointing_enable(), on the Llama-3.2-1B shape of ../shared/bench/torch_gpu_llama.py (random
+model.gradient_checkpointing_enable(), on the Llama-3.2-1B shape of bench/train_gpu_llama/torch_gpu_llama.py (random
 weights), eager. Batches are tried in the order given until one runs out of memory; one JSON line each.
 Usage: python3 peft_checkpointing.py --batches 8,16,32,64 [--seq 2048] [--steps 4] [--out F]"""
 import argparse

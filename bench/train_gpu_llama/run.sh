@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # bench/train_gpu_llama: a training step of a Llama-3.2-1B-shaped model (random weights; 16 layers, d 2048,
 # 32 heads / 8 KV heads, FFN 8192, vocab 128,256, tied, T 2048) on one GPU: ours (train_gpu_bench --arch
-# llama, fp32 master weights + bf16 compute) then PyTorch + transformers (../shared/bench/torch_gpu_llama.py,
+# llama, fp32 master weights + bf16 compute) then PyTorch + transformers (bench/train_gpu_llama/torch_gpu_llama.py,
 # torch.compile, fused AdamW, SDPA) in the same call on the same card, and the ratio.
-# On the GPU machine: bash bench/train_gpu_llama/run.sh TORCH_GPU_LLAMA_PY [BATCH=4] [TORCH_MODES]
-# (the device gets the repository's working tree, so the peer script travels as a carried copy).
+# On the GPU machine: bash bench/train_gpu_llama/run.sh [TORCH_GPU_LLAMA_PY] [BATCH=4] [TORCH_MODES]
 set -uo pipefail
-peer=$1
+peer=$(realpath "${1:-bench/train_gpu_llama/torch_gpu_llama.py}")
 B=${2:-4}
 MODES=${3:-full-mixed:compile,full-bf16:compile,full-mixed:eager}
 out=${OUT:-/tmp/out}

@@ -91,18 +91,13 @@ void run_chat(const ChatOptions& o) {
     LLMT_CHECK(o.max_new_tokens >= 1, "chat: --max-new-tokens must be >= 1, got {}", o.max_new_tokens);
     // A run of ours has checkpoints/ (a checkpoints/ directory has latest, a step directory state.json);
     // anything else is read as a Hugging Face model directory.
-    std::error_code ec;
-    const std::filesystem::path m(o.model);
-    const bool ours = std::filesystem::exists(m / "checkpoints", ec) || std::filesystem::exists(m / "latest", ec) ||
-                      std::filesystem::exists(m / "state.json", ec);
+    const bool ours = is_checkpoint_path(o.model);
     const LoadedModel loaded = ours ? load_checkpoint_model("chat", o.model, o.config, o.sets)
                                     : load_model_dir("chat", o.model, o.sets);
     const config::Config& cfg = loaded.config;
     const models::Model& model = *loaded.model;
     kernels::set_cpu_threads(cfg.run.threads);
-    const std::string tok_spec = !o.tokenizer.empty()                   ? o.tokenizer
-                                 : !ours && model_dir_tokenizer(o.model) ? o.model
-                                                                         : cfg.data.tokenizer;
+    const std::string tok_spec = text_tokenizer("chat", o.tokenizer, ours ? std::string() : o.model, cfg);
     const data::Tokenizer tok = data::Tokenizer::load(tok_spec);
     const auto dir = tokenizer_directory(tok_spec);
     const data::ChatTemplate tmpl = load_template(o, tok_spec);
@@ -112,10 +107,9 @@ void run_chat(const ChatOptions& o) {
     // The template's end of turn, generation_config.json's eos ids (model and tokenizer directories), the
     // model config's eos ids, end-of-text.
     std::vector<uint32_t> stop = generation_stop_ids(tok, dir, {end_of_turn});
-    if (!ours) {
-        for (uint32_t id : generation_stop_ids(tok, m))
-            if (std::find(stop.begin(), stop.end(), id) == stop.end()) stop.push_back(id);
-    }
+    // The weights' directory: a model directory, or the checkpoint step directory (which holds one too).
+    for (uint32_t id : generation_stop_ids(tok, loaded.source))
+        if (std::find(stop.begin(), stop.end(), id) == stop.end()) stop.push_back(id);
     for (int64_t id : models::hf_export_info(cfg, "float32").eos_token_id) {
         if (id >= 0 && static_cast<uint64_t>(id) < tok.vocab_size() &&
             std::find(stop.begin(), stop.end(), static_cast<uint32_t>(id)) == stop.end())

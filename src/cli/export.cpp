@@ -1,9 +1,9 @@
 // `llmtrain export`: a checkpoint as a Hugging Face model directory that transformers loads with
 // from_pretrained unchanged: config.json, generation_config.json, model.safetensors (sharded above
-// --max-shard-size with model.safetensors.index.json) and the tokenizer files of the model the run started
-// from. A LoRA run exports its adapters as a PEFT directory instead (adapter_config.json and
+// --max-shard-size with model.safetensors.index.json) and the run's tokenizer files. A LoRA run exports its adapters as a PEFT directory instead (adapter_config.json and
 // adapter_model.safetensors; `llmtrain merge` folds them into the base). Written into a temp directory and
-// renamed, so --out is the whole export or untouched.
+// renamed, so --out is the whole export or untouched. The run's tokenizer goes beside the weights, its
+// bos/eos/pad ids into config.json and generation_config.json.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -23,6 +23,7 @@
 #include "models/hf_resolve.h"
 #include "models/hf_weights.h"
 #include "models/peft.h"
+#include "train/hf_model_files.h"
 #include "train/run_plan.h"
 
 namespace llmt::cli {
@@ -32,33 +33,19 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ExportOptions {
-    std::string checkpoint, config, out, dtype = "bf16", max_shard_size = "5GB";
+    std::string checkpoint, config, out, dtype = "bf16", max_shard_size = "5GB", tokenizer;
     std::vector<std::string> sets;
 };
 
-// Tokenizer files of the HF directory the run started from (model.init_from), copied as they are.
-std::vector<fs::path> tokenizer_files(const config::Config& cfg) {
-    static const char* const kNames[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                                         "tokenizer.model", "vocab.json", "merges.txt"};
-    std::vector<fs::path> found;
-    if (cfg.model.init_from.empty() || cfg.model.init_from == "scratch") return found;
-    std::error_code ec;
-    const fs::path dir(cfg.model.init_from);
-    if (!fs::is_directory(dir, ec)) return found;
-    for (const char* n : kNames)
-        if (fs::is_regular_file(dir / n, ec)) found.push_back(dir / n);
-    return found;
-}
-
-// config.json, generation_config.json, the weights (the model's own, fp32 on the host) in `dtype`, sharded
-// above shard_bytes, and the tokenizer files of model.init_from, into the export directory; one line on
-// stderr. `origin_key` records the source in the safetensors metadata.
+// config.json, generation_config.json and the run's tokenizer files (train/hf_model_files.h), the weights
+// (the model's own, fp32 on the host) in `dtype`, sharded above shard_bytes, into the export directory; one
+// line on stderr. `origin_key` records the source in the safetensors metadata; `tokenizer` replaces the
+// run's tokenizer (then it must load and fit the model).
 void write_model_dir(const models::HfExportDir& out, const LoadedModel& loaded, const std::string& dtype,
-                     std::uint64_t shard_bytes, const std::string& origin_key) {
+                     std::uint64_t shard_bytes, const std::string& origin_key, const std::string& tokenizer) {
     const models::Model& model = *loaded.model;
-    const models::HfExportInfo info = models::hf_export_info(loaded.config, dtype == "bf16" ? "bfloat16" : "float32");
-    write_file_atomic(out.dir() / "config.json", models::hf_config_json(loaded.config.model, info).dump(2) + "\n");
-    write_file_atomic(out.dir() / "generation_config.json", models::hf_generation_config_json(info).dump(2) + "\n");
+    train::HfModelFiles files(loaded.config, dtype == "bf16" ? "bfloat16" : "float32", tokenizer, !tokenizer.empty());
+    files.write(out.dir());
     const Arena host = models::host_f32_copy(model.base());
     std::vector<std::vector<float>> scratch;
     std::vector<models::HfTensor> tensors;
@@ -68,13 +55,10 @@ void write_model_dir(const models::HfExportDir& out, const LoadedModel& loaded, 
     wo.dtype = dtype == "bf16" ? models::HfDType::kBF16 : models::HfDType::kF32;
     wo.max_shard_bytes = shard_bytes;
     wo.metadata = {{origin_key, loaded.source}};
-    const std::vector<std::string> files = models::write_hf_weights(out.dir(), tensors, wo);
-    const std::vector<fs::path> tok = tokenizer_files(loaded.config);
-    for (const fs::path& f : tok) fs::copy_file(f, out.dir() / f.filename());
-    fmt::print(stderr, "{} ({}, {:.2f}M parameters, {}) -> {}: config.json, generation_config.json, {}{}\n",
+    const std::vector<std::string> weights = models::write_hf_weights(out.dir(), tensors, wo);
+    fmt::print(stderr, "{} ({}, {:.2f}M parameters, {}) -> {}: config.json, generation_config.json, {}; {}\n",
                loaded.source, model.arch(), static_cast<double>(model.num_parameters()) / 1e6, dtype,
-               out.final_dir().string(), fmt::join(files, ", "),
-               tok.empty() ? "" : fmt::format(", {} tokenizer file(s) from {}", tok.size(), loaded.config.model.init_from));
+               out.final_dir().string(), fmt::join(weights, ", "), files.describe());
 }
 
 void run_export(const ExportOptions& o) {
@@ -94,12 +78,12 @@ void run_export(const ExportOptions& o) {
         return;
     }
     fmt::print(stderr, "export: ");
-    write_model_dir(out, loaded, o.dtype, shard_bytes, "llmtrain.checkpoint");
+    write_model_dir(out, loaded, o.dtype, shard_bytes, "llmtrain.checkpoint", o.tokenizer);
     out.commit();
 }
 
 struct MergeOptions {
-    std::string model, adapter, out, dtype = "auto", max_shard_size = "5GB";
+    std::string model, adapter, out, dtype = "auto", max_shard_size = "5GB", tokenizer;
 };
 
 // The dtype of the base's weight files: bf16, or fp32 for fp32 files (and for fp16/fp64, which the
@@ -136,7 +120,7 @@ void run_merge(const MergeOptions& o) {
     loaded.model->merge_adapters();
     models::HfExportDir out(o.out);
     fmt::print(stderr, "merge: {} + {}: ", o.model, o.adapter);
-    write_model_dir(out, loaded, dtype, shard_bytes, "llmtrain.merged_from");
+    write_model_dir(out, loaded, dtype, shard_bytes, "llmtrain.merged_from", o.tokenizer);
     out.commit();
 }
 
@@ -156,6 +140,8 @@ void register_merge(CLI::App& app, Runtime& rt) {
         ->capture_default_str();
     cmd->add_option("--max-shard-size", o->max_shard_size, "above this the weights are split into shards with an index")
         ->capture_default_str();
+    cmd->add_option("--tokenizer", o->tokenizer,
+                    "the tokenizer to write beside the weights (default: the base directory's tokenizer files)");
     cmd->callback([o, &rt] {
         run_merge(*o);
         rt.exit_code = 0;
@@ -174,6 +160,8 @@ void register_export(CLI::App& app, Runtime& rt) {
     cmd->add_option("--max-shard-size", o->max_shard_size,
                     "above this the weights are split into shards with an index (transformers' default 5GB)")
         ->capture_default_str();
+    cmd->add_option("--tokenizer", o->tokenizer,
+                    "the tokenizer to write beside the weights (default: the run's: data.tokenizer, or model.init_from's tokenizer files)");
     cmd->add_option("--config,-c", o->config,
                     "YAML config of the model (default: the resolved config stored in the checkpoint's state.json)");
     cmd->add_option("--set", o->sets, "override a config key (repeatable)")->allow_extra_args(false);

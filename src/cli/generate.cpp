@@ -62,17 +62,19 @@ std::vector<int32_t> parse_ids(const std::string& text) {
 // tokenizer files, and comparisons with transformers' generate).
 class TokenIo {
 public:
-    TokenIo(const GenerateOptions& o, const config::Config& cfg) : ids_mode_(!o.prompt_ids.empty()) {
-        const std::string spec = !o.tokenizer.empty() ? o.tokenizer
-                                 : model_dir_tokenizer(o.model_dir) ? o.model_dir
-                                                                    : cfg.data.tokenizer;
+    // model_dir: a Hugging Face model directory (--model), empty for a checkpoint of ours; source: the
+    // directory the weights came from (its generation_config.json's eos ids stop generation).
+    TokenIo(const GenerateOptions& o, const std::string& model_dir, const std::string& source, const config::Config& cfg)
+        : ids_mode_(!o.prompt_ids.empty()) {
+        // Ids in, ids out need no tokenizer; text needs the model's own (never a silent GPT-2).
+        const std::string spec = ids_mode_ ? std::string() : text_tokenizer("generate", o.tokenizer, model_dir, cfg);
         if (!ids_mode_) tok_.emplace(data::Tokenizer::load(spec));
         // The model's end-of-sequence ids (config.json's eos_token_id), and the tokenizer's end of text.
         for (int64_t id : models::hf_export_info(cfg, "float32").eos_token_id) stop_.push_back(static_cast<int32_t>(id));
         if (tok_) {
             // Every eos_token_id of generation_config.json in the model directory and in the tokenizer's
             // (Llama 3 Instruct: <|end_of_text|> and <|eot_id|>, the turn end a fine-tuned chat model emits).
-            for (const std::filesystem::path& dir : {std::filesystem::path(o.model_dir), tokenizer_directory(spec)})
+            for (const std::filesystem::path& dir : {std::filesystem::path(source), tokenizer_directory(spec)})
                 for (uint32_t id : generation_stop_ids(*tok_, dir)) stop_.push_back(static_cast<int32_t>(id));
         }
     }
@@ -121,14 +123,18 @@ void run_generate(const GenerateOptions& o) {
                   "generate: give exactly one of --checkpoint (a run of ours) and --model (a Hugging Face model "
                   "directory)");
     LLMT_CHECK_AS(UsageError, o.prompt.empty() || o.prompt_ids.empty(), "generate: give --prompt or --prompt-ids, not both");
-    const LoadedModel loaded = o.model_dir.empty() ? load_checkpoint_model("generate", o.checkpoint, o.config, o.sets)
-                                                   : load_model_dir("generate", o.model_dir, o.sets);
+    // --model on a run of ours (or its checkpoints) reads it as --checkpoint would.
+    const bool ours = !o.model_dir.empty() && is_checkpoint_path(o.model_dir);
+    const std::string checkpoint = ours ? o.model_dir : o.checkpoint;
+    const std::string model_dir = ours ? std::string() : o.model_dir;
+    const LoadedModel loaded = model_dir.empty() ? load_checkpoint_model("generate", checkpoint, o.config, o.sets)
+                                                 : load_model_dir("generate", model_dir, o.sets);
     const config::Config& cfg = loaded.config;
     const models::Model& model = *loaded.model;
     kernels::set_cpu_threads(cfg.run.threads);
     const models::ModelDims& mc = model.dims();
 
-    TokenIo io(o, cfg);
+    TokenIo io(o, model_dir, loaded.source, cfg);
     std::vector<int32_t> seq = io.prompt(o);
     LLMT_CHECK(static_cast<int>(seq.size()) <= mc.block_size,
                "generate: the prompt is {} tokens, longer than the model's context (model.block_size {})", seq.size(),
@@ -170,7 +176,7 @@ void run_generate(const GenerateOptions& o) {
     fmt::print(stderr, "generate: {} tokens in {:.2f} s ({:.1f} tokens/s){}{}; {} {}\n", generated, s,
                s > 0 ? generated / s : 0.0, stopped_at >= 0 ? ", stopped at " + io.describe(stopped_at) : "",
                reprimes ? fmt::format(", context re-primed {}x", reprimes) : "",
-               o.model_dir.empty() ? "checkpoint" : "model", loaded.source);
+               model_dir.empty() ? "checkpoint" : "model", loaded.source);
 }
 
 }  // namespace
@@ -181,7 +187,8 @@ void register_generate(CLI::App& app, Runtime& rt) {
     auto o = std::make_shared<GenerateOptions>();
     cmd->add_option("--checkpoint", o->checkpoint, "a checkpoints/step_N directory, a checkpoints/ directory or a run directory");
     cmd->add_option("--model", o->model_dir,
-                    "instead of --checkpoint: a Hugging Face model directory (config.json + safetensors)");
+                    "instead of --checkpoint: a Hugging Face model directory (config.json + safetensors; text goes "
+                    "through its own tokenizer files), or a run or checkpoint directory of ours");
     cmd->add_option("--config,-c", o->config,
                     "YAML config of the model (default: the resolved config stored in the checkpoint's state.json)");
     cmd->add_option("--set", o->sets, "override a config key, e.g. --set run.threads=4 (repeatable)")
@@ -197,8 +204,9 @@ void register_generate(CLI::App& app, Runtime& rt) {
         ->capture_default_str();
     cmd->add_option("--seed", o->seed, "random seed: the same seed gives the same text")->capture_default_str();
     cmd->add_option("--tokenizer", o->tokenizer,
-                    "tokenizer spec (default: the config's data.tokenizer, gpt2); a model directory's "
-                    "generation_config.json adds its eos_token_id(s) to the ids that stop generation");
+                    "tokenizer spec (default: the model directory's own files; for a checkpoint its run's "
+                    "data.tokenizer); a model directory's generation_config.json adds its eos_token_id(s) to the ids "
+                    "that stop generation");
     cmd->callback([o, &rt] {
         run_generate(*o);
         rt.exit_code = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,8 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json_parse.h"
+#include "data/hf_tokenizer_files.h"
+#include "train/hf_model_files.h"
 
 namespace llmt::cli {
 
@@ -23,9 +26,25 @@ fs::path tokenizer_directory(const std::string& spec) {
     return {};
 }
 
-bool model_dir_tokenizer(const std::string& dir) {
+std::string text_tokenizer(const std::string& command, const std::string& tokenizer, const std::string& model_dir,
+                           const config::Config& cfg) {
+    if (!tokenizer.empty()) return tokenizer;
+    if (!model_dir.empty()) {
+        if (data::has_hf_tokenizer_files(model_dir)) return model_dir;
+        throw UsageError(fmt::format("{}: the model directory {} has no tokenizer files (tokenizer.json, or vocab.json "
+                                     "+ merges.txt), so text cannot go in or out\nhint: pass --tokenizer SPEC (the "
+                                     "tokenizer the model was trained with), or --prompt-ids for ids in and out",
+                                     command, model_dir));
+    }
+    std::string why;
+    if (const std::optional<std::string> spec = train::run_tokenizer_spec(cfg, &why)) return *spec;
+    throw UsageError(fmt::format("{}: the checkpoint's tokenizer is unknown: {}", command, why));
+}
+
+bool is_checkpoint_path(const std::string& path) {
     std::error_code ec;
-    return !dir.empty() && fs::is_regular_file(fs::path(dir) / "tokenizer.json", ec);
+    const fs::path m(path);
+    return fs::exists(m / "checkpoints", ec) || fs::exists(m / "latest", ec) || fs::exists(m / "state.json", ec);
 }
 
 std::vector<uint32_t> generation_stop_ids(const data::Tokenizer& tok, const fs::path& dir,

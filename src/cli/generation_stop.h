@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "data/tokenizer.h"
 
 namespace llmt::cli {
@@ -15,8 +16,17 @@ namespace llmt::cli {
 // directory), the file's directory for a tokenizer.json; empty for "gpt2" and other files.
 std::filesystem::path tokenizer_directory(const std::string& spec);
 
-// True when `dir` is non-empty and holds a tokenizer.json (a Hugging Face model directory's tokenizer).
-bool model_dir_tokenizer(const std::string& dir);
+// The tokenizer for text in and out of a model: `tokenizer` (--tokenizer) when given; else a Hugging Face
+// model directory's own files (`model_dir`: --model DIR, empty for a checkpoint of ours); else the
+// checkpoint's run's (train/hf_model_files.h run_tokenizer_spec). A model directory without tokenizer files
+// is a UsageError naming it and the ways out (--tokenizer, --prompt-ids): text never goes through a
+// tokenizer the model was not trained with.
+std::string text_tokenizer(const std::string& command, const std::string& tokenizer, const std::string& model_dir,
+                           const config::Config& cfg);
+
+// True when `path` is a run of ours (it has checkpoints/), a checkpoints/ directory (latest) or a step
+// directory (state.json), rather than a Hugging Face model directory.
+bool is_checkpoint_path(const std::string& path);
 
 // Ids that stop sampling: the tokenizer's end-of-text token, then every eos_token_id of
 // DIR/generation_config.json (an int or a list; Llama 3 Instruct: <|end_of_text|> and <|eot_id|>) when

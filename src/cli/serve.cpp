@@ -16,15 +16,44 @@ namespace llmt::cli {
 
 namespace {
 
-// --presets-dir's default: configs/presets here (a checkout), else the installed
-// <prefix>/share/llmtrain/configs/presets beside <prefix>/bin (make install).
-std::string default_presets_dir() {
+// --presets-dir's default and where it came from: configs/presets in the working directory (a checkout),
+// else the installed <prefix>/share/llmtrain/configs/presets beside <prefix>/bin (make install), else the
+// checkout the binary was built in (build/<preset>/llmtrain); empty when none exists.
+struct PresetsDir {
+    std::string dir, how;
+};
+PresetsDir default_presets_dir() {
+    namespace fs = std::filesystem;
     std::error_code ec;
-    if (std::filesystem::is_directory("configs/presets", ec)) return "configs/presets";
-    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-    const auto installed = self.parent_path() / "../share/llmtrain/configs/presets";
-    if (!ec && std::filesystem::is_directory(installed, ec)) return installed.lexically_normal().string();
-    return "configs/presets";
+    if (fs::is_directory("configs/presets", ec)) return {"configs/presets", "the working directory"};
+    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) return {};
+    const fs::path installed = self.parent_path() / "../share/llmtrain/configs/presets";
+    if (fs::is_directory(installed, ec)) return {installed.lexically_normal().string(), "the installed share directory"};
+    fs::path up = self.parent_path();
+    for (int i = 0; i < 3 && up != up.parent_path(); ++i) {
+        up = up.parent_path();
+        if (fs::is_directory(up / "configs/presets", ec) && fs::exists(up / "src/cli/serve.cpp", ec))
+            return {(up / "configs/presets").string(), "the checkout the binary was built in"};
+    }
+    return {};
+}
+
+// One start-up line: where the presets come from and how many there are, or that there are none.
+void say_presets(const std::string& dir, const std::string& how) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    std::size_t n = 0;
+    if (!dir.empty())
+        for (const auto& e : fs::directory_iterator(dir, ec))
+            if (e.path().extension() == ".yaml") ++n;
+    if (n > 0)
+        fmt::print(stderr, "llmtrain serve: {} presets from {} ({})\n", n, dir, how);
+    else
+        fmt::print(stderr,
+                   "llmtrain serve: no presets{}: jobs must send their config (looked in ./configs/presets, "
+                   "<prefix>/share/llmtrain/configs/presets and the checkout of the binary; pass --presets-dir)\n",
+                   dir.empty() ? "" : " in " + dir);
 }
 
 }  // namespace
@@ -40,7 +69,8 @@ void register_serve(CLI::App& app, Runtime& rt) {
     auto rates = std::make_shared<std::string>();
     auto quotas = std::make_shared<std::string>();
     auto throughput = std::make_shared<std::string>();
-    auto presets = std::make_shared<std::string>(default_presets_dir());
+    const PresetsDir found = default_presets_dir();
+    auto presets = std::make_shared<std::string>(found.dir.empty() ? "configs/presets" : found.dir);
     auto port_file = std::make_shared<std::string>();
     auto web_dir = std::make_shared<std::string>();
     cmd->add_option("--listen", *listen, "HOST:PORT to bind (port 0 picks a free one); 127.0.0.1 unless told otherwise");
@@ -57,8 +87,9 @@ void register_serve(CLI::App& app, Runtime& rt) {
                     "measured tokens/s rows for estimates (default: configs/throughput.jsonl beside the binary)");
     cmd->add_option("--estimate-card", o->estimate_card,
                     "estimate from the rows of this card (substring; default: the latest measured)");
-    cmd->add_option("--presets-dir", *presets, "where preset names in job configs are looked up (default: configs/presets here, else the installed "
-                    "share/llmtrain/configs/presets)");
+    auto o_presets = cmd->add_option("--presets-dir", *presets,
+                                     "where preset names in job configs are looked up (default: configs/presets here, "
+                                     "else the installed share/llmtrain/configs/presets, else the binary's checkout)");
     cmd->add_option("--max-body-bytes", o->max_body_bytes, "request body size limit (after chunked decoding)")
         ->check(CLI::Range(1024, 64 << 20));
     cmd->add_option("--head-timeout-s", o->head_timeout_s,
@@ -126,6 +157,7 @@ void register_serve(CLI::App& app, Runtime& rt) {
         o->quotas_file = *quotas;
         o->throughput_file = *throughput;
         o->presets_dir = *presets;
+        say_presets(*presets, o_presets->count() > 0 ? std::string("--presets-dir") : found.how);
         o->port_file = *port_file;
         o->web_dir = *web_dir;
         o->allow_read.assign(allow_read->begin(), allow_read->end());

@@ -644,6 +644,8 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
     auto& t = r["trainer"];
     model_checks(r, at, v);
     for (const auto& p : classifier_problems(r, use == ConfigUse::kTraining)) v.add(p.key, at(p.key), p.message);
+    // trainer.min_lr unwritten: a tenth of trainer.lr (as nanoGPT, the Chinchilla runs and our presets decay).
+    if (t["min_lr"].is_null()) t["min_lr"] = 0.1 * t["lr"].get<double>();
     if (t["min_lr"].get<double>() > t["lr"].get<double>())
         v.add("trainer.min_lr", at("trainer.min_lr"),
               fmt::format("must be <= trainer.lr ({}), found {}", t["lr"].get<double>(), t["min_lr"].get<double>()));
@@ -724,6 +726,7 @@ Config load_config_string(std::string_view text, const std::string& source_name,
     // Walk the tree: every key must be known; groups (sections, tracking.mlflow) are mappings of keys.
     std::map<std::string, YAML::Node> values;  // path -> node
     std::map<std::string, std::string> loc;    // path -> where (file:line:col or --set)
+    std::set<std::string> meant;               // keys an unknown key was probably meant to be
     std::function<void(const YAML::Node&, const std::string&, int)> walk = [&](const YAML::Node& map,
                                                                                const std::string& prefix, int depth) {
         for (auto it = map.begin(); it != map.end(); ++it) {
@@ -748,6 +751,7 @@ Config load_config_string(std::string_view text, const std::string& source_name,
                 v.add(path, v.where(it->first), unknown_key_message(path, path, top_level_names(), ""));
             } else {
                 v.add(path, v.where(it->first), unknown_key_message(path, leaf, keys_of_section(prefix), prefix));
+                if (auto near = nearest_match(leaf, keys_of_section(prefix))) meant.insert(prefix + "." + *near);
             }
         }
     };
@@ -770,7 +774,17 @@ Config load_config_string(std::string_view text, const std::string& source_name,
     // Each value on its own: reported even when another key has the wrong type.
     refuse_lora_keys_without_adapters(resolved, locator(loc, v), v);
     // The cross-field checks in the same pass (all problems at once), less those about a refused key.
+    // A misspelt key's value never reached the key it meant, so checks against that key's default would
+    // report a problem the user did not write (n_heads: 8 -> "d_model not divisible by n_head 12").
+    for (const std::string& k : meant)
+        if (!values.count(k)) refused.insert(k);
     std::vector<std::string> warnings;
+    auto written_at = [&](const std::string& k) {  // where the key was written, "" when it was not
+        return values.count(k) && !values.at(k).IsNull() ? loc[k] : std::string();
+    };
+    if (!refused.count("trainer.max_steps") && !refused.count("trainer.epochs"))
+        if (auto w = max_steps_over_epochs(resolved, written_at("trainer.max_steps"), written_at("trainer.epochs")))
+            warnings.push_back(*w);
     if (!refused.count("trainer.warmup_steps") && !refused.count("trainer.max_steps"))
         if (auto w = clamp_warmup_to_run(resolved, locator(loc, v)("trainer.warmup_steps"))) warnings.push_back(*w);
     const std::size_t before_cross = v.count();

@@ -220,14 +220,16 @@ std::vector<FieldSpec> build() {
                           "source idx: random crop of the image padded by this many zero pixels per side; 0 = off"));
     v.push_back(bool_field("data.augment.hflip", false, "source idx: flip training images left-right with probability 1/2"));
     // trainer
-    v.push_back(int_field("trainer.max_steps", 1000, 1, 1e15, "optimizer steps to train"));
+    v.push_back(int_field("trainer.max_steps", 1000, 1, 1e15,
+                          "optimizer steps to train; written together with trainer.epochs it wins (transformers' rule)"));
     v.push_back(int_field("trainer.epochs", 0, 0, 1e9,
-                          "passes over the training set (data.source idx): sets the step count from the dataset size and "
-                          "takes precedence over trainer.max_steps; 0 = trainer.max_steps decides"));
+                          "passes over the training set (data.source idx): sets the step count from the dataset size "
+                          "unless trainer.max_steps is written too (then max_steps wins); 0 = trainer.max_steps decides"));
     v.push_back(int_field("trainer.micro_batch_size", 8, 1, 1048576, "sequences per micro-batch per process"));
     v.push_back(int_field("trainer.grad_accum_steps", 1, 1, 1048576, "micro-batches accumulated per optimizer step"));
     v.push_back(float_field("trainer.lr", 6e-4, 0.0, kInf, true, "peak learning rate"));
-    v.push_back(float_field("trainer.min_lr", 6e-5, 0.0, kInf, false, "final learning rate of the decay"));
+    v.push_back(derived(float_field("trainer.min_lr", 0.0, 0.0, kInf, false, "final learning rate of the decay"),
+                        "0.1 x trainer.lr"));
     v.push_back(int_field("trainer.warmup_steps", 100, 0, 1e15, "linear warmup steps"));
     v.push_back(enum_field("trainer.schedule", "cosine", {"cosine", "linear", "constant"}, "learning-rate decay after warmup"));
     v.push_back(enum_field("trainer.optimizer", "adamw", {"adamw", "sgd"},

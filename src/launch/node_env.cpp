@@ -224,6 +224,9 @@ NodeEnv resolve_node_env(const NodeFlags& given_flags, const EnvLookup& env, con
         }
         if (port) {
             n.master_port = {parse_int(*port, 0, 65535, "a TCP port, 0 = pick a free one"), port->source};
+        } else if (n.nnodes.value == 1) {
+            // One node: a free port, so two launches side by side do not collide (as --standalone).
+            n.master_port = {0, "default: a free port on one node"};
         } else {
             n.master_port = {kDefaultMasterPort, "default"};
         }

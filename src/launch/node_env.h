@@ -59,7 +59,8 @@ inline constexpr int kDefaultRdzvPort = 29400;    // torchrun's default port of 
 //                   RANK (PyTorchJob, with WORLD_SIZE), the hostname's trailing -N (only when nnodes > 1), 0
 //   nproc per node: --nproc-per-node, PET_NPROC_PER_NODE (a number, "auto" or "cpu" = cpu_count), 1
 //   master addr:    --master-addr or --rdzv-endpoint, PET_MASTER_ADDR, MASTER_ADDR, 127.0.0.1 (one node only)
-//   master port:    --master-port or --rdzv-endpoint, PET_MASTER_PORT, MASTER_PORT, 29500
+//   master port:    --master-port or --rdzv-endpoint, PET_MASTER_PORT, MASTER_PORT, 29500 with nnodes > 1,
+//                   else 0 (a free port picked at launch, so two one-node launches do not collide)
 // --standalone fixes one node, rank 0, 127.0.0.1 and a free port.
 // Throws UsageError naming the flags/variables involved for: a non-integer or out-of-range value, node rank
 // >= nnodes, --rdzv-endpoint together with --master-addr/--master-port or with a bad port, nnodes > 1 without a master address or without any node rank source, port 0 with nnodes > 1,

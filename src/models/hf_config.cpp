@@ -151,6 +151,7 @@ nlohmann::json hf_config_json(const config::ModelConfig& m, const HfExportInfo& 
     json j;  // nlohmann::json sorts keys, as transformers' to_json_string(sort_keys=True) does
     j["bos_token_id"] = ids(info.bos_token_id);
     j["eos_token_id"] = ids(info.eos_token_id);
+    j["pad_token_id"] = ids(info.pad_token_id);
     j["vocab_size"] = m.vocab_size;
     j["tie_word_embeddings"] = m.tie_embeddings;
     j["initializer_range"] = 0.02;
@@ -174,6 +175,7 @@ nlohmann::json hf_generation_config_json(const HfExportInfo& info) {
     };
     put("bos_token_id", info.bos_token_id);
     put("eos_token_id", info.eos_token_id);
+    put("pad_token_id", info.pad_token_id);
     return j;
 }
 

@@ -76,6 +76,7 @@ struct HfExportInfo {
     std::string dtype = "float32";     // the tensors' dtype in transformers' spelling: float32 | bfloat16
     int max_position_embeddings = 0;   // 0: model.block_size (llama: pass the original's, RoPE has no table)
     std::vector<int64_t> bos_token_id, eos_token_id;  // empty: null in config.json, absent in generation
+    std::vector<int64_t> pad_token_id;                // the same
 };
 
 // config.json for `m` as transformers 5.x writes it (keys sorted), readable by 4.x too: llama writes
@@ -84,7 +85,7 @@ struct HfExportInfo {
 // InputError for an arch without a config.json (the image classifiers).
 nlohmann::json hf_config_json(const config::ModelConfig& m, const HfExportInfo& info);
 
-// generation_config.json: bos/eos token ids, as transformers derives it from a model config.
+// generation_config.json: bos/eos/pad token ids, as transformers derives it from a model config.
 nlohmann::json hf_generation_config_json(const HfExportInfo& info);
 
 }  // namespace llmt::models

@@ -138,7 +138,6 @@ void write_hf_llama_shape(const config::ModelConfig& m, int max_pos, json& j) {
     j["rms_norm_eps"] = hf_decimal(m.norm_eps);
     j["attention_dropout"] = 0.0;
     j["use_cache"] = true;
-    j["pad_token_id"] = nullptr;
     json params = {{"rope_type", "default"}, {"rope_theta", hf_decimal(m.rope_theta)}};
     json legacy = nullptr;
     if (m.rope_scaling.type == "llama3") {

@@ -22,7 +22,7 @@ struct JobShape {
     bool gpu = false;
     std::string precision;  // trainer.precision: fp32 | bf16 | auto
     int world = 1;
-    int threads = 0;  // per rank (run.threads; 0 = all cores)
+    int threads = 0;  // per rank: 1 on the CPU (what admission counts), 0 on a GPU
     double flops_per_token = 0;
     double tokens = 0;  // the whole run at the job's world size
 };
@@ -32,7 +32,7 @@ JobShape shape_of(const JobSpec& spec, const config::Config& cfg) {
     s.gpu = spec.gpus_per_node > 0 || cfg.run.device == "cuda";
     s.precision = cfg.trainer.precision;
     s.world = spec.cpus();
-    s.threads = s.gpu ? 0 : cfg.run.threads;
+    s.threads = s.gpu ? 0 : 1;  // a job's ranks run one thread each (server/job_request.h, local_executor.h)
     const int T = cfg.model.block_size;
     s.flops_per_token = models::model_flops_per_token(cfg.model, T);
     s.tokens = static_cast<double>(cfg.trainer.max_steps) * cfg.trainer.micro_batch_size * cfg.trainer.grad_accum_steps *

@@ -23,6 +23,15 @@ namespace {
 
 [[noreturn]] void bad(const std::string& field, const std::string& msg) { throw ApiError(400, "invalid_field", msg, field); }
 
+// A job's ranks run one thread each, what admission counts (--capacity cpus: one CPU per rank); a config
+// asking for more threads per rank would use CPUs the queue gave to other jobs.
+void check_threads(const config::Config& cfg) {
+    if (cfg.run.threads > 1)
+        bad("run.threads", fmt::format("run.threads {}: each rank of a job runs one thread, as --capacity cpus counts "
+                                       "them; ask for {} ranks (nproc_per_node) instead, or leave run.threads at 0",
+                                       cfg.run.threads, cfg.run.threads));
+}
+
 int get_int(const nlohmann::json& body, const char* key, int def, int lo, int hi) {
     if (!body.contains(key)) return def;
     const auto& v = body[key];
@@ -155,6 +164,7 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
             bad("config", fmt::format("unknown preset '{}' (available: {})", c.get<std::string>(), fmt::join(names, ", ")));
         }
         p.config = std::shared_ptr<const config::Config>(*loaded, &(*loaded)->config);  // no copy
+        check_threads(*p.config);
         p.config_yaml = (*loaded)->config_yaml;
         return p;
     } else if (c.is_string()) {
@@ -164,6 +174,7 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
     } else {
         bad("config", "config must be a preset name, a YAML string or a JSON object");
     }
+    check_threads(*p.config);
     p.config_yaml = config::to_yaml_written(*p.config);  // re-read by the job: defaults stay defaults
     return p;
 }

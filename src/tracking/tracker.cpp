@@ -90,7 +90,9 @@ Tracker::Tracker(const config::Config& cfg, const fs::path& run_dir, const std::
     spec.tags = {{"mlflow.source.name", "llmtrain"},
                  {"mlflow.source.type", "LOCAL"},
                  {"llmtrain.run_id", run_id},
-                 {"llmtrain.run_dir", fs::absolute(run_dir).string()}};
+                 {"llmtrain.run_dir", fs::absolute(run_dir).string()},
+                 // Where the trained model is: the latest step directory is an HF model directory.
+                 {"llmtrain.checkpoints", fs::absolute(run_dir / "checkpoints").string()}};
     spec.resume_run_id = recorded_run_id(run_dir, uri);
     spec.on_started = [run_dir, uri](const std::string& experiment_id, const std::string& id) {
         nlohmann::ordered_json j = {{"uri", uri}, {"experiment_id", experiment_id}, {"run_id", id}};

@@ -21,6 +21,7 @@
 #include "data/loader.h"
 #include "train/batches.h"
 #include "train/classifier_eval.h"
+#include "train/hf_model_files.h"
 #include "train/image_batches.h"
 #include "train/lm_eval.h"
 #include "train/model_setup.h"
@@ -85,6 +86,9 @@ public:
         check_memory_fits();
         build();
         open_data();
+        // The length that will run, from trainer.max_steps or trainer.epochs (config/loader.h says which wins).
+        log_line(tc_.epochs > 0 ? fmt::format("trainer: {} steps ({} epochs)", tc_.max_steps, tc_.epochs)
+                                : fmt::format("trainer: {} steps (trainer.max_steps)", tc_.max_steps));
         if (opts_.dry_run) return dry_run();
         build_optimizer();
         open_run_dir();
@@ -136,7 +140,7 @@ private:
 
     void build() {
         model_ = build_model(cfg_, init_from_, dev_, dtype_);
-        if (!classifier()) hf_info_ = models::hf_export_info(cfg_, "float32");  // checkpoints hold fp32 tensors
+        if (!classifier()) hf_files_.emplace(cfg_, "float32");  // checkpoints hold fp32 tensors
         // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
         // could differ between hosts).
         if (dc_.active()) {
@@ -210,7 +214,6 @@ private:
                                      "shortened to {}", tc_.warmup_steps, tc_.max_steps, tc_.epochs, tc_.max_steps));
                 cfg_.trainer.warmup_steps = tc_.max_steps;
             }
-            log_line(fmt::format("trainer: {} epochs = {} steps", tc_.epochs, tc_.max_steps));
         }
     }
 
@@ -238,6 +241,7 @@ private:
             {"loss", loss},
             {"forward_ms", sw.seconds() * 1e3},
             {"train_windows", loader_->num_rows()},
+            {"steps", tc_.max_steps},
             {"device", std::string(device_name(dev_))},
             {"precision", std::string(dtype_ == DType::kBF16 ? "bf16" : "fp32")}};
         if (dev_ == Device::kCuda) {
@@ -423,7 +427,8 @@ private:
             write_file_atomic(w->temp_dir() / models::kAdapterConfigFile,
                               models::peft_adapter_config(*model_, lora_base_.value("init_from", "")).dump(2) + "\n");
         else if (!classifier())  // a classifier's step dir has no transformers counterpart
-            write_file_atomic(w->temp_dir() / "config.json", models::hf_config_json(cfg_.model, hf_info_).dump(2) + "\n");
+            hf_files_->write(w->temp_dir());  // config.json, generation_config.json, the run's tokenizer
+        if (auto note = hf_files_ ? hf_files_->take_note() : std::nullopt) log_line("checkpoint: " + *note);
         auto dir = w->commit();
         if (ckpt_sync_) ckpt_sync_->checkpoint_saved(dir);  // uploaded in the background (output.sync)
         return dir;
@@ -484,9 +489,15 @@ private:
         const nlohmann::ordered_json test = ev.to_json(names, "test");
         for (auto it = test.begin(); it != test.end(); ++it) summary[it.key()] = it.value();
         if (best_val_acc_ >= 0) summary["best_val_accuracy"] = best_val_acc_;
+        // Images, not the pixels the trainer's token counters hold.
+        summary.erase("tokens");
+        summary.erase("tokens_per_sec");
         summary["images"] = tokens_ / T();
         summary["images_per_sec"] = train_time_ > 0 ? static_cast<double>(tokens_this_run_ / T()) / train_time_ : 0.0;
         summary["test_images_per_sec"] = static_cast<double>(ev.images) / eval_s;  // inference, all ranks
+        // The final test metrics go where the other metrics went (metrics.jsonl, TensorBoard, MLflow).
+        metrics_->write({{"step", step_}, {"test_accuracy", ev.accuracy()}, {"test_loss", ev.loss()},
+                         {"test_images", ev.images}});
     }
 
     // One optimizer step: the micro-steps' forward/backward (gradients synchronised as configured),
@@ -547,10 +558,18 @@ private:
         const double tps = static_cast<double>(step_tokens_) / dt;
         const double mfu = mfu_meter_->fraction(flops_per_token_ * tps);
         if (auto note = mfu_meter_->raised()) log_line(*note);
+        // A classifier's "tokens" are its input pixels (a batch row is one image): it counts images instead.
         nlohmann::ordered_json row = {{"step", step_}, {"loss", last_loss_}, {"lr", lr_}, {"grad_norm", norm},
-                                      {"ms", dt * 1e3}, {"tokens_per_sec", tps}, {"mfu", mfu}, {"tokens", tokens_}};
-        // A classifier's "tokens" are its input pixels (a batch row is one image): the console says images.
-        if (classifier()) row["images_per_sec"] = tps / T();
+                                      {"ms", dt * 1e3}};
+        if (classifier()) {
+            row["images_per_sec"] = tps / T();
+            row["mfu"] = mfu;
+            row["images"] = tokens_ / T();
+        } else {
+            row["tokens_per_sec"] = tps;
+            row["mfu"] = mfu;
+            row["tokens"] = tokens_;
+        }
         metrics_->write(row);
         const double eta = (tc_.max_steps - step_) * (train_time_ / static_cast<double>(steps_this_run_));
         const std::string rate = classifier() ? fmt::format("{:.0f} img/s", tps / T()) : fmt::format("{:.0f} tok/s", tps);
@@ -673,7 +692,7 @@ private:
     config::Config cfg_;  // with model.init_from's config.json applied
     const config::TrainerConfig& tc_;
     models::HfSource init_from_;
-    models::HfExportInfo hf_info_;
+    std::optional<HfModelFiles> hf_files_;
     Device dev_ = Device::kCpu;
     DType dtype_ = DType::kF32;
     DistContext dc_ = DistContext::single();

@@ -339,6 +339,72 @@ TEST(ConfigLoader, SetOverrides) {
 
 // A warmup longer than the run is shortened to it, as a warning naming where it came from (issue 25:
 // `--set trainer.max_steps=12` on the default preset used to be refused).
+// A misspelt key's value never reached the key it meant: no second error computed from that key's default
+// (n_heads: 8 with d_model 64 used to add "d_model not divisible by n_head" for a default the user never wrote).
+TEST(ConfigLoader, MisspeltKeyGivesNoFollowOnErrorFromTheDefault) {
+    const std::string yaml = R"(schema_version: 1
+model:
+  n_layer: 2
+  n_heads: 5
+  d_model: 40
+  block_size: 32
+data:
+  train_shards: data/train_*.bin
+  val_shards: data/val_*.bin
+)";
+    auto is = issues_of(yaml);
+    ASSERT_EQ(is.size(), 1u) << joined(is);
+    EXPECT_EQ(is[0].key, "model.n_heads");
+    EXPECT_NE(is[0].message.find("did you mean `model.n_head`?"), std::string::npos) << is[0].message;
+    // Written correctly as well, the real key is checked as usual.
+    is = issues_of(yaml + "\n", {"model.n_head=3"});
+    EXPECT_EQ(is.size(), 2u) << joined(is);
+}
+
+// trainer.min_lr follows trainer.lr when not written: 0.1 x lr (docs/hf_models.md's lr 2e-5 validates).
+TEST(ConfigLoader, MinLrDefaultsToATenthOfLr) {
+    Config c = load_config_string(kMinimal, "t.yaml", {"trainer.lr=2.0e-5"});
+    EXPECT_DOUBLE_EQ(c.trainer.min_lr, 2.0e-6);
+    EXPECT_DOUBLE_EQ(c.resolved["trainer"]["min_lr"].get<double>(), 2.0e-6);
+    EXPECT_FALSE(c.wrote("trainer.min_lr"));
+    c = load_config_string(kMinimal, "t.yaml");
+    EXPECT_DOUBLE_EQ(c.trainer.min_lr, 0.1 * c.trainer.lr);
+    c = load_config_string(kMinimal, "t.yaml", {"trainer.lr=2.0e-5", "trainer.min_lr=0"});
+    EXPECT_EQ(c.trainer.min_lr, 0.0);
+    // Written above lr it is still refused.
+    EXPECT_EQ(issues_of(kMinimal, {"trainer.lr=2.0e-5", "trainer.min_lr=1.0e-4"})[0].key, "trainer.min_lr");
+}
+
+// Both lengths written: trainer.max_steps wins, epochs becomes 0 everywhere, and a warning names both.
+TEST(ConfigLoader, WrittenMaxStepsWinsOverEpochs) {
+    const std::string images = R"(schema_version: 1
+model: {arch: mlp, image_size: 8, num_classes: 4, hidden_sizes: [16]}
+trainer: {epochs: 5}
+data: {source: idx, train_images: a, train_labels: b, test_images: c, test_labels: d}
+)";
+    Config c = load_config_string(images, "t.yaml", {"trainer.max_steps=7"});
+    EXPECT_EQ(c.trainer.max_steps, 7);
+    EXPECT_EQ(c.trainer.epochs, 0);
+    EXPECT_EQ(c.resolved["trainer"]["epochs"], 0);
+    // The second warning: the default warmup (100 steps) shortened to the 7.
+    ASSERT_EQ(c.warnings.size(), 2u);
+    EXPECT_NE(c.warnings[0].find("trainer.max_steps (7, --set trainer.max_steps=7) and trainer.epochs (5, t.yaml:3:"),
+              std::string::npos)
+        << c.warnings[0];
+    EXPECT_NE(c.warnings[0].find("trainer.max_steps wins"), std::string::npos) << c.warnings[0];
+    // A language model has no epochs: trainer.epochs is refused by name even beside a written max_steps.
+    auto is = issues_of(kMinimal, {"trainer.epochs=2", "trainer.max_steps=3"});
+    ASSERT_EQ(is.size(), 1u) << joined(is);
+    EXPECT_EQ(is[0].key, "trainer.epochs");
+    c = load_config_string(images, "t.yaml");  // epochs alone decide
+    EXPECT_EQ(c.trainer.epochs, 5);
+    EXPECT_TRUE(c.warnings.empty());
+    // Its resolved config, printed whole (max_steps at the default beside epochs), loads as it was.
+    const Config again = load_config_string(to_yaml(c.resolved), "again.yaml");
+    EXPECT_EQ(again.trainer.epochs, 5);
+    EXPECT_EQ(again.resolved, c.resolved);
+}
+
 TEST(ConfigLoader, WarmupLongerThanTheRunIsShortenedWithAWarning) {
     Config c = load_config_string(kMinimal, "t.yaml", {"trainer.warmup_steps=5000", "trainer.max_steps=10"});
     EXPECT_EQ(c.trainer.warmup_steps, 10);

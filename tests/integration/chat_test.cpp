@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/fs.h"
 #include "support/subprocess.h"
 
@@ -119,14 +121,25 @@ TEST_F(ChatTest, PrintPromptRendersMetasTemplate) {
               "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-// The run exported as a Hugging Face model directory (fp32: the same weights), with Meta's tokenizer files
-// beside it: chat --model EXPORT finds tokenizer and template there and answers exactly as from the run.
+// The run exported as a Hugging Face model directory (fp32: the same weights): the export carries the run's
+// tokenizer (Meta's tokenizer.json and tokenizer_config.json with its chat template) and its special ids,
+// so chat --model EXPORT finds tokenizer and template there and answers exactly as from the run.
 TEST_F(ChatTest, HuggingFaceModelDirectoryAnswersAsTheRun) {
     const fs::path exported = root_ / "export";
     auto r = llmtrain({"export", "--checkpoint", run_.string(), "--out", exported.string(), "--dtype", "fp32"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
-        fs::copy_file(kLlama3 / f, exported / f, fs::copy_options::overwrite_existing);
+        EXPECT_EQ(llmt::read_file(kLlama3 / f), llmt::read_file(exported / f)) << f;
+    const auto cfg = nlohmann::json::parse(llmt::read_file(exported / "config.json"));
+    EXPECT_EQ(cfg["bos_token_id"], 128000);
+    EXPECT_EQ(cfg["eos_token_id"], 128001);
+    EXPECT_EQ(cfg["pad_token_id"], 128001);
+    const auto gen = nlohmann::json::parse(llmt::read_file(exported / "generation_config.json"));
+    EXPECT_EQ(gen["eos_token_id"], nlohmann::json({128001, 128009}));  // with the template's <|eot_id|>
+    EXPECT_EQ(gen["bos_token_id"], 128000);
+    // Every checkpoint directory is such a directory too.
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+        EXPECT_TRUE(fs::exists(run_ / "checkpoints/step_10" / f)) << f;
     const std::vector<std::string> opts = {"--max-new-tokens", "8", "--seed", "9", "--set", "run.threads=1"};
     auto from = [&](const fs::path& m) {
         std::vector<std::string> args = {"chat", "--model", m.string()};
@@ -140,6 +153,48 @@ TEST_F(ChatTest, HuggingFaceModelDirectoryAnswersAsTheRun) {
     // On a pipe each answer says on stderr what ended it (8 tokens at most here: a stop id or the limit).
     EXPECT_NE(a.err.find("chat: answer of "), std::string::npos) << a.err;
     EXPECT_NE(a.err.find(" tokens ended by "), std::string::npos) << a.err;
+}
+
+// generate --model EXPORT decodes with the export's own tokenizer: the same greedy text as the run (it
+// used to fall back to GPT-2's and print other text with exit 0). A model directory without tokenizer files
+// refuses text naming --tokenizer, while ids in and out need none; --model on the run itself works too.
+TEST_F(ChatTest, GenerateFromTheExportPrintsTheRunsText) {
+    const fs::path exported = root_ / "export_gen";
+    auto r = llmtrain({"export", "--checkpoint", run_.string(), "--out", exported.string(), "--dtype", "fp32"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::vector<std::string> greedy = {"--prompt", "User asks about item", "--temperature", "0", "-n", "12"};
+    auto gen = [&](std::vector<std::string> a) {
+        a.insert(a.begin(), "generate");
+        a.insert(a.end(), greedy.begin(), greedy.end());
+        return llmtrain(a);
+    };
+    auto ck = gen({"--checkpoint", run_.string()});
+    auto ex = gen({"--model", exported.string()});
+    auto run_dir = gen({"--model", run_.string()});
+    ASSERT_EQ(ck.exit_code, 0) << ck.err;
+    ASSERT_EQ(ex.exit_code, 0) << ex.err;
+    ASSERT_EQ(run_dir.exit_code, 0) << run_dir.err;
+    EXPECT_EQ(ck.out, ex.out);
+    EXPECT_EQ(ck.out, run_dir.out);
+    EXPECT_EQ(ck.out.rfind("User asks about item", 0), 0u) << ck.out;
+
+    const fs::path bare = root_ / "bare";
+    fs::create_directories(bare);
+    for (const char* f : {"config.json", "model.safetensors"}) fs::copy_file(exported / f, bare / f);
+    auto refused = gen({"--model", bare.string()});
+    EXPECT_EQ(refused.exit_code, 2) << refused.out;
+    EXPECT_NE(refused.err.find("has no tokenizer files"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("--tokenizer"), std::string::npos) << refused.err;
+    EXPECT_TRUE(refused.out.empty()) << refused.out;
+    auto chat_refused = llmtrain({"chat", "--model", bare.string()}, "hi\n");
+    EXPECT_EQ(chat_refused.exit_code, 2) << chat_refused.out;
+    EXPECT_NE(chat_refused.err.find("has no tokenizer files"), std::string::npos) << chat_refused.err;
+    auto with_tok = gen({"--model", bare.string(), "--tokenizer", kLlama3.string()});
+    ASSERT_EQ(with_tok.exit_code, 0) << with_tok.err;
+    EXPECT_EQ(with_tok.out, ck.out);
+    auto ids = llmtrain({"generate", "--model", bare.string(), "--prompt-ids", "128000,1502", "--temperature", "0", "-n", "3"});
+    EXPECT_EQ(ids.exit_code, 0) << ids.err;
+    EXPECT_EQ(ids.out.rfind("128000 1502", 0), 0u) << ids.out;
 }
 
 TEST_F(ChatTest, UnknownTemplateIsAClearError) {

@@ -97,7 +97,7 @@ fs::path ClassifierTrain::root_;
 
 // 180 training images in batches of 8: 23 steps per epoch (the last of 4 rows), 46 for 2 epochs.
 TEST_F(ClassifierTrain, TrainsAndEvaluatesTheTestSet) {
-    auto r = run_process(bin(train("one")), "", 600);
+    auto r = run_process(bin(train("one", {"--set", "tracking.mlflow.uri=" + (root_ / "mlruns").string()})), "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto s = summary("one");
     EXPECT_EQ(s["steps"], 46);
@@ -114,6 +114,22 @@ TEST_F(ClassifierTrain, TrainsAndEvaluatesTheTestSet) {
     EXPECT_EQ(s["class_names"], nlohmann::json({"0", "1", "2", "3"}));
     EXPECT_NE(r.err.find("confusion matrix"), std::string::npos) << r.err;
     EXPECT_FALSE(series("one", "val_accuracy").empty());
+    // Counted in images, not pixels: no "tokens" anywhere in a classifier's metrics or summary.
+    EXPECT_TRUE(series("one", "tokens_per_sec").empty());
+    EXPECT_TRUE(series("one", "tokens").empty());
+    EXPECT_FALSE(series("one", "images_per_sec").empty());
+    EXPECT_FALSE(s.contains("tokens")) << s.dump();
+    EXPECT_FALSE(s.contains("tokens_per_sec")) << s.dump();
+    // 2 epochs of 180 images in batches of 8 (each epoch's last batch is 4 short; the padding rows may count).
+    EXPECT_GE(s["images"].get<int64_t>(), 360);
+    EXPECT_LE(s["images"].get<int64_t>(), 368);
+    // The final test metrics reach metrics.jsonl and MLflow like every other metric.
+    ASSERT_EQ(series("one", "test_accuracy").size(), 1u);
+    EXPECT_DOUBLE_EQ(series("one", "test_accuracy")[0], s["test_accuracy"].get<double>());
+    bool in_mlflow = false;
+    for (const auto& e : fs::recursive_directory_iterator(root_ / "mlruns"))
+        if (e.path().filename() == "test_accuracy" && e.path().parent_path().filename() == "metrics") in_mlflow = true;
+    EXPECT_TRUE(in_mlflow);
     // The best checkpoint by validation accuracy is kept.
     EXPECT_TRUE(fs::exists(root_ / "runs/one/checkpoints/best"));
 
@@ -147,6 +163,58 @@ TEST_F(ClassifierTrain, PredictReadsIdxAndPgm) {
     auto bad = run_process(bin({"predict", "--checkpoint", (root_ / "runs/one").string(), "--images",
                                 (root_ / "cnn.yaml").string()}), "", 120);
     EXPECT_EQ(bad.exit_code, 2) << bad.err;
+}
+
+// predict over several inputs: a PGM, a directory of PGMs and the IDX file after one --images, in that
+// order, each image named by its file; a directory without images is exit 2 naming it.
+TEST_F(ClassifierTrain, PredictTakesSeveralFilesAndDirectories) {
+    if (!fs::exists(root_ / "runs/one/summary.json")) {
+        ASSERT_EQ(run_process(bin(train("one")), "", 600).exit_code, 0);
+    }
+    const std::string idx = llmt::read_file(root_ / "test-images");
+    fs::create_directories(root_ / "pgms");
+    for (int i = 0; i < 3; ++i)
+        llmt::write_file_atomic(root_ / "pgms" / ("img" + std::to_string(i) + ".pgm"),
+                                "P5\n8 8\n255\n" + idx.substr(16 + 64 * static_cast<size_t>(i), 64));
+    llmt::write_file_atomic(root_ / "pgms/notes.txt", "not an image");
+    auto r = run_process(bin({"predict", "--checkpoint", (root_ / "runs/one").string(), "--images",
+                              (root_ / "pgms/img2.pgm").string(), (root_ / "pgms").string(),
+                              (root_ / "test-images").string(), "--json"}),
+                         "", 120);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    ASSERT_EQ(j.size(), 1u + 3u + 60u);
+    EXPECT_EQ(j[0]["file"], (root_ / "pgms/img2.pgm").string());
+    EXPECT_EQ(j[1]["file"], (root_ / "pgms/img0.pgm").string());
+    EXPECT_EQ(j[4]["file"], (root_ / "test-images").string());
+    EXPECT_EQ(j[4]["index"], 0);
+    EXPECT_EQ(j[63]["image"], 63);
+    // The same image through a PGM and through the IDX file: the same answer.
+    EXPECT_EQ(j[1]["label"], j[4]["label"]);
+    EXPECT_EQ(j[1]["probability"], j[4]["probability"]);
+    fs::create_directories(root_ / "empty_dir");
+    auto none = run_process(bin({"predict", "--checkpoint", (root_ / "runs/one").string(), "--images",
+                                 (root_ / "empty_dir").string()}),
+                            "", 120);
+    EXPECT_EQ(none.exit_code, 2);
+    EXPECT_NE(none.err.find((root_ / "empty_dir").string()), std::string::npos) << none.err;
+}
+
+// trainer.max_steps written with trainer.epochs: max_steps wins (one rule for train and its dry run), and
+// the log says the length that runs and that both were written.
+TEST_F(ClassifierTrain, WrittenMaxStepsWinsOverEpochs) {
+    auto dry = run_process(bin(train("dry", {"--set", "trainer.max_steps=7", "--dry-run"})), "", 300);
+    ASSERT_EQ(dry.exit_code, 0) << dry.err;
+    EXPECT_NE(dry.err.find("trainer: 7 steps"), std::string::npos) << dry.err;
+    auto r = run_process(bin(train("seven", {"--set", "trainer.max_steps=7"})), "", 600);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(summary("seven")["steps"], 7);
+    EXPECT_NE(r.err.find("trainer: 7 steps"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("trainer.max_steps wins"), std::string::npos) << r.err;
+    // Epochs alone still decide (46 steps, as above), and the log says so.
+    auto e = run_process(bin(train("epochs_dry", {"--dry-run"})), "", 300);
+    ASSERT_EQ(e.exit_code, 0) << e.err;
+    EXPECT_NE(e.err.find("trainer: 46 steps (2 epochs)"), std::string::npos) << e.err;
 }
 
 // fp32: the ranks add their halves of each gradient in another order and the average adds a rounding,

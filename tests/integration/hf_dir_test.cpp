@@ -121,11 +121,32 @@ TEST_F(HfDirTest, Fp32ExportHoldsTheCheckpointsTensorsAndTransformersConfig) {
     ASSERT_EQ(g_dir.exit_code, 0) << g_dir.err;
     EXPECT_EQ(g_ck.out.rfind("464 3290 318 ", 0), 0u) << g_ck.out;
     EXPECT_EQ(g_ck.out, g_dir.out);
+    // The run's tokenizer (GPT-2's, data.tokenizer's default) is in the export as vocab.json + merges.txt,
+    // and its ids in both JSON files; text through the export's own tokenizer is the run's text.
+    for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"}) EXPECT_TRUE(fs::exists(out / f)) << f;
+    EXPECT_EQ(cfg["eos_token_id"], 50256);
+    EXPECT_EQ(cfg["bos_token_id"], 50256);
+    EXPECT_EQ(cfg["pad_token_id"], 50256);
+    const auto gen = nlohmann::json::parse(llmt::read_file(out / "generation_config.json"));
+    EXPECT_EQ(gen["eos_token_id"], 50256);
+    EXPECT_EQ(gen["pad_token_id"], 50256);
+    const std::vector<std::string> text = {"--prompt", "Document 3 counts", "--temperature", "0", "-n", "8"};
+    auto with_text = [&](std::vector<std::string> a) {
+        a.insert(a.begin(), "generate");
+        a.insert(a.end(), text.begin(), text.end());
+        return llmtrain(a);
+    };
+    const ProcResult t_ck = with_text({"--checkpoint", run_.string()});
+    const ProcResult t_dir = with_text({"--model", out.string()});
+    ASSERT_EQ(t_ck.exit_code, 0) << t_ck.err;
+    ASSERT_EQ(t_dir.exit_code, 0) << t_dir.err;
+    EXPECT_EQ(t_ck.out, t_dir.out);
     // And training continues from it.
     const ProcResult tr = llmtrain({"train", "--config", from_dir_config(out).string(), "--set",
                                     "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=from_dir"});
     ASSERT_EQ(tr.exit_code, 0) << tr.err;
     EXPECT_NE(tr.err.find("model: llama, 2 layers"), std::string::npos) << tr.err;
+    EXPECT_NE(tr.err.find("trainer: 2 steps (trainer.max_steps)"), std::string::npos) << tr.err;
 }
 
 TEST_F(HfDirTest, Bf16ExportShardsWithAnIndexAndLoads) {

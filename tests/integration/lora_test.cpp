@@ -139,6 +139,11 @@ TEST_F(LoraTest, ExportMergeAndInitFromAgreeWithTheRun) {
     r = llmtrain({"merge", "--model", (root_ / "base_hf").string(), "--adapter", adapter.string(), "--out",
                   merged.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
+    // The merged directory is complete: the base's tokenizer (GPT-2's two files, as its export wrote them).
+    for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"}) {
+        ASSERT_TRUE(fs::exists(merged / f)) << f;
+        EXPECT_EQ(llmt::read_file(merged / f), llmt::read_file(root_ / "base_hf" / f)) << f;
+    }
     std::ofstream(root_ / "merged.yaml") << "run: {name: m, seed: 1, device: cpu, threads: 1}\n"
                                          << "model: {init_from: " << merged.string() << "}\n"
                                          << "trainer: {micro_batch_size: 2, eval_steps: 2}\n"

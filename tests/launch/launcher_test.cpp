@@ -365,6 +365,25 @@ TEST_F(Launch, StandalonePicksAFreePortAndTwoJobsRunSideBySide) {
     EXPECT_NE(ports[0], ports[1]);
 }
 
+// Without --standalone or --master-port, one node picks a free port too: two launches on one host used to
+// both take torchrun's 29500 and the second failed.
+TEST_F(Launch, OneNodeDefaultsToAFreePortSoTwoLaunchesRunSideBySide) {
+    std::vector<Background> jobs;
+    for (int j = 0; j < 2; ++j)
+        jobs.push_back(start_launcher({"--nproc-per-node", "2", "--exec", LLMT_TCP_PING_BIN}, dir_, "plain" + std::to_string(j)));
+    std::vector<std::string> ports;
+    for (auto& b : jobs) {
+        EXPECT_EQ(wait_exit(b.pid, 60), 0) << slurp(b.err);
+        auto out = slurp(b.out);
+        EXPECT_HAS(out, "[rank 0] rank 0 got: hello from rank 1");
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(master 127\.0\.0\.1:(\d+))"))) << out;
+        ports.push_back(m[1]);
+        EXPECT_NE(m[1], "29500");
+    }
+    EXPECT_NE(ports[0], ports[1]);
+}
+
 TEST_F(Launch, MasterPortZeroOnOneNodePicksAFreePort) {
     auto r = launch({"--nproc-per-node", "2", "--master-port", "0"}, LLMT_TCP_PING_BIN);
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -57,8 +57,18 @@ TEST(NodeEnv, DefaultsToOneLocalNode) {
     EXPECT_EQ(n.node_rank.value, 0);
     EXPECT_EQ(n.nproc_per_node.value, 1);
     EXPECT_EQ(n.master_addr.value, "127.0.0.1");
-    EXPECT_EQ(n.master_port.value, kDefaultMasterPort);
+    // One node picks a free port (0 here, chosen at launch): two launches on one host must not both take
+    // torchrun's 29500.
+    EXPECT_EQ(n.master_port.value, 0);
     EXPECT_EQ(n.world_size(), 1);
+}
+
+TEST(NodeEnv, SeveralNodesDefaultToTorchrunsPort) {
+    NodeFlags f;
+    f.nnodes = "2";
+    f.node_rank = "1";
+    f.master_addr = "host-0";
+    EXPECT_EQ(resolve(f).master_port.value, kDefaultMasterPort);
 }
 
 TEST(NodeEnv, FlagsBeatEveryVariable) {

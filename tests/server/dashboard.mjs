@@ -138,6 +138,22 @@ try {
   const cloned = await page.locator('#f-overrides').inputValue();
   if (!cloned.includes(`trainer.max_steps=${maxSteps}`)) fail(`the cloned form's overrides lack max_steps: ${cloned}`);
 
+  // 4b. A failed run's page leads with its error lines, above the (hidden, empty) charts.
+  await page.goto(`${base}/#/jobs/${extra.failed}`);
+  await page.locator('#job-failure:not([hidden])').waitFor();
+  const failure = await page.evaluate(() => {
+    const f = document.querySelector('#job-failure');
+    const m = document.querySelector('#metrics-card');
+    return {
+      text: document.querySelector('#failure-lines').textContent,
+      before: !!(f.compareDocumentPosition(m) & Node.DOCUMENT_POSITION_FOLLOWING),
+      metricsHidden: m.hidden,
+    };
+  });
+  if (!failure.text.includes('error') || !failure.text.includes('train_shards'))
+    fail(`the failed job's page does not lead with its error: ${JSON.stringify(failure)}`);
+  if (!failure.before || !failure.metricsHidden) fail(`the error is not above the metrics, or empty charts show: ${JSON.stringify(failure)}`);
+
   // 5. The classifier run's page: the confusion matrix as a heat map with names, counts, accuracy.
   await page.goto(`${base}/#/jobs/${extra.heat}`);
   await page.locator('#confusion table.heatmap').waitFor();

@@ -118,6 +118,10 @@ TEST_F(DashboardTest, ChromiumShowsTheJobDrawsLossCurvesAndSubmitsFromTheForm) {
     auto other = overrides();
     other["trainer.lr"] = 3e-3;  // another curve than the first run's (its lr peaks at 1e-3)
     const int64_t heat = submit(api, "tiny-heat", other);
+    // A run that fails at once (exit 2, not retried): its page must lead with the error.
+    auto missing = overrides();
+    missing["data.train_shards"] = (shards_ / "missing_*.bin").string();
+    const int64_t failed = submit(api, "tiny-fails", missing);
     auto forever = overrides();
     forever["trainer.max_steps"] = 1000000;
     forever["trainer.save_every_steps"] = 0;
@@ -126,13 +130,15 @@ TEST_F(DashboardTest, ChromiumShowsTheJobDrawsLossCurvesAndSubmitsFromTheForm) {
     for (int64_t j : {id, heat})
         ASSERT_TRUE(wait_for([&] { return state_of(api, j) == "succeeded"; }, 300))
             << api.get("/v1/jobs/" + std::to_string(j)).text << server_->log();
+    ASSERT_TRUE(wait_for([&] { return state_of(api, failed) == "failed"; }, 300))
+        << api.get("/v1/jobs/" + std::to_string(failed)).text << server_->log();
     // The classifier workload (issue 21) is another branch's: this run's summary.json is replaced by one
     // of the shape `train` writes for a classifier (test_accuracy, per-class accuracy, confusion matrix).
     llmt::write_file_atomic(run_dir(heat) / "summary.json", R"({
       "run_id": "job-heat", "final_train_loss": 0.4, "final_val_loss": 0.45, "best_val_loss": 0.44, "steps": 12,
       "test_accuracy": 0.8, "test_loss": 0.55, "per_class_accuracy": [0.9, 0.7, 0.8],
       "confusion_matrix": [[9, 1, 0], [2, 7, 1], [1, 1, 8]], "class_names": ["T-shirt/top", "Trouser", "Pullover"]})");
-    const nlohmann::json extra = {{"heat", heat}, {"long", longer}, {"compare", {id, heat}}};
+    const nlohmann::json extra = {{"heat", heat}, {"long", longer}, {"compare", {id, heat}}, {"failed", failed}};
 
     const fs::path out = fs::path(LLMT_BINARY_DIR) / "tests/server/dashboard";
     auto r = run_process({"node", (fs::path(LLMT_SOURCE_DIR) / "tests/server/dashboard.mjs").string(),

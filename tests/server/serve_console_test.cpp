@@ -33,9 +33,16 @@ TEST_F(ServeConsoleTest, LinkTransitionsAndEstimateRatios) {
     const std::string link = fmt::format("open http://127.0.0.1:{}/ (sign in with a token of --tokens-file)", srv.port());
     ASSERT_TRUE(wait_for([&] { return has(srv.log(), link); }, 10)) << srv.log();
     for (const char* token : {kAdminToken, kSubmitterToken, kViewerToken}) EXPECT_FALSE(has(srv.log(), token)) << srv.log();
+    // Where the presets came from, on start-up.
+    EXPECT_TRUE(has(srv.log(), fmt::format("presets from {}/configs/presets (--presets-dir)", LLMT_SOURCE_DIR)))
+        << srv.log();
 
     Api api(srv.port(), kSubmitterToken);
-    auto r = api.post("/v1/jobs", nlohmann::json{{"name", "first"}, {"config", tiny_config(shards_, 4)}});
+    // run.threads 0 (all the CPUs this process may use): under serve a rank runs the one thread admission
+    // counted for it, not every core of the host.
+    std::string config = tiny_config(shards_, 4);
+    config.replace(config.find("threads: 1"), 10, "threads: 0");
+    auto r = api.post("/v1/jobs", nlohmann::json{{"name", "first"}, {"config", config}});
     ASSERT_EQ(r.status, 201) << r.text;
     // No rates file: the cost is unknown, not $0, and the estimate says why.
     EXPECT_TRUE(r.body["estimate"]["cost_usd"].is_null()) << r.body.dump(2);
@@ -64,6 +71,7 @@ TEST_F(ServeConsoleTest, LinkTransitionsAndEstimateRatios) {
     auto jl = api.get("/v1/jobs/" + std::to_string(id) + "/logs?rank=0");
     ASSERT_EQ(jl.status, 200) << jl.text;
     EXPECT_TRUE(has(jl.text, "step")) << jl.text;
+    EXPECT_TRUE(has(jl.text, "device: cpu, 1 threads")) << jl.text;
     EXPECT_FALSE(has(jl.text, "#token=")) << jl.text;
 
     // The next estimate on this device is corrected by the first job's ratio, with its range.
@@ -93,6 +101,18 @@ TEST_F(ServeConsoleTest, WarmupLongerThanTheRunIsAWarningNotA400) {
     EXPECT_TRUE(wait_for([&] { return has(srv.log(), fmt::format("job {} cancelled: cancelled by bob before it ran", id)); },
                          10))
         << srv.log();
+}
+
+// A config asking for more threads per rank than admission counts (one CPU slot per rank) is refused.
+TEST_F(ServeConsoleTest, MoreThanOneThreadPerRankIsRefused) {
+    ServeProcess srv(root_ / "srv3", {"--capacity", "cpus=0,gpus=0"});
+    Api api(srv.port(), kSubmitterToken);
+    std::string config = tiny_config(shards_, 4);
+    config.replace(config.find("threads: 1"), 10, "threads: 4");
+    auto r = api.post("/v1/jobs", nlohmann::json{{"name", "wide"}, {"config", config}});
+    EXPECT_EQ(r.status, 400) << r.text;
+    EXPECT_TRUE(has(r.text, "run.threads")) << r.text;
+    EXPECT_TRUE(has(r.text, "nproc_per_node")) << r.text;
 }
 
 // A generated tokens file: comment lines first, then one token per line, token first.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Issue 18's acceptance against transformers, on the GPU machine (transformers 5.17, torch 2.11).
 
-1. ../shared/bench/hf_tiny_llama.py writes two tiny random LlamaForCausalLM directories with
+1. tools/gpu/hf_tiny_llama.py writes two tiny random LlamaForCausalLM directories with
    save_pretrained (tied + llama3 scaling; untied), an llm.c val shard and transformers' float64 loss and
    24-token greedy continuation (reference.json).
 2. `llmtrain eval` with only model.init_from written loads each directory: the loss must match
@@ -13,8 +13,7 @@
    loss vs transformers' loss on the same windows, 1e-4 relative), in bf16 export too (loads; loss within
    2e-2).
 Prints one JSON line per check and exits 1 if any fails.
-Usage: hf_llama_check.py LLMTRAIN WORKDIR HF_TINY_LLAMA_PY (a copy of ../shared/bench/hf_tiny_llama.py: the
-device machine gets the repository's working tree, not ../shared)
+Usage: hf_llama_check.py LLMTRAIN WORKDIR [HF_TINY_LLAMA_PY (default: tools/gpu/hf_tiny_llama.py beside this script)]
 """
 import json
 import os
@@ -26,7 +25,8 @@ import numpy as np
 import torch
 from transformers import AutoModelForCausalLM
 
-llmtrain, work, writer = sys.argv[1], sys.argv[2], sys.argv[3]
+llmtrain, work = sys.argv[1], sys.argv[2]
+writer = sys.argv[3] if len(sys.argv) > 3 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_tiny_llama.py")
 os.makedirs(work, exist_ok=True)
 subprocess.run([sys.executable, writer, work], check=True)
 failed = []

@@ -24,15 +24,24 @@ export function jobPage(main, signal, id) {
   const error = h('p', { class: 'error', id: 'job-error', hidden: true });
   const heatmap = h('div', { id: 'heatmap-slot' });
   const chartEls = [h('div', { class: 'chart', id: 'chart-loss' }), h('div', { class: 'chart', id: 'chart-lr' }),
-    h('div', { class: 'chart', id: 'chart-tps' })];
+    h('div', { class: 'chart', id: 'chart-tps' }),
+    // An image classifier's validation (and final test) accuracy; shown once a point exists.
+    h('div', { class: 'chart', id: 'chart-acc', hidden: true })];
   const pointsNote = h('p', { class: 'muted', id: 'points-note' });
+  // A job that did not succeed leads with why: the error lines of its log, right under the facts.
+  const failureLines = h('pre', { class: 'log', id: 'failure-lines' });
+  const failure = h('section', { class: 'card', id: 'job-failure', hidden: true },
+    h('h3', {}, 'Why it failed (from the log)'), failureLines);
+  const metricsCard = h('section', { class: 'card', id: 'metrics-card' }, h('h3', {}, 'Metrics'),
+    h('div', { class: 'charts' }, ...chartEls), pointsNote);
   const ranks = h('tbody');
   const history = h('tbody');
   const rankSel = h('select', { id: 'log-rank' }, h('option', { value: '0' }, 'rank 0'));
   const log = h('pre', { id: 'log', class: 'log' });
   main.replaceChildren(
     h('section', { class: 'card' }, h('div', { class: 'row' }, title, resubmit, clone, resume, cancel), error, facts),
-    h('section', { class: 'card' }, h('h3', {}, 'Metrics'), h('div', { class: 'charts' }, ...chartEls), pointsNote),
+    failure,
+    metricsCard,
     heatmap,
     h('section', { class: 'card' }, h('h3', {}, 'Ranks'),
       h('table', {}, h('thead', {}, h('tr', {}, ['rank', 'state', 'log bytes'].map((c) => h('th', {}, c)))), ranks)),
@@ -43,7 +52,11 @@ export function jobPage(main, signal, id) {
   const charts = {
     loss: new MetricChart(chartEls[0], 'loss', 'loss (cross-entropy)', ['loss', 'val_loss'], ['train loss', 'val loss']),
     lr: new MetricChart(chartEls[1], 'learning rate', 'learning rate', ['lr'], ['lr']),
-    tps: new MetricChart(chartEls[2], 'throughput', 'tokens/s', ['tokens_per_sec'], ['tokens/s']),
+    // A language model counts tokens, an image classifier images (each draws only its own series).
+    tps: new MetricChart(chartEls[2], 'throughput', 'per second', ['tokens_per_sec', 'images_per_sec'],
+      ['tokens/s', 'images/s']),
+    acc: new MetricChart(chartEls[3], 'accuracy', 'accuracy', ['val_accuracy', 'test_accuracy'],
+      ['val accuracy', 'test accuracy']),
   };
   window.llmtDash.charts = charts;  // the dashboard test reads the drawn data from here
   const onResize = () => Object.values(charts).forEach((c) => c.resize());
@@ -98,6 +111,18 @@ export function jobPage(main, signal, id) {
     const atBottom = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
     log.textContent = await api.getText(`/v1/jobs/${id}/logs?rank=${rankSel.value}&tail=${LOG_LINES}`);
     if (atBottom) log.scrollTop = log.scrollHeight;
+    showFailure();
+  }
+
+  // A final job that did not succeed: its log's error lines (and the hints under them) first, else its
+  // last lines; and no empty charts when it never logged a step.
+  function showFailure() {
+    if (!job || !FINAL.has(job.state) || job.state === 'succeeded' || job.state === 'cancelled') return;
+    const lines = log.textContent.split('\n').filter((l) => l.trim() !== '');
+    const errors = lines.filter((l) => /error|hint:|Traceback|terminate called|Killed/i.test(l));
+    failureLines.textContent = (errors.length ? errors.slice(-12) : lines.slice(-10)).join('\n');
+    failure.hidden = failureLines.textContent === '';
+    if (Object.values(charts).every((c) => c.counts().every((n) => n === 0))) metricsCard.hidden = true;
   }
 
   function renderFacts(j) {
@@ -164,6 +189,10 @@ export function jobPage(main, signal, id) {
     const m = await api.get(`/v1/jobs/${id}/metrics?since_step=${Math.max(-1, lastStep - 1)}`);
     if (signal.aborted) return;
     for (const c of Object.values(charts)) c.add(m.points);
+    if (chartEls[3].hidden && charts.acc.counts().some((n) => n > 0)) {
+      chartEls[3].hidden = false;
+      charts.acc.resize();
+    }
     lastStep = Math.max(lastStep, m.last_step);
     const [train, val] = charts.loss.counts();
     pointsNote.textContent = `${train} train-loss point(s), ${val} val-loss point(s), last step ${lastStep < 0 ? '—' : lastStep}`;
