@@ -12,6 +12,7 @@
 #include "launch/launcher.h"
 #include "launch/node_env.h"
 #include "launch/worker_logs.h"
+#include "core/knobs.h"
 
 namespace llmt::cli {
 
@@ -79,14 +80,16 @@ std::string resolve_run_id(const LaunchArgs& a) {
 // A command job's LLMTRAIN_OUTPUT_DIR and the directory of its LLMTRAIN_METRICS_FILE (server/command_job.h),
 // created for the program when they are missing, e.g. /out/<job> on a fresh volume of a pod.
 void make_command_job_dirs() {
-    for (const char* name : {"LLMTRAIN_OUTPUT_DIR", "LLMTRAIN_METRICS_FILE"}) {
-        const char* v = std::getenv(name);
-        if (!v || !*v) continue;
-        std::filesystem::path dir = std::string(name) == "LLMTRAIN_OUTPUT_DIR" ? std::filesystem::path(v)
-                                                                               : std::filesystem::path(v).parent_path();
+    for (const Location where : {Location::kOutputDir, Location::kMetricsFile}) {
+        const std::string v = location_value(where);
+        if (v.empty()) continue;
+        const std::filesystem::path dir =
+            where == Location::kOutputDir ? std::filesystem::path(v) : std::filesystem::path(v).parent_path();
         std::error_code ec;
         if (!dir.empty()) std::filesystem::create_directories(dir, ec);
-        if (ec) throw IoError(fmt::format("{}={}: cannot create {}: {}", name, v, dir.string(), ec.message()));
+        if (ec)
+            throw IoError(fmt::format("{}={}: cannot create {}: {}", location_name(where), v, dir.string(),
+                                      ec.message()));
     }
 }
 

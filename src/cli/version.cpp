@@ -29,6 +29,14 @@ nlohmann::ordered_json knobs_json() {
     return list;
 }
 
+// Every location of core/knobs.h: what it names and its value now ("" when unset).
+nlohmann::ordered_json locations_json() {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const LocationInfo& l : location_table())
+        list.push_back({{"name", l.name}, {"value", location_value(l.location)}, {"what", l.what}, {"doc", l.doc}});
+    return list;
+}
+
 // One line saying where the knobs are documented, then one per knob that differs from its default.
 std::string knobs_text() {
     std::string s = fmt::format("{} LLMTRAIN_* variables, documented in {} (values: version --json)\n",
@@ -75,7 +83,8 @@ void register_version(CLI::App& app, Runtime& rt) {
             nlohmann::ordered_json j = {{"version", b.version},   {"git_sha", b.git_sha},
                                         {"build_type", b.build_type}, {"cuda", b.cuda},
                                         {"blas", blas_in_use()}, {"cpu", cpu_features().describe()},
-                                        {"knobs", knobs_json()}};
+                                        {"knobs", knobs_json()},
+                                        {"locations", locations_json()}};
             if (*probe) j["cpu_gemm_probe"] = gemm;
             fmt::print("{}\n", j.dump());
         } else {

@@ -47,6 +47,28 @@ constexpr std::array<KnobInfo, kKnobCount> kTable{{
      "0: one AdamW launch per parameter run instead of one for all runs", kReadme},
 }};
 
+constexpr std::array<LocationInfo, kLocationCount> kLocations{{
+    {Location::kHome, "LLMTRAIN_HOME",
+     "where gpt2.tiktoken is looked for first (<home>/tokenizers/), before the installed share directory",
+     "src/data/tokenizer.h"},
+    {Location::kThroughputFile, "LLMTRAIN_THROUGHPUT_FILE",
+     "the measured throughput table estimates read, instead of the configs/throughput.jsonl shipped",
+     "docs/server.md"},
+    {Location::kOutputDir, "LLMTRAIN_OUTPUT_DIR",
+     "a command job's run directory, set by the server and k8s render for the program they start",
+     "docs/command_jobs.md"},
+    {Location::kMetricsFile, "LLMTRAIN_METRICS_FILE",
+     "a command job's metrics.jsonl, set beside LLMTRAIN_OUTPUT_DIR", "docs/command_jobs.md"},
+    {Location::kPodIndex, "LLMTRAIN_POD_INDEX",
+     "a StatefulSet pod's ordinal (the downward API's pod-index label), read as the node rank by launch",
+     "docs/kubernetes.md"},
+}};
+
+size_t location_slot(Location l) {
+    LLMT_ASSERT(l >= Location{} && l < Location::kCount);
+    return static_cast<size_t>(l);
+}
+
 // The index of `value` among the '|'-separated `choices`, or -1.
 int choice_index(std::string_view choices, std::string_view value) {
     int i = 0;
@@ -118,6 +140,15 @@ void check_knobs() {
         if (!bad.empty()) msg += (msg.empty() ? "" : "\n") + bad_value_message(info, bad);
     }
     if (!msg.empty()) throw InputError(msg);
+}
+
+const std::array<LocationInfo, kLocationCount>& location_table() { return kLocations; }
+
+const char* location_name(Location l) { return kLocations[location_slot(l)].name; }
+
+std::string location_value(Location l) {
+    const char* v = std::getenv(location_name(l));  // the one reader of the LLMTRAIN_* locations
+    return v ? std::string(v) : std::string();
 }
 
 ScopedKnob::ScopedKnob(Knob k, std::string_view value) : knob_(k), saved_(values().choice[slot(k)]) {

@@ -1,7 +1,11 @@
-// The engine's tuning knobs: the LLMTRAIN_* environment variables that choose between code paths that
-// compute the same thing (an ISA, a GEMM library, a fused or unfused kernel, a debugging sync). One typed
-// table (knobs.cpp) names each with its default, what it changes and where it is documented; the
-// environment is read once, by knob_values(), and `llmtrain version --json` lists the values.
+// Every LLMTRAIN_* environment variable, in two typed tables (knobs.cpp):
+// - the engine's tuning knobs, which choose between code paths that compute the same thing (an ISA, a GEMM
+//   library, a fused or unfused kernel, a debugging sync): each with its choices, default, what it changes
+//   and where it is documented; the environment is read once, by knob_values();
+// - the locations, which name where a file or an identity is (the tokenizer home, the throughput table, a
+//   command job's output directory and metrics file, a StatefulSet pod's index): read at each use, since
+//   the launcher and the server set them for the processes they start.
+// `llmtrain version --json` lists both. No other code reads an LLMTRAIN_* variable.
 // The table and its rules are documented in src/kernels/README.md ("Knobs").
 // Thread safety: reads are safe from any thread; ScopedKnob is for tests and must not run concurrently
 // with code that reads the knob it overrides.
@@ -59,6 +63,31 @@ void check_knobs();
 
 // Test-only: sets a knob for the object's lifetime (value: one of its choices, else InputError), then
 // restores the previous value. Lets one process exercise every path a knob selects.
+// ---- locations ---------------------------------------------------------------------------------------
+
+enum class Location : int {
+    kHome,            // LLMTRAIN_HOME
+    kThroughputFile,  // LLMTRAIN_THROUGHPUT_FILE
+    kOutputDir,       // LLMTRAIN_OUTPUT_DIR
+    kMetricsFile,     // LLMTRAIN_METRICS_FILE
+    kPodIndex,        // LLMTRAIN_POD_INDEX
+    kCount,
+};
+
+struct LocationInfo {
+    Location location;
+    const char* name;  // the environment variable
+    const char* what;  // what it names and who sets it, one sentence
+    const char* doc;   // where it is documented
+};
+
+constexpr size_t kLocationCount = static_cast<size_t>(Location::kCount);
+
+const std::array<LocationInfo, kLocationCount>& location_table();
+const char* location_name(Location l);  // the variable's name, for code that sets it for a child process
+// The variable's value now; "" when it is unset or empty.
+std::string location_value(Location l);
+
 class ScopedKnob {
 public:
     ScopedKnob(Knob k, std::string_view value);

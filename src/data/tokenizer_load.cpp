@@ -16,6 +16,7 @@
 #include "core/sha256.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer_vocab.h"
+#include "core/knobs.h"
 
 namespace fs = std::filesystem;
 
@@ -194,7 +195,7 @@ std::optional<fs::path> running_binary() {
 // Candidate paths for gpt2.tiktoken, in search order (tokenizer.h).
 std::vector<fs::path> gpt2_search_paths() {
     std::vector<fs::path> paths;
-    if (const char* home = std::getenv("LLMTRAIN_HOME"); home && *home) {
+    if (const std::string home = location_value(Location::kHome); !home.empty()) {
         paths.push_back(fs::path(home) / "tokenizers" / "gpt2.tiktoken");
     }
     if (auto exe = running_binary()) {

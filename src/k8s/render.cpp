@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "core/knobs.h"
 #include "k8s/yaml_emit.h"
 
 namespace llmt::k8s {
@@ -63,8 +64,8 @@ std::vector<EnvVar> common_env(const JobSpec& s) {
     if (s.is_command()) {
         // server/command_job.h: what the program writes here are the job's metrics and outputs.
         const std::string out = std::string(kOutDir) + "/" + s.name;
-        env.push_back(EnvVar::literal("LLMTRAIN_METRICS_FILE", out + "/metrics.jsonl"));
-        env.push_back(EnvVar::literal("LLMTRAIN_OUTPUT_DIR", out));
+        env.push_back(EnvVar::literal(location_name(Location::kMetricsFile), out + "/metrics.jsonl"));
+        env.push_back(EnvVar::literal(location_name(Location::kOutputDir), out));
     }
     for (const auto& [k, v] : s.env) env.push_back(EnvVar::literal(k, v));
     return env;
@@ -131,9 +132,9 @@ PodTemplate pod_template(const JobSpec& s, const Names& n, const std::string& re
             EnvVar::field("JOB_COMPLETION_INDEX", "metadata.annotations['batch.kubernetes.io/job-completion-index']"));
     } else if (s.kind == Kind::StatefulSet) {
         // Kubernetes >= 1.28 labels StatefulSet pods with their ordinal; the launcher reads it from
-        // LLMTRAIN_POD_INDEX (src/launch/node_env.h kPodIndexEnv) and falls back to the host name's
+        // LLMTRAIN_POD_INDEX (core/knobs.h's locations; launch/node_env.h) and falls back to the host name's
         // trailing -N where the label is missing (the downward API then gives "", read as unset).
-        c.env.push_back(EnvVar::field("LLMTRAIN_POD_INDEX", "metadata.labels['apps.kubernetes.io/pod-index']"));
+        c.env.push_back(EnvVar::field(location_name(Location::kPodIndex), "metadata.labels['apps.kubernetes.io/pod-index']"));
     }
     for (auto& e : common_env(s)) c.env.push_back(std::move(e));
     c.ports.push_back({s.kind == Kind::PyTorchJob ? "pytorchjob-port" : "rendezvous", s.master_port});

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/knobs.h"
 
 namespace llmt::launch {
 namespace {
@@ -171,7 +172,7 @@ NodeEnv resolve_node_env(const NodeFlags& given_flags, const EnvLookup& env, con
         if ((rank = from_flag(flags.node_rank, "--node-rank"))) {
         } else if ((rank = from_env(env, "PET_NODE_RANK"))) {
         } else if ((rank = from_env(env, "JOB_COMPLETION_INDEX"))) {
-        } else if ((rank = from_env(env, kPodIndexEnv))) {
+        } else if ((rank = from_env(env, location_name(Location::kPodIndex)))) {
         } else if ((rank = from_env(env, "RANK"))) {
             refuse_if_nested(env, *rank);
             pytorchjob_rank = true;
@@ -187,7 +188,7 @@ NodeEnv resolve_node_env(const NodeFlags& given_flags, const EnvLookup& env, con
             throw UsageError(fmt::format(
                 "nnodes is {} ({}) but nothing gives this node's rank: give --node-rank, or set PET_NODE_RANK, "
                 "JOB_COMPLETION_INDEX, {} or RANK (the hostname '{}' has no trailing -N)",
-                n.nnodes.value, n.nnodes.source, kPodIndexEnv, host.hostname));
+                n.nnodes.value, n.nnodes.source, location_name(Location::kPodIndex), host.hostname));
         } else {
             n.node_rank = {0, "default"};
         }

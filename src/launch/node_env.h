@@ -47,9 +47,9 @@ struct NodeEnv {
 // renders an absent downward-API field as "").
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
 
-// The environment variable read for a StatefulSet pod's ordinal: fill it from the pod label
-// `apps.kubernetes.io/pod-index` with the downward API (fieldRef metadata.labels['apps.kubernetes.io/pod-index']).
-inline constexpr const char* kPodIndexEnv = "LLMTRAIN_POD_INDEX";
+// A StatefulSet pod's ordinal is read from LLMTRAIN_POD_INDEX (core/knobs.h, Location::kPodIndex): fill it from
+// the pod label `apps.kubernetes.io/pod-index` with the downward API (fieldRef
+// metadata.labels['apps.kubernetes.io/pod-index']).
 inline constexpr int kDefaultMasterPort = 29500;  // torchrun's default
 inline constexpr int kDefaultRdzvPort = 29400;    // torchrun's default port of an --rdzv-endpoint
 

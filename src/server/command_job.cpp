@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "server/api_error.h"
+#include "core/knobs.h"
 
 namespace llmt::server {
 
@@ -76,8 +77,8 @@ nlohmann::json estimate_command_job(const JobSpec& spec, const Rates& rates) {
 }
 
 std::vector<std::string> command_job_env(const std::filesystem::path& run_dir) {
-    return {fmt::format("{}={}", kMetricsFileEnv, (run_dir / "metrics.jsonl").string()),
-            fmt::format("{}={}", kOutputDirEnv, run_dir.string())};
+    return {fmt::format("{}={}", location_name(Location::kMetricsFile), (run_dir / "metrics.jsonl").string()),
+            fmt::format("{}={}", location_name(Location::kOutputDir), run_dir.string())};
 }
 
 std::vector<std::string> command_job_launch_args(const JobSpec& spec) {

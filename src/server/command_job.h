@@ -17,11 +17,6 @@
 
 namespace llmt::server {
 
-// The variables a command job reads: where it appends its metrics (JSON lines with an integer "step",
-// shown like our trainer's metrics.jsonl) and where its files go (the job's artifacts).
-inline constexpr const char* kMetricsFileEnv = "LLMTRAIN_METRICS_FILE";
-inline constexpr const char* kOutputDirEnv = "LLMTRAIN_OUTPUT_DIR";
-
 // The "command" field: 1..256 non-empty strings without NUL, each at most 4096 bytes. Throws ApiError 400
 // naming command[i].
 std::vector<std::string> parse_command(const nlohmann::json& command);
@@ -35,7 +30,10 @@ void check_command_job_allowed(bool allowed, const Principal& who);
 // with a reason, as estimate.h does for a device without measurements.
 nlohmann::json estimate_command_job(const JobSpec& spec, const Rates& rates);
 
-// The job's environment additions: {LLMTRAIN_METRICS_FILE=<run dir>/metrics.jsonl, LLMTRAIN_OUTPUT_DIR=<run dir>}.
+// The job's environment additions, the variables a command job reads (core/knobs.h's locations): where it
+// appends its metrics (JSON lines with an integer "step", shown like our trainer's metrics.jsonl) and where
+// its files go (the job's artifacts): {LLMTRAIN_METRICS_FILE=<run dir>/metrics.jsonl,
+// LLMTRAIN_OUTPUT_DIR=<run dir>}.
 std::vector<std::string> command_job_env(const std::filesystem::path& run_dir);
 
 // `llmtrain launch` arguments (after the binary) that run the job's command on one node with

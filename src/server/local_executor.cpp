@@ -23,6 +23,7 @@
 #include "server/api_error.h"
 #include "server/command_job.h"
 #include "server/job_env.h"
+#include "core/knobs.h"
 
 extern char** environ;
 
@@ -147,7 +148,8 @@ std::string LocalExecutor::start(const AttemptRequest& req, const std::function<
     std::vector<std::string> env = job_environment(environ, job_env_);
     // A command job's two variables are ours, whatever the server's environment has under those names.
     std::erase_if(env, [](const std::string& e) {
-        return e.rfind(std::string(kMetricsFileEnv) + "=", 0) == 0 || e.rfind(std::string(kOutputDirEnv) + "=", 0) == 0;
+        return e.rfind(std::string(location_name(Location::kMetricsFile)) + "=", 0) == 0 ||
+               e.rfind(std::string(location_name(Location::kOutputDir)) + "=", 0) == 0;
     });
     env.insert(env.end(), command_env.begin(), command_env.end());
     // Each rank runs the one thread admission counted for it (--capacity cpus: a CPU per rank), so jobs side by

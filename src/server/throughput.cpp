@@ -12,6 +12,7 @@
 #include "config/arch_table.h"
 #include "core/error.h"
 #include "core/json_parse.h"
+#include "core/knobs.h"
 
 namespace llmt::server {
 
@@ -151,7 +152,7 @@ std::vector<ThroughputRow> load_throughput(const fs::path& path) {
 }
 
 std::optional<fs::path> default_throughput_file() {
-    if (const char* env = std::getenv("LLMTRAIN_THROUGHPUT_FILE"); env && *env) return fs::path(env);
+    if (const std::string env = location_value(Location::kThroughputFile); !env.empty()) return fs::path(env);
     std::vector<fs::path> candidates;
     std::error_code ec;
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);

@@ -1,10 +1,16 @@
 // The knob table (core/knobs.h): one entry per Knob in order, defaults among the choices, environment
-// values validated with a message naming the variable, ScopedKnob restoring what it replaced.
+// values validated with a message naming the variable, ScopedKnob restoring what it replaced; the location
+// table likewise, read at each use; and the sources: no LLMTRAIN_* variable read outside the two tables,
+// no other variable read than those the ecosystem defines.
 #include "core/knobs.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
 #include <set>
 #include <string>
 
@@ -62,6 +68,55 @@ TEST(Knobs, BadValueNamesTheVariableAndTheChoices) {
         EXPECT_NE(msg.find("auto|onednn|openblas"), std::string::npos) << msg;
     }
     EXPECT_THROW(ScopedKnob(Knob::kCudaSync, "yes"), InputError);
+}
+
+TEST(Locations, TableIsInOrderAndReadAtEachUse) {
+    const auto& table = location_table();
+    ASSERT_EQ(table.size(), static_cast<size_t>(Location::kCount));
+    std::set<std::string> names;
+    for (const KnobInfo& k : knob_table()) names.insert(k.name);
+    for (size_t i = 0; i < table.size(); ++i) {
+        const LocationInfo& l = table[i];
+        EXPECT_EQ(static_cast<size_t>(l.location), i) << l.name;
+        EXPECT_TRUE(names.insert(l.name).second) << "duplicate " << l.name;
+        EXPECT_EQ(std::string(l.name).rfind("LLMTRAIN_", 0), 0u) << l.name;
+        EXPECT_GT(std::string(l.what).size(), 10u) << l.name;
+        EXPECT_GT(std::string(l.doc).size(), 0u) << l.name;
+    }
+    ASSERT_EQ(::setenv("LLMTRAIN_THROUGHPUT_FILE", "/tmp/rows.jsonl", 1), 0);
+    EXPECT_EQ(location_value(Location::kThroughputFile), "/tmp/rows.jsonl");
+    ASSERT_EQ(::unsetenv("LLMTRAIN_THROUGHPUT_FILE"), 0);
+    EXPECT_EQ(location_value(Location::kThroughputFile), "");
+}
+
+// Every getenv in src/: a literal name must be one the ecosystem defines (torchrun, OpenMP, NCCL, AWS,
+// MLflow, the shell) and never LLMTRAIN_*, which only core/knobs.cpp reads; a line that reads the
+// environment through a variable must not name an LLMTRAIN_* variable either.
+TEST(EnvironmentReads, OnlyTheTablesReadLlmtrainVariables) {
+    namespace fs = std::filesystem;
+    const std::regex allowed(
+        "MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|CUDA_VISIBLE_DEVICES|"
+        "GLOO_SOCKET_IFNAME|(TORCHELASTIC|TORCH|OMP|GOMP|NCCL|AWS|MLFLOW|PET)_[A-Z0-9_]+|KUBECTL|HOME|USER|PATH|"
+        "TMPDIR");
+    const std::regex literal_read(R"re(getenv\s*\(\s*"([A-Za-z0-9_]+)")re");
+    int reads = 0;
+    for (const auto& e : fs::recursive_directory_iterator(fs::path(LLMT_SOURCE_DIR) / "src")) {
+        const std::string ext = e.path().extension().string();
+        if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".cuh")) continue;
+        if (e.path().filename() == "knobs.cpp") continue;
+        std::ifstream in(e.path());
+        std::string line;
+        for (int n = 1; std::getline(in, line); ++n) {
+            if (line.find("getenv") == std::string::npos) continue;
+            const std::string where = fmt::format("{}:{}: {}", e.path().string(), n, line);
+            for (std::sregex_iterator m(line.begin(), line.end(), literal_read), end; m != end; ++m) {
+                ++reads;
+                EXPECT_TRUE(std::regex_match((*m)[1].str(), allowed)) << where;
+            }
+            EXPECT_EQ(line.find("LLMTRAIN_"), std::string::npos) << where;
+        }
+    }
+    EXPECT_GT(reads, 5) << "the scan found no getenv call: is LLMT_SOURCE_DIR the checkout?";
 }
 
 }  // namespace
