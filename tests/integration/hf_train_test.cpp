@@ -104,4 +104,38 @@ TEST_F(HfTrain, InitFromHubCacheModelFolder) {
     EXPECT_LT(losses("from_hub").front(), losses("base").front()) << "init_from loaded the trained weights";
 }
 
+// LoRA chat fine-tuning (docs/lora.md's setup, scaled down) from a Parquet `messages` dataset: the same
+// losses, step for step, as from the same conversations in chat JSONL.
+TEST_F(HfTrain, ChatFromParquetMessagesTrainsLikeJsonl) {
+    const fs::path tok = kSource / "data/tokenizers/llama3";
+    ASSERT_TRUE(fs::exists(tok / "tokenizer.json")) << "run scripts/setup.sh (it installs " << tok << ")";
+    auto config = [&](const fs::path& data) {
+        const fs::path file = root_ / ("chat_" + data.filename().string() + ".yaml");
+        std::ofstream(file) << "run: {name: c, seed: 2, device: cpu, threads: 1, deterministic: true}\n"
+                               "model: {arch: llama, n_layer: 2, n_head: 4, n_kv_head: 2, d_model: 64, d_ff: 128, block_size: 128,\n"
+                               "        vocab_size: 128256, tie_embeddings: true, rope_theta: 500000.0}\n"
+                               "lora: {r: 4, alpha: 8, target_modules: [all-linear]}\n"
+                               "trainer: {max_steps: 3, micro_batch_size: 4, grad_accum_steps: 1, lr: 1.0e-2, warmup_steps: 1,\n"
+                               "          log_every_steps: 1, eval_every_steps: 0, save_every_steps: 3}\n"
+                               "data: {source: chat, paths: ["
+                            << data.string() << "], tokenizer: " << tok.string() << ", packing: true, val_fraction: 0.1, cache_dir: "
+                            << (root_ / "cache").string() << "}\n";
+        return file;
+    };
+    const fs::path fixtures = kSource / "tests/data/fixtures/hf";
+    std::vector<std::vector<double>> runs;
+    for (const fs::path& data : {fixtures / "hub/datasets--testorg--chat", fixtures / "chat/messages_zstd_v2.parquet",
+                                 fixtures / "chat/expected_chat.jsonl"}) {
+        const std::string id = "chat_" + data.filename().string();
+        const ProcResult r = run_process({llmtrain_bin(), "train", "--config", config(data).string(), "--set",
+                                          "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=" + id},
+                                         "", 600);
+        ASSERT_EQ(r.exit_code, 0) << r.err;
+        runs.push_back(losses(id));
+        EXPECT_EQ(runs.back().size(), 3u);
+    }
+    EXPECT_EQ(runs[0], runs[2]);
+    EXPECT_EQ(runs[1], runs[2]);
+}
+
 }  // namespace
