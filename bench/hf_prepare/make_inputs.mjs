@@ -1,10 +1,11 @@
 // The same documents as JSONL and as Parquet (hyparquet-writer: snappy, dictionary where it pays,
 // data page v2, 1000-row groups, as a hub shard might be) for bench/hf_prepare/run.sh. Documents are
 // the fortune(6) records under /usr/share/games/fortunes, repeated with a counter until MB megabytes.
-// Usage: node make_inputs.mjs OUTDIR MB   (run from tests/data/hf_writer, whose node_modules it uses)
+// Usage: node make_inputs.mjs OUTDIR MB   (uses tests/data/hf_writer/node_modules: scripts/setup.sh installs it)
 import { readdirSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { parquetWriteBuffer } from 'hyparquet-writer'
+// ES modules resolve packages from the importing file's folder, so the writer is imported by path.
+const { parquetWriteBuffer } = await import(new URL('../../tests/data/hf_writer/node_modules/hyparquet-writer/src/index.js', import.meta.url))
 
 const [out, mb] = [process.argv[2], Number(process.argv[3] || 50)]
 const dir = '/usr/share/games/fortunes'

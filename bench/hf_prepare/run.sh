@@ -11,7 +11,7 @@ RUNS=${3:-3}
 THREADS=${4:-2}
 work=$(mktemp -d /tmp/hf_prepare_bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-(cd tests/data/hf_writer && node ../../../bench/hf_prepare/make_inputs.mjs "$work/in" "$MB")
+node bench/hf_prepare/make_inputs.mjs "$work/in" "$MB"
 du -b "$work/in/docs.jsonl" | awk '{printf "jsonl: %.1f MB\n", $1/1e6}'
 du -bc "$work"/in/hf/data/*.parquet | tail -1 | awk '{printf "parquet: %.1f MB (snappy)\n", $1/1e6}'
 tok=data/tokenizers/gpt2.tiktoken
