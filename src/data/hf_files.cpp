@@ -125,7 +125,20 @@ bool is_hf_dataset_dir(const fs::path& dir) {
 std::vector<fs::path> hf_split_files(const fs::path& input, const HfSelection& sel) {
     std::error_code ec;
     LLMT_CHECK(fs::exists(input, ec), "input '{}' does not exist", input.string());
-    const fs::path dir = resolve_hub_path(input, sel.revision);
+    const auto snapshot = resolve_hub_snapshot(input, sel.revision);
+    if (snapshot) {
+        // A cache folder's files are symlinks into its blobs/: followed, but never out of the folder.
+        auto files = snapshot_files(*snapshot, sel);
+        const fs::path root = fs::weakly_canonical(input, ec);
+        for (const auto& f : files) {
+            const fs::path real = fs::weakly_canonical(f, ec);
+            const auto rel = real.lexically_relative(root);
+            LLMT_CHECK(!ec && !rel.empty() && *rel.begin() != "..", "'{}' links to '{}', outside the hub cache folder '{}'", f.string(),
+                       real.string(), input.string());
+        }
+        return files;
+    }
+    const fs::path dir = input;
     if (fs::is_regular_file(dir, ec)) return {dir};
     LLMT_CHECK(fs::is_directory(dir, ec), "input '{}' is not a regular file or a directory", input.string());
     if (fs::exists(dir / "dataset_dict.json", ec)) {

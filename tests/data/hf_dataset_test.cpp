@@ -156,6 +156,16 @@ TEST_F(HfDataset, HubCacheFolderResolvesRefsAndSplits) {
                           "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.err.find("no refs/v9"), std::string::npos) << r.err;
+    // A snapshot file that links out of the cache folder is refused.
+    const fs::path evil = tmp_.path() / "datasets--evil--x";
+    fs::create_directories(evil / "refs");
+    fs::create_directories(evil / "snapshots/abc/data");
+    write_bytes(evil / "refs/main", "abc");
+    fs::create_symlink(w("parquet/gzip_dict.parquet"), evil / "snapshots/abc/data/train-00000-of-00001.parquet");
+    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", evil.string(), "--tokenizer", kTokenizer, "--out",
+                          (tmp_.path() / "x").string()});
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("outside the hub cache folder"), std::string::npos) << r.err;
     // An explicit commit hash names the snapshot directly.
     expect_same_shards({"--input", repo.string(), "--revision", "0123456789abcdef0123456789abcdef01234567"}, w("docs.jsonl"));
 }
