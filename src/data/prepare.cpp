@@ -214,14 +214,17 @@ nlohmann::ordered_json prepare_shards(const PrepareOptions& opts) {
         {"options",
          {{"format", format_name(opts.corpus.format)},
           {"text_field", !text ? nlohmann::ordered_json(opts.corpus.text_field) : nullptr},
-          {"split", hf ? nlohmann::ordered_json(opts.corpus.hf.split) : nullptr},
-          {"config_name", hf && !opts.corpus.hf.config.empty() ? nlohmann::ordered_json(opts.corpus.hf.config) : nullptr},
           {"doc_separator", separator ? nlohmann::ordered_json(separator) : nullptr},
           {"val_fraction", opts.val_fraction},
           {"seed", opts.seed},
           {"shard_tokens", opts.shard_tokens}}},
         {"inputs", inputs},
         {"splits", splits}};
+    if (hf) {  // which part of the dataset directories the documents came from
+        m["options"]["split"] = opts.corpus.hf.split;
+        m["options"]["config_name"] = opts.corpus.hf.config.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(opts.corpus.hf.config);
+        m["options"]["revision"] = opts.corpus.hf.revision;
+    }
     write_file_atomic(opts.out_dir / "manifest.json", m.dump(2) + "\n");
     return m;
 }
