@@ -27,8 +27,9 @@ struct LevelEntry {
 };
 
 // Most values (levels) one page may announce: bounds the level arrays of a page whose RLE runs
-// claim millions of nulls in a few bytes.
-inline constexpr int32_t kMaxPageValues = 1 << 22;
+// claim millions of nulls in a few bytes (about 28 MB of levels, indices and views at most). Writers
+// stop a page at 20,000 rows by default (pyarrow, parquet-mr), far below this.
+inline constexpr int32_t kMaxPageValues = 1 << 20;
 
 // Reads one BYTE_ARRAY column chunk. Throws FormatError "<file>: column '<path>', page at byte
 // offset N: ..." for a malformed page. Not thread-safe; `fd` must outlive it.

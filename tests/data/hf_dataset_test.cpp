@@ -170,6 +170,29 @@ TEST_F(HfDataset, HubCacheFolderResolvesRefsAndSplits) {
     expect_same_shards({"--input", repo.string(), "--revision", "0123456789abcdef0123456789abcdef01234567"}, w("docs.jsonl"));
 }
 
+// A tokenizer given as a hub cache folder (models--ORG--NAME) is its snapshot's tokenizer.json.
+TEST_F(HfDataset, TokenizerFromHubCacheFolder) {
+    const fs::path llama3 = kSource / "data/tokenizers/llama3";
+    const fs::path repo = tmp_.path() / "models--testorg--tok";
+    const std::string sha = "00112233445566778899aabbccddeeff00112233";
+    fs::create_directories(repo / "refs");
+    fs::create_directories(repo / "blobs");
+    fs::create_directories(repo / "snapshots" / sha);
+    write_bytes(repo / "refs/main", sha + "\n");
+    fs::copy_file(llama3 / "tokenizer.json", repo / "blobs/b1");
+    fs::create_symlink("../../blobs/b1", repo / "snapshots" / sha / "tokenizer.json");
+    std::vector<std::string> common = {"data", "prepare", "--format", "hf", "--input", w("parquet/gzip_dict.parquet").string(), "--quiet"};
+    auto a = common, b = common;
+    a.insert(a.end(), {"--tokenizer", repo.string(), "--out", (tmp_.path() / "a").string()});
+    b.insert(b.end(), {"--tokenizer", llama3.string(), "--out", (tmp_.path() / "b").string()});
+    Result r = run(tmp_.path(), a);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    r = run(tmp_.path(), b);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(read_bytes(tmp_.path() / "a/train_000000.bin"), read_bytes(tmp_.path() / "b/train_000000.bin"));
+    EXPECT_EQ(nlohmann::json::parse(read_bytes(tmp_.path() / "a/manifest.json"))["token_dtype"], "uint32");
+}
+
 TEST_F(HfDataset, ConfigFoldersAreChosenByName) {
     const fs::path repo = w("hub/datasets--testorg--configs");
     Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--tokenizer", kTokenizer, "--out",

@@ -102,6 +102,15 @@ TEST_F(HfTrain, InitFromHubCacheModelFolder) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(losses("from_hub"), losses("from_snap"));
     EXPECT_LT(losses("from_hub").front(), losses("base").front()) << "init_from loaded the trained weights";
+    // `generate --model` takes the cache folder too (greedy, ids in and out: no tokenizer files needed).
+    auto gen = [&](const fs::path& model) {
+        return run_process({llmtrain_bin(), "generate", "--model", model.string(), "--prompt-ids", "1,2,3", "-n", "4", "-t", "0"}, "", 300);
+    };
+    const ProcResult a = gen(repo), b = gen(repo / "snapshots" / sha);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_FALSE(a.out.empty());
 }
 
 // LoRA chat fine-tuning (docs/lora.md's setup, scaled down) from a Parquet `messages` dataset: the same
