@@ -20,6 +20,7 @@ PACKAGES=(
   # libdnnl-dev only Recommends the package and we install with --no-install-recommends.
   ocl-icd-opencl-dev
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
+  libsnappy-dev libzstd-dev  # Parquet page codecs (snappy, zstd; gzip is zlib's)
   python3 python3-torch python3-numpy
   python3-protobuf python3-yaml  # the tracking tests' independent TensorBoard and MLflow readers
   python3-botocore  # AWS's SigV4 signer, the object-storage tests' second opinion on ours

@@ -24,6 +24,9 @@ struct PrepareArgs {
     std::vector<std::string> inputs;
     std::string format = "text";
     std::string text_field = "text";
+    std::string split = "train";
+    std::string config_name;
+    std::string revision = "main";
     std::string doc_separator = "blank";
     std::string tokenizer = "gpt2";
     std::string out;
@@ -55,14 +58,21 @@ std::vector<std::string> localize_inputs(const PrepareArgs& a) {
 
 void add_prepare(CLI::App& data, Runtime& rt) {
     auto a = std::make_shared<PrepareArgs>();
-    auto* cmd = data.add_subcommand("prepare", "Tokenize text/JSONL corpora into llm.c token shards with a train/val split by document");
+    auto* cmd = data.add_subcommand("prepare", "Tokenize text/JSONL corpora or Hugging Face datasets (Parquet/Arrow) into llm.c token shards with a train/val split by document");
     cmd->add_option("--input", a->inputs,
                     "input files or directories (recursive; .gz is decompressed), or s3://bucket/key of an object or "
                     "of a prefix's objects (fetched into --input-cache); repeatable")
         ->required()
         ->expected(1, -1);
-    cmd->add_option("--format", a->format, "input format: text or jsonl")->check(CLI::IsMember({"text", "jsonl"}))->capture_default_str();
-    cmd->add_option("--text-field", a->text_field, "jsonl: the string field holding each document")->capture_default_str();
+    cmd->add_option("--format", a->format,
+                    "input format: text, jsonl, or hf (a Hugging Face dataset directory: Parquet/Arrow shards of a hub "
+                    "snapshot or cache folder, or a save_to_disk directory; docs/data.md)")
+        ->check(CLI::IsMember({"text", "jsonl", "hf"}))
+        ->capture_default_str();
+    cmd->add_option("--text-field", a->text_field, "jsonl: the string field holding each document; hf: the string column")->capture_default_str();
+    cmd->add_option("--split", a->split, "hf: the split whose files are read (--val-fraction still divides its documents)")->capture_default_str();
+    cmd->add_option("--config-name", a->config_name, "hf: the hub snapshot's <config>/ folder to read (default: data/ or the only one)");
+    cmd->add_option("--revision", a->revision, "hf: the branch, tag or commit of a hub cache folder (datasets--ORG--NAME)")->capture_default_str();
     cmd->add_option("--doc-separator", a->doc_separator,
                     "text: 'blank' (a blank-line run ends a document), 'file' (one document per file), or a line that "
                     "separates documents, e.g. '%'")
@@ -86,6 +96,7 @@ void add_prepare(CLI::App& data, Runtime& rt) {
         o.inputs = localize_inputs(*a);
         o.corpus.format = data::parse_input_format(a->format);
         o.corpus.text_field = a->text_field;
+        o.corpus.hf = {a->split, a->config_name, a->revision};
         o.corpus.doc_separator = a->doc_separator;
         o.tokenizer = a->tokenizer;
         o.out_dir = a->out;

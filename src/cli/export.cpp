@@ -15,6 +15,7 @@
 #include "cli/checkpoint_model.h"
 #include "cli/command.h"
 #include "core/check.h"
+#include "core/hub_cache.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json_parse.h"
@@ -130,7 +131,9 @@ void register_merge(CLI::App& app, Runtime& rt) {
     auto* cmd = app.add_subcommand("merge", "Fold a PEFT LoRA adapter into its Hugging Face base model and write the "
                                             "merged model directory (PEFT's merge_and_unload)");
     auto o = std::make_shared<MergeOptions>();
-    cmd->add_option("--model", o->model, "the base: a Hugging Face model directory")->required();
+    cmd->add_option("--model", o->model, "the base: a Hugging Face model directory or hub cache folder (models--ORG--NAME)")
+        ->required()
+        ->transform([](std::string s) { return resolve_hub_path(s).string(); }, "", "");
     cmd->add_option("--adapter", o->adapter, "a PEFT adapter directory (adapter_config.json, adapter_model.safetensors): "
                                              "`llmtrain export` of a LoRA run, or PEFT's save_pretrained")
         ->required();

@@ -20,6 +20,7 @@
 #include "cli/generation_stop.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "core/hub_cache.h"
 #include "data/tokenizer.h"
 #include "kernels/ops.h"
 #include "models/hf_resolve.h"
@@ -188,7 +189,9 @@ void register_generate(CLI::App& app, Runtime& rt) {
     cmd->add_option("--checkpoint", o->checkpoint, "a checkpoints/step_N directory, a checkpoints/ directory or a run directory");
     cmd->add_option("--model", o->model_dir,
                     "instead of --checkpoint: a Hugging Face model directory (config.json + safetensors; text goes "
-                    "through its own tokenizer files), or a run or checkpoint directory of ours");
+                    "through its own tokenizer files), a hub cache folder models--ORG--NAME (its refs/main "
+                    "snapshot), or a run or checkpoint directory of ours")
+        ->transform([](std::string s) { return resolve_hub_path(s).string(); }, "", "");
     cmd->add_option("--config,-c", o->config,
                     "YAML config of the model (default: the resolved config stored in the checkpoint's state.json)");
     cmd->add_option("--set", o->sets, "override a config key, e.g. --set run.threads=4 (repeatable)")

@@ -67,6 +67,7 @@ struct DataConfig {
     std::string source;  // shards | text | jsonl | chat
     std::vector<std::string> paths;
     std::string text_field;
+    std::string split, val_split, config_name;  // source hf
     std::string tokenizer;
     double val_fraction = 0.0;
     std::string cache_dir;

@@ -513,21 +513,26 @@ std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::str
                                                                   const std::string& precision) {
     if (source == "shards") {
         std::vector<std::pair<std::string, std::string>> keys = {
-            {"data.paths", "text, jsonl or chat"}, {"data.val_fraction", "text, jsonl or chat"},
-            {"data.text_field", "jsonl"}, {"data.packing", "chat"}};
+            {"data.paths", "text, jsonl, hf or chat"}, {"data.val_fraction", "text, jsonl, hf or chat"},
+            {"data.text_field", "jsonl or hf"},        {"data.packing", "chat"},
+            {"data.split", "hf"},                      {"data.val_split", "hf"},
+            {"data.config_name", "hf"}};
         // The CPU precision probe's cache (train/cpu_precision.h) is read with auto or bf16.
         if (precision == "fp32")
-            keys.push_back({"data.cache_dir", "text, jsonl or chat (or trainer.precision auto or bf16)"});
+            keys.push_back({"data.cache_dir", "text, jsonl, hf or chat (or trainer.precision auto or bf16)"});
         return keys;
     }
     // text/jsonl/chat are tokenized into data.cache_dir, whatever data.shard_format says.
     std::vector<std::pair<std::string, std::string>> keys = {
         {"data.train_shards", "shards"}, {"data.val_shards", "shards"}, {"data.shard_format", "shards"}};
     if (source == "idx") {  // images: nothing is tokenized (classifier_checks.h covers the idx-only keys)
-        keys.push_back({"data.paths", "text, jsonl or chat"});
-        keys.push_back({"data.cache_dir", "text, jsonl or chat"});
+        keys.push_back({"data.paths", "text, jsonl, hf or chat"});
+        keys.push_back({"data.cache_dir", "text, jsonl, hf or chat"});
     }
-    if (source != "jsonl") keys.push_back({"data.text_field", "jsonl"});
+    if (source != "jsonl" && source != "hf") keys.push_back({"data.text_field", "jsonl or hf"});
+    if (source != "hf") {
+        for (const char* k : {"data.split", "data.val_split", "data.config_name"}) keys.push_back({k, "hf"});
+    }
     if (source != "chat") keys.push_back({"data.packing", "chat"});
     return keys;
 }

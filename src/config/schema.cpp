@@ -175,14 +175,23 @@ std::vector<FieldSpec> build() {
                              "a PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to continue "
                              "from; empty = fresh adapters (A Kaiming-uniform, B zero)"));
     // data
-    v.push_back(enum_field("data.source", "shards", {"shards", "text", "jsonl", "chat", "idx"},
-                           "shards: prepared token shards; text/jsonl: raw corpora tokenized into data.cache_dir; chat: "
-                           "conversations (JSONL of messages or prompt/completion) rendered with the model's chat template, "
+    v.push_back(enum_field("data.source", "shards", {"shards", "text", "jsonl", "hf", "chat", "idx"},
+                           "shards: prepared token shards; text/jsonl: raw corpora tokenized into data.cache_dir; hf: a "
+                           "Hugging Face dataset directory (Parquet/Arrow shards, save_to_disk, hub cache; docs/data.md) "
+                           "tokenized the same way; chat: conversations (JSONL, or a dataset directory, of messages or "
+                           "prompt/completion) rendered with the model's chat template, "
                            "loss on the assistant's tokens only (docs/formats/chat_jsonl.md); idx: MNIST-format images and labels "
                            "(model.arch mlp or cnn, docs/classifier.md)"));
     v.push_back(string_list_field("data.paths", ordered_json::array(), Access::kRead,
-                                  "input files or directories (source text/jsonl/chat only)"));
-    v.push_back(string_field("data.text_field", "text", Access::kNone, "JSONL field that holds the document text (source jsonl only)"));
+                                  "input files or directories (source text/jsonl/hf/chat only)"));
+    v.push_back(string_field("data.text_field", "text", Access::kNone,
+                             "JSONL field or dataset column that holds the document text (source jsonl/hf only)"));
+    v.push_back(string_field("data.split", "train", Access::kNone, "source hf: the split documents are read from"));
+    v.push_back(string_field("data.val_split", "", Access::kNone,
+                             "source hf: a split that becomes the validation shards (then data.val_fraction is not used); "
+                             "empty: data.val_fraction of data.split"));
+    v.push_back(string_field("data.config_name", "", Access::kNone,
+                             "source hf: the hub snapshot's <config>/ folder (empty: data/ or the only one)"));
     v.push_back(string_field("data.tokenizer", "gpt2", Access::kRead,
                            "'gpt2' or a path to a .tiktoken / tokenizer.json file or a model directory; source chat: a model "
                            "directory (or tokenizer.json) with tokenizer_config.json, whose chat template renders the data",

@@ -55,6 +55,9 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.data.source = d.at("source");
     c.data.paths = d.at("paths").get<std::vector<std::string>>();
     c.data.text_field = d.at("text_field");
+    c.data.split = d.at("split");
+    c.data.val_split = d.at("val_split");
+    c.data.config_name = d.at("config_name");
     c.data.tokenizer = d.at("tokenizer");
     c.data.val_fraction = d.at("val_fraction");
     c.data.cache_dir = d.at("cache_dir");

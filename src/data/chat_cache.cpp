@@ -11,9 +11,12 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/hub_cache.h"
 #include "core/json_parse.h"
 #include "core/sha256.h"
 #include "data/chat_records.h"
+#include "data/chat_table.h"
+#include "data/table_reader.h"
 #include "data/corpus.h"
 #include "data/prepare.h"
 
@@ -33,7 +36,7 @@ struct Inputs {
 // Everything the tokens depend on, by content: each input file, the tokenizer, the template.
 Inputs describe_inputs(const ChatDataOptions& opts, const Tokenizer& tok, const fs::path& template_file) {
     Inputs in;
-    in.files = list_input_files(opts.paths);
+    in.files = chat_input_files(opts.paths);
     nlohmann::ordered_json files = nlohmann::ordered_json::array();
     for (const auto& f : in.files) files.push_back({{"path", f.string()}, {"sha256", sha256_file(f)}});
     in.key = {{"key_version", kKeyVersion},
@@ -57,7 +60,7 @@ std::string key_of(const nlohmann::ordered_json& described) {
 ChatDataset tokenize_files(const std::vector<fs::path>& files, const ChatTemplate& tmpl, const Tokenizer& tok) {
     std::vector<ChatRecord> records;
     for (const auto& f : files) {
-        auto recs = parse_chat_jsonl(read_file(f), f.string());
+        auto recs = is_table_file_name(f) ? read_chat_table(f) : parse_chat_jsonl(read_file(f), f.string());
         std::move(recs.begin(), recs.end(), std::back_inserter(records));
     }
     std::vector<TokenizedChat> tokenized(records.size());
@@ -112,7 +115,7 @@ void split(ChatData& d, const ChatDataOptions& opts) {
 
 fs::path chat_template_file(const std::string& tokenizer_spec) {
     std::error_code ec;
-    const fs::path p(tokenizer_spec);
+    const fs::path p = resolve_hub_path(tokenizer_spec);
     if (fs::is_directory(p, ec)) return p / "tokenizer_config.json";
     if (p.extension() == ".json") return (p.has_parent_path() ? p.parent_path() : fs::path(".")) / "tokenizer_config.json";
     throw InputError(fmt::format("data.tokenizer \"{}\": data.source chat needs a model directory holding tokenizer.json "

@@ -18,6 +18,7 @@
 #include "core/json_parse.h"
 #include "core/regular_file.h"
 #include "core/sha256.h"
+#include "data/table_reader.h"
 
 namespace llmt::data {
 
@@ -26,7 +27,17 @@ namespace fs = std::filesystem;
 InputFormat parse_input_format(const std::string& name) {
     if (name == "text") return InputFormat::kText;
     if (name == "jsonl") return InputFormat::kJsonl;
-    throw InputError(fmt::format("unknown input format '{}': expected one of text, jsonl", name));
+    if (name == "hf") return InputFormat::kHf;
+    throw InputError(fmt::format("unknown input format '{}': expected one of text, jsonl, hf", name));
+}
+
+const char* format_name(InputFormat f) {
+    switch (f) {
+        case InputFormat::kJsonl: return "jsonl";
+        case InputFormat::kHf: return "hf";
+        case InputFormat::kText: break;
+    }
+    return "text";
 }
 
 std::vector<fs::path> list_input_files(const std::vector<std::string>& inputs) {
@@ -61,6 +72,11 @@ std::vector<fs::path> list_input_files(const std::vector<std::string>& inputs) {
     return out;
 }
 
+std::vector<fs::path> list_corpus_files(const std::vector<std::string>& inputs, const CorpusOptions& opts) {
+    if (opts.format == InputFormat::kHf) return hf_split_files(inputs, opts.hf);
+    return list_input_files(inputs);
+}
+
 struct DocumentReader::Impl {
     static constexpr std::size_t kRawChunk = 1 << 18;
 
@@ -80,6 +96,8 @@ struct DocumentReader::Impl {
     uint64_t line_no = 0;  // number of the last line returned
     Sha256 hash;
     bool file_done = false;  // "file" mode: the single document was returned
+    std::unique_ptr<TableReader> table;  // hf
+    std::vector<TableCell> row;
 
     ~Impl() {
         if (z_init) inflateEnd(&zs);
@@ -209,6 +227,15 @@ struct DocumentReader::Impl {
         return !doc.empty();
     }
 
+    bool next_table(std::string& doc) {
+        while (table->next_row(row)) {
+            if (row[0].null || row[0].text.empty()) continue;
+            doc.swap(row[0].text);
+            return true;
+        }
+        return false;
+    }
+
     bool next_jsonl(std::string& doc) {
         std::string_view line;
         while (next_line(line)) {
@@ -247,6 +274,11 @@ DocumentReader::DocumentReader(const fs::path& path, const CorpusOptions& opts) 
     impl_->path = path;
     impl_->opts = opts;
     impl_->fd = open_regular_file(path, "corpus input").fd.release();
+    if (opts.format == InputFormat::kHf) {
+        impl_->table = open_table(path);
+        impl_->table->select({{opts.text_field, ColumnKind::kString}});
+        return;
+    }
     const std::string name = path.filename().string();
     impl_->gz = name.size() > 3 && name.compare(name.size() - 3, 3, ".gz") == 0;
     if (impl_->gz) {
@@ -259,12 +291,17 @@ DocumentReader::DocumentReader(const fs::path& path, const CorpusOptions& opts) 
 DocumentReader::~DocumentReader() = default;
 
 bool DocumentReader::next(std::string& doc) {
+    if (impl_->table) return impl_->next_table(doc);
     return impl_->opts.format == InputFormat::kJsonl ? impl_->next_jsonl(doc) : impl_->next_text(doc);
 }
 
-uint64_t DocumentReader::raw_bytes_read() const { return impl_->raw_read; }
+uint64_t DocumentReader::raw_bytes_read() const {
+    return impl_->table && !impl_->raw_eof ? impl_->table->bytes_read() : impl_->raw_read;
+}
 
 std::string DocumentReader::sha256_hex() {
+    // A table is read with pread (footer first, selected columns only), never through read_raw, so
+    // this reads the whole file from its start.
     // Drain anything not read yet (e.g. trailing bytes) so the digest covers the whole file.
     if (!impl_->raw_eof) {
         while (impl_->read_raw() > 0) {

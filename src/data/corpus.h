@@ -1,4 +1,5 @@
-// Corpus readers for `data prepare`: plain text and JSONL files, directories (recursively), gzip.
+// Corpus readers for `data prepare`: plain text and JSONL files, directories (recursively), gzip, and
+// Hugging Face dataset directories (Parquet / Arrow shards, hf_files.h).
 // What a document is for each input kind is documented here and in docs/data.md.
 #pragma once
 
@@ -8,16 +9,20 @@
 #include <string>
 #include <vector>
 
+#include "data/hf_files.h"
+
 namespace llmt::data {
 
-enum class InputFormat { kText, kJsonl };
+enum class InputFormat { kText, kJsonl, kHf };
 
-// Parses "text" / "jsonl"; throws InputError listing the choices.
+// Parses "text" / "jsonl" / "hf"; throws InputError listing the choices.
 InputFormat parse_input_format(const std::string& name);
+const char* format_name(InputFormat f);  // "text", "jsonl", "hf"
 
 struct CorpusOptions {
     InputFormat format = InputFormat::kText;
-    std::string text_field = "text";  // JSONL: the string field holding a document
+    std::string text_field = "text";  // JSONL, hf: the string field (column) holding a document
+    HfSelection hf;                   // hf: the split, config and revision read
     // Text: how a file splits into documents.
     //   "blank" (default): a run of one or more blank lines (empty, or only spaces/tabs/CR) ends a
     //                      document, as llm.c's tinyshakespeare prep splits on "\n\n";
@@ -34,10 +39,14 @@ struct CorpusOptions {
 // Throws InputError naming a path that does not exist, or when no file is found.
 std::vector<std::filesystem::path> list_input_files(const std::vector<std::string>& inputs);
 
+// The files of the inputs for `opts.format`: hf_split_files for kHf, else list_input_files.
+std::vector<std::filesystem::path> list_corpus_files(const std::vector<std::string>& inputs, const CorpusOptions& opts);
+
 // Streams the documents of one file, decompressing it when its name ends in ".gz" (gzip, multiple
 // members allowed). Also hashes the file's raw bytes as it reads them (sha256 for the manifest).
 // Errors name the file and line: IoError for read failures, FormatError for bad gzip data, a JSONL
-// line that is not a JSON object, or a missing/non-string text field.
+// line that is not a JSON object, or a missing/non-string text field. kHf: each row's text_field
+// column is a document (null and empty values skipped); errors name the file, column and byte offset.
 // Not thread-safe.
 class DocumentReader {
 public:

@@ -168,7 +168,7 @@ nlohmann::ordered_json prepare_shards(const PrepareOptions& opts) {
                "--shard-tokens {} is out of range: expected 1 .. 2147483647 (the llm.c header's count is an int32)", opts.shard_tokens);
     LLMT_CHECK(opts.threads >= 0, "--threads {} must be >= 0 (0 = all cores)", opts.threads);
     LLMT_CHECK(!opts.out_dir.empty(), "--out DIR is required");
-    const auto files = list_input_files(opts.inputs);
+    const auto files = list_corpus_files(opts.inputs, opts.corpus);
     uint64_t total_bytes = 0;
     for (const auto& f : files) total_bytes += fs::file_size(f);
     const Tokenizer tok = Tokenizer::load(opts.tokenizer);
@@ -196,7 +196,9 @@ nlohmann::ordered_json prepare_shards(const PrepareOptions& opts) {
         for (const auto& sh : r.shards[s]) shards.push_back({{"file", sh.file}, {"tokens", sh.tokens}, {"bytes", sh.bytes}});
         splits[names[s]] = {{"documents", r.docs[s]}, {"tokens", r.tokens[s]}, {"shards", shards}};
     }
-    const char* separator = opts.corpus.format == InputFormat::kJsonl ? nullptr : opts.corpus.doc_separator.c_str();
+    const bool text = opts.corpus.format == InputFormat::kText;
+    const char* separator = text ? opts.corpus.doc_separator.c_str() : nullptr;
+    const bool hf = opts.corpus.format == InputFormat::kHf;
     nlohmann::ordered_json m = {
         {"format", "llmtrain-shards"},
         {"version", 1},
@@ -210,14 +212,19 @@ nlohmann::ordered_json prepare_shards(const PrepareOptions& opts) {
         {"token_dtype", tok.vocab_size() <= 65536 ? "uint16" : "uint32"},
         {"document_layout", describe_frame(tok)},
         {"options",
-         {{"format", opts.corpus.format == InputFormat::kJsonl ? "jsonl" : "text"},
-          {"text_field", opts.corpus.format == InputFormat::kJsonl ? nlohmann::ordered_json(opts.corpus.text_field) : nullptr},
+         {{"format", format_name(opts.corpus.format)},
+          {"text_field", !text ? nlohmann::ordered_json(opts.corpus.text_field) : nullptr},
           {"doc_separator", separator ? nlohmann::ordered_json(separator) : nullptr},
           {"val_fraction", opts.val_fraction},
           {"seed", opts.seed},
           {"shard_tokens", opts.shard_tokens}}},
         {"inputs", inputs},
         {"splits", splits}};
+    if (hf) {  // which part of the dataset directories the documents came from
+        m["options"]["split"] = opts.corpus.hf.split;
+        m["options"]["config_name"] = opts.corpus.hf.config.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(opts.corpus.hf.config);
+        m["options"]["revision"] = opts.corpus.hf.revision;
+    }
     write_file_atomic(opts.out_dir / "manifest.json", m.dump(2) + "\n");
     return m;
 }

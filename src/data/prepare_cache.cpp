@@ -30,12 +30,12 @@ nlohmann::ordered_json stat_entry(const fs::path& p) {
 
 std::string prepare_cache_key(const PrepareOptions& opts) {
     nlohmann::ordered_json inputs = nlohmann::ordered_json::array();
-    for (const auto& f : list_input_files(opts.inputs)) inputs.push_back(stat_entry(f));
+    for (const auto& f : list_corpus_files(opts.inputs, opts.corpus)) inputs.push_back(stat_entry(f));
     std::error_code ec;
     const bool tokenizer_is_path = fs::exists(opts.tokenizer, ec);
-    const nlohmann::ordered_json key = {
+    nlohmann::ordered_json key = {
         {"key_version", 1},
-        {"format", opts.corpus.format == InputFormat::kJsonl ? "jsonl" : "text"},
+        {"format", format_name(opts.corpus.format)},
         {"text_field", opts.corpus.text_field},
         {"doc_separator", opts.corpus.doc_separator},
         {"tokenizer", opts.tokenizer},
@@ -44,6 +44,11 @@ std::string prepare_cache_key(const PrepareOptions& opts) {
         {"seed", opts.seed},
         {"shard_tokens", opts.shard_tokens},
         {"inputs", inputs}};
+    if (opts.corpus.format == InputFormat::kHf) {  // text/JSONL keys stay as they were
+        key["split"] = opts.corpus.hf.split;
+        key["config_name"] = opts.corpus.hf.config;
+        key["revision"] = opts.corpus.hf.revision;
+    }
     return sha256_hex(key.dump());
 }
 

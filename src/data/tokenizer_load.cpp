@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
+#include "core/hub_cache.h"
 #include "core/json_parse.h"
 #include "core/sha256.h"
 #include "data/tokenizer.h"
@@ -398,7 +399,7 @@ Tokenizer Tokenizer::load(const std::string& spec) {
                                                     : looked));
     }
     std::error_code ec;
-    const fs::path p(spec);
+    const fs::path p = resolve_hub_path(spec);  // a hub cache folder (models--ORG--NAME): its snapshot
     if (fs::is_directory(p, ec)) {
         if (fs::exists(p / "vocab.json") && fs::exists(p / "merges.txt"))
             return Tokenizer(make_impl(load_vocab_merges((p / "vocab.json").string(), (p / "merges.txt").string())));

@@ -4,6 +4,7 @@
 
 #include "config/config.h"
 #include "core/error.h"
+#include "core/hub_cache.h"
 #include "models/arch.h"
 #include "models/hf_config.h"
 #include "models/hf_weights.h"
@@ -13,7 +14,7 @@ namespace llmt::models {
 namespace fs = std::filesystem;
 
 HfSource resolve_init_from(const std::string& init_from, const std::string& arch) {
-    const fs::path p(init_from);
+    const fs::path p = resolve_hub_path(init_from);  // a hub cache folder (models--ORG--NAME): its snapshot
     std::error_code ec;
     const auto st = fs::status(p, ec);
     if (!fs::exists(st))

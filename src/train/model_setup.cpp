@@ -27,15 +27,24 @@ ShardFiles resolve_data(const config::Config& cfg, bool need_train) {
     }
     data::PrepareOptions po;
     po.inputs = cfg.data.paths;
-    po.corpus.format = cfg.data.source == "jsonl" ? data::InputFormat::kJsonl : data::InputFormat::kText;
+    po.corpus.format = data::parse_input_format(cfg.data.source);
     po.corpus.text_field = cfg.data.text_field;
+    po.corpus.hf = {cfg.data.split, cfg.data.config_name, "main"};
     po.tokenizer = cfg.data.tokenizer;
-    po.val_fraction = cfg.data.val_fraction;
+    // source hf with data.val_split: that split is the validation set, whole; else val_fraction of the split.
+    const bool val_split = cfg.data.source == "hf" && !cfg.data.val_split.empty();
+    po.val_fraction = val_split ? 0.0 : cfg.data.val_fraction;
     po.seed = cfg.run.seed;
     auto cached = data::prepare_cached(po, cfg.data.cache_dir);
     console().line(fmt::format("data: {} shards in {}", cached.reused ? "reusing" : "prepared", cached.dir.string()));
     f.train = expand_glob((cached.dir / "train_*.bin").string());
     f.val = expand_glob((cached.dir / "val_*.bin").string());
+    if (val_split) {
+        po.corpus.hf.split = cfg.data.val_split;
+        auto v = data::prepare_cached(po, cfg.data.cache_dir);
+        console().line(fmt::format("data: {} validation shards ({}) in {}", v.reused ? "reusing" : "prepared", cfg.data.val_split, v.dir.string()));
+        f.val = expand_glob((v.dir / "train_*.bin").string());
+    }
     return f;
 }
 

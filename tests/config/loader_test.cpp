@@ -182,8 +182,8 @@ TEST(ConfigLoader, ValuesThisVersionCannotActOnAreRefusedTogether) {
     // A removed key points to where its meaning went; a scheme this version does not speak is named.
     EXPECT_NE(by_key["tracking.mlflow_dir"].find("tracking.mlflow.uri"), std::string::npos) << joined(is);
     EXPECT_NE(by_key["tracking.mlflow.uri"].find("http(s)://"), std::string::npos) << joined(is);
-    EXPECT_NE(by_key["data.cache_dir"].find("data.source text, jsonl or chat"), std::string::npos) << joined(is);
-    EXPECT_NE(by_key["data.text_field"].find("data.source jsonl"), std::string::npos) << joined(is);
+    EXPECT_NE(by_key["data.cache_dir"].find("data.source text, jsonl, hf or chat"), std::string::npos) << joined(is);
+    EXPECT_NE(by_key["data.text_field"].find("data.source jsonl or hf"), std::string::npos) << joined(is);
     EXPECT_TRUE(by_key.count("trainer.precision") == 0);
     // bf16 on the CPU is a GEMM precision (kernels/cpu/matmul.h), accepted like fp32.
     EXPECT_NO_THROW(load_config_string(kMinimal + "run:\n  device: cpu\ntrainer:\n  precision: bf16\n", "t.yaml", {}));
@@ -258,7 +258,7 @@ TEST(ConfigLoader, ChatSourceKeys) {
     std::map<std::string, std::string> by_key;
     for (const auto& i : is) by_key[i.key] = i.message;
     EXPECT_EQ(by_key.size(), 3u) << joined(is);
-    EXPECT_NE(by_key["data.text_field"].find("data.source jsonl"), std::string::npos) << joined(is);
+    EXPECT_NE(by_key["data.text_field"].find("data.source jsonl or hf"), std::string::npos) << joined(is);
     EXPECT_NE(by_key["data.tokenizer"].find("chat template"), std::string::npos) << joined(is);
     EXPECT_NE(by_key["data.source"].find("model.arch: llama"), std::string::npos) << joined(is);
     EXPECT_NO_THROW((void)load_config_string("model:\n  arch: llama\ndata:\n  source: chat\n  paths: [a.jsonl]\n  "

@@ -152,6 +152,8 @@ Inputs write_inputs(const fs::path& root) {
     return in;
 }
 
+const fs::path kHfFixtures = fs::path(LLMT_SOURCE_DIR) / "tests/data/fixtures/hf/hub";
+
 // --set overrides for a text (or jsonl) source reading `input` with its own cache directory (later
 // overrides of the same key win).
 Sets text_source(const TinyRun& t, const Inputs& in, const std::string& cache, const std::string& source = "text",
@@ -427,6 +429,28 @@ const std::map<std::string, Probe>& probes() {
              EXPECT_NE(dry(c.t, jsonl)["train_windows"], dry(c.t, with(jsonl, {"data.text_field=body"}))["train_windows"]);
              expect_refused(c.t, with(text_source(c.t, c.in, "cache_field_text"), {"data.text_field=body"}),
                             "data.text_field");
+         }},
+        // source hf: pyarrow's hub cache folders (tests/data/fixtures/hf): tiny has train and validation
+        // splits, configs has the configs `default` and `alt`.
+        {"data.split",
+         [](const Ctx& c) {
+             const Sets hf = text_source(c.t, c.in, "cache_split", "hf", kHfFixtures / "datasets--testorg--tiny");
+             EXPECT_NE(dry(c.t, hf)["train_windows"], dry(c.t, with(hf, {"data.split=validation"}))["train_windows"]);
+             expect_refused(c.t, with(text_source(c.t, c.in, "cache_split_text"), {"data.split=validation"}), "data.split");
+         }},
+        {"data.val_split",
+         [](const Ctx& c) {
+             const Sets hf = text_source(c.t, c.in, "cache_val_split", "hf", kHfFixtures / "datasets--testorg--tiny");
+             EXPECT_NE(dry(c.t, hf)["train_windows"], dry(c.t, with(hf, {"data.val_split=validation"}))["train_windows"]);
+             expect_refused(c.t, with(text_source(c.t, c.in, "cache_val_split_text"), {"data.val_split=validation"}),
+                            "data.val_split");
+         }},
+        {"data.config_name",
+         [](const Ctx& c) {
+             const Sets hf = text_source(c.t, c.in, "cache_config", "hf", kHfFixtures / "datasets--testorg--configs");
+             EXPECT_NE(dry(c.t, hf)["train_windows"], dry(c.t, with(hf, {"data.config_name=alt"}))["train_windows"]);
+             expect_refused(c.t, with(text_source(c.t, c.in, "cache_config_text"), {"data.config_name=alt"}),
+                            "data.config_name");
          }},
         {"data.tokenizer",
          [](const Ctx& c) {
