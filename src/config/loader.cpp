@@ -16,6 +16,7 @@
 #include "config/arch_table.h"
 #include "config/schedule_keys.h"
 #include "config/classifier_checks.h"
+#include "config/data_checks.h"
 #include "config/schema.h"
 #include "config/typed.h"
 #include "config/yaml_bounds.h"
@@ -509,34 +510,6 @@ void check_data_keys_read(const ordered_json& r, const std::function<std::string
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::string& source,
-                                                                  const std::string& precision) {
-    if (source == "shards") {
-        std::vector<std::pair<std::string, std::string>> keys = {
-            {"data.paths", "text, jsonl, hf or chat"}, {"data.val_fraction", "text, jsonl, hf or chat"},
-            {"data.text_field", "jsonl or hf"},        {"data.packing", "chat"},
-            {"data.split", "hf"},                      {"data.val_split", "hf"},
-            {"data.config_name", "hf"}};
-        // The CPU precision probe's cache (train/cpu_precision.h) is read with auto or bf16.
-        if (precision == "fp32")
-            keys.push_back({"data.cache_dir", "text, jsonl, hf or chat (or trainer.precision auto or bf16)"});
-        return keys;
-    }
-    // text/jsonl/chat are tokenized into data.cache_dir, whatever data.shard_format says.
-    std::vector<std::pair<std::string, std::string>> keys = {
-        {"data.train_shards", "shards"}, {"data.val_shards", "shards"}, {"data.shard_format", "shards"}};
-    if (source == "idx") {  // images: nothing is tokenized (classifier_checks.h covers the idx-only keys)
-        keys.push_back({"data.paths", "text, jsonl, hf or chat"});
-        keys.push_back({"data.cache_dir", "text, jsonl, hf or chat"});
-    }
-    if (source != "jsonl" && source != "hf") keys.push_back({"data.text_field", "jsonl or hf"});
-    if (source != "hf") {
-        for (const char* k : {"data.split", "data.val_split", "data.config_name"}) keys.push_back({k, "hf"});
-    }
-    if (source != "chat") keys.push_back({"data.packing", "chat"});
-    return keys;
-}
-
 namespace {
 
 // Where a key's value came from (file:line:col, --set, or the default), for messages.
@@ -613,37 +586,6 @@ void model_checks(ordered_json& r, const std::function<std::string(const std::st
     }
 }
 
-// The data a training run reads must be named: train shards (and val shards when evaluating), or paths.
-void check_training_data(ordered_json& r, const std::function<std::string(const std::string&)>& at, Validator& v) {
-    auto& t = r["trainer"];
-    auto& d = r["data"];
-    if (d["source"] == "shards") {
-        if (d["train_shards"].get<std::string>().empty())
-            v.add("data.train_shards", at("data.source"), "data.source is shards, so data.train_shards (a glob) is required");
-        if (d["val_shards"].get<std::string>().empty() && as_i(t["eval_every_steps"]) > 0)
-            v.add("data.val_shards", at("trainer.eval_every_steps"),
-                  "evaluation is on (trainer.eval_every_steps > 0), so data.val_shards (a glob) is required; "
-                  "set trainer.eval_every_steps: 0 to train without evaluation");
-    } else if (d["source"] != "idx" && d["paths"].empty()) {
-        v.add("data.paths", at("data.source"),
-              fmt::format("data.source is {}, so data.paths needs at least one file or directory",
-                          d["source"].get<std::string>()));
-    }
-    if (d["source"] == "chat") {
-        if (d["tokenizer"] == "gpt2")
-            v.add("data.tokenizer", at("data.tokenizer"),
-                  "data.source is chat, so data.tokenizer must be a model directory holding tokenizer.json and "
-                  "tokenizer_config.json (the chat template); gpt2 has no chat template");
-        // With model.init_from the architecture comes from its config.json later (the trainer checks it then).
-        const bool arch_known = r["model"]["init_from"] == "scratch" || r["model"]["init_from"] == "";
-        if (arch_known && r["model"]["arch"].is_string() && !has_rotary_positions(r["model"]["arch"].get<std::string>()))
-            v.add("data.source", at("data.source"),
-                  fmt::format("chat needs a model with rotary positions (model.arch: {}): packed examples restart "
-                              "their position ids",
-                              families_with_rotary_positions()));
-    }
-}
-
 void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v, ConfigUse use) {
     const auto at = locator(loc, v);
     auto& t = r["trainer"];
@@ -657,7 +599,8 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
     if (r["dist"]["backend"] == "nccl" && r["run"]["device"] != "cuda")
         v.add("dist.backend", at("dist.backend"),
               fmt::format("nccl needs run.device: cuda (found run.device: {})", r["run"]["device"].get<std::string>()));
-    if (use == ConfigUse::kTraining) check_training_data(r, at, v);
+    if (use == ConfigUse::kTraining)
+        for (const auto& p : training_data_problems(r)) v.add(p.key, at(p.located_at), p.message);
     static const std::regex kName("^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$");
     for (const char* key : {"run.name", "output.run_id"}) {
         auto dot = std::string(key).find('.');

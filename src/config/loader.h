@@ -52,10 +52,4 @@ Config load_config_string(std::string_view yaml, const std::string& source_name,
 // Throws ConfigValidationError (every issue).
 void recheck_model_section(Config& cfg, const std::map<std::string, std::string>& origins);
 
-// The data.* keys that `data.source: source` with `trainer.precision: precision` never reads (a non-default
-// value there is refused), with the sources that do read each. data.cache_dir also holds a language model's
-// CPU precision probe (train/cpu_precision.h), read with precision auto or bf16.
-std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::string& source,
-                                                                  const std::string& precision = "fp32");
-
 }  // namespace llmt::config

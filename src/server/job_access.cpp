@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "config/data_checks.h"
 #include "config/loader.h"
 #include "server/api_error.h"
 
