@@ -32,8 +32,12 @@ public:
     // In place: every rank ends with the element-wise sum (kAvg: sum / size()).
     virtual void allreduce(Tensor t, ReduceOp op) = 0;
     // in.numel() == size() * out.numel(); rank r receives the reduction of chunk r of every rank's in.
+    // In place when out is chunk rank() of in (out.data == in.data + rank() * out.nbytes(), as NCCL
+    // defines it): no second buffer of in's size is allocated, and the other chunks of in are left
+    // unspecified. Out of place, in is not modified.
     virtual void reduce_scatter(Tensor out, Tensor in, ReduceOp op) = 0;
-    // out.numel() == size() * in.numel(); chunk r of out is rank r's in.
+    // out.numel() == size() * in.numel(); chunk r of out is rank r's in. In place when in is chunk
+    // rank() of out.
     virtual void allgather(Tensor out, Tensor in) = 0;
     // Every rank ends with root's t.
     virtual void broadcast(Tensor t, int root) = 0;
