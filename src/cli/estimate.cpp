@@ -109,25 +109,28 @@ nlohmann::json zero_stages(const config::Config& cfg, double gpu_bytes) {
 
 void print_zero_stages(const nlohmann::json& z) {
     constexpr double kGB = 1e9;
-    fmt::print("\nmodel state per GPU by dist.zero_stage ({:.3g} parameters, {} with fp32 masters; activations "
-               "{:.1f} GB more; docs/distributed.md \"Scale on paper\"):\n",
-               z["parameters"].get<double>(), "weights, gradients and optimizer state",
-               z["activations_bytes"].get<double>() / kGB);
-    fmt::print("{:>6} {:>10} {:>10} {:>22} {:>10} {:>16}\n", "GPUs", "stage 0", "stage 1", "1 (sharded masters)",
-               "stage 3", "comm/step/GPU");
+    fmt::print("\nmodel state per GPU by dist.zero_stage ({:.3g} parameters: weights, gradients and optimizer "
+               "state; activations {:.1f} GB more) and GB each GPU sends per step; docs/distributed.md \"Scale on "
+               "paper\":\n",
+               z["parameters"].get<double>(), z["activations_bytes"].get<double>() / kGB);
+    fmt::print("{:>6} {:>10} {:>10} {:>22} {:>10} {:>11} {:>8}\n", "GPUs", "stage 0", "stage 1", "1 (sharded masters)",
+               "stage 3", "sent 0, 3", "sent 1");
+    auto gb = [&](const nlohmann::json& r, const char* stage, const char* what) {
+        return r[stage][what].get<double>() / kGB;
+    };
     for (const auto& r : z["rows"])
-        fmt::print("{:>6} {:>8.1f}GB {:>8.1f}GB {:>20.1f}GB {:>8.1f}GB {:>14.1f}GB\n", r["world_size"].get<int>(),
-                   r["stage 0"]["bytes_per_gpu"].get<double>() / kGB, r["stage 1"]["bytes_per_gpu"].get<double>() / kGB,
-                   r["stage 1 (sharded masters)"]["bytes_per_gpu"].get<double>() / kGB,
-                   r["stage 3"]["bytes_per_gpu"].get<double>() / kGB,
-                   r["stage 0"]["comm_bytes_per_step"].get<double>() / kGB);
+        fmt::print("{:>6} {:>8.1f}GB {:>8.1f}GB {:>20.1f}GB {:>8.1f}GB {:>9.1f}GB {:>6.1f}GB\n",
+                   r["world_size"].get<int>(), gb(r, "stage 0", "bytes_per_gpu"), gb(r, "stage 1", "bytes_per_gpu"),
+                   gb(r, "stage 1 (sharded masters)", "bytes_per_gpu"), gb(r, "stage 3", "bytes_per_gpu"),
+                   gb(r, "stage 0", "comm_bytes_per_step"), gb(r, "stage 1", "comm_bytes_per_step"));
     const double gpu = z["gpu_bytes"].get<double>() / kGB;
     if (z["needs"].is_null())
         fmt::print("needs: more than 64 GPUs of {:.0f} GB at stage 3, or tensor/pipeline parallelism (not in this "
                    "build)\n", gpu);
     else
-        fmt::print("needs: dist.zero_stage {} on {} GPU(s) of {:.0f} GB (stage 3 and sharded masters are not in this "
-                   "build)\n", z["needs"]["zero_stage"].get<std::string>(), z["needs"]["world_size"].get<int>(), gpu);
+        fmt::print("needs: dist.zero_stage {} on {} GPU(s) of {:.0f} GB{}\n", z["needs"]["zero_stage"].get<std::string>(),
+                   z["needs"]["world_size"].get<int>(), gpu,
+                   z["needs"]["zero_stage"] == "3" ? " (stage 3 is not in this build: dist.zero_stage takes 0 or 1)" : "");
 }
 
 }  // namespace

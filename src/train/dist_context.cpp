@@ -116,13 +116,22 @@ double DistContext::zero_reduce_grads(float* grads, size_t numel) {
     return sum(kernels::sum_squares(flat(grads + mine.begin, mine.end - mine.begin)));
 }
 
-void DistContext::zero_gather_params(float* params, size_t numel) {
+void DistContext::zero_gather_params(float* params, size_t numel, Tensor compute_copy) {
     if (!active()) return;
-    auto flat = [&](float* p, size_t n) { return Tensor(p, {static_cast<int64_t>(n)}, DType::kF32, device_); };
+    LLMT_INTERNAL_CHECK(compute_copy.empty() || (compute_copy.dtype == DType::kBF16 &&
+                                                 compute_copy.numel() == static_cast<int64_t>(numel)),
+                        "ZeRO-1: the compute copy must be a bf16 view of the whole arena, got {}",
+                        compute_copy.describe());
+    const bool lp = !compute_copy.empty();
+    const size_t elem = lp ? 2 : 4;
+    char* base = lp ? static_cast<char*>(compute_copy.data) : reinterpret_cast<char*>(params);
+    auto flat = [&](size_t first, size_t n) {
+        return Tensor(base + first * elem, {static_cast<int64_t>(n)}, lp ? DType::kBF16 : DType::kF32, device_);
+    };
     const size_t chunk = numel / static_cast<size_t>(world()), body = chunk * static_cast<size_t>(world());
     LLMT_INTERNAL_CHECK(chunk > 0, "ZeRO-1: an arena of {} elements cannot be split over {} ranks", numel, world());
-    pg_->allgather(flat(params, body), flat(params + static_cast<size_t>(rank()) * chunk, chunk));
-    if (body < numel) pg_->broadcast(flat(params + body, numel - body), world() - 1);
+    pg_->allgather(flat(0, body), flat(static_cast<size_t>(rank()) * chunk, chunk));
+    if (body < numel) pg_->broadcast(flat(body, numel - body), world() - 1);
 }
 
 std::string DistContext::from_rank0(const std::string& key, const std::string& value) {

@@ -68,10 +68,12 @@ public:
     // zero_reduce_grads reduce-scatters the gradients (mean over ranks) into this rank's slice of `grads`
     // (the rest of `grads` is left unspecified: zero it before the next accumulation) and returns the
     // global sum of squares of the mean gradient; zero_gather_params all-gathers every rank's slice of
-    // `params`, so every rank holds the whole arena. Every rank must call them. InternalError when the
-    // arena has fewer elements than there are ranks.
+    // `params`, so every rank holds the whole arena. With `compute_copy` (the model's flat bf16 copy,
+    // which the optimizer rewrote for its slice) that copy is gathered instead, half the bytes: the fp32
+    // masters outside this rank's slice are then stale until a gather without it. Every rank must call
+    // them. InternalError when the arena has fewer elements than there are ranks.
     double zero_reduce_grads(float* grads, size_t numel);
-    void zero_gather_params(float* params, size_t numel);
+    void zero_gather_params(float* params, size_t numel, Tensor compute_copy = {});
 
     // Rank 0's `value` on every rank, through the store under `key` (each key used once per job).
     std::string from_rank0(const std::string& key, const std::string& value);

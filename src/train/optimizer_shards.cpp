@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 
@@ -50,8 +51,10 @@ std::vector<OptimizerShardFile> read_optimizer_index(const Checkpoint& ck, const
         const auto f = e.is_object() ? e.find("file") : e.end();
         const auto b = e.is_object() ? e.find("slice_begin") : e.end();
         const auto n = e.is_object() ? e.find("slice_end") : e.end();
-        if (f == e.end() || b == e.end() || n == e.end() || !f->is_string() || !b->is_number_unsigned() ||
-            !n->is_number_unsigned())
+        auto count = [&](nlohmann::json::const_iterator v) {
+            return v != e.end() && v->is_number_integer() && (v->is_number_unsigned() || v->get<std::int64_t>() >= 0);
+        };
+        if (f == e.end() || !f->is_string() || !count(b) || !count(n))
             throw bad(fmt::format("entry {} must be {{\"file\": name, \"slice_begin\": n, \"slice_end\": n}}",
                                   e.dump().substr(0, 80)));
         OptimizerShardFile s{f->get<std::string>(), b->get<std::size_t>(), n->get<std::size_t>()};

@@ -371,6 +371,10 @@ private:
         so.mark_best = mark_best;
         std::optional<CheckpointWriter> w;
         if (rank_ == 0) w.emplace(run_dir_->checkpoints_dir(), step_, so);
+        if (masters_stale_) {  // ZeRO-1 under bf16 gathered the compute copy only: model.safetensors is fp32
+            dc_.zero_gather_params(static_cast<float*>(model_->params().data()), arena_numel_);
+            masters_stale_ = false;
+        }
         if (sync_.zero1) {
             const std::filesystem::path tmp =
                 dc_.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank_ == 0 ? w->temp_dir().string() : "");
@@ -519,9 +523,11 @@ private:
         lr_ = sched_.at(step_);
         opt_->step(params, grads, static_cast<float>(lr_), coef, model_->compute_params());
         if (sync_.zero1) {
-            // Every rank's updated slice of the parameters to every rank, and the bf16 copy refreshed.
-            dc_.zero_gather_params(params, arena_numel_);
-            model_->sync_compute_params();
+            // Every rank's updated slice to every rank: the bf16 compute copy when there is one (the fp32
+            // masters outside this rank's slice go stale until a checkpoint gathers them), else the weights.
+            const Tensor lp = model_->compute_params();
+            dc_.zero_gather_params(params, arena_numel_, lp);
+            masters_stale_ = !lp.empty();
         }
         return norm;
     }
@@ -693,6 +699,7 @@ private:
     std::unique_ptr<optim::Optimizer> opt_;  // trainer.optimizer: optim::AdamW or optim::Sgd
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
+    bool masters_stale_ = false;  // ZeRO-1 with a bf16 copy: fp32 weights outside this rank's slice are old
     std::optional<RunDir> run_dir_;
     std::optional<MetricsLog> metrics_;
     std::optional<tracking::Tracker> tracker_;  // fed by metrics_: declared after it, destroyed before it

@@ -29,7 +29,8 @@ StageCost stage_cost(const ScaleModel& m, ZeroStage stage, int world) {
             break;
         case ZeroStage::k1:
             c.bytes_per_gpu = P * (master + copy + grad) + P * opt / N;
-            c.comm_bytes = share * (grad + master) * P;  // reduce-scatter gradients, all-gather fp32 weights
+            // Reduce-scatter the gradients, all-gather the compute weights (the bf16 copy, else fp32).
+            c.comm_bytes = share * (grad + (m.bf16 ? copy : master)) * P;
             break;
         case ZeroStage::k1ShardedMaster:
             c.bytes_per_gpu = P * ((m.bf16 ? copy : master) + grad) + P * ((m.bf16 ? master : 0) + opt) / N;

@@ -23,7 +23,7 @@ struct ScaleModel {
 
 enum class ZeroStage {
     k0,             // DDP: everything whole on every GPU; gradients all-reduced
-    k1,             // ZeRO-1 as llmtrain runs it: optimizer state sharded, fp32 masters and gradients whole
+    k1,             // ZeRO-1 as llmtrain runs it: optimizer state sharded, masters and gradients whole
     k1ShardedMaster,  // ZeRO-1 with the fp32 masters sharded too (needs a bf16-only ParamStore; not built)
     k3,             // parameters, gradients and optimizer state sharded; two layers gathered (prefetch)
 };

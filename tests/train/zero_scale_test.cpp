@@ -28,10 +28,14 @@ TEST(ZeroScale, BytesPerParameterAtEachStage) {
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1ShardedMaster, 8).bytes_per_gpu, 6 * P + 12 * P / 8);
     // ZeRO-3: everything divided, plus two gathered bf16 layers and one fp32 layer gradient.
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k3, 8).bytes_per_gpu, 18 * P / 8 + 8 * m.largest_layer);
-    // Ring volumes: DDP all-reduce 2(N-1)/N x 4P; ZeRO-1 reduce-scatter + fp32 all-gather the same;
-    // ZeRO-3 two bf16 gathers and one fp32 reduce-scatter.
+    // Ring volumes: DDP all-reduce 2(N-1)/N x 4P; ZeRO-1 an fp32 reduce-scatter and a bf16 all-gather
+    // (the fp32 weights without bf16); ZeRO-3 two bf16 gathers and one fp32 reduce-scatter.
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k0, 8).comm_bytes, 2 * 7.0 / 8 * 4 * P);
-    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1, 8).comm_bytes, 7.0 / 8 * 8 * P);
+    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1, 8).comm_bytes, 7.0 / 8 * 6 * P);
+    ScaleModel fp32 = m;
+    fp32.bf16 = false;
+    EXPECT_DOUBLE_EQ(stage_cost(fp32, ZeroStage::k1, 8).comm_bytes, 7.0 / 8 * 8 * P);
+    EXPECT_DOUBLE_EQ(stage_cost(fp32, ZeroStage::k0, 8).bytes_per_gpu, 16 * P);
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k3, 8).comm_bytes, 7.0 / 8 * 8 * P);
 }
 
