@@ -221,6 +221,14 @@ TEST_F(DdpTest, Zero1CheckpointsReshardBetweenOneAndTwoRanks) {
     auto r = run_process(launch(2, {}, train_args("z2to1", extra)), "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     ASSERT_EQ(series("z2to1", "loss").size(), 10u);
+    // eval reads the 2-rank checkpoint in one process (B 8: the rows the 2 ranks of B 4 evaluated).
+    const auto val10 = series("z2to1", "val_loss");
+    ASSERT_EQ(val10.size(), 1u);
+    r = run_process(with_bin({"eval", "--checkpoint", (root_ / "runs/z2to1/checkpoints/step_10").string(), "--set",
+                              "trainer.micro_batch_size=8", "--json"}),
+                    "", 300);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NEAR(nlohmann::json::parse(r.out)["val_loss"].get<double>(), val10[0], 1e-5 * val10[0]) << r.out;
     r = run_process(with_bin(train_args("z2to1", {"--resume", "z2to1"})), "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("optimizer state of 2 ranks at zero_stage 1 resharded for 1 rank"), std::string::npos) << r.err;
