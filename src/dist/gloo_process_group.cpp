@@ -97,11 +97,12 @@ bool is_timeout(const std::exception& e) {
 template <typename T>
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
-void check_cpu(const Tensor& t, const char* op, const char* name) {
+// moves: a collective that only moves bytes (all-gather, broadcast), which also takes bf16.
+void check_cpu(const Tensor& t, const char* op, const char* name, bool moves = false) {
     LLMT_INTERNAL_CHECK(t.device == Device::kCpu, "{}: {} must be a CPU tensor for the gloo backend, got {}", op, name,
                t.describe());
-    LLMT_INTERNAL_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kI32, "{}: {} must be f32 or i32, got {}", op, name,
-               t.describe());
+    LLMT_INTERNAL_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kI32 || (moves && t.dtype == DType::kBF16),
+                        "{}: {} must be f32 or i32{}, got {}", op, name, moves ? " or bf16" : "", t.describe());
     LLMT_INTERNAL_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, name);
 }
 
@@ -370,8 +371,8 @@ void GlooProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
 }
 
 void GlooProcessGroup::allgather(Tensor out, Tensor in) {
-    check_cpu(out, "allgather", "out");
-    check_cpu(in, "allgather", "in");
+    check_cpu(out, "allgather", "out", true);
+    check_cpu(in, "allgather", "in", true);
     LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "allgather: out {} and in {} differ in dtype", out.describe(), in.describe());
     LLMT_INTERNAL_CHECK(out.numel() == in.numel() * size_, "allgather: out has {} elements, expected size {} x in {}",
                out.numel(), size_, in.numel());
@@ -381,10 +382,10 @@ void GlooProcessGroup::allgather(Tensor out, Tensor in) {
     if (mine != in.data) std::memmove(mine, in.data, in.nbytes());
     if (size_ == 1) return;
     try {
-        if (in.dtype == DType::kF32) {
-            allgather_ring(static_cast<float*>(out.data), n);
+        if (in.dtype == DType::kBF16) {
+            allgather_ring(static_cast<uint16_t*>(out.data), n);
         } else {
-            allgather_ring(static_cast<int32_t*>(out.data), n);
+            allgather_ring(static_cast<uint32_t*>(out.data), n);  // f32 and i32 alike: bytes moved, not read
         }
     } catch (const gloo::Exception& e) {
         rethrow("allgather", e);
@@ -392,7 +393,7 @@ void GlooProcessGroup::allgather(Tensor out, Tensor in) {
 }
 
 void GlooProcessGroup::broadcast(Tensor t, int root) {
-    check_cpu(t, "broadcast", "tensor");
+    check_cpu(t, "broadcast", "tensor", true);
     LLMT_INTERNAL_CHECK(root >= 0 && root < size_, "broadcast: root {} outside 0..{}", root, size_ - 1);
     const size_t n = static_cast<size_t>(t.numel());
     if (n == 0 || size_ == 1) return;
@@ -401,10 +402,10 @@ void GlooProcessGroup::broadcast(Tensor t, int root) {
         opts.setTag(next_tag());
         opts.setTimeout(timeout_);
         opts.setRoot(root);
-        if (t.dtype == DType::kF32) {
-            opts.setOutput(static_cast<float*>(t.data), n);
+        if (t.dtype == DType::kBF16) {
+            opts.setOutput(static_cast<uint16_t*>(t.data), n);
         } else {
-            opts.setOutput(static_cast<int32_t*>(t.data), n);
+            opts.setOutput(static_cast<uint32_t*>(t.data), n);  // f32 and i32 alike: bytes moved, not read
         }
         gloo::broadcast(opts);
     } catch (const gloo::Exception& e) {

@@ -19,7 +19,8 @@ enum class ReduceOp { kSum, kAvg };
 // Every collective is blocking and must be called by every rank in the same order with the same
 // sizes. Each one is bounded by the group's timeout: a dead or stuck peer becomes DistError /
 // DistTimeout (core/error.h) on every survivor, never a hang. After such an error the group is broken
-// and must not be used again. Tensors are contiguous f32 or i32 (kAvg: f32 only; nccl also bf16) on the
+// and must not be used again. Tensors are contiguous f32 or i32 (kAvg: f32 only; nccl also bf16, gloo bf16
+// for allgather and broadcast, which only move bytes) on the
 // backend's device (gloo: CPU; nccl: this process's GPU); a wrong dtype/device/size is InputError.
 // Thread safety: one thread at a time per group (the Reducer's thread, or the caller's).
 class ProcessGroup {
