@@ -9,6 +9,8 @@
 #include "core/error.h"
 #include "models/hf_resolve.h"
 #include "server/estimate.h"
+#include "train/run_plan.h"
+#include "train/zero_scale.h"
 
 namespace llmt::cli {
 
@@ -78,6 +80,59 @@ std::string row_text(const nlohmann::json& r) {
                        r["command"].get<std::string>());
 }
 
+// Model state per GPU at each ZeRO stage for 1..64 GPUs (train/zero_scale.h), and the stage and GPU count
+// the model needs on GPUs of `gpu_bytes` with the memory plan's activations (this config's micro-batch,
+// context and recompute) kept free.
+nlohmann::json zero_stages(const config::Config& cfg, double gpu_bytes) {
+    const train::ScaleModel m = train::scale_model(cfg);
+    const DType dtype = cfg.trainer.precision == "bf16" ? DType::kBF16 : DType::kF32;
+    const double act = static_cast<double>(train::estimate_training_memory(cfg, Device::kCuda, dtype).activations);
+    nlohmann::json rows = nlohmann::json::array();
+    std::vector<int> worlds;
+    for (int n = 1; n <= 64; n *= 2) {
+        worlds.push_back(n);
+        nlohmann::json r = {{"world_size", n}};
+        using train::ZeroStage;
+        for (auto s : {ZeroStage::k0, ZeroStage::k1, ZeroStage::k1ShardedMaster, ZeroStage::k3}) {
+            const train::StageCost c = train::stage_cost(m, s, n);
+            r[std::string("stage ") + train::zero_stage_name(s)] = {{"bytes_per_gpu", c.bytes_per_gpu},
+                                                                    {"comm_bytes_per_step", c.comm_bytes}};
+        }
+        rows.push_back(r);
+    }
+    const train::StageChoice need = train::choose_stage(m, gpu_bytes, act, worlds);
+    return {{"parameters", m.parameters},      {"gpu_bytes", gpu_bytes}, {"activations_bytes", act},
+            {"rows", rows},
+            {"needs", need.stage.empty() ? nlohmann::json() : nlohmann::json({{"world_size", need.world},
+                                                                               {"zero_stage", need.stage}})}};
+}
+
+void print_zero_stages(const nlohmann::json& z) {
+    constexpr double kGB = 1e9;
+    fmt::print("\nmodel state per GPU by dist.zero_stage ({:.3g} parameters: weights, gradients and optimizer "
+               "state; activations {:.1f} GB more) and GB each GPU sends per step; docs/distributed.md \"Scale on "
+               "paper\":\n",
+               z["parameters"].get<double>(), z["activations_bytes"].get<double>() / kGB);
+    fmt::print("{:>6} {:>10} {:>10} {:>22} {:>10} {:>11} {:>8}\n", "GPUs", "stage 0", "stage 1", "1 (sharded masters)",
+               "stage 3", "sent 0, 3", "sent 1");
+    auto gb = [&](const nlohmann::json& r, const char* stage, const char* what) {
+        return r[stage][what].get<double>() / kGB;
+    };
+    for (const auto& r : z["rows"])
+        fmt::print("{:>6} {:>8.1f}GB {:>8.1f}GB {:>20.1f}GB {:>8.1f}GB {:>9.1f}GB {:>6.1f}GB\n",
+                   r["world_size"].get<int>(), gb(r, "stage 0", "bytes_per_gpu"), gb(r, "stage 1", "bytes_per_gpu"),
+                   gb(r, "stage 1 (sharded masters)", "bytes_per_gpu"), gb(r, "stage 3", "bytes_per_gpu"),
+                   gb(r, "stage 0", "comm_bytes_per_step"), gb(r, "stage 1", "comm_bytes_per_step"));
+    const double gpu = z["gpu_bytes"].get<double>() / kGB;
+    if (z["needs"].is_null())
+        fmt::print("needs: more than 64 GPUs of {:.0f} GB at stage 3, or tensor/pipeline parallelism (not in this "
+                   "build)\n", gpu);
+    else
+        fmt::print("needs: dist.zero_stage {} on {} GPU(s) of {:.0f} GB{}\n", z["needs"]["zero_stage"].get<std::string>(),
+                   z["needs"]["world_size"].get<int>(), gpu,
+                   z["needs"]["zero_stage"] == "3" ? " (stage 3 is not in this build: dist.zero_stage takes 0 or 1)" : "");
+}
+
 }  // namespace
 
 void register_estimate(CLI::App& app, Runtime& rt) {
@@ -87,7 +142,7 @@ void register_estimate(CLI::App& app, Runtime& rt) {
     auto opts = add_config_options(cmd);
     struct Args {
         int nodes = 1, nproc_per_node = 1, gpus_per_node = 0;
-        std::string rates, throughput, card;
+        std::string rates, throughput, card, gpu_memory = "141GB";
         bool json = false;
     };
     auto a = std::make_shared<Args>();
@@ -99,6 +154,8 @@ void register_estimate(CLI::App& app, Runtime& rt) {
     cmd->add_option("--throughput-file", a->throughput,
                     "measured rows (default: configs/throughput.jsonl beside the binary)");
     cmd->add_option("--card", a->card, "use the rows of this card (substring; default: the latest measured)");
+    cmd->add_option("--gpu-memory", a->gpu_memory,
+                    "memory of one GPU for the ZeRO stage table (default 141GB, an H200)");
     cmd->add_flag("--json", a->json, "print one JSON document");
     cmd->callback([opts, a, &rt] {
         config::Config cfg = load_config(*opts);
@@ -122,6 +179,8 @@ void register_estimate(CLI::App& app, Runtime& rt) {
         }
         const int N = spec.cpus();
         nlohmann::json est = server::estimate_scaling(spec, cfg, rates, table, N);
+        const double gpu_bytes = static_cast<double>(train::parse_memory_size(a->gpu_memory));
+        if (!cfg.model.is_classifier()) est["zero_stages"] = zero_stages(cfg, gpu_bytes);
         if (a->json) {
             est["config"] = opts->path;
             fmt::print("{}\n", est.dump(2));
@@ -138,6 +197,7 @@ void register_estimate(CLI::App& app, Runtime& rt) {
         } else {
             print_basis(opts->path, est, cfg);
             print_worlds(est);
+            print_zero_stages(est["zero_stages"]);
         }
         fmt::print("\nmeasured rows used ({}):\n", est["throughput_table"].get<std::string>());
         for (const auto& r : est["rows_used"]) fmt::print("  line {}: {}\n", r["line"].get<int>(), row_text(r));

@@ -5,7 +5,6 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
-#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -98,11 +97,12 @@ bool is_timeout(const std::exception& e) {
 template <typename T>
 using ReduceFn = void (*)(void*, const void*, const void*, size_t);
 
-void check_cpu(const Tensor& t, const char* op, const char* name) {
+// moves: a collective that only moves bytes (all-gather, broadcast), which also takes bf16.
+void check_cpu(const Tensor& t, const char* op, const char* name, bool moves = false) {
     LLMT_INTERNAL_CHECK(t.device == Device::kCpu, "{}: {} must be a CPU tensor for the gloo backend, got {}", op, name,
                t.describe());
-    LLMT_INTERNAL_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kI32, "{}: {} must be f32 or i32, got {}", op, name,
-               t.describe());
+    LLMT_INTERNAL_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kI32 || (moves && t.dtype == DType::kBF16),
+                        "{}: {} must be f32 or i32{}, got {}", op, name, moves ? " or bf16" : "", t.describe());
     LLMT_INTERNAL_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, name);
 }
 
@@ -279,28 +279,55 @@ void GlooProcessGroup::allreduce(Tensor t, ReduceOp op) {
     }
 }
 
-// Ring reduce-scatter: in step s rank r sends its partial sum of chunk (r-s-1) to r+1 and adds the
-// partial sum of chunk (r-s-2) received from r-1; after size-1 steps chunk r is complete.
+// Ring reduce-scatter over acc (size * n elements, overwritten): in step s rank r sends its partial sum
+// of chunk (r-s-1) to r+1 and adds the partial sum of chunk (r-s-2) received from r-1; after size-1 steps
+// chunk r of acc is complete. Chunks travel in segments of at most kRingSegment elements, so the receive
+// buffer stays small whatever n is (an in-place reduce-scatter of a whole gradient arena allocates no
+// second arena).
+constexpr size_t kRingSegment = size_t{1} << 20;
+
 template <typename T>
-void GlooProcessGroup::reduce_scatter_ring(T* out, const T* in, size_t n) {
+void GlooProcessGroup::reduce_scatter_ring(T* acc, size_t n) {
     const int P = size_;
-    std::vector<T> acc(in, in + n * static_cast<size_t>(P));
-    std::vector<T> recv(n);
-    auto send_buf = ctx_->createUnboundBuffer(acc.data(), acc.size() * sizeof(T));
-    auto recv_buf = ctx_->createUnboundBuffer(recv.data(), n * sizeof(T));
+    const size_t seg = std::min(n, kRingSegment);
+    const size_t segments = (n + seg - 1) / seg;
+    std::vector<T> recv(seg);
+    auto send_buf = ctx_->createUnboundBuffer(acc, n * static_cast<size_t>(P) * sizeof(T));
+    auto recv_buf = ctx_->createUnboundBuffer(recv.data(), seg * sizeof(T));
     const int next = (rank_ + 1) % P, prev = (rank_ + P - 1) % P;
-    const uint64_t slot = static_cast<uint64_t>(ctx_->nextSlot(P));
-    for (int s = 0; s < P - 1; ++s) {
-        const size_t send_chunk = static_cast<size_t>((rank_ - s - 1 + 2 * P) % P);
-        const size_t recv_chunk = static_cast<size_t>((rank_ - s - 2 + 2 * P) % P);
-        send_buf->send(next, slot + static_cast<uint64_t>(s), send_chunk * n * sizeof(T), n * sizeof(T));
-        recv_buf->recv(prev, slot + static_cast<uint64_t>(s), 0, n * sizeof(T));
-        recv_buf->waitRecv(timeout_);
-        T* dst = acc.data() + recv_chunk * n;
-        for (size_t i = 0; i < n; ++i) dst[i] += recv[i];
-        send_buf->waitSend(timeout_);
+    const uint64_t slot = static_cast<uint64_t>(ctx_->nextSlot(static_cast<int>(segments) * (P - 1)));
+    for (size_t g = 0; g < segments; ++g) {
+        const size_t off = g * seg, len = std::min(seg, n - off);
+        for (int s = 0; s < P - 1; ++s) {
+            const uint64_t tag = slot + g * static_cast<uint64_t>(P - 1) + static_cast<uint64_t>(s);
+            const size_t send_chunk = static_cast<size_t>((rank_ - s - 1 + 2 * P) % P);
+            const size_t recv_chunk = static_cast<size_t>((rank_ - s - 2 + 2 * P) % P);
+            send_buf->send(next, tag, (send_chunk * n + off) * sizeof(T), len * sizeof(T));
+            recv_buf->recv(prev, tag, 0, len * sizeof(T));
+            recv_buf->waitRecv(timeout_);
+            T* dst = acc + recv_chunk * n + off;
+            for (size_t i = 0; i < len; ++i) dst[i] += recv[i];
+            send_buf->waitSend(timeout_);
+        }
     }
-    std::memcpy(out, acc.data() + static_cast<size_t>(rank_) * n, n * sizeof(T));
+}
+
+// Ring all-gather in place: out (size * n elements) holds this rank's chunk at chunk `rank`; in step s
+// rank r sends chunk (r-s) to r+1 and receives chunk (r-s-1) from r-1 straight into out.
+template <typename T>
+void GlooProcessGroup::allgather_ring(T* out, size_t n) {
+    const int P = size_;
+    auto buf = ctx_->createUnboundBuffer(out, n * static_cast<size_t>(P) * sizeof(T));
+    const int next = (rank_ + 1) % P, prev = (rank_ + P - 1) % P;
+    const uint64_t slot = static_cast<uint64_t>(ctx_->nextSlot(P - 1));
+    for (int s = 0; s < P - 1; ++s) {
+        const size_t send_chunk = static_cast<size_t>((rank_ - s + P) % P);
+        const size_t recv_chunk = static_cast<size_t>((rank_ - s - 1 + 2 * P) % P);
+        buf->send(next, slot + static_cast<uint64_t>(s), send_chunk * n * sizeof(T), n * sizeof(T));
+        buf->recv(prev, slot + static_cast<uint64_t>(s), recv_chunk * n * sizeof(T), n * sizeof(T));
+        buf->waitRecv(timeout_);
+        buf->waitSend(timeout_);
+    }
 }
 
 void GlooProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
@@ -314,18 +341,27 @@ void GlooProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
                out.describe());
     const size_t n = static_cast<size_t>(out.numel());
     if (n == 0) return;
-    if (size_ == 1) {
-        std::memmove(out.data, in.data, out.nbytes());
-    } else {
+    const bool in_place = out.data == static_cast<char*>(in.data) + static_cast<size_t>(rank_) * out.nbytes();
+    if (size_ > 1) {
         try {
-            if (out.dtype == DType::kF32) {
-                reduce_scatter_ring(static_cast<float*>(out.data), static_cast<const float*>(in.data), n);
-            } else {
-                reduce_scatter_ring(static_cast<int32_t*>(out.data), static_cast<const int32_t*>(in.data), n);
+            // Out of place the ring works on a copy of in (which stays as it was); in place on in itself.
+            std::vector<char> copy;
+            char* acc = static_cast<char*>(in.data);
+            if (!in_place) {
+                copy.assign(acc, acc + in.nbytes());
+                acc = copy.data();
             }
+            if (out.dtype == DType::kF32) {
+                reduce_scatter_ring(reinterpret_cast<float*>(acc), n);
+            } else {
+                reduce_scatter_ring(reinterpret_cast<int32_t*>(acc), n);
+            }
+            if (!in_place) std::memcpy(out.data, acc + static_cast<size_t>(rank_) * out.nbytes(), out.nbytes());
         } catch (const gloo::Exception& e) {
             rethrow("reduce_scatter", e);
         }
+    } else if (!in_place) {
+        std::memmove(out.data, in.data, out.nbytes());
     }
     if (op == ReduceOp::kAvg && size_ > 1) {
         float* p = static_cast<float*>(out.data);
@@ -335,36 +371,29 @@ void GlooProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
 }
 
 void GlooProcessGroup::allgather(Tensor out, Tensor in) {
-    check_cpu(out, "allgather", "out");
-    check_cpu(in, "allgather", "in");
+    check_cpu(out, "allgather", "out", true);
+    check_cpu(in, "allgather", "in", true);
     LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "allgather: out {} and in {} differ in dtype", out.describe(), in.describe());
     LLMT_INTERNAL_CHECK(out.numel() == in.numel() * size_, "allgather: out has {} elements, expected size {} x in {}",
                out.numel(), size_, in.numel());
     const size_t n = static_cast<size_t>(in.numel());
     if (n == 0) return;
-    if (size_ == 1) {
-        std::memmove(out.data, in.data, in.nbytes());
-        return;
-    }
+    char* mine = static_cast<char*>(out.data) + static_cast<size_t>(rank_) * in.nbytes();
+    if (mine != in.data) std::memmove(mine, in.data, in.nbytes());
+    if (size_ == 1) return;
     try {
-        gloo::AllgatherOptions opts(ctx_);
-        opts.setTag(next_tag());
-        opts.setTimeout(timeout_);
-        if (in.dtype == DType::kF32) {
-            opts.setInput(static_cast<float*>(in.data), n);
-            opts.setOutput(static_cast<float*>(out.data), n * static_cast<size_t>(size_));
+        if (in.dtype == DType::kBF16) {
+            allgather_ring(static_cast<uint16_t*>(out.data), n);
         } else {
-            opts.setInput(static_cast<int32_t*>(in.data), n);
-            opts.setOutput(static_cast<int32_t*>(out.data), n * static_cast<size_t>(size_));
+            allgather_ring(static_cast<uint32_t*>(out.data), n);  // f32 and i32 alike: bytes moved, not read
         }
-        gloo::allgather(opts);
     } catch (const gloo::Exception& e) {
         rethrow("allgather", e);
     }
 }
 
 void GlooProcessGroup::broadcast(Tensor t, int root) {
-    check_cpu(t, "broadcast", "tensor");
+    check_cpu(t, "broadcast", "tensor", true);
     LLMT_INTERNAL_CHECK(root >= 0 && root < size_, "broadcast: root {} outside 0..{}", root, size_ - 1);
     const size_t n = static_cast<size_t>(t.numel());
     if (n == 0 || size_ == 1) return;
@@ -373,10 +402,10 @@ void GlooProcessGroup::broadcast(Tensor t, int root) {
         opts.setTag(next_tag());
         opts.setTimeout(timeout_);
         opts.setRoot(root);
-        if (t.dtype == DType::kF32) {
-            opts.setOutput(static_cast<float*>(t.data), n);
+        if (t.dtype == DType::kBF16) {
+            opts.setOutput(static_cast<uint16_t*>(t.data), n);
         } else {
-            opts.setOutput(static_cast<int32_t*>(t.data), n);
+            opts.setOutput(static_cast<uint32_t*>(t.data), n);  // f32 and i32 alike: bytes moved, not read
         }
         gloo::broadcast(opts);
     } catch (const gloo::Exception& e) {

@@ -53,7 +53,9 @@ public:
 
 private:
     template <typename T>
-    void reduce_scatter_ring(T* out, const T* in, size_t n);
+    void reduce_scatter_ring(T* acc, size_t n);
+    template <typename T>
+    void allgather_ring(T* out, size_t n);
     [[noreturn]] void rethrow(const char* op, const std::exception& e);
     std::vector<int> broken_peers();
     uint32_t next_tag() { return tag_++; }

@@ -19,7 +19,8 @@ enum class ReduceOp { kSum, kAvg };
 // Every collective is blocking and must be called by every rank in the same order with the same
 // sizes. Each one is bounded by the group's timeout: a dead or stuck peer becomes DistError /
 // DistTimeout (core/error.h) on every survivor, never a hang. After such an error the group is broken
-// and must not be used again. Tensors are contiguous f32 or i32 (kAvg: f32 only; nccl also bf16) on the
+// and must not be used again. Tensors are contiguous f32 or i32 (kAvg: f32 only; nccl also bf16, gloo bf16
+// for allgather and broadcast, which only move bytes) on the
 // backend's device (gloo: CPU; nccl: this process's GPU); a wrong dtype/device/size is InputError.
 // Thread safety: one thread at a time per group (the Reducer's thread, or the caller's).
 class ProcessGroup {
@@ -32,8 +33,12 @@ public:
     // In place: every rank ends with the element-wise sum (kAvg: sum / size()).
     virtual void allreduce(Tensor t, ReduceOp op) = 0;
     // in.numel() == size() * out.numel(); rank r receives the reduction of chunk r of every rank's in.
+    // In place when out is chunk rank() of in (out.data == in.data + rank() * out.nbytes(), as NCCL
+    // defines it): no second buffer of in's size is allocated, and the other chunks of in are left
+    // unspecified. Out of place, in is not modified.
     virtual void reduce_scatter(Tensor out, Tensor in, ReduceOp op) = 0;
-    // out.numel() == size() * in.numel(); chunk r of out is rank r's in.
+    // out.numel() == size() * in.numel(); chunk r of out is rank r's in. In place when in is chunk
+    // rank() of out.
     virtual void allgather(Tensor out, Tensor in) = 0;
     // Every rank ends with root's t.
     virtual void broadcast(Tensor t, int root) = 0;

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "kernels/ops.h"
+#include "optim/state_shards.h"
 
 namespace llmt::optim {
 namespace {
@@ -135,6 +136,28 @@ void AdamW::load_state(const SafetensorsFile& file) {
         file.read_exact(specs[2 * i].name, StDType::kF32, specs[2 * i].shape, m_.data() + o);
         file.read_exact(specs[2 * i + 1].name, StDType::kF32, specs[2 * i + 1].shape, v_.data() + o);
     }
+    if (device_ != Device::kCpu) {
+        const auto n = static_cast<std::int64_t>(end_ - begin_);
+        kernels::copy(device_state_.view(size_t{0}), Tensor(m_.data(), {n}));
+        kernels::copy(device_state_.view(size_t{1}), Tensor(v_.data(), {n}));
+    }
+    step_ = step;
+}
+
+void AdamW::load_state_shards(const std::vector<const SafetensorsFile*>& files) {
+    std::int64_t step = 0;
+    const std::vector<StateShard> shards = check_state_shards(files, kFormat, name(), arena_numel_, begin_, end_, &step);
+    SlicePlan plan;
+    plan.begin = begin_;
+    plan.end = end_;
+    plan.pieces = pieces_;
+    // Every tensor is checked before the first copy, so the CPU state is read in place; a device state is
+    // staged in host memory.
+    if (device_ != Device::kCpu) {
+        m_.assign(end_ - begin_, 0.0f);
+        v_.assign(end_ - begin_, 0.0f);
+    }
+    read_sharded_state(shards, slots_, plan, {{".exp_avg", m_.data()}, {".exp_avg_sq", v_.data()}});
     if (device_ != Device::kCpu) {
         const auto n = static_cast<std::int64_t>(end_ - begin_);
         kernels::copy(device_state_.view(size_t{0}), Tensor(m_.data(), {n}));

@@ -62,6 +62,7 @@ public:
     // slice/arena mismatch), or naming both optimizers for another optimizer's state, and changes nothing
     // in that case.
     void load_state(const SafetensorsFile& file) override;
+    void load_state_shards(const std::vector<const SafetensorsFile*>& files) override;
 
 private:
     using Piece = SlicePlan::Piece;

@@ -35,6 +35,14 @@ public:
     // difference (names, shapes, dtypes, slice) otherwise; changes nothing in either case.
     virtual void load_state(const SafetensorsFile& file) = 0;
 
+    // Restores the state from files that each hold one slice of the same arena, sliced otherwise than
+    // this optimizer (the ZeRO-1 shards of another world size, or one whole-arena file for a shard):
+    // each element is read from the file whose slice holds it (optim/state_shards.h). Throws
+    // CheckpointError (another optimizer, another arena size, slices that overlap or leave part of this
+    // optimizer's slice uncovered, shards of different steps, a tensor missing or of the wrong size) and
+    // changes nothing in that case.
+    virtual void load_state_shards(const std::vector<const SafetensorsFile*>& files) = 0;
+
 protected:
     Optimizer() = default;
     Optimizer(const Optimizer&) = default;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "kernels/ops.h"
+#include "optim/state_shards.h"
 
 namespace llmt::optim {
 namespace {
@@ -117,6 +118,23 @@ void Sgd::load_state(const SafetensorsFile& file) {
         if (device_ != Device::kCpu) buf_.assign(end_ - begin_, 0.0f);  // alignment gaps stay 0
         for (std::size_t i = 0; i < pieces_.size(); ++i)
             file.read_exact(specs[i].name, StDType::kF32, specs[i].shape, buf_.data() + (pieces_[i].begin - begin_));
+        if (device_ != Device::kCpu)
+            kernels::copy(device_buf_.view(size_t{0}), Tensor(buf_.data(), {static_cast<std::int64_t>(end_ - begin_)}));
+    }
+    step_ = step;
+}
+
+void Sgd::load_state_shards(const std::vector<const SafetensorsFile*>& files) {
+    std::int64_t step = 0;
+    const std::vector<StateShard> shards = check_state_shards(files, kFormat, name(), arena_numel_, begin_, end_, &step);
+    if (has_buffer()) {
+        SlicePlan plan;
+        plan.begin = begin_;
+        plan.end = end_;
+        plan.pieces = pieces_;
+        // Every tensor is checked before the first copy: the CPU buffer is read in place.
+        if (device_ != Device::kCpu) buf_.assign(end_ - begin_, 0.0f);
+        read_sharded_state(shards, slots_, plan, {{kBufferSuffix, buf_.data()}});
         if (device_ != Device::kCpu)
             kernels::copy(device_buf_.view(size_t{0}), Tensor(buf_.data(), {static_cast<std::int64_t>(end_ - begin_)}));
     }

@@ -47,6 +47,7 @@ public:
     std::vector<TensorSpec> state_specs() const;
     std::map<std::string, std::string> state_metadata() const override;
     void load_state(const SafetensorsFile& file) override;
+    void load_state_shards(const std::vector<const SafetensorsFile*>& files) override;
 
 private:
     bool has_buffer() const { return cfg_.momentum != 0.0f; }

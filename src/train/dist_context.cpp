@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/check.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "dist/worker_store.h"
@@ -21,6 +22,15 @@ GradSync grad_sync_plan(const config::Config& cfg, int world) {
     g.bucket_bytes = std::max<size_t>(static_cast<size_t>(cfg.dist.bucket_mb * 1024 * 1024), 4);
     g.overlap = cfg.dist.overlap;
     return g;
+}
+
+optim::ArenaSlice zero_shard(size_t numel, int world, int rank) {
+    if (world <= 1) return {0, numel};
+    const size_t chunk = numel / static_cast<size_t>(world);
+    LLMT_INTERNAL_CHECK(chunk > 0 || numel == 0, "ZeRO-1: an arena of {} elements cannot be split over {} ranks",
+                        numel, world);
+    const size_t begin = static_cast<size_t>(rank) * chunk;
+    return {begin, rank == world - 1 ? numel : begin + chunk};
 }
 
 DistContext DistContext::create(const config::Config& cfg, Device device) {
@@ -94,45 +104,34 @@ void DistContext::sum(std::vector<double>& values) {
     std::copy(x.begin(), x.end(), values.begin());
 }
 
-void DistContext::ensure_zero_staging(size_t numel) {
-    const size_t shard = zero_shard_size(numel, world());
-    if (zero_staging_.allocated() && zero_staging_.view(1).numel() == static_cast<int64_t>(shard)) return;
-    zero_staging_ = Arena();
-    zero_staging_.add("all", {static_cast<int64_t>(shard * static_cast<size_t>(world()))});
-    zero_staging_.add("shard", {static_cast<int64_t>(shard)});
-    zero_staging_.allocate(true, device_);
-}
-
 double DistContext::zero_reduce_grads(float* grads, size_t numel) {
-    const int64_t n = static_cast<int64_t>(numel);
-    if (!active()) return kernels::sum_squares(Tensor(grads, {n}, DType::kF32, device_));
-    ensure_zero_staging(numel);
-    const Tensor all = zero_staging_.view(0), shard = zero_staging_.view(1);
-    const size_t begin = static_cast<size_t>(rank()) * static_cast<size_t>(shard.numel());
-    const size_t end = std::min(numel, begin + static_cast<size_t>(shard.numel()));
-    // The tail of "all" past numel stays zero (allocate zeroes it): the padding of the last shard.
-    kernels::copy(Tensor(all.data, {n}, DType::kF32, device_), Tensor(grads, {n}, DType::kF32, device_));
-    pg_->reduce_scatter(shard, all, dist::ReduceOp::kAvg);
-    if (end <= begin) return sum(0.0);
-    const int64_t mine = static_cast<int64_t>(end - begin);
-    kernels::copy(Tensor(grads + begin, {mine}, DType::kF32, device_), Tensor(shard.data, {mine}, DType::kF32, device_));
-    return sum(kernels::sum_squares(Tensor(grads + begin, {mine}, DType::kF32, device_)));
+    auto flat = [&](float* p, size_t n) { return Tensor(p, {static_cast<int64_t>(n)}, DType::kF32, device_); };
+    if (!active()) return kernels::sum_squares(flat(grads, numel));
+    const optim::ArenaSlice mine = zero_shard(numel, world(), rank());
+    const size_t chunk = numel / static_cast<size_t>(world()), body = chunk * static_cast<size_t>(world());
+    pg_->reduce_scatter(flat(grads + static_cast<size_t>(rank()) * chunk, chunk), flat(grads, body),
+                        dist::ReduceOp::kAvg);
+    // The remainder (fewer floats than ranks) belongs to the last rank; every rank must join the collective.
+    if (body < numel) pg_->allreduce(flat(grads + body, numel - body), dist::ReduceOp::kAvg);
+    return sum(kernels::sum_squares(flat(grads + mine.begin, mine.end - mine.begin)));
 }
 
-void DistContext::zero_gather_params(float* params, size_t numel) {
+void DistContext::zero_gather_params(float* params, size_t numel, Tensor compute_copy) {
     if (!active()) return;
-    ensure_zero_staging(numel);
-    const Tensor all = zero_staging_.view(0), shard = zero_staging_.view(1);
-    const size_t begin = static_cast<size_t>(rank()) * static_cast<size_t>(shard.numel());
-    const size_t end = std::min(numel, begin + static_cast<size_t>(shard.numel()));
-    if (end > begin) {
-        const int64_t mine = static_cast<int64_t>(end - begin);
-        kernels::copy(Tensor(shard.data, {mine}, DType::kF32, device_),
-                      Tensor(params + begin, {mine}, DType::kF32, device_));
-    }
-    pg_->allgather(all, shard);
-    const int64_t n = static_cast<int64_t>(numel);
-    kernels::copy(Tensor(params, {n}, DType::kF32, device_), Tensor(all.data, {n}, DType::kF32, device_));
+    LLMT_INTERNAL_CHECK(compute_copy.empty() || (compute_copy.dtype == DType::kBF16 &&
+                                                 compute_copy.numel() == static_cast<int64_t>(numel)),
+                        "ZeRO-1: the compute copy must be a bf16 view of the whole arena, got {}",
+                        compute_copy.describe());
+    const bool lp = !compute_copy.empty();
+    const size_t elem = lp ? 2 : 4;
+    char* base = lp ? static_cast<char*>(compute_copy.data) : reinterpret_cast<char*>(params);
+    auto flat = [&](size_t first, size_t n) {
+        return Tensor(base + first * elem, {static_cast<int64_t>(n)}, lp ? DType::kBF16 : DType::kF32, device_);
+    };
+    const size_t chunk = numel / static_cast<size_t>(world()), body = chunk * static_cast<size_t>(world());
+    LLMT_INTERNAL_CHECK(chunk > 0, "ZeRO-1: an arena of {} elements cannot be split over {} ranks", numel, world());
+    pg_->allgather(flat(0, body), flat(static_cast<size_t>(rank()) * chunk, chunk));
+    if (body < numel) pg_->broadcast(flat(body, numel - body), world() - 1);
 }
 
 std::string DistContext::from_rank0(const std::string& key, const std::string& value) {

@@ -13,6 +13,7 @@
 #include "dist/env.h"
 #include "dist/process_group.h"
 #include "dist/store.h"
+#include "optim/param_slots.h"
 
 namespace llmt::train {
 
@@ -25,6 +26,13 @@ struct GradSync {
     bool overlap = false;     // DDP: all-reduce buckets while backward still runs
 };
 GradSync grad_sync_plan(const config::Config& cfg, int world);
+
+// ZeRO-1's split of a flat arena of `numel` elements over `world` ranks (the optimizer slice of `rank`,
+// optim/param_slots.h): rank r owns [r*s, (r+1)*s) with s = numel / world, and the last rank also the
+// remainder [world*s, numel), fewer than `world` elements (none for world 2, 4, 8 or 16: arenas are
+// whole 64-byte lines). Equal chunks let the reduce-scatter and all-gather run in place on the arena.
+// world 1: the whole arena. InternalError when 0 < numel < world.
+optim::ArenaSlice zero_shard(size_t numel, int world, int rank);
 
 class DistContext {
 public:
@@ -55,15 +63,17 @@ public:
     // 2^24). Every rank must call it with the same length.
     void sum(std::vector<double>& values);
 
-    // ZeRO-1 on a flat f32 arena of `numel` elements on device(): rank r owns elements
-    // [r*shard, min(numel, (r+1)*shard)) with shard = ceil(numel / world) (the optimizer's slice, optim/param_slots.h).
+    // ZeRO-1 on a flat f32 arena of `numel` elements on device(), split by zero_shard(). Both work in
+    // place on the arena (in-place reduce-scatter and all-gather): no staging buffer of the arena's size.
     // zero_reduce_grads reduce-scatters the gradients (mean over ranks) into this rank's slice of `grads`
-    // (the rest of `grads` is left as it was) and returns the global sum of squares of the mean gradient;
-    // zero_gather_params all-gathers every rank's slice of `params`, so every rank holds the whole arena.
-    // Staging buffers (world*shard + shard floats) are allocated on first use. Every rank must call them.
-    static size_t zero_shard_size(size_t numel, int world) { return (numel + world - 1) / static_cast<size_t>(world); }
+    // (the rest of `grads` is left unspecified: zero it before the next accumulation) and returns the
+    // global sum of squares of the mean gradient; zero_gather_params all-gathers every rank's slice of
+    // `params`, so every rank holds the whole arena. With `compute_copy` (the model's flat bf16 copy,
+    // which the optimizer rewrote for its slice) that copy is gathered instead, half the bytes: the fp32
+    // masters outside this rank's slice are then stale until a gather without it. Every rank must call
+    // them. InternalError when the arena has fewer elements than there are ranks.
     double zero_reduce_grads(float* grads, size_t numel);
-    void zero_gather_params(float* params, size_t numel);
+    void zero_gather_params(float* params, size_t numel, Tensor compute_copy = {});
 
     // Rank 0's `value` on every rank, through the store under `key` (each key used once per job).
     std::string from_rank0(const std::string& key, const std::string& value);
@@ -76,8 +86,6 @@ private:
     std::unique_ptr<dist::Store> store_;
     std::unique_ptr<dist::ProcessGroup> pg_;
     Arena scalar_;  // nccl: one f32 on the GPU for mean()
-    Arena zero_staging_;  // ZeRO-1: "all" (world*shard) and "shard" (shard) f32 on device_
-    void ensure_zero_staging(size_t numel);
     double reduce_scalar(double v, dist::ReduceOp op);
 };
 

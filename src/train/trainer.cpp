@@ -4,12 +4,14 @@
 #include <omp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <vector>
 
 #include "core/check.h"
 #include "core/cpu_features.h"
@@ -45,6 +47,8 @@
 #include "train/remote_inputs.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
+#include "train/optimizer_shards.h"
+#include "train/rank_memory.h"
 #include "train/mfu.h"
 #include "train/resume.h"
 #include "train/run_dir.h"
@@ -58,9 +62,6 @@ namespace {
 
 // Log lines: stderr on rank 0 and logs/rank<k>.log on every rank (train/console.h).
 void log_line(const std::string& s) { console().line(s); }
-
-// ZeRO-1 optimizer shard of one rank inside a checkpoint directory.
-std::string zero_optimizer_file(int rank) { return fmt::format("optimizer.rank{}.safetensors", rank); }
 
 void apply_threads(const config::Config& cfg) { kernels::set_cpu_threads(cfg.run.threads); }
 
@@ -253,11 +254,8 @@ private:
 
     void build_optimizer() {
         arena_numel_ = model_->params().nbytes() / sizeof(float);
-        // ZeRO-1: rank r keeps the optimizer state of arena elements [r*shard, (r+1)*shard) only.
-        const size_t shard = sync_.zero1 ? (arena_numel_ + world_ - 1) / static_cast<size_t>(world_) : arena_numel_;
-        optim::ArenaSlice slice;
-        if (sync_.zero1)
-            slice = {static_cast<size_t>(rank_) * shard, std::min(arena_numel_, static_cast<size_t>(rank_ + 1) * shard)};
+        // ZeRO-1: rank r keeps the optimizer state of its shard of the arena only (dist_context.h).
+        const optim::ArenaSlice slice = zero_shard(arena_numel_, sync_.zero1 ? world_ : 1, rank_);
         auto slots = param_slots(*model_, tc_.decay_embeddings);
         if (tc_.optimizer == "sgd") {
             optim::SgdConfig sc;
@@ -351,23 +349,16 @@ private:
         log_line(fmt::format("resume: {} at step {} ({} tokens seen)", ck.dir.string(), step_, tokens_));
     }
 
+    // Any world size and ZeRO stage to any other: this rank reads its slice from the files that hold it.
     void restore_optimizer(const Checkpoint& ck, const TrainState& st) {
-        const bool zero = sync_.zero1;
-        const int ck_world = st.world_size, ck_zero = st.zero_stage;
-        if (zero || ck_zero == 1) {
-            LLMT_CHECK_AS(CheckpointError, zero && ck_zero == 1 && ck_world == world_,
-                          "checkpoint '{}' was saved with dist.zero_stage {} by {} ranks; this run has zero_stage {} "
-                          "and {} ranks: ZeRO-1 optimizer shards resume only with the same world size and "
-                          "zero_stage (hint: relaunch with --nproc-per-node/--nnodes giving {} ranks)",
-                          ck.dir.string(), ck_zero, ck_world, zero ? 1 : 0, world_, ck_world);
-            SafetensorsFile opt_shard = SafetensorsFile::open(ck.dir / zero_optimizer_file(rank_));
-            verify_checkpoint_file(ck, opt_shard);
-            opt_->load_state(opt_shard);
-            return;
-        }
-        LLMT_CHECK_AS(CheckpointError, ck.optimizer.has_value(), "checkpoint '{}' has no {}", ck.dir.string(),
-                      kOptimizerFile);
-        opt_->load_state(*ck.optimizer);
+        const optim::ArenaSlice mine = zero_shard(arena_numel_, sync_.zero1 ? world_ : 1, rank_);
+        const size_t read = restore_optimizer_state(*opt_, ck, read_optimizer_index(ck, st), mine);
+        const int ck_world = st.world_size;
+        if (ck_world != world_ || st.zero_stage != (sync_.zero1 ? 1 : 0))
+            log_line(fmt::format("resume: optimizer state of {} rank{} at zero_stage {} resharded for {} rank{} at "
+                                 "zero_stage {} (rank {} read {} file{})",
+                                 ck_world, ck_world == 1 ? "" : "s", st.zero_stage, world_, world_ == 1 ? "" : "s",
+                                 sync_.zero1 ? 1 : 0, rank_, read, read == 1 ? "" : "s"));
         if (ck_world != world_)
             log_line(fmt::format("resume: the checkpoint was trained by {} ranks, this run has {}: the global batch "
                                  "changes from {} to {} rows",
@@ -385,9 +376,9 @@ private:
         model_->set_grads_ready_hook([this](size_t offset) { reducer_->grads_ready_from(offset); });
     }
 
-    // Every rank calls save() at the same steps. Rank 0 writes the checkpoint; under ZeRO-1 every other
-    // rank first writes its optimizer shard into rank 0's temp directory, so the one atomic rename
-    // publishes all shards together.
+    // Every rank calls save() at the same steps. Rank 0 writes the checkpoint; under ZeRO-1 every rank
+    // writes its optimizer shard into rank 0's temp directory at the same time, so the one atomic rename
+    // publishes all shards together, and state.json indexes them (train/optimizer_shards.h).
     std::filesystem::path save(bool mark_best) {
         last_saved_step_ = step_;
         ++saves_;
@@ -396,10 +387,17 @@ private:
         so.mark_best = mark_best;
         std::optional<CheckpointWriter> w;
         if (rank_ == 0) w.emplace(run_dir_->checkpoints_dir(), step_, so);
+        if (masters_stale_) {  // ZeRO-1 under bf16 gathered the compute copy only: model.safetensors is fp32
+            dc_.zero_gather_params(static_cast<float*>(model_->params().data()), arena_numel_);
+            masters_stale_ = false;
+        }
         if (sync_.zero1) {
             const std::filesystem::path tmp =
                 dc_.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank_ == 0 ? w->temp_dir().string() : "");
-            if (rank_ != 0) write_safetensors(tmp / zero_optimizer_file(rank_), opt_->state_tensors(), opt_->state_metadata());
+            if (rank_ == 0)
+                w->write_tensors(zero_optimizer_file(0), opt_->state_tensors(), opt_->state_metadata());
+            else
+                write_safetensors(tmp / zero_optimizer_file(rank_), opt_->state_tensors(), opt_->state_metadata());
             dc_.barrier();
         }
         if (rank_ != 0) return {};
@@ -409,8 +407,7 @@ private:
         w->write_tensors(kModelFile,
                          models::hf_tensors(*model_, dev_ == Device::kCpu ? model_->params() : host_params, scratch),
                          {{"format", "pt"}});
-        w->write_tensors(sync_.zero1 ? zero_optimizer_file(0) : kOptimizerFile, opt_->state_tensors(),
-                         opt_->state_metadata());
+        if (!sync_.zero1) w->write_tensors(kOptimizerFile, opt_->state_tensors(), opt_->state_metadata());
         nlohmann::json state = {{"step", step_},
                                 {"tokens", tokens_},
                                 {"loader", loader_->state()},
@@ -418,6 +415,8 @@ private:
                                 {"best_val_accuracy", best_val_acc_},
                                 {"world_size", world_},
                                 {"zero_stage", sync_.zero1 ? 1 : 0},
+                                {"optimizer_shards",
+                                 optimizer_index_json(optimizer_shard_files(arena_numel_, world_, sync_.zero1))},
                                 {"wall_s", prior_wall_},
                                 {"config", cfg_.resolved}};
         if (model_->lora()) state["lora_base"] = lora_base_;
@@ -547,36 +546,55 @@ private:
         lr_ = sched_.at(step_);
         opt_->step(params, grads, static_cast<float>(lr_), coef, model_->compute_params());
         if (sync_.zero1) {
-            // Every rank's updated slice of the parameters to every rank, and the bf16 copy refreshed.
-            dc_.zero_gather_params(params, arena_numel_);
-            model_->sync_compute_params();
+            // Every rank's updated slice to every rank: the bf16 compute copy when there is one (the fp32
+            // masters outside this rank's slice go stale until a checkpoint gathers them), else the weights.
+            const Tensor lp = model_->compute_params();
+            dc_.zero_gather_params(params, arena_numel_, lp);
+            masters_stale_ = !lp.empty();
         }
         return norm;
     }
 
+    // tokens_per_sec is the job's; MFU is per rank (one rank's tokens against one device's peak); memory
+    // is each rank's (rank_memory.h), the largest in the metrics and the log.
     void log_step(double norm, double dt) {
-        const double tps = static_cast<double>(step_tokens_) / dt;
-        const double mfu = mfu_meter_->fraction(flops_per_token_ * tps);
+        const double tps = static_cast<double>(step_tokens_) / dt, tps_rank = tps / world_;
+        const double mfu = mfu_meter_->fraction(flops_per_token_ * tps_rank);
         if (auto note = mfu_meter_->raised()) log_line(*note);
         // A classifier's "tokens" are its input pixels (a batch row is one image): it counts images instead.
+        const std::vector<double> mem = memory_per_rank_mib();
+        const double mem_max = *std::max_element(mem.begin(), mem.end());
         nlohmann::ordered_json row = {{"step", step_}, {"loss", last_loss_}, {"lr", lr_}, {"grad_norm", norm},
                                       {"ms", dt * 1e3}};
         if (classifier()) {
             row["images_per_sec"] = tps / T();
+            row["images_per_sec_per_rank"] = tps_rank / T();
             row["mfu"] = mfu;
             row["images"] = tokens_ / T();
         } else {
             row["tokens_per_sec"] = tps;
+            row["tokens_per_sec_per_rank"] = tps_rank;
             row["mfu"] = mfu;
             row["tokens"] = tokens_;
         }
+        row["memory_mib_max"] = mem_max;
         metrics_->write(row);
         const double eta = (tc_.max_steps - step_) * (train_time_ / static_cast<double>(steps_this_run_));
-        const std::string rate = classifier() ? fmt::format("{:.0f} img/s", tps / T()) : fmt::format("{:.0f} tok/s", tps);
+        std::string rate = classifier() ? fmt::format("{:.0f} img/s", tps / T()) : fmt::format("{:.0f} tok/s", tps);
+        if (world_ > 1) rate += fmt::format(" ({:.0f}/rank)", classifier() ? tps_rank / T() : tps_rank);
         std::string line = fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | "
-                                       "{} | mfu {:.1f}% | eta {:.0f}s",
-                                       step_, tc_.max_steps, last_loss_, lr_, norm, dt * 1e3, rate, 100 * mfu, eta);
+                                       "{} | mfu {:.1f}%{} | mem {:.0f} MiB{} | eta {:.0f}s",
+                                       step_, tc_.max_steps, last_loss_, lr_, norm, dt * 1e3, rate, 100 * mfu,
+                                       world_ > 1 ? "/rank" : "", mem_max, world_ > 1 ? " max/rank" : "", eta);
         log_line(line);
+    }
+
+    // Each rank's memory (rank_memory.h) in whole MiB, on every rank (one all-reduce: exact in f32).
+    std::vector<double> memory_per_rank_mib() {
+        std::vector<double> mem(static_cast<size_t>(world_), 0.0);
+        mem[static_cast<size_t>(rank_)] = std::round(static_cast<double>(rank_memory_bytes(dev_)) / 1048576.0);
+        dc_.sum(mem);
+        return mem;
     }
 
     // A resumed run whose checkpoint is at trainer.max_steps already: say so, and what happens instead.
@@ -592,8 +610,8 @@ private:
     int train_loop() {
         flops_per_token_ = model_->train_flops_per_token(T());
         mfu_meter_.emplace(mfu_peak(dev_, precision_.precision == "bf16"));
-        log_line(fmt::format("mfu: model FLOPs per token ({:.3g}) x tokens/s, against {}", flops_per_token_,
-                             mfu_meter_->peak().what));
+        log_line(fmt::format("mfu: model FLOPs per token ({:.3g}) x tokens/s{}, against {}", flops_per_token_,
+                             world_ > 1 ? " of one rank" : "", mfu_meter_->peak().what));
         x_.resize(static_cast<size_t>(B()) * T());
         y_.resize(x_.size());
         pos_.resize(x_.size());
@@ -674,6 +692,13 @@ private:
             {"wall_s", prior_wall_},
             {"tokens_per_sec",
              train_time_ > 0 ? static_cast<double>(tokens_this_run_) / train_time_ : 0.0},
+            {"tokens_per_sec_per_rank",
+             train_time_ > 0 ? static_cast<double>(tokens_this_run_) / train_time_ / world_ : 0.0},
+            {"memory_mib_per_rank", memory_per_rank_mib()},
+            {"memory_measure", rank_memory_what(dev_)},
+            {"memory_plan_bytes", {{"parameters", mem_.parameters}, {"gradients", mem_.gradients},
+                                   {"optimizer", mem_.optimizer}, {"activations", mem_.activations},
+                                   {"total", mem_.total()}}},
             {"interrupted", exit_code != 0},
             {"device", std::string(device_name(dev_))},
             {"world_size", world_}};
@@ -708,6 +733,7 @@ private:
     std::unique_ptr<optim::Optimizer> opt_;  // trainer.optimizer: optim::AdamW or optim::Sgd
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
+    bool masters_stale_ = false;  // ZeRO-1 with a bf16 copy: fp32 weights outside this rank's slice are old
     std::optional<RunDir> run_dir_;
     std::optional<MetricsLog> metrics_;
     std::optional<tracking::Tracker> tracker_;  // fed by metrics_: declared after it, destroyed before it

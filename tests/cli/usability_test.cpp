@@ -140,6 +140,8 @@ TEST(Estimate, TokenBudgetPerRowIsSpelledOutAndCostsNeedRates) {
     EXPECT_FALSE(has(one.out, "$0")) << one.out;
     EXPECT_FALSE(has(one.out, "cost USD")) << one.out;
     EXPECT_TRUE(has(one.out, "no cpu_hour_usd rate")) << one.out;
+    // The ZeRO stage table (train/zero_scale.h): a small model fits one GPU at stage 0.
+    EXPECT_TRUE(has(one.out, "needs: dist.zero_stage 0 on 1 GPU(s) of 141 GB")) << one.out;
     // Four ranks: the total grows with the global batch, and the output says so per row.
     auto four = llmtrain({"estimate", "--config", kPreset, "--nodes", "2", "--nproc-per-node", "2"});
     ASSERT_EQ(four.exit_code, 0) << four.err;

@@ -102,6 +102,39 @@ TEST_P(GlooCollectives, MatchThePlainReference) {
             require_equal(out, want, fmt::format("reduce_scatter avg n={}", n));
         }
 
+        // In place (out is chunk r of in, as ZeRO-1 reduces its gradient arena): the same sums, with a chunk
+        // longer than the ring's 1 Mi-element segments so the segmented path runs too.
+        for (size_t n : {size_t{3}, (size_t{1} << 20) + 5}) {
+            auto value = [](int rank, size_t k, size_t j) {
+                return static_cast<float>(rank * 10000 + static_cast<int>(k) * 100 + static_cast<int>(j % 97));
+            };
+            std::vector<float> buf(n * static_cast<size_t>(P));
+            for (size_t k = 0; k < static_cast<size_t>(P); ++k)
+                for (size_t j = 0; j < n; ++j) buf[k * n + j] = value(r, k, j);
+            std::vector<float> want(n);
+            for (size_t j = 0; j < n; ++j) {
+                float s = 0;
+                for (int q = 0; q < P; ++q) s += value(q, static_cast<size_t>(r), j);
+                want[j] = s / static_cast<float>(P);
+            }
+            float* mine = buf.data() + static_cast<size_t>(r) * n;
+            pg.reduce_scatter(Tensor(mine, {static_cast<int64_t>(n)}), Tensor(buf.data(), {static_cast<int64_t>(buf.size())}),
+                              ReduceOp::kAvg);
+            require_equal(std::vector<float>(mine, mine + n), want, fmt::format("reduce_scatter in place n={}", n));
+            // All-gather in place: chunk q ends as rank q's reduced chunk.
+            pg.allgather(Tensor(buf.data(), {static_cast<int64_t>(buf.size())}), Tensor(mine, {static_cast<int64_t>(n)}));
+            for (int q = 0; q < P; ++q) {
+                for (size_t j = 0; j < n; j += 4099) {
+                    float s = 0;
+                    for (int o = 0; o < P; ++o) s += value(o, static_cast<size_t>(q), j);
+                    const float w = s / static_cast<float>(P), got = buf[static_cast<size_t>(q) * n + j];
+                    if (got != w)
+                        throw std::runtime_error(fmt::format("allgather in place n={}: chunk {} element {} is {}, expected {}",
+                                                             n, q, j, got, w));
+                }
+            }
+        }
+
         // allgather: rank q contributes q*1000 + j.
         {
             const size_t n = 513;

@@ -1,9 +1,9 @@
 // One job (#/jobs/{id}): state, progress, estimated vs actual cost, the result (summary.json), live
-// loss / learning-rate / tokens-per-second charts (GET metrics?since_step=), a classifier's confusion
-// matrix, per-rank status, the log tail (polled with ?tail=) and the state history. Actions: cancel
-// (after a confirmation), resubmit (the same spec as a new job), clone (the submit form prefilled) and
-// resume (a new job continuing this one's latest checkpoint: resume_from). Polls every 2 s until the
-// job is final, then once more.
+// loss / learning-rate / tokens-per-second (job and per rank) / memory (largest rank) charts
+// (GET metrics?since_step=), a classifier's confusion matrix, per-rank status, the log tail (polled with
+// ?tail=) and the state history. Actions: cancel (after a confirmation), resubmit (the same spec as a new
+// job), clone (the submit form prefilled) and resume (a new job continuing this one's latest checkpoint:
+// resume_from). Polls every 2 s until the job is final, then once more.
 import * as api from './api.js';
 import { MetricChart } from './charts.js';
 import { confusionHeatmap } from './heatmap.js';
@@ -26,7 +26,8 @@ export function jobPage(main, signal, id) {
   const chartEls = [h('div', { class: 'chart', id: 'chart-loss' }), h('div', { class: 'chart', id: 'chart-lr' }),
     h('div', { class: 'chart', id: 'chart-tps' }),
     // An image classifier's validation (and final test) accuracy; shown once a point exists.
-    h('div', { class: 'chart', id: 'chart-acc', hidden: true })];
+    h('div', { class: 'chart', id: 'chart-acc', hidden: true }),
+    h('div', { class: 'chart', id: 'chart-mem' })];
   const pointsNote = h('p', { class: 'muted', id: 'points-note' });
   // A job that did not succeed leads with why: the error lines of its log, right under the facts.
   const failureLines = h('pre', { class: 'log', id: 'failure-lines' });
@@ -52,11 +53,14 @@ export function jobPage(main, signal, id) {
   const charts = {
     loss: new MetricChart(chartEls[0], 'loss', 'loss (cross-entropy)', ['loss', 'val_loss'], ['train loss', 'val loss']),
     lr: new MetricChart(chartEls[1], 'learning rate', 'learning rate', ['lr'], ['lr']),
-    // A language model counts tokens, an image classifier images (each draws only its own series).
-    tps: new MetricChart(chartEls[2], 'throughput', 'per second', ['tokens_per_sec', 'images_per_sec'],
-      ['tokens/s', 'images/s']),
+    // A language model counts tokens, an image classifier images (each draws only its own series), for the
+    // job and per rank.
+    tps: new MetricChart(chartEls[2], 'throughput', 'per second',
+      ['tokens_per_sec', 'tokens_per_sec_per_rank', 'images_per_sec', 'images_per_sec_per_rank'],
+      ['tokens/s (job)', 'tokens/s per rank', 'images/s (job)', 'images/s per rank']),
     acc: new MetricChart(chartEls[3], 'accuracy', 'accuracy', ['val_accuracy', 'test_accuracy'],
       ['val accuracy', 'test accuracy']),
+    mem: new MetricChart(chartEls[4], 'memory', 'MiB (largest rank)', ['memory_mib_max'], ['memory per rank, max']),
   };
   window.llmtDash.charts = charts;  // the dashboard test reads the drawn data from here
   const onResize = () => Object.values(charts).forEach((c) => c.resize());

@@ -1,0 +1,57 @@
+// ZeRO stages on paper (train/zero_scale.h): the figures docs/distributed.md prints for Llama-3.1-8B
+// (8.03e9 parameters, the largest piece its 525M-parameter embedding), worked out by hand here.
+#include <gtest/gtest.h>
+
+#include "train/zero_scale.h"
+
+using namespace llmt::train;
+
+namespace {
+
+ScaleModel llama8b() {
+    ScaleModel m;
+    m.parameters = 8.03e9;
+    m.largest_layer = 128256.0 * 4096;
+    return m;
+}
+
+}  // namespace
+
+TEST(ZeroScale, BytesPerParameterAtEachStage) {
+    const ScaleModel m = llama8b();
+    const double P = m.parameters;
+    // bf16 with fp32 masters and AdamW: 4 master + 2 copy + 4 gradient + 8 moments = 18 bytes whole.
+    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k0, 8).bytes_per_gpu, 18 * P);
+    // ZeRO-1 as built: the 8 bytes of moments divided by N.
+    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1, 8).bytes_per_gpu, 10 * P + 8 * P / 8);
+    // With sharded masters: the copy and the gradient whole, master and moments divided.
+    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1ShardedMaster, 8).bytes_per_gpu, 6 * P + 12 * P / 8);
+    // ZeRO-3: everything divided, plus two gathered bf16 layers and one fp32 layer gradient.
+    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k3, 8).bytes_per_gpu, 18 * P / 8 + 8 * m.largest_layer);
+    // Ring volumes: DDP all-reduce 2(N-1)/N x 4P; ZeRO-1 an fp32 reduce-scatter and a bf16 all-gather
+    // (the fp32 weights without bf16); ZeRO-3 two bf16 gathers and one fp32 reduce-scatter.
+    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k0, 8).comm_bytes, 2 * 7.0 / 8 * 4 * P);
+    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1, 8).comm_bytes, 7.0 / 8 * 6 * P);
+    ScaleModel fp32 = m;
+    fp32.bf16 = false;
+    EXPECT_DOUBLE_EQ(stage_cost(fp32, ZeroStage::k1, 8).comm_bytes, 7.0 / 8 * 8 * P);
+    EXPECT_DOUBLE_EQ(stage_cost(fp32, ZeroStage::k0, 8).bytes_per_gpu, 16 * P);
+    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k3, 8).comm_bytes, 7.0 / 8 * 8 * P);
+}
+
+TEST(ZeroScale, ChoosesTheLowestStageThatFits) {
+    const ScaleModel m = llama8b();
+    // 141 GB GPUs with 20 GB kept for activations: 18 x 8.03e9 = 144.5 GB does not fit one GPU; ZeRO-1 on 2
+    // needs 10P + 4P = 112 GB.
+    StageChoice c = choose_stage(m, 141e9, 20e9, {1, 2, 4, 8});
+    EXPECT_EQ(c.world, 2);
+    EXPECT_EQ(c.stage, "1");
+    // 70B-like: 70.55e9 parameters; ZeRO-1 keeps 10 bytes each whole (705 GB): only stage 3 fits, on 16.
+    ScaleModel big;
+    big.parameters = 70.55e9;
+    big.largest_layer = 855.6e6;
+    c = choose_stage(big, 141e9, 20e9, {1, 2, 4, 8, 16, 32, 64});
+    EXPECT_EQ(c.stage, "3");
+    EXPECT_EQ(c.world, 16);
+    EXPECT_TRUE(choose_stage(big, 141e9, 20e9, {1, 2, 4}).stage.empty());
+}
