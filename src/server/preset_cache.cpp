@@ -10,12 +10,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// What a variant is charged: its key (the override strings), its config twice (the YAML kept and the
-// parsed tree, which is about as large) and a fixed part for the Config's own fields.
+// What a variant is charged: its key (the override strings), a fixed part for the Config's own fields and
+// its config four times: the YAML kept, and the Config's three forms of the same values (the resolved tree,
+// the keys as written, the typed fields), each about as large as the YAML. A long override value is in all
+// four, so counting fewer let the cache hold more than its bound says.
 size_t variant_bytes(const std::vector<std::string>& sets, const LoadedPreset& loaded) {
     size_t n = 16u << 10;
     for (const auto& s : sets) n += s.size() + sizeof(std::string);
-    return n + 2 * loaded.config_yaml.size();
+    return n + 4 * loaded.config_yaml.size();
 }
 
 }  // namespace

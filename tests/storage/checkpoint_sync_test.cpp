@@ -71,7 +71,7 @@ TEST(CheckpointSync, EveryCheckpointAndTheRunFilesReachTheStoreMarkerLast) {
     for (const char* k : {"config.yaml", "meta.json", "metrics.jsonl", "summary.json", "checkpoints/step_2/_SYNCED.json",
                           "checkpoints/step_4/model.safetensors", "checkpoints/step_4/optimizer.safetensors",
                           "checkpoints/step_4/state.json", "checkpoints/step_4/config.json",
-                          "checkpoints/step_4/_SYNCED.json"})
+                          "checkpoints/step_4/generation_config.json", "checkpoints/step_4/_SYNCED.json"})
         EXPECT_TRUE(keys.count(k)) << k;
     const fs::path local = t.root() / "runs/all";
     EXPECT_EQ(c.get_object(run.join("checkpoints/step_4/model.safetensors")),
@@ -80,7 +80,14 @@ TEST(CheckpointSync, EveryCheckpointAndTheRunFilesReachTheStoreMarkerLast) {
     EXPECT_EQ(c.get_object(run.join("summary.json")), read_text(local / "summary.json"));
     const auto marker = nlohmann::json::parse(c.get_object(run.join("checkpoints/step_4/_SYNCED.json")));
     EXPECT_EQ(marker["step"], 4);
-    ASSERT_EQ(marker["files"].size(), 4u) << marker.dump();
+    // The marker lists every file of the step directory: the weights, optimizer and state, and the Hugging
+    // Face files written beside them (config.json, generation_config.json, the tokenizer's when the run has one).
+    std::set<std::string> on_disk, listed;
+    for (const auto& e : fs::directory_iterator(local / "checkpoints/step_4"))
+        if (e.is_regular_file()) on_disk.insert(e.path().filename().string());
+    for (const auto& f : marker["files"]) listed.insert(f["name"].get<std::string>());
+    EXPECT_EQ(listed, on_disk) << marker.dump();
+    EXPECT_GE(listed.size(), 5u) << marker.dump();
     for (const auto& f : marker["files"]) {
         const std::string name = f["name"];
         EXPECT_EQ(f["size"].get<uint64_t>(), fs::file_size(local / "checkpoints/step_4" / name)) << name;

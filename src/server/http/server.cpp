@@ -4,6 +4,7 @@
 #include "server/http/server.h"
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -35,6 +36,7 @@ constexpr int kLoopTickMs = 100;             // deadlines are checked at least t
 constexpr uint64_t kMaxDrainBytes = 64 << 20;  // a refused body is dropped up to this much, then cut
 constexpr int kReadsPerWake = 64;            // 16 KiB reads per readiness event: one fast sender cannot hold the loop
 constexpr int kReservedFds = 64;             // file descriptors kept for the store, logs and jobs
+constexpr uint64_t kTrimAfterBodyBytes = 256 << 10;  // a request body this large returns freed memory after
 
 Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
 
@@ -414,6 +416,8 @@ struct Server::Impl {
             }
             AfterExchange after = AfterExchange::kClose;
             bool failed = false;
+            const bool large_body =
+                task.head.chunked || task.head.content_length.value_or(0) >= kTrimAfterBodyBytes;
             try {
                 after = run_exchange(*task.conn, std::move(task.head), cfg.limits, cfg.handler, cfg.render_error, stopping,
                                      streams);
@@ -421,6 +425,11 @@ struct Server::Impl {
                 failed = true;  // the socket failed mid-answer
             }
             busy.fetch_sub(1);
+            // glibc keeps what a thread freed in that thread's arena: the copies a large body's parse made would
+            // otherwise hold each worker's arena at its high-water mark, so workers taking turns with large
+            // requests grow the process by one body's worth of copies each. Returning it costs one pass over
+            // the heap, after large requests only.
+            if (large_body) malloc_trim(0);
             // An answer the client has not all taken stays in flight until the loop has sent it.
             const bool unsent = !failed && task.conn->unsent() > 0;
             if (!unsent) end_flight(*task.conn);
