@@ -136,6 +136,13 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--job-env", o->job_env,
                     "NAME of an environment variable of this server that jobs also get (repeatable); by default jobs "
                     "get only non-secret ones (PATH, locale, threads, CUDA/NCCL, LLMTRAIN_*)");
+    auto runs_dirs = std::make_shared<std::vector<std::string>>();
+    cmd->add_option("--runs-dir", *runs_dirs,
+                    "a folder of run directories (as `llmtrain train` writes under output.root_dir) to show "
+                    "read-only beside the jobs: list, metrics, logs (repeatable; docs/server.md \"Indexed runs\")");
+    cmd->add_option("--runs-rescan-s", o->runs_rescan_s,
+                    "look for new run directories under --runs-dir when the last look is older than this")
+        ->check(CLI::Range(0.0, 86400.0));
     cmd->add_option("--port-file", *port_file, "write HOST:PORT here once listening");
     cmd->add_option("--web-dir", *web_dir, "the built dashboard served at / (default: share/llmtrain/web beside the "
                                            "binary, else the checkout's web/dist)");
@@ -161,6 +168,7 @@ void register_serve(CLI::App& app, Runtime& rt) {
         o->port_file = *port_file;
         o->web_dir = *web_dir;
         o->allow_read.assign(allow_read->begin(), allow_read->end());
+        o->runs_dirs.assign(runs_dirs->begin(), runs_dirs->end());
 
         // Signals go to one watcher thread (blocked everywhere else, inherited by every thread).
         sigset_t set;

@@ -12,6 +12,7 @@
 #include "server/job_result.h"
 #include "server/metrics_index.h"
 #include "server/preset_cache.h"
+#include "server/runs_index.h"
 
 namespace llmt::server {
 
@@ -52,6 +53,8 @@ struct ServerOptions {
     std::vector<std::string> job_env;
     std::vector<std::string> allow_endpoint;  // --allow-endpoint: URL prefixes jobs may connect to (MLflow servers)
     bool allow_command_jobs = false;          // --allow-command-jobs: runner/admin tokens may submit programs (command_job.h)
+    std::vector<std::filesystem::path> runs_dirs;  // --runs-dir: folders of run directories shown read-only (runs_index.h)
+    double runs_rescan_s = 10;                // --runs-rescan-s: a listing older than this scans the folders again
 };
 
 struct ServerContext {
@@ -68,6 +71,7 @@ struct ServerContext {
     PresetCache presets{opts.presets_dir};  // submissions' presets, parsed once per file version
     JobResultCache results{};        // runs' summary.json as `result`, parsed once per file version
     MetricsIndex metrics_index{};    // runs' metrics.jsonl, indexed by step as they grow
+    RunsIndex runs{opts.runs_dirs, std::chrono::milliseconds(static_cast<int64_t>(opts.runs_rescan_s * 1000))};
 };
 
 void register_job_routes(Router& router, ServerContext& ctx);     // routes_jobs.cpp
@@ -75,5 +79,6 @@ void register_job_output_routes(Router& router, ServerContext& ctx);  // routes_
 void register_system_routes(Router& router, ServerContext& ctx);  // routes_system.cpp
 void register_preset_routes(Router& router, ServerContext& ctx);  // routes_presets.cpp
 void register_mcp_routes(Router& router, ServerContext& ctx);     // mcp.cpp
+void register_run_routes(Router& router, ServerContext& ctx);     // routes_runs.cpp
 
 }  // namespace llmt::server

@@ -167,6 +167,12 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
                              "say 'unmeasured' and jobs with a budget are refused\n");
     }
     m.ctx->throughput.card = o.estimate_card;
+    if (!m.ctx->runs.roots().empty()) {
+        std::vector<std::string> runs_roots;
+        for (const auto& r : m.ctx->runs.roots()) runs_roots.push_back(r.string());
+        std::fprintf(stderr, "llmtrain serve: indexing %zu run(s) read-only under: %s (--runs-dir)\n",
+                     m.ctx->runs.list("", 0).total, fmt::format("{}", fmt::join(runs_roots, ", ")).c_str());
+    }
     m.router = std::make_unique<Router>(m.tokens, m.metrics);
     m.ctx->router = m.router.get();
     register_system_routes(*m.router, *m.ctx);
@@ -174,6 +180,7 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
     register_job_output_routes(*m.router, *m.ctx);
     register_preset_routes(*m.router, *m.ctx);
     register_mcp_routes(*m.router, *m.ctx);
+    register_run_routes(*m.router, *m.ctx);
     m.web_dir = find_web_dir(o.web_dir);
     install_web_assets(*m.router, m.web_dir);
     if (m.web_dir)

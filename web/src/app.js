@@ -1,11 +1,12 @@
 // The dashboard's entry: the token gate, the hash router (#/, #/jobs/{id}, #/submit, #/submit/from/{id},
-// #/compare/{id,id,...}) and the polling
+// #/compare/{id,id,...}, #/runs, #/runs/{root}/{name}) and the polling
 // loop of the current page. Each page returns {refresh, intervalMs}; leaving a page aborts its signal.
 import * as api from './api.js';
 import { jobsPage } from './jobs.js';
 import { jobPage } from './job.js';
 import { submitPage } from './submit.js';
 import { comparePage } from './compare.js';
+import { runsPage, runPage } from './runs.js';
 
 window.llmtDash = { charts: null, page: null, compare: null };  // read by tests/server/dashboard.mjs
 
@@ -65,6 +66,8 @@ function route() {
   else if ((m = hash.match(/^#\/submit\/from\/(\d+)$/))) page = submitPage(main, controller.signal, Number(m[1]));
   else if ((m = hash.match(/^#\/compare\/?([\d,]*)$/)))
     page = comparePage(main, controller.signal, m[1].split(',').filter(Boolean).map(Number));
+  else if (hash === '#/runs') page = runsPage(main, controller.signal);
+  else if ((m = hash.match(/^#\/runs\/(\d+\/[A-Za-z0-9_-][A-Za-z0-9._-]*)$/))) page = runPage(main, controller.signal, m[1]);
   else page = jobsPage(main, controller.signal);
   window.llmtDash.page = hash;
   const section = hash.match(/^#\/[a-z]*/)?.[0] ?? '#/';
