@@ -101,8 +101,8 @@ TEST(DiskLimits, SubmitterTotalStopsTheNewestJobsUntilUnderIt) {
     ASSERT_EQ(stops.size(), 1u);
     EXPECT_EQ(stops[0].id, 3);
     EXPECT_EQ(stops[0].reason, "disk_quota_exceeded (used 120.0 MB > limit 100 MB for submitter bob)");
-    // 150 MB: the two newest go.
-    const auto two = jobs_over_disk_limits({job(1, "bob", 10, 50), job(2, "bob", 20, 40), job(3, "bob", 30, 60)}, q, 0);
+    // 150 MB: stopping the newest leaves 120, so the next newest goes too.
+    const auto two = jobs_over_disk_limits({job(1, "bob", 10, 80), job(2, "bob", 20, 40), job(3, "bob", 30, 30)}, q, 0);
     ASSERT_EQ(two.size(), 2u);
     EXPECT_EQ(two[0].id, 2);
     EXPECT_EQ(two[1].id, 3);
