@@ -1,5 +1,5 @@
 // The scheduler thread: admits waiting jobs (priority, then submission order; gang admission against
-// capacity and label quotas), watches running attempts (exit, cancel, max_runtime_s), decides retries,
+// capacity and label quotas), watches running attempts (exit, cancel, max_runtime_s, disk quotas), decides retries,
 // and on start reconciles the jobs a previous server process left running. docs/server.md "States".
 #pragma once
 
