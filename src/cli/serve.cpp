@@ -82,7 +82,9 @@ void register_serve(CLI::App& app, Runtime& rt) {
     cmd->add_option("--tokens-file", *tokens, "bearer tokens, one '<token> <name> <viewer|submitter|admin>' per line");
     cmd->add_option("--rates-file", *rates, "JSON {\"cpu_hour_usd\": x, \"gpu_hour_usd\": y} for cost estimates");
     cmd->add_option("--quotas-file", *quotas,
-                    "JSON {\"key=value\": {\"max_running\", \"max_cpus\", \"max_gpus\", \"budget_usd\"}} per label");
+                    "JSON {\"key=value\": {\"max_running\", \"max_cpus\", \"max_gpus\", \"budget_usd\", "
+                    "\"max_disk_mb\"}} per label, {\"submitter:NAME\" or \"submitter:*\": {\"max_queued\", "
+                    "\"max_running\", \"max_disk_mb\"}} per submitter");
     cmd->add_option("--throughput-file", *throughput,
                     "measured tokens/s rows for estimates (default: configs/throughput.jsonl beside the binary)");
     cmd->add_option("--estimate-card", o->estimate_card,
@@ -120,6 +122,12 @@ void register_serve(CLI::App& app, Runtime& rt) {
                     "answers streamed at once (downloads, followed logs; each holds a worker); past it 503 "
                     "(default 3/4 of --threads)")
         ->check(CLI::Range(0, 1 << 20));
+    cmd->add_option("--max-job-disk-mb", o->max_job_disk_mb,
+                    "disk one running job's directory may use (MB); past it the job is stopped like a cancel, its "
+                    "checkpoints kept (0: no per-job limit; per-submitter and per-label limits: --quotas-file)")
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+    cmd->add_option("--disk-check-s", o->disk_check_s, "how often running jobs' directories are measured (seconds)")
+        ->check(CLI::Range(0.1, 3600.0));
     cmd->add_option("--kill-grace-s", o->kill_grace_s, "SIGTERM to SIGKILL grace when cancelling or timing out")
         ->check(CLI::Range(0.0, 3600.0));
     auto allow_read = std::make_shared<std::vector<std::string>>();

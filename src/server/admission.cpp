@@ -50,9 +50,11 @@ SubmitterQuota parse_submitter_quota(const std::filesystem::path& path, const st
             q.max_queued = v.get<int>();
         else if (k == "max_running")
             q.max_running = v.get<int>();
+        else if (k == "max_disk_mb")
+            q.max_disk_mb = v.get<int64_t>();
         else
-            throw InputError(fmt::format("{}: {}: unknown key '{}' (expected max_queued, max_running)", path.string(),
-                                         entry, k));
+            throw InputError(fmt::format("{}: {}: unknown key '{}' (expected max_queued, max_running, max_disk_mb)",
+                                         path.string(), entry, k));
     }
     return q;
 }
@@ -89,9 +91,13 @@ Quotas load_quotas(const std::filesystem::path& path) {
                 lq.max_gpus = v;
             else if (k == "budget_usd")
                 lq.budget_usd = v;
+            else if (k == "max_disk_mb" && (!v.is_number_integer() || v.get<int64_t>() > (int64_t{1} << 30)))
+                throw InputError(fmt::format("{}: {}.max_disk_mb must be an integer >= 0 (MB)", path.string(), label));
+            else if (k == "max_disk_mb")
+                lq.max_disk_mb = v.get<int64_t>();
             else
                 throw InputError(fmt::format("{}: {}: unknown key '{}' (expected max_running, max_cpus, max_gpus, "
-                                             "budget_usd)", path.string(), label, k));
+                                             "budget_usd, max_disk_mb)", path.string(), label, k));
         }
         q.labels[label] = lq;
     }

@@ -1,11 +1,12 @@
 // What the scheduler admits against: machine capacity (--capacity cpus=N,gpus=M), per-label quotas
-// (--quotas-file, JSON: {"team=nlp": {"max_running": 2, "max_cpus": 4, "max_gpus": 0, "budget_usd": 50}})
-// and per-submitter quotas beside them in the same file ({"submitter:bob": {"max_queued": 50,
-// "max_running": 2}}, "submitter:*" for every submitter without its own entry; by default 1,000
-// waiting jobs each and no limit on running ones). A job is admitted whole (all ranks' CPU slots and
+// (--quotas-file, JSON: {"team=nlp": {"max_running": 2, "max_cpus": 4, "max_gpus": 0, "budget_usd": 50,
+// "max_disk_mb": 20480}}) and per-submitter quotas beside them in the same file ({"submitter:bob":
+// {"max_queued": 50, "max_running": 2, "max_disk_mb": 10240}}, "submitter:*" for every submitter without
+// its own entry; by default 1,000 waiting jobs each and no limit on running ones or their disk). A job is admitted whole (all ranks' CPU slots and
 // GPUs) or not at all.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -28,12 +29,14 @@ struct LabelQuota {
     int max_cpus = -1;      // CPU slots in use at once
     int max_gpus = -1;      // GPUs in use at once
     double budget_usd = -1;  // total estimated cost of the label's jobs (checked at submit)
+    int64_t max_disk_mb = -1;  // disk of the label's running jobs together (checked while they run: disk_usage.h)
 };
 // Limits for the jobs of one submitter (a token's name). Negative = unlimited.
 struct SubmitterQuota {
     static constexpr int kDefaultMaxQueued = 1000;
     int max_queued = kDefaultMaxQueued;  // jobs waiting (queued or retrying); past it submits get 429
     int max_running = -1;                // jobs running at once
+    int64_t max_disk_mb = -1;            // disk of the submitter's running jobs together (disk_usage.h)
 };
 
 struct Quotas {

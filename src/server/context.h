@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "server/admission.h"
+#include "server/disk_usage.h"
 #include "server/estimate.h"
 #include "server/job_access.h"
 #include "server/job_result.h"
@@ -41,6 +42,8 @@ struct ServerOptions {
     double body_timeout_s = 30;             // a whole request body
     size_t max_connections = 512;           // past it, the oldest connection still sending its head is closed
     double kill_grace_s = 30;
+    int64_t max_job_disk_mb = kDefaultMaxJobDiskMb;  // a running job's directory; 0: no per-job limit
+    double disk_check_s = 10;                         // how often running jobs' directories are measured
     int threads = 32;
     int max_queued = -1;                    // complete heads waiting for a busy pool, past it 503; -1: 2 x threads
     double response_timeout_s = 30;         // a fixed answer, whole, to a client slow to take it

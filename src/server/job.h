@@ -63,6 +63,7 @@ struct JobRecord {
     bool cancel_requested = false;
     double term_sent_at = 0;      // when SIGTERM went out (cancel or max_runtime_s); 0 = not sent
     bool timed_out = false;
+    std::string stop_reason;      // set when the server stopped the attempt itself (disk quota); "" otherwise
 };
 
 }  // namespace llmt::server

@@ -11,6 +11,7 @@
 #include "config/loader.h"
 #include "core/error.h"
 #include "core/fs.h"
+#include "server/disk_usage.h"
 #include "server/job_resume.h"
 #include "server/estimate_history.h"
 #include "server/job_events.h"
@@ -79,8 +80,37 @@ void Scheduler::reconcile() {
 
 void Scheduler::tick() {
     const double now = unix_now();
+    if (now - disk_checked_at_ >= opts_.disk_check_s) {
+        disk_checked_at_ = now;
+        check_disk(store_.in_state(JobState::kRunning), now);
+    }
     for (const auto& j : store_.in_state(JobState::kRunning)) watch(j, now);
     admit();
+}
+
+// Measures the running jobs' directories and stops those over a disk limit the way a cancel does
+// (SIGTERM: the trainer writes a checkpoint and exits); nothing is deleted. Jobs already being stopped
+// are left out of the totals: they are leaving.
+void Scheduler::check_disk(const std::vector<JobRecord>& running, double now) {
+    bool limited = opts_.max_job_disk_mb > 0 || opts_.quotas.any_submitter.max_disk_mb >= 0;
+    for (const auto& [name, q] : opts_.quotas.submitters) limited = limited || q.max_disk_mb >= 0;
+    for (const auto& [label, q] : opts_.quotas.labels) limited = limited || q.max_disk_mb >= 0;
+    if (!limited) return;
+    std::vector<JobDiskUse> use;
+    std::map<int64_t, const JobRecord*> by_id;
+    for (const auto& j : running) {
+        if (j.term_sent_at != 0) continue;
+        const DirUsage d = measure_dir(job_dir(opts_.data_dir, j.id), kMaxDiskEntriesPerJob);
+        use.push_back({j.id, j.submitted_by, j.spec.labels, j.started_at, d.bytes, d.truncated});
+        by_id[j.id] = &j;
+    }
+    for (const auto& stop : jobs_over_disk_limits(use, opts_.quotas, opts_.max_job_disk_mb)) {
+        const JobRecord& j = *by_id.at(stop.id);
+        exec_.stop(j.handle, false);
+        store_.mark_stopped(j.id, now, stop.reason);
+        store_.note(j.id, "SIGTERM sent (" + stop.reason + "; checkpoints kept)");
+        log_job_note(j.id, stop.reason);
+    }
 }
 
 void Scheduler::watch(const JobRecord& j, double now) {
@@ -116,6 +146,9 @@ void Scheduler::finish(const JobRecord& j, const AttemptStatus& st) {
     } else if (j.timed_out) {
         to = JobState::kFailed;
         u.reason = fmt::format("stopped after max_runtime_s {} ({})", j.spec.max_runtime_s, what);
+    } else if (!j.stop_reason.empty()) {
+        to = JobState::kFailed;  // not retried: it would only pass its limit again
+        u.reason = fmt::format("{}; stopped, its checkpoints kept ({})", j.stop_reason, what);
     } else if (st.kind == AttemptStatus::kExited && st.exit_code == 0) {
         to = JobState::kSucceeded;
         u.reason = "exit code 0";

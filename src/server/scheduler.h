@@ -1,5 +1,5 @@
 // The scheduler thread: admits waiting jobs (priority, then submission order; gang admission against
-// capacity and label quotas), watches running attempts (exit, cancel, max_runtime_s), decides retries,
+// capacity and label quotas), watches running attempts (exit, cancel, max_runtime_s, disk quotas), decides retries,
 // and on start reconciles the jobs a previous server process left running. docs/server.md "States".
 #pragma once
 
@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "server/admission.h"
+#include "server/disk_usage.h"
 #include "server/executor.h"
 #include "server/job_access.h"
 #include "server/store.h"
@@ -25,6 +26,10 @@ struct SchedulerOptions {
     double kill_grace_s = 30;        // SIGTERM -> SIGKILL
     double tick_s = 0.25;
     JobAccessPolicy access;          // checked again when an attempt starts (server/job_access.h)
+    // Disk: each running job's directory is measured every disk_check_s; past max_job_disk_mb (0: no
+    // per-job limit) or its submitter's or a label's max_disk_mb it is stopped (server/disk_usage.h).
+    int64_t max_job_disk_mb = kDefaultMaxJobDiskMb;
+    double disk_check_s = 10;
 };
 
 // The one writer of running jobs' states besides cancel requests. Thread-safe: wake() from any thread.
@@ -45,6 +50,7 @@ public:
 private:
     void reconcile();
     void watch(const JobRecord& j, double now);
+    void check_disk(const std::vector<JobRecord>& running, double now);
     void finish(const JobRecord& j, const AttemptStatus& st);
     void note_estimate_ratio(JobRecord j, JobState to);
     void admit();
@@ -62,6 +68,7 @@ private:
     // decided at (a tick with the store unchanged admits nothing and reads no waiting row).
     std::map<int64_t, JobRecord> waiting_;
     std::optional<uint64_t> admitted_generation_;
+    double disk_checked_at_ = 0;
 };
 
 }  // namespace llmt::server

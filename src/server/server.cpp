@@ -155,7 +155,8 @@ Server::Server(ServerOptions o) : impl_(std::make_unique<Impl>()) {
     std::fprintf(stderr, "llmtrain serve: jobs may connect to: %s (--allow-endpoint)\n",
                  access.endpoints.empty() ? "nothing" : fmt::format("{}", fmt::join(access.endpoints, ", ")).c_str());
     m.scheduler = std::make_unique<Scheduler>(
-        *m.store, *m.executor, SchedulerOptions{o.data_dir, o.capacity, quotas, o.kill_grace_s, 0.25, access});
+        *m.store, *m.executor, SchedulerOptions{o.data_dir, o.capacity, quotas, o.kill_grace_s, 0.25, access,
+                                                  o.max_job_disk_mb, o.disk_check_s});
     m.opts = o;
     m.ctx.reset(
         new ServerContext{o, rates, quotas, *m.store, *m.executor, *m.scheduler, m.metrics, nullptr, {}, access});

@@ -64,18 +64,20 @@ const char* const kMigrations[] = {
                                       PRIMARY KEY (principal, key));)",
     // 4: a submitter's waiting jobs counted at submit (their queue quota) without a scan of the table.
     R"(CREATE INDEX jobs_submitter_state ON jobs(submitted_by, state);)",
+    // 5: why the server stopped a running job itself (a disk quota), so the reason survives a restart.
+    R"(ALTER TABLE jobs ADD COLUMN stop_reason TEXT NOT NULL DEFAULT '';)",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == JobStore::kSchemaVersion);
 
 const char* kJobColumns =
     "id, name, state, spec_json, config_yaml, estimate_json, submitted_by, attempts, created_at, started_at, "
-    "finished_at, handle, exit_code, reason, cancel_requested, term_sent_at, timed_out";
+    "finished_at, handle, exit_code, reason, cancel_requested, term_sent_at, timed_out, stop_reason";
 // The same for list views: the config and the spec's config, overrides and command replaced by empty
 // values inside SQLite, so their megabytes are never copied out or parsed.
 const char* kListColumns =
     "id, name, state, json_set(json_remove(spec_json, '$.command'), '$.config', '', '$.overrides', json('{}')), "
     "'', estimate_json, submitted_by, attempts, created_at, started_at, "
-    "finished_at, handle, exit_code, reason, cancel_requested, term_sent_at, timed_out";
+    "finished_at, handle, exit_code, reason, cancel_requested, term_sent_at, timed_out, stop_reason";
 
 JobSpec spec_from_json(const nlohmann::json& j) {
     JobSpec s;
@@ -114,6 +116,7 @@ JobRecord row_to_job(Stmt& st) {
     r.cancel_requested = st.i64(14) != 0;
     r.term_sent_at = st.f64(15);
     r.timed_out = st.i64(16) != 0;
+    r.stop_reason = st.text(17);
     return r;
 }
 
@@ -314,7 +317,8 @@ std::vector<JobRecord> JobStore::in_state(JobState s) {
 bool JobStore::transition(int64_t id, JobState from, JobState to, const JobUpdate& u) {
     std::string sql = "UPDATE jobs SET state = ?";
     if (u.start_attempt)
-        sql += ", attempts = attempts + 1, started_at = ?, exit_code = NULL, handle = '', term_sent_at = 0";
+        sql += ", attempts = attempts + 1, started_at = ?, exit_code = NULL, handle = '', term_sent_at = 0, "
+               "stop_reason = ''";
     if (u.handle) sql += ", handle = ?";
     if (u.exit_code) sql += ", exit_code = ?";
     if (u.reason) sql += ", reason = ?";
@@ -385,6 +389,12 @@ void JobStore::mark_term_sent(int64_t id, double at, bool timed_out) {
     std::lock_guard lock(write_->mu);
     Stmt st(*write_, "UPDATE jobs SET term_sent_at = ?, timed_out = MAX(timed_out, ?) WHERE id = ?");
     st.bind(1, at).bind(2, timed_out ? 1 : 0).bind(3, id).step();
+}
+
+void JobStore::mark_stopped(int64_t id, double at, const std::string& reason) {
+    std::lock_guard lock(write_->mu);
+    Stmt st(*write_, "UPDATE jobs SET term_sent_at = ?, stop_reason = ? WHERE id = ? AND state = 'running'");
+    st.bind(1, at).bind(2, reason).bind(3, id).step();
 }
 
 std::map<std::string, int64_t> JobStore::count_by_state() {

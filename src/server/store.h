@@ -100,7 +100,7 @@ struct SubmitResult {
 // reads on a few others (WAL: they see the last commit and never wait for a writer's fsync).
 class JobStore {
 public:
-    static constexpr int kSchemaVersion = 4;
+    static constexpr int kSchemaVersion = 5;
 
     // Opens or creates the database (mode 0600), applies pending migrations. Throws IoError.
     explicit JobStore(const std::filesystem::path& path);
@@ -147,6 +147,9 @@ public:
     // Marks a running job's cancel request; false when it is not running.
     bool request_cancel(int64_t id);
     void mark_term_sent(int64_t id, double at, bool timed_out);
+    // SIGTERM sent at `at` because the server stopped the job itself (`reason`: a disk quota); the
+    // attempt's end then fails the job with that reason. A new attempt clears it.
+    void mark_stopped(int64_t id, double at, const std::string& reason);
     // Adds a history entry in the job's current state (re-attached after a restart, SIGTERM sent, ...).
     void note(int64_t id, const std::string& detail);
 

@@ -20,9 +20,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
         const llmt::server::Quotas q = llmt::server::load_quotas(file);
         for (const auto& [label, l] : q.labels)
-            if (label.find('=') == std::string::npos || l.max_running < -1 || l.budget_usd < -1) std::abort();
+            if (label.find('=') == std::string::npos || l.max_running < -1 || l.budget_usd < -1 ||
+                l.max_disk_mb < -1) std::abort();
         for (const auto& [name, s] : q.submitters)
-            if (name.empty() || s.max_queued < 0 || s.max_running < -1) std::abort();
+            if (name.empty() || s.max_queued < 0 || s.max_running < -1 || s.max_disk_mb < -1) std::abort();
     } catch (const llmt::Error&) {
     }
     return 0;

@@ -1,10 +1,11 @@
 // Scheduler decisions with a scripted executor (a test double standing in for processes; the real
 // local executor is covered by api_test and crash_test): gang admission, priority, quotas, retries,
-// bad input, cancel (SIGTERM then SIGKILL), max_runtime_s, reconciliation of lost attempts.
+// bad input, cancel (SIGTERM then SIGKILL), max_runtime_s, disk quotas, reconciliation of lost attempts.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <thread>
 
@@ -179,6 +180,39 @@ TEST_F(SchedulerTest, MaxRuntimeStopsGracefullyAndFails) {
     auto j = *store_->get(id);
     EXPECT_EQ(j.state, JobState::kFailed);  // not retried: it would only time out again
     EXPECT_NE(j.reason.find("max_runtime_s"), std::string::npos) << j.reason;
+}
+
+TEST_F(SchedulerTest, DiskQuotaStopsTheJobLikeACancelAndFailsItKeepingItsFiles) {
+    Quotas q;
+    q.submitters["bob"].max_disk_mb = 1;
+    JobAccessPolicy access;
+    access.relative_base = LLMT_SOURCE_DIR;
+    access.read_roots = {fs::path(LLMT_SOURCE_DIR) / "data"};
+    Scheduler s(*store_, exec_, SchedulerOptions{dir_, Capacity{2, 0}, q, 30, 0.25, access, 0, 0.1});
+    const int64_t bob = submit("bob", 1, 0, {}, 2, 0, "bob"), carol = submit("carol", 1, 0, {}, 2, 0, "carol");
+    s.tick();
+    ASSERT_EQ(state(bob), JobState::kRunning);
+    // Both write 2 MiB of checkpoints; only bob has a disk quota (1 MB).
+    for (int64_t id : {bob, carol}) {
+        const fs::path f = Scheduler::job_dir(dir_, id) / "runs/checkpoints/step_1/model.safetensors";
+        fs::create_directories(f.parent_path());
+        std::ofstream(f, std::ios::binary) << std::string(2 << 20, 'x');
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    s.tick();
+    ASSERT_EQ(exec_.signals, (std::vector<std::string>{std::to_string(bob) + "/1 TERM"}));
+    EXPECT_NE(store_->get(bob)->stop_reason.find("for submitter bob"), std::string::npos);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    s.tick();
+    EXPECT_EQ(exec_.signals.size(), 1u) << "a job being stopped is not signalled again";
+    exec_.exit(bob, 1, 143);  // checkpointed and exited
+    s.tick();
+    const JobRecord j = *store_->get(bob);
+    EXPECT_EQ(j.state, JobState::kFailed);  // not retried: it would pass its limit again
+    EXPECT_EQ(j.reason.rfind("disk_quota_exceeded (used 2.0 MB > limit 1 MB for submitter bob)", 0), 0u) << j.reason;
+    EXPECT_NE(j.reason.find("exit code 143"), std::string::npos) << j.reason;
+    EXPECT_TRUE(fs::exists(Scheduler::job_dir(dir_, bob) / "runs/checkpoints/step_1/model.safetensors"));
+    EXPECT_EQ(state(carol), JobState::kRunning);
 }
 
 TEST_F(SchedulerTest, LabelQuotaHoldsOnlyThatLabel) {

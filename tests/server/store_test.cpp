@@ -78,6 +78,7 @@ TEST_F(StoreTest, UpgradesAVersionOneDatabase) {
     // Rebuild jobs without the version-2 columns and forget that migration.
     const char* downgrade =
         "ALTER TABLE jobs DROP COLUMN term_sent_at; ALTER TABLE jobs DROP COLUMN timed_out;"
+        "ALTER TABLE jobs DROP COLUMN stop_reason;"
         "DROP TABLE idempotency_keys; DROP INDEX jobs_submitter_state; DELETE FROM schema_migrations WHERE version >= 2;";
     ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
     sqlite3_close(db);
@@ -88,6 +89,7 @@ TEST_F(StoreTest, UpgradesAVersionOneDatabase) {
     ASSERT_EQ(j.size(), 1u);
     EXPECT_EQ(j[0].spec.name, "old");
     EXPECT_EQ(j[0].term_sent_at, 0.0);
+    EXPECT_EQ(j[0].stop_reason, "");  // the version-5 column
 }
 
 TEST_F(StoreTest, IdempotencyKeysAreKeptPerPrincipalAcrossReopening) {
