@@ -2,22 +2,13 @@
 // conversion) and the multi-head kernel (flash_attention_kernels.cuh has the algorithm and the launcher).
 #pragma once
 
+#include "kernels/cuda/flash_backward_tile.cuh"
 #include "kernels/cuda/flash_common.cuh"
 
 namespace llmt::kernels::cuda::flash {
 namespace {
 
 // ---- backward -----------------------------------------------------------------------------------------
-
-// p[0] += a, p[1] += b (p 8-byte aligned): one vector atomic on Hopper, two scalar ones before.
-__device__ __forceinline__ void add2(float* p, float a, float b) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    atomicAdd(reinterpret_cast<float2*>(p), make_float2(a, b));
-#else
-    atomicAdd(p, a);
-    atomicAdd(p + 1, b);
-#endif
-}
 
 // kPacked adds two buffers of BQ query positions.
 template <int D, int NW, int BQ, bool kPacked = false>
@@ -136,8 +127,6 @@ __global__ void __launch_bounds__(NW * 32)
                const int32_t* __restrict__ positions) {
     constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
     static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
-    constexpr int WQ = BQ / 16, WD = NW / WQ, DW = D / WD;  // dQ phase: WQ x WD warps, DW columns each
-    static_assert(WQ * WD == NW && DW % 16 == 0, "dQ warp grid");
     extern __shared__ __align__(16) unsigned char smem[];
     bf16* sK = reinterpret_cast<bf16*>(smem);
     bf16* sV = sK + BKV * LDS;
@@ -187,6 +176,8 @@ __global__ void __launch_bounds__(NW * 32)
 #pragma unroll
         for (int e = 0; e < 4; e++) dk[dn][e] = dv[dn][e] = 0.0f;
     const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8;  // this lane's two key rows
+    const BwdLane lp{warp, lane, g, tq, lrow, lmat, kr0, kr1};
+    const BwdSmem sm{sK, sQ, sO, sP, sL, sD, sPos};
 
     for (int i = i0; i < i_end; i++) {
         const int buf = (i - i0) & 1;
@@ -206,117 +197,8 @@ __global__ void __launch_bounds__(NW * 32)
                 ldsm_x4(va[ks], sV + off);
             }
         }
-        const bf16* q_s = sQ + buf * BQ * LDS;
-        const bf16* o_s = sO + buf * BQ * LDS;
-        const float* l_s = sL + buf * BQ;
-        const float* d_s = sD + buf * BQ;
         const int qbase = i * BQ;
-        const int* p_s = sPos + buf * BQ;
-        int tile_lo_min = 0, tile_lo_max = 0;  // packed: the bounds of the tile's first and last valid rows
-        if constexpr (kPacked) {
-            const int last = min(BQ, T - qbase) - 1;
-            tile_lo_min = qbase - p_s[0];
-            tile_lo_max = qbase + last - p_s[last];
-        }
-        if (k0 + warp * 16 > qbase + BQ - 1 || (kPacked && k0 + warp * 16 + 15 < tile_lo_min)) {
-            // Every key of this warp is after every query of the tile: P = 0, only dS^T's rows must be zeroed.
-            for (int e = lane; e < 16 * BQ / 2; e += 32)
-                *reinterpret_cast<uint32_t*>(sP + (warp * 16 + e / (BQ / 2)) * LDP + 2 * (e % (BQ / 2))) = 0u;
-        } else {
-            // S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys x BQ queries.
-            float st[BQ / 8][4], dp[BQ / 8][4];
-#pragma unroll
-            for (int nb = 0; nb < BQ / 8; nb++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) st[nb][e] = dp[nb][e] = 0.0f;
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ks++) {
-#pragma unroll
-                for (int nb = 0; nb < BQ / 8; nb += 2) {
-                    const int off = ((nb + (lmat >> 1)) * 8 + lrow) * LDS + ks * 16 + (lmat & 1) * 8;
-                    uint32_t x[4];
-                    ldsm_x4(x, q_s + off);
-                    mma16816(st[nb], ka[ks], x[0], x[1]);
-                    mma16816(st[nb + 1], ka[ks], x[2], x[3]);
-                    ldsm_x4(x, o_s + off);
-                    mma16816(dp[nb], va[ks], x[0], x[1]);
-                    mma16816(dp[nb + 1], va[ks], x[2], x[3]);
-                }
-            }
-            // P^T = exp(S^T * scale - lse), masked where key > query (and, packed, where the key is before the
-            // query's example); dS^T = P^T (dP^T - D).
-            const bool need_mask = qbase < k0 + warp * 16 + 16;
-            const bool need_lo_mask = kPacked && k0 + warp * 16 < tile_lo_max;
-#pragma unroll
-            for (int nb = 0; nb < BQ / 8; nb++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int qc = nb * 8 + 2 * tq + (e & 1);
-                    float p = fast_exp2(fmaf(st[nb][e], scale_log2, -l_s[qc] * kLog2e));
-                    if (need_mask && (e < 2 ? kr0 : kr1) > qbase + qc) p = 0.0f;
-                    if (need_lo_mask && (e < 2 ? kr0 : kr1) < qbase + qc - p_s[qc]) p = 0.0f;
-                    st[nb][e] = p;
-                    dp[nb][e] = p * (dp[nb][e] - d_s[qc]);
-                }
-            }
-            // dV += P^T dO, dK += dS^T Q (dO and Q read transposed as B: k = query, n = head dim).
-#pragma unroll
-            for (int kk = 0; kk < BQ / 16; kk++) {
-                uint32_t pa[4], da[4];
-                c_to_a(pa, st[2 * kk], st[2 * kk + 1]);
-                c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
-#pragma unroll
-                for (int dn = 0; dn < D / 8; dn += 2) {
-                    const int off = (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + (dn + (lmat >> 1)) * 8;
-                    uint32_t x[4];
-                    ldsm_x4_t(x, o_s + off);
-                    mma16816(dv[dn], pa, x[0], x[1]);
-                    mma16816(dv[dn + 1], pa, x[2], x[3]);
-                    ldsm_x4_t(x, q_s + off);
-                    mma16816(dk[dn], da, x[0], x[1]);
-                    mma16816(dk[dn + 1], da, x[2], x[3]);
-                }
-            }
-            // dS^T (keys x queries) to shared memory for dQ.
-#pragma unroll
-            for (int nb = 0; nb < BQ / 8; nb++) {
-                bf16* row = sP + (warp * 16 + g) * LDP + nb * 8 + 2 * tq;
-                *reinterpret_cast<uint32_t*>(row) = pack_bf16(dp[nb][0], dp[nb][1]);
-                *reinterpret_cast<uint32_t*>(row + 8 * LDP) = pack_bf16(dp[nb][2], dp[nb][3]);
-            }
-        }  // warp not fully masked
-        __syncthreads();
-        // dQ (BQ x D) += dS (BQ x BKV) K (BKV x D): warp (wq, wd) owns rows wq*16.., columns wd*DW..
-        {
-            const int wq = warp % WQ, wd = warp / WQ;
-            float dq[DW / 8][4];
-#pragma unroll
-            for (int dn = 0; dn < DW / 8; dn++) dq[dn][0] = dq[dn][1] = dq[dn][2] = dq[dn][3] = 0.0f;
-#pragma unroll
-            for (int kk = 0; kk < BKV / 16; kk++) {
-                uint32_t a[4];  // A[q][key] = dS^T[key][q]: the stored tile read transposed
-                ldsm_x4_t(a, sP + (kk * 16 + (lmat >> 1) * 8 + lrow) * LDP + wq * 16 + (lmat & 1) * 8);
-#pragma unroll
-                for (int dn = 0; dn < DW / 8; dn += 2) {
-                    uint32_t x[4];
-                    ldsm_x4_t(x, sK + (kk * 16 + (lmat & 1) * 8 + lrow) * LDS + wd * DW + (dn + (lmat >> 1)) * 8);
-                    mma16816(dq[dn], a, x[0], x[1]);
-                    mma16816(dq[dn + 1], a, x[2], x[3]);
-                }
-            }
-            const int qr0 = qbase + wq * 16 + g, qr1 = qr0 + 8;
-            float* dqb = dq_acc + static_cast<long>(b) * T * C + static_cast<long>(h) * D + wd * DW + 2 * tq;
-            if (qr0 < T) {
-#pragma unroll
-                for (int dn = 0; dn < DW / 8; dn++)
-                    add2(dqb + static_cast<long>(qr0) * C + dn * 8, dq[dn][0], dq[dn][1]);
-            }
-            if (qr1 < T) {
-#pragma unroll
-                for (int dn = 0; dn < DW / 8; dn++)
-                    add2(dqb + static_cast<long>(qr1) * C + dn * 8, dq[dn][2], dq[dn][3]);
-            }
-        }
+        bwd_query_tile<D, NW, BQ, kPacked>(sm, buf, qbase, k0, b, h, T, C, scale_log2, lp, ka, va, dk, dv, dq_acc);
         __syncthreads();  // sP and this Q/dO buffer are rewritten next iteration
     }
 
