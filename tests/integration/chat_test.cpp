@@ -197,6 +197,45 @@ TEST_F(ChatTest, GenerateFromTheExportPrintsTheRunsText) {
     EXPECT_EQ(ids.out.rfind("128000 1502", 0), 0u) << ids.out;
 }
 
+// docs/lora.md's worked example in small: the run exported as a base, LoRA trained on it, the adapter exported
+// and merged by `llmtrain merge`; the merged directory carries the base's tokenizer and chat template, so
+// `chat --model MERGED` answers, and as the LoRA run itself does (its adapters merged for decoding the same
+// way, in fp32).
+TEST_F(ChatTest, MergedLoraModelChatsAsTheLoraRun) {
+    const fs::path base = root_ / "lora_base", adapter = root_ / "lora_adapter", merged = root_ / "lora_merged";
+    auto r = llmtrain({"export", "--checkpoint", run_.string(), "--out", base.string(), "--dtype", "fp32"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::ofstream(root_ / "lora.yaml")
+        << "run: {name: l, seed: 4, device: cpu, threads: 1}\n"
+        << "model: {init_from: " << base.string() << ", block_size: 64}\n"
+        << "lora: {r: 4, alpha: 8, target_modules: [all-linear]}\n"
+           "trainer: {max_steps: 4, micro_batch_size: 2, lr: 5.0e-3, min_lr: 5.0e-4, warmup_steps: 1, "
+           "eval_every_steps: 0}\n"
+        << "data: {train_shards: " << (root_ / "shards/train_*.bin").string() << "}\n";
+    r = llmtrain({"train", "--config", (root_ / "lora.yaml").string(), "--set",
+                  "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=lora"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const fs::path lora_run = root_ / "runs/lora";
+    r = llmtrain({"export", "--checkpoint", lora_run.string(), "--out", adapter.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = llmtrain({"merge", "--model", base.string(), "--adapter", adapter.string(), "--out", merged.string(),
+                  "--dtype", "fp32"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+        EXPECT_EQ(llmt::read_file(kLlama3 / f), llmt::read_file(merged / f)) << f;
+    const std::vector<std::string> opts = {"--max-new-tokens", "8", "--seed", "9", "--set", "run.threads=1"};
+    auto from = [&](const fs::path& m) {
+        std::vector<std::string> args = {"chat", "--model", m.string()};
+        args.insert(args.end(), opts.begin(), opts.end());
+        return llmtrain(args, "Hello\nWhat is item 3?\n");
+    };
+    auto a = from(merged), b = from(lora_run);
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_NE(a.err.find("chat: answer of "), std::string::npos) << a.err;
+    EXPECT_EQ(a.out, b.out);
+}
+
 TEST_F(ChatTest, UnknownTemplateIsAClearError) {
     const fs::path other = root_ / "chatml";
     fs::create_directories(other);
