@@ -36,7 +36,7 @@ void register_train(CLI::App& app, Runtime& rt) {
     cmd->add_flag("--dry-run", *dry, "one forward pass: parameter count, memory plan and loss; no update, no files");
     cmd->add_flag("--json", *json, "print the summary as one JSON document on stdout");
     cmd->callback([cmd, opts, resume, dry, json, stop_at, max_memory, &rt] {
-        // An empty value would read as "no --resume" and start a fresh run (issue 17).
+        // An empty value would read as "no --resume" and start a fresh run.
         if (cmd->count("--resume") > 0 && resume->empty())
             throw UsageError("--resume needs a path, a run id or 'auto' (got an empty string)");
         std::optional<std::uint64_t> limit;

@@ -21,7 +21,7 @@ size_t Arena::add(std::string name, std::vector<int64_t> shape, DType dtype) {
     LLMT_INTERNAL_CHECK(shape.size() <= static_cast<size_t>(Tensor::kMaxDims),
                "arena: view '{}' has {} dims, at most {} supported", name, shape.size(),
                Tensor::kMaxDims);
-    // Shapes come from configs: sizes that overflow 64 bits are refused, never wrapped (issue 17).
+    // Shapes come from configs: sizes that overflow 64 bits are refused, never wrapped.
     size_t n = 1, nbytes = 0, total = 0;
     for (int64_t d : shape) {
         LLMT_INTERNAL_CHECK(d >= 0, "arena: view '{}' has negative extent {}", name, d);

@@ -1,6 +1,6 @@
 // Opening a file that must be a regular file (configs, shards, safetensors, state.json, tokenizer and
 // tokens files, corpus inputs): a FIFO, device, socket or directory is refused at once with a message
-// naming the path and its type, instead of blocking in open(2) or read(2) forever (issue 17).
+// naming the path and its type, instead of blocking in open(2) or read(2) forever.
 #pragma once
 
 #include <cstdint>

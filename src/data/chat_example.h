@@ -1,4 +1,4 @@
-// The worked example's chat data (issue 20, item 4; docs/formats/chat_jsonl.md, "The example data"):
+// The worked example's chat data (docs/formats/chat_jsonl.md, "The example data"):
 // question/answer conversations built from the default corpus (data/corpus, scripts/make_corpus.sh),
 // deterministic for a seed, short and regular so that a tiny LLaMA can learn in minutes to answer in the
 // expected shape and to stop at <|eot_id|> (to be measured once the trainer reads chat data):

@@ -47,7 +47,7 @@ const bool kCudaMemoryRegistered = (cuda::register_memory(), true);
 
 }  // namespace
 
-using namespace ops_check;  // NOLINT(google-build-using-namespace): the helpers read as before
+using namespace ops_check;  // NOLINT(google-build-using-namespace): the shared helpers of every ops*.cpp
 
 void encoder_forward(Tensor out, Tensor inp, Tensor wte, Tensor wpe) {
     const char* op = "encoder_forward";

@@ -74,7 +74,7 @@ void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor d
                           Tensor weight);
 
 // cpu/attention.h: causal attention with grouped-query heads (Hugging Face's repeat_kv): query head h reads
-// key/value head h / (NH / KV); KV == NH is multi-head attention (GPT-2), bit for bit as before KV existed.
+// key/value head h / (NH / KV); KV == NH is multi-head attention (GPT-2), no head mapping.
 // out (B,T,C) with C = NH*HS, lse (B,NH,T); qkv (B,T,C3) with C3 = C + 2*KV*HS: q at channel 0 (NH*HS wide),
 // k at C and v at C + KV*HS (KV*HS wide each). C divisible by NH, NH by KV.
 // positions (B,T) i32 (optional; packed examples, Hugging Face's position_ids): each row of the batch holds
@@ -83,7 +83,7 @@ void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor d
 // positions[b,0] = 0, and positions[b,t] is 0 or positions[b,t-1] + 1. The CPU checks it (InternalError naming
 // the element); CUDA does not read device values back, so callers validate on the host before copying (the
 // CUDA kernels choose which key/query tiles to visit from it). Empty: plain causal attention, the same bits
-// as before positions existed. bf16 with positions runs our flash kernels (cuDNN's graph has no per-row
+// as a row that is one example. bf16 with positions runs our flash kernels (cuDNN's graph has no per-row
 // bounds), else the simple kernels.
 // window (> 0; Mistral's sliding_window): query t attends only keys j with t - window < j <= t as well
 // (transformers' rule); 0 = none. CPU only: a window shorter than T on another device is an InternalError

@@ -10,7 +10,7 @@
 
 namespace llmt::kernels {
 
-using namespace ops_check;  // NOLINT(google-build-using-namespace): the helpers read as before
+using namespace ops_check;  // NOLINT(google-build-using-namespace): the shared helpers of every ops*.cpp
 
 namespace {
 // The attention ops' head checks: NH, KV > 0, NH % KV == 0 and C (out's width) % NH == 0. Returns HS.

@@ -44,7 +44,7 @@ std::vector<std::pair<std::string, std::string>> worker_env(const NodeEnv& node,
 
 std::optional<int> default_omp_threads(WorkerKind kind, int cpu_count, int nproc_per_node) {
     if (std::getenv("OMP_NUM_THREADS")) {
-        // torchrun tests presence; for our engine an empty value counts as unset, as before.
+        // torchrun tests presence; for our engine an empty value counts as unset.
         if (kind == WorkerKind::kProgram || *std::getenv("OMP_NUM_THREADS")) return std::nullopt;
     }
     if (kind == WorkerKind::kProgram) return nproc_per_node > 1 ? std::optional<int>(1) : std::nullopt;

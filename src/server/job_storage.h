@@ -1,4 +1,4 @@
-// Where a job's inputs and results live on object storage (issue 23, docs/object_storage.md): the s3://
+// Where a job's inputs and results live on object storage (docs/object_storage.md): the s3://
 // values of its resolved config, for GET /v1/jobs/{id} ("storage").
 #pragma once
 

@@ -1,4 +1,4 @@
-// Runs jobs on Kubernetes through src/k8s (issue 9 point 3): an attempt is the rendered workload
+// Runs jobs on Kubernetes through src/k8s: an attempt is the rendered workload
 // (Indexed Job by default) applied with `kubectl apply`; poll reads the Job's conditions and its pods'
 // exit codes, stop deletes it (the kubelet sends SIGTERM and waits terminationGracePeriodSeconds; kill
 // also force-deletes the pods), per-rank logs come from `kubectl logs`. The handle holds the object

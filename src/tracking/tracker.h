@@ -1,4 +1,4 @@
-// Results where users already look (issue 22, docs/tracking.md): the trainer's one handle on TensorBoard
+// Results where users already look (docs/tracking.md): the trainer's one handle on TensorBoard
 // and MLflow. Built from the config on every rank, active on rank 0 only; each metrics.jsonl record
 // goes to the sinks the config asks for (tracking.tensorboard_dir, tracking.mlflow.uri or
 // $MLFLOW_TRACKING_URI), each on its own worker thread, so log() never waits on a disk or a server.

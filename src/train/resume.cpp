@@ -64,7 +64,7 @@ ResumeTarget resolve_resume(const std::string& spec, const config::Config& cfg) 
             return {run, run / "checkpoints" / step_dir_name(s)};
         }
     }
-    // Only stat, never open: a FIFO given here must not block (issue 17).
+    // Only stat, never open: a FIFO given here must not block.
     struct stat st {};
     if (::stat(p.c_str(), &st) == 0) {
         throw InputError(fmt::format("--resume {}: '{}' is {}, expected a run directory, a checkpoints directory "

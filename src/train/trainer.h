@@ -1,4 +1,4 @@
-// The training loop (issue 4): data -> GPT-2 forward/backward -> clip -> AdamW or SGD, with logging, evaluation,
+// The training loop: data -> GPT-2 forward/backward -> clip -> AdamW or SGD, with logging, evaluation,
 // checkpoints, exact resume and graceful stop. One entry point so the CLI, the launcher's workers, pods
 // and the job queue all start training the same way.
 #pragma once

@@ -12,7 +12,7 @@
 // Packed examples (positions given): query t's keys are first_key(t) = t - positions[b,t] .. t. The row-wise
 // loops start at first_key; a block's GEMMs start at the smallest first_key of its rows, and each row's
 // softmax runs over its own keys (the other columns of its tile row are 0). Without positions first_key is 0
-// and every call is the one made before positions existed. A sliding window (Mistral) raises each query's
+// and every call covers the whole causal row. A sliding window (Mistral) raises each query's
 // first key the same way.
 #include "kernels/cpu/attention.h"
 

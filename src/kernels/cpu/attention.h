@@ -20,8 +20,8 @@ namespace llmt::kernels::cpu {
 // uses channels [h*HS, (h+1)*HS), kv head g channels [g*HS, (g+1)*HS) of k and of v.
 // positions (B,T) (nullable: plain causal attention): packed examples; query t of row b attends keys
 // t - positions[b,t] .. t only (0 <= positions[b,t] <= t; ops.h states and checks the full contract). The
-// sums of lse and the softmax run over those keys; without positions every path is the code and the bits it
-// was before positions existed.
+// sums of lse and the softmax run over those keys; without positions every path runs plain causal attention
+// (no position code on the way).
 // window (> 0: Mistral's sliding window; 0: none): query t attends keys j with t - window < j <= t only
 // (transformers' rule), on top of the positions' bound.
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV,

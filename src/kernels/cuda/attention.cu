@@ -7,7 +7,7 @@
 // Packed examples (kPacked, positions (B,T)): query t attends keys lo(t) = t - positions[b,t] .. t, so the
 // forward and dq warps start their key loop at lo(t); a dk/dv warp of key j takes the query rows t >= j with
 // lo(t) <= j, and stops at the first 32 rows that have none (lo(t) never decreases: ops.h's contract).
-// kPacked false: the kernels as they were before positions existed (the same PTX but for the unused parameter).
+// kPacked false: plain causal attention, no position code (the same PTX but for the unused parameter).
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/runtime.h"
@@ -26,8 +26,8 @@ __device__ __forceinline__ float dot(const A* a, const B* b, int n) {
 }
 
 // kGqa: grouped-query heads, query head h reading kv head g = h / (NH / KV) (k at channel C + g*HS, v at
-// C + (KV + g)*HS of a qkv row of C3 = C + 2*KV*HS); false: multi-head attention, in the expressions the
-// kernels had before KV existed (the same PTX).
+// C + (KV + g)*HS of a qkv row of C3 = C + 2*KV*HS); false: multi-head attention, k at C + h*HS and v at
+// 2C + h*HS (the code compiles to the multi-head kernel's PTX, no head mapping).
 // DPL head dims per lane (HS <= 32 * DPL). Query row i of (b, h) sits at position t0 + i of a cache of
 // Tmax positions; out has Tq rows per batch; lse (may be null) is (B, NH, Tq). kPacked (t0 = 0, Tq = Tmax):
 // keys from lo(t) = t - positions[b,t].
@@ -343,7 +343,7 @@ template <int DPL, typename T, bool kPacked>
 void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C,
                      int NH, int KV, const int32_t* positions, cudaStream_t stream) {
     const unsigned grid = grid_rows(static_cast<long>(B) * NH * T_);
-    if (KV == NH) {  // multi-head attention: the kernels as they were before KV existed
+    if (KV == NH) {  // multi-head attention: the kGqa false kernels, no head mapping
         attention_backward_dq_kernel<DPL, T, false, kPacked>
             <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions);
         LLMT_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");

@@ -20,7 +20,7 @@
 // Packed examples (positions, ops.h): every kernel has a kPacked flag; with it a query row attends keys from the
 // start of its example only, the forward visits only the key tiles from the diagonal down to its block's first
 // bound and the backward only the query tiles up to packed_query_end (flash_forward.cuh, flash_backward.cuh).
-// kPacked false is the kernel as before (the same PTX but for the unused parameter: bench/kernels/ptx_compare.py).
+// kPacked false compiles to no position code (bench/kernels/ptx_compare.py: the same PTX but for the unused parameter).
 // Shared-memory rows are padded by 16 bytes so the 8 row addresses of an ldmatrix hit distinct banks.
 // Measured speeds and the tile-shape choices: docs/benchmarks.md, "Attention kernel (bf16)".
 #pragma once

@@ -109,14 +109,14 @@ __global__ void dq_convert_colsum_kernel(bf16* __restrict__ dqkv, float* __restr
     }
 }
 
-// Multi-head attention (KV == NH): the backward as it was before grouped-query heads existed (bwd_kernel_gqa
-// generalises it; this one keeps GPT-2's code and speed). One block per (b, h) and 16*NW keys.
+// Multi-head attention (KV == NH): the backward without a head mapping (bwd_kernel_gqa generalises it;
+// this one keeps GPT-2's code and speed). One block per (b, h) and 16*NW keys.
 // kPacked: packed examples, positions (B,T); query t attends keys lo(t) = t - positions[b,t] .. t. The block
 // walks the query tiles from its diagonal up to packed_query_end (the later ones start their examples after
 // its last key); per tile, a warp whose 16 keys all precede the tile's smallest bound (its first row's) only
 // zeroes its dS^T rows, and P is masked where the key is before the query's bound (in tiles whose largest
-// bound, their last row's, passes the warp's first key). kPacked false: the kernel as before positions
-// existed (the same PTX but for the unused parameter).
+// bound, their last row's, passes the warp's first key). kPacked false: no position code (the
+// same PTX but for the unused parameter).
 // dcol (3C, optional): += the column sums of this block's dK and dV rows (the k and v parts of the qkv
 // bias gradient), summed in the warp, then across warps in shared memory, then one atomic per column.
 template <int D, int NW, int BQ, bool kPacked>

@@ -14,13 +14,13 @@ constexpr int fwd_smem_bytes() {
 // ---- forward ------------------------------------------------------------------------------------------
 
 // kGqa: grouped-query attention (KV < NH), K/V of kv head h / (NH/KV) in rows of C + 2*KV*D; false: multi-head
-// attention, the expressions of the kernel before grouped-query heads existed (the same PTX, so GPT-2's speed).
+// attention, with no head mapping in the code (GPT-2's kernel and speed: bench/kernels/ptx_compare.py).
 // kPacked: packed examples, positions (B,T); row r attends keys lo(r) = r - positions[b,r] .. r. The block walks
 // the tiles from the diagonal down to the one holding lo(q0), its first row's bound (the smallest: lo never
 // decreases along a row, ops.h's contract); a warp skips tiles wholly before its rows' bounds and masks keys
 // below them in the tiles that reach past the smallest. A row whose keys all lie in other tiles sees only
 // -inf scores in this one: its running max stays -inf (or keeps its value) and it adds 0 (the mu guard below).
-// kPacked false: the kernel as before positions existed (the same PTX but for the unused parameter).
+// kPacked false: no position code (the same PTX but for the unused parameter).
 template <int D, int NW, int BC, bool kGqa, bool kPacked>
 __global__ void __launch_bounds__(NW * 32)
     fwd_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int B, int T, int C,
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(NW * 32)
     const int lrow = lane % 8, lmat = lane / 8;  // ldmatrix: this lane addresses row lrow of matrix lmat
     const long C3 = kGqa ? C + 2L * KV * D : 3L * C;  // q (NH heads), k (KV heads), v (KV heads)
     const bf16* base = qkv + static_cast<long>(b) * T * C3 + static_cast<long>(h) * D;
-    // K/V rows: kv head h / (NH/KV)'s (GQA); else written as before GQA existed (base + C, base + 2C at each use).
+    // K/V rows: kv head h / (NH/KV)'s (GQA); else base + C and base + 2C, computed at each use.
     const bf16* kbase = nullptr;
     const bf16* vbase = nullptr;
     if constexpr (kGqa) {

@@ -41,7 +41,7 @@ __device__ __forceinline__ void store(T* p, const Chunk<T, V>& c) {
 }
 
 // sign +1: rotate by a (forward); -1: by -a (backward). Rows of qkv: T per batch; row t uses table row pos0 + t,
-// or with kPos row r = (b, t) table row positions[r] (kPos false: the kernel as before positions existed).
+// or with kPos row r = (b, t) table row positions[r] (kPos false: no position table is read).
 template <typename T, int V, bool kPos>
 __global__ void rope_kernel(T* qkv, const float* rope, long rows, int T_, int heads, int C3, int HS, int pos0,
                             float sign, const int32_t* positions) {
