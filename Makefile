@@ -12,7 +12,7 @@ WERROR := $(if $(CI),ON,OFF)
 PRESET_BUILD := build/release/build.ninja
 PRESET_CACHE := build/release/CMakeCache.txt
 
-.PHONY: install setup build configure run test test-slow test-full test-asan fuzz data clean lint bench image test-image test-fresh
+.PHONY: install setup build configure run test test-slow test-full test-asan fuzz data clean lint dup-check bench image test-image test-fresh
 
 setup:
 	@bash scripts/setup.sh
@@ -103,6 +103,11 @@ image:
 
 lint:
 	git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format --dry-run -Werror
+
+# Duplicated code in src/ and tests/ (tools/dup_check.py): fails when a pair merged behind shared helpers
+# (its KEPT_APART list) is duplicated again, or when a file pair not in tools/dup_known.txt is.
+dup-check:
+	/usr/bin/python3 tools/dup_check.py --check
 
 clean:
 	rm -rf build compile_commands.json

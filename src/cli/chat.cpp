@@ -23,6 +23,7 @@
 #include "kernels/ops.h"
 #include "cli/command.h"
 #include "cli/generation_stop.h"
+#include "cli/sampling_options.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/json_parse.h"
@@ -39,11 +40,8 @@ namespace {
 struct ChatOptions {
     std::string model, config, tokenizer, chat_template, system, date;
     std::vector<std::string> sets;
-    int max_new_tokens = 256;
-    float temperature = 0.6f;
-    int top_k = 0;
-    float top_p = 0.9f;
-    uint64_t seed = 1337;
+    // Llama 3's generation_config.json: temperature 0.6, top-p 0.9.
+    SamplingOptions sampling{256, {0.6f, 0, 1337, 0.9f}};
     bool print_prompt = false;
 };
 
@@ -88,7 +86,7 @@ void run_chat(const ChatOptions& o) {
     }
     LLMT_CHECK_AS(UsageError, !o.model.empty(),
                   "chat: --model is required (a run or checkpoint directory, or a Hugging Face model directory)");
-    LLMT_CHECK(o.max_new_tokens >= 1, "chat: --max-new-tokens must be >= 1, got {}", o.max_new_tokens);
+    LLMT_CHECK(o.sampling.max_new_tokens >= 1, "chat: --max-new-tokens must be >= 1, got {}", o.sampling.max_new_tokens);
     // A run of ours has checkpoints/ (a checkpoints/ directory has latest, a step directory state.json);
     // anything else is read as a Hugging Face model directory.
     const bool ours = is_checkpoint_path(o.model);
@@ -118,7 +116,7 @@ void run_chat(const ChatOptions& o) {
 
     const models::ModelDims& mc = model.dims();
     const int V = std::min<int>(mc.vocab_size, static_cast<int>(tok.vocab_size()));
-    models::Sampler sampler({o.temperature, o.top_k, o.seed, o.top_p}, V);
+    models::Sampler sampler(o.sampling.sampler, V);
     const std::unique_ptr<models::Decoder> decoder = models::as_language_model(model).decoder();
     const bool tty = ::isatty(::fileno(stdin)) != 0;
     if (tty) {
@@ -145,9 +143,9 @@ void run_chat(const ChatOptions& o) {
         const float* logits = decoder->prefill(seq);
         models::Utf8Stream text;
         std::string answer;
-        std::string ended = fmt::format("--max-new-tokens ({})", o.max_new_tokens);
+        std::string ended = fmt::format("--max-new-tokens ({})", o.sampling.max_new_tokens);
         int n = 0;
-        for (; n < o.max_new_tokens; ++n) {
+        for (; n < o.sampling.max_new_tokens; ++n) {
             const int32_t id = sampler.sample(logits);
             if (std::find(stop.begin(), stop.end(), static_cast<uint32_t>(id)) != stop.end()) {
                 ended = describe_ids(tok, {static_cast<uint32_t>(id)});
@@ -190,13 +188,7 @@ void register_chat(CLI::App& app, Runtime& rt) {
     cmd->add_option("--system", o->system, "a system message before the conversation");
     cmd->add_option("--date", o->date,
                     "Llama 3.1/3.2 templates: the system turn's \"Today Date\" (default: the template's 26 Jul 2024)");
-    cmd->add_option("--max-new-tokens,-n", o->max_new_tokens, "longest answer in tokens")->capture_default_str();
-    cmd->add_option("--temperature,-t", o->temperature, "softmax temperature; 0 = greedy")->capture_default_str();
-    cmd->add_option("--top-k,-k", o->top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str();
-    cmd->add_option("--top-p", o->top_p, "nucleus sampling: the most likely tokens whose probability reaches p; 1 = off")
-        ->capture_default_str();
-    cmd->add_option("--seed", o->seed, "random seed: the same seed and input give the same answers")
-        ->capture_default_str();
+    add_sampling_options(*cmd, o->sampling, "longest answer in tokens");
     cmd->add_flag("--print-prompt", o->print_prompt,
                   "no model: read a JSON array of {role, content} on stdin and print the rendered prompt (as "
                   "apply_chat_template(..., add_generation_prompt=True))");

@@ -18,6 +18,7 @@
 #include "cli/checkpoint_model.h"
 #include "cli/command.h"
 #include "cli/generation_stop.h"
+#include "cli/sampling_options.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/hub_cache.h"
@@ -35,11 +36,7 @@ namespace {
 struct GenerateOptions {
     std::string checkpoint, model_dir, config, prompt, prompt_ids, tokenizer;
     std::vector<std::string> sets;
-    int max_new_tokens = 100;
-    float temperature = 0.8f;
-    int top_k = 40;
-    float top_p = 1.f;
-    uint64_t seed = 1337;
+    SamplingOptions sampling{100, {0.8f, 40, 1337, 1.f}};
 };
 
 // "1,17,300" -> ids; UsageError naming --prompt-ids otherwise.
@@ -119,7 +116,8 @@ private:
 };
 
 void run_generate(const GenerateOptions& o) {
-    LLMT_CHECK(o.max_new_tokens >= 0, "generate: --max-new-tokens must be >= 0, got {}", o.max_new_tokens);
+    const int max_new_tokens = o.sampling.max_new_tokens;
+    LLMT_CHECK(max_new_tokens >= 0, "generate: --max-new-tokens must be >= 0, got {}", max_new_tokens);
     LLMT_CHECK_AS(UsageError, o.checkpoint.empty() != o.model_dir.empty(),
                   "generate: give exactly one of --checkpoint (a run of ours) and --model (a Hugging Face model "
                   "directory)");
@@ -143,7 +141,7 @@ void run_generate(const GenerateOptions& o) {
     for (int32_t id : seq)
         LLMT_CHECK(id < mc.vocab_size, "generate: prompt token id {} is outside the model's vocabulary [0, {})", id,
                    mc.vocab_size);
-    models::Sampler sampler({o.temperature, o.top_k, o.seed, o.top_p}, io.vocab(mc.vocab_size));
+    models::Sampler sampler(o.sampling.sampler, io.vocab(mc.vocab_size));
     const std::unique_ptr<models::Decoder> decoder = models::as_language_model(model).decoder();
     models::Decoder& dec = *decoder;
     io.begin(o, seq);
@@ -152,7 +150,7 @@ void run_generate(const GenerateOptions& o) {
     const float* logits = dec.prefill(seq);
     int generated = 0, reprimes = 0;
     int32_t stopped_at = -1;
-    while (generated < o.max_new_tokens) {
+    while (generated < max_new_tokens) {
         int32_t id = sampler.sample(logits);
         ++generated;
         if (io.stops(id)) {
@@ -161,7 +159,7 @@ void run_generate(const GenerateOptions& o) {
         }
         seq.push_back(id);
         io.emit(id);
-        if (generated == o.max_new_tokens) break;
+        if (generated == max_new_tokens) break;
         if (dec.position() == dec.capacity()) {
             // Context full: start again from the newest half (one prefill per block_size/2 tokens,
             // instead of nanoGPT's full forward over the last block_size tokens at every step).
@@ -199,13 +197,7 @@ void register_generate(CLI::App& app, Runtime& rt) {
     cmd->add_option("--prompt,-p", o->prompt, "text to continue (empty: start from <|endoftext|>)");
     cmd->add_option("--prompt-ids", o->prompt_ids,
                     "token ids to continue, e.g. 1,17,300 (no tokenizer: the output is ids too)");
-    cmd->add_option("--max-new-tokens,-n", o->max_new_tokens, "stop after this many tokens")->capture_default_str();
-    cmd->add_option("--temperature,-t", o->temperature, "softmax temperature; 0 = greedy")->capture_default_str();
-    cmd->add_option("--top-k,-k", o->top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str();
-    cmd->add_option("--top-p", o->top_p,
-                    "then among the most likely tokens whose probability reaches p (nucleus); 1 = off")
-        ->capture_default_str();
-    cmd->add_option("--seed", o->seed, "random seed: the same seed gives the same text")->capture_default_str();
+    add_sampling_options(*cmd, o->sampling, "stop after this many tokens");
     cmd->add_option("--tokenizer", o->tokenizer,
                     "tokenizer spec (default: the model directory's own files; for a checkpoint its run's "
                     "data.tokenizer); a model directory's generation_config.json adds its eos_token_id(s) to the ids "
