@@ -9,6 +9,7 @@
 #include "dist/gloo_process_group.h"
 #include "dist/tcp_store.h"
 #include "multiproc.h"
+#include "support/compare.h"
 
 namespace llmt::dist {
 namespace {
@@ -23,7 +24,7 @@ using Report = std::function<void(const std::string&)>;
 // Throws (the child reports it) when got != want, naming the first differing index.
 template <typename T>
 void require_equal(const std::vector<T>& got, const std::vector<T>& want, const std::string& what) {
-    if (got.size() != want.size()) throw std::runtime_error(what + ": size differs");
+    if (const auto c = support::comparable(got, want); !c) throw std::runtime_error(what + ": " + c.message());
     for (size_t i = 0; i < got.size(); ++i) {
         if (got[i] != want[i]) {
             throw std::runtime_error(fmt::format("{}: element {} is {} but {} was expected", what, i, got[i], want[i]));
