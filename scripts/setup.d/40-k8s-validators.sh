@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what tests/k8s/validate_manifests.mjs needs to check `llmtrain k8s render` output against
 # upstream schemas: kubernetes-models (core kinds), ajv (JobSet/TrainJob/PyTorchJob CRD schemas from
-# ../shared/schemas) and js-yaml, into .cache/k8s-validate (gitignored). Idempotent: nothing is
+# tests/k8s/schemas) and js-yaml, into .cache/k8s-validate (gitignored). Idempotent: nothing is
 # fetched when the pinned versions are already installed.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

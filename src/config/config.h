@@ -1,4 +1,4 @@
-// The resolved, validated configuration as typed structs (DESIGN.md §3). Produced only by the loader
+// The resolved, validated configuration as typed structs (docs/design.md §3). Produced only by the loader
 // (config/loader.h), so every value here has passed the schema and the cross-field checks.
 #pragma once
 

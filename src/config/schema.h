@@ -1,4 +1,4 @@
-// The config schema (DESIGN.md §3): every key with its type, default, range and one line of doc.
+// The config schema (docs/design.md §3): every key with its type, default, range and one line of doc.
 // The loader validates against it, print-config materializes every default from it, and `--set`
 // overrides go through it, so the three cannot drift apart.
 #pragma once

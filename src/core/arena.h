@@ -1,5 +1,5 @@
 // Arena: one 64-byte-aligned contiguous buffer carved into named tensor views (llm.c's single
-// allocation for parameters, gradients and activations; DESIGN.md §1). Build the layout with add(),
+// allocation for parameters, gradients and activations; docs/design.md §1). Build the layout with add(),
 // then allocate() once; mirror() makes a second arena of the same layout (the gradient buffer, which
 // the distributed layer all-reduces as one flat range).
 // Thread safety: layout calls are not thread-safe; views may be used from any thread once allocated.

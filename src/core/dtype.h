@@ -1,4 +1,4 @@
-// Element types a Tensor can hold (DESIGN.md §1). Sizes and names only: conversion kernels live in
+// Element types a Tensor can hold (docs/design.md §1). Sizes and names only: conversion kernels live in
 // src/kernels. bf16 is the upper half of an IEEE fp32; f16 is IEEE binary16.
 #pragma once
 

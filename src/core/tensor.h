@@ -1,5 +1,5 @@
 // Tensor: a non-owning, contiguous (row-major) view of up to 4 dimensions: data pointer, shape, dtype,
-// device (DESIGN.md §1). Memory is owned by an Arena (core/arena.h) or by the caller.
+// device (docs/design.md §1). Memory is owned by an Arena (core/arena.h) or by the caller.
 // Thread safety: a plain value type; concurrent reads are safe, writes to the data are the caller's.
 #pragma once
 

@@ -1,4 +1,4 @@
-// Worker-level environment parsing (torchrun's contract; DESIGN.md §4).
+// Worker-level environment parsing (torchrun's contract; docs/design.md §4).
 #include "dist/env.h"
 
 #include <fmt/format.h>

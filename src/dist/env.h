@@ -1,4 +1,4 @@
-// Worker-level distributed environment: exactly torchrun's variables (DESIGN.md §4, docs/distributed.md).
+// Worker-level distributed environment: exactly torchrun's variables (docs/design.md §4, docs/distributed.md).
 // RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT,
 // TORCHELASTIC_USE_AGENT_STORE.
 #pragma once

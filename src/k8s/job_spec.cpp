@@ -75,7 +75,7 @@ bool is_env_name(const std::string& s) {
     return std::regex_match(s, re);
 }
 
-// Set by the launcher for each worker (DESIGN.md §4) or by the operators; a user value would be
+// Set by the launcher for each worker (docs/design.md §4) or by the operators; a user value would be
 // overwritten or, worse, contradict the flags.
 bool is_reserved_env(const std::string& s) {
     static const char* const kReserved[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",

@@ -1,5 +1,5 @@
 // The local worker launcher behind `llmtrain launch` (docs/distributed.md "Launcher"), after torchrun's
-// local elastic agent: spawns nproc_per_node workers with the worker-level environment (DESIGN.md §4),
+// local elastic agent: spawns nproc_per_node workers with the worker-level environment (docs/design.md §4),
 // relays their output line by line with a "[rank k] " prefix, forwards stop signals, tears the group down
 // when one worker fails, and restarts the group while restarts remain. Other programs than this binary (a
 // PyTorch script) get exactly torchrun's worker environment (worker_env.h), per-rank log files

@@ -1,4 +1,4 @@
-// The node level of the distributed environment contract (DESIGN.md §4, docs/distributed.md "Launcher"):
+// The node level of the distributed environment contract (docs/design.md §4, docs/distributed.md "Launcher"):
 // what one `llmtrain launch` (one per node or pod) needs to set the worker level — node count, node rank,
 // processes per node, master address and port — and where each value came from.
 #pragma once

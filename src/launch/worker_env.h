@@ -1,4 +1,4 @@
-// The worker level of the environment contract (DESIGN.md §4, docs/distributed.md "Worker level"): the
+// The worker level of the environment contract (docs/design.md §4, docs/distributed.md "Worker level"): the
 // variables torchrun's local agent gives each worker, for our own engine (`-- train ...`) and for other
 // programs (`-- python3 train.py`, `--exec`), which get exactly torchrun's rules.
 #pragma once

@@ -64,7 +64,7 @@ std::string state_checksum(const nlohmann::json& state) {
     return crc32c_text(crc32c(body.dump()));
 }
 
-// Removes and checks state.json's checksum; false when it has none (written before checksums existed).
+// Removes and checks state.json's checksum; false when it has none (an older checkpoint).
 bool take_state_checksum(nlohmann::json& state, const fs::path& path) {
     auto it = state.find(kStateChecksumKey);
     if (it == state.end()) return false;

@@ -1,4 +1,4 @@
-// Checkpoint directories (DESIGN.md §3, docs/formats/checkpoint.md): checkpoints/step_<N>/ holding
+// Checkpoint directories (docs/design.md §3, docs/formats/checkpoint.md): checkpoints/step_<N>/ holding
 // model.safetensors, optimizer.safetensors and state.json, written into checkpoints/.tmp-step_<N>-<pid>/,
 // fsynced and renamed into place; then checkpoints/latest (text "step_<N>") is replaced atomically.
 // A crash at any point leaves the previous checkpoint and `latest` intact.
@@ -103,7 +103,7 @@ struct Checkpoint {
     std::optional<SafetensorsFile> optimizer;  // absent when the checkpoint has none
     nlohmann::json state;                      // without kStateChecksumKey
     // state.json had a checksum, so every tensor file of the checkpoint must carry per-tensor
-    // checksums. False for checkpoints written before checksums existed: loaded, not verified.
+    // checksums. False for a state.json without one (an older checkpoint): loaded, not verified.
     bool checksummed = false;
 };
 

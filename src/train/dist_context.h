@@ -1,4 +1,4 @@
-// The training process's place in a data-parallel job (DESIGN.md §4): torchrun's worker variables,
+// The training process's place in a data-parallel job (docs/design.md §4): torchrun's worker variables,
 // the rendezvous store that rank 0 serves at MASTER_ADDR:MASTER_PORT, and the process group. A single
 // process (WORLD_SIZE unset or 1) gets an inactive context whose helpers are identities, so the
 // trainer has one code path. On a GPU (device kCuda) the group is NCCL, one process per GPU LOCAL_RANK.

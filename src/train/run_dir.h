@@ -1,4 +1,4 @@
-// The run directory (DESIGN.md §3, docs/formats/run_dir.md): runs/<run_id>/ with config.yaml (resolved),
+// The run directory (docs/design.md §3, docs/formats/run_dir.md): runs/<run_id>/ with config.yaml (resolved),
 // meta.json, metrics.jsonl, logs/, checkpoints/, summary.json. Only rank 0 creates it.
 #pragma once
 

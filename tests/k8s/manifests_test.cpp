@@ -82,7 +82,7 @@ fs::path validator_modules() { return kSrc / ".cache/k8s-validate/node_modules";
 
 llmt::testing::ProcResult validate(const std::vector<std::string>& file_args) {
     std::vector<std::string> argv = {"node", (kSrc / "tests/k8s/validate_manifests.mjs").string(),
-                                     (fs::path(LLMT_SHARED_DIR) / "schemas").string()};
+                                     (kSrc / "tests/k8s/schemas").string()};
     argv.insert(argv.end(), file_args.begin(), file_args.end());
     return run_process(argv, "", 120, {"K8S_VALIDATE_MODULES=" + validator_modules().string()});
 }

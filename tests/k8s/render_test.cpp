@@ -1,5 +1,5 @@
 // Unit tests of src/k8s: YAML emission round-trips, JobSpec checks refuse what the issue lists, and
-// each kind's objects carry the fields the environment contract (DESIGN.md §4) depends on.
+// each kind's objects carry the fields the environment contract (docs/design.md §4) depends on.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Validates `llmtrain k8s render` output (tests/k8s/manifests_test.cpp runs it):
 //  1. schemas: core kinds with kubernetes-models (types, enums, required fields), JobSet / TrainJob /
-//     PyTorchJob with ajv against the CRDs' openAPIV3Schema in ../shared/schemas, plus a strict walk
+//     PyTorchJob with ajv against the CRDs' openAPIV3Schema in tests/k8s/schemas, plus a strict walk
 //     that rejects fields a CRD does not declare (the API server would silently prune them);
 //  2. what the schemas miss: Job restartPolicy, selectors vs labels, Service name = subdomain,
 //     completions = parallelism = nodes, the launcher's flags vs env, mounts, ports and names.
