@@ -91,14 +91,26 @@ TEST(Locations, TableIsInOrderAndReadAtEachUse) {
 
 // Every getenv in src/: a literal name must be one the ecosystem defines (torchrun, OpenMP, NCCL, AWS,
 // MLflow, the shell) and never LLMTRAIN_*, which only core/knobs.cpp reads; a line that reads the
-// environment through a variable must not name an LLMTRAIN_* variable either.
+// environment through a variable must not name an LLMTRAIN_* variable either, and only the reviewed
+// readers below do that (each reads names of one family: a new one is added here after review).
+// Beyond the list of torchrun's and the shell's names: LOCAL_WORLD_SIZE (torchrun's worker level), PET_*
+// (torchrun's flags as Kubeflow sets them), JOB_COMPLETION_INDEX (an Indexed Job's pod index), LOGNAME
+// (POSIX's login name, after USER).
 TEST(EnvironmentReads, OnlyTheTablesReadLlmtrainVariables) {
     namespace fs = std::filesystem;
     const std::regex allowed(
         "MASTER_ADDR|MASTER_PORT|WORLD_SIZE|RANK|LOCAL_RANK|LOCAL_WORLD_SIZE|CUDA_VISIBLE_DEVICES|"
         "GLOO_SOCKET_IFNAME|(TORCHELASTIC|TORCH|OMP|GOMP|NCCL|AWS|MLFLOW|PET)_[A-Z0-9_]+|KUBECTL|HOME|USER|PATH|"
-        "TMPDIR");
+        "TMPDIR|JOB_COMPLETION_INDEX|LOGNAME");
     const std::regex literal_read(R"re(getenv\s*\(\s*"([A-Za-z0-9_]+)")re");
+    const std::regex call_through_variable(R"re(getenv(_fn)?\s*\(\s*[A-Za-z_])re");
+    const std::set<std::string> indirect_readers = {
+        "dist/env.cpp",               // torchrun's worker level, through an injectable getenv
+        "launch/node_env.cpp",        // the node level: flags' variables, PET_*, JOB_COMPLETION_INDEX, RANK
+        "storage/s3_settings.cpp",    // AWS_* and HOME
+        "tracking/mlflow_file_store.cpp",  // USER, LOGNAME
+        "tracking/mlflow_rest_store.cpp",  // MLFLOW_TRACKING_*
+    };
     int reads = 0;
     for (const auto& e : fs::recursive_directory_iterator(fs::path(LLMT_SOURCE_DIR) / "src")) {
         const std::string ext = e.path().extension().string();
@@ -114,6 +126,13 @@ TEST(EnvironmentReads, OnlyTheTablesReadLlmtrainVariables) {
                 EXPECT_TRUE(std::regex_match((*m)[1].str(), allowed)) << where;
             }
             EXPECT_EQ(line.find("LLMTRAIN_"), std::string::npos) << where;
+            const bool comment = line.find_first_not_of(" \t") != std::string::npos &&
+                                 line.compare(line.find_first_not_of(" \t"), 2, "//") == 0;
+            if (!comment && std::regex_search(line, call_through_variable)) {
+                const std::string rel = fs::relative(e.path(), fs::path(LLMT_SOURCE_DIR) / "src").string();
+                EXPECT_TRUE(indirect_readers.count(rel)) << where << ": reads the environment through a variable; "
+                                                       << "read a literal name, or review and list this reader";
+            }
         }
     }
     EXPECT_GT(reads, 5) << "the scan found no getenv call: is LLMT_SOURCE_DIR the checkout?";
