@@ -41,7 +41,8 @@ struct ChatOptions {
     std::string model, config, tokenizer, chat_template, system, date;
     std::vector<std::string> sets;
     // Llama 3's generation_config.json: temperature 0.6, top-p 0.9.
-    SamplingOptions sampling{256, {0.6f, 0, 1337, 0.9f}};
+    SamplingOptions sampling{.max_new_tokens = 256,
+                             .sampler = {.temperature = 0.6f, .top_k = 0, .seed = 1337, .top_p = 0.9f}};
     bool print_prompt = false;
 };
 

@@ -36,7 +36,8 @@ namespace {
 struct GenerateOptions {
     std::string checkpoint, model_dir, config, prompt, prompt_ids, tokenizer;
     std::vector<std::string> sets;
-    SamplingOptions sampling{100, {0.8f, 40, 1337, 1.f}};
+    SamplingOptions sampling{.max_new_tokens = 100,
+                             .sampler = {.temperature = 0.8f, .top_k = 40, .seed = 1337, .top_p = 1.f}};
 };
 
 // "1,17,300" -> ids; UsageError naming --prompt-ids otherwise.
