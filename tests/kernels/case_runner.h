@@ -1,0 +1,28 @@
+// Runs the rows of the kernel case table (case_table.h) on a backend and compares the results: the inputs of a row, its
+// CPU, CUDA and float64 runs, the comparisons with gtest expectations, and the --perf timings.
+#pragma once
+
+#include <string>
+
+#include "kernels/case_table.h"
+
+namespace llmt::kernels::cases {
+
+// The seed of this process's inputs (LLMT_TEST_SEED, else random), printed once with `tag`.
+uint32_t base_seed(const char* tag);
+// "encoder B=3 T=37 C=96 V=101 maxT=64 [LLMTRAIN_X=1]": what a printed line or failure names.
+std::string describe(const Case& c);
+// The gtest name of row `index` (op and index: letters, digits and '_').
+std::string test_name(size_t index);
+
+// Runs row `index` in one mode (kF64, kCuda or kBf16) and checks it (gtest expectations).
+void check_row(size_t index, Modes mode);
+
+// --perf: times every row of the given modes (kF64 rows time the CPU fp32 op; kCuda and kBf16 the CUDA ones) and prints
+// one line each (median of repeated runs). Returns the process exit code.
+int perf_main(unsigned modes);
+
+// main() of both case-table binaries: --perf times, anything else runs the gtest cases.
+int case_table_main(int argc, char** argv, unsigned perf_modes);
+
+}  // namespace llmt::kernels::cases
