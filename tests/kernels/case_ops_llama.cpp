@@ -9,12 +9,12 @@
 namespace llmt::kernels::cases {
 namespace {
 
-constexpr float kEps = 0.1f;  // as case_ops_transformer.cpp: far from any hard-coded eps
-
 // RMSNorm forward, then backward from its rstd (dinp, dweight: +=).
 Call rmsnorm(const Case& c) {
     const int B = c.d.B, T = c.d.T, C = c.d.C;
+    const float eps = static_cast<float>(c.d.eps);
     Call k;
+    k.params = {{"eps", eps}};
     k.args = {input("inp", {B, T, C}, 2.0f),
               input("weight", {C}),
               output("out", {B, T, C}, {kTolReduce, kTolOut}),
@@ -22,15 +22,15 @@ Call rmsnorm(const Case& c) {
               input("dout", {B, T, C}),
               inout("dinp", {B, T, C}, {kTolBackward, kTolGrad}),
               inout("dweight", {C}, {kTolBackward, kTolGrad}, Kind::kF32)};
-    k.stages = {[](Run& r) {
-        rmsnorm_forward(r["out"], r["rstd"], r["inp"], r["weight"], kEps);
+    k.stages = {[=](Run& r) {
+        rmsnorm_forward(r["out"], r["rstd"], r["inp"], r["weight"], eps);
         rmsnorm_backward(r["dinp"], r["dweight"], r["dout"], r["inp"], r["weight"], r["rstd"]);
     }};
     k.f64 = [=](Ref64& r) {
         const int N = B * T;
-        ref::rmsnorm_forward(r("out"), r("rstd"), r("inp"), r("weight"), double{kEps}, N, C);
+        ref::rmsnorm_forward(r("out"), r("rstd"), r("inp"), r("weight"), double{eps}, N, C);
         std::vector<double> dx(static_cast<size_t>(N) * C), dw(C);
-        ref::rmsnorm_backward(dx.data(), dw.data(), r("dout"), r("inp"), r("weight"), double{kEps}, N, C);
+        ref::rmsnorm_backward(dx.data(), dw.data(), r("dout"), r("inp"), r("weight"), double{eps}, N, C);
         add_into(r("dinp"), dx);
         add_into(r("dweight"), dw);
     };
@@ -41,23 +41,25 @@ Call rmsnorm(const Case& c) {
 // CPU reference of a bf16 run normalises the rounded sum, as the kernel does.
 Call residual_rmsnorm(const Case& c) {
     const int B = c.d.B, T = c.d.T, C = c.d.C;
+    const float eps = static_cast<float>(c.d.eps);
     Call k;
+    k.params = {{"eps", eps}};
     k.args = {input("inp1", {B, T, C}, 2.0f),
               input("inp2", {B, T, C}),
               input("weight", {C}),
               output("residual", {B, T, C}, {kTolElementwise, kExactRounded}),
               output("out", {B, T, C}, {kTolReduce, kTolOut}),
               output("rstd", {B, T}, {kTolReduce, kTolStat}, Kind::kF32)};
-    k.stages = {[](Run& r) {
-        residual_rmsnorm_forward(r["residual"], r["out"], r["rstd"], r["inp1"], r["inp2"], r["weight"], kEps);
+    k.stages = {[=](Run& r) {
+        residual_rmsnorm_forward(r["residual"], r["out"], r["rstd"], r["inp1"], r["inp2"], r["weight"], eps);
         if (!r.cuda()) {
             r.round_as_stored("residual");
-            rmsnorm_forward(r["out"], r["rstd"], r["residual"], r["weight"], kEps);
+            rmsnorm_forward(r["out"], r["rstd"], r["residual"], r["weight"], eps);
         }
     }};
     k.f64 = [=](Ref64& r) {
         for (size_t i = 0; i < static_cast<size_t>(B) * T * C; i++) r("residual")[i] = r("inp1")[i] + r("inp2")[i];
-        ref::rmsnorm_forward(r("out"), r("rstd"), r("residual"), r("weight"), double{kEps}, B * T, C);
+        ref::rmsnorm_forward(r("out"), r("rstd"), r("residual"), r("weight"), double{eps}, B * T, C);
     };
     return k;
 }
@@ -65,16 +67,18 @@ Call residual_rmsnorm(const Case& c) {
 // The same with residual_out aliasing inp1 (in place: the model's residual stream).
 Call residual_rmsnorm_inplace(const Case& c) {
     const int B = c.d.B, T = c.d.T, C = c.d.C;
+    const float eps = static_cast<float>(c.d.eps);
     Call k;
+    k.params = {{"eps", eps}};
     k.args = {inout("inp1", {B, T, C}, {kTolElementwise, kExactRounded}, Kind::kAct, 2.0f), input("inp2", {B, T, C}),
               input("weight", {C}), output("out", {B, T, C}, {kTolReduce, kTolOut}),
               output("rstd", {B, T}, {kTolReduce, kTolStat}, Kind::kF32)};
-    k.stages = {[](Run& r) {
-        residual_rmsnorm_forward(r["inp1"], r["out"], r["rstd"], r["inp1"], r["inp2"], r["weight"], kEps);
+    k.stages = {[=](Run& r) {
+        residual_rmsnorm_forward(r["inp1"], r["out"], r["rstd"], r["inp1"], r["inp2"], r["weight"], eps);
     }};
     k.f64 = [=](Ref64& r) {
         for (size_t i = 0; i < static_cast<size_t>(B) * T * C; i++) r("inp1")[i] += r("inp2")[i];
-        ref::rmsnorm_forward(r("out"), r("rstd"), r("inp1"), r("weight"), double{kEps}, B * T, C);
+        ref::rmsnorm_forward(r("out"), r("rstd"), r("inp1"), r("weight"), double{eps}, B * T, C);
     };
     return k;
 }

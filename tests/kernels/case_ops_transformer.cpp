@@ -11,10 +11,6 @@
 namespace llmt::kernels::cases {
 namespace {
 
-// LayerNorm/RMSNorm eps of the comparisons: not GPT-2's 1e-5, so a kernel that dropped its eps argument (or hard-coded
-// one) differs by ~1% in rstd, far above every tolerance.
-constexpr float kEps = 0.1f;
-
 Call encoder(const Case& c) {
     const int B = c.d.B, T = c.d.T, C = c.d.C, V = c.d.V, maxT = c.d.maxT;
     Call k;
@@ -47,7 +43,9 @@ void shift_rows(std::vector<float>& x, int C) {
 // takes (the knob rows of case_table.cpp).
 Call layernorm(const Case& c, bool colsum) {
     const int B = c.d.B, T = c.d.T, C = c.d.C;
+    const float eps = static_cast<float>(c.d.eps);
     Call k;
+    k.params = {{"eps", eps}};
     Arg x = input("inp", {B, T, C}, 2.0f);
     x.shape_values = [C](std::vector<float>& v) { shift_rows(v, C); };
     Arg bias = input("bias", {C});
@@ -63,17 +61,17 @@ Call layernorm(const Case& c, bool colsum) {
               inout("dweight", {C}, {kTolBackward, kTolGrad}, Kind::kF32),
               inout("dbias", {C}, {kTolBackward, kTolGrad}, Kind::kF32)};
     if (colsum) k.args.push_back(inout("colsum", {C}, {kTolBackward, kTolGrad}, Kind::kF32));
-    k.stages = {[colsum](Run& r) {
-        layernorm_forward(r["out"], r["mean"], r["rstd"], r["inp"], r["weight"], r["bias"], kEps);
+    k.stages = {[=](Run& r) {
+        layernorm_forward(r["out"], r["mean"], r["rstd"], r["inp"], r["weight"], r["bias"], eps);
         layernorm_backward(r["dinp"], r["dweight"], r["dbias"], r["dout"], r["inp"], r["weight"], r["mean"], r["rstd"],
                            colsum ? r["colsum"] : Tensor());
     }};
     if (colsum) return k;
     k.f64 = [=](Ref64& r) {
         const int N = B * T;
-        ref::layernorm_forward(r("out"), r("mean"), r("rstd"), r("inp"), r("weight"), r("bias"), N, C, double{kEps});
+        ref::layernorm_forward(r("out"), r("mean"), r("rstd"), r("inp"), r("weight"), r("bias"), N, C, double{eps});
         std::vector<double> dx(static_cast<size_t>(N) * C), dw(C), db(C);
-        ref::layernorm_backward(dx.data(), dw.data(), db.data(), r("dout"), r("inp"), r("weight"), N, C, double{kEps});
+        ref::layernorm_backward(dx.data(), dw.data(), db.data(), r("dout"), r("inp"), r("weight"), N, C, double{eps});
         add_into(r("dinp"), dx);
         add_into(r("dweight"), dw);
         add_into(r("dbias"), db);
@@ -328,6 +326,7 @@ Call classifier(const Case& c) {
     k.args = {inout("logits", {c.d.B, c.d.T, Vp}, {kTolReduce, kTolOut}, Kind::kAct, 3.0f), tg,
               output("losses", {c.d.B, c.d.T}, {kTolReduce, kTolF32}, Kind::kF32)};
     k.stages = {[=](Run& r) { classifier_forward_backward(r["losses"], r["logits"], r["targets"], dloss, V); }};
+    k.params = {{"dloss", dloss}};
     k.f64 = [=](Ref64& r) {
         std::vector<double> dl(static_cast<size_t>(R) * Vp);
         ref::classifier(r("losses"), dl.data(), r("logits"), r.ids("targets"), double{dloss}, R, V, Vp);

@@ -66,6 +66,10 @@ Call adamw(const Case& c) {
     const int N = c.d.N, reps = c.d.reps;
     Call k;
     k.args = adamw_args(N);
+    const AdamWParams p = adamw_hp();
+    k.params = {{"lr", p.lr},           {"beta1", p.beta1},           {"beta2", p.beta2},
+                {"eps", p.eps},         {"weight_decay", p.weight_decay}, {"grad_scale", p.grad_scale},
+                {"step", double(p.step)}};
     k.stages = {[=](Run& r) {
         AdamWParams hp = adamw_hp();
         for (int s = 0; s < reps; s++, hp.step++)

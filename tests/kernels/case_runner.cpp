@@ -2,6 +2,7 @@
 #include "kernels/case_runner.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <random>
@@ -232,7 +234,7 @@ Ref64 run_f64(const Call& k, const Values& in) {
 }
 
 std::string_view mode_name(Modes m) {
-    return m == kF64 ? "cpu-vs-f64" : m == kCuda ? "cuda-vs-cpu" : "bf16-vs-cpu";
+    return m == kF64 ? "cpu-vs-f64" : m == kTorch ? "cpu-vs-torch" : m == kCuda ? "cuda-vs-cpu" : "bf16-vs-cpu";
 }
 
 // got vs want for every compared output of the row; prints each error so the margin shows in the log.
@@ -284,6 +286,22 @@ std::map<std::string, std::vector<double>> widened(const Values& v) {
     return w;
 }
 
+std::vector<double> read_doubles(const std::string& path, size_t n) {
+    std::ifstream f(path, std::ios::binary);
+    std::vector<double> v(n);
+    f.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(double)));
+    if (!f || f.peek() != EOF)
+        throw std::runtime_error(
+            fmt::format("{}: missing, or not {} float64 values (tools/ref/kernels_ref.py)", path, n));
+    return v;
+}
+
+void write_raw(const std::string& path, const void* data, size_t bytes) {
+    std::ofstream f(path, std::ios::binary);
+    f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+    if (!f) throw std::runtime_error("cannot write " + path);
+}
+
 uint32_t row_seed(size_t index) {
     return base_seed("") * 7919u + static_cast<uint32_t>(index) * 131u;
 }
@@ -329,17 +347,36 @@ std::string describe(const Case& c) {
     return s;
 }
 
+std::vector<size_t> rows_of(unsigned mode) {
+    std::vector<size_t> r;
+    for (size_t i = 0; i < kernel_cases().size(); i++)
+        if (kernel_cases()[i].modes & mode) r.push_back(i);
+    return r;
+}
+
 std::string test_name(size_t index) {
     return fmt::format("{}_{}", kernel_cases().at(index).op, index);
 }
 
-void check_row(size_t index, Modes mode) {
+void check_row(size_t index, Modes mode, const std::string& torch_dir) {
     const Case& c = kernel_cases().at(index);
     const Call k = op_def(c.op).build(c);
     const Knobs knobs(c);
     const bool bf16 = mode == kBf16;
     const uint32_t seed = row_seed(index);
     const Values in = make_inputs(k, seed, bf16);
+    if (mode == kTorch) {
+        const Values got = run_cpu(k, in, false, seed, nullptr);
+        std::map<std::string, std::vector<double>> want;
+        std::map<std::string, double> want_s;
+        for (const Arg& a : k.args)
+            if (compared(a) && a.kind != Kind::kBF16 && a.tol.fp32 != kNotCompared)
+                want[a.name] = read_doubles(fmt::format("{}/{}_{}.ref.bin", torch_dir, index, a.name), numel(a));
+        for (const auto& [name, tol] : k.scalars)
+            want_s[name] = read_doubles(fmt::format("{}/{}_{}.ref.bin", torch_dir, index, name), 1)[0];
+        expect_close(index, c, k, mode, got, want, want_s);
+        return;
+    }
     if (mode == kF64) {
         ASSERT_TRUE(static_cast<bool>(k.f64)) << describe(c) << ": kF64 row of an op without a float64 reference";
         const Values got = run_cpu(k, in, false, seed, nullptr);
@@ -363,6 +400,41 @@ void check_row(size_t index, Modes mode) {
                 << describe(c) << ": " << name << " differs between two runs";
         }
     }
+}
+
+void write_torch_cases(const std::string& dir) {
+    std::string json = "[";
+    const auto& rows = kernel_cases();
+    for (size_t i = 0; i < rows.size(); i++) {
+        const Case& c = rows[i];
+        if (!(c.modes & kTorch)) continue;
+        const Call k = op_def(c.op).build(c);
+        const Values in = make_inputs(k, row_seed(i), false);
+        std::string args, params;
+        for (const Arg& a : k.args) {
+            if (a.kind == Kind::kBF16) continue;
+            if (a.kind == Kind::kI32) {
+                const auto& v = in.i.at(a.name);
+                write_raw(fmt::format("{}/{}_{}.bin", dir, i, a.name), v.data(), v.size() * sizeof(int32_t));
+            } else if (a.role != Role::kOut) {
+                const auto& v = in.f.at(a.name);
+                write_raw(fmt::format("{}/{}_{}.bin", dir, i, a.name), v.data(), v.size() * sizeof(float));
+            }
+            args += fmt::format(R"({}{{"name": "{}", "shape": [{}], "dtype": "{}"}})", args.empty() ? "" : ", ", a.name,
+                                fmt::join(a.shape, ", "), a.kind == Kind::kI32 ? "i32" : "f32");
+        }
+        for (const auto& [name, v] : k.params)
+            params += fmt::format(R"({}"{}": {:.17g})", params.empty() ? "" : ", ", name, v);
+        const Dims& d = c.d;
+        json += fmt::format(
+            R"({}{{"row": {}, "op": "{}", "params": {{{}}}, "args": [{}],
+ "dims": {{"B": {}, "T": {}, "C": {}, "OC": {}, "NH": {}, "KV": {}, "V": {}, "Vp": {}, "F": {}, "N": {}, "maxT": {},
+ "pos0": {}, "t0": {}, "reps": {}, "theta": {:.17g}, "bias": {}}}}})",
+            json.size() > 1 ? ",\n" : "", i, c.op, params, args, batch_rows(c), d.T, d.C, d.OC, d.NH,
+            d.KV ? d.KV : d.NH, d.V, d.Vp, d.F, d.N, d.maxT, d.pos0, d.t0, d.reps, d.theta, d.bias ? "true" : "false");
+    }
+    json += "]\n";
+    write_raw(dir + "/cases.json", json.data(), json.size());
 }
 
 namespace {

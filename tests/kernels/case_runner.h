@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "kernels/case_table.h"
 
@@ -14,9 +15,17 @@ uint32_t base_seed(const char* tag);
 std::string describe(const Case& c);
 // The gtest name of row `index` (op and index: letters, digits and '_').
 std::string test_name(size_t index);
+// The indices of the rows that run in `mode` (the gtest parameters of each comparison).
+std::vector<size_t> rows_of(unsigned mode);
 
-// Runs row `index` in one mode (kF64, kCuda or kBf16) and checks it (gtest expectations).
-void check_row(size_t index, Modes mode);
+// Runs row `index` in one mode (kF64, kCuda, kBf16, or kTorch with the references in `torch_dir`) and checks it
+// (gtest expectations).
+void check_row(size_t index, Modes mode, const std::string& torch_dir = "");
+
+// For kTorch: writes the inputs of every kTorch row to `dir` as raw arrays (<row>_<name>.bin: float32 or int32) and
+// their description to dir/cases.json (row, op, dims, params, tensors), which tools/ref/kernels_ref.py reads; it
+// writes dir/<row>_<name>.ref.bin (float64) for each compared output.
+void write_torch_cases(const std::string& dir);
 
 // --perf: times every row of the given modes (kF64 rows time the CPU fp32 op; kCuda and kBf16 the CUDA ones) and prints
 // one line each (median of repeated runs). Returns the process exit code.

@@ -33,6 +33,7 @@ const std::vector<std::vector<int>> kMix = {{1, 40, 1, 1, 33, 24}, {100}, {60, 3
 const std::vector<std::vector<int>> kMix2 = {{1, 70, 1, 1, 27}, {100}};
 const std::vector<std::vector<int>> kOnes = {std::vector<int>(70, 1), {35, 35}};
 const std::vector<std::vector<int>> kRopeMix = {{1, 20, 16}, {37}};
+const std::vector<std::vector<int>> kPacked37 = {{5, 1, 20, 1, 10}, {1, 36}};
 
 std::vector<Case> build() {
     return {
@@ -288,6 +289,33 @@ std::vector<Case> build() {
         {.op = "sgd", .d = {.N = 70001, .reps = 3}, .modes = kCuda, .variant = "nesterov"},
         {.op = "sgd", .d = {.N = 70001, .reps = 3}, .modes = kCuda, .variant = "dampening"},
         {.op = "sgd", .d = {.N = 70001, .reps = 3}, .modes = kCuda, .variant = "plain"},
+
+        // Against PyTorch (kernels_reference_test): GPT-2-like sizes with odd T = 37 and the real GPT-2 vocabulary
+        // (V = 50257 padded to 50304); the LLaMA ops at grouped-query heads (6 query on 2 kv), RoPE with Llama 3's
+        // theta from position 5; packed rows of examples of lengths 5,1,20,1,10 and 1,36 (position_ids restarting at
+        // 0 per example). LayerNorm at eps 1e-5 and 0.1 (inputs of variance ~4: rstd moves by ~1.2%, so an eps that
+        // does not reach the kernel fails one of the two by far); the packed rows only match torch's block-diagonal
+        // mask (plain causal attention differs from it by O(1) on these lengths).
+        {.op = "encoder", .d = {.B = 2, .T = 37, .C = 48, .V = 50257, .maxT = 40}, .modes = kF64 | kTorch},
+        {.op = "layernorm", .d = {.B = 2, .T = 37, .C = 48, .eps = 1e-5}, .modes = kF64 | kTorch},
+        {.op = "layernorm", .d = {.B = 2, .T = 37, .C = 48}, .modes = kF64 | kTorch},
+        {.op = "matmul", .d = {.B = 2, .T = 37, .C = 48, .OC = 192}, .modes = kF64 | kTorch},
+        {.op = "attention", .d = {.B = 2, .T = 37, .C = 48, .NH = 4, .t0 = 12}, .modes = kF64 | kTorch},
+        {.op = "attention", .d = {.B = 2, .T = 37, .C = 96, .NH = 6, .KV = 2, .t0 = 12}, .modes = kF64 | kTorch},
+        {.op = "attention", .d = {.T = 37, .C = 64, .NH = 4, .KV = 2}, .modes = kTorch, .packing = kPacked37},
+        {.op = "attention", .d = {.T = 37, .C = 48, .NH = 4}, .modes = kTorch, .packing = kPacked37},
+        {.op = "gelu", .d = {.N = 2 * 37 * 192}, .modes = kF64 | kTorch},
+        {.op = "classifier_forward", .d = {.B = 2, .T = 37, .V = 50257, .Vp = 50304}, .modes = kF64 | kTorch},
+        {.op = "classifier", .d = {.B = 2, .T = 37, .V = 50257, .Vp = 50304}, .modes = kF64 | kTorch},
+        {.op = "adamw", .d = {.N = 1000}, .modes = kTorch},
+        {.op = "sum_squares", .d = {.N = 2 * 37 * 48 + 192}, .modes = kF64 | kTorch},
+        {.op = "rmsnorm", .d = {.B = 2, .T = 37, .C = 48, .eps = 1e-5}, .modes = kF64 | kTorch},
+        {.op = "residual_rmsnorm", .d = {.B = 2, .T = 37, .C = 48, .eps = 1e-5}, .modes = kF64 | kTorch},
+        {.op = "swiglu", .d = {.F = 40, .N = 2 * 37}, .modes = kF64 | kTorch},
+        {.op = "rope", .d = {.B = 2, .T = 37, .C = 96, .NH = 6, .KV = 2, .maxT = 45, .pos0 = 5, .theta = 500000.0},
+         .modes = kF64 | kTorch},
+        {.op = "rope", .d = {.T = 37, .C = 96, .NH = 6, .KV = 2, .maxT = 45, .theta = 500000.0}, .modes = kTorch,
+         .packing = kPacked37},
     };
 }
 

@@ -121,10 +121,12 @@ struct Dims {
     int reps = 1;            // how many times the op's calls repeat in one run (+= twice;
                              // optimizer steps)
     double theta = 10000.0;  // RoPE's base
+    double eps = 0.1;        // norms' eps: not a model's 1e-5, so a kernel that drops or hard-codes eps fails
     bool bias = true;
 };
 
-enum Modes : unsigned { kF64 = 1, kCuda = 2, kBf16 = 4 };
+// kTorch: CPU fp32 vs PyTorch in float64 (kernels_reference_test, tools/ref/kernels_ref.py).
+enum Modes : unsigned { kF64 = 1, kCuda = 2, kBf16 = 4, kTorch = 8 };
 enum Flags : unsigned {
     kTwice = 1,     // CUDA: run twice from the same inputs, both runs compared
     kSameBits = 2,  // with kTwice: the two runs' outputs equal bit for bit (but `unordered`)
@@ -153,6 +155,7 @@ struct Call {
     std::function<void(Ref64&)> f64 = {};                                     // empty: no float64 reference
     std::function<void(const Values& in, const Values& gpu)> gpu_check = {};  // invariants of a CUDA run alone
     std::vector<std::pair<std::string, Tol>> scalars = {};                    // scalars the op returns (Run::scalar)
+    std::map<std::string, double> params = {};  // the op's constants, for the PyTorch reference script
 };
 
 struct OpDef {

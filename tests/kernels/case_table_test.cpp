@@ -10,13 +10,6 @@
 namespace llmt::kernels::cases {
 namespace {
 
-std::vector<size_t> rows_of(unsigned mode) {
-    std::vector<size_t> r;
-    for (size_t i = 0; i < kernel_cases().size(); i++)
-        if (kernel_cases()[i].modes & mode) r.push_back(i);
-    return r;
-}
-
 class CpuVsFloat64 : public ::testing::TestWithParam<size_t> {};
 
 TEST_P(CpuVsFloat64, MatchesReference) {
