@@ -238,7 +238,7 @@ std::string_view mode_name(Modes m) {
 }
 
 // got vs want for every compared output of the row; prints each error so the margin shows in the log.
-void expect_close(size_t index, const Case& c, const Call& k, Modes mode, const Values& got,
+void expect_close(size_t index, const Case& c, const Call& k, Modes mode, const Values& in, const Values& got,
                   const std::map<std::string, std::vector<double>>& want, const std::map<std::string, double>& want_s,
                   const std::string& suffix = "") {
     const std::string row = fmt::format("#{} {}{}", index, describe(c), suffix);
@@ -269,6 +269,18 @@ void expect_close(size_t index, const Case& c, const Call& k, Modes mode, const 
         std::printf("[%s] %-60s %-12s max rel err %.3e (tol %.0e)\n", mode_name(mode).data(), row.c_str(),
                     a.name.c_str(), e, tol);
         EXPECT_LE(e, tol) << row << " " << a.name;
+        if (a.delta_tol > 0.0) {  // the change from the start value alone (an update far smaller than the value)
+            const std::vector<float>& s0 = in.f.at(a.name);
+            std::vector<double> dg(g.size()), dw(g.size());
+            for (size_t i = 0; i < g.size(); i++) {
+                dg[i] = static_cast<double>(g[i]) - s0[i];
+                dw[i] = w->second[i] - s0[i];
+            }
+            const double de = test::rel_err(dg, dw);
+            std::printf("[%s] %-60s %-12s max rel err %.3e (tol %.0e)\n", mode_name(mode).data(), row.c_str(),
+                        (a.name + " change").c_str(), de, a.delta_tol);
+            EXPECT_LE(de, a.delta_tol) << row << " " << a.name << " change";
+        }
     }
     for (const auto& [name, tol] : k.scalars) {
         const double g = got.scalars.at(name), w = want_s.at(name);
@@ -374,24 +386,24 @@ void check_row(size_t index, Modes mode, const std::string& torch_dir) {
                 want[a.name] = read_doubles(fmt::format("{}/{}_{}.ref.bin", torch_dir, index, a.name), numel(a));
         for (const auto& [name, tol] : k.scalars)
             want_s[name] = read_doubles(fmt::format("{}/{}_{}.ref.bin", torch_dir, index, name), 1)[0];
-        expect_close(index, c, k, mode, got, want, want_s);
+        expect_close(index, c, k, mode, in, got, want, want_s);
         return;
     }
     if (mode == kF64) {
         ASSERT_TRUE(static_cast<bool>(k.f64)) << describe(c) << ": kF64 row of an op without a float64 reference";
         const Values got = run_cpu(k, in, false, seed, nullptr);
         const Ref64 want = run_f64(k, in);
-        expect_close(index, c, k, mode, got, want.f, want.scalars);
+        expect_close(index, c, k, mode, in, got, want.f, want.scalars);
         return;
     }
     const Values gpu = run_cuda(k, in, bf16, seed);
     const Values cpu = run_cpu(k, in, bf16, seed, bf16 ? &gpu : nullptr);
     const auto want = widened(cpu);
-    expect_close(index, c, k, mode, gpu, want, cpu.scalars);
+    expect_close(index, c, k, mode, in, gpu, want, cpu.scalars);
     if (k.gpu_check) k.gpu_check(in, gpu);
     if (c.flags & kTwice) {
         const Values again = run_cuda(k, in, bf16, seed);
-        expect_close(index, c, k, mode, again, want, cpu.scalars, " (run 2)");
+        expect_close(index, c, k, mode, in, again, want, cpu.scalars, " (run 2)");
         if (!(c.flags & kSameBits)) return;
         for (const auto& [name, v] : gpu.f) {
             if (name == c.unordered) continue;

@@ -76,6 +76,9 @@ struct Arg {
     std::function<void(std::vector<float>&)> shape_values = {};  // applied to the random values (before rounding)
     std::function<void(std::vector<int32_t>&)> shape_ids = {};   // applied to random ids (ignored targets)
     bool unchanged = false;                                      // CUDA runs: must be bit for bit what was uploaded
+    // > 0: also compare the change from the start value (kInOut), to this tolerance: an update far smaller than
+    // the value it is added to would hide under the value's tolerance.
+    double delta_tol = 0.0;
 };
 
 // Host values of one run, by tensor name: floats (bf16 tensors widened), ids, and scalars an op returns.
