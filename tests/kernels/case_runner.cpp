@@ -475,7 +475,7 @@ double median_seconds(const Call& k, Run& r, Device device) {
 
 }  // namespace
 
-int perf_main(unsigned modes) {
+int perf_main(unsigned modes, const std::string& op) {
     if ((modes & (kCuda | kBf16)) && device_count(Device::kCuda) == 0) {
         std::fprintf(stderr, "--perf: no CUDA device (or built without CUDA)\n");
         return 1;
@@ -484,6 +484,7 @@ int perf_main(unsigned modes) {
     const auto& rows = kernel_cases();
     for (size_t i = 0; i < rows.size(); i++) {
         const Case& c = rows[i];
+        if (!op.empty() && op != c.op) continue;
         for (const Modes m : {kF64, kCuda, kBf16}) {
             if (!(modes & m) || !(c.modes & m)) continue;
             const Call k = op_def(c.op).build(c);
@@ -513,7 +514,7 @@ int perf_main(unsigned modes) {
 
 int case_table_main(int argc, char** argv, unsigned perf_modes) {
     for (int i = 1; i < argc; i++)
-        if (std::string_view(argv[i]) == "--perf") return perf_main(perf_modes);
+        if (std::string_view(argv[i]) == "--perf") return perf_main(perf_modes, i + 1 < argc ? argv[i + 1] : "");
     ::testing::InitGoogleTest(&argc, argv);
     return RUN_ALL_TESTS();
 }

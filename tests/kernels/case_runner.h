@@ -28,10 +28,10 @@ void check_row(size_t index, Modes mode, const std::string& torch_dir = "");
 void write_torch_cases(const std::string& dir);
 
 // --perf: times every row of the given modes (kF64 rows time the CPU fp32 op; kCuda and kBf16 the CUDA ones) and prints
-// one line each (median of repeated runs). Returns the process exit code.
-int perf_main(unsigned modes);
+// one line each (median of repeated runs); with `op`, only that op's rows. Returns the process exit code.
+int perf_main(unsigned modes, const std::string& op = "");
 
-// main() of both case-table binaries: --perf times, anything else runs the gtest cases.
+// main() of both case-table binaries: `--perf [OP]` times, anything else runs the gtest cases.
 int case_table_main(int argc, char** argv, unsigned perf_modes);
 
 }  // namespace llmt::kernels::cases
