@@ -30,7 +30,8 @@ void encoder_backward(F* dwte, F* dwpe, const F* dout, const int32_t* inp, int B
 }
 
 template <typename F>
-void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* w, const F* bias, int N, int C) {
+void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* w, const F* bias, int N, int C,
+                       F eps = F(1e-5)) {
     for (int r = 0; r < N; r++) {
         const F* x = inp + r * C;
         F m = 0;
@@ -39,7 +40,7 @@ void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* w, const
         F v = 0;
         for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
         v /= C;
-        const F s = F(1) / std::sqrt(v + F(1e-5));
+        const F s = F(1) / std::sqrt(v + eps);
         for (int c = 0; c < C; c++) out[r * C + c] = (x[c] - m) * s * w[c] + bias[c];
         mean[r] = m;
         rstd[r] = s;
@@ -48,7 +49,8 @@ void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* w, const
 
 // Gradients overwritten (=).
 template <typename F>
-void layernorm_backward(F* dinp, F* dw, F* db, const F* dout, const F* inp, const F* w, int N, int C) {
+void layernorm_backward(F* dinp, F* dw, F* db, const F* dout, const F* inp, const F* w, int N, int C,
+                        F eps = F(1e-5)) {
     for (int c = 0; c < C; c++) dw[c] = db[c] = 0;
     for (int r = 0; r < N; r++) {
         const F* x = inp + r * C;
@@ -59,7 +61,7 @@ void layernorm_backward(F* dinp, F* dw, F* db, const F* dout, const F* inp, cons
         F v = 0;
         for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
         v /= C;
-        const F s = F(1) / std::sqrt(v + F(1e-5));
+        const F s = F(1) / std::sqrt(v + eps);
         // Direct chain rule through n_c = (x_c - m) s: dx_i = s (g_i - mean(g) - n_i mean(g n)), g = dy w.
         F mg = 0, mgn = 0;
         for (int c = 0; c < C; c++) {

@@ -3,8 +3,8 @@
 # LLaMA model's CUDA-vs-CPU step test, the backward under compute-sanitizer memcheck and racecheck, then
 # bench/llama_ops_gpu at 8192 and 16384 rows (src's rmsnorm_backward beside the kernel lab's version 1, which it
 # replaced, and the lab's other rows per step); a short summary last, logs in $OUT.
-# Here: tools/gpu/pack.sh build/gpu-carry build/release/tests/kernels/cuda_ops_test \
-#   build/release/tests/kernels/cuda_ops_test_bf16 build/release/tests/models/llama_cuda_test \
+# Here: tools/gpu/pack.sh build/gpu-carry build/release/tests/kernels/cuda_case_table_test \
+#   build/release/tests/models/llama_cuda_test \
 #   build/release/bench/llama_ops_gpu/llama_ops_gpu_bench
 # There (carry build/gpu-carry.tgz): bash tools/gpu/rmsnorm_check.sh. SANITIZE=0 skips the sanitizers;
 # STEP_TIMEOUT (seconds, default 80) bounds each of the 7 runs, so that even all of them stuck fit one
@@ -16,8 +16,9 @@ rm -rf /tmp/g  # env.sh unpacks only into an empty /tmp/g: never test binaries a
 source tools/gpu/env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader
 bin=/tmp/g/bin
-fp32_filter='CudaOps.RmsNorm*'
-bf16_filter='CudaBf16Ops.LlamaOps:CudaBf16Ops.RmsNormBackwardShapes'
+fp32_filter='CaseTable/CudaVsCpu.Matches/*rmsnorm_*'
+bf16_filter='CaseTable/Bf16VsCpu.Matches/*rmsnorm_*:CaseTable/Bf16VsCpu.Matches/swiglu_*'
+bf16_filter+=':CaseTable/Bf16VsCpu.Matches/rope_*'
 declare -A status
 # run NAME CMD...: CMD's output to $OUT/NAME.log, its exit status to status[NAME].
 run() {
@@ -27,15 +28,15 @@ run() {
   status[$name]=$?
   echo "== $name rc=${status[$name]}"
 }
-run test_fp32 "$bin/cuda_ops_test" --gtest_filter="$fp32_filter"
-run test_bf16 "$bin/cuda_ops_test_bf16" --gtest_filter="$bf16_filter"
+run test_fp32 "$bin/cuda_case_table_test" --gtest_filter="$fp32_filter"
+run test_bf16 "$bin/cuda_case_table_test" --gtest_filter="$bf16_filter"
 run test_llama "$bin/llama_cuda_test"
 if [ "${SANITIZE:-1}" = 1 ]; then
   san=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
   if [ -n "$san" ]; then
-    run memcheck env LLMTRAIN_CUDA_SYNC=1 "$san" --tool memcheck --error-exitcode 99 "$bin/cuda_ops_test" \
+    run memcheck env LLMTRAIN_CUDA_SYNC=1 "$san" --tool memcheck --error-exitcode 99 "$bin/cuda_case_table_test" \
       --gtest_filter="$fp32_filter"
-    run racecheck "$san" --tool racecheck --error-exitcode 99 "$bin/cuda_ops_test" --gtest_filter="$fp32_filter"
+    run racecheck "$san" --tool racecheck --error-exitcode 99 "$bin/cuda_case_table_test" --gtest_filter="$fp32_filter"
   else
     echo "compute-sanitizer not found: sanitizers skipped"
   fi

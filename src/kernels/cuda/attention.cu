@@ -155,6 +155,47 @@ __global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qk
     }
 }
 
+// The terms of key row j (k, v staged in sk, sv) from the query rows t >= j of one query head (q at base + t*C3,
+// out and dout rows at obase, dobase + t*C, lse row lrow), 32 rows at a time (one per lane), added to dk and dv
+// (lane owning head dims lane + 32 r): p = exp(q.k scale - lse), dv += p dout, dk += p (dout.v - dout.out) q.
+// kPacked: only the rows whose example contains j, ending at the first 32 rows without one.
+template <int DPL, typename T, bool kPacked>
+__device__ __forceinline__ void key_row_terms(float (&dk)[DPL], float (&dv)[DPL], const float* sk, const float* sv,
+                                              const T* base, const T* obase, const T* dobase, const float* lrow,
+                                              const int32_t* positions, int b, int j, int T_, int C, long C3, int HS,
+                                              float scale, int lane) {
+    for (int tb = j; tb < T_; tb += 32) {
+        const int t = tb + lane;
+        float p = 0.0f, ds = 0.0f;
+        bool in = t < T_;
+        if constexpr (kPacked) {
+            in = in && t - positions[static_cast<long>(b) * T_ + t] <= j;
+            if (!__any_sync(kFullMask, in)) break;  // every later row starts its example after j too
+        }
+        if (in) {
+            const T* q = base + t * C3;
+            const T* go = dobase + static_cast<long>(t) * C;
+            p = expf(dot(sk, q, HS) * scale - lrow[t]);
+            ds = p * (dot(sv, go, HS) - dot(go, obase + static_cast<long>(t) * C, HS));
+        }
+        const int n = min(32, T_ - tb);
+        for (int tt = 0; tt < n; tt++) {
+            const float pt = __shfl_sync(kFullMask, p, tt);
+            const float dst = __shfl_sync(kFullMask, ds, tt);
+            const T* q = base + (tb + tt) * C3;
+            const T* go = dobase + static_cast<long>(tb + tt) * C;
+#pragma unroll
+            for (int r = 0; r < DPL; r++) {
+                const int d = lane + 32 * r;
+                if (d < HS) {
+                    dv[r] += pt * ldf(go[d]);
+                    dk[r] += dst * ldf(q[d]);
+                }
+            }
+        }
+    }
+}
+
 // dk, dv: one warp per key row j, over query rows t >= j, 32 at a time (one per lane). kPacked: only the rows
 // whose example contains j (lo(t) <= j), ending at the first 32 rows without one.
 template <int DPL, typename T, bool kPacked>
@@ -184,36 +225,8 @@ __global__ void attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* q
     float dk[DPL], dv[DPL];
 #pragma unroll
     for (int r = 0; r < DPL; r++) dk[r] = dv[r] = 0.0f;
-    for (int tb = j; tb < T_; tb += 32) {
-        const int t = tb + lane;
-        float p = 0.0f, ds = 0.0f;
-        bool in = t < T_;
-        if constexpr (kPacked) {
-            in = in && t - positions[static_cast<long>(b) * T_ + t] <= j;
-            if (!__any_sync(kFullMask, in)) break;  // every later row starts its example after j too
-        }
-        if (in) {
-            const T* q = base + t * C3;
-            const T* go = dobase + static_cast<long>(t) * C;
-            p = expf(dot(sk[warp], q, HS) * scale - lrow[t]);
-            ds = p * (dot(sv[warp], go, HS) - dot(go, obase + static_cast<long>(t) * C, HS));
-        }
-        const int n = min(32, T_ - tb);
-        for (int tt = 0; tt < n; tt++) {
-            const float pt = __shfl_sync(kFullMask, p, tt);
-            const float dst = __shfl_sync(kFullMask, ds, tt);
-            const T* q = base + (tb + tt) * C3;
-            const T* go = dobase + static_cast<long>(tb + tt) * C;
-#pragma unroll
-            for (int r = 0; r < DPL; r++) {
-                const int d = lane + 32 * r;
-                if (d < HS) {
-                    dv[r] += pt * ldf(go[d]);
-                    dk[r] += dst * ldf(q[d]);
-                }
-            }
-        }
-    }
+    key_row_terms<DPL, T, kPacked>(dk, dv, sk[warp], sv[warp], base, obase, dobase, lrow, positions, b, j, T_, C, C3,
+                                   HS, scale, lane);
     T* dkp = dqkv + (static_cast<long>(b) * T_ + j) * C3 + C + h * HS;
 #pragma unroll
     for (int r = 0; r < DPL; r++) {
@@ -256,36 +269,8 @@ __global__ void attention_backward_dkv_gqa_kernel(T* dqkv, const T* dout, const 
         const T* obase = out + static_cast<long>(b) * T_ * C + h * HS;
         const T* dobase = dout + static_cast<long>(b) * T_ * C + h * HS;
         const float* lrow = lse + (static_cast<long>(b) * NH + h) * T_;
-        for (int tb = j; tb < T_; tb += 32) {
-            const int t = tb + lane;
-            float p = 0.0f, ds = 0.0f;
-            bool in = t < T_;
-            if constexpr (kPacked) {
-                in = in && t - positions[static_cast<long>(b) * T_ + t] <= j;
-                if (!__any_sync(kFullMask, in)) break;  // every later row starts its example after j too
-            }
-            if (in) {
-                const T* q = base + t * C3;
-                const T* go = dobase + static_cast<long>(t) * C;
-                p = expf(dot(sk[warp], q, HS) * scale - lrow[t]);
-                ds = p * (dot(sv[warp], go, HS) - dot(go, obase + static_cast<long>(t) * C, HS));
-            }
-            const int n = min(32, T_ - tb);
-            for (int tt = 0; tt < n; tt++) {
-                const float pt = __shfl_sync(kFullMask, p, tt);
-                const float dst = __shfl_sync(kFullMask, ds, tt);
-                const T* q = base + (tb + tt) * C3;
-                const T* go = dobase + static_cast<long>(tb + tt) * C;
-#pragma unroll
-                for (int r = 0; r < DPL; r++) {
-                    const int d = lane + 32 * r;
-                    if (d < HS) {
-                        dv[r] += pt * ldf(go[d]);
-                        dk[r] += dst * ldf(q[d]);
-                    }
-                }
-            }
-        }
+        key_row_terms<DPL, T, kPacked>(dk, dv, sk[warp], sv[warp], base, obase, dobase, lrow, positions, b, j, T_, C,
+                                       C3, HS, scale, lane);
     }
     T* dkp = dqkv + (static_cast<long>(b) * T_ + j) * C3 + C + g * HS;
 #pragma unroll

@@ -306,6 +306,22 @@ Desc masked_scores(GraphBuilder& g, const Shape& sh, Desc q, Desc kt, Desc scale
     return g.causal_mask(scaled, sh.scores(), sh.scores_strides(), neg_big);
 }
 
+// A key or value gradient, grad (B,KV,T,HS) = x^T y: x (B,NH,T,T) fp32 scores seen transposed as bf16, y a
+// (B,NH,T,HS) operand. With KV < NH the product is first formed per query head (virtual bf16 (B,NH,T,HS), as the
+// frontend's dV_fullhead / dK_fullhead) and summed over each kv head's group by an ADD reduction.
+void kv_gradient(GraphBuilder& g, const Shape& sh, Desc x, Desc y, Desc grad) {
+    Desc x_t = g.virt(CUDNN_DATA_BFLOAT16, {sh.B, sh.NH, sh.T, sh.T}, sh.scores_t_strides());
+    g.reshape(x, x_t);
+    if (sh.KV == sh.NH) {
+        g.matmul(x_t, y, grad);
+        return;
+    }
+    const Dims full_strides = {sh.NH * sh.T * sh.HS, sh.T * sh.HS, sh.HS, 1};  // (B,NH,T,HS) per query head
+    Desc full = g.virt(CUDNN_DATA_BFLOAT16, sh.bhsd(), full_strides);
+    g.matmul(x_t, y, full);
+    g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, grad);
+}
+
 // Forward: O = softmax(S) V, and Stats = max + log(sum(exp(S - max))) per row (the natural-log LSE).
 // The softmax is the frontend's composite (max, sub, exp, sum, log, add, div); P is bf16 for the second GEMM.
 void build_forward(GraphBuilder& g, const Shape& sh) {
@@ -348,9 +364,7 @@ void build_backward(GraphBuilder& g, const Shape& sh) {
     Desc dq = g.tensor(kDQ, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());
     Desc dk = g.tensor(kDK, CUDNN_DATA_BFLOAT16, sh.kv_bhsd(), sh.qkv_strides());
     Desc dv = g.tensor(kDV, CUDNN_DATA_BFLOAT16, sh.kv_bhsd(), sh.qkv_strides());
-    const bool gqa = sh.KV != sh.NH;
-    const Dims full_strides = {sh.NH * sh.T * sh.HS, sh.T * sh.HS, sh.HS, 1};  // (B,NH,T,HS) per query head
-    const int64_t B = sh.B, NH = sh.NH, T = sh.T, HS = sh.HS;
+    const int64_t NH = sh.NH, T = sh.T, HS = sh.HS;
     Desc dq_accum = g.tensor(kDQAccum, CUDNN_DATA_FLOAT, sh.bhsd(), {NH * T * HS, T * HS, HS, 1}, false, false, true);
     Desc scale = g.scalar(kScale), neg_big = g.scalar(kNegBig), one = g.scalar(kOne);
 
@@ -368,15 +382,7 @@ void build_backward(GraphBuilder& g, const Shape& sh) {
     Desc p = g.virt(CUDNN_DATA_FLOAT, sh.scores(), sh.scores_strides());
     g.pointwise(CUDNN_POINTWISE_EXP, centered, nullptr, p);
 
-    Desc p_t = g.virt(CUDNN_DATA_BFLOAT16, {B, NH, T, T}, sh.scores_t_strides());
-    g.reshape(p, p_t);
-    if (gqa) {
-        Desc dv_full = g.virt(CUDNN_DATA_BFLOAT16, sh.bhsd(), full_strides);
-        g.matmul(p_t, d_o, dv_full);
-        g.reduction(CUDNN_REDUCE_TENSOR_ADD, dv_full, dv);
-    } else {
-        g.matmul(p_t, d_o, dv);
-    }
+    kv_gradient(g, sh, p, d_o, dv);  // dV = P^T dO
 
     Desc dp = g.virt(CUDNN_DATA_FLOAT, sh.scores(), sh.scores_strides());
     g.matmul(d_o, vt, dp);
@@ -389,15 +395,7 @@ void build_backward(GraphBuilder& g, const Shape& sh) {
     Desc ds = g.virt(CUDNN_DATA_FLOAT, sh.scores(), sh.scores_strides());
     g.pointwise(CUDNN_POINTWISE_MUL, ds_unscaled, scale, ds);
 
-    Desc ds_t = g.virt(CUDNN_DATA_BFLOAT16, {B, NH, T, T}, sh.scores_t_strides());
-    g.reshape(ds, ds_t);
-    if (gqa) {
-        Desc dk_full = g.virt(CUDNN_DATA_BFLOAT16, sh.bhsd(), full_strides);
-        g.matmul(ds_t, q, dk_full);
-        g.reduction(CUDNN_REDUCE_TENSOR_ADD, dk_full, dk);
-    } else {
-        g.matmul(ds_t, q, dk);
-    }
+    kv_gradient(g, sh, ds, q, dk);  // dK = dS^T Q
 
     Desc k = g.virt(CUDNN_DATA_FLOAT, sh.kv_bhsd(), sh.qkv_strides());  // K^T seen as K (the frontend's dtype)
     g.reshape(kt, k);

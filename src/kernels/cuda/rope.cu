@@ -4,6 +4,7 @@
 // (a few KiB per position: L1/L2 hits). In place: each thread reads its pairs before writing them.
 #include <cstdint>
 
+#include "kernels/cuda/chunk.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/runtime.h"
@@ -12,33 +13,6 @@ namespace llmt::kernels::cuda {
 namespace {
 
 constexpr int kBlock = 256;
-
-template <typename T, int V>
-struct alignas(V * sizeof(T) == 16 ? 16 : alignof(T)) Chunk {
-    T e[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ Chunk<T, V> load(const T* p) {
-    Chunk<T, V> c;
-    if constexpr (V * sizeof(T) == 16) {
-        *reinterpret_cast<uint4*>(c.e) = *reinterpret_cast<const uint4*>(p);
-    } else {
-#pragma unroll
-        for (int q = 0; q < V; q++) c.e[q] = p[q];
-    }
-    return c;
-}
-
-template <typename T, int V>
-__device__ __forceinline__ void store(T* p, const Chunk<T, V>& c) {
-    if constexpr (V * sizeof(T) == 16) {
-        *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(c.e);
-    } else {
-#pragma unroll
-        for (int q = 0; q < V; q++) p[q] = c.e[q];
-    }
-}
 
 // sign +1: rotate by a (forward); -1: by -a (backward). Rows of qkv: T per batch; row t uses table row pos0 + t,
 // or with kPos row r = (b, t) table row positions[r] (kPos false: no position table is read).
@@ -58,7 +32,7 @@ __global__ void rope_kernel(T* qkv, const float* rope, long rows, int T_, int he
         else cs = rope + static_cast<long>(pos0 + static_cast<int>(row % T_)) * HS + k;
         const float* sn = cs + half;
         T* x = qkv + row * C3 + static_cast<long>(h) * HS + k;
-        const Chunk<T, V> a = load<T, V>(x), b = load<T, V>(x + half);
+        const Chunk<T, V> a = load_chunk<T, V>(x), b = load_chunk<T, V>(x + half);
         Chunk<T, V> ya, yb;
 #pragma unroll
         for (int q = 0; q < V; q++) {
@@ -67,8 +41,8 @@ __global__ void rope_kernel(T* qkv, const float* rope, long rows, int T_, int he
             ya.e[q] = cvt<T>(x0 * c - x1 * s);
             yb.e[q] = cvt<T>(x1 * c + x0 * s);
         }
-        store<T, V>(x, ya);
-        store<T, V>(x + half, yb);
+        store_chunk<T, V>(x, ya);
+        store_chunk<T, V>(x + half, yb);
     }
 }
 

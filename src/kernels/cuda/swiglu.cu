@@ -3,6 +3,7 @@
 // Accurate expf (not __expf), so fp32 results track the CPU kernel's libm exp to a few ulp.
 #include <cstdint>
 
+#include "kernels/cuda/chunk.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/runtime.h"
 #include "kernels/cuda/swiglu.h"
@@ -19,46 +20,19 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-
 
 // V elements per thread (V = 16 / sizeof(T) with 16-byte accesses, or 1). F % V == 0.
 template <typename T, int V>
-struct alignas(V * sizeof(T) == 16 ? 16 : alignof(T)) Chunk {
-    T e[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ Chunk<T, V> load(const T* p) {
-    Chunk<T, V> c;
-    if constexpr (V * sizeof(T) == 16) {
-        *reinterpret_cast<uint4*>(c.e) = *reinterpret_cast<const uint4*>(p);
-    } else {
-#pragma unroll
-        for (int q = 0; q < V; q++) c.e[q] = p[q];
-    }
-    return c;
-}
-
-template <typename T, int V>
-__device__ __forceinline__ void store(T* p, const Chunk<T, V>& c) {
-    if constexpr (V * sizeof(T) == 16) {
-        *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(c.e);
-    } else {
-#pragma unroll
-        for (int q = 0; q < V; q++) p[q] = c.e[q];
-    }
-}
-
-template <typename T, int V>
 __global__ void swiglu_forward_kernel(T* out, const T* inp, long n_chunks, int F) {
     const int per_row = F / V;
     LLMT_GRID_STRIDE(i, n_chunks) {
         const long r = i / per_row, j = (i % per_row) * V;
         const T* g = inp + r * 2 * F + j;
-        const Chunk<T, V> gc = load<T, V>(g), uc = load<T, V>(g + F);
+        const Chunk<T, V> gc = load_chunk<T, V>(g), uc = load_chunk<T, V>(g + F);
         Chunk<T, V> o;
 #pragma unroll
         for (int q = 0; q < V; q++) {
             const float x = ldf(gc.e[q]);
             o.e[q] = cvt<T>(x * sigmoid(x) * ldf(uc.e[q]));
         }
-        store<T, V>(out + r * F + j, o);
+        store_chunk<T, V>(out + r * F + j, o);
     }
 }
 
@@ -69,7 +43,8 @@ __global__ void swiglu_backward_kernel(T* dinp, const T* dout, const T* inp, lon
     LLMT_GRID_STRIDE(i, n_chunks) {
         const long r = i / per_row, j = (i % per_row) * V;
         const T* g = inp + r * 2 * F + j;
-        const Chunk<T, V> gc = load<T, V>(g), uc = load<T, V>(g + F), dc = load<T, V>(dout + r * F + j);
+        const Chunk<T, V> gc = load_chunk<T, V>(g), uc = load_chunk<T, V>(g + F);
+        const Chunk<T, V> dc = load_chunk<T, V>(dout + r * F + j);
         Chunk<T, V> dg, du;
 #pragma unroll
         for (int q = 0; q < V; q++) {
@@ -79,8 +54,8 @@ __global__ void swiglu_backward_kernel(T* dinp, const T* dout, const T* inp, lon
             du.e[q] = cvt<T>(dy * (x * s));
         }
         T* d = dinp + r * 2 * F + j;
-        store<T, V>(d, dg);
-        store<T, V>(d + F, du);
+        store_chunk<T, V>(d, dg);
+        store_chunk<T, V>(d + F, du);
     }
 }
 
