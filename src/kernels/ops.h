@@ -221,7 +221,7 @@ void adamw_update_runs(Tensor params, Tensor m, Tensor v, Tensor grads, const Ad
 
 // cpu/sgd.h (torch.optim.SGD). params, grads (and buf, the momentum buffer: present exactly when
 // hp.momentum != 0): f32, same element count; the runs as adamw_update_runs takes them (decay false: weight
-// decay 0; elements outside every run untouched). params_lp (CUDA, optional): the bf16 compute copy.
+// decay 0; elements outside every run untouched). params_lp (optional, every device): the bf16 compute copy.
 void sgd_update_runs(Tensor params, Tensor buf, Tensor grads, const SgdParams& hp, const std::vector<AdamWRun>& runs,
                      Tensor params_lp = {});
 
