@@ -10,6 +10,7 @@
 #include "core/tensor.h"
 #include "dist/worker_store.h"
 #include "kernels/ops.h"
+#include "models/param_store.h"
 
 namespace llmt::train {
 

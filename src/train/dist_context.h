@@ -13,8 +13,11 @@
 #include "dist/env.h"
 #include "dist/process_group.h"
 #include "dist/store.h"
-#include "models/param_store.h"
 #include "optim/param_slots.h"
+
+namespace llmt::models {
+class ParamStore;
+}
 
 namespace llmt::train {
 
