@@ -93,7 +93,7 @@ nlohmann::json zero_stages(const config::Config& cfg, double gpu_bytes) {
         worlds.push_back(n);
         nlohmann::json r = {{"world_size", n}};
         using train::ZeroStage;
-        for (auto s : {ZeroStage::k0, ZeroStage::k1, ZeroStage::k1ShardedMaster, ZeroStage::k3}) {
+        for (auto s : {ZeroStage::k0, ZeroStage::k1, ZeroStage::k3}) {
             const train::StageCost c = train::stage_cost(m, s, n);
             r[std::string("stage ") + train::zero_stage_name(s)] = {{"bytes_per_gpu", c.bytes_per_gpu},
                                                                     {"comm_bytes_per_step", c.comm_bytes}};
@@ -113,15 +113,14 @@ void print_zero_stages(const nlohmann::json& z) {
                "state; activations {:.1f} GB more) and GB each GPU sends per step; docs/distributed.md \"Scale on "
                "paper\":\n",
                z["parameters"].get<double>(), z["activations_bytes"].get<double>() / kGB);
-    fmt::print("{:>6} {:>10} {:>10} {:>22} {:>10} {:>11} {:>8}\n", "GPUs", "stage 0", "stage 1", "1 (sharded masters)",
-               "stage 3", "sent 0, 3", "sent 1");
+    fmt::print("{:>6} {:>10} {:>10} {:>10} {:>11} {:>8}\n", "GPUs", "stage 0", "stage 1", "stage 3", "sent 0, 3",
+               "sent 1");
     auto gb = [&](const nlohmann::json& r, const char* stage, const char* what) {
         return r[stage][what].get<double>() / kGB;
     };
     for (const auto& r : z["rows"])
-        fmt::print("{:>6} {:>8.1f}GB {:>8.1f}GB {:>20.1f}GB {:>8.1f}GB {:>9.1f}GB {:>6.1f}GB\n",
-                   r["world_size"].get<int>(), gb(r, "stage 0", "bytes_per_gpu"), gb(r, "stage 1", "bytes_per_gpu"),
-                   gb(r, "stage 1 (sharded masters)", "bytes_per_gpu"), gb(r, "stage 3", "bytes_per_gpu"),
+        fmt::print("{:>6} {:>8.1f}GB {:>8.1f}GB {:>8.1f}GB {:>9.1f}GB {:>6.1f}GB\n", r["world_size"].get<int>(),
+                   gb(r, "stage 0", "bytes_per_gpu"), gb(r, "stage 1", "bytes_per_gpu"), gb(r, "stage 3", "bytes_per_gpu"),
                    gb(r, "stage 0", "comm_bytes_per_step"), gb(r, "stage 1", "comm_bytes_per_step"));
     const double gpu = z["gpu_bytes"].get<double>() / kGB;
     if (z["needs"].is_null())

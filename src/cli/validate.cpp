@@ -49,7 +49,12 @@ void register_validate(CLI::App& app, Runtime& rt) {
     cmd->add_option("--max-memory", *max_memory,
                     "refuse the config when training it needs more than SIZE per process (e.g. 64GiB); default: "
                     "the GPU's memory or the host's MemAvailable");
-    cmd->callback([opts, json, max_memory, &rt] {
+    auto world = std::make_shared<int>(1);
+    cmd->add_option("--world-size", *world,
+                    "size the memory for one rank of a job of N processes (dist.zero_stage: 1 shards the optimizer "
+                    "state and, under bf16, the fp32 master weights over them); default 1")
+        ->check(CLI::Range(1, 1 << 20));
+    cmd->callback([opts, json, max_memory, world, &rt] {
         try {
             auto cfg = load_config(*opts);
             if (!*json)
@@ -67,7 +72,7 @@ void register_validate(CLI::App& app, Runtime& rt) {
             std::optional<std::uint64_t> limit;
             if (!max_memory->empty()) limit = train::parse_memory_size(*max_memory);
             // Memory of a training process, estimated without allocating: a model that cannot fit is refused.
-            const train::MemoryCheck mem = train::check_config_memory(cfg, limit);
+            const train::MemoryCheck mem = train::check_config_memory(cfg, limit, *world);
             const auto& e = mem.estimate;
             if (*json) {
                 nlohmann::ordered_json j = {{"ok", true}, {"config", opts->path}, {"errors", nlohmann::json::array()},

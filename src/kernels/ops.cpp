@@ -551,6 +551,8 @@ void adamw_update_runs(Tensor params, Tensor m, Tensor v, Tensor grads, const Ad
         if (!r.decay) h.weight_decay = 0.0f;
         cpu::adamw_update(f(params) + r.begin, f(m) + r.begin, f(v) + r.begin, f(grads) + r.begin,
                           static_cast<size_t>(r.end - r.begin), h);
+        if (!params_lp.empty())  // the compute copy, as the CUDA kernel writes it in the same pass
+            for (int64_t i = r.begin; i < r.end; ++i) p<uint16_t>(params_lp)[i] = bf16_from_float(f(params)[i]);
     }
 }
 

@@ -209,8 +209,9 @@ void gather_images(Tensor out, const ImageTable& table, Tensor refs, const float
 // `bytes` from host memory to dst on `device` (a plain copy on the CPU); synchronous.
 void upload_bytes(Device device, void* dst, const void* src, size_t bytes);
 
-// cpu/adamw.h. params, m, v, grads: f32, same element count (any shape). params_lp (CUDA, optional): the
-// bf16 compute copy of params, rewritten from the updated values in the same pass.
+// cpu/adamw.h. params, m, v, grads: f32, same element count (any shape). params_lp (optional): the
+// bf16 compute copy of params, rewritten from the updated values (in the same pass on CUDA; adamw_update
+// writes it on CUDA only, adamw_update_runs and sgd_update_runs on every device).
 void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp, Tensor params_lp = {});
 // The same over runs of one flat buffer (sorted, disjoint [begin, end) element ranges inside it): a run with
 // decay false uses weight decay 0. Elements outside every run are untouched. One launch on CUDA (per 128
@@ -220,7 +221,7 @@ void adamw_update_runs(Tensor params, Tensor m, Tensor v, Tensor grads, const Ad
 
 // cpu/sgd.h (torch.optim.SGD). params, grads (and buf, the momentum buffer: present exactly when
 // hp.momentum != 0): f32, same element count; the runs as adamw_update_runs takes them (decay false: weight
-// decay 0; elements outside every run untouched). params_lp (CUDA, optional): the bf16 compute copy.
+// decay 0; elements outside every run untouched). params_lp (optional, every device): the bf16 compute copy.
 void sgd_update_runs(Tensor params, Tensor buf, Tensor grads, const SgdParams& hp, const std::vector<AdamWRun>& runs,
                      Tensor params_lp = {});
 

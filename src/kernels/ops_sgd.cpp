@@ -2,6 +2,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "core/bf16.h"
 #include "core/check.h"
 #include "kernels/cpu/sgd.h"
 #include "kernels/ops.h"
@@ -44,6 +45,8 @@ void sgd_update_runs(Tensor params, Tensor buf, Tensor grads, const SgdParams& h
         if (!r.decay) h.weight_decay = 0.0f;
         cpu::sgd_update(f(params) + r.begin, b ? b + r.begin : nullptr, f(grads) + r.begin,
                         static_cast<size_t>(r.end - r.begin), h);
+        if (!params_lp.empty())  // the compute copy, as the CUDA kernel writes it in the same pass
+            for (int64_t i = r.begin; i < r.end; ++i) p<uint16_t>(params_lp)[i] = bf16_from_float(f(params)[i]);
     }
 }
 

@@ -1,5 +1,6 @@
 #include "models/param_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -20,8 +21,6 @@ ParamId ParamStore::add(ParamSpec spec) {
 void ParamStore::layout(Device device, DType dtype, bool frozen) {
     LLMT_INTERNAL_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "model: compute dtype must be f32 or bf16, got {}",
                         dtype_name(dtype));
-    LLMT_INTERNAL_CHECK(dtype == DType::kF32 || device == Device::kCuda,
-                        "model: bf16 mixed precision runs on CUDA only (device {})", device_name(device));
     device_ = device;
     dtype_ = dtype;
     frozen_ = frozen;
@@ -37,7 +36,30 @@ void ParamStore::allocate() {
     if (params_lp_.size() > 0) params_lp_.allocate(true, device_);
 }
 
+void ParamStore::shard_masters(size_t begin, size_t end) {
+    LLMT_INTERNAL_CHECK(params_.allocated() && !frozen_ && dtype_ == DType::kBF16 && !sharded_,
+                        "param store: only an allocated, trained bf16 store shards its masters");
+    LLMT_INTERNAL_CHECK(begin < end && end <= arena_numel(), "param store: master slice [{}, {}) of an arena of {}",
+                        begin, end, arena_numel());
+    masters_.add("masters", {static_cast<int64_t>(end - begin)});
+    masters_.allocate(false, device_);
+    kernels::copy(masters_.view(size_t{0}), Tensor(static_cast<float*>(params_.data()) + begin,
+                                                   {static_cast<int64_t>(end - begin)}, DType::kF32, device_));
+    // The same layout without its buffer: offsets, shapes and names stay, the whole fp32 arena goes.
+    Arena layout;
+    for (const auto& e : params_.entries()) layout.add(e.name, std::vector<int64_t>(e.shape), e.dtype);
+    params_ = std::move(layout);
+    mbegin_ = begin;
+    mend_ = end;
+    sharded_ = true;
+}
+
+float* ParamStore::masters() const {
+    return static_cast<float*>(sharded_ ? masters_.data() : params_.data());
+}
+
 void ParamStore::write_f32(ParamId id, const float* host) {
+    if (sharded_) return write_sharded(id, host);
     Tensor t = params_.view(id);
     const int64_t n = t.numel();
     if (t.dtype == DType::kF32) {
@@ -49,7 +71,24 @@ void ParamStore::write_f32(ParamId id, const float* host) {
     kernels::copy(t, Tensor(lp.data(), {n}, DType::kBF16));
 }
 
+// Sharded masters: the compute copy of the whole tensor, and the masters of its elements inside the slice.
+void ParamStore::write_sharded(ParamId id, const float* host) {
+    const Tensor w = weight(id);
+    const int64_t n = w.numel();
+    std::vector<uint16_t> lp(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) lp[static_cast<size_t>(i)] = bf16_from_float(host[i]);
+    kernels::copy(w, Tensor(lp.data(), {n}, DType::kBF16));
+    const size_t first = params_.entry(id).offset / sizeof(float), last = first + static_cast<size_t>(n);
+    const size_t b = std::max(first, mbegin_), e = std::min(last, mend_);
+    if (b >= e) return;
+    kernels::copy(Tensor(static_cast<float*>(masters_.data()) + (b - mbegin_), {static_cast<int64_t>(e - b)},
+                         DType::kF32, device_),
+                  Tensor(const_cast<float*>(host) + (b - first), {static_cast<int64_t>(e - b)}));
+}
+
 std::vector<float> ParamStore::read_f32(ParamId id) const {
+    LLMT_INTERNAL_CHECK(!sharded_, "param store: `{}`'s fp32 masters are sharded over the ranks: gather them first",
+                        specs_[id].name);
     Tensor t = params_.view(id);
     const int64_t n = t.numel();
     std::vector<float> out(static_cast<size_t>(n));
@@ -64,10 +103,12 @@ std::vector<float> ParamStore::read_f32(ParamId id) const {
 }
 
 Tensor ParamStore::weight(ParamId id) const {
-    Tensor t = params_.view(id);
-    if (!params_lp_.allocated()) return t;
-    t.data = static_cast<uint16_t*>(params_lp_.data()) + params_.entry(id).offset / sizeof(float);  // same index
-    t.dtype = DType::kBF16;
+    if (!params_lp_.allocated()) return params_.view(id);
+    // The compute copy at the same index (the fp32 arena may be unallocated: sharded masters).
+    const Arena::Entry& e = params_.entry(id);
+    Tensor t(static_cast<uint16_t*>(params_lp_.data()) + e.offset / sizeof(float), {}, DType::kBF16, device_);
+    t.ndim = static_cast<int>(e.shape.size());
+    for (size_t d = 0; d < e.shape.size(); ++d) t.shape[d] = e.shape[d];
     return t;
 }
 
@@ -77,6 +118,12 @@ Tensor ParamStore::compute_params() const {
 
 void ParamStore::sync_compute_params() {
     if (!params_lp_.allocated()) return;
+    if (sharded_) {  // this rank's slice; the rest comes from the other ranks (an all-gather)
+        const auto n = static_cast<int64_t>(mend_ - mbegin_);
+        kernels::convert(Tensor(static_cast<uint16_t*>(params_lp_.data()) + mbegin_, {n}, DType::kBF16, device_),
+                         masters_.view(size_t{0}));
+        return;
+    }
     kernels::convert(params_lp_.view(size_t{0}),
                      Tensor(params_.data(), {static_cast<int64_t>(params_.nbytes() / sizeof(float))}, DType::kF32,
                             device_));
@@ -95,7 +142,8 @@ int64_t ParamStore::num_parameters() const {
 void ParamStore::init_random(uint64_t seed, double std, double residual_std) {
     for (size_t i = 0; i < specs_.size(); ++i) {
         const auto& s = specs_[i];
-        const int64_t n = params_.view(i).numel();
+        int64_t n = 1;
+        for (int64_t d : params_.entry(i).shape) n *= d;
         // Drawn on the host and copied: the same values on every backend.
         std::vector<float> host(static_cast<size_t>(n));
         float* p = host.data();

@@ -50,7 +50,8 @@ float* AdamW::v_data() const {
     return device_ == Device::kCpu ? v_.data() : static_cast<float*>(device_state_.view(size_t{1}).data);
 }
 
-void AdamW::step(float* params, const float* grads, float lr, float grad_scale, Tensor params_lp) {
+void AdamW::step(float* params, const float* grads, float lr, float grad_scale, Tensor params_lp, ParamsAt at) {
+    float* const slice_params = at == ParamsAt::kSlice ? params : params + begin_;
     LLMT_INTERNAL_CHECK(params_lp.empty() || (params_lp.dtype == DType::kBF16 && params_lp.numel() >= static_cast<std::int64_t>(end_)),
                "AdamW: the compute copy must be a bf16 view of the whole arena, got {}", params_lp.describe());
     ++step_;
@@ -73,7 +74,7 @@ void AdamW::step(float* params, const float* grads, float lr, float grad_scale, 
     if (!params_lp.empty())
         lp = Tensor(static_cast<std::uint16_t*>(params_lp.data) + begin_, {static_cast<std::int64_t>(n)}, DType::kBF16,
                     params_lp.device);
-    kernels::adamw_update_runs(flat(params + begin_, n, device_), flat(m_data(), n, device_),
+    kernels::adamw_update_runs(flat(slice_params, n, device_), flat(m_data(), n, device_),
                                flat(v_data(), n, device_), flat(const_cast<float*>(grads) + begin_, n, device_), hp,
                                runs, lp);
 }

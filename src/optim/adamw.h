@@ -37,8 +37,9 @@ public:
 
     // One optimizer step on params[begin, end) from grads[begin, end) (both full-arena pointers):
     // g = grads * grad_scale (the clipping coefficient), then the AdamW update with step count t+1.
-    // params_lp (optional, CUDA): the model's flat bf16 compute copy, rewritten in the same pass.
-    void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {}) override;
+    // params_lp (optional): the model's flat bf16 compute copy, rewritten in the same pass; at: as Optimizer::step.
+    void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {},
+              ParamsAt at = ParamsAt::kArena) override;
     const char* name() const override { return "adamw"; }
 
     std::int64_t step_count() const { return step_; }

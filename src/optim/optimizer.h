@@ -22,8 +22,12 @@ public:
 
     // One step on params[begin, end) from grads[begin, end) (both full-arena pointers, the arena on the
     // optimizer's device): g = grads * grad_scale (the clipping coefficient), then the update with lr.
-    // params_lp (optional, CUDA): the model's flat bf16 compute copy, rewritten in the same pass.
-    virtual void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {}) = 0;
+    // params_lp (optional): the model's flat bf16 compute copy, rewritten in the same pass.
+    // ParamsAt::kSlice: `params` points at element begin (the fp32 masters of this slice only, a
+    // ParamStore with sharded masters) instead of the arena's start.
+    enum class ParamsAt { kArena, kSlice };
+    virtual void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {},
+                      ParamsAt at = ParamsAt::kArena) = 0;
 
     // The state as named tensors and metadata (a "format" tag naming the optimizer, the arena size and the
     // slice bounds); the refs stay valid until the next step(), state_tensors() or load_state().

@@ -34,7 +34,8 @@ public:
         Device device = Device::kCpu);
 
     const char* name() const override { return "sgd"; }
-    void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {}) override;
+    void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {},
+              ParamsAt at = ParamsAt::kArena) override;
 
     std::int64_t step_count() const { return step_; }
     const SgdConfig& config() const { return cfg_; }

@@ -10,6 +10,7 @@
 #include "core/tensor.h"
 #include "dist/worker_store.h"
 #include "kernels/ops.h"
+#include "models/param_store.h"
 
 namespace llmt::train {
 
@@ -132,6 +133,40 @@ void DistContext::zero_gather_params(float* params, size_t numel, Tensor compute
     LLMT_INTERNAL_CHECK(chunk > 0, "ZeRO-1: an arena of {} elements cannot be split over {} ranks", numel, world());
     pg_->allgather(flat(0, body), flat(static_cast<size_t>(rank()) * chunk, chunk));
     if (body < numel) pg_->broadcast(flat(body, numel - body), world() - 1);
+}
+
+Arena DistContext::gather_masters(const models::ParamStore& store) {
+    Arena host;
+    if (rank() == 0) {
+        for (const auto& e : store.params().entries()) host.add(e.name, std::vector<int64_t>(e.shape), e.dtype);
+        host.allocate(true);
+    }
+    const size_t numel = store.arena_numel();
+    auto flat = [](float* p, size_t n, Device d) { return Tensor(p, {static_cast<int64_t>(n)}, DType::kF32, d); };
+    float* out = static_cast<float*>(host.data());
+    if (!store.masters_sharded()) {
+        if (rank() == 0) kernels::copy(flat(out, numel, Device::kCpu), flat(store.masters(), numel, store.device()));
+        return host;
+    }
+    LLMT_INTERNAL_CHECK(active() && store.device() == device_, "gather_masters: sharded masters need the process "
+                        "group's device ({}), the store is on {}", device_name(device_), device_name(store.device()));
+    Arena piece;
+    piece.add("piece", {static_cast<int64_t>(std::min(kGatherPiece, numel))});
+    piece.allocate(false, device_);
+    float* buf = static_cast<float*>(piece.data());
+    for (int q = 0; q < world(); ++q) {
+        const optim::ArenaSlice s = zero_shard(numel, world(), q);
+        LLMT_INTERNAL_CHECK(q != rank() || (s.begin == store.master_begin() && s.end == store.master_end()),
+                            "gather_masters: rank {} holds [{}, {}), zero_shard says [{}, {})", q,
+                            store.master_begin(), store.master_end(), s.begin, s.end);
+        for (size_t b = s.begin; b < s.end; b += kGatherPiece) {
+            const size_t n = std::min(kGatherPiece, s.end - b);
+            if (q == rank()) kernels::copy(flat(buf, n, device_), flat(store.masters() + (b - s.begin), n, device_));
+            pg_->broadcast(flat(buf, n, device_), q);
+            if (rank() == 0) kernels::copy(flat(out + b, n, Device::kCpu), flat(buf, n, device_));
+        }
+    }
+    return host;
 }
 
 std::string DistContext::from_rank0(const std::string& key, const std::string& value) {

@@ -15,6 +15,10 @@
 #include "dist/store.h"
 #include "optim/param_slots.h"
 
+namespace llmt::models {
+class ParamStore;
+}
+
 namespace llmt::train {
 
 // How a rank synchronises gradients (dist.zero_stage, dist.bucket_mb, dist.overlap) in a world of
@@ -72,8 +76,18 @@ public:
     // which the optimizer rewrote for its slice) that copy is gathered instead, half the bytes: the fp32
     // masters outside this rank's slice are then stale until a gather without it. Every rank must call
     // them. InternalError when the arena has fewer elements than there are ranks.
+    // With `compute_copy` `params` is not read (it may be a sharded store's masters).
     double zero_reduce_grads(float* grads, size_t numel);
     void zero_gather_params(float* params, size_t numel, Tensor compute_copy = {});
+
+    // A store whose fp32 masters are sharded by zero_shard() (ParamStore::shard_masters): its whole fp32
+    // arena in host memory on rank 0, laid out like store.params(); an empty arena on the other ranks.
+    // Each rank broadcasts its shard in pieces of at most kGatherPiece floats through one buffer of that
+    // size on device() (the process group has no gather; the checkpoint is the only caller), so no rank
+    // but 0 ever holds more than its shard and one piece. An unsharded store is copied on rank 0 alone.
+    // Every rank must call it.
+    static constexpr size_t kGatherPiece = size_t{1} << 22;
+    Arena gather_masters(const models::ParamStore& store);
 
     // Rank 0's `value` on every rank, through the store under `key` (each key used once per job).
     std::string from_rank0(const std::string& key, const std::string& value);

@@ -81,11 +81,17 @@ MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device
     MemoryEstimate e;
     e.parameters = plan.params;
     e.gradients = plan.grads;
+    const auto world = static_cast<std::uint64_t>(zero1_world);
+    if (dtype == DType::kBF16 && zero1_world > 1) {
+        // The trained arena's fp32 masters (as many bytes as its gradients) sharded; the bf16 copy stays whole.
+        e.parameters = plan.params - plan.grads + (plan.grads + world - 1) / world;
+        e.build_peak = plan.params + plan.grads;
+    }
     // AdamW's m and v in fp32, one each per fp32 master parameter (the grads arena has the same layout);
     // SGD's momentum buffer, one (none with momentum 0).
     const int per_param = cfg.trainer.optimizer == "sgd" ? (cfg.trainer.momentum != 0 ? 1 : 0) : 2;
     const std::uint64_t moments = per_param * static_cast<std::uint64_t>(plan.grads);
-    e.optimizer = (moments + static_cast<std::uint64_t>(zero1_world) - 1) / static_cast<std::uint64_t>(zero1_world);
+    e.optimizer = (moments + world - 1) / world;
     e.activations = plan.activations;
     const std::uint64_t parts[] = {e.parameters, e.gradients, e.optimizer, e.activations};
     std::uint64_t sum = 0;
@@ -101,23 +107,27 @@ MemoryLimit memory_limit(Device device, std::optional<std::uint64_t> max_memory)
 }
 
 void check_memory(const MemoryEstimate& est, const MemoryLimit& limit, const config::Config& cfg) {
-    if (limit.bytes == 0 || est.total() <= limit.bytes) return;  // 0: unknown, nothing to compare with
+    if (limit.bytes == 0 || est.peak() <= limit.bytes) return;  // 0: unknown, nothing to compare with
+    const std::string build =
+        est.peak() > est.total() ? fmt::format("; {:.2f} GiB while the model is built, before the fp32 masters are "
+                                               "sharded", est.build_peak / kGiB)
+                                 : std::string();
     throw InputError(fmt::format(
         "model does not fit: training needs {:.2f} GiB per process (parameters {:.2f}, gradients {:.2f}, optimizer "
-        "state {:.2f}, activations {:.2f} at micro_batch_size {} x block_size {}, recompute {}, precision {}) but "
+        "state {:.2f}, activations {:.2f} at micro_batch_size {} x block_size {}, recompute {}, precision {}{}) but "
         "{} is {:.2f} GiB\n(hint: lower model.n_layer / model.d_model, trainer.micro_batch_size or model.block_size, "
         "set trainer.recompute: all, or raise --max-memory)",
         est.total() / kGiB, est.parameters / kGiB, est.gradients / kGiB, est.optimizer / kGiB,
         est.activations / kGiB, cfg.trainer.micro_batch_size, cfg.model.block_size, cfg.trainer.recompute,
-        cfg.trainer.precision, limit.source, limit.bytes / kGiB));
+        cfg.trainer.precision, build, limit.source, limit.bytes / kGiB));
 }
 
-MemoryCheck check_config_memory(const config::Config& cfg, std::optional<std::uint64_t> max_memory) {
+MemoryCheck check_config_memory(const config::Config& cfg, std::optional<std::uint64_t> max_memory, int world) {
     const bool gpu = cfg.run.device != "cpu" && kernels::device_count(Device::kCuda) > 0;
     const Device device = gpu || cfg.run.device == "cuda" ? Device::kCuda : Device::kCpu;
     const DType dtype = device == Device::kCuda && cuda_bf16(cfg) ? DType::kBF16 : DType::kF32;
     MemoryCheck c;
-    c.estimate = estimate_training_memory(cfg, device, dtype);
+    c.estimate = estimate_training_memory(cfg, device, dtype, cfg.dist.zero_stage == 1 && world > 1 ? world : 1);
     if (gpu || device == Device::kCpu) c.limit = memory_limit(device, max_memory);
     else if (max_memory) c.limit = {*max_memory, "--max-memory"};
     check_memory(c.estimate, c.limit, cfg);

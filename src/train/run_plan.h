@@ -24,13 +24,19 @@ DType check_supported(const config::Config& cfg, Device device);
 
 // Bytes one training process holds. Under bf16 `parameters` counts the fp32 master weights and their
 // bf16 compute copy; `optimizer` is AdamW's two fp32 moments or SGD's momentum buffer (sharded over the
-// ranks under ZeRO-1).
+// ranks under ZeRO-1, and under ZeRO-1 with bf16 the fp32 masters too: ParamStore::shard_masters).
+// build_peak: what the process holds while the model is built, before the masters are sharded and the
+// optimizer state and activations allocated (the whole fp32 arena, the bf16 copy and the gradients);
+// 0 when that is not more than the steady state.
 struct MemoryEstimate {
     std::uint64_t parameters = 0, gradients = 0, optimizer = 0, activations = 0;
+    std::uint64_t build_peak = 0;
     std::uint64_t total() const { return parameters + gradients + optimizer + activations; }
+    std::uint64_t peak() const { return total() > build_peak ? total() : build_peak; }
 };
-// Throws InputError when the model's sizes are invalid or overflow 64 bits. zero1_world: the ranks the
-// optimizer state is sharded over (1: not sharded).
+// Throws InputError when the model's sizes are invalid or overflow 64 bits. zero1_world: the ranks of a
+// ZeRO-1 job (1: no ZeRO-1), over which the optimizer state and, under bf16, the fp32 masters are
+// sharded (the largest rank's shard: the arena divided by the world, rounded up).
 MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device, DType dtype, int zero1_world = 1);
 
 // What one process may use: --max-memory when given, else the GPU's total memory (CUDA) or this host's
@@ -41,7 +47,7 @@ struct MemoryLimit {
 };
 MemoryLimit memory_limit(Device device, std::optional<std::uint64_t> max_memory);
 
-// Throws InputError naming every figure in GiB when est.total() > limit.bytes.
+// Throws InputError naming every figure in GiB when est.peak() > limit.bytes.
 void check_memory(const MemoryEstimate& est, const MemoryLimit& limit, const config::Config& cfg);
 
 // `llmtrain validate`'s check, on the device cfg would use on this machine without starting a run: a
@@ -51,7 +57,8 @@ struct MemoryCheck {
     MemoryEstimate estimate;
     MemoryLimit limit;  // bytes 0: nothing to compare with
 };
-MemoryCheck check_config_memory(const config::Config& cfg, std::optional<std::uint64_t> max_memory);
+// world: the ranks of the job (validate --world-size), which ZeRO-1 (dist.zero_stage: 1) shards over.
+MemoryCheck check_config_memory(const config::Config& cfg, std::optional<std::uint64_t> max_memory, int world = 1);
 
 // "80GiB", "80G", "512MiB", "1.5TB", "1073741824" (G/GiB and friends are powers of 1024; GB and
 // friends powers of 1000). Throws UsageError naming --max-memory for anything else or 0.

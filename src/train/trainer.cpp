@@ -165,11 +165,16 @@ private:
         if (dev_ != Device::kCuda) return log_cpu_precision();
         const auto mem = kernels::device_memory_info(dev_);
         log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
-                             "optimizer state {:.2f}, activations {:.2f} at B={} T={}, recompute {}) of {:.1f} GiB on the "
-                             "GPU",
+                             "optimizer state {:.2f}, activations {:.2f} at B={} T={}, recompute {}{}) of {:.1f} GiB on "
+                             "the GPU",
                              dtype_name(dtype_), mem_.total() / 1073741824.0, mem_.parameters / 1073741824.0,
                              mem_.gradients / 1073741824.0, mem_.optimizer / 1073741824.0,
-                             mem_.activations / 1073741824.0, B(), T(), tc_.recompute, mem.total / 1073741824.0));
+                             mem_.activations / 1073741824.0, B(), T(), tc_.recompute,
+                             model_->trained().dtype() == DType::kBF16 && sync_.zero1
+                                 ? fmt::format("; fp32 masters sharded over {} ranks, {:.2f} GiB while building",
+                                               world_, mem_.build_peak / 1073741824.0)
+                                 : std::string(),
+                             mem.total / 1073741824.0));
     }
 
     // trainer.precision as this run takes it (auto: train/cpu_precision.h); rank 0 alone probes and every rank
@@ -253,9 +258,13 @@ private:
     }
 
     void build_optimizer() {
-        arena_numel_ = model_->params().nbytes() / sizeof(float);
-        // ZeRO-1: rank r keeps the optimizer state of its shard of the arena only (dist_context.h).
+        arena_numel_ = model_->trained().arena_numel();
+        // ZeRO-1: rank r keeps the optimizer state of its shard of the arena only (dist_context.h), and under
+        // bf16 the fp32 masters of that shard only (the bf16 compute copy holds every weight), released
+        // before the optimizer state is allocated.
         const optim::ArenaSlice slice = zero_shard(arena_numel_, sync_.zero1 ? world_ : 1, rank_);
+        if (sync_.zero1 && model_->trained().dtype() == DType::kBF16)
+            model_->trained().shard_masters(slice.begin, slice.end);
         auto slots = param_slots(*model_, tc_.decay_embeddings);
         if (tc_.optimizer == "sgd") {
             optim::SgdConfig sc;
@@ -387,10 +396,6 @@ private:
         so.mark_best = mark_best;
         std::optional<CheckpointWriter> w;
         if (rank_ == 0) w.emplace(run_dir_->checkpoints_dir(), step_, so);
-        if (masters_stale_) {  // ZeRO-1 under bf16 gathered the compute copy only: model.safetensors is fp32
-            dc_.zero_gather_params(static_cast<float*>(model_->params().data()), arena_numel_);
-            masters_stale_ = false;
-        }
         if (sync_.zero1) {
             const std::filesystem::path tmp =
                 dc_.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank_ == 0 ? w->temp_dir().string() : "");
@@ -400,12 +405,16 @@ private:
                 write_safetensors(tmp / zero_optimizer_file(rank_), opt_->state_tensors(), opt_->state_metadata());
             dc_.barrier();
         }
+        // Device parameters are staged in host memory: the file is the same whichever device wrote it. Sharded
+        // masters are gathered into rank 0's host memory (every rank sends its shard), so model.safetensors
+        // holds the fp32 masters whole at every stage.
+        Arena host_params;
+        if (model_->trained().masters_sharded()) host_params = dc_.gather_masters(model_->trained());
         if (rank_ != 0) return {};
+        if (!host_params.allocated() && dev_ != Device::kCpu) host_params = models::host_copy(model_->params());
         std::vector<std::vector<float>> scratch;
-        // Device parameters are staged in host memory: the file is the same whichever device wrote it.
-        const Arena host_params = dev_ == Device::kCpu ? Arena() : models::host_copy(model_->params());
         w->write_tensors(kModelFile,
-                         models::hf_tensors(*model_, dev_ == Device::kCpu ? model_->params() : host_params, scratch),
+                         models::hf_tensors(*model_, host_params.allocated() ? host_params : model_->params(), scratch),
                          {{"format", "pt"}});
         if (!sync_.zero1) w->write_tensors(kOptimizerFile, opt_->state_tensors(), opt_->state_metadata());
         nlohmann::json state = {{"step", step_},
@@ -503,7 +512,7 @@ private:
     // the global norm, clipping and the optimizer. Returns the gradient norm; loss_sum gets the micro-steps' losses.
     double optimizer_step(double& loss_sum) {
         const int accum = tc_.grad_accum_steps;
-        float* params = static_cast<float*>(model_->params().data());
+        models::ParamStore& store = model_->trained();
         float* grads = static_cast<float*>(model_->grads().data());
         model_->zero_grad();
         loss_sum = 0;
@@ -544,14 +553,12 @@ private:
                                     step_ + 1, norm, loss_sum / accum));
         const float coef = optim::clip_coefficient(norm, tc_.max_grad_norm);
         lr_ = sched_.at(step_);
-        opt_->step(params, grads, static_cast<float>(lr_), coef, model_->compute_params());
-        if (sync_.zero1) {
-            // Every rank's updated slice to every rank: the bf16 compute copy when there is one (the fp32
-            // masters outside this rank's slice go stale until a checkpoint gathers them), else the weights.
-            const Tensor lp = model_->compute_params();
-            dc_.zero_gather_params(params, arena_numel_, lp);
-            masters_stale_ = !lp.empty();
-        }
+        // Sharded masters: the optimizer updates this rank's fp32 shard and its slice of the bf16 copy.
+        opt_->step(store.masters(), grads, static_cast<float>(lr_), coef, store.compute_params(),
+                   store.masters_sharded() ? optim::Optimizer::ParamsAt::kSlice : optim::Optimizer::ParamsAt::kArena);
+        // ZeRO-1: every rank's updated slice to every rank: the bf16 compute copy when there is one (the
+        // fp32 masters stay sharded), else the fp32 weights.
+        if (sync_.zero1) dc_.zero_gather_params(store.masters(), arena_numel_, store.compute_params());
         return norm;
     }
 
@@ -733,7 +740,6 @@ private:
     std::unique_ptr<optim::Optimizer> opt_;  // trainer.optimizer: optim::AdamW or optim::Sgd
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
-    bool masters_stale_ = false;  // ZeRO-1 with a bf16 copy: fp32 weights outside this rank's slice are old
     std::optional<RunDir> run_dir_;
     std::optional<MetricsLog> metrics_;
     std::optional<tracking::Tracker> tracker_;  // fed by metrics_: declared after it, destroyed before it

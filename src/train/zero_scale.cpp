@@ -12,7 +12,6 @@ const char* zero_stage_name(ZeroStage s) {
     switch (s) {
         case ZeroStage::k0: return "0";
         case ZeroStage::k1: return "1";
-        case ZeroStage::k1ShardedMaster: return "1 (sharded masters)";
         case ZeroStage::k3: return "3";
     }
     return "?";
@@ -28,13 +27,11 @@ StageCost stage_cost(const ScaleModel& m, ZeroStage stage, int world) {
             c.comm_bytes = 2 * share * grad * P;  // ring all-reduce of the fp32 gradients
             break;
         case ZeroStage::k1:
-            c.bytes_per_gpu = P * (master + copy + grad) + P * opt / N;
-            // Reduce-scatter the gradients, all-gather the compute weights (the bf16 copy, else fp32).
-            c.comm_bytes = share * (grad + (m.bf16 ? copy : master)) * P;
-            break;
-        case ZeroStage::k1ShardedMaster:
+            // The compute weights (the bf16 copy, else the fp32 weights, which are then the masters) and the
+            // gradients whole; the bf16 run's fp32 masters and the moments divided.
             c.bytes_per_gpu = P * ((m.bf16 ? copy : master) + grad) + P * ((m.bf16 ? master : 0) + opt) / N;
-            c.comm_bytes = share * (grad + (m.bf16 ? copy : master)) * P;  // all-gather the compute weights
+            // Reduce-scatter the gradients, all-gather the compute weights.
+            c.comm_bytes = share * (grad + (m.bf16 ? copy : master)) * P;
             break;
         case ZeroStage::k3: {
             const double w = m.bf16 ? copy : master;

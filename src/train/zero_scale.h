@@ -23,11 +23,11 @@ struct ScaleModel {
 
 enum class ZeroStage {
     k0,             // DDP: everything whole on every GPU; gradients all-reduced
-    k1,             // ZeRO-1 as llmtrain runs it: optimizer state sharded, masters and gradients whole
-    k1ShardedMaster,  // ZeRO-1 with the fp32 masters sharded too (needs a bf16-only ParamStore; not built)
-    k3,             // parameters, gradients and optimizer state sharded; two layers gathered (prefetch)
+    k1,  // ZeRO-1 as llmtrain runs it: optimizer state and (under bf16) the fp32 masters sharded; the compute
+         // weights and the gradients whole
+    k3,  // parameters, gradients and optimizer state sharded; two layers gathered (prefetch)
 };
-const char* zero_stage_name(ZeroStage s);  // "0", "1", "1 (sharded masters)", "3"
+const char* zero_stage_name(ZeroStage s);  // "0", "1", "3""
 
 struct StageCost {
     double bytes_per_gpu = 0;  // model state held by one GPU

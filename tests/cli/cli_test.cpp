@@ -118,6 +118,14 @@ TEST_F(CliTest, ValidateReportsMemoryAndTakesMaxMemory) {
     r = llmtrain({"validate", "--config", kPreset, "--max-memory", "lots"});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("--max-memory: 'lots' is not a size"), std::string::npos) << r.err;
+    // --world-size sizes one rank of a ZeRO-1 job: the optimizer state divided (fp32 on the CPU: the weights stay).
+    r = llmtrain({"validate", "--config", kPreset, "--json", "--world-size", "2", "--set", "dist.zero_stage=1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto two = nlohmann::json::parse(r.out)["memory_bytes"];
+    EXPECT_EQ(two["optimizer"].get<std::uint64_t>(), (mem["optimizer"].get<std::uint64_t>() + 1) / 2) << two.dump();
+    EXPECT_EQ(two["parameters"].get<std::uint64_t>(), mem["parameters"].get<std::uint64_t>());
+    r = llmtrain({"validate", "--config", kPreset, "--world-size", "0"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
 }
 
 // An empty --resume used to start a fresh run (issue 17).

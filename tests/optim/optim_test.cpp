@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "core/bf16.h"
 #include "core/error.h"
 #include "core/safetensors.h"
 #include "optim/adamw.h"
@@ -103,6 +104,34 @@ TEST(AdamW, Zero1SlicesEqualTheWholeBitForBit) {
     EXPECT_EQ(specs[0].shape, Shape{7});
     EXPECT_EQ(specs[2].name, "step");
     EXPECT_EQ(parts[3].state_metadata().at("slice_begin"), "31");
+}
+
+// Sharded masters: a slice's optimizer given the masters of its slice only (ParamsAt::kSlice) updates them as
+// the whole arena's, and rewrites its slice of the bf16 compute copy (on the CPU too) and nothing else of it.
+TEST(AdamW, SliceMastersAndComputeCopy) {
+    AdamWConfig cfg;
+    AdamW whole(slots(), kArena, cfg);
+    const ArenaSlice mine{7, 45};
+    AdamW part(slots(), kArena, cfg, mine);
+    std::vector<float> p1 = randn(kArena, 7);
+    std::vector<float> shard(p1.begin() + 7, p1.begin() + 45);
+    std::vector<std::uint16_t> lp1(kArena, 0), lp2(kArena, 0x7fc0);  // lp2 outside the slice: a NaN marker
+    for (int t = 0; t < 3; ++t) {
+        std::vector<float> g = randn(kArena, 80 + t);
+        whole.step(p1.data(), g.data(), 3e-3f, 0.5f, Tensor(lp1.data(), {static_cast<int64_t>(kArena)}, DType::kBF16));
+        part.step(shard.data(), g.data(), 3e-3f, 0.5f, Tensor(lp2.data(), {static_cast<int64_t>(kArena)}, DType::kBF16),
+                  Optimizer::ParamsAt::kSlice);
+    }
+    EXPECT_EQ(std::memcmp(shard.data(), p1.data() + 7, shard.size() * sizeof(float)), 0);
+    for (std::size_t i = 0; i < kArena; ++i) {
+        const bool padding = i >= 30 && i < 33;  // between b and ln: never touched
+        if (i >= mine.begin && i < mine.end && !padding) {
+            EXPECT_EQ(lp2[i], bf16_from_float(p1[i])) << "element " << i;
+            EXPECT_EQ(lp1[i], bf16_from_float(p1[i])) << "element " << i;
+        } else if (i < mine.begin || i >= mine.end) {
+            EXPECT_EQ(lp2[i], 0x7fc0) << "element " << i << " outside the slice was written";
+        }
+    }
 }
 
 TEST(AdamW, StateRoundTripResumesBitForBit) {

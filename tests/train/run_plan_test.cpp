@@ -52,6 +52,42 @@ TEST(RunPlan, EstimateMatchesTheBuiltModel) {
               e.activations);
 }
 
+// ZeRO-1 under bf16 shards the fp32 masters as well as the moments; the bf16 copy and the gradients stay
+// whole, and the model is built whole first (the start-up peak the check also takes).
+TEST(RunPlan, Zero1ShardsTheBf16MastersOverTheRanks) {
+    const auto cfg = tiny();
+    const auto plan = models::plan_model_memory(cfg, Device::kCuda, DType::kBF16, cfg.trainer.micro_batch_size,
+                                                cfg.model.block_size);
+    const MemoryEstimate whole = estimate_training_memory(cfg, Device::kCuda, DType::kBF16);
+    const MemoryEstimate two = estimate_training_memory(cfg, Device::kCuda, DType::kBF16, 2);
+    ASSERT_EQ(plan.grads % 128, 0u);  // whole 64-byte lines of fp32: the halves below are exact
+    EXPECT_EQ(whole.parameters, plan.params);
+    EXPECT_EQ(whole.build_peak, 0u);
+    EXPECT_EQ(two.parameters, plan.params - plan.grads / 2);  // half the 4-byte masters gone
+    EXPECT_EQ(two.gradients, plan.grads);
+    EXPECT_EQ(two.optimizer, plan.grads);  // 8 bytes of moments per parameter, halved
+    EXPECT_EQ(two.build_peak, plan.params + plan.grads);
+    // fp32: the weights are the compute weights and stay whole; only the moments are divided.
+    EXPECT_EQ(estimate_training_memory(cfg, Device::kCpu, DType::kF32, 2).parameters,
+              estimate_training_memory(cfg, Device::kCpu, DType::kF32).parameters);
+    // validate --world-size: divided under dist.zero_stage 1 only.
+    EXPECT_EQ(check_config_memory(tiny({"dist.zero_stage=1"}), std::nullopt, 2).estimate.optimizer,
+              estimate_training_memory(cfg, Device::kCpu, DType::kF32).optimizer / 2);
+    EXPECT_EQ(check_config_memory(cfg, std::nullopt, 2).estimate.optimizer,
+              estimate_training_memory(cfg, Device::kCpu, DType::kF32).optimizer);
+    // A limit above the steady state but below the start-up peak is refused, naming the peak.
+    MemoryEstimate e;
+    e.parameters = 6ull << 30;
+    e.build_peak = 10ull << 30;
+    EXPECT_NO_THROW(check_memory(e, {11ull << 30, "--max-memory"}, cfg));
+    try {
+        check_memory(e, {8ull << 30, "--max-memory"}, cfg);
+        ADD_FAILURE() << "a start-up peak over the limit passed";
+    } catch (const InputError& err) {
+        EXPECT_NE(std::string(err.what()).find("10.00 GiB while the model is built"), std::string::npos) << err.what();
+    }
+}
+
 TEST(RunPlan, HugeModelIsRefusedWithFigures) {
     // 1024 layers of d_model 65536: 12 x 1024 x 65536^2 = 5.3e13 parameters, within the schema's bounds.
     const auto cfg = tiny({"model.n_layer=1024", "model.d_model=65536", "model.n_head=64"});

@@ -22,10 +22,9 @@ TEST(ZeroScale, BytesPerParameterAtEachStage) {
     const double P = m.parameters;
     // bf16 with fp32 masters and AdamW: 4 master + 2 copy + 4 gradient + 8 moments = 18 bytes whole.
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k0, 8).bytes_per_gpu, 18 * P);
-    // ZeRO-1 as built: the 8 bytes of moments divided by N.
-    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1, 8).bytes_per_gpu, 10 * P + 8 * P / 8);
-    // With sharded masters: the copy and the gradient whole, master and moments divided.
-    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1ShardedMaster, 8).bytes_per_gpu, 6 * P + 12 * P / 8);
+    // ZeRO-1 (sharded masters): the bf16 copy and the gradient whole, the 4 bytes of master and 8 of moments
+    // divided by N.
+    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1, 8).bytes_per_gpu, 6 * P + 12 * P / 8);
     // ZeRO-3: everything divided, plus two gathered bf16 layers and one fp32 layer gradient.
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k3, 8).bytes_per_gpu, 18 * P / 8 + 8 * m.largest_layer);
     // Ring volumes: DDP all-reduce 2(N-1)/N x 4P; ZeRO-1 an fp32 reduce-scatter and a bf16 all-gather
@@ -36,17 +35,19 @@ TEST(ZeroScale, BytesPerParameterAtEachStage) {
     fp32.bf16 = false;
     EXPECT_DOUBLE_EQ(stage_cost(fp32, ZeroStage::k1, 8).comm_bytes, 7.0 / 8 * 8 * P);
     EXPECT_DOUBLE_EQ(stage_cost(fp32, ZeroStage::k0, 8).bytes_per_gpu, 16 * P);
+    // Without a bf16 copy the fp32 weights are the compute weights: whole, only the moments divided.
+    EXPECT_DOUBLE_EQ(stage_cost(fp32, ZeroStage::k1, 8).bytes_per_gpu, 8 * P + 8 * P / 8);
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k3, 8).comm_bytes, 7.0 / 8 * 8 * P);
 }
 
 TEST(ZeroScale, ChoosesTheLowestStageThatFits) {
     const ScaleModel m = llama8b();
     // 141 GB GPUs with 20 GB kept for activations: 18 x 8.03e9 = 144.5 GB does not fit one GPU; ZeRO-1 on 2
-    // needs 10P + 4P = 112 GB.
+    // needs 6P + 12P/2 = 96 GB.
     StageChoice c = choose_stage(m, 141e9, 20e9, {1, 2, 4, 8});
     EXPECT_EQ(c.world, 2);
     EXPECT_EQ(c.stage, "1");
-    // 70B-like: 70.55e9 parameters; ZeRO-1 keeps 10 bytes each whole (705 GB): only stage 3 fits, on 16.
+    // 70B-like: 70.55e9 parameters; ZeRO-1 keeps 6 bytes each whole (423 GB): only stage 3 fits, on 16.
     ScaleModel big;
     big.parameters = 70.55e9;
     big.largest_layer = 855.6e6;
