@@ -62,7 +62,10 @@ HfSource prepare_init_from(config::Config& cfg) {
     // A directory's config.json decides the arch unless the user wrote it: look without the family's
     // config.json rule first, then apply the rule for the arch that results.
     HfSource s = resolve_init_from(cfg.model.init_from, cfg.wrote("model.arch") ? cfg.model.arch : "");
-    if (s.config_json) apply_hf_config(cfg, read_hf_config(*s.config_json));
+    if (s.config_json) {
+        apply_hf_config(cfg, read_hf_config(*s.config_json));
+        resolve_hub_revisions(cfg);  // the model section was typed again from cfg.resolved (the user's folder)
+    }
     return resolve_init_from(cfg.model.init_from, cfg.model.arch);
 }
 

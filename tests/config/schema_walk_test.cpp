@@ -371,7 +371,7 @@ const std::map<std::string, Probe>& probes() {
          [](const Ctx& c) {
              const fs::path repo = c.t.root() / "hub/models--walk--tiny";
              int n = 0;
-             for (const auto& [ref, steps] : {std::pair{"main", 1}, std::pair{"v1", 2}}) {
+             for (const auto& [ref, steps] : {std::pair{"main", 2}, std::pair{"v1", 4}}) {
                  const auto s = c.t.train({"trainer.max_steps=" + std::to_string(steps)});
                  const fs::path step = c.t.run_dir(s) / ("checkpoints/step_" + std::to_string(steps));
                  const std::string sha = std::string(39, '0') + std::to_string(steps);

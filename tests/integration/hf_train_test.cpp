@@ -133,22 +133,29 @@ TEST_F(HfTrain, InitFromHubCacheModelFolder) {
     EXPECT_EQ(a.out, b.out);
     EXPECT_FALSE(a.out.empty());
 
-    // model.revision / --revision: tag v1 names a second snapshot holding the first run's weights
-    // (links to main's blobs); its losses are those of the snapshot itself.
+    // model.revision / --revision: tag v1 names a second snapshot holding other weights (the from_snap
+    // run's, as blobs); training and generating from it equal doing so from those weights' directory.
     const std::string sha1 = "0000000000000000000000000000000000000001";
+    const fs::path other = root_ / "runs/from_snap/checkpoints/step_2";
     fs::create_directories(repo / "snapshots" / sha1);
     std::ofstream(repo / "refs/v1") << sha1;
-    for (const char* f : {"model.safetensors", "config.json"})
-        fs::create_symlink(fs::read_symlink(repo / "snapshots" / sha / f), repo / "snapshots" / sha1 / f);
+    for (const char* f : {"model.safetensors", "config.json"}) {
+        const fs::path blob = repo / "blobs" / ("blob" + std::to_string(n++));
+        fs::copy_file(other / f, blob);
+        fs::create_symlink(fs::path("../..") / "blobs" / blob.filename(), repo / "snapshots" / sha1 / f);
+    }
     r = train({"--set", "output.run_id=from_v1", "--set", "trainer.max_steps=2", "--set", "model.init_from=" + repo.string(), "--set",
                "model.revision=v1"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_EQ(losses("from_v1"), losses("from_snap"));
+    r = train({"--set", "output.run_id=from_other", "--set", "trainer.max_steps=2", "--set", "model.init_from=" + other.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(losses("from_v1"), losses("from_other"));
+    EXPECT_NE(losses("from_v1"), losses("from_hub")) << "v1 is not main's snapshot";
     const ProcResult c = run_process({llmtrain_bin(), "generate", "--model", repo.string(), "--revision", "v1", "--prompt-ids", "1,2,3",
                                       "-n", "4", "-t", "0"},
                                      "", 300);
     ASSERT_EQ(c.exit_code, 0) << c.err;
-    EXPECT_EQ(c.out, a.out);
+    EXPECT_EQ(c.out, gen(repo / "snapshots" / sha1).out);
     // A revision that is not there names those found; one with nothing to apply to is refused.
     r = train({"--set", "output.run_id=nov", "--set", "model.init_from=" + repo.string(), "--set", "model.revision=v2"});
     EXPECT_EQ(r.exit_code, 2) << r.err;
