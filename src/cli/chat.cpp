@@ -20,15 +20,16 @@
 #include <vector>
 
 #include "cli/checkpoint_model.h"
-#include "kernels/ops.h"
 #include "cli/command.h"
 #include "cli/generation_stop.h"
+#include "cli/hub_revision.h"
 #include "cli/sampling_options.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "core/json_parse.h"
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
+#include "kernels/ops.h"
 #include "models/hf_resolve.h"
 #include "models/language_model.h"
 #include "models/sampler.h"
@@ -38,7 +39,7 @@ namespace llmt::cli {
 namespace {
 
 struct ChatOptions {
-    std::string model, config, tokenizer, chat_template, system, date;
+    std::string model, config, tokenizer, chat_template, system, date, revision = "main";
     std::vector<std::string> sets;
     // Llama 3's generation_config.json: temperature 0.6, top-p 0.9.
     SamplingOptions sampling{.max_new_tokens = 256,
@@ -178,7 +179,9 @@ void register_chat(CLI::App& app, Runtime& rt) {
     auto o = std::make_shared<ChatOptions>();
     cmd->add_option("--model,-m", o->model,
                     "a run directory, a checkpoints/ directory, a checkpoints/step_N directory, or a Hugging Face "
-                    "model directory (config.json + safetensors; its tokenizer.json and tokenizer_config.json are used)");
+                    "model directory (config.json + safetensors; its tokenizer.json and tokenizer_config.json are used), "
+                    "or a hub cache folder models--ORG--NAME (its snapshot at --revision)");
+    add_revision_option(*cmd, &o->revision, "--revision", "--model and --tokenizer");
     cmd->add_option("--config,-c", o->config, "YAML config of the model (default: the one stored in the checkpoint)");
     cmd->add_option("--set", o->sets, "override a config key, e.g. --set run.threads=4 (repeatable)")
         ->allow_extra_args(false);
@@ -194,6 +197,7 @@ void register_chat(CLI::App& app, Runtime& rt) {
                   "no model: read a JSON array of {role, content} on stdin and print the rendered prompt (as "
                   "apply_chat_template(..., add_generation_prompt=True))");
     cmd->callback([o, &rt] {
+        resolve_hub_options(o->revision, {&o->model, &o->tokenizer}, "--revision", "--model or --tokenizer");
         run_chat(*o);
         rt.exit_code = 0;
     });

@@ -17,12 +17,18 @@ namespace {
 
 config::Config checkpoint_config(const train::Checkpoint& ck, const std::string& command,
                                  const std::string& config_path, const std::vector<std::string>& sets) {
-    if (!config_path.empty()) return config::load_config_file(config_path, sets);
+    if (!config_path.empty()) {
+        config::Config c = config::load_config_file(config_path, sets);
+        models::resolve_hub_revisions(c);  // data.tokenizer as a hub cache folder: its snapshot
+        return c;
+    }
     if (!ck.state.contains("config") || !ck.state["config"].is_object())
         throw InputError(fmt::format("{}: {} has no \"config\" object; pass --config with the run's config.yaml",
                                      command, (ck.dir / train::kStateFile).string()));
     // JSON is YAML: the stored config goes through the same strict loader as a file.
-    return config::load_config_string(ck.state["config"].dump(), (ck.dir / train::kStateFile).string(), sets);
+    config::Config c = config::load_config_string(ck.state["config"].dump(), (ck.dir / train::kStateFile).string(), sets);
+    models::resolve_hub_revisions(c);
+    return c;
 }
 
 train::Checkpoint open_checkpoint(const std::string& command, const std::string& checkpoint) {
@@ -38,7 +44,11 @@ train::Checkpoint open_checkpoint(const std::string& command, const std::string&
 
 config::Config checkpoint_run_config(const std::string& command, const std::string& checkpoint,
                                      const std::string& config_path, const std::vector<std::string>& sets) {
-    if (!config_path.empty()) return config::load_config_file(config_path, sets);
+    if (!config_path.empty()) {
+        config::Config c = config::load_config_file(config_path, sets);
+        models::resolve_hub_revisions(c);
+        return c;
+    }
     if (checkpoint.empty())
         throw UsageError(fmt::format("{}: give --checkpoint PATH (its run's config is used) or --config FILE", command));
     return checkpoint_config(open_checkpoint(command, checkpoint), command, config_path, sets);

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "cli/command.h"
+#include "cli/hub_revision.h"
 #include "core/error.h"
 #include "data/prepare.h"
 #include "data/shard.h"
@@ -27,6 +28,7 @@ struct PrepareArgs {
     std::string split = "train";
     std::string config_name;
     std::string revision = "main";
+    std::string tokenizer_revision = "main";
     std::string doc_separator = "blank";
     std::string tokenizer = "gpt2";
     std::string out;
@@ -72,7 +74,7 @@ void add_prepare(CLI::App& data, Runtime& rt) {
     cmd->add_option("--text-field", a->text_field, "jsonl: the string field holding each document; hf: the string column")->capture_default_str();
     cmd->add_option("--split", a->split, "hf: the split whose files are read (--val-fraction still divides its documents)")->capture_default_str();
     cmd->add_option("--config-name", a->config_name, "hf: the hub snapshot's <config>/ folder to read (default: data/ or the only one)");
-    cmd->add_option("--revision", a->revision, "hf: the branch, tag or commit of a hub cache folder (datasets--ORG--NAME)")->capture_default_str();
+    add_revision_option(*cmd, &a->revision, "--revision", "the --input folders");
     cmd->add_option("--doc-separator", a->doc_separator,
                     "text: 'blank' (a blank-line run ends a document), 'file' (one document per file), or a line that "
                     "separates documents, e.g. '%'")
@@ -89,9 +91,11 @@ void add_prepare(CLI::App& data, Runtime& rt) {
     cmd->add_option("--input-cache", a->input_cache,
                     "where s3:// inputs are kept (<dir>/<bucket>/<key>; unchanged objects are not fetched again)")
         ->capture_default_str();
+    add_revision_option(*cmd, &a->tokenizer_revision, "--tokenizer-revision", "--tokenizer");
     cmd->add_flag("--quiet", a->quiet, "no progress on stderr");
     cmd->add_flag("--json", a->json, "print the manifest as one JSON document on stdout");
     cmd->callback([a, &rt] {
+        resolve_hub_options(a->tokenizer_revision, {&a->tokenizer}, "--tokenizer-revision", "--tokenizer");
         data::PrepareOptions o;
         o.inputs = localize_inputs(*a);
         o.corpus.format = data::parse_input_format(a->format);
@@ -124,6 +128,7 @@ struct InspectArgs {
     std::vector<std::string> files;
     std::string shard_format = "llmc";
     std::string tokenizer = "gpt2";
+    std::string revision = "main";
     std::size_t vocab_size = 0;
     bool decode = false;
     bool json = false;
@@ -141,7 +146,9 @@ void add_inspect(CLI::App& data, Runtime& rt) {
     cmd->add_option("--vocab-size", a->vocab_size, "check ids against this size instead of the tokenizer's (no tokenizer loaded)");
     cmd->add_flag("--decode", a->decode, "print the decoded text of the shards, in order, on stdout");
     cmd->add_flag("--json", a->json, "print one JSON document");
+    add_revision_option(*cmd, &a->revision, "--revision", "--tokenizer");
     cmd->callback([a, &rt] {
+        resolve_hub_options(a->revision, {&a->tokenizer}, "--revision", "--tokenizer");
         if (a->decode && a->vocab_size) throw UsageError("--decode needs a tokenizer; drop --vocab-size");
         std::optional<data::Tokenizer> tok;
         std::size_t vocab = a->vocab_size;

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/hub_revision.h"
 #include "core/fs.h"
 #include "data/chat_cache.h"
 #include "data/chat_example.h"
@@ -19,6 +20,7 @@ namespace {
 struct ChatArgs {
     std::vector<std::string> inputs;
     std::string tokenizer;
+    std::string revision = "main", tokenizer_revision = "main";
     std::string cache_dir = "data/cache";
     double val_fraction = 0.005;
     uint64_t seed = 1337;
@@ -51,9 +53,12 @@ void add_chat(CLI::App& data, Runtime& rt) {
         ->capture_default_str();
     cmd->add_flag("--packing", a->packing, "report packed rows (data.packing: true)");
     cmd->add_flag("--json", a->json, "print one JSON document");
+    add_revision_option(*cmd, &a->revision, "--revision", "the --input folders (data.revision)");
+    add_revision_option(*cmd, &a->tokenizer_revision, "--tokenizer-revision", "--tokenizer (model.revision)");
     cmd->callback([a, &rt] {
+        resolve_hub_options(a->tokenizer_revision, {&a->tokenizer}, "--tokenizer-revision", "--tokenizer");
         const data::ChatData d =
-            data::open_chat_data({a->inputs, a->tokenizer, a->cache_dir, a->val_fraction, a->seed});
+            data::open_chat_data({a->inputs, a->tokenizer, a->cache_dir, a->val_fraction, a->seed, a->revision});
         nlohmann::json out = {{"cache_dir", d.dir.string()},
                               {"reused", d.reused},
                               {"examples", d.examples->size()},

@@ -14,8 +14,8 @@
 
 #include "cli/checkpoint_model.h"
 #include "cli/command.h"
+#include "cli/hub_revision.h"
 #include "core/check.h"
-#include "core/hub_cache.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json_parse.h"
@@ -34,7 +34,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ExportOptions {
-    std::string checkpoint, config, out, dtype = "bf16", max_shard_size = "5GB", tokenizer;
+    std::string checkpoint, config, out, dtype = "bf16", max_shard_size = "5GB", tokenizer, revision = "main";
     std::vector<std::string> sets;
 };
 
@@ -84,7 +84,7 @@ void run_export(const ExportOptions& o) {
 }
 
 struct MergeOptions {
-    std::string model, adapter, out, dtype = "auto", max_shard_size = "5GB", tokenizer;
+    std::string model, adapter, out, dtype = "auto", max_shard_size = "5GB", tokenizer, revision = "main";
 };
 
 // The dtype of the base's weight files: bf16, or fp32 for fp32 files (and for fp16/fp64, which the
@@ -132,8 +132,8 @@ void register_merge(CLI::App& app, Runtime& rt) {
                                             "merged model directory (PEFT's merge_and_unload)");
     auto o = std::make_shared<MergeOptions>();
     cmd->add_option("--model", o->model, "the base: a Hugging Face model directory or hub cache folder (models--ORG--NAME)")
-        ->required()
-        ->transform([](std::string s) { return resolve_hub_path(s).string(); }, "", "");
+        ->required();
+    add_revision_option(*cmd, &o->revision, "--revision", "--model and --tokenizer");
     cmd->add_option("--adapter", o->adapter, "a PEFT adapter directory (adapter_config.json, adapter_model.safetensors): "
                                              "`llmtrain export` of a LoRA run, or PEFT's save_pretrained")
         ->required();
@@ -146,6 +146,7 @@ void register_merge(CLI::App& app, Runtime& rt) {
     cmd->add_option("--tokenizer", o->tokenizer,
                     "the tokenizer to write beside the weights (default: the base directory's tokenizer files)");
     cmd->callback([o, &rt] {
+        resolve_hub_options(o->revision, {&o->model, &o->tokenizer}, "--revision", "--model or --tokenizer");
         run_merge(*o);
         rt.exit_code = 0;
     });
@@ -168,7 +169,9 @@ void register_export(CLI::App& app, Runtime& rt) {
     cmd->add_option("--config,-c", o->config,
                     "YAML config of the model (default: the resolved config stored in the checkpoint's state.json)");
     cmd->add_option("--set", o->sets, "override a config key (repeatable)")->allow_extra_args(false);
+    add_revision_option(*cmd, &o->revision, "--revision", "--tokenizer");
     cmd->callback([o, &rt] {
+        resolve_hub_options(o->revision, {&o->tokenizer}, "--revision", "--tokenizer");
         run_export(*o);
         rt.exit_code = 0;
     });

@@ -18,10 +18,10 @@
 #include "cli/checkpoint_model.h"
 #include "cli/command.h"
 #include "cli/generation_stop.h"
+#include "cli/hub_revision.h"
 #include "cli/sampling_options.h"
 #include "core/check.h"
 #include "core/error.h"
-#include "core/hub_cache.h"
 #include "data/tokenizer.h"
 #include "kernels/ops.h"
 #include "models/hf_resolve.h"
@@ -34,7 +34,7 @@ namespace llmt::cli {
 namespace {
 
 struct GenerateOptions {
-    std::string checkpoint, model_dir, config, prompt, prompt_ids, tokenizer;
+    std::string checkpoint, model_dir, config, prompt, prompt_ids, tokenizer, revision = "main";
     std::vector<std::string> sets;
     SamplingOptions sampling{.max_new_tokens = 100,
                              .sampler = {.temperature = 0.8f, .top_k = 40, .seed = 1337, .top_p = 1.f}};
@@ -188,9 +188,9 @@ void register_generate(CLI::App& app, Runtime& rt) {
     cmd->add_option("--checkpoint", o->checkpoint, "a checkpoints/step_N directory, a checkpoints/ directory or a run directory");
     cmd->add_option("--model", o->model_dir,
                     "instead of --checkpoint: a Hugging Face model directory (config.json + safetensors; text goes "
-                    "through its own tokenizer files), a hub cache folder models--ORG--NAME (its refs/main "
-                    "snapshot), or a run or checkpoint directory of ours")
-        ->transform([](std::string s) { return resolve_hub_path(s).string(); }, "", "");
+                    "through its own tokenizer files), a hub cache folder models--ORG--NAME (its snapshot at "
+                    "--revision), or a run or checkpoint directory of ours");
+    add_revision_option(*cmd, &o->revision, "--revision", "--model and --tokenizer");
     cmd->add_option("--config,-c", o->config,
                     "YAML config of the model (default: the resolved config stored in the checkpoint's state.json)");
     cmd->add_option("--set", o->sets, "override a config key, e.g. --set run.threads=4 (repeatable)")
@@ -204,6 +204,7 @@ void register_generate(CLI::App& app, Runtime& rt) {
                     "data.tokenizer); a model directory's generation_config.json adds its eos_token_id(s) to the ids "
                     "that stop generation");
     cmd->callback([o, &rt] {
+        resolve_hub_options(o->revision, {&o->model_dir, &o->tokenizer}, "--revision", "--model or --tokenizer");
         run_generate(*o);
         rt.exit_code = 0;
     });

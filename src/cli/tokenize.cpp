@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/hub_revision.h"
 #include "core/error.h"
 #include "core/json_describe.h"
 #include "core/json_parse.h"
@@ -84,6 +85,7 @@ std::vector<uint32_t> parse_ids(const std::string& in) {
 
 struct TokenizeArgs {
     std::string tokenizer = "gpt2";
+    std::string revision = "main";
     bool json = false;
     bool allow_special = false;
     int threads = 0;
@@ -99,6 +101,7 @@ void register_tokenize(CLI::App& app, Runtime& rt) {
                         "gpt2, or a path: .tiktoken, tokenizer.json (GPT-2's or Llama 3's layout), a model directory "
                         "holding tokenizer.json, or a directory/prefix with vocab.json + merges.txt")
         ->capture_default_str();
+    add_revision_option(*tok_cmd, &a->revision, "--revision", "--tokenizer");
     tok_cmd->add_flag("--json", a->json, "print one JSON array instead of one id per line");
     tok_cmd->add_flag("--allow-special", a->allow_special,
                       "recognise special tokens (gpt2: <|endoftext|> -> 50256; Llama 3: <|begin_of_text|> -> 128000, "
@@ -107,6 +110,7 @@ void register_tokenize(CLI::App& app, Runtime& rt) {
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     tok_cmd->callback([a, &rt] {
+        resolve_hub_options(a->revision, {&a->tokenizer}, "--revision", "--tokenizer");
         const auto tok = data::Tokenizer::load(a->tokenizer);
         const std::string text = read_stdin();
         const auto ids = data::encode_parallel(tok, text, a->allow_special, a->threads);
@@ -126,10 +130,13 @@ void register_tokenize(CLI::App& app, Runtime& rt) {
     });
 
     auto b = std::make_shared<std::string>("gpt2");
+    auto b_revision = std::make_shared<std::string>("main");
     auto* detok_cmd = app.add_subcommand(
         "detokenize", "Decode token ids on stdin (a JSON array or whitespace-separated) to bytes on stdout");
     detok_cmd->add_option("--tokenizer", *b, "gpt2, or a path (as for tokenize)")->capture_default_str();
-    detok_cmd->callback([b, &rt] {
+    add_revision_option(*detok_cmd, b_revision.get(), "--revision", "--tokenizer");
+    detok_cmd->callback([b, b_revision, &rt] {
+        resolve_hub_options(*b_revision, {b.get()}, "--revision", "--tokenizer");
         const auto tok = data::Tokenizer::load(*b);
         const auto ids = parse_ids(read_stdin());
         write_stdout(tok.decode(ids));  // throws InputError naming an unknown id and its index

@@ -41,6 +41,7 @@ struct ModelConfig {
     // Mistral: each query sees the sliding_window most recent keys (itself included); 0 = no window.
     int sliding_window = 0;
     std::string init_from;  // "scratch" or a path
+    std::string revision;   // of init_from and data.tokenizer when they are hub cache folders
     // Image classifiers (arch mlp | cnn; models/classifier.h).
     int image_size = 28, in_channels = 1, num_classes = 10;
     std::vector<int> conv_channels;  // cnn: 3x3 conv + ReLU + 2x2 max-pool each
@@ -68,6 +69,7 @@ struct DataConfig {
     std::vector<std::string> paths;
     std::string text_field;
     std::string split, val_split, config_name;  // source hf
+    std::string revision;                       // source hf/chat: of the hub cache folders in paths
     std::string tokenizer;
     double val_fraction = 0.0;
     std::string cache_dir;

@@ -17,7 +17,8 @@ std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::str
                                                                  {"data.packing", "chat"},
                                                                  {"data.split", "hf"},
                                                                  {"data.val_split", "hf"},
-                                                                 {"data.config_name", "hf"}};
+                                                                 {"data.config_name", "hf"},
+                                                                 {"data.revision", "hf or chat"}};
         // The CPU precision probe's cache (train/cpu_precision.h) is read with auto or bf16.
         if (precision == "fp32")
             keys.push_back({"data.cache_dir", "text, jsonl, hf or chat (or trainer.precision auto or bf16)"});
@@ -35,6 +36,7 @@ std::vector<std::pair<std::string, std::string>> unread_data_keys(const std::str
         for (const char* k : {"data.split", "data.val_split", "data.config_name"}) keys.push_back({k, "hf"});
     }
     if (source != "chat") keys.push_back({"data.packing", "chat"});
+    if (source != "hf" && source != "chat") keys.push_back({"data.revision", "hf or chat"});
     return keys;
 }
 

@@ -160,6 +160,10 @@ std::vector<FieldSpec> build() {
                              "'scratch' or a path to a Hugging Face safetensors file / model directory; or an s3:// "
                              "URI of one, fetched into output.root_dir/.cache/s3 by train", {"", "scratch"}));
     v.back().s3_uri_is_endpoint = true;
+    v.push_back(string_field("model.revision", "main", Access::kNone,
+                             "with model.init_from or data.tokenizer a hub cache folder (models--ORG--NAME): the branch or tag "
+                             "under its refs/, or a snapshot's commit hash (transformers' revision); another value than main "
+                             "needs such a folder"));
     // lora
     v.push_back(int_field("lora.r", 0, 0, 65536, "LoRA rank; 0 = full fine-tuning (no adapters)"));
     v.push_back(float_field("lora.alpha", 16.0, 0.0, kInf, true, "LoRA scaling numerator: scale = alpha / r (alpha / sqrt(r) with use_rslora)"));
@@ -192,6 +196,10 @@ std::vector<FieldSpec> build() {
                              "empty: data.val_fraction of data.split"));
     v.push_back(string_field("data.config_name", "", Access::kNone,
                              "source hf: the hub snapshot's <config>/ folder (empty: data/ or the only one)"));
+    v.push_back(string_field("data.revision", "main", Access::kNone,
+                             "source hf or chat, with a hub cache folder (datasets--ORG--NAME) in data.paths: the branch or tag "
+                             "under its refs/, or a snapshot's commit hash (datasets' revision); another value than main needs "
+                             "such a folder"));
     v.push_back(string_field("data.tokenizer", "gpt2", Access::kRead,
                            "'gpt2' or a path to a .tiktoken / tokenizer.json file or a model directory; source chat: a model "
                            "directory (or tokenizer.json) with tokenizer_config.json, whose chat template renders the data",

@@ -37,6 +37,7 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.model.rope_scaling.high_freq_factor = rs.at("high_freq_factor");
     c.model.rope_scaling.original_max_position_embeddings = rs.at("original_max_position_embeddings");
     c.model.init_from = m.at("init_from");
+    c.model.revision = m.at("revision");
     c.model.image_size = m.at("image_size");
     c.model.in_channels = m.at("in_channels");
     c.model.num_classes = m.at("num_classes");
@@ -58,6 +59,7 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.data.split = d.at("split");
     c.data.val_split = d.at("val_split");
     c.data.config_name = d.at("config_name");
+    c.data.revision = d.at("revision");
     c.data.tokenizer = d.at("tokenizer");
     c.data.val_fraction = d.at("val_fraction");
     c.data.cache_dir = d.at("cache_dir");

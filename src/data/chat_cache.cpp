@@ -36,7 +36,7 @@ struct Inputs {
 // Everything the tokens depend on, by content: each input file, the tokenizer, the template.
 Inputs describe_inputs(const ChatDataOptions& opts, const Tokenizer& tok, const fs::path& template_file) {
     Inputs in;
-    in.files = chat_input_files(opts.paths);
+    in.files = chat_input_files(opts.paths, opts.revision);
     nlohmann::ordered_json files = nlohmann::ordered_json::array();
     for (const auto& f : in.files) files.push_back({{"path", f.string()}, {"sha256", sha256_file(f)}});
     in.key = {{"key_version", kKeyVersion},

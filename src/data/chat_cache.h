@@ -24,6 +24,7 @@ struct ChatDataOptions {
     std::filesystem::path cache_dir;  // data.cache_dir; the cache is cache_dir/chat-<24 hex digits of the key>
     double val_fraction = 0.0;        // data.val_fraction: expected share of examples held out
     uint64_t seed = 0;                // run.seed: which examples those are (prepare.h's is_val_document)
+    std::string revision = "main";    // data.revision: the snapshot of the hub cache folders among paths
 };
 
 struct ChatData {

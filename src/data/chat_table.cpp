@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/hub_cache.h"
 #include "data/corpus.h"
 #include "data/hf_files.h"
 #include "data/table_reader.h"
@@ -53,17 +54,22 @@ std::vector<ChatRecord> read_chat_table(const fs::path& path) {
     return out;
 }
 
-std::vector<fs::path> chat_input_files(const std::vector<std::string>& paths) {
+std::vector<fs::path> chat_input_files(const std::vector<std::string>& paths, const std::string& revision) {
     std::vector<fs::path> out;
+    bool any_cache = false;
     for (const auto& p : paths) {
         std::vector<fs::path> files;
         if (is_hf_dataset_dir(p) || is_table_file_name(p)) {
-            files = hf_split_files(fs::path(p), HfSelection{});
+            HfSelection sel;
+            sel.revision = revision;
+            files = hf_split_files(fs::path(p), sel);
+            any_cache = any_cache || hub_cache_repo_of(p).has_value();
         } else {
             files = list_input_files({p});
         }
         out.insert(out.end(), files.begin(), files.end());
     }
+    check_revision_used(revision, any_cache, "data.revision (--revision)", "data.paths (--input)");
     return out;
 }
 

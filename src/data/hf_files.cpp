@@ -125,20 +125,9 @@ bool is_hf_dataset_dir(const fs::path& dir) {
 std::vector<fs::path> hf_split_files(const fs::path& input, const HfSelection& sel) {
     std::error_code ec;
     LLMT_CHECK(fs::exists(input, ec), "input '{}' does not exist", input.string());
-    const auto snapshot = resolve_hub_snapshot(input, sel.revision);
-    if (snapshot) {
-        // A cache folder's files are symlinks into its blobs/: followed, but never out of the folder.
-        auto files = snapshot_files(*snapshot, sel);
-        const fs::path root = fs::weakly_canonical(input, ec);
-        for (const auto& f : files) {
-            const fs::path real = fs::weakly_canonical(f, ec);
-            const auto rel = real.lexically_relative(root);
-            LLMT_CHECK(!ec && !rel.empty() && *rel.begin() != "..", "'{}' links to '{}', outside the hub cache folder '{}'", f.string(),
-                       real.string(), input.string());
-        }
-        return files;
-    }
-    const fs::path dir = input;
+    // A hub cache folder (or a snapshot of one): its files are symlinks into blobs/, followed while they
+    // stay inside the folder (core/hub_cache.h).
+    const fs::path dir = resolve_hub_path(input, sel.revision);
     if (fs::is_regular_file(dir, ec)) return {dir};
     LLMT_CHECK(fs::is_directory(dir, ec), "input '{}' is not a regular file or a directory", input.string());
     if (fs::exists(dir / "dataset_dict.json", ec)) {
@@ -159,10 +148,13 @@ std::vector<fs::path> hf_split_files(const fs::path& input, const HfSelection& s
 std::vector<fs::path> hf_split_files(const std::vector<std::string>& inputs, const HfSelection& sel) {
     LLMT_CHECK(!inputs.empty(), "no input given (hint: --input DIR, a dataset directory)");
     std::vector<fs::path> out;
+    bool any_cache = false;
     for (const auto& in : inputs) {
         auto files = hf_split_files(fs::path(in), sel);
         out.insert(out.end(), files.begin(), files.end());
+        any_cache = any_cache || hub_cache_repo_of(in).has_value();
     }
+    check_revision_used(sel.revision, any_cache, "data.revision (--revision)", "data.paths (--input)");
     return out;
 }
 

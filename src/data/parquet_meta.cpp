@@ -1,7 +1,11 @@
-// FileMetaData and PageHeader decoding (parquet_meta.h) on top of ThriftReader.
+// FileMetaData and PageHeader decoding (parquet_meta.h) on top of ThriftReader: each struct a table of the
+// field ids it keeps (parquet.thrift) and how each is stored.
 #include "data/parquet_meta.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
 
 #include "core/error.h"
 #include "data/thrift_compact.h"
@@ -16,182 +20,164 @@ void expect(ThriftReader& r, const ThriftField& f, T type) {
     if (f.type != type) r.fail(fmt::format("field {} has thrift type {}, expected {}", f.id, static_cast<int>(f.type), static_cast<int>(type)));
 }
 
-int32_t field_i32(ThriftReader& r, const ThriftField& f) {
-    expect(r, f, T::kI32);
-    return r.read_i32();
+// A struct is read by a table of its fields: {id, how to store the value}; fields not listed are skipped.
+template <class S>
+struct Field {
+    int16_t id;
+    void (*read)(ThriftReader&, const ThriftField&, S&);
+};
+
+template <class S, std::size_t N>
+void read_struct(ThriftReader& r, S& out, const Field<S> (&fields)[N]) {
+    r.begin_struct();
+    ThriftField f;
+    while (r.next_field(f)) {
+        const auto* it = std::find_if(std::begin(fields), std::end(fields), [&](const Field<S>& x) { return x.id == f.id; });
+        if (it == std::end(fields)) r.skip(f.type);
+        else it->read(r, f, out);
+    }
+    r.end_struct();
 }
 
-int64_t field_i64(ThriftReader& r, const ThriftField& f) {
+// The struct type a pointer to member belongs to.
+template <class M>
+struct MemberOf;
+template <class C, class V>
+struct MemberOf<V C::*> {
+    using type = C;
+};
+template <auto M>
+using Owner = typename MemberOf<decltype(M)>::type;
+
+// Field readers that store into the member M.
+template <auto M>
+void i32(ThriftReader& r, const ThriftField& f, Owner<M>& s) {
+    expect(r, f, T::kI32);
+    s.*M = r.read_i32();
+}
+template <auto M>
+void i64(ThriftReader& r, const ThriftField& f, Owner<M>& s) {
     expect(r, f, T::kI64);
-    return r.read_i64();
+    s.*M = r.read_i64();
+}
+template <auto M>
+void binary(ThriftReader& r, const ThriftField& f, Owner<M>& s) {
+    expect(r, f, T::kBinary);
+    s.*M = r.read_binary();
+}
+template <auto M>
+void boolean(ThriftReader& r, const ThriftField& f, Owner<M>& s) {
+    s.*M = r.read_bool(f);
+}
+// A nested struct read into the same object, by its own table.
+template <class S, const auto& Fields>
+void nested(ThriftReader& r, const ThriftField& f, S& s) {
+    expect(r, f, T::kStruct);
+    read_struct(r, s, Fields);
+}
+// A list of structs, each read by `read_one` and appended to the member M.
+template <auto M, auto ReadOne>
+void struct_list(ThriftReader& r, const ThriftField& f, Owner<M>& s) {
+    expect(r, f, T::kList);
+    const ThriftList l = r.read_list_header();
+    if (l.elem != T::kStruct) r.fail(fmt::format("field {} is not a list of structs", f.id));
+    (s.*M).reserve((s.*M).size() + l.size);
+    for (uint32_t i = 0; i < l.size; ++i) (s.*M).push_back(ReadOne(r));
 }
 
 // LogicalType is a union; only STRING (field 1) matters here.
-bool read_logical_is_string(ThriftReader& r) {
-    bool is_string = false;
+void logical_type(ThriftReader& r, const ThriftField& f, SchemaElement& e) {
+    expect(r, f, T::kStruct);
     r.begin_struct();
-    ThriftField f;
-    while (r.next_field(f)) {
-        if (f.id == 1 && f.type == T::kStruct) is_string = true;
-        r.skip(f.type);
+    ThriftField u;
+    while (r.next_field(u)) {
+        if (u.id == 1 && u.type == T::kStruct) e.logical_string = true;
+        r.skip(u.type);
     }
     r.end_struct();
-    return is_string;
 }
+
+void path_in_schema(ThriftReader& r, const ThriftField& f, ColumnChunk& c) {
+    expect(r, f, T::kList);
+    const ThriftList l = r.read_list_header();
+    if (l.elem != T::kBinary) r.fail("path_in_schema is not a list of strings");
+    for (uint32_t i = 0; i < l.size; ++i) c.path.push_back(r.read_binary());
+}
+
+// ColumnChunk.file_path: set when the chunk's data lives in another file.
+void file_path(ThriftReader& r, const ThriftField& f, ColumnChunk& c) {
+    expect(r, f, T::kBinary);
+    c.external = !r.read_binary().empty();
+}
+
+// Field ids from parquet.thrift.
+constexpr Field<SchemaElement> kSchemaElement[] = {{1, i32<&SchemaElement::type>},        {3, i32<&SchemaElement::repetition>},
+                                                   {4, binary<&SchemaElement::name>},     {5, i32<&SchemaElement::num_children>},
+                                                   {6, i32<&SchemaElement::converted_type>}, {10, logical_type}};
+constexpr Field<ColumnChunk> kColumnMetaData[] = {{1, i32<&ColumnChunk::type>},
+                                                  {3, path_in_schema},
+                                                  {4, i32<&ColumnChunk::codec>},
+                                                  {5, i64<&ColumnChunk::num_values>},
+                                                  {7, i64<&ColumnChunk::total_compressed_size>},
+                                                  {9, i64<&ColumnChunk::data_page_offset>},
+                                                  {11, i64<&ColumnChunk::dictionary_page_offset>}};
+struct ColumnChunkRead {  // the chunk and whether it had its meta_data (field 3)
+    ColumnChunk c;
+    bool has_meta = false;
+};
+void column_meta_data(ThriftReader& r, const ThriftField& f, ColumnChunkRead& x) {
+    nested<ColumnChunk, kColumnMetaData>(r, f, x.c);
+    x.has_meta = true;
+}
+void chunk_file_path(ThriftReader& r, const ThriftField& f, ColumnChunkRead& x) { file_path(r, f, x.c); }
+constexpr Field<ColumnChunkRead> kColumnChunk[] = {{1, chunk_file_path}, {3, column_meta_data}};
+constexpr Field<PageHeader> kDataPageHeader[] = {{1, i32<&PageHeader::num_values>},
+                                                 {2, i32<&PageHeader::encoding>},
+                                                 {3, i32<&PageHeader::def_encoding>},
+                                                 {4, i32<&PageHeader::rep_encoding>}};
+constexpr Field<PageHeader> kDictionaryPageHeader[] = {{1, i32<&PageHeader::num_values>}, {2, i32<&PageHeader::encoding>}};
+constexpr Field<PageHeader> kDataPageHeaderV2[] = {{1, i32<&PageHeader::num_values>}, {2, i32<&PageHeader::num_nulls>},
+                                                   {3, i32<&PageHeader::num_rows>},   {4, i32<&PageHeader::encoding>},
+                                                   {5, i32<&PageHeader::def_bytes>},  {6, i32<&PageHeader::rep_bytes>},
+                                                   {7, boolean<&PageHeader::is_compressed>}};
+constexpr Field<PageHeader> kPageHeader[] = {{1, i32<&PageHeader::type>},
+                                             {2, i32<&PageHeader::uncompressed_size>},
+                                             {3, i32<&PageHeader::compressed_size>},
+                                             {5, nested<PageHeader, kDataPageHeader>},
+                                             {7, nested<PageHeader, kDictionaryPageHeader>},
+                                             {8, nested<PageHeader, kDataPageHeaderV2>}};
 
 SchemaElement read_schema_element(ThriftReader& r) {
     SchemaElement e;
-    r.begin_struct();
-    ThriftField f;
-    while (r.next_field(f)) {
-        switch (f.id) {
-            case 1: e.type = field_i32(r, f); break;
-            case 3: e.repetition = field_i32(r, f); break;
-            case 4: expect(r, f, T::kBinary); e.name = r.read_binary(); break;
-            case 5: e.num_children = field_i32(r, f); break;
-            case 6: e.converted_type = field_i32(r, f); break;
-            case 10: expect(r, f, T::kStruct); e.logical_string = read_logical_is_string(r); break;
-            default: r.skip(f.type);
-        }
-    }
-    r.end_struct();
+    read_struct(r, e, kSchemaElement);
     return e;
 }
 
-void read_column_metadata(ThriftReader& r, ColumnChunk& c) {
-    r.begin_struct();
-    ThriftField f;
-    while (r.next_field(f)) {
-        switch (f.id) {
-            case 1: c.type = field_i32(r, f); break;
-            case 3: {
-                expect(r, f, T::kList);
-                const ThriftList l = r.read_list_header();
-                if (l.elem != T::kBinary) r.fail("path_in_schema is not a list of strings");
-                for (uint32_t i = 0; i < l.size; ++i) c.path.push_back(r.read_binary());
-                break;
-            }
-            case 4: c.codec = field_i32(r, f); break;
-            case 5: c.num_values = field_i64(r, f); break;
-            case 7: c.total_compressed_size = field_i64(r, f); break;
-            case 9: c.data_page_offset = field_i64(r, f); break;
-            case 11: c.dictionary_page_offset = field_i64(r, f); break;
-            default: r.skip(f.type);
-        }
-    }
-    r.end_struct();
+ColumnChunk read_column_chunk(ThriftReader& r) {
+    ColumnChunkRead x;
+    read_struct(r, x, kColumnChunk);
+    if (!x.has_meta) r.fail("a column chunk has no meta_data");
+    return x.c;
 }
 
-ColumnChunk read_column_chunk(ThriftReader& r) {
-    ColumnChunk c;
-    bool has_meta = false;
-    r.begin_struct();
-    ThriftField f;
-    while (r.next_field(f)) {
-        if (f.id == 1 && f.type == T::kBinary) {
-            c.external = !r.read_binary().empty();
-        } else if (f.id == 3 && f.type == T::kStruct) {
-            read_column_metadata(r, c);
-            has_meta = true;
-        } else {
-            r.skip(f.type);
-        }
-    }
-    r.end_struct();
-    if (!has_meta) r.fail("a column chunk has no meta_data");
-    return c;
-}
+constexpr Field<RowGroup> kRowGroup[] = {{1, struct_list<&RowGroup::columns, read_column_chunk>}, {3, i64<&RowGroup::num_rows>}};
 
 RowGroup read_row_group(ThriftReader& r) {
     RowGroup g;
-    r.begin_struct();
-    ThriftField f;
-    while (r.next_field(f)) {
-        if (f.id == 1 && f.type == T::kList) {
-            const ThriftList l = r.read_list_header();
-            if (l.elem != T::kStruct) r.fail("row group columns are not structs");
-            for (uint32_t i = 0; i < l.size; ++i) g.columns.push_back(read_column_chunk(r));
-        } else if (f.id == 3) {
-            g.num_rows = field_i64(r, f);
-        } else {
-            r.skip(f.type);
-        }
-    }
-    r.end_struct();
+    read_struct(r, g, kRowGroup);
     return g;
 }
 
-void read_data_page_header(ThriftReader& r, PageHeader& h) {
-    r.begin_struct();
-    ThriftField f;
-    while (r.next_field(f)) {
-        switch (f.id) {
-            case 1: h.num_values = field_i32(r, f); break;
-            case 2: h.encoding = field_i32(r, f); break;
-            case 3: h.def_encoding = field_i32(r, f); break;
-            case 4: h.rep_encoding = field_i32(r, f); break;
-            default: r.skip(f.type);
-        }
-    }
-    r.end_struct();
-}
-
-void read_dictionary_page_header(ThriftReader& r, PageHeader& h) {
-    r.begin_struct();
-    ThriftField f;
-    while (r.next_field(f)) {
-        switch (f.id) {
-            case 1: h.num_values = field_i32(r, f); break;
-            case 2: h.encoding = field_i32(r, f); break;
-            default: r.skip(f.type);
-        }
-    }
-    r.end_struct();
-}
-
-void read_data_page_header_v2(ThriftReader& r, PageHeader& h) {
-    r.begin_struct();
-    ThriftField f;
-    while (r.next_field(f)) {
-        switch (f.id) {
-            case 1: h.num_values = field_i32(r, f); break;
-            case 2: h.num_nulls = field_i32(r, f); break;
-            case 3: h.num_rows = field_i32(r, f); break;
-            case 4: h.encoding = field_i32(r, f); break;
-            case 5: h.def_bytes = field_i32(r, f); break;
-            case 6: h.rep_bytes = field_i32(r, f); break;
-            case 7: h.is_compressed = r.read_bool(f); break;
-            default: r.skip(f.type);
-        }
-    }
-    r.end_struct();
-}
+constexpr Field<FileMetaData> kFileMetaData[] = {{2, struct_list<&FileMetaData::schema, read_schema_element>},
+                                                 {3, i64<&FileMetaData::num_rows>},
+                                                 {4, struct_list<&FileMetaData::row_groups, read_row_group>}};
 
 }  // namespace
 
 FileMetaData decode_file_metadata(const uint8_t* data, std::size_t size, uint64_t base, std::string_view file) {
     ThriftReader r(data, size, base, file, "the file metadata (footer)");
     FileMetaData m;
-    r.begin_struct();
-    ThriftField f;
-    while (r.next_field(f)) {
-        if (f.id == 2 && f.type == T::kList) {
-            const ThriftList l = r.read_list_header();
-            if (l.elem != T::kStruct) r.fail("schema is not a list of structs");
-            m.schema.reserve(l.size);
-            for (uint32_t i = 0; i < l.size; ++i) m.schema.push_back(read_schema_element(r));
-        } else if (f.id == 3) {
-            m.num_rows = field_i64(r, f);
-        } else if (f.id == 4 && f.type == T::kList) {
-            const ThriftList l = r.read_list_header();
-            if (l.elem != T::kStruct) r.fail("row_groups is not a list of structs");
-            m.row_groups.reserve(l.size);
-            for (uint32_t i = 0; i < l.size; ++i) m.row_groups.push_back(read_row_group(r));
-        } else {
-            r.skip(f.type);
-        }
-    }
-    r.end_struct();
+    read_struct(r, m, kFileMetaData);
     if (m.schema.empty()) r.fail("the schema is empty");
     return m;
 }
@@ -202,20 +188,7 @@ bool decode_page_header(const uint8_t* data, std::size_t size, uint64_t base, st
     ThriftReader r(data, size, base, file, context);
     h = PageHeader{};
     try {
-        r.begin_struct();
-        ThriftField f;
-        while (r.next_field(f)) {
-            switch (f.id) {
-                case 1: h.type = field_i32(r, f); break;
-                case 2: h.uncompressed_size = field_i32(r, f); break;
-                case 3: h.compressed_size = field_i32(r, f); break;
-                case 5: expect(r, f, T::kStruct); read_data_page_header(r, h); break;
-                case 7: expect(r, f, T::kStruct); read_dictionary_page_header(r, h); break;
-                case 8: expect(r, f, T::kStruct); read_data_page_header_v2(r, h); break;
-                default: r.skip(f.type);
-            }
-        }
-        r.end_struct();
+        read_struct(r, h, kPageHeader);
     } catch (const FormatError&) {
         if (r.truncated()) return false;
         throw;

@@ -14,7 +14,7 @@ namespace llmt::models {
 namespace fs = std::filesystem;
 
 HfSource resolve_init_from(const std::string& init_from, const std::string& arch) {
-    const fs::path p = resolve_hub_path(init_from);  // a hub cache folder (models--ORG--NAME): its snapshot
+    const fs::path p = resolve_hub_path(init_from);  // a hub cache folder (models--ORG--NAME): its refs/main snapshot
     std::error_code ec;
     const auto st = fs::status(p, ec);
     if (!fs::exists(st))
@@ -43,12 +43,29 @@ HfSource resolve_init_from(const std::string& init_from, const std::string& arch
     return s;
 }
 
+void resolve_hub_revisions(config::Config& cfg) {
+    bool model_in_cache = false, tokenizer_in_cache = false, model_absent = false;
+    if (!cfg.model.init_from.empty() && cfg.model.init_from != "scratch") {
+        std::error_code ec;
+        // A base that is not here (a checkpoint read on another machine) is not known to ignore the revision.
+        model_absent = !fs::exists(cfg.model.init_from, ec);
+        cfg.model.init_from = resolve_hub_path(cfg.model.init_from, cfg.model.revision, &model_in_cache).string();
+    }
+    cfg.data.tokenizer = resolve_hub_path(cfg.data.tokenizer, cfg.model.revision, &tokenizer_in_cache).string();
+    check_revision_used(cfg.model.revision, model_in_cache || tokenizer_in_cache || model_absent, "model.revision",
+                        "model.init_from or data.tokenizer");
+}
+
 HfSource prepare_init_from(config::Config& cfg) {
+    resolve_hub_revisions(cfg);
     if (cfg.model.init_from.empty() || cfg.model.init_from == "scratch") return {};
     // A directory's config.json decides the arch unless the user wrote it: look without the family's
     // config.json rule first, then apply the rule for the arch that results.
     HfSource s = resolve_init_from(cfg.model.init_from, cfg.wrote("model.arch") ? cfg.model.arch : "");
-    if (s.config_json) apply_hf_config(cfg, read_hf_config(*s.config_json));
+    if (s.config_json) {
+        apply_hf_config(cfg, read_hf_config(*s.config_json));
+        resolve_hub_revisions(cfg);  // the model section was typed again from cfg.resolved (the user's folder)
+    }
     return resolve_init_from(cfg.model.init_from, cfg.model.arch);
 }
 

@@ -8,6 +8,8 @@
 
 #include "config/data_checks.h"
 #include "config/loader.h"
+#include "core/error.h"
+#include "core/hub_cache.h"
 #include "server/api_error.h"
 
 namespace llmt::server {
@@ -54,6 +56,19 @@ std::string roots_text(const JobAccessPolicy& policy) {
     throw ApiError(400, "path_not_allowed", fmt::format("{} '{}' {}", v.key, v.value.substr(0, 200), why), v.key);
 }
 
+// A read value in a Hugging Face hub cache (a models--/datasets-- folder, a snapshot or a file in one): the
+// snapshots' links into blobs/ are followed when the job reads them, so each must stay inside the folder
+// (whichever revision the job picks: every snapshot of a folder is checked).
+void check_hub_cache_links(const config::PathValue& v, const fs::path& lexical) {
+    const auto repo = hub_cache_repo_of(lexical);
+    if (!repo) return;
+    try {
+        check_hub_links(*repo, lexical == *repo ? *repo / "snapshots" : lexical);
+    } catch (const InputError& e) {
+        refuse(v, fmt::format("is a hub cache folder whose snapshot links lead out of it: {}", e.what()));
+    }
+}
+
 // Where a read value points, as an absolute normal path with symlinks resolved where local.
 fs::path resolve_read(const config::PathValue& v, const JobAccessPolicy& policy) {
     fs::path p(v.value);
@@ -75,6 +90,14 @@ fs::path resolve_read(const config::PathValue& v, const JobAccessPolicy& policy)
     return ec ? p.lexically_normal() : real;
 }
 
+// The value as an absolute normal path, links not resolved (local policies; globs by their fixed part).
+fs::path lexical_read(const config::PathValue& v, const JobAccessPolicy& policy) {
+    fs::path p(v.value);
+    if (v.glob) p = split_glob(p).first;
+    if (p.is_relative()) p = policy.relative_base / p;
+    return p.lexically_normal();
+}
+
 void check_read(const config::PathValue& v, const JobAccessPolicy& policy) {
     const fs::path p = resolve_read(v, policy);
     const bool allowed = std::any_of(policy.read_roots.begin(), policy.read_roots.end(),
@@ -87,6 +110,8 @@ void check_read(const config::PathValue& v, const JobAccessPolicy& policy) {
         refuse(v, fmt::format("is outside what jobs on this server may read (read roots: {}; the operator adds "
                               "roots with `llmtrain serve --allow-read DIR`)",
                               roots_text(policy)));
+    // Allowed: the submitter may learn what is in it, so the hub cache's links are checked by name.
+    if (policy.local) check_hub_cache_links(v, lexical_read(v, policy));
 }
 
 void check_write(const config::PathValue& v) {

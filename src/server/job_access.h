@@ -3,6 +3,7 @@
 // - read-class config values (config/schema.h Access::kRead: data sets, tokenizers, models) resolve
 //   under one of the read roots (the presets' data directories and `serve --allow-read`) and never
 //   under a denied path (the server's own data dir, tokens file and database), whatever the roots are;
+//   a value in a Hugging Face hub cache (core/hub_cache.h) has every snapshot link inside its folder;
 // - write-class values are relative paths the server places inside the job's own directory;
 // - endpoint-class values (URIs) start with an endpoint the operator allows.
 // The rules walk the schema's classes (config/path_values.h), so a new path-valued key is covered.

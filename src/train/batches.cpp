@@ -124,6 +124,7 @@ DataPlan open_chat_batches(const config::Config& cfg, int B, int T, int rank, in
     co.cache_dir = cfg.data.cache_dir;
     co.val_fraction = cfg.data.val_fraction;
     co.seed = cfg.run.seed;
+    co.revision = cfg.data.revision;
     // Rank 0 tokenizes into the cache; the others open what it wrote.
     std::optional<data::ChatData> d;
     if (rank == 0) d = data::open_chat_data(co);

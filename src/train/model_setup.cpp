@@ -29,7 +29,7 @@ ShardFiles resolve_data(const config::Config& cfg, bool need_train) {
     po.inputs = cfg.data.paths;
     po.corpus.format = data::parse_input_format(cfg.data.source);
     po.corpus.text_field = cfg.data.text_field;
-    po.corpus.hf = {cfg.data.split, cfg.data.config_name, "main"};
+    po.corpus.hf = {cfg.data.split, cfg.data.config_name, cfg.data.revision};
     po.tokenizer = cfg.data.tokenizer;
     // source hf with data.val_split: that split is the validation set, whole; else val_fraction of the split.
     const bool val_split = cfg.data.source == "hf" && !cfg.data.val_split.empty();

@@ -80,7 +80,7 @@ ConfigDiff diff_for_resume(const nlohmann::json& saved, const nlohmann::json& cu
     static const std::set<std::string> kIdentitySections = {"model", "lora"};
     static const std::set<std::string> kIdentityKeys = {
         "data.source",       "data.paths",     "data.text_field",   "data.tokenizer", "data.val_fraction",
-        "data.split",        "data.val_split", "data.config_name",
+        "data.split",        "data.val_split", "data.config_name", "data.revision",
         "data.train_shards", "data.val_shards", "data.shard_format", "data.shuffle",   "run.seed",
         "schema_version"};
     static const std::set<std::string> kCadence = {"trainer.max_steps",        "trainer.eval_every_steps",

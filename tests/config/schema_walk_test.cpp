@@ -366,6 +366,30 @@ const std::map<std::string, Probe>& probes() {
              const fs::path w = c.t.run_dir(s) / "checkpoints/step_2/model.safetensors";
              EXPECT_NE(dry(c.t, {"model.init_from=" + w.string()})["loss"], dry(c.t, {})["loss"]);
          }},
+        // A hub cache folder whose refs/main and refs/v1 name snapshots of two runs' weights (links into blobs/).
+        {"model.revision",
+         [](const Ctx& c) {
+             const fs::path repo = c.t.root() / "hub/models--walk--tiny";
+             int n = 0;
+             for (const auto& [ref, steps] : {std::pair{"main", 2}, std::pair{"v1", 4}}) {
+                 const auto s = c.t.train({"trainer.max_steps=" + std::to_string(steps)});
+                 const fs::path step = c.t.run_dir(s) / ("checkpoints/step_" + std::to_string(steps));
+                 const std::string sha = std::string(39, '0') + std::to_string(steps);
+                 fs::create_directories(repo / "blobs");
+                 fs::create_directories(repo / "refs");
+                 fs::create_directories(repo / "snapshots" / sha);
+                 llmt::write_file_atomic(repo / "refs" / ref, sha);
+                 for (const char* f : {"model.safetensors", "config.json"}) {
+                     const std::string blob = "b" + std::to_string(n++);
+                     fs::copy_file(step / f, repo / "blobs" / blob);
+                     fs::create_symlink("../../blobs/" + blob, repo / "snapshots" / sha / f);
+                 }
+             }
+             const Sets from = {"model.init_from=" + repo.string()};
+             EXPECT_NE(dry(c.t, with(from, {"model.revision=v1"}))["loss"], dry(c.t, from)["loss"]);
+             expect_refused(c.t, with(from, {"model.revision=v2"}), "has no revision 'v2'");
+             expect_refused(c.t, {"model.revision=v1"}, "model.revision");
+         }},
         // lora (docs/lora.md): adapters on the tiny GPT-2; B starts at zero, so a value shows after a step.
         {"lora.r",
          [](const Ctx& c) {
@@ -451,6 +475,21 @@ const std::map<std::string, Probe>& probes() {
              EXPECT_NE(dry(c.t, hf)["train_windows"], dry(c.t, with(hf, {"data.config_name=alt"}))["train_windows"]);
              expect_refused(c.t, with(text_source(c.t, c.in, "cache_config_text"), {"data.config_name=alt"}),
                             "data.config_name");
+         }},
+        // A copy of the fixture's hub cache folder with tag `old`: a snapshot whose train split is the validation file.
+        {"data.revision",
+         [](const Ctx& c) {
+             const fs::path repo = c.t.root() / "hub/datasets--testorg--tiny";
+             fs::create_directories(repo.parent_path());
+             fs::copy(kHfFixtures / "datasets--testorg--tiny", repo, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+             const std::string sha = std::string(40, 'a'), old = std::string(40, 'b');
+             fs::create_directories(repo / "snapshots" / old / "data");
+             fs::create_symlink("../../" + sha + "/data/validation-00000-of-00001.parquet",
+                                repo / "snapshots" / old / "data/train-00000-of-00001.parquet");
+             llmt::write_file_atomic(repo / "refs/old", old);
+             const Sets hf = text_source(c.t, c.in, "cache_revision", "hf", repo);
+             EXPECT_NE(dry(c.t, hf)["train_windows"], dry(c.t, with(hf, {"data.revision=old"}))["train_windows"]);
+             expect_refused(c.t, with(text_source(c.t, c.in, "cache_revision_text"), {"data.revision=old"}), "data.revision");
          }},
         {"data.tokenizer",
          [](const Ctx& c) {

@@ -155,7 +155,9 @@ TEST_F(HfDataset, HubCacheFolderResolvesRefsAndSplits) {
     r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--revision", "v9", "--tokenizer", kTokenizer,
                           "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
-    EXPECT_NE(r.err.find("no refs/v9"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("has no revision 'v9' (revisions found: refs: main; snapshots: 0123456789abcdef0123456789abcdef01234567)"),
+              std::string::npos)
+        << r.err;
     // A snapshot file that links out of the cache folder is refused.
     const fs::path evil = tmp_.path() / "datasets--evil--x";
     fs::create_directories(evil / "refs");
@@ -168,6 +170,37 @@ TEST_F(HfDataset, HubCacheFolderResolvesRefsAndSplits) {
     EXPECT_NE(r.err.find("outside the hub cache folder"), std::string::npos) << r.err;
     // An explicit commit hash names the snapshot directly.
     expect_same_shards({"--input", repo.string(), "--revision", "0123456789abcdef0123456789abcdef01234567"}, w("docs.jsonl"));
+}
+
+// --revision (data.revision) picks another snapshot by branch or tag; a snapshot named directly works
+// without it; a revision with no hub cache folder to apply to is refused, never ignored.
+TEST_F(HfDataset, RevisionsPickSnapshotsAndAreNeverIgnored) {
+    const fs::path repo = tmp_.path() / "datasets--testorg--tiny";
+    fs::copy(w("hub/datasets--testorg--tiny"), repo, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+    const std::string main_sha = "0123456789abcdef0123456789abcdef01234567", old_sha = "89abcdef0123456789abcdef0123456789abcdef";
+    // Tag `old`: a snapshot whose train split is main's validation file (a link to a link, both inside).
+    fs::create_directories(repo / "snapshots" / old_sha / "data");
+    fs::create_symlink("../../" + main_sha + "/data/validation-00000-of-00001.parquet",
+                       repo / "snapshots" / old_sha / "data/train-00000-of-00001.parquet");
+    write_bytes(repo / "refs/old", old_sha);
+    expect_same_shards({"--input", repo.string(), "--revision", "old"}, w("val_docs.jsonl"));
+    expect_same_shards({"--input", (repo / "snapshots" / old_sha).string()}, w("val_docs.jsonl"));
+    expect_same_shards({"--input", (repo / "snapshots" / old_sha).string(), "--revision", "old"}, w("val_docs.jsonl"));
+    Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", (repo / "snapshots" / old_sha).string(), "--revision",
+                                 main_sha, "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("is in another snapshot than revision '" + main_sha + "'"), std::string::npos) << r.err;
+    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--revision", "v2", "--tokenizer", kTokenizer,
+                          "--out", (tmp_.path() / "x").string()});
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("has no revision 'v2' (revisions found: refs: main, old; snapshots: " + main_sha + ", " + old_sha + ")"),
+              std::string::npos)
+        << r.err;
+    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", w("parquet/gzip_dict.parquet").string(), "--revision", "old",
+                          "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("data.revision (--revision) 'old' selects a snapshot of a hub cache folder"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(tmp_.path() / "x/manifest.json"));
 }
 
 // A tokenizer given as a hub cache folder (models--ORG--NAME) is its snapshot's tokenizer.json.
@@ -191,6 +224,23 @@ TEST_F(HfDataset, TokenizerFromHubCacheFolder) {
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(read_bytes(tmp_.path() / "a/train_000000.bin"), read_bytes(tmp_.path() / "b/train_000000.bin"));
     EXPECT_EQ(nlohmann::json::parse(read_bytes(tmp_.path() / "a/manifest.json"))["token_dtype"], "uint32");
+    // --tokenizer-revision: a tag of the tokenizer's folder; one that is not there names those that are;
+    // one with no hub cache tokenizer is refused.
+    write_bytes(repo / "refs/v1", sha);
+    auto c = common;
+    c.insert(c.end(), {"--tokenizer", repo.string(), "--tokenizer-revision", "v1", "--out", (tmp_.path() / "c").string()});
+    r = run(tmp_.path(), c);
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(read_bytes(tmp_.path() / "a/train_000000.bin"), read_bytes(tmp_.path() / "c/train_000000.bin"));
+    c.back() = (tmp_.path() / "d").string();
+    c[c.size() - 3] = "v2";
+    r = run(tmp_.path(), c);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("has no revision 'v2' (revisions found: refs: main, v1; snapshots: " + sha + ")"), std::string::npos) << r.err;
+    b.insert(b.end(), {"--tokenizer-revision", "v1"});
+    r = run(tmp_.path(), b);
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("--tokenizer-revision 'v1' selects a snapshot of a hub cache folder"), std::string::npos) << r.err;
 }
 
 TEST_F(HfDataset, ConfigFoldersAreChosenByName) {
@@ -208,12 +258,15 @@ TEST_F(HfDataset, ConfigFoldersAreChosenByName) {
 }
 
 TEST_F(HfDataset, WrongColumnTypeOrNameNamesFileColumnAndOffset) {
-    const std::vector<std::pair<fs::path, std::string>> cases = {
-        {w("int_text.parquet"), "text"}, {w("arrow/rich.file.arrow"), "n32"}, {w("arrow/rich.stream.arrow"), "meta"}};
+    const std::vector<std::pair<fs::path, std::string>> cases = {{w("int_text.parquet"), "text"},
+                                                                 {kFixtures / "parquet/text_int64.parquet", "text"},
+                                                                 {w("arrow/rich.file.arrow"), "n32"},
+                                                                 {w("arrow/rich.stream.arrow"), "meta"}};
     for (const auto& [file, field] : cases) {
         const Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", file.string(), "--text-field", field,
                                            "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
         EXPECT_EQ(r.rc, 2) << file;
+        EXPECT_LT(r.max_rss_kb, 100 * 1024) << r.err;  // as for the malformed files below
         EXPECT_NE(r.err.find(file.string() + ": byte offset "), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("column '" + field + "' is "), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("expected a string"), std::string::npos) << r.err;

@@ -1,12 +1,13 @@
 // `llmtrain chat` and the Llama 3 tokenizer end to end through the real binary: shards prepared with
 // Meta's Llama 3 tokenizer.json (uint32 ids), a tiny LLaMA with its 128,256-id vocabulary trained a few
 // steps, then chat on a pipe (one answer per turn, seeded), generation stopping at an eos id that a model
-// directory's generation_config.json lists, --print-prompt against the template by hand, and the error for
-// an unknown chat template.
+// directory's generation_config.json lists, --print-prompt against the template by hand, docs/lora.md's
+// worked example in small (also from a Parquet `messages` dataset), and the error for an unknown chat template.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "core/fs.h"
 #include "support/subprocess.h"
+#include "support/train_fixture.h"
 
 namespace {
 
@@ -233,6 +235,62 @@ TEST_F(ChatTest, MergedLoraModelChatsAsTheLoraRun) {
     ASSERT_EQ(a.exit_code, 0) << a.err;
     ASSERT_EQ(b.exit_code, 0) << b.err;
     EXPECT_NE(a.err.find("chat: answer of "), std::string::npos) << a.err;
+    EXPECT_EQ(a.out, b.out);
+}
+
+// docs/lora.md's worked example from a Parquet `messages` dataset, in small: the same conversations as chat
+// JSONL and as a hub-style dataset folder (data/train-00000-of-00001.parquet, written by hyparquet-writer, an
+// independent writer) train the same LoRA run step for step; the Parquet run's adapter, exported and merged
+// into the base, chats as the JSONL run does.
+TEST_F(ChatTest, LoraChatExampleRunsFromParquetMessagesAsFromJsonl) {
+    const fs::path writer = LLMT_SOURCE_DIR "/tests/data/hf_writer";
+    ASSERT_TRUE(fs::exists(writer / "node_modules/hyparquet-writer")) << "run scripts/setup.sh (setup.d/61-hf-writers.sh)";
+    const fs::path base = root_ / "pq_base", jsonl = root_ / "qa.jsonl", dataset = root_ / "hf/qa";
+    auto r = llmtrain({"export", "--checkpoint", run_.string(), "--out", base.string(), "--dtype", "fp32"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string lines;
+    for (int i = 0; i < 48; ++i) {
+        const std::string system = i % 4 == 0 ? R"({"role": "system", "content": "Answer briefly."}, )" : "";
+        lines += R"({"messages": [)" + system + R"({"role": "user", "content": "What is item )" + std::to_string(i) +
+                 R"(?"}, {"role": "assistant", "content": "Item )" + std::to_string(i) + R"( is yes."}]})" + "\n";
+    }
+    llmt::write_file_atomic(jsonl, lines);
+    const std::string cmd = "cd '" + writer.string() + "' && node messages_parquet.mjs '" + jsonl.string() + "' '" +
+                            (dataset / "data/train-00000-of-00001.parquet").string() + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    auto train = [&](const std::string& id, const fs::path& data) {
+        const fs::path yaml = root_ / (id + ".yaml");
+        std::ofstream(yaml) << "run: {name: l, seed: 4, device: cpu, threads: 1}\n"
+                            << "model: {init_from: " << base.string() << ", block_size: 64}\n"
+                            << "lora: {r: 4, alpha: 8, target_modules: [all-linear]}\n"
+                               "trainer: {max_steps: 4, micro_batch_size: 2, lr: 5.0e-3, min_lr: 5.0e-4, warmup_steps: 1, "
+                               "log_every_steps: 1, eval_every_steps: 0}\n"
+                            << "data: {source: chat, paths: [" << data.string() << "], tokenizer: " << base.string()
+                            << ", packing: true, val_fraction: 0.1, cache_dir: " << (root_ / "cache").string() << "}\n";
+        const ProcResult t = llmtrain({"train", "--config", yaml.string(), "--set", "output.root_dir=" + (root_ / "runs").string(),
+                                       "--set", "output.run_id=" + id});
+        EXPECT_EQ(t.exit_code, 0) << t.err;
+        std::vector<double> losses;
+        for (const auto& m : llmt::testing::read_metrics(root_ / "runs" / id / "metrics.jsonl"))
+            if (m.contains("loss")) losses.push_back(m["loss"]);
+        return losses;
+    };
+    const std::vector<double> from_jsonl = train("qa_jsonl", jsonl), from_parquet = train("qa_parquet", dataset);
+    ASSERT_EQ(from_jsonl.size(), 4u);
+    EXPECT_EQ(from_parquet, from_jsonl);
+    const fs::path adapter = root_ / "qa_adapter", merged = root_ / "qa_merged";
+    r = llmtrain({"export", "--checkpoint", (root_ / "runs/qa_parquet").string(), "--out", adapter.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = llmtrain({"merge", "--model", base.string(), "--adapter", adapter.string(), "--out", merged.string(), "--dtype", "fp32"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto chat = [&](const fs::path& m) {
+        return llmtrain({"chat", "--model", m.string(), "--max-new-tokens", "8", "--seed", "9", "--set", "run.threads=1"},
+                        "What is item 3?\n");
+    };
+    const ProcResult a = chat(merged), b = chat(root_ / "runs/qa_jsonl");
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    ASSERT_EQ(b.exit_code, 0) << b.err;
+    EXPECT_FALSE(a.out.empty());
     EXPECT_EQ(a.out, b.out);
 }
 

@@ -1,7 +1,7 @@
 // `llmtrain train` with data.source: hf on a hub cache folder (tests/data/fixtures/hf, pyarrow's
 // Parquet): the train split tokenized into the cache, data.val_split as the validation set, an exact
-// resume; and model.init_from given as a hub cache folder (models--ORG--NAME, refs/main -> snapshot,
-// files symlinked into blobs/).
+// resume; data.revision; and model.init_from given as a hub cache folder (models--ORG--NAME, refs/main or
+// model.revision -> snapshot, files symlinked into blobs/).
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -78,6 +78,27 @@ TEST_F(HfTrain, HubSnapshotTrainsAndResumesExactly) {
     EXPECT_NE(r.err.find("no split 'test' (splits found: train, validation)"), std::string::npos) << r.err;
 }
 
+// data.revision: the snapshot by commit hash is the one refs/main names (the same files, the same
+// losses); a revision that is not there names those found; with no hub cache folder it is refused.
+TEST_F(HfTrain, DataRevisionPicksTheSnapshot) {
+    auto r = train({"--set", "output.run_id=main", "--set", "trainer.max_steps=2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = train({"--set", "output.run_id=by_hash", "--set", "trainer.max_steps=2", "--set",
+               "data.revision=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(losses("main"), losses("by_hash"));
+    r = train({"--set", "output.run_id=v9", "--set", "data.revision=v9"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("has no revision 'v9' (revisions found: refs: main; snapshots: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa)"),
+              std::string::npos)
+        << r.err;
+    r = train({"--set", "output.run_id=plain", "--set", "data.revision=v9", "--set",
+               "data.paths=[" + (kSource / "tests/data/fixtures/hf/parquet/plain_none_v1.parquet").string() + "]", "--set",
+               "data.val_split=\"\"", "--set", "data.val_fraction=0.1"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("data.revision (--revision) 'v9' selects a snapshot of a hub cache folder"), std::string::npos) << r.err;
+}
+
 // A checkpoint's model.safetensors + config.json laid out as the hub cache does, then used as init_from.
 TEST_F(HfTrain, InitFromHubCacheModelFolder) {
     ASSERT_EQ(train({"--set", "output.run_id=base", "--set", "trainer.max_steps=2"}).exit_code, 0);
@@ -111,6 +132,47 @@ TEST_F(HfTrain, InitFromHubCacheModelFolder) {
     ASSERT_EQ(b.exit_code, 0) << b.err;
     EXPECT_EQ(a.out, b.out);
     EXPECT_FALSE(a.out.empty());
+
+    // model.revision / --revision: tag v1 names a second snapshot holding other weights (the from_snap
+    // run's, as blobs); training and generating from it equal doing so from those weights' directory.
+    const std::string sha1 = "0000000000000000000000000000000000000001";
+    const fs::path other = root_ / "runs/from_snap/checkpoints/step_2";
+    fs::create_directories(repo / "snapshots" / sha1);
+    std::ofstream(repo / "refs/v1") << sha1;
+    for (const char* f : {"model.safetensors", "config.json"}) {
+        const fs::path blob = repo / "blobs" / ("blob" + std::to_string(n++));
+        fs::copy_file(other / f, blob);
+        fs::create_symlink(fs::path("../..") / "blobs" / blob.filename(), repo / "snapshots" / sha1 / f);
+    }
+    r = train({"--set", "output.run_id=from_v1", "--set", "trainer.max_steps=2", "--set", "model.init_from=" + repo.string(), "--set",
+               "model.revision=v1"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = train({"--set", "output.run_id=from_other", "--set", "trainer.max_steps=2", "--set", "model.init_from=" + other.string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(losses("from_v1"), losses("from_other"));
+    EXPECT_NE(losses("from_v1"), losses("from_hub")) << "v1 is not main's snapshot";
+    const ProcResult c = run_process({llmtrain_bin(), "generate", "--model", repo.string(), "--revision", "v1", "--prompt-ids", "1,2,3",
+                                      "-n", "4", "-t", "0"},
+                                     "", 300);
+    ASSERT_EQ(c.exit_code, 0) << c.err;
+    EXPECT_EQ(c.out, gen(repo / "snapshots" / sha1).out);
+    // A revision that is not there names those found; one with nothing to apply to is refused.
+    r = train({"--set", "output.run_id=nov", "--set", "model.init_from=" + repo.string(), "--set", "model.revision=v2"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("has no revision 'v2' (revisions found: refs: main, v1; snapshots: " + sha1 + ", " + sha + ")"),
+              std::string::npos)
+        << r.err;
+    const ProcResult d = run_process({llmtrain_bin(), "generate", "--model", repo.string(), "--revision", "v2", "--prompt-ids", "1"}, "", 300);
+    EXPECT_EQ(d.exit_code, 2) << d.err;
+    EXPECT_NE(d.err.find("has no revision 'v2'"), std::string::npos) << d.err;
+    r = train({"--set", "output.run_id=unused", "--set", "model.revision=v1"});
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find("model.revision 'v1' selects a snapshot of a hub cache folder"), std::string::npos) << r.err;
+    const ProcResult e = run_process({llmtrain_bin(), "generate", "--model", (root_ / "runs/base").string(), "--revision", "v1",
+                                      "--prompt-ids", "1"},
+                                     "", 300);
+    EXPECT_EQ(e.exit_code, 2) << e.err;
+    EXPECT_NE(e.err.find("--revision 'v1' selects a snapshot of a hub cache folder"), std::string::npos) << e.err;
 }
 
 // LoRA chat fine-tuning (docs/lora.md's setup, scaled down) from a Parquet `messages` dataset: the same

@@ -86,6 +86,42 @@ TEST_F(JobAccessTest, EscapesThroughDotDotSymlinksAndPrefixesAreRefused) {
     EXPECT_EQ(refused(read((dir_ / "data2").string())), "data.x");  // "data2" is not under "data"
 }
 
+// A hub cache folder under a root (models--ORG--NAME): its snapshots' links into blobs/ are followed; a link
+// that leaves the folder is refused, even to a file under a read root, since the job reads it as the model.
+TEST_F(JobAccessTest, HubCacheLinksStayInsideTheirFolder) {
+    const fs::path repo = dir_ / "data/hub/models--org--m";
+    const fs::path snap = repo / "snapshots/0123456789abcdef0123456789abcdef01234567";
+    fs::create_directories(repo / "refs");
+    fs::create_directories(repo / "blobs");
+    fs::create_directories(snap);
+    std::ofstream(repo / "refs/main") << snap.filename().string();
+    std::ofstream(repo / "blobs/abc") << "{}";
+    fs::create_symlink("../../blobs/abc", snap / "config.json");
+    const PathValue init_from{"model.init_from", "model.init_from", repo.string(), Access::kRead, false};
+    EXPECT_EQ(refused(init_from), "");
+    EXPECT_EQ(refused(read(snap.string())), "");
+    EXPECT_EQ(refused(read((snap / "config.json").string())), "");
+    // Out of the folder: to the shards under the same root, and out of every root.
+    fs::create_symlink(dir_ / "data/shards/train_0.bin", snap / "model.safetensors");
+    EXPECT_EQ(refused(init_from), "model.init_from");
+    EXPECT_NE(message_.find("model.safetensors' links to"), std::string::npos) << message_;
+    EXPECT_NE(message_.find("outside the hub cache folder"), std::string::npos) << message_;
+    EXPECT_EQ(refused(read(snap.string())), "data.x");
+    EXPECT_EQ(refused(read((snap / "model.safetensors").string())), "data.x");
+    fs::remove(snap / "model.safetensors");
+    fs::create_symlink(dir_ / "outside/secret", snap / "tokenizer.json");
+    EXPECT_EQ(refused(init_from), "model.init_from");
+    // Another revision's snapshot counts too: the job may pick any with model.revision.
+    fs::remove(snap / "tokenizer.json");
+    fs::create_directories(repo / "snapshots/ffff");
+    fs::create_symlink(dir_ / "outside/secret", repo / "snapshots/ffff/tokenizer.json");
+    EXPECT_EQ(refused(init_from), "model.init_from");
+    // Pods' paths are another machine's: checked lexically, as before.
+    JobAccessPolicy pods = policy_;
+    pods.local = false;
+    EXPECT_EQ(refused(init_from, pods), "");
+}
+
 TEST_F(JobAccessTest, DeniedPathsStayUnreadableUnderARoot) {
     std::ofstream(dir_ / "data/server/tokens") << "llmt_admin admin admin\n";
     EXPECT_EQ(refused(read((dir_ / "data/server/tokens").string())), "data.x");

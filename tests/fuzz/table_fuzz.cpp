@@ -1,7 +1,10 @@
-// libFuzzer entry for the Parquet reader (src/data/parquet_table.h: footer, Thrift compact protocol, pages, codecs, encodings, levels): any byte string, opened as a table and read through a string column
-// and a messages column, must read cleanly or throw FormatError / InputError, and never allocate beyond
-// the limits the reader sets. Seeds: tests/fuzz/corpus/parquet/ (pyarrow files from tests/data/fixtures/hf).
-// The input lives in a memfd so no disk is touched per run.
+// libFuzzer entry for the dataset table readers (src/data/table_reader.h), built twice: parquet_fuzz
+// (Parquet: footer, Thrift compact protocol, pages, codecs, encodings, levels) and arrow_fuzz (Arrow IPC:
+// stream and file formats, FlatBuffers metadata, buffers), which differ in their seeds
+// (tests/fuzz/corpus/parquet/, tests/fuzz/corpus/arrow/: pyarrow files from tests/data/fixtures/hf) and so in
+// the format the mutations explore. Any byte string, opened as a table and read through a string column and
+// a messages column, must read cleanly or throw FormatError / InputError, and never allocate beyond the
+// limits the reader sets. The input lives in a memfd so no disk is touched per run.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -17,7 +20,7 @@
 namespace {
 
 int input_fd() {
-    static const int fd = ::memfd_create("parquet_fuzz", 0);
+    static const int fd = ::memfd_create(LLMT_FUZZ_NAME, 0);
     if (fd < 0) std::abort();
     return fd;
 }
