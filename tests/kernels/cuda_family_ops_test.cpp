@@ -68,7 +68,10 @@ Tensor view(void* data, const std::vector<int64_t>& shape, DType dt, Device dev)
     return t;
 }
 
-// A device tensor of f32, bf16 or i32 elements, NaN (all bits set) until written.
+// A device tensor of f32, bf16 or i32 elements, NaN (all bits set) until written. The ops run on cuda::stream(), a
+// non-blocking stream that plain cudaMemset/cudaMemcpy (the legacy stream) do not order with, and a pageable
+// upload may still be landing when cudaMemcpy returns: every upload and the poisoning end with a device-wide
+// synchronisation, so a kernel never races them (an in-place op's output overwritten by its own input's late copy).
 class DevTensor {
 public:
     DevTensor(std::vector<int64_t> shape, DType dt) : shape_(std::move(shape)), dt_(dt) {
@@ -76,6 +79,7 @@ public:
         for (int64_t d : shape_) n_ *= static_cast<size_t>(d);
         LLMT_CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(n_, 1) * esize()));
         LLMT_CUDA_CHECK(cudaMemset(p_, 0xff, std::max<size_t>(n_, 1) * esize()));
+        LLMT_CUDA_CHECK(cudaDeviceSynchronize());
     }
     ~DevTensor() { cudaFree(p_); }
     DevTensor(const DevTensor&) = delete;
@@ -90,9 +94,11 @@ public:
         } else {
             LLMT_CUDA_CHECK(cudaMemcpy(p_, v.data(), n_ * 4, cudaMemcpyHostToDevice));
         }
+        LLMT_CUDA_CHECK(cudaDeviceSynchronize());
     }
     void upload_i32(const std::vector<int32_t>& v) {
         LLMT_CUDA_CHECK(cudaMemcpy(p_, v.data(), n_ * 4, cudaMemcpyHostToDevice));
+        LLMT_CUDA_CHECK(cudaDeviceSynchronize());
     }
     std::vector<float> download() const {
         cuda::synchronize();
