@@ -26,9 +26,13 @@ echo "train_gpu_bench rc=$?"; grep -v '^  step' "$out/ours.log" | tail -5
   --seq 2048 --steps "$STEPS" --shape "$peer_shape" --out "$out/torch.jsonl" > "$out/torch.log" 2>&1)
 echo "torch rc=$?"; tail -6 "$out/torch.log" | cut -c1-300
 python3 - "$out/ours.jsonl" "$out/torch.jsonl" <<'PY'
-import json, sys
-ours = [json.loads(l) for l in open(sys.argv[1]) if '"tok_s"' in l]
-theirs = [json.loads(l) for l in open(sys.argv[2]) if l.strip().startswith("{")]
+import json, os, sys
+def rows(path, keep):  # a run cut short (timeout) may have written nothing
+    return [json.loads(l) for l in open(path) if keep(l)] if os.path.exists(path) else []
+ours = rows(sys.argv[1], lambda l: '"tok_s"' in l)
+theirs = rows(sys.argv[2], lambda l: l.strip().startswith("{"))
+if not theirs:
+    print("torch: no result (see torch.log)")
 for o in ours:
     print(f"llmtrain {o['arch']} {o['dtype']} lora_r={o['lora_r']} B={o['B']}: {o['tok_s']:.0f} tok/s, MFU {100*o['mfu_989']:.1f}% of 989, {o['gib']:.1f} GiB")
 for t in theirs:
