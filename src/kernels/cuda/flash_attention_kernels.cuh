@@ -22,7 +22,8 @@
 // bound and the backward only the query tiles up to packed_query_end (flash_forward.cuh, flash_backward.cuh).
 // A sliding window (window > 0) is one more such bound (key_bounds.cuh's first_key: the larger of the example's start
 // and t - window + 1) and takes the same kPacked path, so tiles outside every row's window are never visited.
-// kPacked false is the kernel as before (the same PTX but for the unused parameters: bench/kernels/ptx_compare.py).
+// kPacked false is the kernel as before (the same PTX but for the unused parameters and, in the backward, one
+// comparison with its operands swapped: bench/kernels/ptx_compare.py, docs/benchmarks.md).
 // Shared-memory rows are padded by 16 bytes so the 8 row addresses of an ldmatrix hit distinct banks.
 // Measured speeds and the tile-shape choices: docs/benchmarks.md, "Attention kernel (bf16)".
 #pragma once

@@ -116,7 +116,7 @@ __global__ void dq_convert_colsum_kernel(bf16* __restrict__ dqkv, float* __restr
 // its last key); per tile, a warp whose 16 keys all precede the tile's smallest bound (its first row's) only
 // zeroes its dS^T rows, and P is masked where the key is before the query's bound (in tiles whose largest
 // bound, their last row's, passes the warp's first key). kPacked false: the kernel as before positions
-// existed (the same PTX but for the unused parameter).
+// existed (the same PTX but for the unused parameters and one comparison with its operands swapped).
 // dcol (3C, optional): += the column sums of this block's dK and dV rows (the k and v parts of the qkv
 // bias gradient), summed in the warp, then across warps in shared memory, then one atomic per column.
 template <int D, int NW, int BQ, bool kPacked>

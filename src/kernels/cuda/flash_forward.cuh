@@ -21,7 +21,7 @@ constexpr int fwd_smem_bytes() {
 // a row), so a window of W keys costs O(W) tiles per block; a warp skips tiles wholly before its rows' bounds and
 // masks keys below them in the tiles that reach past the smallest. A row whose keys all lie in other tiles sees
 // only -inf scores in this one: its running max stays -inf (or keeps its value) and it adds 0 (the mu guard below).
-// kPacked false: the kernel as before positions existed (the same PTX but for the unused parameter).
+// kPacked false: the kernel as before positions existed (the same PTX but for the unused parameters).
 template <int D, int NW, int BC, bool kGqa, bool kPacked>
 __global__ void __launch_bounds__(NW * 32)
     fwd_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int B, int T, int C,
