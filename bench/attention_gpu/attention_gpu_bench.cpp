@@ -9,8 +9,11 @@
 // row holds examples of lengths L1, L2, ... repeated until T is full (the last one cut to fit). The FLOPs are
 // then those of the examples' own causal blocks (sum of len^2 instead of T^2), so TFLOP/s stays comparable;
 // "packed" in the output names the lengths. cuDNN has no packed path here (--impl cudnn refuses it).
+// --window W: a sliding window of W keys (Mistral's; src's flash kernels at their default tile shapes, which visit
+// only the key tiles inside it). FLOPs: those of the keys inside the window (row t: min(t + 1, W) keys), so
+// TFLOP/s stays comparable and the time should fall roughly as W / (T / 2).
 // Usage: attention_gpu_bench [--B 16] [--T 1024] [--NH 12] [--KV NH] [--hs 64] [--iters 50] [--warmup 10]
-//                            [--json F] [--impl flash|cudnn] [--packed L1,L2,...]
+//                            [--json F] [--impl flash|cudnn] [--packed L1,L2,...] [--window W]
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -24,6 +27,7 @@
 #include <vector>
 
 #include "flash_attention_lab.h"
+#include "kernels/cuda/flash_attention.h"
 #include "kernels/cuda/runtime.h"
 #if LLMT_HAVE_CUDNN_ATTENTION
 #include "kernels/cuda/cudnn_attention.h"
@@ -104,7 +108,7 @@ std::vector<int> parse_lengths(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    int B = 16, T = 1024, NH = 12, KV = 0, hs = 64, iters = 50, warmup = 10;
+    int B = 16, T = 1024, NH = 12, KV = 0, hs = 64, iters = 50, warmup = 10, window = 0;
     std::string json, impl = "flash", packed;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
@@ -119,6 +123,7 @@ int main(int argc, char** argv) {
         else if (a == "--json") json = v;
         else if (a == "--impl") impl = v;
         else if (a == "--packed") packed = v;
+        else if (a == "--window") window = std::atoi(v);
         else {
             std::fprintf(stderr, "unknown argument %s\n", a.c_str());
             return 2;
@@ -146,9 +151,28 @@ int main(int argc, char** argv) {
             LLMT_CUDA_CHECK(cudaMemcpy(pos, all.data(), all.size() * 4, cudaMemcpyHostToDevice));
         }
 
+        if (window > 0) {
+            if (pos || impl != "flash") {
+                std::fprintf(stderr, "attention_gpu_bench: --window runs the flash kernels alone (no --packed)\n");
+                return 3;
+            }
+            causal_sq = 0;  // twice the keys inside the windows, as T^2 is twice the causal triangle
+            for (int t = 0; t < T; t++) causal_sq += 2.0 * std::min(t + 1, window);
+        }
+
         double fwd = 0, bwd = 0;
         std::string variant;
-        if (impl == "cudnn" && pos) {
+        if (window > 0) {
+            using llmt::kernels::cuda::flash_attention_backward;
+            using llmt::kernels::cuda::flash_attention_forward;
+            fwd = median_ms(warmup, iters, s, [&] {
+                flash_attention_forward(out, lse, qkv, B, T, C, NH, KV, s, nullptr, window);
+            });
+            bwd = median_ms(warmup, iters, s, [&] {
+                flash_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, nullptr, nullptr, window);
+            });
+            variant = "src window " + std::to_string(window);
+        } else if (impl == "cudnn" && pos) {
             std::fprintf(stderr, "attention_gpu_bench: --packed runs the flash kernels only (cuDNN has no per-row bounds here)\n");
             return 3;
         } else if (impl == "cudnn") {

@@ -5,12 +5,16 @@
 // over the parameter runs with the bf16 copy refreshed, synchronise), median over the timed steps:
 //   --arch gpt2:  GPT-2 124M (12 layers, d 768, T 1024, vocab 50257 padded to 50304);
 //   --arch llama: Llama-3.2-1B's shape (16 layers, d 2048, 32 heads / 8 KV heads, FFN 8192, vocab 128,256,
-//                 tied, RoPE theta 500k with llama3 scaling; bench/train_gpu_llama runs it, T 2048).
+//                 tied, RoPE theta 500k with llama3 scaling; bench/train_gpu_llama runs it, T 2048);
+//   --arch qwen2.5-1.5b: Qwen2.5-1.5B's shape (28 layers, d 1536, 12 heads / 2 KV heads of 128, q/k/v biases,
+//                 FFN 8960, vocab 151,936, tied, RoPE theta 1e6);
+//   --arch qwen3-1.7b: Qwen3-1.7B's shape (28 layers, d 2048, 16 heads / 8 KV heads of 128, per-head q/k
+//                 RMSNorm, FFN 6144, vocab 151,936, tied, RoPE theta 1e6).
 // Random tokens, bf16 mixed precision by default. Also measures the dense bf16 matmul rate (8192^3 through
 // the same cuBLASLt path) for the MFU figure, and the GPU memory the step holds beyond the CUDA context.
 // torch_gpu_gpt2.py / bench/train_gpu_llama/torch_gpu_llama.py run the PyTorch peers; run.sh runs both in one
 // device call and compare.py prints the side-by-side table.
-// Usage: train_gpu_bench [--arch gpt2|llama] [--batch 16,32] [--T 1024] [--steps 10] [--warmup 3] [--lora R]
+// Usage: train_gpu_bench [--arch gpt2|llama|qwen2.5-1.5b|qwen3-1.7b] [--batch 16,32] [--T 1024] [--steps 10] [--warmup 3] [--lora R]
 //                        [--dtype bf16|fp32] [--recompute none|mlp|all] [--no-check] [--no-peak] [--json FILE]
 #include <algorithm>
 #include <chrono>
@@ -71,6 +75,29 @@ std::unique_ptr<models::Model> make_bench_model(const std::string& arch, bool ti
         c.tie_embeddings = true;
         c.rope_theta = 500000.0;
         c.rope_scaling = {"llama3", 32.0, 1.0, 4.0, 8192};
+        c.recompute = recompute;
+        c.lora = lora;
+        return std::make_unique<models::Llama>(c, device, dtype);
+    }
+    if (arch == "qwen2.5-1.5b" || arch == "qwen3-1.7b") {  // Qwen2.5 / Qwen3 on the LLaMA graph
+        const bool q3 = arch == "qwen3-1.7b";
+        models::LlamaConfig c;
+        c.arch = q3 ? "qwen3" : "qwen2";
+        c.n_layer = tiny ? 2 : 28;
+        c.n_head = tiny ? 4 : (q3 ? 16 : 12);
+        c.n_kv_head = 2;
+        if (!tiny && q3) c.n_kv_head = 8;
+        c.d_model = tiny ? 256 : (q3 ? 2048 : 1536);
+        c.head_dim = tiny ? (q3 ? 48 : 64) : 128;  // the small Qwen3: head_dim != d_model / n_head, as Qwen3's may
+        c.d_ff = tiny ? 704 : (q3 ? 6144 : 8960);
+        c.block_size = tiny ? 64 : 2048;
+        c.vocab_size = tiny ? 1000 : 151936;
+        c.padded_vocab = tiny ? 1024 : 151936;
+        c.tie_embeddings = true;
+        c.norm_eps = 1e-6f;
+        c.rope_theta = 1000000.0;
+        c.qkv_bias = !q3;
+        c.qk_norm = q3;
         c.recompute = recompute;
         c.lora = lora;
         return std::make_unique<models::Llama>(c, device, dtype);
@@ -269,8 +296,8 @@ int main(int argc, char** argv) {
             std::printf("train_gpu_bench: no CUDA device: skipped\n");
             return 0;
         }
-        if (arch != "gpt2" && arch != "llama") {
-            std::fprintf(stderr, "train_gpu_bench: --arch must be gpt2 or llama\n");
+        if (arch != "gpt2" && arch != "llama" && arch != "qwen2.5-1.5b" && arch != "qwen3-1.7b") {
+            std::fprintf(stderr, "train_gpu_bench: --arch must be gpt2, llama, qwen2.5-1.5b or qwen3-1.7b\n");
             return 2;
         }
         if (check && !check_against_cpu(arch, std::random_device{}())) return 1;

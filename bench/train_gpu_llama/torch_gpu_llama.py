@@ -1,19 +1,36 @@
-"""PyTorch peer for a Llama-3.2-1B-shaped model (random weights): tokens/s and peak memory of a training step.
+"""PyTorch peer for a Llama-3.2-1B-, Qwen2.5-1.5B- or Qwen3-1.7B-shaped model (--shape; random weights): tokens/s and
+peak memory of a training step.
 modes: full-mixed (fp32 params, bf16 autocast, fused AdamW), full-bf16 (bf16 params, fused AdamW), lora (frozen bf16
-base, r=16 alpha=32 on q,k,v,o,gate,up,down; fp32 adapters, bf16 autocast). peft (transformers + peft 0.21, same LoRA). Each with eager or compile. Usage: python3 torch_gpu_llama.py --modes full-mixed:compile,full-bf16:compile,peft:compile --batch 4 --seq 2048."""
+base, r=16 alpha=32 on q,k,v,o,gate,up,down; fp32 adapters, bf16 autocast). peft (transformers + peft 0.21, same LoRA). Each with eager or compile. Usage: python3 torch_gpu_llama.py --modes full-mixed:compile,full-bf16:compile,peft:compile --batch 4 --seq 2048
+[--shape llama3.2-1b|qwen2.5-1.5b|qwen3-1.7b] (the shapes of train_gpu_bench --arch llama|qwen2.5-1.5b|qwen3-1.7b)."""
 import argparse, json, math, time, torch, torch.nn as nn
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 ap = argparse.ArgumentParser()
 ap.add_argument("--modes", default="full-mixed:eager")
 ap.add_argument("--batch", type=int, default=4)
 ap.add_argument("--seq", type=int, default=2048)
 ap.add_argument("--steps", type=int, default=8)
 ap.add_argument("--out", default="llama_anchor.jsonl")
+ap.add_argument("--shape", default="llama3.2-1b", choices=["llama3.2-1b", "qwen2.5-1.5b", "qwen3-1.7b"])
 a = ap.parse_args()
-cfg = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16, num_attention_heads=32,
-                  num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0,
-                  tie_word_embeddings=True, rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
-                  "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+if a.shape == "llama3.2-1b":
+    cfg = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                      num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                      rope_theta=500000.0, tie_word_embeddings=True,
+                      rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+elif a.shape == "qwen2.5-1.5b":  # Qwen2.5-1.5B's config.json: q/k/v biases, tied, theta 1e6
+    cfg = Qwen2Config(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
+                      num_attention_heads=12, num_key_value_heads=2, max_position_embeddings=32768, rms_norm_eps=1e-6,
+                      rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False)
+else:  # Qwen3-1.7B's config.json: per-head q/k norms, head_dim 128, tied, theta 1e6
+    cfg = Qwen3Config(vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+                      num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+                      rms_norm_eps=1e-6, rope_theta=1000000.0, tie_word_embeddings=True, attention_bias=False,
+                      use_sliding_window=False)
+V, C, F, L = cfg.vocab_size, cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+HD = getattr(cfg, "head_dim", None) or C // cfg.num_attention_heads
+Q, KV = cfg.num_attention_heads * HD, cfg.num_key_value_heads * HD
 class LoRALinear(nn.Module):
     def __init__(self, base, r=16, alpha=32):
         super().__init__()
@@ -25,14 +42,15 @@ class LoRALinear(nn.Module):
     def forward(self, x):
         return self.base(x) + (x @ self.A.t().to(x.dtype)) @ self.B.t().to(x.dtype) * self.s
 dev = "cuda"
-N = 16 * (2048 * 2048 * 2 + 2 * 2048 * 512 + 3 * 2048 * 8192) + 128256 * 2048
-L, C, T = 16, 2048, a.seq
-print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "matmul_params": N}))
+N = L * (C * (Q + 2 * KV) + Q * C + 3 * C * F) + V * C  # the matmuls' weights (tied head)
+T = a.seq
+print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": a.shape,
+                  "matmul_params": N}))
 for spec in a.modes.split(","):
     mode, comp = spec.split(":")
     torch.manual_seed(0)
     torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
-    m = LlamaForCausalLM(cfg)
+    m = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
     if mode == "full-mixed":
         m = m.to(dev)
         params = list(m.parameters())
@@ -57,7 +75,7 @@ for spec in a.modes.split(","):
         params = [p for p in m.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-5, fused=True)
     fwd = torch.compile(m) if comp == "compile" else m
-    x = torch.randint(0, 128256, (a.batch, T), device=dev)
+    x = torch.randint(0, V, (a.batch, T), device=dev)
     def step():
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=(mode != "full-bf16")):
             loss = fwd(input_ids=x, labels=x).loss
@@ -74,8 +92,8 @@ for spec in a.modes.split(","):
             t = time.perf_counter(); step(); torch.cuda.synchronize(); ts.append(time.perf_counter() - t)
         ts.sort(); med = ts[len(ts) // 2]
         tok = a.batch * T / med
-        flops = (6 * N + 12 * L * C * T) if mode not in ("lora", "peft") else (4 * N + 12 * L * C * T)
-        r = {"mode": mode, "compile": comp, "B": a.batch, "T": T, "step_ms": med * 1e3, "tokens_per_s": tok,
+        flops = (6 * N + 12 * L * Q * T) if mode not in ("lora", "peft") else (4 * N + 12 * L * Q * T)
+        r = {"shape": a.shape, "mode": mode, "compile": comp, "B": a.batch, "T": T, "step_ms": med * 1e3, "tokens_per_s": tok,
              "mfu_989": tok * flops / 989e12, "peak_gib": torch.cuda.max_memory_allocated() / 2**30, "warmup_s": warm,
              "trainable": sum(p.numel() for p in params)}
     except torch.cuda.OutOfMemoryError as e:

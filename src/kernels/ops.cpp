@@ -290,7 +290,6 @@ int64_t check_head_norm(const char* op, const Tensor& qkv, const Tensor& rstd, c
     check_shape(op, "rstd", rstd, {qkv.dim(0), qkv.dim(1), NH + KV});
     check_shape(op, "q_weight", q_weight, {HS});
     check_shape(op, "k_weight", k_weight, {HS});
-    LLMT_INTERNAL_CHECK(qkv.device == Device::kCpu, "{}: runs on the CPU only", op);
     return HS;
 }
 }  // namespace
@@ -303,7 +302,12 @@ void head_rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor q_weight, 
     const int64_t HS = check_head_norm(op, inp, rstd, q_weight, k_weight, NH, KV);
     check_shape(op, "out", out, {inp.dim(0), inp.dim(1), inp.dim(2)});
     LLMT_INTERNAL_CHECK(out.data != inp.data, "{}: out must not alias inp", op);
-    check_f32(op, {{"out", out}, {"rstd", rstd}, {"inp", inp}, {"q_weight", q_weight}, {"k_weight", k_weight}});
+    check_f32(op, {{"rstd", rstd}});
+    const DType dt = check_act(op, inp.device, {{"out", out}, {"inp", inp}, {"q_weight", q_weight},
+                                                 {"k_weight", k_weight}});
+    LLMT_ON_CUDA_T(inp.device, dt, cuda::head_rmsnorm_forward(p<E>(out), f(rstd), p<E>(inp), p<E>(q_weight),
+                                                               p<E>(k_weight), eps, inp.dim(0) * inp.dim(1), NH, KV,
+                                                               as_int(op, "HS", HS), cuda::stream()));
     cpu::head_rmsnorm_forward(f(out), f(rstd), f(inp), f(q_weight), f(k_weight), eps, inp.dim(0) * inp.dim(1), NH, KV,
                               as_int(op, "HS", HS));
 }
@@ -318,8 +322,13 @@ void head_rmsnorm_backward(Tensor dinp, Tensor dq_weight, Tensor dk_weight, Tens
     check_shape(op, "dout", dout, {inp.dim(0), inp.dim(1), inp.dim(2)});
     check_shape(op, "dq_weight", dq_weight, {HS});
     check_shape(op, "dk_weight", dk_weight, {HS});
-    check_f32(op, {{"dinp", dinp}, {"dq_weight", dq_weight}, {"dk_weight", dk_weight}, {"dout", dout}, {"inp", inp},
-                   {"q_weight", q_weight}, {"k_weight", k_weight}, {"rstd", rstd}});
+    check_f32(op, {{"dq_weight", dq_weight}, {"dk_weight", dk_weight}, {"rstd", rstd}});
+    const DType dt = check_act(op, inp.device, {{"dinp", dinp}, {"dout", dout}, {"inp", inp}, {"q_weight", q_weight},
+                                                 {"k_weight", k_weight}});
+    LLMT_ON_CUDA_T(inp.device, dt, cuda::head_rmsnorm_backward(p<E>(dinp), f(dq_weight), f(dk_weight), p<E>(dout),
+                                                                p<E>(inp), p<E>(q_weight), p<E>(k_weight), f(rstd),
+                                                                inp.dim(0) * inp.dim(1), NH, KV, as_int(op, "HS", HS),
+                                                                cuda::stream()));
     cpu::head_rmsnorm_backward(f(dinp), f(dq_weight), f(dk_weight), f(dout), f(inp), f(q_weight), f(k_weight), f(rstd),
                                inp.dim(0) * inp.dim(1), NH, KV, as_int(op, "HS", HS));
 }

@@ -86,8 +86,9 @@ void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor d
 // as a row that is one example. bf16 with positions runs our flash kernels (cuDNN's graph has no per-row
 // bounds), else the simple kernels.
 // window (> 0; Mistral's sliding_window): query t attends only keys j with t - window < j <= t as well
-// (transformers' rule); 0 = none. CPU only: a window shorter than T on another device is an InternalError
-// (models refuse it first); a window >= T hides nothing and runs anywhere.
+// (transformers' rule); 0 = none; a window >= T hides nothing (plain causal attention, the same bits). CUDA: the
+// flash kernels (bf16; cuDNN's graph has no window) and the simple kernels visit only the key tiles inside the
+// window, O(T * window) work.
 void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tensor positions = {}, int window = 0);
 // dqkv (B,T,C3) =, dk/dv summed over the NH/KV query heads sharing each kv head; dout (B,T,C); qkv, out, lse
 // from the forward. dqkv_colsum (C3, f32, optional) += the column sums of dqkv: the bias gradient of the qkv
@@ -106,8 +107,7 @@ void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float e
 void rmsnorm_backward(Tensor dinp, Tensor dweight, Tensor dout, Tensor inp, Tensor weight, Tensor rstd);
 // cpu/head_rmsnorm.h (Qwen3's q_norm / k_norm): each query and key head of a fused qkv row (B,T,C3),
 // C3 = (NH + 2*KV) * HS, RMS-normalised over its HS channels times q_weight or k_weight (HS); the value heads
-// copied. rstd (B,T,NH+KV) f32. out must not alias inp. CPU only (InternalError elsewhere: models refuse it
-// first).
+// copied. rstd (B,T,NH+KV) f32. out must not alias inp. f32, or bf16 on CUDA (HS even, <= 256 there).
 void head_rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor q_weight, Tensor k_weight, int NH, int KV,
                           float eps);
 // dinp (B,T,C3) = (may alias dout); dq_weight, dk_weight (HS, f32) +=.

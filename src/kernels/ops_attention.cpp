@@ -43,14 +43,11 @@ const int32_t* check_positions(const char* op, const Tensor& positions, int64_t 
 }  // namespace
 
 namespace {
-// A sliding window of `window` keys (0: none) over sequences of T: whether it hides any key. The CUDA kernels
-// have no window; models refuse it there (a window >= T hides nothing and runs anywhere).
-bool windowed(const char* op, int window, int64_t T, Device device) {
+// A sliding window of `window` keys (0: none) over sequences of T: whether it hides any key (a window >= T runs
+// as plain causal attention, the same bits).
+bool windowed(const char* op, int window, int64_t T) {
     LLMT_INTERNAL_CHECK(window >= 0, "{}: window {} < 0", op, window);
-    const bool hides = window > 0 && window < T;
-    LLMT_INTERNAL_CHECK(!hides || device == Device::kCpu, "{}: a sliding window ({} of {} keys) runs on the CPU only",
-                        op, window, T);
-    return hides;
+    return window > 0 && window < T;
 }
 }  // namespace
 
@@ -65,10 +62,10 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tenso
     check_f32(op, {{"lse", lse}});
     const DType dt = check_act(op, qkv.device, {{"out", out}, {"qkv", qkv}});
     const int32_t* pos = check_positions(op, positions, B, T);
-    const int win = windowed(op, window, T, qkv.device) ? window : 0;
+    const int win = windowed(op, window, T) ? window : 0;
 #if LLMT_CUDA_ENABLED && LLMT_CUDNN_ATTENTION
-    // cuDNN's graph has no per-row key bounds: packed examples go to the flash kernels.
-    if (qkv.device == Device::kCuda && dt == DType::kBF16 && !pos && use_cudnn_attention() &&
+    // cuDNN's graph has no per-row key bounds: packed examples and sliding windows go to the flash kernels.
+    if (qkv.device == Device::kCuda && dt == DType::kBF16 && !pos && !win && use_cudnn_attention() &&
         cuda::cudnn_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
                                       as_int(op, "T", T), as_int(op, "C", C), NH, KV, cuda::stream()))
         return;
@@ -76,11 +73,12 @@ void attention_forward(Tensor out, Tensor lse, Tensor qkv, int NH, int KV, Tenso
 #if LLMT_CUDA_ENABLED && LLMT_FLASH_ATTENTION
     if (qkv.device == Device::kCuda && dt == DType::kBF16 && use_flash_attention(C / NH))
         return cuda::flash_attention_forward(p<__nv_bfloat16>(out), f(lse), p<__nv_bfloat16>(qkv), as_int(op, "B", B),
-                                             as_int(op, "T", T), as_int(op, "C", C), NH, KV, cuda::stream(), pos);
+                                             as_int(op, "T", T), as_int(op, "C", C), NH, KV, cuda::stream(), pos,
+                                             win);
 #endif
     LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_forward(p<E>(out), f(lse), p<E>(qkv), as_int(op, "B", B),
                                                             as_int(op, "T", T), as_int(op, "C", C), NH, KV,
-                                                            cuda::stream(), pos));
+                                                            cuda::stream(), pos, win));
     cpu::attention_forward(f(out), f(lse), f(qkv), as_int(op, "B", B), as_int(op, "T", T),
                            as_int(op, "C", C), NH, KV, pos, win);
 }
@@ -102,10 +100,10 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
     const DType dt = check_act(op, qkv.device, {{"dqkv", dqkv}, {"dout", dout}, {"qkv", qkv}, {"out", out}});
     float* colsum = dqkv_colsum.empty() ? nullptr : f(dqkv_colsum);
     const int32_t* pos = check_positions(op, positions, B, T);
-    const int win = windowed(op, window, T, qkv.device) ? window : 0;
+    const int win = windowed(op, window, T) ? window : 0;
 #if LLMT_CUDA_ENABLED
 #if LLMT_CUDNN_ATTENTION
-    if (qkv.device == Device::kCuda && dt == DType::kBF16 && !pos && use_cudnn_attention() &&
+    if (qkv.device == Device::kCuda && dt == DType::kBF16 && !pos && !win && use_cudnn_attention() &&
         cuda::cudnn_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
                                        p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
                                        as_int(op, "C", C), NH, KV, cuda::stream())) {
@@ -120,10 +118,10 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
         (!colsum || knob_on(Knob::kFuseAttnColsum)))
         return cuda::flash_attention_backward(p<__nv_bfloat16>(dqkv), p<__nv_bfloat16>(dout), p<__nv_bfloat16>(qkv),
                                               p<__nv_bfloat16>(out), f(lse), as_int(op, "B", B), as_int(op, "T", T),
-                                              as_int(op, "C", C), NH, KV, cuda::stream(), colsum, pos);
+                                              as_int(op, "C", C), NH, KV, cuda::stream(), colsum, pos, win);
 #endif
     if (qkv.device == Device::kCuda && colsum) {  // the unfused path: backward, then the column sums
-        attention_backward(dqkv, dout, qkv, out, lse, NH, KV, {}, positions);
+        attention_backward(dqkv, dout, qkv, out, lse, NH, KV, {}, positions, window);
         return on_dtype(dt, [&](auto* tag_) {
             using E = std::remove_pointer_t<decltype(tag_)>;
             cuda::add_column_sums(colsum, p<E>(dqkv), as_int(op, "rows", B * T), as_int(op, "C3", C3),
@@ -133,7 +131,8 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
 #endif
     LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_backward(p<E>(dqkv), p<E>(dout), p<E>(qkv), p<E>(out), f(lse),
                                                              as_int(op, "B", B), as_int(op, "T", T),
-                                                             as_int(op, "C", C), NH, KV, cuda::stream(), pos));
+                                                             as_int(op, "C", C), NH, KV, cuda::stream(), pos,
+                                                             win));
     cpu::attention_backward(f(dqkv), f(dout), f(qkv), f(out), f(lse), as_int(op, "B", B),
                             as_int(op, "T", T), as_int(op, "C", C), NH, KV, pos, win);
     if (colsum) add_column_sums_cpu(colsum, f(dqkv), B * T, C3);
@@ -150,10 +149,10 @@ void attention_forward_cached(Tensor out, Tensor qkv, int t0, int NH, int KV, in
     LLMT_INTERNAL_CHECK(t0 >= 0 && t0 + Tq <= Tmax, "{}: positions {}..{} exceed the cache of {} positions", op, t0,
                t0 + Tq - 1, Tmax);
     check_f32(op, {{"out", out}, {"qkv", qkv}});
-    const int win = windowed(op, window, t0 + Tq, qkv.device) ? window : 0;
+    const int win = windowed(op, window, t0 + Tq) ? window : 0;
     LLMT_ON_CUDA(qkv.device, attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
                                                       as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH, KV,
-                                                      cuda::stream()));
+                                                      cuda::stream(), win));
     cpu::attention_forward_cached(f(out), f(qkv), as_int(op, "B", B), t0, as_int(op, "Tq", Tq),
                                   as_int(op, "Tmax", Tmax), as_int(op, "C", C), NH, KV, win);
 }

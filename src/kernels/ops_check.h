@@ -19,6 +19,7 @@
 #include "kernels/cuda/classifier.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/encoder.h"
+#include "kernels/cuda/head_rmsnorm.h"
 #include "kernels/cuda/layernorm.h"
 #include "kernels/cuda/matmul.h"
 #include "kernels/cuda/optim.h"

@@ -75,13 +75,6 @@ Llama::Llama(const LlamaConfig& cfg, Device device, DType dtype, LayoutOnly) : c
     LLMT_CHECK(cfg.head_dim > 0 || cfg.d_model % cfg.n_head == 0,
                "model.d_model: {} is not divisible by model.n_head {} (set model.head_dim)", cfg.d_model, cfg.n_head);
     LLMT_CHECK(cfg.hd() % 2 == 0, "model.head_dim: RoPE needs an even head size, got {}", cfg.hd());
-    LLMT_CHECK(device == Device::kCpu || !cfg.qk_norm,
-               "model.arch: {}'s per-head q/k norms run on the CPU only (no GPU kernel yet); use run.device: cpu",
-               cfg.arch);
-    LLMT_CHECK(device == Device::kCpu || cfg.sliding_window == 0 || cfg.sliding_window >= cfg.block_size,
-               "model.sliding_window: a window of {} tokens, shorter than model.block_size {}, runs in the CPU "
-               "attention only (the GPU kernels have none yet); use run.device: cpu, or model.block_size <= {}",
-               cfg.sliding_window, cfg.block_size, cfg.sliding_window);
     dims_ = {cfg.n_layer, cfg.d_model, cfg.block_size, cfg.vocab_size, cfg.padded_vocab};
     const int64_t C = cfg.d_model, F = cfg.d_ff, Vp = cfg.padded_vocab, HD = cfg.hd();
     const int64_t Q = cfg.n_head * HD, KV = cfg.n_kv_head * HD;

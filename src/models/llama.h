@@ -39,10 +39,9 @@ struct LlamaConfig {
     double rope_theta = 10000.0;
     RopeScaling rope_scaling;
     bool qkv_bias = false;  // Qwen2: biases on q, k and v (HF q_proj.bias, k_proj.bias, v_proj.bias)
-    // Qwen3: RMSNorm over each query and key head (HF q_norm / k_norm, head_dim wide) before RoPE. CPU only.
+    // Qwen3: RMSNorm over each query and key head (HF q_norm / k_norm, head_dim wide) before RoPE.
     bool qk_norm = false;
-    // Mistral: query t attends keys t - sliding_window < j <= t only; 0 = no window. CPU attention only
-    // when shorter than block_size.
+    // Mistral: query t attends keys t - sliding_window < j <= t only; 0 = no window.
     int sliding_window = 0;
     Recompute recompute = Recompute::kNone;
     LoraSpec lora;  // r 0: none

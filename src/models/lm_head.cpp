@@ -1,8 +1,11 @@
 #include "models/lm_head.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <vector>
 
+#include "core/bf16.h"
 #include "core/check.h"
 #include "kernels/ops.h"
 
@@ -51,14 +54,19 @@ void lm_head_loss(const LmHeadIo& io, int V, float dloss_scale) {
 }
 
 void lm_head_logits(float* out, Tensor x, Tensor weight, Tensor logits_scratch) {
-    LLMT_INTERNAL_CHECK(x.device == Device::kCpu, "lm head: logits of every position are a CPU feature (model on {})",
-                        device_name(x.device));
     const int64_t BT = x.dim(0), rows = logits_scratch.dim(0), Vp = weight.dim(0);
     for (int64_t r0 = 0; r0 < BT; r0 += rows) {
         const int64_t n = std::min(rows, BT - r0);
         Tensor logits = rows_of(logits_scratch, 0, n);
         kernels::matmul_forward(logits, rows_of(x, r0, n), weight, Tensor());
-        std::memcpy(out + r0 * Vp, logits.data, static_cast<size_t>(n * Vp) * sizeof(float));
+        const Tensor src(logits.data, {n * Vp}, logits.dtype, logits.device);
+        if (logits.dtype == DType::kF32) {  // from any device
+            kernels::copy(Tensor(out + r0 * Vp, {n * Vp}), src);
+        } else {  // a bf16 device model's chunk, widened on the host
+            std::vector<uint16_t> h(static_cast<size_t>(n * Vp));
+            kernels::copy(Tensor(h.data(), {n * Vp}, DType::kBF16), src);
+            for (size_t i = 0; i < h.size(); ++i) out[r0 * Vp + static_cast<int64_t>(i)] = float_from_bf16(h[i]);
+        }
     }
 }
 

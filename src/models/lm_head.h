@@ -29,7 +29,7 @@ struct LmHeadIo {
 // losses = cross-entropy per row; with dx/dweight given, their gradients of loss_i * dloss_scale.
 void lm_head_loss(const LmHeadIo& io, int V, float dloss_scale);
 
-// The logits of every row (BT x Vp floats, host memory) without targets: CPU tensors only.
+// The logits of every row (BT x Vp floats, host memory) without targets, from a model on any device.
 void lm_head_logits(float* out, Tensor x, Tensor weight, Tensor logits_scratch);
 
 }  // namespace llmt::models

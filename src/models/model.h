@@ -104,7 +104,7 @@ public:
     // after it is final (0 at the end). The data-parallel Reducer all-reduces those buckets meanwhile.
     void set_grads_ready_hook(std::function<void(size_t byte_offset)> hook) { grads_ready_ = std::move(hook); }
     // Logits (B,T,Vp) of every position after forward(..., targets = nullptr), in host memory (language
-    // models: CPU only, lm_head_logits refuses others; the classifier copies its (B,classes) logits over).
+    // models on any device, through lm_head_logits; the classifier copies its (B,classes) logits over).
     const float* logits() const;
 
     virtual MemoryPlan memory_plan(int B, int T) const = 0;

@@ -1,13 +1,20 @@
 // LLaMA on CUDA vs the CPU through models/llama (the same model code; kernels/ops.h dispatches on the
 // arenas' device): fp32 forward + backward to 1e-4, and a bf16 mixed-precision step tracking the fp32 CPU
 // one, for grouped-query attention at head size 64 (the tensor-core and cuDNN attention paths) with
-// llama3 RoPE scaling, tied and untied; Qwen2's q/k/v biases on the same graph. Label `gpu`: skipped, saying so, without a CUDA device.
+// llama3 RoPE scaling, tied and untied; Qwen2's q/k/v biases, Qwen3's per-head q/k norms and Mistral's sliding
+// window on the same graph (training and greedy decoding). Label `gpu`: skipped, saying so, without a CUDA device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "cuda_compare.h"
 #include "kernels/ops.h"
+#include "models/language_model.h"
 #include "models/llama.h"
 
 namespace llmt::models {
@@ -147,6 +154,128 @@ TEST(LlamaCuda, LoraStepMatchesCpu) {
     gpu2.init_random(seed);
     randomize_adapters(cpu2, gpu2, seed + 1);
     testing::expect_bf16_step_tracks(cpu2, gpu2, seed, 4, 128, "llama-lora-bf16-vs-cpu");
+}
+
+// The named parameters (those whose name contains `part`) set to the same random values on both models: the
+// q/k norm weights start at one (HF's init too), where a weight the GPU kernel dropped would go unseen.
+void randomize_named(Model& cpu, Model& gpu, uint32_t seed, const std::string& part, float mean) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> n(mean, 0.3f);
+    int found = 0;
+    for (ParamId i = 0; i < cpu.param_specs().size(); ++i) {
+        if (cpu.param_specs()[i].name.find(part) == std::string::npos) continue;
+        std::vector<float> v(static_cast<size_t>(cpu.params().view(i).numel()));
+        for (float& x : v) x = n(rng);
+        cpu.trained().write_f32(i, v.data());
+        gpu.trained().write_f32(i, v.data());
+        ++found;
+    }
+    ASSERT_GT(found, 0) << "no tensor named *" << part << "* among the parameters";
+    cpu.sync_compute_params();
+    gpu.sync_compute_params();
+}
+
+// Qwen3: per-head q/k RMSNorm before RoPE, head_dim 64 with d_model / n_head = 48.
+LlamaConfig qwen3(int T) {
+    LlamaConfig c = small(false, T);
+    c.arch = "qwen3";
+    c.d_model = 192;
+    c.head_dim = 64;
+    c.qk_norm = true;
+    c.norm_eps = 1e-6f;
+    c.rope_theta = 1000000.0;
+    c.rope_scaling = {};
+    return c;
+}
+
+// Mistral: a sliding window of 16 keys, shorter than every sequence below.
+LlamaConfig mistral(int T) {
+    LlamaConfig c = small(false, T);
+    c.arch = "mistral";
+    c.sliding_window = 16;
+    c.rope_theta = 10000.0;
+    c.rope_scaling = {};
+    return c;
+}
+
+// Greedy decoding: the GPU model's full forward over the sequence so far (fp32; its last row's logits) against
+// the CPU's KV-cache decoder, token for token. Both continue with the CPU's token, so one near-tie cannot derail
+// the rest; a step whose argmax differs passes only when the CPU's two best logits are within 1e-3 of the largest
+// |logit| (the fp32 sides agree to ~1e-5 there, expect_fp32_step_matches' bound, so only a near-tie can flip it).
+void expect_greedy_matches(Llama& cpu, Llama& gpu, uint32_t seed, int prompt, int steps, const char* tag) {
+    const int V = cpu.dims().vocab_size, Vp = cpu.dims().padded_vocab;
+    std::mt19937 rng(seed);
+    std::vector<int32_t> ids(static_cast<size_t>(prompt));
+    for (auto& x : ids) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(V));
+    const auto dec = cpu.decoder();
+    const float* lc = dec->prefill(std::span<const int32_t>(ids.data(), ids.size()));
+    int flips = 0;
+    double worst = 0;
+    for (int s = 0; s < steps; ++s) {
+        const int n = static_cast<int>(ids.size());
+        gpu.forward(ids.data(), nullptr, 1, n, false);
+        const std::vector<float> cpu_row(lc, lc + V);
+        const std::vector<float> gpu_row(gpu.logits() + static_cast<size_t>(n - 1) * Vp,
+                                         gpu.logits() + static_cast<size_t>(n - 1) * Vp + V);
+        worst = std::max(worst, testing::rel_err(gpu_row, cpu_row));
+        const auto best_c = std::max_element(cpu_row.begin(), cpu_row.end()) - cpu_row.begin();
+        const auto best_g = std::max_element(gpu_row.begin(), gpu_row.end()) - gpu_row.begin();
+        if (best_c != best_g) {
+            double scale = 0;
+            for (float x : cpu_row) scale = std::max(scale, static_cast<double>(std::fabs(x)));
+            const double gap = cpu_row[static_cast<size_t>(best_c)] - cpu_row[static_cast<size_t>(best_g)];
+            EXPECT_LE(gap, 1e-3 * scale) << tag << ": step " << s << " cpu token " << best_c << ", cuda " << best_g;
+            ++flips;
+        }
+        ids.push_back(static_cast<int32_t>(best_c));
+        if (s + 1 < steps) lc = dec->step(static_cast<int32_t>(best_c));
+    }
+    std::printf("[%s] greedy: %d tokens after a prompt of %d, %d near-tie flips, last-row logits max rel err %.2e\n",
+                tag, steps, prompt, flips, worst);
+    EXPECT_LE(worst, 1e-4) << tag;
+}
+
+// Qwen3 on CUDA (the per-head q/k norms: kernels::head_rmsnorm_forward/backward on the GPU) against the CPU: fp32
+// forward + backward to 1e-4 (the norm weights' gradients among the compared tensors), a bf16 step tracking the
+// fp32 CPU one (head size 64: the flash or cuDNN attention), and greedy decoding.
+TEST(LlamaCuda, Qwen3QkNormStepMatchesCpu) {
+    if (kernels::device_count(Device::kCuda) == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA): skipped";
+    const uint32_t seed = std::random_device{}();
+    std::printf("[qwen3-cuda-vs-cpu] seed %u\n", seed);
+    Llama cpu(qwen3(64)), gpu(qwen3(64), Device::kCuda);
+    cpu.init_random(seed);
+    gpu.init_random(seed);
+    randomize_named(cpu, gpu, seed, "_norm.weight", 1.0f);
+    testing::expect_fp32_step_matches(cpu, gpu, seed, 3, 61, "qwen3-cuda-vs-cpu");
+    expect_greedy_matches(cpu, gpu, seed, 8, 24, "qwen3-cuda-vs-cpu");
+    for (Recompute r : {Recompute::kNone, Recompute::kAll}) {
+        LlamaConfig cb = qwen3(128);
+        Llama cpu2(cb);
+        cb.recompute = r;
+        Llama gpu2(cb, Device::kCuda, DType::kBF16);
+        cpu2.init_random(seed);
+        gpu2.init_random(seed);
+        randomize_named(cpu2, gpu2, seed, "_norm.weight", 1.0f);
+        testing::expect_bf16_step_tracks(cpu2, gpu2, seed, 4, 128, "qwen3-bf16-vs-cpu");
+    }
+}
+
+// Mistral on CUDA with a window (16) shorter than the sequences: fp32 forward + backward (the fp32 attention
+// kernels' window) to 1e-4, a bf16 step (the flash kernels' window; cuDNN has none) tracking the fp32 CPU one,
+// and greedy decoding well past the window (prompt and continuation 48 tokens).
+TEST(LlamaCuda, MistralWindowStepMatchesCpu) {
+    if (kernels::device_count(Device::kCuda) == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA): skipped";
+    const uint32_t seed = std::random_device{}();
+    std::printf("[mistral-cuda-vs-cpu] seed %u\n", seed);
+    Llama cpu(mistral(64)), gpu(mistral(64), Device::kCuda);
+    cpu.init_random(seed);
+    gpu.init_random(seed);
+    testing::expect_fp32_step_matches(cpu, gpu, seed, 3, 61, "mistral-cuda-vs-cpu");
+    expect_greedy_matches(cpu, gpu, seed, 8, 40, "mistral-cuda-vs-cpu");
+    Llama cpu2(mistral(128)), gpu2(mistral(128), Device::kCuda, DType::kBF16);
+    cpu2.init_random(seed);
+    gpu2.init_random(seed);
+    testing::expect_bf16_step_tracks(cpu2, gpu2, seed, 4, 128, "mistral-bf16-vs-cpu");
 }
 
 }  // namespace

@@ -308,19 +308,6 @@ TEST(MistralWindow, ATokenBeyondTheReachOfTheWindowChangesNothing) {
     }
 }
 
-// A window shorter than the context has no GPU kernel yet: refused by name on CUDA, not ignored.
-TEST(MistralWindow, AWindowShorterThanTheContextIsRefusedOffTheCpu) {
-    try {
-        Llama m(tiny(false, Recompute::kNone, family_of("mistral")), Device::kCuda);
-        FAIL() << "expected InputError";
-    } catch (const InputError& e) {
-        EXPECT_NE(std::string(e.what()).find("model.sliding_window: a window of 5 tokens, shorter than "
-                                             "model.block_size 16, runs in the CPU attention only"),
-                  std::string::npos)
-            << e.what();
-    }
-}
-
 // A sequence longer than the context is refused by name before any activation is sized for it.
 TEST(LlamaForward, SequenceLongerThanTheContextIsRefused) {
     Llama m(tiny(true));

@@ -4,12 +4,14 @@
 // 32 value rows with lane l owning head dims l, l+32, ... (coalesced). A first, exact version; the
 // tensor-core bf16 kernel replaces it for speed. Templated on the storage type (fp32, or bf16 as the
 // fallback until the tensor-core bf16 kernel is present); arithmetic and the log-sum-exp are fp32.
-// Packed examples (kPacked, positions (B,T)): query t attends keys lo(t) = t - positions[b,t] .. t, so the
-// forward and dq warps start their key loop at lo(t); a dk/dv warp of key j takes the query rows t >= j with
-// lo(t) <= j, and stops at the first 32 rows that have none (lo(t) never decreases: ops.h's contract).
-// kPacked false: plain causal attention, no position code (the same PTX but for the unused parameter).
+// Bounded rows (kPacked: packed examples, positions (B,T), and/or a sliding window): query t attends keys
+// lo(t) .. t with lo(t) = first_key (key_bounds.cuh: t - positions[b,t], and > t - window), so the forward and dq
+// warps start their key loop at lo(t); a dk/dv warp of key j takes the query rows t >= j with lo(t) <= j, and stops
+// at the first 32 rows that have none (lo(t) never decreases). With a window that is after window rows: O(T W).
+// kPacked false: plain causal attention, no bound code (the same PTX but for the unused parameters).
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/key_bounds.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace llmt::kernels::cuda {
@@ -29,11 +31,11 @@ __device__ __forceinline__ float dot(const A* a, const B* b, int n) {
 // C + (KV + g)*HS of a qkv row of C3 = C + 2*KV*HS); false: multi-head attention, k at C + h*HS and v at
 // 2C + h*HS (the code compiles to the multi-head kernel's PTX, no head mapping).
 // DPL head dims per lane (HS <= 32 * DPL). Query row i of (b, h) sits at position t0 + i of a cache of
-// Tmax positions; out has Tq rows per batch; lse (may be null) is (B, NH, Tq). kPacked (t0 = 0, Tq = Tmax):
-// keys from lo(t) = t - positions[b,t].
+// Tmax positions; out has Tq rows per batch; lse (may be null) is (B, NH, Tq). kPacked: keys from lo(t) (positions
+// only with t0 = 0, Tq = Tmax; the window at any t0).
 template <int DPL, typename T, bool kGqa, bool kPacked>
 __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax,
-                                         int C, int NH, int KV, const int32_t* positions) {
+                                         int C, int NH, int KV, const int32_t* positions, int window) {
     __shared__ float sq[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long gw = blockIdx.x * static_cast<long>(kWarps) + warp;  // (b, h, i) with i fastest
@@ -53,8 +55,9 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B
     }
     for (int d = lane; d < HS; d += 32) sq[warp][d] = ldf(base[t * C3 + d]) * scale;
     __syncwarp();
-    int lo = 0;  // the first key (packed: the start of t's example; clamped into [0, t] for memory safety)
-    if constexpr (kPacked) lo = min(t, max(0, t - positions[static_cast<long>(b) * Tmax + t]));
+    int lo = 0;  // the first key (bounded: clamped into [0, t] for memory safety)
+    if constexpr (kPacked)
+        lo = min(t, max(0, first_key(positions ? positions + static_cast<long>(b) * Tmax : nullptr, t, window)));
 
     float m = -INFINITY, l = 0.0f, acc[DPL];
 #pragma unroll
@@ -95,7 +98,7 @@ __global__ void attention_forward_kernel(T* out, float* lse, const T* qkv, int B
 template <int DPL, typename T, bool kGqa, bool kPacked>
 __global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qkv, const T* out,
                                              const float* lse, int B, int T_, int C, int NH, int KV,
-                                             const int32_t* positions) {
+                                             const int32_t* positions, int window) {
     __shared__ float sq[kWarps][kMaxHs];
     __shared__ float sdo[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -125,7 +128,8 @@ __global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qk
     __syncwarp();
     const float L = lse[(static_cast<long>(b) * NH + h) * T_ + t];
     int lo = 0;
-    if constexpr (kPacked) lo = min(t, max(0, t - positions[static_cast<long>(b) * T_ + t]));
+    if constexpr (kPacked)
+        lo = min(t, max(0, first_key(positions ? positions + static_cast<long>(b) * T_ : nullptr, t, window)));
     float acc[DPL];
 #pragma unroll
     for (int r = 0; r < DPL; r++) acc[r] = 0.0f;
@@ -158,19 +162,19 @@ __global__ void attention_backward_dq_kernel(T* dqkv, const T* dout, const T* qk
 // The terms of key row j (k, v staged in sk, sv) from the query rows t >= j of one query head (q at base + t*C3,
 // out and dout rows at obase, dobase + t*C, lse row lrow), 32 rows at a time (one per lane), added to dk and dv
 // (lane owning head dims lane + 32 r): p = exp(q.k scale - lse), dv += p dout, dk += p (dout.v - dout.out) q.
-// kPacked: only the rows whose example contains j, ending at the first 32 rows without one.
+// kPacked: only the rows whose first key (key_bounds.cuh) is at or before j, ending at the first 32 rows without.
 template <int DPL, typename T, bool kPacked>
 __device__ __forceinline__ void key_row_terms(float (&dk)[DPL], float (&dv)[DPL], const float* sk, const float* sv,
                                               const T* base, const T* obase, const T* dobase, const float* lrow,
-                                              const int32_t* positions, int b, int j, int T_, int C, long C3, int HS,
-                                              float scale, int lane) {
+                                              const int32_t* positions, int window, int b, int j, int T_, int C,
+                                              long C3, int HS, float scale, int lane) {
     for (int tb = j; tb < T_; tb += 32) {
         const int t = tb + lane;
         float p = 0.0f, ds = 0.0f;
         bool in = t < T_;
         if constexpr (kPacked) {
-            in = in && t - positions[static_cast<long>(b) * T_ + t] <= j;
-            if (!__any_sync(kFullMask, in)) break;  // every later row starts its example after j too
+            in = in && first_key(positions ? positions + static_cast<long>(b) * T_ : nullptr, t, window) <= j;
+            if (!__any_sync(kFullMask, in)) break;  // every later row's first key is after j too
         }
         if (in) {
             const T* q = base + t * C3;
@@ -201,7 +205,7 @@ __device__ __forceinline__ void key_row_terms(float (&dk)[DPL], float (&dv)[DPL]
 template <int DPL, typename T, bool kPacked>
 __global__ void attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* qkv, const T* out,
                                               const float* lse, int B, int T_, int C, int NH,
-                                              const int32_t* positions) {
+                                              const int32_t* positions, int window) {
     __shared__ float sk[kWarps][kMaxHs];
     __shared__ float sv[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -225,8 +229,8 @@ __global__ void attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* q
     float dk[DPL], dv[DPL];
 #pragma unroll
     for (int r = 0; r < DPL; r++) dk[r] = dv[r] = 0.0f;
-    key_row_terms<DPL, T, kPacked>(dk, dv, sk[warp], sv[warp], base, obase, dobase, lrow, positions, b, j, T_, C, C3,
-                                   HS, scale, lane);
+    key_row_terms<DPL, T, kPacked>(dk, dv, sk[warp], sv[warp], base, obase, dobase, lrow, positions, window, b, j,
+                                   T_, C, C3, HS, scale, lane);
     T* dkp = dqkv + (static_cast<long>(b) * T_ + j) * C3 + C + h * HS;
 #pragma unroll
     for (int r = 0; r < DPL; r++) {
@@ -243,7 +247,7 @@ __global__ void attention_backward_dkv_kernel(T* dqkv, const T* dout, const T* q
 template <int DPL, typename T, bool kPacked>
 __global__ void attention_backward_dkv_gqa_kernel(T* dqkv, const T* dout, const T* qkv, const T* out,
                                               const float* lse, int B, int T_, int C, int NH, int KV,
-                                              const int32_t* positions) {
+                                              const int32_t* positions, int window) {
     __shared__ float sk[kWarps][kMaxHs];
     __shared__ float sv[kWarps][kMaxHs];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -269,8 +273,8 @@ __global__ void attention_backward_dkv_gqa_kernel(T* dqkv, const T* dout, const 
         const T* obase = out + static_cast<long>(b) * T_ * C + h * HS;
         const T* dobase = dout + static_cast<long>(b) * T_ * C + h * HS;
         const float* lrow = lse + (static_cast<long>(b) * NH + h) * T_;
-        key_row_terms<DPL, T, kPacked>(dk, dv, sk[warp], sv[warp], base, obase, dobase, lrow, positions, b, j, T_, C,
-                                       C3, HS, scale, lane);
+        key_row_terms<DPL, T, kPacked>(dk, dv, sk[warp], sv[warp], base, obase, dobase, lrow, positions, window, b,
+                                       j, T_, C, C3, HS, scale, lane);
     }
     T* dkp = dqkv + (static_cast<long>(b) * T_ + j) * C3 + C + g * HS;
 #pragma unroll
@@ -295,97 +299,100 @@ int dims_per_lane(int C, int NH) {
 
 template <int DPL, typename T, bool kPacked>
 void forward_launch(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
-                    const int32_t* positions, cudaStream_t stream) {
+                    const int32_t* positions, int window, cudaStream_t stream) {
     const unsigned grid = grid_rows(static_cast<long>(B) * NH * Tq);
     if (KV == NH)
         attention_forward_kernel<DPL, T, false, kPacked>
-            <<<grid, kWarps * 32, 0, stream>>>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions);
+            <<<grid, kWarps * 32, 0, stream>>>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, window);
     else
         attention_forward_kernel<DPL, T, true, kPacked>
-            <<<grid, kWarps * 32, 0, stream>>>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions);
+            <<<grid, kWarps * 32, 0, stream>>>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, window);
     LLMT_CUDA_CHECK_LAUNCH("attention_forward_kernel");
 }
 
 template <int DPL, typename T>
 void forward_dpl(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
-                 const int32_t* positions, cudaStream_t stream) {
-    if (positions) forward_launch<DPL, T, true>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, stream);
-    else forward_launch<DPL, T, false>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, stream);
+                 const int32_t* positions, int window, cudaStream_t stream) {
+    if (positions || window > 0)
+        forward_launch<DPL, T, true>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, window, stream);
+    else forward_launch<DPL, T, false>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, 0, stream);
 }
 
-// positions (B,T) or null; only with t0 = 0 and Tq = Tmax (training, not the KV cache).
+// positions (B,T) or null; only with t0 = 0 and Tq = Tmax (training, not the KV cache). window > 0 or 0 (none).
 template <typename T>
 void forward_any(T* out, float* lse, const T* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
-                 const int32_t* positions, cudaStream_t stream) {
+                 const int32_t* positions, int window, cudaStream_t stream) {
     switch (dims_per_lane(C, NH)) {
-        case 1: forward_dpl<1>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, stream); break;
-        case 2: forward_dpl<2>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, stream); break;
-        default: forward_dpl<4>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, stream); break;
+        case 1: forward_dpl<1>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, window, stream); break;
+        case 2: forward_dpl<2>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, window, stream); break;
+        default: forward_dpl<4>(out, lse, qkv, B, t0, Tq, Tmax, C, NH, KV, positions, window, stream); break;
     }
 }
 
 template <int DPL, typename T, bool kPacked>
 void backward_launch(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C,
-                     int NH, int KV, const int32_t* positions, cudaStream_t stream) {
+                     int NH, int KV, const int32_t* positions, int window, cudaStream_t stream) {
     const unsigned grid = grid_rows(static_cast<long>(B) * NH * T_);
     if (KV == NH) {  // multi-head attention: the kGqa false kernels, no head mapping
         attention_backward_dq_kernel<DPL, T, false, kPacked>
-            <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions);
+            <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, window);
         LLMT_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");
         attention_backward_dkv_kernel<DPL, T, kPacked>
-            <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, positions);
+            <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, positions, window);
         LLMT_CUDA_CHECK_LAUNCH("attention_backward_dkv_kernel");
         return;
     }
     attention_backward_dq_kernel<DPL, T, true, kPacked>
-        <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions);
+        <<<grid, kWarps * 32, 0, stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, window);
     LLMT_CUDA_CHECK_LAUNCH("attention_backward_dq_kernel");
     attention_backward_dkv_gqa_kernel<DPL, T, kPacked><<<grid_rows(static_cast<long>(B) * KV * T_), kWarps * 32, 0,
                                                          stream>>>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV,
-                                                                   positions);
+                                                                   positions, window);
     LLMT_CUDA_CHECK_LAUNCH("attention_backward_dkv_gqa_kernel");
 }
 
 template <int DPL, typename T>
 void backward_dpl(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C, int NH,
-                  int KV, const int32_t* positions, cudaStream_t stream) {
-    if (positions) backward_launch<DPL, T, true>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, stream);
-    else backward_launch<DPL, T, false>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, stream);
+                  int KV, const int32_t* positions, int window, cudaStream_t stream) {
+    if (positions || window > 0)
+        backward_launch<DPL, T, true>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, window, stream);
+    else backward_launch<DPL, T, false>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, 0, stream);
 }
 
 template <typename T>
 void backward_any(T* dqkv, const T* dout, const T* qkv, const T* out, const float* lse, int B, int T_, int C, int NH,
-                  int KV, const int32_t* positions, cudaStream_t stream) {
+                  int KV, const int32_t* positions, int window, cudaStream_t stream) {
     switch (dims_per_lane(C, NH)) {
-        case 1: backward_dpl<1>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, stream); break;
-        case 2: backward_dpl<2>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, stream); break;
-        default: backward_dpl<4>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, stream); break;
+        case 1: backward_dpl<1>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, window, stream); break;
+        case 2: backward_dpl<2>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, window, stream); break;
+        default: backward_dpl<4>(dqkv, dout, qkv, out, lse, B, T_, C, NH, KV, positions, window, stream); break;
     }
 }
 
 }  // namespace
 
 void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int C, int NH, int KV,
-                       cudaStream_t stream, const int32_t* positions) {
-    forward_any(out, lse, qkv, B, 0, T, T, C, NH, KV, positions, stream);
+                       cudaStream_t stream, const int32_t* positions, int window) {
+    forward_any(out, lse, qkv, B, 0, T, T, C, NH, KV, positions, window, stream);
 }
 void attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int KV,
-                       cudaStream_t stream, const int32_t* positions) {
-    forward_any(out, lse, qkv, B, 0, T, T, C, NH, KV, positions, stream);
+                       cudaStream_t stream, const int32_t* positions, int window) {
+    forward_any(out, lse, qkv, B, 0, T, T, C, NH, KV, positions, window, stream);
 }
 
 void attention_forward_cached(float* out, const float* qkv, int B, int t0, int Tq, int Tmax, int C, int NH, int KV,
-                              cudaStream_t stream) {
-    forward_any(out, static_cast<float*>(nullptr), qkv, B, t0, Tq, Tmax, C, NH, KV, nullptr, stream);
+                              cudaStream_t stream, int window) {
+    forward_any(out, static_cast<float*>(nullptr), qkv, B, t0, Tq, Tmax, C, NH, KV, nullptr, window, stream);
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out, const float* lse,
-                        int B, int T, int C, int NH, int KV, cudaStream_t stream, const int32_t* positions) {
-    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, positions, stream);
+                        int B, int T, int C, int NH, int KV, cudaStream_t stream, const int32_t* positions,
+                        int window) {
+    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, positions, window, stream);
 }
 void attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
-                        int T, int C, int NH, int KV, cudaStream_t stream, const int32_t* positions) {
-    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, positions, stream);
+                        int T, int C, int NH, int KV, cudaStream_t stream, const int32_t* positions, int window) {
+    backward_any(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, positions, window, stream);
 }
 
 }  // namespace llmt::kernels::cuda

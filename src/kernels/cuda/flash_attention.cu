@@ -22,27 +22,29 @@ using flash::bf16;
 // The tile shapes below measured fastest on an H100 (docs/benchmarks.md, "Attention kernel (bf16)");
 // bench/kernels/flash_attention_lab.cu keeps the others for re-measuring on new hardware.
 void flash_attention_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int KV,
-                             cudaStream_t s, const int32_t* positions) {
+                             cudaStream_t s, const int32_t* positions, int window) {
     const void* ptrs[] = {out, lse, qkv};
     const int hs = flash::check_args("flash_attention_forward", ptrs, 3, B, T, C, NH, KV);
     const int group = flash::default_group_heads(B * NH);
     // (warps per block = 16-row slices of queries, keys per K/V tile)
-    if (hs == 64) flash::launch_forward<64, 4, 64>(out, lse, qkv, B, T, C, NH, KV, s, group, positions);
-    else flash::launch_forward<128, 4, 64>(out, lse, qkv, B, T, C, NH, KV, s, group, positions);
+    if (hs == 64) flash::launch_forward<64, 4, 64>(out, lse, qkv, B, T, C, NH, KV, s, group, positions, window);
+    else flash::launch_forward<128, 4, 64>(out, lse, qkv, B, T, C, NH, KV, s, group, positions, window);
 }
 
 void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B,
                               int T, int C, int NH, int KV, cudaStream_t s, float* dqkv_colsum,
-                              const int32_t* positions) {
+                              const int32_t* positions, int window) {
     const void* ptrs[] = {dqkv, dout, qkv, out, lse};
     const int hs = flash::check_args("flash_attention_backward", ptrs, 5, B, T, C, NH, KV);
     // (warps per block = 16-key slices, queries per tile). hs 128 takes 32-query tiles so that the K, V, dK
     // and dV fragments (4 x 64 registers) still fit. Block-order groups and query heads per block: the
     // defaults (flash_attention_kernels.cuh, launch_backward).
     if (hs == 64)
-        flash::launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dqkv_colsum, 0, 0, positions);
+        flash::launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dqkv_colsum, 0, 0, positions,
+                                          window);
     else
-        flash::launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dqkv_colsum, 0, 0, positions);
+        flash::launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dqkv_colsum, 0, 0, positions,
+                                          window);
 }
 
 }  // namespace llmt::kernels::cuda

@@ -20,7 +20,10 @@
 // Packed examples (positions, ops.h): every kernel has a kPacked flag; with it a query row attends keys from the
 // start of its example only, the forward visits only the key tiles from the diagonal down to its block's first
 // bound and the backward only the query tiles up to packed_query_end (flash_forward.cuh, flash_backward.cuh).
-// kPacked false compiles to no position code (bench/kernels/ptx_compare.py: the same PTX but for the unused parameter).
+// A sliding window (window > 0) is one more such bound (key_bounds.cuh's first_key: the larger of the example's start
+// and t - window + 1) and takes the same kPacked path, so tiles outside every row's window are never visited.
+// kPacked false compiles to no bound code (the same PTX but for the unused parameters and, in the backward, one
+// comparison with its operands swapped: bench/kernels/ptx_compare.py, docs/benchmarks.md).
 // Shared-memory rows are padded by 16 bytes so the 8 row addresses of an ldmatrix hit distinct banks.
 // Measured speeds and the tile-shape choices: docs/benchmarks.md, "Attention kernel (bf16)".
 #pragma once
@@ -110,10 +113,11 @@ inline int default_group_heads(int n_heads) { return n_heads <= 64 ? n_heads : 3
 
 inline int clamp_group(int g, int n_heads) { return g < 1 ? 1 : (g > n_heads ? n_heads : g); }
 
-// positions (B,T) device i32 or null: packed examples (fwd_kernel's kPacked).
+// positions (B,T) device i32 or null: packed examples; window > 0: a sliding window, 0 none (either makes
+// fwd_kernel's rows bounded, kPacked).
 template <int D, int NW, int BC>
 void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C, int NH, int KV, cudaStream_t s,
-                    int group, const int32_t* positions = nullptr) {
+                    int group, const int32_t* positions = nullptr, int window = 0) {
     constexpr int BR = 16 * NW;
     constexpr int smem = fwd_smem_bytes<D, NW, BC>();
     const float scale_log2 = kLog2e / sqrtf(static_cast<float>(D));
@@ -121,10 +125,10 @@ void launch_forward(bf16* out, float* lse, const bf16* qkv, int B, int T, int C,
     auto launch = [&](auto kernel) {
         LLMT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         kernel<<<grid, NW * 32, smem, s>>>(out, lse, qkv, B, T, C, NH, KV, clamp_group(group, B * NH), scale_log2,
-                                           positions);
+                                           positions, window);
         LLMT_CUDA_CHECK_LAUNCH("flash_attention_forward");
     };
-    if (positions) {
+    if (positions || window > 0) {
         if (KV == NH) launch(fwd_kernel<D, NW, BC, false, true>);
         else launch(fwd_kernel<D, NW, BC, true, true>);
     } else {
@@ -153,11 +157,11 @@ inline int default_heads_per_block(int B, int NH, int KV, int key_blocks) {
 
 // group: units (batch, kv head, slice) per block-order group (<= 0: default_group_heads of the unit count);
 // hpb: query heads per block (a divisor of NH/KV; <= 0: default_heads_per_block); positions (B,T) device i32 or
-// null: packed examples (the kernels' kPacked).
+// null: packed examples; window > 0: a sliding window (either: the kernels' kPacked, bounded rows).
 template <int D, int NW, int BQ>
 void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* out, const float* lse, int B, int T,
                      int C, int NH, int KV, cudaStream_t s, float* dcol, int group, int hpb = 0,
-                     const int32_t* positions = nullptr) {
+                     const int32_t* positions = nullptr, int window = 0) {
     constexpr int BKV = 16 * NW;
     const int rep = NH / KV, key_blocks = (T + BKV - 1) / BKV;
     if (hpb <= 0 || rep % hpb != 0) hpb = default_heads_per_block(B, NH, KV, key_blocks);
@@ -187,17 +191,18 @@ void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* 
             LLMT_CUDA_CHECK(cudaFuncSetAttribute(bwd_kernel<D, NW, BQ, kPacked>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
             bwd_kernel<D, NW, BQ, kPacked><<<grid, NW * 32, smem, s>>>(dqkv, dq, dout, qkv, lse, dvec, B, T, C, NH, G,
-                                                                       scale * kLog2e, scale, dcol, positions);
+                                                                       scale * kLog2e, scale, dcol, positions,
+                                                                       window);
         } else {
             LLMT_CUDA_CHECK(cudaFuncSetAttribute(bwd_kernel_gqa<D, NW, BQ, kPacked>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
             bwd_kernel_gqa<D, NW, BQ, kPacked><<<grid, NW * 32, smem, s>>>(dqkv, dq, dkv, dout, qkv, lse, dvec, B, T,
                                                                            C, NH, KV, hpb, G, scale * kLog2e, scale,
-                                                                           dcol, positions);
+                                                                           dcol, positions, window);
         }
         LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward");
     };
-    if (positions) launch(std::true_type{});
+    if (positions || window > 0) launch(std::true_type{});
     else launch(std::false_type{});
     if (dkv) {
         const long n4 = static_cast<long>(n_dkv / 4);

@@ -16,15 +16,15 @@ constexpr int bwd_smem_bytes() {
     return (2 * 16 * NW + 4 * BQ) * (D + 8) * 2 + 16 * NW * (BQ + 8) * 2 + 4 * BQ * 4 + (kPacked ? 2 * BQ * 4 : 0);
 }
 
-// Packed examples: the end of the query tiles (after i0) that can attend keys <= k_last: the first tile whose
-// first row's example starts after k_last, else nq. Exact because a row's first key lo(t) = t - positions[t]
-// never decreases (ops.h's contract). Each warp finds it alone (one ballot per 32 tiles, no barrier), so
+// Bounded rows: the end of the query tiles (after i0) that can attend keys <= k_last: the first tile whose
+// first row's first key (first_key: its example's start, its window's) is after k_last, else nq. Exact because
+// a row's first key never decreases. Each warp finds it alone (one ballot per 32 tiles, no barrier), so
 // every warp of the block loops to the same bound.
-__device__ __forceinline__ int packed_query_end(const int32_t* pb, int i0, int nq, int BQ, int k_last) {
+__device__ __forceinline__ int packed_query_end(const int32_t* pb, int i0, int nq, int BQ, int k_last, int window) {
     const int lane = threadIdx.x % 32;
     for (int base = i0 + 1; base < nq; base += 32) {
         const int i = base + lane;
-        const unsigned past = __ballot_sync(0xffffffffu, i < nq && i * BQ - pb[i * BQ] > k_last);
+        const unsigned past = __ballot_sync(0xffffffffu, i < nq && first_key(pb, i * BQ, window) > k_last);
         if (past) return base + __ffs(static_cast<int>(past)) - 1;
     }
     return nq;
@@ -115,8 +115,8 @@ __global__ void dq_convert_colsum_kernel(bf16* __restrict__ dqkv, float* __restr
 // walks the query tiles from its diagonal up to packed_query_end (the later ones start their examples after
 // its last key); per tile, a warp whose 16 keys all precede the tile's smallest bound (its first row's) only
 // zeroes its dS^T rows, and P is masked where the key is before the query's bound (in tiles whose largest
-// bound, their last row's, passes the warp's first key). kPacked false: no position code (the
-// same PTX but for the unused parameter).
+// bound, their last row's, passes the warp's first key). kPacked false: no bound code (the same PTX but for
+// the unused parameters and one comparison with its operands swapped).
 // dcol (3C, optional): += the column sums of this block's dK and dV rows (the k and v parts of the qkv
 // bias gradient), summed in the warp, then across warps in shared memory, then one atomic per column.
 template <int D, int NW, int BQ, bool kPacked>
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(NW * 32)
     bwd_kernel(bf16* __restrict__ dqkv, float* __restrict__ dq_acc, const bf16* __restrict__ dout,
                const bf16* __restrict__ qkv, const float* __restrict__ lse, const float* __restrict__ dvec, int B,
                int T, int C, int NH, int G, float scale_log2, float scale, float* __restrict__ dcol,
-               const int32_t* __restrict__ positions) {
+               const int32_t* __restrict__ positions, int window) {
     constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
     static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
     extern __shared__ __align__(16) unsigned char smem[];
@@ -148,9 +148,9 @@ __global__ void __launch_bounds__(NW * 32)
     const float* lb = lse + static_cast<long>(bh) * T;
     const float* db = dvec + static_cast<long>(bh) * T;
     const int i0 = k0 / BQ, nq = (T + BQ - 1) / BQ;
-    const int32_t* pb = kPacked ? positions + static_cast<long>(b) * T : nullptr;  // this row's positions
+    const int32_t* pb = kPacked && positions ? positions + static_cast<long>(b) * T : nullptr;  // this row's
     int i_end = nq;  // one past the last query tile that can attend this block's keys
-    if constexpr (kPacked) i_end = packed_query_end(pb, i0, nq, BQ, min(k0 + BKV, T) - 1);
+    if constexpr (kPacked) i_end = packed_query_end(pb, i0, nq, BQ, min(k0 + BKV, T) - 1, window);
 
     auto load_q = [&](int i, int buf) {
         load_tile<BQ, D, NT>(sQ + buf * BQ * LDS, qb, C3, i * BQ, T);
@@ -161,7 +161,8 @@ __global__ void __launch_bounds__(NW * 32)
             const int q = i * BQ + r;
             cp_async4(sL + buf * BQ + r, lb + (q < T ? q : 0), q < T);
             cp_async4(sD + buf * BQ + r, db + (q < T ? q : 0), q < T);
-            if constexpr (kPacked) cp_async4(sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
+            if constexpr (kPacked)
+                if (pb) cp_async4(sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
         }
     };
     load_tile<BKV, D, NT>(sK, qb + C, C3, k0, T);
@@ -177,7 +178,7 @@ __global__ void __launch_bounds__(NW * 32)
         for (int e = 0; e < 4; e++) dk[dn][e] = dv[dn][e] = 0.0f;
     const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8;  // this lane's two key rows
     const BwdLane lp{warp, lane, g, tq, lrow, lmat, kr0, kr1};
-    const BwdSmem sm{sK, sQ, sO, sP, sL, sD, sPos};
+    const BwdSmem sm{sK, sQ, sO, sP, sL, sD, pb ? sPos : nullptr};
 
     for (int i = i0; i < i_end; i++) {
         const int buf = (i - i0) & 1;
@@ -198,7 +199,8 @@ __global__ void __launch_bounds__(NW * 32)
             }
         }
         const int qbase = i * BQ;
-        bwd_query_tile<D, NW, BQ, kPacked>(sm, buf, qbase, k0, b, h, T, C, scale_log2, lp, ka, va, dk, dv, dq_acc);
+        bwd_query_tile<D, NW, BQ, kPacked>(sm, buf, qbase, k0, b, h, T, C, scale_log2, lp, ka, va, dk, dv, dq_acc,
+                                           window);
         __syncthreads();  // sP and this Q/dO buffer are rewritten next iteration
     }
 

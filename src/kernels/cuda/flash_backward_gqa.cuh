@@ -16,13 +16,14 @@ namespace {
 // with atomics and dkv_convert_kernel writes dqkv's k/v columns afterwards.
 // dcol (C3, optional): += the column sums of this block's dK and dV rows (the k and v parts of the qkv
 // bias gradient), summed in the warp, then across warps in shared memory, then one atomic per column.
-// kPacked: packed examples, as bwd_kernel's (flash_backward.cuh): each head's walk ends at packed_query_end.
+// kPacked: bounded rows, as bwd_kernel's (flash_backward.cuh): each head's walk ends at packed_query_end.
 template <int D, int NW, int BQ, bool kPacked>
 __global__ void __launch_bounds__(NW * 32)
     bwd_kernel_gqa(bf16* __restrict__ dqkv, float* __restrict__ dq_acc, float* __restrict__ dkv_acc,
                    const bf16* __restrict__ dout, const bf16* __restrict__ qkv, const float* __restrict__ lse,
                    const float* __restrict__ dvec, int B, int T, int C, int NH, int KV, int HPB, int G,
-                   float scale_log2, float scale, float* __restrict__ dcol, const int32_t* __restrict__ positions) {
+                   float scale_log2, float scale, float* __restrict__ dcol, const int32_t* __restrict__ positions,
+                   int window) {
     constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
     static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
     extern __shared__ __align__(16) unsigned char smem[];
@@ -46,9 +47,9 @@ __global__ void __launch_bounds__(NW * 32)
     const bf16* xb = qkv + static_cast<long>(b) * T * C3;              // batch row 0 of qkv
     const bf16* kb = xb + C + static_cast<long>(kvh) * D;              // k of head kvh; v at + kvw
     const int i0 = k0 / BQ, nq = (T + BQ - 1) / BQ;
-    const int32_t* pb = kPacked ? positions + static_cast<long>(b) * T : nullptr;  // this row's positions
+    const int32_t* pb = kPacked && positions ? positions + static_cast<long>(b) * T : nullptr;  // this row's
     int i_end = nq;  // one past the last query tile that can attend this block's keys
-    if constexpr (kPacked) i_end = packed_query_end(pb, i0, nq, BQ, min(k0 + BKV, T) - 1);
+    if constexpr (kPacked) i_end = packed_query_end(pb, i0, nq, BQ, min(k0 + BKV, T) - 1, window);
     const int n_tiles = i_end - i0;
 
     // Iteration it: query tile i0 + it % n_tiles of head h0 + it / n_tiles.
@@ -64,7 +65,8 @@ __global__ void __launch_bounds__(NW * 32)
             const int q = i * BQ + r;
             cp_async4(sL + buf * BQ + r, lse + bh * T + (q < T ? q : 0), q < T);
             cp_async4(sD + buf * BQ + r, dvec + bh * T + (q < T ? q : 0), q < T);
-            if constexpr (kPacked) cp_async4(sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
+            if constexpr (kPacked)
+                if (pb) cp_async4(sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
         }
     };
     load_tile<BKV, D, NT>(sK, kb, C3, k0, T);
@@ -80,7 +82,7 @@ __global__ void __launch_bounds__(NW * 32)
         for (int e = 0; e < 4; e++) dk[dn][e] = dv[dn][e] = 0.0f;
     const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8;  // this lane's two key rows
     const BwdLane lp{warp, lane, g, tq, lrow, lmat, kr0, kr1};
-    const BwdSmem sm{sK, sQ, sO, sP, sL, sD, sPos};
+    const BwdSmem sm{sK, sQ, sO, sP, sL, sD, pb ? sPos : nullptr};
 
     const int n_it = HPB * n_tiles;
     for (int it = 0; it < n_it; it++) {
@@ -103,7 +105,8 @@ __global__ void __launch_bounds__(NW * 32)
         }
         const int h = h0 + it / n_tiles;
         const int qbase = (i0 + it % n_tiles) * BQ;
-        bwd_query_tile<D, NW, BQ, kPacked>(sm, buf, qbase, k0, b, h, T, C, scale_log2, lp, ka, va, dk, dv, dq_acc);
+        bwd_query_tile<D, NW, BQ, kPacked>(sm, buf, qbase, k0, b, h, T, C, scale_log2, lp, ka, va, dk, dv, dq_acc,
+                                           window);
         __syncthreads();  // sP and this Q/dO buffer are rewritten next iteration
     }
 

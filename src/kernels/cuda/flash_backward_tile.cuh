@@ -35,7 +35,7 @@ struct BwdSmem {
     bf16* sP;
     const float* sL;
     const float* sD;
-    const int* sPos;
+    const int* sPos;  // positions (two buffers of BQ), or null without packed examples
 };
 
 // Query tile qbase..qbase+BQ-1 (buffer buf) against keys k0..k0+16*NW-1 of query head h, batch row b.
@@ -44,7 +44,7 @@ __device__ __forceinline__ void bwd_query_tile(const BwdSmem& s, int buf, int qb
                                                int C, float scale_log2, const BwdLane& l,
                                                const uint32_t (&ka)[D / 16][4], const uint32_t (&va)[D / 16][4],
                                                float (&dk)[D / 8][4], float (&dv)[D / 8][4],
-                                               float* __restrict__ dq_acc) {
+                                               float* __restrict__ dq_acc, int window) {
     constexpr int BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
     constexpr int WQ = BQ / 16, WD = NW / WQ, DW = D / WD;  // dQ phase: WQ x WD warps, DW columns each
     static_assert(WQ * WD == NW && DW % 16 == 0, "dQ warp grid");
@@ -56,12 +56,17 @@ __device__ __forceinline__ void bwd_query_tile(const BwdSmem& s, int buf, int qb
     const bf16* o_s = s.sO + buf * BQ * LDS;
     const float* l_s = s.sL + buf * BQ;
     const float* d_s = s.sD + buf * BQ;
-    const int* p_s = s.sPos + buf * BQ;
-    int tile_lo_min = 0, tile_lo_max = 0;  // packed: the bounds of the tile's first and last valid rows
+    const int* p_s = s.sPos ? s.sPos + buf * BQ : nullptr;
+    // Bounded rows: query qbase + qc's first key (first_key on the positions in shared memory).
+    auto lo_of = [&](int qc) {
+        const int q = qbase + qc, lo = p_s ? q - p_s[qc] : 0;
+        return window > 0 ? max(lo, q - window + 1) : lo;
+    };
+    int tile_lo_min = 0, tile_lo_max = 0;  // bounded: the bounds of the tile's first and last valid rows
     if constexpr (kPacked) {
         const int last = min(BQ, T - qbase) - 1;
-        tile_lo_min = qbase - p_s[0];
-        tile_lo_max = qbase + last - p_s[last];
+        tile_lo_min = lo_of(0);
+        tile_lo_max = lo_of(last);
     }
     if (k0 + warp * 16 > qbase + BQ - 1 || (kPacked && k0 + warp * 16 + 15 < tile_lo_min)) {
         // Every key of this warp is after every query of the tile: P = 0, only dS^T's rows must be zeroed.
@@ -88,8 +93,8 @@ __device__ __forceinline__ void bwd_query_tile(const BwdSmem& s, int buf, int qb
                 mma16816(dp[nb + 1], va[ks], x[2], x[3]);
             }
         }
-        // P^T = exp(S^T * scale - lse), masked where key > query (and, packed, where the key is before the
-        // query's example); dS^T = P^T (dP^T - D).
+        // P^T = exp(S^T * scale - lse), masked where key > query (and, bounded, where the key is before the
+        // query's first key); dS^T = P^T (dP^T - D).
         const bool need_mask = qbase < k0 + warp * 16 + 16;
         const bool need_lo_mask = kPacked && k0 + warp * 16 < tile_lo_max;
 #pragma unroll
@@ -99,7 +104,7 @@ __device__ __forceinline__ void bwd_query_tile(const BwdSmem& s, int buf, int qb
                 const int qc = nb * 8 + 2 * tq + (e & 1);
                 float p = fast_exp2(fmaf(st[nb][e], scale_log2, -l_s[qc] * kLog2e));
                 if (need_mask && (e < 2 ? kr0 : kr1) > qbase + qc) p = 0.0f;
-                if (need_lo_mask && (e < 2 ? kr0 : kr1) < qbase + qc - p_s[qc]) p = 0.0f;
+                if (need_lo_mask && (e < 2 ? kr0 : kr1) < lo_of(qc)) p = 0.0f;
                 st[nb][e] = p;
                 dp[nb][e] = p * (dp[nb][e] - d_s[qc]);
             }

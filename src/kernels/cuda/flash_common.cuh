@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/key_bounds.cuh"
+
 namespace llmt::kernels::cuda::flash {
 namespace {
 

@@ -15,16 +15,17 @@ constexpr int fwd_smem_bytes() {
 
 // kGqa: grouped-query attention (KV < NH), K/V of kv head h / (NH/KV) in rows of C + 2*KV*D; false: multi-head
 // attention, with no head mapping in the code (GPT-2's kernel and speed: bench/kernels/ptx_compare.py).
-// kPacked: packed examples, positions (B,T); row r attends keys lo(r) = r - positions[b,r] .. r. The block walks
-// the tiles from the diagonal down to the one holding lo(q0), its first row's bound (the smallest: lo never
-// decreases along a row, ops.h's contract); a warp skips tiles wholly before its rows' bounds and masks keys
-// below them in the tiles that reach past the smallest. A row whose keys all lie in other tiles sees only
-// -inf scores in this one: its running max stays -inf (or keeps its value) and it adds 0 (the mu guard below).
-// kPacked false: no position code (the same PTX but for the unused parameter).
+// kPacked: bounded rows, packed examples (positions (B,T), nullable) and/or a sliding window (> 0); row r attends
+// keys lo(r) .. r, lo = first_key (key_bounds.cuh: r - positions[b,r], and > r - window). The block walks the tiles
+// from the diagonal down to the one holding lo(q0), its first row's bound (the smallest: lo never decreases along
+// a row), so a window of W keys costs O(W) tiles per block; a warp skips tiles wholly before its rows' bounds and
+// masks keys below them in the tiles that reach past the smallest. A row whose keys all lie in other tiles sees
+// only -inf scores in this one: its running max stays -inf (or keeps its value) and it adds 0 (the mu guard below).
+// kPacked false: no bound code (the same PTX but for the unused parameters).
 template <int D, int NW, int BC, bool kGqa, bool kPacked>
 __global__ void __launch_bounds__(NW * 32)
     fwd_kernel(bf16* __restrict__ out, float* __restrict__ lse, const bf16* __restrict__ qkv, int B, int T, int C,
-               int NH, int KV, int G, float scale_log2, const int32_t* __restrict__ positions) {
+               int NH, int KV, int G, float scale_log2, const int32_t* __restrict__ positions, int window) {
     constexpr int BR = 16 * NW, LDS = D + 8, NT = NW * 32;
     extern __shared__ __align__(16) unsigned char smem[];
     bf16* sQ = reinterpret_cast<bf16*>(smem);
@@ -63,9 +64,9 @@ __global__ void __launch_bounds__(NW * 32)
     // minimum and maximum over the warp, and the first tile of the block. Plain causal: 0, and every tile.
     int lo0 = 0, lo1 = 0, wlo_min = 0, wlo_max = 0, n_it = n_kv;
     if constexpr (kPacked) {
-        const int32_t* pb = positions + static_cast<long>(b) * T;
-        lo0 = r0 < T ? r0 - pb[r0] : r0;
-        lo1 = r1 < T ? r1 - pb[r1] : r1;
+        const int32_t* pb = positions ? positions + static_cast<long>(b) * T : nullptr;
+        lo0 = r0 < T ? first_key(pb, r0, window) : r0;
+        lo1 = r1 < T ? first_key(pb, r1, window) : r1;
         wlo_min = min(lo0, lo1);
         wlo_max = max(lo0, lo1);
 #pragma unroll
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(NW * 32)
             wlo_min = min(wlo_min, __shfl_xor_sync(0xffffffffu, wlo_min, step));
             wlo_max = max(wlo_max, __shfl_xor_sync(0xffffffffu, wlo_max, step));
         }
-        n_it = max(1, n_kv - max(0, q0 - pb[q0]) / BC);  // tiles n_kv-1 down to the one holding lo(q0)
+        n_it = max(1, n_kv - max(0, first_key(pb, q0, window)) / BC);  // tiles n_kv-1 down to lo(q0)'s
     }
 
     for (int it = 0; it < n_it; it++) {
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(NW * 32)
                 }
             }
         }
-        // Packed: mask keys before the row's example (only in tiles starting before the warp's largest bound).
+        // Bounded: mask keys before the row's first key (only in tiles starting before the warp's largest bound).
         if (kPacked && j * BC < wlo_max) {
 #pragma unroll
             for (int nb = 0; nb < BC / 8; nb++) {
