@@ -121,6 +121,25 @@ data: {source: shards, train_shards: "x_*.bin", val_shards: ""}
     }
 }
 
+// On CUDA the attention backward keeps fp32 scratch outside the arenas (kernels/attention_scratch.h): the dQ
+// accumulator (B*T*d), the flash kernels' row dots (B*heads*T) and their dK|dV accumulator (B*T*2*kv*hd). The
+// plan counts it for a CUDA model (3 GiB for the 8B shape at T = 128k), not for a CPU one. Planned without a GPU.
+TEST(RunPlan, CudaPlanCountsTheAttentionScratch) {
+    const auto cfg = config::load_config_string(R"(schema_version: 1
+run: {name: scratch, seed: 7, device: cpu}
+model: {arch: llama, n_layer: 2, n_head: 8, n_kv_head: 2, d_model: 256, d_ff: 512, block_size: 4096, vocab_size: 512}
+trainer: {max_steps: 3, warmup_steps: 1, eval_every_steps: 0, micro_batch_size: 2, recompute: all}
+data: {source: shards, train_shards: "x_*.bin", val_shards: ""}
+)",
+                                                "<scratch>");
+    const int B = 2, T = 4096;
+    const auto cpu = models::plan_model_memory(cfg, Device::kCpu, DType::kF32, B, T);
+    const auto cuda = models::plan_model_memory(cfg, Device::kCuda, DType::kF32, B, T);
+    const size_t scratch = static_cast<size_t>(B) * T * (256 + 8 + 2 * 2 * 32) * sizeof(float);
+    EXPECT_EQ(cuda.activations - cpu.activations, scratch);
+    EXPECT_EQ(cuda.params, cpu.params);
+}
+
 TEST(RunPlan, ParseMemorySize) {
     EXPECT_EQ(parse_memory_size("1073741824"), 1073741824u);
     EXPECT_EQ(parse_memory_size("64GiB"), 64ull << 30);
