@@ -14,10 +14,11 @@ namespace llmt::models {
 
 // Rows per chunk for B*T rows over Vp columns of `elem_bytes` each, given the bytes of the other
 // activations (`act_bytes`). The chunk's logits get a budget of 1/kLmHeadBudgetShare of those, and at least
-// kLmHeadMinRows rows: every chunk re-reads W (Vp x C) for its logits and dx and, when W is trained, reads
-// and writes its fp32 gradient, 12 C Vp bytes against the chunk's 6 rows C Vp FLOPs, so at 2048 rows that
-// traffic is under a tenth of the chunk's GEMM time on an H100/H200 (~170 FLOP per byte at the ridge), and
-// the rows beyond buy little. The chunks are equal (the last one no shorter than needed).
+// kLmHeadMinRows rows: every chunk re-reads W (Vp x C, bf16) for its logits and dx and, when W is trained,
+// reads and writes its fp32 gradient, 12 C Vp bytes against the chunk's 6 rows C Vp FLOPs: rows / 2 FLOP
+// per byte, 1024 at 2048 rows, well above the ~210 (H200) to ~300 (H100) where their GEMMs turn
+// compute-bound; larger chunks measured no faster on the 1B shape (docs/benchmarks.md: 2^28 logits, 2048
+// rows there, against 2^29 and 2^30). The chunks are equal (the last one no shorter than needed).
 // LLMTRAIN_LM_HEAD_ROWS (core/knobs.h) forces the rows: all of them (one chunk, the unfused reference) or a
 // fixed count; the result is always in [1, BT].
 inline constexpr int64_t kLmHeadMinRows = 2048;
