@@ -55,11 +55,13 @@ TEST_P(LmHeadCudaFamilies, ChunkedEqualsOneChunkOfAllRows) {
         const HeadRun chunked = run_head_case(c, Device::kCuda, dt, "16", sh);
         ASSERT_EQ(whole.grads.size(), chunked.grads.size());
         // Both runs compute each row's logits and dx with the same kernels; what differs is the GEMMs' row
-        // count (cuBLASLt may pick another algorithm, another fp32 summation order) and dW's sum over three
-        // chunks. In fp32 that is rounding (1e-5). In bf16 a rounding difference in a logit can flip its bf16
-        // rounding, one ulp (2^-8 relative) on a few elements, and it propagates through the backward of two
-        // layers: 1e-2 relative in the norm, far below what a chunk's missing or doubled rows would give (~1).
-        const double tol = dt == DType::kF32 ? 1e-5 : 1e-2;
+        // count (cuBLASLt may pick another algorithm, another fp32 summation order), dW's sum over three
+        // chunks and, between any two runs, the attention backward's atomic accumulation order. In fp32 that
+        // is rounding, ~1e-6 after two layers' backward (1e-4 allowed). In bf16 a rounding difference in a
+        // logit can flip its bf16 rounding, one ulp (2^-8 relative) on a few elements, and it propagates
+        // through the backward of two layers: 1e-2 relative in the norm. Both far below what a chunk's
+        // missing or doubled rows would give (~1).
+        const double tol = dt == DType::kF32 ? 1e-4 : 1e-2;
         const double el = std::fabs(chunked.loss - whole.loss) / std::fabs(whole.loss);
         double worst = 0;
         std::string worst_name;
@@ -77,7 +79,7 @@ TEST_P(LmHeadCudaFamilies, ChunkedEqualsOneChunkOfAllRows) {
         std::printf("[lm-head-cuda] %s %s: loss %.6f vs %.6f (rel %.2e), worst gradient rel %.2e (%s) of %zu\n",
                     c.name().c_str(), std::string(dtype_name(dt)).c_str(), chunked.loss, whole.loss, el, worst,
                     worst_name.c_str(), whole.grads.size());
-        EXPECT_LT(el, dt == DType::kF32 ? 1e-6 : 1e-3) << c.name();
+        EXPECT_LT(el, dt == DType::kF32 ? 1e-5 : 1e-3) << c.name();
     }
 }
 
