@@ -1,16 +1,67 @@
 // Arena: layout, one aligned allocation, named views (core/arena.h).
 #include "core/arena.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
+#include "core/arena_stats.h"
 #include "core/device_memory.h"
 
 namespace llmt {
+namespace {
+
+// Live and peak bytes per device, and each live buffer's size (allocations are few: one per arena).
+struct Counters {
+    std::mutex mu;
+    std::unordered_map<const void*, size_t> sizes;
+    ArenaBytes bytes[2];
+};
+
+Counters& counters() {
+    static Counters c;
+    return c;
+}
+
+void count_alloc(Device device, const void* p, size_t n) {
+    Counters& c = counters();
+    const std::lock_guard<std::mutex> lock(c.mu);
+    c.sizes[p] = n;
+    ArenaBytes& b = c.bytes[static_cast<size_t>(device)];
+    b.live += n;
+    b.peak = std::max(b.peak, b.live);
+}
+
+void count_free(Device device, const void* p) noexcept {
+    Counters& c = counters();
+    const std::lock_guard<std::mutex> lock(c.mu);
+    const auto it = c.sizes.find(p);
+    if (it == c.sizes.end()) return;
+    c.bytes[static_cast<size_t>(device)].live -= it->second;
+    c.sizes.erase(it);
+}
+
+}  // namespace
+
+ArenaBytes arena_bytes(Device device) {
+    Counters& c = counters();
+    const std::lock_guard<std::mutex> lock(c.mu);
+    return c.bytes[static_cast<size_t>(device)];
+}
+
+void reset_arena_peak(Device device) {
+    Counters& c = counters();
+    const std::lock_guard<std::mutex> lock(c.mu);
+    ArenaBytes& b = c.bytes[static_cast<size_t>(device)];
+    b.peak = b.live;
+}
 
 void Arena::FreeDeleter::operator()(void* p) const {
+    count_free(device, p);
     if (device == Device::kCpu) std::free(p);
     else device_memory(device).free(p);
 }
@@ -54,6 +105,7 @@ void Arena::allocate(bool zero_fill, Device dev) {
         p = device_memory(dev).alloc(bytes);  // cudaMalloc: 256-byte aligned, a multiple of kAlignment
     }
     buffer_ = std::unique_ptr<std::byte, FreeDeleter>(static_cast<std::byte*>(p), FreeDeleter{dev});
+    count_alloc(dev, p, bytes);
     if (zero_fill) zero();
 }
 

@@ -45,6 +45,10 @@ constexpr std::array<KnobInfo, kKnobCount> kTable{{
      kReadme},
     {Knob::kAdamwRuns, "LLMTRAIN_ADAMW_RUNS", kSwitch, "1",
      "0: one AdamW launch per parameter run instead of one for all runs", kReadme},
+    {Knob::kLmHeadRows, "LLMTRAIN_LM_HEAD_ROWS", "auto|all|16|256|1024|4096", "auto",
+     "rows per chunk of the LM head's logits (auto: from the activation memory; all: one chunk, the whole "
+     "batch's logits at once, the unfused reference)",
+     kReadme},
 }};
 
 constexpr std::array<LocationInfo, kLocationCount> kLocations{{

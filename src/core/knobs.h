@@ -31,6 +31,7 @@ enum class Knob : int {
     kFuseLnColsum,     // LLMTRAIN_FUSE_LN_COLSUM
     kFuseAttnColsum,   // LLMTRAIN_FUSE_ATTN_COLSUM
     kAdamwRuns,        // LLMTRAIN_ADAMW_RUNS
+    kLmHeadRows,       // LLMTRAIN_LM_HEAD_ROWS
     kCount,
 };
 

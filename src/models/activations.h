@@ -25,6 +25,9 @@ public:
     ActId add_i32(const std::string& name, int64_t width) { return add_as(name, width, DType::kI32); }
     // A buffer of a fixed element count (not per row): the LM head's chunk of logits.
     ActId add_fixed(const std::string& name, int64_t numel) { return arena_.add(name, {numel}, dtype_); }
+    int64_t rows() const { return BT_; }
+    DType dtype() const { return dtype_; }
+    size_t nbytes() const { return arena_.nbytes(); }  // of the buffers added so far
     Arena take() { return std::move(arena_); }
 
 private:

@@ -7,6 +7,7 @@
 #include "config/config.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "kernels/attention_scratch.h"
 #include "kernels/ops.h"
 #include "models/arch.h"
 #include "models/gpt2_decode.h"
@@ -151,7 +152,7 @@ Arena Gpt2::activation_layout(int B, int T, Acts* ids) const {
     h.lnf = a.add("lnf", C);
     h.lnf_mean = a.add_f32("lnf_mean", 1);
     h.lnf_rstd = a.add_f32("lnf_rstd", 1);
-    h.logits = a.add_fixed("logits", lm_head_chunk_rows(BT, cfg_.padded_vocab) * cfg_.padded_vocab);
+    h.logits = add_lm_head_logits(a, cfg_.padded_vocab);  // after the per-row buffers: its budget
     h.losses = a.add_f32("losses", 1);
     // Backward scratch, reused by every layer (llm.c's CUDA layout): the residual-stream gradient and one
     // buffer per activation width. d_c first holds the head's gradient w.r.t. lnf, written by the forward.
@@ -232,7 +233,7 @@ float Gpt2::forward(const int32_t* inputs, const int32_t* targets, int B, int T,
     kernels::layernorm_forward(lnf, acts_.bt(ids_.lnf_mean, B, T), acts_.bt(ids_.lnf_rstd, B, T), residual,
                                W(w_.lnf_w), W(w_.lnf_b), cfg_.norm_eps);
     // The head's backward runs in the forward, chunk by chunk, leaving d lnf in d_c for backward().
-    const HeadBuffers buf{acts_.shaped(ids_.logits, {lm_head_chunk_rows(BT, cfg_.padded_vocab), cfg_.padded_vocab}),
+    const HeadBuffers buf{lm_head_scratch(acts_, ids_.logits, cfg_.padded_vocab),
                           acts_.shaped(ids_.losses, {BT}), acts_.shaped(ids_.targets, {BT}),
                           acts_.shaped(ids_.d_c, {BT, C})};
     has_grad_ = train;
@@ -315,7 +316,9 @@ void Gpt2::backward() {
 
 MemoryPlan Gpt2::memory_plan(int B, int T) const {
     MemoryPlan m = params_memory_plan(B, T);
-    m.activations += activation_layout(B, T).nbytes();
+    const int64_t C = cfg_.d_model, NH = cfg_.n_head;
+    m.activations += activation_layout(B, T).nbytes() +
+                     kernels::attention_backward_scratch_bytes(store_.device(), B, T, C, NH, NH, C / NH);
     return m;
 }
 

@@ -5,6 +5,7 @@
 #include "config/config.h"
 #include "core/check.h"
 #include "core/error.h"
+#include "kernels/attention_scratch.h"
 #include "kernels/ops.h"
 #include "models/arch.h"
 #include "models/hf_config.h"
@@ -175,7 +176,7 @@ Arena Llama::activation_layout(int B, int T, Acts* ids) const {
         }
     h.norm = a.add("norm", C);
     h.norm_rstd = a.add_f32("norm_rstd", 1);
-    h.logits = a.add_fixed("logits", lm_head_chunk_rows(BT, cfg_.padded_vocab) * cfg_.padded_vocab);
+    h.logits = add_lm_head_logits(a, cfg_.padded_vocab);  // after the per-row buffers: its budget
     h.losses = a.add_f32("losses", 1);
     // Backward scratch shared by every layer; d_c first holds the head's gradient w.r.t. the final norm.
     h.d_residual = a.add("d_residual", C);
@@ -233,7 +234,7 @@ float Llama::forward(const int32_t* inputs, const int32_t* targets, int B, int T
     kernels::rmsnorm_forward(acts_.btc(ids_.norm, B, T, C), acts_.bt(ids_.norm_rstd, B, T), residual, W(w_.norm),
                              cfg_.norm_eps);
     // The head's backward runs in the forward, chunk by chunk, leaving d norm in d_c for backward().
-    const HeadBuffers buf{acts_.shaped(ids_.logits, {lm_head_chunk_rows(BT, cfg_.padded_vocab), cfg_.padded_vocab}),
+    const HeadBuffers buf{lm_head_scratch(acts_, ids_.logits, cfg_.padded_vocab),
                           acts_.shaped(ids_.losses, {BT}), acts_.shaped(ids_.targets, {BT}),
                           acts_.shaped(ids_.d_c, {BT, C})};
     has_grad_ = train;
@@ -290,7 +291,9 @@ void Llama::backward() {
 MemoryPlan Llama::memory_plan(int B, int T) const {
     const size_t rope_bytes = static_cast<size_t>(cfg_.block_size) * cfg_.hd() * sizeof(float);
     MemoryPlan m = params_memory_plan(B, T);
-    m.activations += activation_layout(B, T).nbytes() + rope_bytes;
+    m.activations += activation_layout(B, T).nbytes() + rope_bytes +
+                     kernels::attention_backward_scratch_bytes(store_.device(), B, T, att_width(), cfg_.n_head,
+                                                               cfg_.n_kv_head, cfg_.hd());
     return m;
 }
 

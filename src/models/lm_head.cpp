@@ -7,6 +7,7 @@
 
 #include "core/bf16.h"
 #include "core/check.h"
+#include "core/knobs.h"
 #include "kernels/ops.h"
 
 namespace llmt::models {
@@ -27,11 +28,27 @@ Tensor as_bt(Tensor t) { return Tensor(t.data, {1, t.dim(0), t.numel() / t.dim(0
 
 }  // namespace
 
-int64_t lm_head_chunk_rows(int64_t BT, int64_t Vp) {
-    const int64_t max_rows = std::max<int64_t>(1, kLmHeadChunkElems / std::max<int64_t>(1, Vp));
-    if (BT <= max_rows) return BT;
+int64_t lm_head_chunk_rows(int64_t BT, int64_t Vp, size_t elem_bytes, size_t act_bytes) {
+    LLMT_INTERNAL_CHECK(BT >= 1 && Vp >= 1 && elem_bytes >= 1, "lm head: rows {} x {} of {} bytes", BT, Vp, elem_bytes);
+    static constexpr int64_t kForced[] = {0, 0, 16, 256, 1024, 4096};  // LLMTRAIN_LM_HEAD_ROWS's choices
+    const int forced = knob_choice(Knob::kLmHeadRows);
+    if (forced == 1) return BT;
+    if (forced > 1) return std::min(BT, kForced[forced]);
+    const auto row_bytes = static_cast<size_t>(Vp) * elem_bytes;
+    const auto budget_rows = static_cast<int64_t>(std::min<size_t>(act_bytes / kLmHeadBudgetShare / row_bytes,
+                                                                   static_cast<size_t>(BT)));
+    const int64_t max_rows = std::max(std::min(BT, kLmHeadMinRows), budget_rows);
     const int64_t chunks = (BT + max_rows - 1) / max_rows;
     return (BT + chunks - 1) / chunks;
+}
+
+ActId add_lm_head_logits(ActLayout& a, int64_t Vp) {
+    return a.add_fixed("logits", lm_head_chunk_rows(a.rows(), Vp, dtype_size(a.dtype()), a.nbytes()) * Vp);
+}
+
+Tensor lm_head_scratch(const Activations& acts, ActId logits, int64_t Vp) {
+    const int64_t n = acts.arena().entry(logits).shape.at(0);  // add_fixed's one dimension
+    return acts.shaped(logits, {n / Vp, Vp});
 }
 
 void lm_head_loss(const LmHeadIo& io, int V, float dloss_scale) {

@@ -50,7 +50,12 @@ const Plan& plan_for(int m, int n, int k, bool ta, bool tb, int lda, int ldb, in
     // LLMTRAIN_CUDA_TF32=1 trades fp32 exactness (~3e-4 relative) for the tensor cores' TF32 rate. Both
     // knobs are part of the key, so a test that switches them gets a plan built for the new value.
     // tf32_call: the caller asks for TF32 (the classifier's convolutions, trainer.conv_tf32).
-    const bool tf32 = tf32_call || knob_on(Knob::kCudaTf32), tune = knob_on(Knob::kCublasLtTune);
+    // GEMMs of more than kMaxTunedFlops are not timed: 32 candidates x 11 runs each would cost seconds per
+    // shape at a run's first step (minutes over a step's shapes at T = 128k on an 8B model); they take the
+    // heuristic's first pick. (What timing would gain at these sizes has not been measured.)
+    constexpr double kMaxTunedFlops = 4398046511104.0;  // 2^42: 4.4 ms at an H100/H200's 989 TFLOP/s
+    const bool tf32 = tf32_call || knob_on(Knob::kCudaTf32),
+               tune = knob_on(Knob::kCublasLtTune) && 2.0 * m * n * static_cast<double>(k) <= kMaxTunedFlops;
     std::lock_guard<std::mutex> lock(mu);
     const PlanKey key{m, n, k, ta, tb, lda, ldb, ldd, static_cast<int>(ab), static_cast<int>(cd),
                       static_cast<int>(epi), tf32, tune};
