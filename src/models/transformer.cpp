@@ -71,8 +71,8 @@ void Transformer::norm_forward(const NormParams& p, Tensor out, NormStats stats,
 void Transformer::norm_backward(const NormParams& p, Tensor dx, Tensor dout, Tensor x, NormStats stats,
                                 Tensor dx_colsum) {
     const NormKind kind = block().norm;
-    models::norm_backward(kind, dx, grad_or_sink(p.w, 0), kind == NormKind::kLayerNorm ? grad_or_sink(p.b, 1) : Tensor(),
-                          dout, x, weight(p.w), stats, dx_colsum);
+    const Tensor db = kind == NormKind::kLayerNorm ? grad_or_sink(p.b, 1) : Tensor();
+    models::norm_backward(kind, dx, grad_or_sink(p.w, 0), db, dout, x, weight(p.w), stats, dx_colsum);
 }
 
 // Dropout in place on the branch before it is added; nothing that backward reads is overwritten (matmul
@@ -150,7 +150,8 @@ void Transformer::backward() {
     }
     if (dropped_) kernels::dropout_backward(dres, dres, block().dropout, dropout_seed_);
     if (!store_.frozen())
-        kernels::encoder_backward(grad(w_.embed), block().rope ? Tensor() : grad(w_.positions), dres, stat(ids_.inputs));
+        kernels::encoder_backward(grad(w_.embed), block().rope ? Tensor() : grad(w_.positions), dres,
+                                  stat(ids_.inputs));
     grads_ready_all();
     has_grad_ = false;
 }
