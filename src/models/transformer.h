@@ -3,8 +3,7 @@
 // and an MLP block on the residual stream (models/attention_block.h, models/mlp_block.h), a final norm and
 // the chunked LM head (models/lm_head.h). The forward, the explicit backward, the activation layout and
 // the KV-cache decoder (models/kv_decoder.h) are written once, here and in the blocks; a family
-// (models/gpt2.cpp, models/llama.cpp) is a BlockConfig plus a tensor table that fills weights(), as in
-// llama.cpp's src/models/.
+// (models/gpt2.cpp, models/llama.cpp) is a BlockConfig plus a tensor table that fills weights().
 // The table's order is the gradient arena's, and backward reports finished suffixes of it
 // (Model::grads_ready_from): the embeddings first, then each layer's tensors starting with its attention
 // norm's weight, then the final norm and the head.
