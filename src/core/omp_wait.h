@@ -14,7 +14,7 @@ namespace llmt {
 // the same time slice (an idle machine's barriers), small against the time slice a preempted partner needs.
 inline constexpr const char* kOmpSpinCount = "10000";
 // Decoding (generate, chat): none, threads sleep at once (OMP_WAIT_POLICY=passive). A decode step forks a team
-// only for its LM head (models/gpt2_decode.cpp: the layers run on one thread at small sizes), then the worker
+// only for its LM head (models/kv_decoder.cpp: the layers run on one thread at small sizes), then the worker
 // waits a whole token (ms) for the next fork: any spin is CPU spent for nothing, ~10% of a tiny GPT's decode
 // CPU time with 10000 (docs/benchmarks.md, "Generation under contention").
 inline constexpr const char* kDecodeOmpSpinCount = "0";

@@ -254,8 +254,8 @@ int set_cpu_threads(int configured);
 
 // While alive, the calling thread's CPU ops run on the threads an op of `flops` work pays for (cpu/threads.h:
 // one per ~8 MFLOP, up to the count in effect), then the count in effect comes back; GEMMs inside still pick
-// their own count up to it. For a stretch of small ops, such as a decode step's layers (models/gpt2_decode.cpp,
-// models/llama_decode.cpp): their element-wise kernels would otherwise fork the whole team for one row each, and
+// their own count up to it. For a stretch of small ops, such as a decode step's layers (models/kv_decoder.cpp):
+// their element-wise kernels would otherwise fork the whole team for one row each, and
 // on shared cores every fork waits for a descheduled thread. No effect on other devices' kernels.
 class CpuThreadsForWork {
 public:

@@ -37,8 +37,8 @@ const LanguageModel& as_language_model(const Model& model);
 
 // Incremental inference with a KV cache (one sequence): prefill(prompt) then step(id) per new token,
 // each returning the next-token logits (Vp floats; columns >= V are padding), equal to the model's forward
-// logits at that position. CPU models. The bookkeeping is here; each architecture's decoder (gpt2_decode.h,
-// llama_decode.h) runs its op sequence on the new positions.
+// logits at that position. CPU models. The bookkeeping is here; the decoder of every language model
+// (models/kv_decoder.h) runs the model's op sequence on the new positions.
 class Decoder {
 public:
     virtual ~Decoder() = default;

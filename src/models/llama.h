@@ -1,25 +1,22 @@
 // LLaMA (Touvron et al. 2023; the layout of Hugging Face's LlamaForCausalLM): token embedding, pre-RMSNorm
 // blocks (causal self-attention with rotary positions and grouped-query heads, SwiGLU MLP), final
-// RMSNorm, logits over a padded vocabulary; no biases; tied or untied embeddings. Forward and an explicit
-// backward through kernels/ops.h on every backend, like GPT-2 (models/gpt2.h), from the same shared parts
-// (ParamStore, Activations, the chunked LM head).
+// RMSNorm, logits over a padded vocabulary; no biases; tied or untied embeddings. The graph is the shared
+// transformer's (models/transformer.h), as GPT-2's is (models/gpt2.h); this file's part is the config and
+// the table.
 // Two fusions of HF's tensors, split again at the HF boundary (models/hf_adapter.h): q|k|v are one
 // projection (qkv_proj: HF's q_proj, k_proj, v_proj rows) and gate|up one (gate_up_proj), so each block
 // runs 4 GEMMs instead of 7.
 // The families built on this graph (models/qwen2.cpp, ...) are configurations of it: LlamaConfig's
-// variant fields (q/k/v biases, ...) switch their parts on.
+// variant fields (q/k/v biases, ...) switch the blocks' parts on (models/block_config.h).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <vector>
 
-#include "models/activations.h"
 #include "models/arch.h"
-#include "models/language_model.h"
 #include "models/rope.h"
+#include "models/transformer.h"
 
 namespace llmt::config {
 struct Config;
@@ -53,70 +50,27 @@ struct LlamaConfig {
     double flops_per_token(int T) const;
 };
 
-class Llama final : public LanguageModel {
+// LLaMA is a Transformer (models/transformer.h) configured as RMSNorm, RoPE, grouped-query attention and a
+// SwiGLU MLP without biases, plus LlamaConfig's variant parts; this class is its tensor table.
+class Llama final : public Transformer {
 public:
     explicit Llama(const LlamaConfig& cfg, Device device = Device::kCpu, DType dtype = DType::kF32);
     static MemoryPlan plan_memory(const LlamaConfig& cfg, Device device, DType dtype, int B, int T);
 
     const LlamaConfig& config() const { return cfg_; }
-    std::string_view arch() const override { return cfg_.arch; }
     std::string summary() const override;
     // N(0, 0.02) for every matrix and the embedding (HF's initializer_range), ones for the norms.
     void init_base(uint64_t seed) override;
-    float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale = 1.f,
-                  const int32_t* positions = nullptr) override;
-    void backward() override;
-    MemoryPlan memory_plan(int B, int T) const override;
     double flops_per_token(int T) const override { return cfg_.flops_per_token(T); }
-    std::unique_ptr<Decoder> decoder(int max_T = 0) const override;
     // Ignores HF's non-persistent rotary buffers (rotary_emb.inv_freq in old files) and a stored
     // lm_head.weight when tied.
     std::string hf_canonical_name(const std::string& name) const override;
-
-    struct Layer {
-        ParamId attn_norm, qkv, o, mlp_norm, gate_up, down;
-        ParamId qkv_bias = 0;        // with LlamaConfig::qkv_bias only
-        ParamId q_norm = 0, k_norm = 0;  // with LlamaConfig::qk_norm only
-    };
-    struct Weights {
-        ParamId embed, norm, head;  // head == embed when tied
-        std::vector<Layer> layers;
-    };
-    const Weights& weights() const { return w_; }
-    // The RoPE table (block_size, head_dim), on the model's device.
-    Tensor rope() const { return rope_.view(size_t{0}); }
 
 private:
     struct LayoutOnly {};
     Llama(const LlamaConfig& cfg, Device device, DType dtype, LayoutOnly);
 
-    // kQkvRaw, kQkRstd: the projection's output before the per-head norms and their statistics (qk_norm only).
-    enum LayerAct { kAttnNorm, kAttnRstd, kQkv, kAtty, kLse, kResMid, kMlpNorm, kMlpRstd, kGateUp, kSwiglu, kResOut,
-                    kQkvRaw, kQkRstd, kNumLayerActs };
-    struct Acts {
-        ActId embedded, norm, norm_rstd, logits, losses, d_residual, d_c, d_qkv, d_att, d_f, d_gu, inputs, targets,
-            positions;
-        std::vector<std::array<ActId, kNumLayerActs>> layer;
-    };
-    Arena activation_layout(int B, int T, Acts* ids = nullptr) const;
-    bool kept_per_layer(LayerAct a) const;
-    // Layer l's block on `residual`; to_res_out false stops before the down projection (recompute all).
-    void block_forward(int l, Tensor residual, bool to_res_out);
-    int64_t qkv_width() const { return static_cast<int64_t>(cfg_.n_head + 2 * cfg_.n_kv_head) * cfg_.hd(); }
-    // q|k|v's bias (with qkv_bias), else empty: the GEMM's epilogue adds it.
-    Tensor qkv_bias(const Layer& L) const { return cfg_.qkv_bias ? store_.weight(L.qkv_bias) : Tensor(); }
-    int64_t att_width() const { return static_cast<int64_t>(cfg_.n_head) * cfg_.hd(); }
-    Tensor act(int l, LayerAct a, int64_t width) const { return acts_.btc(ids_.layer[l][a], B_, T_, width); }
-    Tensor stat(int l, LayerAct a) const { return acts_.bt(ids_.layer[l][a], B_, T_); }
-    Tensor qk_rstd(int l) const { return acts_.shaped(ids_.layer[l][kQkRstd], {B_, T_, cfg_.n_head + cfg_.n_kv_head}); }
-
     LlamaConfig cfg_;
-    Weights w_;
-    Acts ids_;
-    Activations acts_;
-    Arena rope_;  // (block_size, head_dim) f32 on the device
-    Tensor positions_;  // of the last forward (packed examples), or empty
-    bool has_grad_ = false;
 };
 
 // For the families on this graph (models/qwen2.cpp, ...): the LlamaConfig of a config (shared keys,

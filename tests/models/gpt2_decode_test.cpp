@@ -1,4 +1,4 @@
-// Gpt2Decoder (KV cache) against the full Gpt2::forward: the logits at every position agree, for
+// The KV-cache decoder (models/kv_decoder.h) on GPT-2 against the full forward: the logits at every position agree, for
 // prompts of several lengths, tied and untied heads; the context limit and bad ids are InputErrors.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "models/gpt2.h"
-#include "models/gpt2_decode.h"
+#include "models/kv_decoder.h"
 
 namespace {
 
@@ -18,7 +18,7 @@ using llmt::InputError;
 using llmt::InternalError;
 using llmt::models::Gpt2;
 using llmt::models::Gpt2Config;
-using llmt::models::Gpt2Decoder;
+using llmt::models::KvDecoder;
 
 Gpt2Config tiny(bool tie) {
     Gpt2Config c;
@@ -83,7 +83,7 @@ TEST_P(DecodeMatchesForward, EveryPositionForSeveralPromptLengths) {
     auto [lo, hi] = std::minmax_element(full.begin(), full.begin() + V);
     ASSERT_GT(*hi - *lo, 1.0f);
 
-    Gpt2Decoder dec(model);
+    KvDecoder dec(model);
     for (int p : {1, 2, 7, 16, T}) {
         const float* lg = dec.prefill(std::span<const int32_t>(ids.data(), static_cast<size_t>(p)));
         EXPECT_LT(rel_err(lg, &full[static_cast<size_t>(p - 1) * Vp], V), kTol) << "prompt " << p;
@@ -99,10 +99,10 @@ TEST_P(DecodeMatchesForward, EveryPositionForSeveralPromptLengths) {
 INSTANTIATE_TEST_SUITE_P(Models, DecodeMatchesForward, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "tied" : "untied"; });
 
-TEST(Gpt2Decoder, ContextLimitNamesBlockSize) {
+TEST(Gpt2KvDecoder, ContextLimitNamesBlockSize) {
     Gpt2 model(tiny(true));
     randomize(model, 3);
-    Gpt2Decoder dec(model, 4);
+    KvDecoder dec(model, 4);
     std::vector<int32_t> ids = {1, 2, 3};
     dec.prefill(ids);
     dec.step(4);
@@ -114,13 +114,13 @@ TEST(Gpt2Decoder, ContextLimitNamesBlockSize) {
     }
     std::vector<int32_t> five = {1, 2, 3, 4, 5};
     EXPECT_THROW(dec.prefill(five), InputError);
-    EXPECT_THROW(Gpt2Decoder(model, 25), InternalError);  // above block_size 24
+    EXPECT_THROW(KvDecoder(model, 25), InternalError);  // above block_size 24
 }
 
-TEST(Gpt2Decoder, RejectsBadIdsAndStepBeforePrefill) {
+TEST(Gpt2KvDecoder, RejectsBadIdsAndStepBeforePrefill) {
     Gpt2 model(tiny(true));
     randomize(model, 4);
-    Gpt2Decoder dec(model);
+    KvDecoder dec(model);
     EXPECT_THROW(dec.step(1), InternalError);
     std::vector<int32_t> pad = {1, 55};  // 55 is a padding column (V = 50, Vp = 64)
     EXPECT_THROW(dec.prefill(pad), InputError);
@@ -130,12 +130,12 @@ TEST(Gpt2Decoder, RejectsBadIdsAndStepBeforePrefill) {
     EXPECT_THROW(dec.prefill(none), InputError);
 }
 
-TEST(Gpt2Decoder, PrefillRestartsTheSequence) {
+TEST(Gpt2KvDecoder, PrefillRestartsTheSequence) {
     // A second prefill forgets the first sequence: same logits as a fresh decoder.
     Gpt2 model(tiny(true));
     randomize(model, 8);
     auto a = random_ids(10, 50, 1), b = random_ids(6, 50, 2);
-    Gpt2Decoder d1(model), d2(model);
+    KvDecoder d1(model), d2(model);
     d1.prefill(a);
     for (int i = 0; i < 3; ++i) d1.step(a[static_cast<size_t>(i)]);
     const float* x = d1.prefill(b);
