@@ -43,6 +43,12 @@ KEPT_APART = [
     ("src/kernels/cuda/rope.cu", "src/kernels/cuda/swiglu.cu", None),
     # the sampling flags (cli/sampling_options.h)
     ("src/cli/chat.cpp", "src/cli/generate.cpp", None),
+    # the backwards' per-device partials buffer (kernels/cuda/partial_scratch.cuh)
+    ("src/kernels/cuda/head_rmsnorm.cu", "src/kernels/cuda/rmsnorm_backward_kernels.cuh", None),
+    # the unfused column-sum pass (kernels/ops_check.h add_column_sums_cuda)
+    ("src/kernels/ops.cpp", "src/kernels/ops_attention.cpp", None),
+    # float upload/download of device tensors (tests/kernels/device_floats.h)
+    ("tests/kernels/case_runner.cpp", "tests/kernels/cuda_conv_test.cpp", None),
 ]
 
 KEYWORDS = set("""

@@ -177,7 +177,8 @@ void rmsnorm_backward_rows(bf16* dinp, float* dweight, const bf16* dout, const b
             return rms::backward_rows<bf16, 8, 1, kR>(dinp, dweight, dout, inp, weight, rstd, rows, C, threads, s,
                                                       max_blocks_per_sm);
         const long grid = rms::rows_grid<bf16, 8, 1, kR>(rows, threads, max_blocks_per_sm);
-        float* partial = rms::partial_buffer(rms::backward_scratch(), static_cast<size_t>(grid) * C);
+        float* partial =
+            kernels::cuda::partial_buffer(kernels::cuda::partial_scratch(), static_cast<size_t>(grid) * C);
         rms::rmsnorm_backward_rows_kernel<bf16, 8, 1, kR>
             <<<static_cast<unsigned>(grid), threads, 0, s>>>(dinp, partial, dout, inp, weight, rstd, rows, C);
         LLMT_CUDA_CHECK_LAUNCH("rmsnorm_backward_rows_kernel");

@@ -141,10 +141,7 @@ void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, 
 #if LLMT_CUDA_ENABLED
     if (inp.device == Device::kCuda && colsum && !knob_on(Knob::kFuseLnColsum)) {
         layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
-        return on_dtype(dt, [&](auto* tag_) {
-            using E = std::remove_pointer_t<decltype(tag_)>;
-            cuda::add_column_sums(colsum, p<E>(dinp), as_int(op, "rows", B * T), as_int(op, "C", C), cuda::stream());
-        });
+        return add_column_sums_cuda(op, colsum, dt, dinp, B * T, "C", C);
     }
 #endif
     LLMT_ON_CUDA_T(inp.device, dt, cuda::layernorm_backward(p<E>(dinp), f(dweight), f(dbias), p<E>(dout), p<E>(inp),

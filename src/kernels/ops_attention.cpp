@@ -122,11 +122,7 @@ void attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, Tensor out, Tensor
 #endif
     if (qkv.device == Device::kCuda && colsum) {  // the unfused path: backward, then the column sums
         attention_backward(dqkv, dout, qkv, out, lse, NH, KV, {}, positions, window);
-        return on_dtype(dt, [&](auto* tag_) {
-            using E = std::remove_pointer_t<decltype(tag_)>;
-            cuda::add_column_sums(colsum, p<E>(dqkv), as_int(op, "rows", B * T), as_int(op, "C3", C3),
-                                  cuda::stream());
-        });
+        return add_column_sums_cuda(op, colsum, dt, dqkv, B * T, "C3", C3);
     }
 #endif
     LLMT_ON_CUDA_T(qkv.device, dt, cuda::attention_backward(p<E>(dqkv), p<E>(dout), p<E>(qkv), p<E>(out), f(lse),

@@ -168,6 +168,16 @@ inline auto on_dtype(DType dt, Fn&& fn) {
     return fn(static_cast<float*>(nullptr));
 }
 
+// dst (cols) += column sums of x (rows, cols, stored as dt) on CUDA: the unfused path of the ops that also
+// return a bias gradient.
+inline void add_column_sums_cuda(const char* op, float* dst, DType dt, const Tensor& x, int64_t rows,
+                                 const char* cols_name, int64_t cols) {
+    on_dtype(dt, [&](auto* tag_) {
+        using E = std::remove_pointer_t<decltype(tag_)>;
+        cuda::add_column_sums(dst, p<E>(x), as_int(op, "rows", rows), as_int(op, cols_name, cols), cuda::stream());
+    });
+}
+
 // cuBLASLt's GELU epilogues for bf16 (LLMTRAIN_GELU_FUSION=0 runs the separate GELU kernels instead).
 inline bool gelu_fusion() { return knob_on(Knob::kGeluFusion); }
 

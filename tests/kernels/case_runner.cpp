@@ -19,6 +19,7 @@
 
 #include "core/arena.h"
 #include "core/bf16.h"
+#include "kernels/device_floats.h"
 #include "kernels/ops.h"
 #include "kernels/test_util.h"
 
@@ -169,30 +170,10 @@ public:
         for (const Arg& a : k_.args) t[a.name] = arena_.view(a.name);
         return t;
     }
-    std::vector<float> download(const std::string& name) const {
-        const Tensor d = arena_.view(name);
-        std::vector<float> v(static_cast<size_t>(d.numel()));
-        if (d.dtype == DType::kBF16) {
-            std::vector<uint16_t> b(v.size());
-            copy(Tensor(b.data(), {d.numel()}, DType::kBF16), d);
-            for (size_t i = 0; i < v.size(); i++) v[i] = float_from_bf16(b[i]);
-        } else {
-            copy(Tensor(v.data(), {d.numel()}), d);
-        }
-        return v;
-    }
+    std::vector<float> download(const std::string& name) const { return test::download_floats(arena_.view(name)); }
 
 private:
-    void upload(const std::string& name, const std::vector<float>& v) {
-        const Tensor d = arena_.view(name);
-        if (d.dtype == DType::kBF16) {
-            std::vector<uint16_t> b(v.size());
-            for (size_t i = 0; i < v.size(); i++) b[i] = bf16_from_float(v[i]);
-            copy(d, Tensor(b.data(), {d.numel()}, DType::kBF16));
-        } else {
-            copy(d, Tensor(const_cast<float*>(v.data()), {d.numel()}));
-        }
-    }
+    void upload(const std::string& name, const std::vector<float>& v) { test::upload_floats(arena_.view(name), v); }
     void upload_ids(const std::string& name, const std::vector<int32_t>& v) {
         const Tensor d = arena_.view(name);
         copy(d, Tensor(const_cast<int32_t*>(v.data()), {d.numel()}, DType::kI32));

@@ -35,8 +35,73 @@ const std::vector<std::vector<int>> kOnes = {std::vector<int>(70, 1), {35, 35}};
 const std::vector<std::vector<int>> kRopeMix = {{1, 20, 16}, {37}};
 const std::vector<std::vector<int>> kPacked37 = {{5, 1, 20, 1, 10}, {1, 36}};
 
-std::vector<Case> build() {
+// Attention's bf16 paths on one set of shapes: multi-head, grouped-query, multi-query, and two rows of packed
+// examples.
+std::vector<Case> attention_paths(const K& knobs, const char* packed_why = "") {
     return {
+        {.op = "attention", .d = {.B = 2, .T = 100, .C = 256, .NH = 4}, .modes = kBf16, .knobs = knobs},
+        {.op = "attention", .d = {.B = 2, .T = 100, .C = 512, .NH = 8, .KV = 2}, .modes = kBf16, .knobs = knobs},
+        {.op = "attention", .d = {.B = 2, .T = 100, .C = 256, .NH = 4, .KV = 1}, .modes = kBf16, .knobs = knobs},
+        {.op = "attention",
+         .d = {.T = 100, .C = 256, .NH = 4},
+         .modes = kBf16,
+         .knobs = knobs,
+         .packing = kMix2,
+         .why = packed_why},
+        {.op = "attention",
+         .d = {.T = 100, .C = 512, .NH = 8, .KV = 2},
+         .modes = kBf16,
+         .knobs = knobs,
+         .packing = kMix2},
+    };
+}
+
+void append(std::vector<Case>& rows, const std::vector<Case>& more) {
+    rows.insert(rows.end(), more.begin(), more.end());
+}
+
+// The column-sum rows' shapes, each fusion knob on, off and with cuDNN: multi-head; grouped-query with a kv head's
+// query heads split over blocks, and at 4 x 1100 x 16/8 (288 key blocks of 128 per head pair on 132 SMs) walked by
+// one block each.
+const Dims kColsumShapes[] = {
+    {.B = 2, .T = 150, .C = 192, .NH = 3},
+    {.B = 2, .T = 150, .C = 384, .NH = 3},
+    {.B = 2, .T = 150, .C = 256, .NH = 4, .KV = 2},
+    {.B = 1, .T = 150, .C = 512, .NH = 4, .KV = 1},
+    {.B = 4, .T = 1100, .C = 1024, .NH = 16, .KV = 8},
+};
+
+// rmsnorm_backward's paths, each row run twice (the same bits both times): 1, 2 or 4 groups per thread, 16-byte or
+// one-element groups, partly idle last warps, row counts of 1, a few and thousands (no multiple of the 4 rows a
+// step takes), and rows wider than a block holds (the scalar kernel with atomics: dweight's bits may differ between
+// runs, `unordered`).
+struct TwiceRow {
+    Dims d;
+    unsigned modes;
+    const char* unordered;
+};
+const TwiceRow kRmsnormTwice[] = {
+    {{.B = 2, .T = 41, .C = 999}, kAllFp32, ""},
+    {{.B = 1, .T = 5, .C = 1999}, kAllFp32, ""},
+    {{.B = 2, .T = 41, .C = 2051}, kAllFp32, "dweight"},
+    {{.B = 1, .T = 1, .C = 2048}, kAllFp32, ""},
+    {{.B = 3, .T = 1367, .C = 2048}, kAllFp32, ""},
+    {{.B = 1, .T = 37, .C = 4000}, kAllFp32, ""},
+    {{.B = 2, .T = 9, .C = 8192}, kAllFp32, ""},
+    {{.B = 1, .T = 3, .C = 67}, kAllFp32, ""},
+    {{.B = 1, .T = 1, .C = 2048}, kBf16, ""},
+    {{.B = 1, .T = 7, .C = 2048}, kBf16, ""},
+    {{.B = 2, .T = 4099, .C = 2048}, kBf16, ""},
+    {{.B = 3, .T = 5, .C = 2056}, kBf16, ""},
+    {{.B = 1, .T = 9, .C = 8192}, kBf16, ""},
+    {{.B = 1, .T = 5, .C = 16384}, kBf16, ""},
+    {{.B = 2, .T = 37, .C = 1001}, kBf16, ""},
+    {{.B = 1, .T = 41, .C = 2047}, kBf16, ""},
+    {{.B = 2, .T = 37, .C = 2049}, kBf16, "dweight"},
+};
+
+std::vector<Case> build() {
+    std::vector<Case> rows = {
         // GPT-2 ops.
         {.op = "encoder", .d = {.B = 3, .T = 37, .C = 96, .V = 101, .maxT = 64}, .modes = kAllFp32 | kBf16},
         {.op = "layernorm", .d = {.B = 2, .T = 41, .C = 200}, .modes = kAllFp32},
@@ -89,38 +154,11 @@ std::vector<Case> build() {
         {.op = "attention", .d = {.T = 100, .C = 256, .NH = 4, .KV = 2}, .modes = kCuda, .packing = kMix},
         {.op = "attention", .d = {.T = 100, .C = 80, .NH = 4, .KV = 1}, .modes = kCuda, .packing = kMix},
         {.op = "attention", .d = {.T = 70, .C = 1024, .NH = 8, .KV = 2}, .modes = kCuda, .packing = kOnes},
-        {.op = "attention", .d = {.B = 2, .T = 100, .C = 256, .NH = 4}, .modes = kBf16, .knobs = kCudnn},
-        {.op = "attention", .d = {.B = 2, .T = 100, .C = 512, .NH = 8, .KV = 2}, .modes = kBf16, .knobs = kCudnn},
-        {.op = "attention", .d = {.B = 2, .T = 100, .C = 256, .NH = 4, .KV = 1}, .modes = kBf16, .knobs = kCudnn},
-        {.op = "attention",
-         .d = {.T = 100, .C = 256, .NH = 4},
-         .modes = kBf16,
-         .knobs = kCudnn,
-         .packing = kMix2,
-         .why = "cuDNN is not used with positions: the flash kernels"},
-        {.op = "attention",
-         .d = {.T = 100, .C = 512, .NH = 8, .KV = 2},
-         .modes = kBf16,
-         .knobs = kCudnn,
-         .packing = kMix2},
-        {.op = "attention", .d = {.B = 2, .T = 100, .C = 256, .NH = 4}, .modes = kBf16, .knobs = kFlash},
-        {.op = "attention", .d = {.B = 2, .T = 100, .C = 512, .NH = 8, .KV = 2}, .modes = kBf16, .knobs = kFlash},
-        {.op = "attention", .d = {.B = 2, .T = 100, .C = 256, .NH = 4, .KV = 1}, .modes = kBf16, .knobs = kFlash},
-        {.op = "attention", .d = {.T = 100, .C = 256, .NH = 4}, .modes = kBf16, .knobs = kFlash, .packing = kMix2},
-        {.op = "attention",
-         .d = {.T = 100, .C = 512, .NH = 8, .KV = 2},
-         .modes = kBf16,
-         .knobs = kFlash,
-         .packing = kMix2},
-        {.op = "attention", .d = {.B = 2, .T = 100, .C = 256, .NH = 4}, .modes = kBf16, .knobs = kSimple},
-        {.op = "attention", .d = {.B = 2, .T = 100, .C = 512, .NH = 8, .KV = 2}, .modes = kBf16, .knobs = kSimple},
-        {.op = "attention", .d = {.B = 2, .T = 100, .C = 256, .NH = 4, .KV = 1}, .modes = kBf16, .knobs = kSimple},
-        {.op = "attention", .d = {.T = 100, .C = 256, .NH = 4}, .modes = kBf16, .knobs = kSimple, .packing = kMix2},
-        {.op = "attention",
-         .d = {.T = 100, .C = 512, .NH = 8, .KV = 2},
-         .modes = kBf16,
-         .knobs = kSimple,
-         .packing = kMix2},
+    };
+    append(rows, attention_paths(kCudnn, "cuDNN is not used with positions: the flash kernels"));
+    append(rows, attention_paths(kFlash));
+    append(rows, attention_paths(kSimple));
+    rows.insert(rows.end(), {
         {.op = "gelu", .d = {.N = 100003}, .modes = kAllFp32, .why = "not a multiple of any block size"},
         {.op = "gelu", .d = {.N = 5000}, .modes = kBf16},
         {.op = "residual_forward", .d = {.N = 100003}, .modes = kAllFp32},
@@ -167,51 +205,12 @@ std::vector<Case> build() {
         {.op = "layernorm_colsum", .d = {.B = 3, .T = 37, .C = 320}, .modes = kBf16, .knobs = kUnfused},
         {.op = "layernorm_colsum", .d = {.B = 3, .T = 37, .C = 768}, .modes = kBf16, .knobs = kFusedCudnn},
         {.op = "layernorm_colsum", .d = {.B = 3, .T = 37, .C = 320}, .modes = kBf16, .knobs = kFusedCudnn},
-        // (HS, B, T, NH, KV): multi-head; grouped-query with a kv head's query heads split over blocks, and at 4 x 1100
-        // x 16/8 (288 key blocks of 128 per head pair on 132 SMs) walked by one block each.
-        {.op = "attention_colsum", .d = {.B = 2, .T = 150, .C = 192, .NH = 3}, .modes = kBf16, .knobs = kFused},
-        {.op = "attention_colsum", .d = {.B = 2, .T = 150, .C = 384, .NH = 3}, .modes = kBf16, .knobs = kFused},
-        {.op = "attention_colsum",
-         .d = {.B = 2, .T = 150, .C = 256, .NH = 4, .KV = 2},
-         .modes = kBf16,
-         .knobs = kFused},
-        {.op = "attention_colsum",
-         .d = {.B = 1, .T = 150, .C = 512, .NH = 4, .KV = 1},
-         .modes = kBf16,
-         .knobs = kFused},
-        {.op = "attention_colsum",
-         .d = {.B = 4, .T = 1100, .C = 1024, .NH = 16, .KV = 8},
-         .modes = kBf16,
-         .knobs = kFused},
-        {.op = "attention_colsum", .d = {.B = 2, .T = 150, .C = 192, .NH = 3}, .modes = kBf16, .knobs = kUnfused},
-        {.op = "attention_colsum", .d = {.B = 2, .T = 150, .C = 384, .NH = 3}, .modes = kBf16, .knobs = kUnfused},
-        {.op = "attention_colsum",
-         .d = {.B = 2, .T = 150, .C = 256, .NH = 4, .KV = 2},
-         .modes = kBf16,
-         .knobs = kUnfused},
-        {.op = "attention_colsum",
-         .d = {.B = 1, .T = 150, .C = 512, .NH = 4, .KV = 1},
-         .modes = kBf16,
-         .knobs = kUnfused},
-        {.op = "attention_colsum",
-         .d = {.B = 4, .T = 1100, .C = 1024, .NH = 16, .KV = 8},
-         .modes = kBf16,
-         .knobs = kUnfused},
-        {.op = "attention_colsum", .d = {.B = 2, .T = 150, .C = 192, .NH = 3}, .modes = kBf16, .knobs = kFusedCudnn},
-        {.op = "attention_colsum", .d = {.B = 2, .T = 150, .C = 384, .NH = 3}, .modes = kBf16, .knobs = kFusedCudnn},
-        {.op = "attention_colsum",
-         .d = {.B = 2, .T = 150, .C = 256, .NH = 4, .KV = 2},
-         .modes = kBf16,
-         .knobs = kFusedCudnn},
-        {.op = "attention_colsum",
-         .d = {.B = 1, .T = 150, .C = 512, .NH = 4, .KV = 1},
-         .modes = kBf16,
-         .knobs = kFusedCudnn},
-        {.op = "attention_colsum",
-         .d = {.B = 4, .T = 1100, .C = 1024, .NH = 16, .KV = 8},
-         .modes = kBf16,
-         .knobs = kFusedCudnn},
-
+    });
+    for (const K* knobs : {&kFused, &kUnfused, &kFusedCudnn}) {
+        for (const Dims& d : kColsumShapes)
+            rows.push_back({.op = "attention_colsum", .d = d, .modes = kBf16, .knobs = *knobs});
+    }
+    rows.insert(rows.end(), {
         // LLaMA ops. RMSNorm C = 67 and 100 (no multiple of 4 floats / 8 bf16: scalar forward, one-element backward
         // groups), 200 and 768 (16-byte groups; 768 in bf16: a partial last group per warp), 2048 (Llama-3.2-1B: the
         // forward in registers, the backward's 512-thread block).
@@ -233,34 +232,10 @@ std::vector<Case> build() {
         {.op = "residual_rmsnorm_inplace", .d = {.B = 2, .T = 41, .C = 200}, .modes = kAllFp32},
         {.op = "residual_rmsnorm_inplace", .d = {.B = 2, .T = 41, .C = 768}, .modes = kAllFp32},
         {.op = "residual_rmsnorm_inplace", .d = {.B = 2, .T = 41, .C = 2048}, .modes = kAllFp32},
-        // rmsnorm_backward's paths: 1, 2 or 4 groups per thread, 16-byte or one-element groups, partly idle last warps,
-        // row counts of 1, a few and thousands (no multiple of the 4 rows a step takes), and rows wider than a block
-        // holds (the scalar kernel with atomics: dweight's bits may differ between runs).
-        {.op = "rmsnorm", .d = {.B = 2, .T = 41, .C = 999}, .modes = kAllFp32, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 1, .T = 5, .C = 1999}, .modes = kAllFp32, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm",
-         .d = {.B = 2, .T = 41, .C = 2051},
-         .modes = kAllFp32,
-         .flags = kTwice | kSameBits,
-         .unordered = "dweight"},
-        {.op = "rmsnorm", .d = {.B = 1, .T = 1, .C = 2048}, .modes = kAllFp32, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 3, .T = 1367, .C = 2048}, .modes = kAllFp32, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 1, .T = 37, .C = 4000}, .modes = kAllFp32, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 2, .T = 9, .C = 8192}, .modes = kAllFp32, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 1, .T = 3, .C = 67}, .modes = kAllFp32, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 1, .T = 1, .C = 2048}, .modes = kBf16, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 1, .T = 7, .C = 2048}, .modes = kBf16, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 2, .T = 4099, .C = 2048}, .modes = kBf16, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 3, .T = 5, .C = 2056}, .modes = kBf16, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 1, .T = 9, .C = 8192}, .modes = kBf16, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 1, .T = 5, .C = 16384}, .modes = kBf16, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 2, .T = 37, .C = 1001}, .modes = kBf16, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm", .d = {.B = 1, .T = 41, .C = 2047}, .modes = kBf16, .flags = kTwice | kSameBits},
-        {.op = "rmsnorm",
-         .d = {.B = 2, .T = 37, .C = 2049},
-         .modes = kBf16,
-         .flags = kTwice | kSameBits,
-         .unordered = "dweight"},
+    });
+    for (const auto& [d, modes, unordered] : kRmsnormTwice)
+        rows.push_back({.op = "rmsnorm", .d = d, .modes = modes, .flags = kTwice | kSameBits, .unordered = unordered});
+    rows.insert(rows.end(), {
         // SwiGLU: F a multiple of 16 bytes (16-byte chunks) or not (one element per thread).
         {.op = "swiglu", .d = {.F = 100, .N = 66}, .modes = kAllFp32},
         {.op = "swiglu", .d = {.F = 37, .N = 66}, .modes = kAllFp32},
@@ -316,7 +291,8 @@ std::vector<Case> build() {
          .modes = kF64 | kTorch},
         {.op = "rope", .d = {.T = 37, .C = 96, .NH = 6, .KV = 2, .maxT = 45, .theta = 500000.0}, .modes = kTorch,
          .packing = kPacked37},
-    };
+    });
+    return rows;
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 
 #include "core/arena.h"
 #include "core/bf16.h"
+#include "kernels/device_floats.h"
 #include "kernels/ops.h"
 #include "kernels/test_util.h"
 
@@ -59,26 +60,9 @@ public:
     void upload(const std::vector<float>& v) {
         const Tensor d = t();
         EXPECT_EQ(static_cast<int64_t>(v.size()), d.numel());
-        if (dt_ == DType::kBF16) {
-            std::vector<uint16_t> b(v.size());
-            for (size_t i = 0; i < v.size(); i++) b[i] = bf16_from_float(v[i]);
-            copy(d, Tensor(b.data(), {d.numel()}, DType::kBF16));
-        } else {
-            copy(d, Tensor(const_cast<float*>(v.data()), {d.numel()}));
-        }
+        test::upload_floats(d, v);
     }
-    std::vector<float> download() const {
-        const Tensor d = t();
-        std::vector<float> v(static_cast<size_t>(d.numel()));
-        if (dt_ == DType::kBF16) {
-            std::vector<uint16_t> b(v.size());
-            copy(Tensor(b.data(), {d.numel()}, DType::kBF16), d);
-            for (size_t i = 0; i < v.size(); i++) v[i] = float_from_bf16(b[i]);
-        } else {
-            copy(Tensor(v.data(), {d.numel()}), d);
-        }
-        return v;
-    }
+    std::vector<float> download() const { return test::download_floats(t()); }
     std::vector<int32_t> download_ids() const {
         std::vector<int32_t> v(static_cast<size_t>(t().numel()));
         copy(Tensor(v.data(), {t().numel()}, DType::kI32), t());

@@ -322,13 +322,23 @@ void kv_gradient(GraphBuilder& g, const Shape& sh, Desc x, Desc y, Desc grad) {
     g.reduction(CUDNN_REDUCE_TENSOR_ADD, full, grad);
 }
 
+// The tensors both directions read first, created in this order: Q and K^T from the packed qkv rows, V (the
+// forward's (B,KV,T,HS) or the backward's transposed (B,KV,HS,T) view, v_dims and v_strides) and O.
+struct QkvoTensors {
+    Desc q, kt, v, o;
+};
+QkvoTensors qkvo_tensors(GraphBuilder& g, const Shape& sh, const Dims& v_dims, const Dims& v_strides) {
+    Desc q = g.tensor(kQ, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());
+    Desc kt = g.tensor(kK, CUDNN_DATA_BFLOAT16, sh.kv_bhds(), sh.qkv_t_strides());
+    Desc v = g.tensor(kV, CUDNN_DATA_BFLOAT16, v_dims, v_strides);
+    Desc o = g.tensor(kO, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.out_strides());
+    return {q, kt, v, o};
+}
+
 // Forward: O = softmax(S) V, and Stats = max + log(sum(exp(S - max))) per row (the natural-log LSE).
 // The softmax is the frontend's composite (max, sub, exp, sum, log, add, div); P is bf16 for the second GEMM.
 void build_forward(GraphBuilder& g, const Shape& sh) {
-    Desc q = g.tensor(kQ, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());
-    Desc kt = g.tensor(kK, CUDNN_DATA_BFLOAT16, sh.kv_bhds(), sh.qkv_t_strides());
-    Desc v = g.tensor(kV, CUDNN_DATA_BFLOAT16, sh.kv_bhsd(), sh.qkv_strides());
-    Desc o = g.tensor(kO, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.out_strides());
+    auto [q, kt, v, o] = qkvo_tensors(g, sh, sh.kv_bhsd(), sh.qkv_strides());
     Desc stats = g.tensor(kStats, CUDNN_DATA_FLOAT, sh.rows(), sh.rows_strides());
     Desc scale = g.scalar(kScale), neg_big = g.scalar(kNegBig);
 
@@ -355,10 +365,7 @@ void build_forward(GraphBuilder& g, const Shape& sh) {
 // KV < NH, dV and dK are first formed per query head (virtual bf16 (B,NH,T,HS), as the frontend's
 // dV_fullhead / dK_fullhead) and summed over each kv head's group by an ADD reduction to (B,KV,T,HS).
 void build_backward(GraphBuilder& g, const Shape& sh) {
-    Desc q = g.tensor(kQ, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());
-    Desc kt = g.tensor(kK, CUDNN_DATA_BFLOAT16, sh.kv_bhds(), sh.qkv_t_strides());
-    Desc vt = g.tensor(kV, CUDNN_DATA_BFLOAT16, sh.kv_bhds(), sh.qkv_t_strides());
-    Desc o = g.tensor(kO, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.out_strides());
+    auto [q, kt, vt, o] = qkvo_tensors(g, sh, sh.kv_bhds(), sh.qkv_t_strides());
     Desc d_o = g.tensor(kDO, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.out_strides());
     Desc stats = g.tensor(kStats, CUDNN_DATA_FLOAT, sh.rows(), sh.rows_strides());
     Desc dq = g.tensor(kDQ, CUDNN_DATA_BFLOAT16, sh.bhsd(), sh.qkv_strides());

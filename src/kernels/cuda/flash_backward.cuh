@@ -125,17 +125,9 @@ __global__ void __launch_bounds__(NW * 32)
                const bf16* __restrict__ qkv, const float* __restrict__ lse, const float* __restrict__ dvec, int B,
                int T, int C, int NH, int G, float scale_log2, float scale, float* __restrict__ dcol,
                const int32_t* __restrict__ positions, int window) {
-    constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
-    static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
+    constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8;
     extern __shared__ __align__(16) unsigned char smem[];
-    bf16* sK = reinterpret_cast<bf16*>(smem);
-    bf16* sV = sK + BKV * LDS;
-    bf16* sQ = sV + BKV * LDS;       // two buffers of BQ x LDS
-    bf16* sO = sQ + 2 * BQ * LDS;    // dO, two buffers
-    bf16* sP = sO + 2 * BQ * LDS;    // dS^T, BKV x LDP
-    float* sL = reinterpret_cast<float*>(sP + BKV * LDP);  // lse, two buffers of BQ
-    float* sD = sL + 2 * BQ;                               // dvec, two buffers of BQ
-    int* sPos = reinterpret_cast<int*>(sD + 2 * BQ);        // kPacked: positions, two buffers of BQ
+    const BwdBuffers m = bwd_buffers<D, NW, BQ>(smem);
 
     const int2 order = block_order((T + BKV - 1) / BKV, B * NH, G);
     const int bh = order.x, b = bh / NH, h = bh % NH;
@@ -153,32 +145,29 @@ __global__ void __launch_bounds__(NW * 32)
     if constexpr (kPacked) i_end = packed_query_end(pb, i0, nq, BQ, min(k0 + BKV, T) - 1, window);
 
     auto load_q = [&](int i, int buf) {
-        load_tile<BQ, D, NT>(sQ + buf * BQ * LDS, qb, C3, i * BQ, T);
-        load_tile<BQ, D, NT>(sO + buf * BQ * LDS, ob, C, i * BQ, T);
+        load_tile<BQ, D, NT>(m.sQ + buf * BQ * LDS, qb, C3, i * BQ, T);
+        load_tile<BQ, D, NT>(m.sO + buf * BQ * LDS, ob, C, i * BQ, T);
         // Rows past T read lse = D = 0 (and zero q, dO), so P = 1 there but dP = D = 0 and dO = 0: they add
         // nothing to dV, dK or dQ (and are never stored).
         for (int r = threadIdx.x; r < BQ; r += NT) {
             const int q = i * BQ + r;
-            cp_async4(sL + buf * BQ + r, lb + (q < T ? q : 0), q < T);
-            cp_async4(sD + buf * BQ + r, db + (q < T ? q : 0), q < T);
+            cp_async4(m.sL + buf * BQ + r, lb + (q < T ? q : 0), q < T);
+            cp_async4(m.sD + buf * BQ + r, db + (q < T ? q : 0), q < T);
             if constexpr (kPacked)
-                if (pb) cp_async4(sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
+                if (pb) cp_async4(m.sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
         }
     };
-    load_tile<BKV, D, NT>(sK, qb + C, C3, k0, T);
-    load_tile<BKV, D, NT>(sV, qb + 2 * C, C3, k0, T);
+    load_tile<BKV, D, NT>(m.sK, qb + C, C3, k0, T);
+    load_tile<BKV, D, NT>(m.sV, qb + 2 * C, C3, k0, T);
     load_q(i0, 0);
     cp_async_commit();
 
-    uint32_t ka[D / 16][4], va[D / 16][4];
-    float dk[D / 8][4], dv[D / 8][4];
-#pragma unroll
-    for (int dn = 0; dn < D / 8; dn++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) dk[dn][e] = dv[dn][e] = 0.0f;
+    BwdFragments<D> ka, va;  // this warp's keys and values as mma A fragments
+    BwdRows<D> dk, dv;        // this lane's dK and dV accumulators (rows kr0, kr1)
+    bwd_zero<D>(dk, dv);
     const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8;  // this lane's two key rows
     const BwdLane lp{warp, lane, g, tq, lrow, lmat, kr0, kr1};
-    const BwdSmem sm{sK, sQ, sO, sP, sL, sD, pb ? sPos : nullptr};
+    const BwdSmem sm = bwd_smem(m, pb != nullptr);
 
     for (int i = i0; i < i_end; i++) {
         const int buf = (i - i0) & 1;
@@ -190,65 +179,22 @@ __global__ void __launch_bounds__(NW * 32)
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (i == i0) {
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ks++) {
-                const int off = (warp * 16 + (lmat & 1) * 8 + lrow) * LDS + ks * 16 + (lmat >> 1) * 8;
-                ldsm_x4(ka[ks], sK + off);
-                ldsm_x4(va[ks], sV + off);
-            }
-        }
+        if (i == i0) bwd_kv_fragments<D>(m.sK, m.sV, lp, ka, va);
         const int qbase = i * BQ;
         bwd_query_tile<D, NW, BQ, kPacked>(sm, buf, qbase, k0, b, h, T, C, scale_log2, lp, ka, va, dk, dv, dq_acc,
                                            window);
         __syncthreads();  // sP and this Q/dO buffer are rewritten next iteration
     }
 
-    if (dcol) {
-        float* red = reinterpret_cast<float*>(sP);  // NW x 2D floats; sP is free after the loop's last barrier
-#pragma unroll
-        for (int dn = 0; dn < D / 8; dn++) {
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                float sk = (kr0 < T ? dk[dn][e] : 0.0f) + (kr1 < T ? dk[dn][2 + e] : 0.0f);
-                float sv = (kr0 < T ? dv[dn][e] : 0.0f) + (kr1 < T ? dv[dn][2 + e] : 0.0f);
-#pragma unroll
-                for (int o = 4; o < 32; o <<= 1) {  // the 8 lanes of one column (same tq, g = 0..7)
-                    sk += __shfl_xor_sync(0xffffffffu, sk, o);
-                    sv += __shfl_xor_sync(0xffffffffu, sv, o);
-                }
-                if (g == 0) {
-                    red[warp * 2 * D + dn * 8 + 2 * tq + e] = sk * scale;
-                    red[warp * 2 * D + D + dn * 8 + 2 * tq + e] = sv;
-                }
-            }
-        }
-        __syncthreads();
-        for (int c = threadIdx.x; c < 2 * D; c += NT) {
-            float t = 0.0f;
-#pragma unroll
-            for (int w = 0; w < NW; w++) t += red[w * 2 * D + c];
-            atomicAdd(dcol + (c < D ? C : 2 * C - D) + h * D + c, t);
-        }
-    }
+    if (dcol)  // the partials reuse sP, free after the loop's last barrier
+        bwd_column_sums<D, NW>(reinterpret_cast<float*>(m.sP), dk, dv, lp, T, scale,
+                               [&](int c) { return dcol + (c < D ? C : 2 * C - D) + h * D + c; });
 
     // dK = scale * dS^T Q, dV = P^T dO, into the k and v columns of dqkv.
-    if (kr0 < T) {
-        bf16* p = dqkv + (static_cast<long>(b) * T + kr0) * C3 + C + h * D + 2 * tq;
-#pragma unroll
-        for (int dn = 0; dn < D / 8; dn++) {
-            *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][0] * scale, dk[dn][1] * scale);
-            *reinterpret_cast<uint32_t*>(p + C + dn * 8) = pack_bf16(dv[dn][0], dv[dn][1]);
-        }
-    }
-    if (kr1 < T) {
-        bf16* p = dqkv + (static_cast<long>(b) * T + kr1) * C3 + C + h * D + 2 * tq;
-#pragma unroll
-        for (int dn = 0; dn < D / 8; dn++) {
-            *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][2] * scale, dk[dn][3] * scale);
-            *reinterpret_cast<uint32_t*>(p + C + dn * 8) = pack_bf16(dv[dn][2], dv[dn][3]);
-        }
-    }
+    if (lp.kr0 < T)
+        bwd_store_row<D>(dqkv + (static_cast<long>(b) * T + lp.kr0) * C3 + C + h * D + 2 * lp.tq, C, dk, dv, 0, scale);
+    if (lp.kr1 < T)
+        bwd_store_row<D>(dqkv + (static_cast<long>(b) * T + lp.kr1) * C3 + C + h * D + 2 * lp.tq, C, dk, dv, 2, scale);
 }
 
 // dqkv[:, :, C : C + 2*KV*D] = bf16(dkv_acc) (B*T rows of W = 2*KV*D floats), 4 channels per thread.

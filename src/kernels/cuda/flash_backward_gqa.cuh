@@ -24,17 +24,9 @@ __global__ void __launch_bounds__(NW * 32)
                    const float* __restrict__ dvec, int B, int T, int C, int NH, int KV, int HPB, int G,
                    float scale_log2, float scale, float* __restrict__ dcol, const int32_t* __restrict__ positions,
                    int window) {
-    constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
-    static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
+    constexpr int NT = NW * 32, BKV = 16 * NW, LDS = D + 8;
     extern __shared__ __align__(16) unsigned char smem[];
-    bf16* sK = reinterpret_cast<bf16*>(smem);
-    bf16* sV = sK + BKV * LDS;
-    bf16* sQ = sV + BKV * LDS;       // two buffers of BQ x LDS
-    bf16* sO = sQ + 2 * BQ * LDS;    // dO, two buffers
-    bf16* sP = sO + 2 * BQ * LDS;    // dS^T, BKV x LDP
-    float* sL = reinterpret_cast<float*>(sP + BKV * LDP);  // lse, two buffers of BQ
-    float* sD = sL + 2 * BQ;                               // dvec, two buffers of BQ
-    int* sPos = reinterpret_cast<int*>(sD + 2 * BQ);        // kPacked: positions, two buffers of BQ
+    const BwdBuffers m = bwd_buffers<D, NW, BQ>(smem);
 
     const int rep = NH / KV, nsplit = rep / HPB;
     const int2 order = block_order((T + BKV - 1) / BKV, B * KV * nsplit, G);
@@ -56,33 +48,30 @@ __global__ void __launch_bounds__(NW * 32)
     auto load_q = [&](int it, int buf) {
         const int h = h0 + it / n_tiles, i = i0 + it % n_tiles;
         const long bh = static_cast<long>(b) * NH + h;
-        load_tile<BQ, D, NT>(sQ + buf * BQ * LDS, xb + static_cast<long>(h) * D, C3, i * BQ, T);
-        load_tile<BQ, D, NT>(sO + buf * BQ * LDS, dout + static_cast<long>(b) * T * C + static_cast<long>(h) * D, C,
+        load_tile<BQ, D, NT>(m.sQ + buf * BQ * LDS, xb + static_cast<long>(h) * D, C3, i * BQ, T);
+        load_tile<BQ, D, NT>(m.sO + buf * BQ * LDS, dout + static_cast<long>(b) * T * C + static_cast<long>(h) * D, C,
                              i * BQ, T);
         // Rows past T read lse = D = 0 (and zero q, dO), so P = 1 there but dP = D = 0 and dO = 0: they add
         // nothing to dV, dK or dQ (and are never stored).
         for (int r = threadIdx.x; r < BQ; r += NT) {
             const int q = i * BQ + r;
-            cp_async4(sL + buf * BQ + r, lse + bh * T + (q < T ? q : 0), q < T);
-            cp_async4(sD + buf * BQ + r, dvec + bh * T + (q < T ? q : 0), q < T);
+            cp_async4(m.sL + buf * BQ + r, lse + bh * T + (q < T ? q : 0), q < T);
+            cp_async4(m.sD + buf * BQ + r, dvec + bh * T + (q < T ? q : 0), q < T);
             if constexpr (kPacked)
-                if (pb) cp_async4(sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
+                if (pb) cp_async4(m.sPos + buf * BQ + r, pb + (q < T ? q : 0), q < T);
         }
     };
-    load_tile<BKV, D, NT>(sK, kb, C3, k0, T);
-    load_tile<BKV, D, NT>(sV, kb + kvw, C3, k0, T);
+    load_tile<BKV, D, NT>(m.sK, kb, C3, k0, T);
+    load_tile<BKV, D, NT>(m.sV, kb + kvw, C3, k0, T);
     load_q(0, 0);
     cp_async_commit();
 
-    uint32_t ka[D / 16][4], va[D / 16][4];
-    float dk[D / 8][4], dv[D / 8][4];
-#pragma unroll
-    for (int dn = 0; dn < D / 8; dn++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) dk[dn][e] = dv[dn][e] = 0.0f;
+    BwdFragments<D> ka, va;  // this warp's keys and values as mma A fragments
+    BwdRows<D> dk, dv;        // this lane's dK and dV accumulators (rows kr0, kr1)
+    bwd_zero<D>(dk, dv);
     const int kr0 = k0 + warp * 16 + g, kr1 = kr0 + 8;  // this lane's two key rows
     const BwdLane lp{warp, lane, g, tq, lrow, lmat, kr0, kr1};
-    const BwdSmem sm{sK, sQ, sO, sP, sL, sD, pb ? sPos : nullptr};
+    const BwdSmem sm = bwd_smem(m, pb != nullptr);
 
     const int n_it = HPB * n_tiles;
     for (int it = 0; it < n_it; it++) {
@@ -95,14 +84,7 @@ __global__ void __launch_bounds__(NW * 32)
             cp_async_wait<0>();
         }
         __syncthreads();
-        if (it == 0) {
-#pragma unroll
-            for (int ks = 0; ks < D / 16; ks++) {
-                const int off = (warp * 16 + (lmat & 1) * 8 + lrow) * LDS + ks * 16 + (lmat >> 1) * 8;
-                ldsm_x4(ka[ks], sK + off);
-                ldsm_x4(va[ks], sV + off);
-            }
-        }
+        if (it == 0) bwd_kv_fragments<D>(m.sK, m.sV, lp, ka, va);
         const int h = h0 + it / n_tiles;
         const int qbase = (i0 + it % n_tiles) * BQ;
         bwd_query_tile<D, NW, BQ, kPacked>(sm, buf, qbase, k0, b, h, T, C, scale_log2, lp, ka, va, dk, dv, dq_acc,
@@ -110,34 +92,11 @@ __global__ void __launch_bounds__(NW * 32)
         __syncthreads();  // sP and this Q/dO buffer are rewritten next iteration
     }
 
-    if (dcol) {
-        float* red = reinterpret_cast<float*>(sP);  // NW x 2D floats; sP is free after the loop's last barrier
-#pragma unroll
-        for (int dn = 0; dn < D / 8; dn++) {
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                float sk = (kr0 < T ? dk[dn][e] : 0.0f) + (kr1 < T ? dk[dn][2 + e] : 0.0f);
-                float sv = (kr0 < T ? dv[dn][e] : 0.0f) + (kr1 < T ? dv[dn][2 + e] : 0.0f);
-#pragma unroll
-                for (int o = 4; o < 32; o <<= 1) {  // the 8 lanes of one column (same tq, g = 0..7)
-                    sk += __shfl_xor_sync(0xffffffffu, sk, o);
-                    sv += __shfl_xor_sync(0xffffffffu, sv, o);
-                }
-                if (g == 0) {
-                    red[warp * 2 * D + dn * 8 + 2 * tq + e] = sk * scale;
-                    red[warp * 2 * D + D + dn * 8 + 2 * tq + e] = sv;
-                }
-            }
-        }
-        __syncthreads();
-        for (int c = threadIdx.x; c < 2 * D; c += NT) {
-            float t = 0.0f;
-#pragma unroll
-            for (int w = 0; w < NW; w++) t += red[w * 2 * D + c];
-            // k columns C + kvh*D.., v columns C + KV*D + kvh*D..
-            atomicAdd(dcol + C + (c < D ? 0 : kvw - D) + static_cast<long>(kvh) * D + c, t);
-        }
-    }
+    // The partials reuse sP, free after the loop's last barrier; k columns C + kvh*D.., v C + KV*D + kvh*D..
+    if (dcol)
+        bwd_column_sums<D, NW>(reinterpret_cast<float*>(m.sP), dk, dv, lp, T, scale, [&](int c) {
+            return dcol + C + (c < D ? 0 : kvw - D) + static_cast<long>(kvh) * D + c;
+        });
 
     if (dkv_acc) {  // a share of the group's heads: add into the fp32 accumulator (B,T,2*KV*D)
         const long W = 2 * kvw;
@@ -159,22 +118,12 @@ __global__ void __launch_bounds__(NW * 32)
         return;
     }
     // dK = scale * dS^T Q, dV = P^T dO, into the k and v columns of dqkv.
-    if (kr0 < T) {
-        bf16* p = dqkv + (static_cast<long>(b) * T + kr0) * C3 + C + static_cast<long>(kvh) * D + 2 * tq;
-#pragma unroll
-        for (int dn = 0; dn < D / 8; dn++) {
-            *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][0] * scale, dk[dn][1] * scale);
-            *reinterpret_cast<uint32_t*>(p + kvw + dn * 8) = pack_bf16(dv[dn][0], dv[dn][1]);
-        }
-    }
-    if (kr1 < T) {
-        bf16* p = dqkv + (static_cast<long>(b) * T + kr1) * C3 + C + static_cast<long>(kvh) * D + 2 * tq;
-#pragma unroll
-        for (int dn = 0; dn < D / 8; dn++) {
-            *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][2] * scale, dk[dn][3] * scale);
-            *reinterpret_cast<uint32_t*>(p + kvw + dn * 8) = pack_bf16(dv[dn][2], dv[dn][3]);
-        }
-    }
+    if (kr0 < T)
+        bwd_store_row<D>(dqkv + (static_cast<long>(b) * T + kr0) * C3 + C + static_cast<long>(kvh) * D + 2 * tq, kvw,
+                         dk, dv, 0, scale);
+    if (kr1 < T)
+        bwd_store_row<D>(dqkv + (static_cast<long>(b) * T + kr1) * C3 + C + static_cast<long>(kvh) * D + 2 * tq, kvw,
+                         dk, dv, 2, scale);
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // flash_backward.cuh) and the grouped-query one (bwd_kernel_gqa, flash_backward_gqa.cuh): with the block's
 // 16*NW keys and values in registers (ka, va) and shared memory (sK), and the tile's Q, dO, lse, D (and,
 // packed, positions) in shared-memory buffer `buf`, it adds the tile's terms to this lane's dK and dV
-// accumulators and its dQ rows (fp32 atomics into dq_acc for query head h). Inlined into both kernels,
-// whose PTX it leaves as it was (bench/kernels/ptx_compare.py).
+// accumulators and its dQ rows (fp32 atomics into dq_acc for query head h). With it, the other parts both
+// kernels share: the shared-memory carve, the fragment loads, the column sums and the bf16 dK/dV rows.
+// Inlined into both kernels, whose PTX it leaves as it was (bench/kernels/ptx_compare.py).
 #pragma once
 
 #include "kernels/cuda/flash_common.cuh"
@@ -37,6 +38,113 @@ struct BwdSmem {
     const float* sD;
     const int* sPos;  // positions (two buffers of BQ), or null without packed examples
 };
+
+// A warp's 16 rows of head dimension D as mma A fragments, and a lane's share of 16 rows x D fp32 accumulators.
+template <int D>
+using BwdFragments = uint32_t[D / 16][4];
+template <int D>
+using BwdRows = float[D / 8][4];
+
+// The shared-memory carve of the backward kernels: K and V (16*NW rows each), Q and dO (two buffers of BQ rows
+// each), dS^T (16*NW x BQ, whose rows the column sums reuse), lse and dvec (two buffers of BQ floats each) and,
+// packed, positions (two buffers of BQ ints).
+struct BwdBuffers {
+    bf16* sK;
+    bf16* sV;
+    bf16* sQ;
+    bf16* sO;
+    bf16* sP;
+    float* sL;
+    float* sD;
+    int* sPos;
+};
+
+template <int D, int NW, int BQ>
+__device__ __forceinline__ BwdBuffers bwd_buffers(unsigned char* smem) {
+    constexpr int BKV = 16 * NW, LDS = D + 8, LDP = BQ + 8;
+    static_assert(NW * 2 * D * 4 <= BKV * LDP * 2, "the column-sum partials reuse sP");
+    BwdBuffers m;
+    m.sK = reinterpret_cast<bf16*>(smem);
+    m.sV = m.sK + BKV * LDS;
+    m.sQ = m.sV + BKV * LDS;
+    m.sO = m.sQ + 2 * BQ * LDS;
+    m.sP = m.sO + 2 * BQ * LDS;
+    m.sL = reinterpret_cast<float*>(m.sP + BKV * LDP);
+    m.sD = m.sL + 2 * BQ;
+    m.sPos = reinterpret_cast<int*>(m.sD + 2 * BQ);
+    return m;
+}
+
+// The buffers the query-tile step reads (positions only with packed examples).
+__device__ __forceinline__ BwdSmem bwd_smem(const BwdBuffers& m, bool packed) {
+    return {m.sK, m.sQ, m.sO, m.sP, m.sL, m.sD, packed ? m.sPos : nullptr};
+}
+
+// dK = dV = 0.
+template <int D>
+__device__ __forceinline__ void bwd_zero(float (&dk)[D / 8][4], float (&dv)[D / 8][4]) {
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dk[dn][e] = dv[dn][e] = 0.0f;
+}
+
+// This warp's 16 keys and values as mma A fragments, from shared memory (once, after the first tile's wait).
+template <int D>
+__device__ __forceinline__ void bwd_kv_fragments(const bf16* sK, const bf16* sV, const BwdLane& l,
+                                                 uint32_t (&ka)[D / 16][4], uint32_t (&va)[D / 16][4]) {
+    constexpr int LDS = D + 8;
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ks++) {
+        const int off = (l.warp * 16 + (l.lmat & 1) * 8 + l.lrow) * LDS + ks * 16 + (l.lmat >> 1) * 8;
+        ldsm_x4(ka[ks], sK + off);
+        ldsm_x4(va[ks], sV + off);
+    }
+}
+
+// The column sums of this block's dK (times scale) and dV rows below T: summed over the 8 lanes of a column,
+// then across the NW warps in `red` (NW x 2D floats, shared), then one atomic per column at column(c), the
+// address of column c = 0..2D-1 (k columns first).
+template <int D, int NW, class Column>
+__device__ __forceinline__ void bwd_column_sums(float* red, const float (&dk)[D / 8][4], const float (&dv)[D / 8][4],
+                                                const BwdLane& l, int T, float scale, Column column) {
+    const int kr0 = l.kr0, kr1 = l.kr1;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn++) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            float sk = (kr0 < T ? dk[dn][e] : 0.0f) + (kr1 < T ? dk[dn][2 + e] : 0.0f);
+            float sv = (kr0 < T ? dv[dn][e] : 0.0f) + (kr1 < T ? dv[dn][2 + e] : 0.0f);
+#pragma unroll
+            for (int o = 4; o < 32; o <<= 1) {  // the 8 lanes of one column (same tq, g = 0..7)
+                sk += __shfl_xor_sync(0xffffffffu, sk, o);
+                sv += __shfl_xor_sync(0xffffffffu, sv, o);
+            }
+            if (l.g == 0) {
+                red[l.warp * 2 * D + dn * 8 + 2 * l.tq + e] = sk * scale;
+                red[l.warp * 2 * D + D + dn * 8 + 2 * l.tq + e] = sv;
+            }
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < 2 * D; c += NW * 32) {
+        float t = 0.0f;
+#pragma unroll
+        for (int w = 0; w < NW; w++) t += red[w * 2 * D + c];
+        atomicAdd(column(c), t);
+    }
+}
+
+// One key row's dK (times scale) and dV as bf16: row half e0 (0: the lane's kr0, 2: its kr1) at p, dV at p + voff.
+template <int D, class Off>
+__device__ __forceinline__ void bwd_store_row(bf16* p, Off voff, const float (&dk)[D / 8][4],
+                                              const float (&dv)[D / 8][4], int e0, float scale) {
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn++) {
+        *reinterpret_cast<uint32_t*>(p + dn * 8) = pack_bf16(dk[dn][e0] * scale, dk[dn][e0 + 1] * scale);
+        *reinterpret_cast<uint32_t*>(p + voff + dn * 8) = pack_bf16(dv[dn][e0], dv[dn][e0 + 1]);
+    }
+}
 
 // Query tile qbase..qbase+BQ-1 (buffer buf) against keys k0..k0+16*NW-1 of query head h, batch row b.
 template <int D, int NW, int BQ, bool kPacked>

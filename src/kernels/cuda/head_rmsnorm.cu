@@ -5,11 +5,10 @@
 // in registers; at the end the warps' shares are added in warp order into the block's partial (2*HS floats) and a
 // second kernel adds the partials in block order (no atomics: the same bits on every run on one GPU model).
 #include <cstdint>
-#include <deque>
-#include <mutex>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/head_rmsnorm.h"
+#include "kernels/cuda/partial_scratch.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace llmt::kernels::cuda {
@@ -157,40 +156,6 @@ __global__ void head_weight_sum_kernel(float* dq_weight, float* dk_weight, const
     else dk_weight[c - HS] += t;
 }
 
-// The backward's per-device state: the grow-only buffer of the blocks' partials and the SM count. Every backward on
-// a device runs on stream(), in order, so one buffer serves them all.
-struct Scratch {
-    float* partial = nullptr;
-    size_t cap = 0;  // floats
-    int sms = 0;
-};
-
-Scratch& scratch() {
-    static std::mutex mu;
-    static std::deque<Scratch> per_device;  // growing a deque keeps references to its elements valid
-    int dev = 0;
-    LLMT_CUDA_CHECK(cudaGetDevice(&dev));
-    std::lock_guard<std::mutex> lock(mu);
-    if (static_cast<int>(per_device.size()) <= dev) per_device.resize(dev + 1);
-    Scratch& sc = per_device[dev];
-    if (sc.sms == 0) LLMT_CUDA_CHECK(cudaDeviceGetAttribute(&sc.sms, cudaDevAttrMultiProcessorCount, dev));
-    return sc;
-}
-
-float* partial_buffer(Scratch& sc, size_t n) {
-    if (n > sc.cap) {
-        if (sc.partial) {
-            LLMT_CUDA_CHECK(cudaDeviceSynchronize());  // earlier launches may still read the old buffer
-            LLMT_CUDA_CHECK(cudaFree(sc.partial));
-            sc.partial = nullptr;
-            sc.cap = 0;
-        }
-        LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&sc.partial), n * sizeof(float)));
-        sc.cap = n;
-    }
-    return sc.partial;
-}
-
 // Pairs per lane for HS: 1 (HS <= 64), 2 (<= 128) or 4 (<= 256); odd or larger heads are refused.
 int pairs_per_lane(int HS) {
     if (HS < 2 || HS % 2 != 0 || HS > kMaxHs)
@@ -221,7 +186,7 @@ void forward_t(T* out, float* rstd, const T* inp, const T* q_weight, const T* k_
 template <typename T, int P>
 void backward_p(T* dinp, float* dq_weight, float* dk_weight, const T* dout, const T* inp, const T* q_weight,
                 const T* k_weight, const float* rstd, long N, int NH, int KV, int HS, cudaStream_t stream) {
-    Scratch& sc = scratch();
+    PartialScratch& sc = partial_scratch();
     const long grid = N < 2L * sc.sms ? N : 2L * sc.sms;  // two blocks per SM (or one per row)
     float* partial = partial_buffer(sc, static_cast<size_t>(grid) * 2 * HS);
     head_rmsnorm_backward_kernel<T, P><<<static_cast<unsigned>(grid), kWarps * 32, 0, stream>>>(

@@ -7,11 +7,10 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <mutex>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/partial_scratch.cuh"
 #include "kernels/cuda/runtime.h"
 
 namespace llmt::kernels::cuda::rms {
@@ -162,42 +161,6 @@ __global__ void __launch_bounds__(kSumThreads)
     }
 }
 
-// The backward's per-device state: the grow-only buffer of the blocks' dweight partials (grid x C floats) and the
-// SM count. Every backward on a device runs on stream(), in order, so one buffer serves them all; it is
-// reallocated only when a larger grid x C arrives (the first step of a run), so steady-state training allocates
-// nothing in the backward.
-struct BackwardScratch {
-    float* partial = nullptr;
-    size_t cap = 0;  // floats
-    int sms = 0;
-};
-
-BackwardScratch& backward_scratch() {
-    static std::mutex mu;
-    static std::deque<BackwardScratch> per_device;  // growing a deque keeps references to its elements valid
-    int dev = 0;
-    LLMT_CUDA_CHECK(cudaGetDevice(&dev));
-    std::lock_guard<std::mutex> lock(mu);
-    if (static_cast<int>(per_device.size()) <= dev) per_device.resize(dev + 1);
-    BackwardScratch& sc = per_device[dev];
-    if (sc.sms == 0) LLMT_CUDA_CHECK(cudaDeviceGetAttribute(&sc.sms, cudaDevAttrMultiProcessorCount, dev));
-    return sc;
-}
-
-float* partial_buffer(BackwardScratch& sc, size_t n) {
-    if (n > sc.cap) {
-        if (sc.partial) {
-            LLMT_CUDA_CHECK(cudaDeviceSynchronize());  // earlier launches may still read the old buffer
-            LLMT_CUDA_CHECK(cudaFree(sc.partial));
-            sc.partial = nullptr;
-            sc.cap = 0;
-        }
-        LLMT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&sc.partial), n * sizeof(float)));
-        sc.cap = n;
-    }
-    return sc.partial;
-}
-
 // Blocks for rmsnorm_backward_rows_kernel<T, kE, kG, kR> over `rows`: as many as fit on the device at once
 // (at most max_per_sm per SM where that is > 0; fewer where there are fewer steps), each taking the same number
 // of steps give or take one.
@@ -213,7 +176,7 @@ long rows_grid(long rows, int threads, int max_per_sm = 0) {
     }
     if (max_per_sm > 0 && per_sm > max_per_sm) per_sm = max_per_sm;
     const long steps = (rows + kR - 1) / kR;
-    const long most = static_cast<long>(backward_scratch().sms) * per_sm;
+    const long most = static_cast<long>(partial_scratch().sms) * per_sm;
     const long per_block = (steps + most - 1) / most;
     return (steps + per_block - 1) / per_block;  // <= most; grid x per_block steps cover every row
 }
@@ -225,7 +188,7 @@ template <typename T, int kE, int kG, int kR>
 void backward_rows(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, long rows,
                    int C, int threads, cudaStream_t stream, int max_per_sm = 0) {
     const long grid = rows_grid<T, kE, kG, kR>(rows, threads, max_per_sm);
-    float* partial = partial_buffer(backward_scratch(), static_cast<size_t>(grid) * static_cast<size_t>(C));
+    float* partial = partial_buffer(partial_scratch(), static_cast<size_t>(grid) * static_cast<size_t>(C));
     rmsnorm_backward_rows_kernel<T, kE, kG, kR>
         <<<static_cast<unsigned>(grid), threads, 0, stream>>>(dinp, partial, dout, inp, weight, rstd, rows, C);
     LLMT_CUDA_CHECK_LAUNCH("rmsnorm_backward_rows_kernel");
