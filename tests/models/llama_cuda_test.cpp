@@ -78,24 +78,28 @@ void randomize_adapters(Model& cpu, Model& gpu, uint32_t seed) {
     gpu.sync_compute_params();
 }
 
-// The q/k/v biases start at zero (HF's init too), where a bias the forward dropped would go unseen: the
-// same random values on both models.
-void randomize_biases(Model& cpu, Model& gpu, uint32_t seed) {
+// Sets every parameter whose name contains `part` to the same N(mean, stddev) values on both models (the q/k
+// norm weights start at one, HF's init too, where a weight the GPU kernel dropped would go unseen).
+void randomize_named(Model& cpu, Model& gpu, uint32_t seed, const std::string& part, float mean, float stddev) {
     std::mt19937 rng(seed);
-    std::normal_distribution<float> n(0.f, 0.5f);
-    int biases = 0;
+    std::normal_distribution<float> n(mean, stddev);
+    int found = 0;
     for (ParamId i = 0; i < cpu.param_specs().size(); ++i) {
-        if (cpu.param_specs()[i].name.find("bias") == std::string::npos) continue;
+        if (cpu.param_specs()[i].name.find(part) == std::string::npos) continue;
         std::vector<float> v(static_cast<size_t>(cpu.params().view(i).numel()));
         for (float& x : v) x = n(rng);
         cpu.trained().write_f32(i, v.data());
         gpu.trained().write_f32(i, v.data());
-        ++biases;
+        ++found;
     }
-    ASSERT_GT(biases, 0) << "no bias tensor among the parameters";
+    ASSERT_GT(found, 0) << "no tensor named *" << part << "* among the parameters";
     cpu.sync_compute_params();
     gpu.sync_compute_params();
 }
+
+// The q/k/v biases start at zero (HF's init too), where a bias the forward dropped would go unseen: the
+// same random values on both models.
+void randomize_biases(Model& cpu, Model& gpu, uint32_t seed) { randomize_named(cpu, gpu, seed, "bias", 0.f, 0.5f); }
 
 // Qwen2 on CUDA: the LLaMA graph with q/k/v biases, which ride the qkv GEMM's bias epilogue as GPT-2's do
 // (families on the LLaMA graph, docs/hf_models.md); fp32 forward + backward to the same 1e-4 (the bias
@@ -154,25 +158,6 @@ TEST(LlamaCuda, LoraStepMatchesCpu) {
     gpu2.init_random(seed);
     randomize_adapters(cpu2, gpu2, seed + 1);
     testing::expect_bf16_step_tracks(cpu2, gpu2, seed, 4, 128, "llama-lora-bf16-vs-cpu");
-}
-
-// The named parameters (those whose name contains `part`) set to the same random values on both models: the
-// q/k norm weights start at one (HF's init too), where a weight the GPU kernel dropped would go unseen.
-void randomize_named(Model& cpu, Model& gpu, uint32_t seed, const std::string& part, float mean) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> n(mean, 0.3f);
-    int found = 0;
-    for (ParamId i = 0; i < cpu.param_specs().size(); ++i) {
-        if (cpu.param_specs()[i].name.find(part) == std::string::npos) continue;
-        std::vector<float> v(static_cast<size_t>(cpu.params().view(i).numel()));
-        for (float& x : v) x = n(rng);
-        cpu.trained().write_f32(i, v.data());
-        gpu.trained().write_f32(i, v.data());
-        ++found;
-    }
-    ASSERT_GT(found, 0) << "no tensor named *" << part << "* among the parameters";
-    cpu.sync_compute_params();
-    gpu.sync_compute_params();
 }
 
 // Qwen3: per-head q/k RMSNorm before RoPE, head_dim 64 with d_model / n_head = 48.
@@ -245,7 +230,7 @@ TEST(LlamaCuda, Qwen3QkNormStepMatchesCpu) {
     Llama cpu(qwen3(64)), gpu(qwen3(64), Device::kCuda);
     cpu.init_random(seed);
     gpu.init_random(seed);
-    randomize_named(cpu, gpu, seed, "_norm.weight", 1.0f);
+    randomize_named(cpu, gpu, seed, "_norm.weight", 1.0f, 0.3f);
     testing::expect_fp32_step_matches(cpu, gpu, seed, 3, 61, "qwen3-cuda-vs-cpu");
     expect_greedy_matches(cpu, gpu, seed, 8, 24, "qwen3-cuda-vs-cpu");
     for (Recompute r : {Recompute::kNone, Recompute::kAll}) {
@@ -255,7 +240,7 @@ TEST(LlamaCuda, Qwen3QkNormStepMatchesCpu) {
         Llama gpu2(cb, Device::kCuda, DType::kBF16);
         cpu2.init_random(seed);
         gpu2.init_random(seed);
-        randomize_named(cpu2, gpu2, seed, "_norm.weight", 1.0f);
+        randomize_named(cpu2, gpu2, seed, "_norm.weight", 1.0f, 0.3f);
         testing::expect_bf16_step_tracks(cpu2, gpu2, seed, 4, 128, "qwen3-bf16-vs-cpu");
     }
 }

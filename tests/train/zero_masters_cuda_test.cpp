@@ -14,6 +14,7 @@
 #include "models/param_store.h"
 #include "optim/adamw.h"
 #include "train/dist_context.h"
+#include "store_slots.h"
 
 namespace llmt::train {
 namespace {
@@ -34,13 +35,7 @@ ParamStore make_store(Device device) {
     return s;
 }
 
-std::vector<optim::ParamSlot> slots_of(const ParamStore& s) {
-    std::vector<optim::ParamSlot> out;
-    for (size_t i = 0; i < s.specs().size(); ++i)
-        out.push_back({s.spec(i).name, Shape(s.spec(i).shape.begin(), s.spec(i).shape.end()),
-                       s.params().entry(i).offset / sizeof(float), s.spec(i).kind == ParamKind::kWeight});
-    return out;
-}
+using test::slots_of;
 
 template <typename T>
 std::vector<T> to_host(const void* p, size_t n, DType dt) {

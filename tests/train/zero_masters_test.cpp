@@ -27,6 +27,7 @@
 #include "optim/grad_clip.h"
 #include "support/free_port.h"
 #include "train/dist_context.h"
+#include "store_slots.h"
 
 namespace llmt::train {
 namespace {
@@ -50,13 +51,7 @@ ParamStore make_store(int64_t scale = 1) {
     return s;
 }
 
-std::vector<optim::ParamSlot> slots_of(const ParamStore& s) {
-    std::vector<optim::ParamSlot> out;
-    for (size_t i = 0; i < s.specs().size(); ++i)
-        out.push_back({s.spec(i).name, Shape(s.spec(i).shape.begin(), s.spec(i).shape.end()),
-                       s.params().entry(i).offset / sizeof(float), s.spec(i).kind == ParamKind::kWeight});
-    return out;
-}
+using test::slots_of;
 
 float target(int rank, size_t i) { return 0.05f * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(rank)); }
 
