@@ -6,7 +6,11 @@
 //    limit was written into the SQL; 12 shapes on 4 read connections could hold a GB);
 //  - the metrics index and its answers: two 4-million-line metrics.jsonl files (the shape a job with
 //    trainer.max_steps in the millions writes) polled from the start; an index entry per line held
-//    ~190 MB, and an answer of every line several GB.
+//    ~190 MB, and an answer of every line 4 GB;
+//  - the result cache: 64 jobs' summary.json with a 1.5 MB string each (the cache keeps every scalar),
+//    listed: ~96 MB kept when only the number of entries was bounded;
+//  - the scheduler's waiting jobs: 100 queued jobs of one submitter, each with a 900 KB override
+//    value: ~280 MB kept (config, resolved YAML and overrides of every row) when it held whole rows.
 #include <fstream>
 #include <memory>
 #include <string>
@@ -111,6 +115,52 @@ TEST_F(ClientKeyedMemoryTest, HugeMetricsFilesAreIndexedAndServedBoundedly) {
     }
     EXPECT_LT(vm_hwm_kb(server_->pid()) - before, kMaxRssGrowthKb) << "KB of peak RSS growth";
     EXPECT_EQ(probe(server_->port(), "/healthz"), 200);
+}
+
+TEST_F(ClientKeyedMemoryTest, SummariesAreCachedBoundedly) {
+    constexpr int kJobs = 64;
+    for (int i = 0; i < kJobs; ++i) {
+        const int64_t id = held_job();
+        fs::create_directories(run_dir(id));
+        std::ofstream(run_dir(id) / "summary.json")
+            << "{\"final_train_loss\": 1.5, \"note\": \"" << std::string(1500000, 'n') << i << "\"}";
+    }
+    Api victor(server_->port(), kViewerToken, 120);
+    const int64_t before = vm_hwm_kb(server_->pid());
+    for (int round = 0; round < 2; ++round) {
+        auto list = victor.get("/v1/jobs?limit=500");
+        ASSERT_EQ(list.status, 200) << list.text.substr(0, 300);
+        int with_result = 0;
+        for (const auto& j : list.body["jobs"])
+            with_result += j["result"].is_object() && j["result"].value("final_train_loss", 0.0) == 1.5;
+        EXPECT_EQ(with_result, kJobs);
+    }
+    EXPECT_LT(vm_hwm_kb(server_->pid()) - before, kMaxRssGrowthKb) << "KB of peak RSS growth";
+}
+
+TEST_F(ClientKeyedMemoryTest, QueuedJobsWithLargeConfigsAreNotHeldByTheScheduler) {
+    constexpr int kJobs = 100;
+    Api bob(server_->port(), kSubmitterToken, 120);
+    auto body = [](int i) {
+        return nlohmann::json{{"name", "big"}, {"config", "gpt2_tiny_cpu"}, {"labels", {{"team", "held"}}},
+                              {"overrides", {{"tracking.mlflow.run_name", std::string(900000, 'r') + std::to_string(i)}}}};
+    };
+    ASSERT_EQ(bob.post("/v1/jobs", body(-1)).status, 201);  // warm: the submit path's buffers
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    const int64_t before = vm_hwm_kb(server_->pid());
+    for (int i = 0; i < kJobs; ++i) {
+        auto r = bob.post("/v1/jobs", body(i));
+        ASSERT_EQ(r.status, 201) << r.text.substr(0, 300);
+    }
+    // The scheduler has looked at the queue (it does every 0.25 s) and holds every waiting job.
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    EXPECT_LT(vm_hwm_kb(server_->pid()) - before, kMaxRssGrowthKb) << "KB of peak RSS growth";
+    // The rows keep their whole configs (a start reads the row again; the detail reads it too).
+    Api admin(server_->port(), kAdminToken);
+    auto one = admin.get("/v1/jobs?state=queued&limit=1&order=desc");
+    ASSERT_EQ(one.body["jobs"].size(), 1u);
+    auto detail = admin.get("/v1/jobs/" + one.body["jobs"][0]["id"].dump());
+    EXPECT_NE(detail.text.find(std::string(1000, 'r')), std::string::npos);
 }
 
 }  // namespace
