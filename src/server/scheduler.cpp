@@ -265,7 +265,9 @@ void Scheduler::admit() {
         cpus += j.spec.cpus();
         gpus += j.spec.gpus();
         const int64_t id = j.id;
-        if (auto full = store_.get(id)) start_attempt(*full);
+        // The start reads the whole row; it starts only from the state admission saw, so a job
+        // cancelled since (its row now `cancelled`) is not started from there.
+        if (auto full = store_.get(id); full && full->state == j.state) start_attempt(*full);
         waiting_.erase(id);  // it comes back to waiting (retrying) with another row
     }
 }
