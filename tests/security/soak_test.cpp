@@ -7,7 +7,8 @@
 // job must be in the store exactly once and have ended as its history says, and the store consistent.
 //
 // LLMTRAIN_SOAK_S sets the duration in seconds: 1800 (make test-full, through the label `slow`) by
-// default; 120-180 to try the test. LLMTRAIN_SOAK_REPORT names a file for the figures (the samples and
+// default; 120-180 to try the test (then without the flatness checks, which need a first third of at
+// least kFillS). LLMTRAIN_SOAK_REPORT names a file for the figures (the samples and
 // the requests by kind), which are printed too. docs/benchmarks.md "Soak" has a run's figures.
 #include <algorithm>
 #include <atomic>
@@ -51,6 +52,9 @@ constexpr double kSampleEveryS = 5;
 //    third (work per request that grows with the jobs served, which double from 1/3 to 2/3 and again
 //    to the end, shows as a ratio near 2); and idle with the traffic stopped, at most 5% of a core
 //    over 10 s (the bound for an idle server).
+// The time the bounded structures take to fill at this traffic (the preset cache, the last, ~4 minutes):
+// flatness is checked only when the first third is at least this long (LLMTRAIN_SOAK_S >= 900).
+constexpr double kFillS = 300;
 constexpr int64_t kRssSlackMb = 24;
 constexpr int kFdSlack = 8;
 constexpr double kCpuPerRequestGrowth = 2.0;
@@ -483,17 +487,22 @@ TEST_F(SoakTest, MixedTrafficLeavesTheServerFlatAndEveryJobAccounted) {
         return all;
     }();
 
-    // Flat (the bounds' reasons are at their constants).
-    for (const ProcessSample* later : {static_cast<const ProcessSample*>(&quiet[1]), &quiet_after}) {
-        EXPECT_LE(later->rss_kb, quiet[0].rss_kb + kRssSlackMb * 1024) << "RSS grew: " << describe(*later);
-        EXPECT_LE(later->open_files, quiet[0].open_files + kFdSlack) << "open files grew: " << describe(*later);
-    }
+    // Flat (the bounds' reasons are at their constants), once the first third is long enough for the
+    // bounded structures to fill; a shorter run (trying the test out) checks everything else.
     EXPECT_LE(quiet_after.open_files, quiet_before.open_files + kFdSlack) << "descriptors kept after the traffic";
-    const ProcessSample &at_mark = at(samples_, mark), &l = at(samples_, last_third);
-    const double middle_rate = (l.cpu_s - at_mark.cpu_s) / static_cast<double>(std::max<int64_t>(1, l.requests - at_mark.requests));
-    const double last_rate = (end.cpu_s - l.cpu_s) / static_cast<double>(std::max<int64_t>(1, end.requests - l.requests));
-    EXPECT_LE(last_rate, kCpuPerRequestGrowth * middle_rate) << "CPU per request grew: " << middle_rate << " -> " << last_rate;
     EXPECT_LE(idle_cpu, kIdleCoreShare * 10) << "the idle server spent CPU";
+    if (mark >= kFillS) {
+        for (const ProcessSample* later : {static_cast<const ProcessSample*>(&quiet[1]), &quiet_after}) {
+            EXPECT_LE(later->rss_kb, quiet[0].rss_kb + kRssSlackMb * 1024) << "RSS grew: " << describe(*later);
+            EXPECT_LE(later->open_files, quiet[0].open_files + kFdSlack) << "open files grew: " << describe(*later);
+        }
+        const ProcessSample &at_mark = at(samples_, mark), &l = at(samples_, last_third);
+        const double middle_rate = (l.cpu_s - at_mark.cpu_s) / static_cast<double>(std::max<int64_t>(1, l.requests - at_mark.requests));
+        const double last_rate = (end.cpu_s - l.cpu_s) / static_cast<double>(std::max<int64_t>(1, end.requests - l.requests));
+        EXPECT_LE(last_rate, kCpuPerRequestGrowth * middle_rate) << "CPU per request grew: " << middle_rate << " -> " << last_rate;
+    } else {
+        std::printf("flatness not checked: the first third (%.0f s) is shorter than the caches take to fill (%.0f s)\n", mark, kFillS);
+    }
 
     // Every acknowledged job exactly once, and ended as its history says: cancelled when a cancel was
     // accepted, else succeeded with every step of its metrics once.
