@@ -93,6 +93,22 @@ nlohmann::json compact_result(const nlohmann::json& result) {
     return out;
 }
 
+namespace {
+
+// About what a parsed value holds in memory: a node per value, a map node and the key per member,
+// the bytes of strings (nlohmann's values are 16 bytes; a std::map node with its key about 80 more).
+size_t held_bytes(const nlohmann::json& j) {
+    size_t n = 16;
+    if (j.is_string()) n += j.get_ref<const std::string&>().size();
+    if (j.is_array())
+        for (const auto& v : j) n += held_bytes(v);
+    if (j.is_object())
+        for (const auto& [k, v] : j.items()) n += 80 + k.size() + held_bytes(v);
+    return n;
+}
+
+}  // namespace
+
 std::shared_ptr<const JobResultCache::Entry> JobResultCache::entry(const fs::path& run_dir) {
     const fs::path file = run_dir / "summary.json";
     const std::string key = run_dir.string();
@@ -101,7 +117,10 @@ std::shared_ptr<const JobResultCache::Entry> JobResultCache::entry(const fs::pat
     {
         std::lock_guard lock(mu_);
         if (!version) {
-            entries_.erase(key);
+            if (auto it = entries_.find(key); it != entries_.end()) {
+                cached_bytes_ -= it->second->bytes;
+                entries_.erase(it);
+            }
             return nullptr;
         }
         if (auto it = entries_.find(key); it != entries_.end() && it->second->version == *version) return it->second;
@@ -114,16 +133,42 @@ std::shared_ptr<const JobResultCache::Entry> JobResultCache::entry(const fs::pat
         e->full = {{"error", ex.what()}};
     }
     e->compact = compact_result(e->full);
+    e->bytes = held_bytes(e->full) + held_bytes(e->compact);
     std::lock_guard lock(mu_);
     ++parses_;
-    if (entries_.size() >= kMaxEntries) entries_.clear();
-    entries_[key] = e;
+    std::shared_ptr<const Entry> kept = e;
+    if (e->bytes > kMaxCachedBytes / 8) {
+        auto compact_only = std::make_shared<Entry>();
+        compact_only->version = e->version;
+        compact_only->compact = e->compact;
+        compact_only->full = nullptr;
+        compact_only->has_full = false;
+        compact_only->bytes = held_bytes(e->compact);
+        kept = compact_only;
+    }
+    if (auto it = entries_.find(key); it != entries_.end()) {
+        cached_bytes_ -= it->second->bytes;
+        entries_.erase(it);
+    }
+    if (entries_.size() >= kMaxEntries || cached_bytes_ + e->bytes > kMaxCachedBytes) {
+        entries_.clear();
+        cached_bytes_ = 0;
+    }
+    entries_[key] = kept;
+    cached_bytes_ += kept->bytes;
     return e;
 }
 
 nlohmann::json JobResultCache::full(const fs::path& run_dir) {
     auto e = entry(run_dir);
-    return e ? e->full : nlohmann::json(nullptr);
+    if (!e) return nullptr;
+    if (e->has_full) return e->full;
+    // Kept compact only: the full result is read again (its version is the one just seen, or newer).
+    try {
+        return result_from_summary(read_file(run_dir / "summary.json", kMaxSummaryBytes), (run_dir / "summary.json").string());
+    } catch (const Error& ex) {
+        return {{"error", ex.what()}};
+    }
 }
 
 nlohmann::json JobResultCache::compact(const fs::path& run_dir) {

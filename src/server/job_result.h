@@ -35,11 +35,15 @@ nlohmann::json compact_result(const nlohmann::json& result);
 
 // Thread-safe. Each lookup stats <run_dir>/summary.json: the file is read again only when its inode,
 // size, mtime or ctime changed (the trainer replaces it atomically at the end of every attempt).
-// At most kMaxEntries run directories are remembered; past it the cache starts over.
+// At most kMaxEntries run directories and kMaxCachedBytes of parsed results (counted as the values,
+// members and strings they hold) are remembered; past either the cache starts over. Of a result over
+// kMaxCachedBytes / 8 (a classifier's confusion matrix of a thousand classes) only the compact form
+// is kept, and the full one is parsed again when asked for.
 class JobResultCache {
 public:
     static constexpr size_t kMaxEntries = 8192;
     static constexpr size_t kMaxSummaryBytes = size_t{16} << 20;
+    static constexpr size_t kMaxCachedBytes = size_t{16} << 20;
 
     // The full result of the run in `run_dir`; null when it has no summary.json (not finished, or its
     // files are not on this host, as with the Kubernetes executor). A summary that cannot be read or
@@ -54,12 +58,15 @@ private:
     struct Entry {
         FileVersion version;
         nlohmann::json full, compact;
+        size_t bytes = 0;  // what full and compact hold, about: what it counts against kMaxCachedBytes
+        bool has_full = true;  // false: only compact was kept
     };
     // The entry for the summary as it is now; nullptr when there is none.
     std::shared_ptr<const Entry> entry(const std::filesystem::path& run_dir);
 
     mutable std::mutex mu_;
     std::map<std::string, std::shared_ptr<const Entry>> entries_;  // by run directory
+    size_t cached_bytes_ = 0;
     uint64_t parses_ = 0;
 };
 

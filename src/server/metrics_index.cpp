@@ -55,6 +55,31 @@ std::string read_at(int fd, uint64_t from, size_t n) {
 
 }  // namespace
 
+void MetricsIndex::add_line(Entry& e, uint64_t offset, uint64_t end, int64_t step) {
+    if (!e.blocks.empty() && e.blocks.back().lines < e.stride) {
+        Block& b = e.blocks.back();
+        b.end = end;
+        b.max_step = std::max(b.max_step, step);
+        ++b.lines;
+        return;
+    }
+    e.blocks.push_back({offset, end, step, 1});
+    if (e.blocks.size() <= kMaxBlocksPerFile) return;
+    // Neighbours merge: half the blocks, twice the lines each; the steps' maxima stay exact.
+    size_t out = 0;
+    for (size_t i = 0; i < e.blocks.size(); i += 2, ++out) {
+        Block merged = e.blocks[i];
+        if (i + 1 < e.blocks.size()) {
+            merged.end = e.blocks[i + 1].end;
+            merged.max_step = std::max(merged.max_step, e.blocks[i + 1].max_step);
+            merged.lines += e.blocks[i + 1].lines;
+        }
+        e.blocks[out] = merged;
+    }
+    e.blocks.resize(out);
+    e.stride *= 2;
+}
+
 void MetricsIndex::extend(const fs::path& file, Entry& e) {
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (fd.get() < 0) return;
@@ -72,9 +97,8 @@ void MetricsIndex::extend(const fs::path& file, Entry& e) {
         size_t start = 0;
         while (start <= last_newline) {
             const size_t end = chunk.find('\n', start);
-            const std::string_view line(chunk.data() + start, end - start);
-            if (auto step = step_of(line); step && line.size() <= UINT32_MAX)
-                e.lines.push_back({*step, e.indexed + start, static_cast<uint32_t>(line.size())});
+            if (auto step = step_of(std::string_view(chunk.data() + start, end - start)))
+                add_line(e, e.indexed + start, e.indexed + end, *step);
             start = end + 1;
         }
         e.indexed += last_newline + 1;
@@ -82,11 +106,41 @@ void MetricsIndex::extend(const fs::path& file, Entry& e) {
     }
 }
 
+namespace {
+
+// Appends to `out` the lines of `range` (text of whole lines separated by newlines) whose step is past
+// since_step, up to the answer's bounds; false once a bound stopped it.
+bool take_lines(std::string_view range, int64_t since_step, MetricsIndex::Since& out, size_t& bytes) {
+    size_t start = 0;
+    while (start < range.size()) {
+        size_t end = range.find('\n', start);
+        if (end == std::string_view::npos) end = range.size();
+        const std::string_view line = range.substr(start, end - start);
+        start = end + 1;
+        const auto step = step_of(line);
+        if (!step || *step <= since_step) continue;
+        auto parsed = try_parse_json(line);
+        if (!parsed || !parsed->is_object() || !parsed->contains("step") || !(*parsed)["step"].is_number_integer()) continue;
+        const int64_t s = (*parsed)["step"];
+        if (s <= since_step) continue;
+        if (out.points.size() >= MetricsIndex::kMaxPoints || bytes + line.size() > MetricsIndex::kMaxAnswerBytes) {
+            out.truncated = true;
+            return false;
+        }
+        bytes += line.size();
+        out.last_step = std::max(out.last_step, s);
+        out.points.push_back(std::move(*parsed));
+    }
+    return true;
+}
+
+}  // namespace
+
 MetricsIndex::Since MetricsIndex::since(const fs::path& file, int64_t since_step) {
     Since out;
     out.last_step = since_step;
     const auto version = file_version(file);
-    std::vector<Line> wanted;
+    std::vector<Block> wanted;
     {
         std::lock_guard lock(mu_);
         if (!version) {
@@ -110,32 +164,42 @@ MetricsIndex::Since MetricsIndex::since(const fs::path& file, int64_t since_step
         e.version = *version;
         e.used = ++clock_;
         extend(file, e);
-        for (const Line& l : e.lines)
-            if (l.step > since_step) wanted.push_back(l);
+        for (const Block& b : e.blocks)
+            if (b.max_step > since_step) wanted.push_back(b);
     }
     if (wanted.empty()) return out;
-    // The lines asked for, read as runs of neighbouring lines.
+    // The blocks that hold a wanted line, read as runs of neighbouring blocks, a chunk at a time.
     UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     if (fd.get() < 0) return out;
-    size_t i = 0;
-    while (i < wanted.size()) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < wanted.size();) {
         size_t j = i + 1;
-        uint64_t end = wanted[i].offset + wanted[i].length;
-        while (j < wanted.size() && wanted[j].offset <= end + 1 && wanted[j].offset + wanted[j].length - wanted[i].offset <= kReadChunk) {
-            end = wanted[j].offset + wanted[j].length;
-            ++j;
-        }
-        const std::string run = read_at(fd.get(), wanted[i].offset, static_cast<size_t>(end - wanted[i].offset));
-        for (size_t k = i; k < j; ++k) {
-            const uint64_t at = wanted[k].offset - wanted[i].offset;
-            if (at + wanted[k].length > run.size()) break;
-            auto parsed = try_parse_json(std::string_view(run).substr(at, wanted[k].length));
-            if (!parsed || !parsed->is_object() || !parsed->contains("step") || !(*parsed)["step"].is_number_integer())
+        uint64_t end = wanted[i].end;
+        while (j < wanted.size() && wanted[j].offset <= end + 1) end = wanted[j++].end;
+        // [pos, end) is whole lines; each read stops at its last newline. A line longer than a chunk
+        // is not a metrics line: it is stepped over up to its newline.
+        bool skipping = false;
+        for (uint64_t pos = wanted[i].offset; pos < end;) {
+            const std::string piece = read_at(fd.get(), pos, static_cast<size_t>(std::min<uint64_t>(kReadChunk, end - pos)));
+            if (piece.empty()) return out;  // the file shrank under us: the next poll indexes it again
+            if (skipping) {
+                const size_t nl = piece.find('\n');
+                pos += nl == std::string::npos ? piece.size() : nl + 1;
+                skipping = nl == std::string::npos;
                 continue;
-            const int64_t step = (*parsed)["step"];
-            if (step <= since_step) continue;
-            out.last_step = std::max(out.last_step, step);
-            out.points.push_back(std::move(*parsed));
+            }
+            size_t keep = piece.size();
+            if (pos + piece.size() < end) {
+                const size_t nl = piece.rfind('\n');
+                if (nl == std::string::npos) {
+                    skipping = true;
+                    pos += piece.size();
+                    continue;
+                }
+                keep = nl + 1;
+            }
+            if (!take_lines(std::string_view(piece).substr(0, keep), since_step, out, bytes)) return out;
+            pos += keep;
         }
         i = j;
     }

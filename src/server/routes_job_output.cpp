@@ -168,7 +168,7 @@ void register_job_output_routes(Router& router, ServerContext& ctx) {
                     int64_t since = c.query_int("since_step", -1, INT64_MAX).value_or(-1);
                     // Indexed as it grows: a poll reads the file's new bytes and the lines it returns.
                     auto got = ctx.metrics_index.since(job_run_dir(ctx, j.id) / "metrics.jsonl", since);
-                    c.reply(200, {{"id", j.id}, {"points", std::move(got.points)}, {"last_step", got.last_step}});
+                    c.reply(200, {{"id", j.id}, {"points", std::move(got.points)}, {"last_step", got.last_step}, {"truncated", got.truncated}});
                 }});
 
     router.add({"GET", "/v1/jobs/{id}/artifacts", Role::kViewer,

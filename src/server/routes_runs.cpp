@@ -169,7 +169,7 @@ void register_run_routes(Router& router, ServerContext& ctx) {
                     got.last_step = since;
                     // Indexed as it grows, shared with the jobs' metrics: a poll reads only new bytes.
                     if (auto file = RunsIndex::file(run, "metrics.jsonl")) got = ctx.metrics_index.since(*file, since);
-                    c.reply(200, {{"id", run.key()}, {"points", std::move(got.points)}, {"last_step", got.last_step}});
+                    c.reply(200, {{"id", run.key()}, {"points", std::move(got.points)}, {"last_step", got.last_step}, {"truncated", got.truncated}});
                 }});
 
     router.add({"GET", "/v1/runs/{root}/{run}/logs", Role::kViewer,

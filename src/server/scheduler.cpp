@@ -207,6 +207,23 @@ bool Scheduler::quota_allows(const JobRecord& j, const std::vector<JobRecord>& r
     return true;
 }
 
+namespace {
+
+// What admission reads of a waiting job: its id, state, attempts, resources, priority, labels and
+// submitter. The config, overrides, command and estimate are dropped.
+JobRecord admission_view(JobRecord j) {
+    j.config_yaml.clear();
+    j.config_yaml.shrink_to_fit();
+    j.spec.config_input = nullptr;
+    j.spec.overrides.clear();
+    j.spec.command.clear();
+    j.spec.command.shrink_to_fit();
+    j.estimate = nullptr;
+    return j;
+}
+
+}  // namespace
+
 void Scheduler::admit() {
     if (opts_.capacity.holds_everything()) return;
     // Nothing entered or left a state since the last pass: it would decide the same.
@@ -220,7 +237,9 @@ void Scheduler::admit() {
         gpus += r.spec.gpus();
     }
     // Waiting rows are read and parsed once, when they first wait: a row does not change while it
-    // waits (it leaves waiting only through a transition, and comes back only through a start).
+    // waits (it leaves waiting only through a transition, and comes back only through a start). Only
+    // what admission reads is kept (resources, labels, submitter): a queued job's config, overrides
+    // and command can be a MiB each, times every job a submitter may queue; a start reads its row again.
     std::map<int64_t, JobRecord> still;
     std::vector<const JobRecord*> order;
     for (int64_t id : store_.waiting_ids()) {
@@ -228,7 +247,7 @@ void Scheduler::admit() {
         if (it != waiting_.end()) {
             it = still.emplace(id, std::move(it->second)).first;
         } else if (auto j = store_.get(id)) {
-            it = still.emplace(id, std::move(*j)).first;
+            it = still.emplace(id, admission_view(std::move(*j))).first;
         } else {
             continue;
         }
@@ -246,7 +265,9 @@ void Scheduler::admit() {
         cpus += j.spec.cpus();
         gpus += j.spec.gpus();
         const int64_t id = j.id;
-        start_attempt(j);
+        // The start reads the whole row; it starts only from the state admission saw, so a job
+        // cancelled since (its row now `cancelled`) is not started from there.
+        if (auto full = store_.get(id); full && full->state == j.state) start_attempt(*full);
         waiting_.erase(id);  // it comes back to waiting (retrying) with another row
     }
 }

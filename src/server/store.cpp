@@ -272,10 +272,11 @@ std::vector<JobRecord> JobStore::list(const ListQuery& q) {
         args.push_back(std::to_string(q.after_id));
     }
     where += list_filter(q, args);
+    // The limit is bound, not written into the SQL: each connection keeps a prepared statement per SQL
+    // text (tens of KB each), so a text per client-chosen limit would grow them by the request.
+    args.push_back(std::to_string(q.limit));
     ReadLease lease(readers_);
-    return query_jobs(*lease, where, args,
-                      std::string(q.newest_first ? "ORDER BY id DESC" : "ORDER BY id") + " LIMIT " + std::to_string(q.limit),
-                      kListColumns);
+    return query_jobs(*lease, where, args, q.newest_first ? "ORDER BY id DESC LIMIT ?" : "ORDER BY id LIMIT ?", kListColumns);
 }
 
 int64_t JobStore::count(const ListQuery& q) {
