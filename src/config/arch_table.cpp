@@ -14,14 +14,14 @@ const std::vector<std::string> kRopeKeys = {"model.rope_theta", "model.rope_scal
 std::vector<ArchEntry> build() {
     const ArchKind lm = ArchKind::kLanguageModel, image = ArchKind::kImageClassifier;
     return {
-        {"gpt2", lm, false, false, {}, "GPT-2 (learned positions, LayerNorm, GELU)"},
-        {"llama", lm, true, true, kRopeKeys, "LLaMA (RoPE, RMSNorm, SwiGLU, grouped-query heads)"},
-        {"qwen2", lm, true, true, kRopeKeys, "Qwen2/Qwen2.5 (LLaMA with q/k/v biases)"},
-        {"qwen3", lm, true, true, kRopeKeys, "Qwen3 (LLaMA with per-head q/k RMSNorm)"},
-        {"mistral", lm, true, true, {"model.rope_theta", "model.rope_scaling.type", "model.sliding_window"},
+        {"gpt2", lm, false, false, false, {}, "GPT-2 (learned positions, LayerNorm, GELU)"},
+        {"llama", lm, true, true, true, kRopeKeys, "LLaMA (RoPE, RMSNorm, SwiGLU, grouped-query heads)"},
+        {"qwen2", lm, true, true, true, kRopeKeys, "Qwen2/Qwen2.5 (LLaMA with q/k/v biases)"},
+        {"qwen3", lm, true, true, true, kRopeKeys, "Qwen3 (LLaMA with per-head q/k RMSNorm)"},
+        {"mistral", lm, true, true, true, {"model.rope_theta", "model.rope_scaling.type", "model.sliding_window"},
          "Mistral (LLaMA with sliding-window attention)"},
-        {"mlp", image, false, false, {}, "image classifier, fully connected"},
-        {"cnn", image, false, false, {"model.conv_channels", "trainer.conv_tf32"},
+        {"mlp", image, false, false, false, {}, "image classifier, fully connected"},
+        {"cnn", image, false, false, false, {"model.conv_channels", "trainer.conv_tf32"},
          "image classifier, convolutional"},
     };
 }
@@ -88,6 +88,11 @@ std::string families_with_rotary_positions() {
 bool is_classifier_arch(std::string_view name) {
     const ArchEntry* e = find_arch(name);
     return e && e->kind == ArchKind::kImageClassifier;
+}
+
+bool has_gated_mlp(std::string_view name) {
+    const ArchEntry* e = find_arch(name);
+    return e && e->gated_mlp;
 }
 
 bool has_rotary_positions(std::string_view name) {

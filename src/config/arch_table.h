@@ -22,6 +22,8 @@ struct ArchEntry {
     // Grouped-query heads: model.n_kv_head may divide model.n_head and model.head_dim may differ from
     // model.d_model / model.n_head. Without it both must be their derived values.
     bool grouped_query = false;
+    // A gated MLP (SwiGLU: one gate|up projection 2 x model.d_ff wide); else GELU's up projection d_ff wide.
+    bool gated_mlp = false;
     // The family-specific keys it reads (any section). A key some family lists is refused, when not at
     // its default, under a family that does not list it.
     std::vector<std::string> keys;
@@ -46,5 +48,7 @@ std::string families_with_rotary_positions();
 bool is_classifier_arch(std::string_view name);
 // Whether `name` has rotary positions (false for unknown names).
 bool has_rotary_positions(std::string_view name);
+// Whether `name`'s MLP is gated (false for unknown names).
+bool has_gated_mlp(std::string_view name);
 
 }  // namespace llmt::config

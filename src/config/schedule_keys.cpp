@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "config/arch_table.h"
 #include "config/schema.h"
 
 namespace llmt::config {
@@ -22,7 +23,7 @@ std::optional<std::string> max_steps_over_epochs(nlohmann::ordered_json& resolve
                                                  const std::string& epochs_where) {
     auto& t = resolved["trainer"];
     const auto& arch = resolved["model"]["arch"];
-    if (!arch.is_string() || (arch != "mlp" && arch != "cnn")) return std::nullopt;
+    if (!arch.is_string() || !is_classifier_arch(arch.get<std::string>())) return std::nullopt;
     if (max_steps_where.empty() || epochs_where.empty() || t["epochs"].get<int64_t>() == 0 ||
         t["max_steps"] == find_field("trainer.max_steps")->default_value)
         return std::nullopt;

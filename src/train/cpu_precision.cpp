@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/arch_table.h"
 #include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/fs.h"
@@ -124,13 +125,10 @@ std::vector<kernels::GemmShape> probe_shapes(const config::Config& cfg) {
         double count;
         bool grad;
     };
-    std::vector<Linear> layers;
-    if (m.arch == "gpt2") {
-        layers = {{3 * C, C, 1, !frozen}, {C, C, 1, !frozen}, {F, C, 1, !frozen}, {C, F, 1, !frozen}};
-    } else {  // the LLaMA family: fused q|k|v, the attention output, fused gate|up, down
-        layers = {{(m.n_head + 2 * kv) * hd, C, 1, !frozen}, {C, m.n_head * hd, 1, !frozen},
-                  {2 * F, C, 1, !frozen}, {C, F, 1, !frozen}};
-    }
+    // Per layer: fused q|k|v, the attention output, the MLP's up projection (gate|up when gated), its down.
+    const int64_t up = config::has_gated_mlp(m.arch) ? 2 * F : F;
+    std::vector<Linear> layers = {{(m.n_head + 2 * kv) * hd, C, 1, !frozen}, {C, m.n_head * hd, 1, !frozen},
+                                  {up, C, 1, !frozen}, {C, F, 1, !frozen}};
     for (Linear& l : layers) l.count = m.n_layer;
     // The head's weight: the embedding when tied (trained unless LoRA), lm_head otherwise.
     layers.push_back({m.padded_vocab_size(), C, 1, !frozen});

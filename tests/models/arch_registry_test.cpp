@@ -8,6 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
 
 #include "config/arch_table.h"
 #include "config/config.h"
@@ -312,6 +315,32 @@ TEST(ArchTable, KeysOfAnotherFamilyAndChatFollowTheTable) {
     EXPECT_FALSE(config::has_rotary_positions("gpt2"));
     EXPECT_TRUE(config::is_classifier_arch("cnn"));
     EXPECT_FALSE(config::is_classifier_arch("qwen2"));
+    for (const char* gated : {"llama", "qwen2", "qwen3", "mistral"}) EXPECT_TRUE(config::has_gated_mlp(gated)) << gated;
+    EXPECT_FALSE(config::has_gated_mlp("gpt2"));
+    EXPECT_FALSE(config::has_gated_mlp("mlp"));
+}
+
+// Outside src/models/ (and the config layer's family table) no code compares a model.arch value with a
+// family's name: what a layer needs of a family is a fact of the table (config/arch_table.h) or the registry.
+TEST(ArchRegistry, NoArchitectureNameIsComparedOutsideTheRegistry) {
+    namespace fs = std::filesystem;
+    const fs::path src = fs::path(LLMT_SOURCE_DIR) / "src";
+    std::string names;
+    for (const std::string& n : config::arch_names()) names += (names.empty() ? "" : "|") + n;
+    const std::regex compare("(arch|model_type)[A-Za-z_.()\\]\"]*\\s*[!=]=\\s*\"(" + names + ")\"");
+    int files = 0;
+    for (const auto& e : fs::recursive_directory_iterator(src)) {
+        const std::string rel = fs::relative(e.path(), src).string();
+        if (!e.is_regular_file() || rel.rfind("models/", 0) == 0 || rel.rfind("config/arch_table", 0) == 0) continue;
+        const std::string ext = e.path().extension().string();
+        if (ext != ".cpp" && ext != ".h") continue;
+        ++files;
+        std::ifstream in(e.path());
+        std::string line;
+        for (int n = 1; std::getline(in, line); ++n)
+            EXPECT_FALSE(std::regex_search(line, compare)) << rel << ":" << n << ": " << line;
+    }
+    EXPECT_GT(files, 100) << "the scan found few sources: is LLMT_SOURCE_DIR the checkout?";
 }
 
 }  // namespace
