@@ -23,6 +23,7 @@
 #include "kernels/ops.h"
 #include "models/lm_head.h"
 #include "models/registry.h"
+#include "support/compare.h"
 
 namespace llmt::models::head_cases {
 
@@ -259,6 +260,7 @@ inline HeadOut run_head_problem(const Problem& p, Device device, DType dtype, in
 }
 
 inline double rel_l2d(const std::vector<float>& a, const std::vector<double>& b) {
+    if (!support::expect_comparable(a, b, "rel_l2d")) return support::not_comparable();
     double num = 0, den = 0;
     for (size_t i = 0; i < a.size(); ++i) {
         num += (a[i] - b[i]) * (a[i] - b[i]);
@@ -269,6 +271,7 @@ inline double rel_l2d(const std::vector<float>& a, const std::vector<double>& b)
 
 // ||a - b|| / ||b||.
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+    if (!support::expect_comparable(a, b, "rel_l2")) return support::not_comparable();
     double num = 0, den = 0;
     for (size_t i = 0; i < a.size(); ++i) {
         num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
