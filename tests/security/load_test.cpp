@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "security/proc_stats.h"
 #include "security/raw_http.h"
 #include "server/server_fixture.h"
 
@@ -39,18 +40,6 @@ int count_status(const std::string& raw, int status) {
     int n = 0;
     for (size_t pos = raw.find(line); pos != std::string::npos; pos = raw.find(line, pos + 1)) ++n;
     return n;
-}
-
-// User plus system CPU time of process `pid`, in seconds (/proc/<pid>/stat fields 14 and 15).
-double cpu_seconds(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::istringstream rest(stat.substr(stat.rfind(')') + 2));
-    std::string field;
-    double ticks = 0;
-    for (int i = 3; i <= 15 && rest >> field; ++i)
-        if (i >= 14) ticks += std::stod(field);
-    return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 class LoadTest : public ::testing::Test {
@@ -271,9 +260,9 @@ TEST_F(LoadTest, OneSubmitterFloodMeetsTheDefaultQueueQuota) {
     // 41-55% re-reading the queue every tick). CPU time, not wall time: a loaded machine slows the
     // server's ticks but does not add to their cost.
     std::this_thread::sleep_for(std::chrono::seconds(1));
-    const double before = cpu_seconds(server_->pid());
+    const double before = process_cpu_s(server_->pid());
     std::this_thread::sleep_for(std::chrono::seconds(10));
-    EXPECT_LT(cpu_seconds(server_->pid()) - before, 0.05 * 10);
+    EXPECT_LT(process_cpu_s(server_->pid()) - before, 0.05 * 10);
 }
 
 // An authenticated POST that announces 100 body bytes and sends 4: it stays in flight at a worker.

@@ -3,7 +3,6 @@
 // Header-only, for tests.
 #pragma once
 
-#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -18,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "security/proc_stats.h"
 #include "security/raw_http.h"
 #include "support/hostile_input.h"
 
@@ -82,35 +82,6 @@ struct ProcessSample {
     double cpu_s = 0;      // user + system CPU time since the process started
     int64_t requests = 0;  // requests the clients had completed
 };
-
-inline int64_t vm_rss_kb(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
-    return -1;
-}
-
-inline int open_files(pid_t pid) {
-    int n = 0;
-    DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str());
-    if (!d) return -1;
-    while (const dirent* e = ::readdir(d)) n += e->d_name[0] != '.';
-    ::closedir(d);
-    return n;
-}
-
-// User plus system CPU time of process `pid`, in seconds (/proc/<pid>/stat fields 14 and 15).
-inline double process_cpu_s(pid_t pid) {
-    std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    std::istringstream rest(stat.substr(stat.rfind(')') + 2));
-    std::string field;
-    double ticks = 0;
-    for (int i = 3; i <= 15 && rest >> field; ++i)
-        if (i >= 14) ticks += std::stod(field);
-    return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
 
 inline ProcessSample sample_process(pid_t pid, double t_s, int64_t requests) {
     return {t_s, vm_rss_kb(pid), open_files(pid), process_cpu_s(pid), requests};
