@@ -2,15 +2,16 @@
 # Context reach on one GPU: the longest T at B = 1 that trains for the Llama-3.1-8B shape with LoRA r 16 on every
 # linear layer (random base, bf16), ours (llama8b_lora.yaml: trainer.recompute all, the chunked LM head) then
 # PEFT with gradient checkpointing (bench/train_gpu_llama/peft_checkpointing.py --shape 8b), on the corpus of
-# shards.sh. For each T: `llmtrain validate`'s memory plan, the run's log (loss, step time, the trainer's GPU
-# memory) and nvidia-smi's peak sampled every 200 ms; PEFT's lengths are tried in order until one runs out of
-# memory. docs/benchmarks.md ("Long context on one GPU") has the figures.
-# Usage (repository root, on the GPU host): bash bench/long_context/reach.sh [OURS_T=32768,65536] [STEPS=20]
-#        [PEFT_T=8192,16384,32768,65536] [PEFT_STEPS=20] [LLMTRAIN=build/release/llmtrain]
+# shards.sh. For each of our T: `llmtrain validate`'s memory plan, the run's log (loss, step time, the trainer's
+# GPU memory) and nvidia-smi's peak sampled every 200 ms. PEFT's lengths are tried longest first, each as a run
+# of PEFT_STEPS steps, until one fits: that one is PEFT's reach. docs/benchmarks.md ("Context reach") has the
+# figures.
+# Usage (repository root, on the GPU host): bash bench/long_context/reach.sh [OURS_T=65536,131072] [STEPS=20]
+#        [PEFT_T=73728,65536,49152,32768] [PEFT_STEPS=20] [LLMTRAIN=build/release/llmtrain]
 set -uo pipefail
-ours_t=${1:-32768,65536}
+ours_t=${1:-65536,131072}
 steps=${2:-20}
-peft_t=${3:-8192,16384,32768,65536}
+peft_t=${3:-73728,65536,49152,32768}
 peft_steps=${4:-20}
 bin=${5:-build/release/llmtrain}
 out=${OUT:-/tmp/long_context}
@@ -28,12 +29,9 @@ for T in ${ours_t//,/ }; do
   grep -E "^step" "$out/train_$T.log" | sed -n '1p;$p'
   echo "nvidia-smi peak: $(sort -n "$out/smi_$T.txt" | tail -1) MiB"
 done
-echo "== PEFT + gradient checkpointing, 2 steps per T until out of memory"
-python3 bench/train_gpu_llama/peft_checkpointing.py --shape 8b --batches 1 --seqs "$peft_t" --steps 1 --lr 2e-4 \
-  --data data/shards/llama3_corpus/train_000000.bin --out "$out/peft_probe.jsonl"
-longest=$(python3 -c "
-import json
-ok = [json.loads(l) for l in open('$out/peft_probe.jsonl') if l.strip() and not json.loads(l).get('oom')]
-print(max(r['T'] for r in ok) if ok else 0)")
-[ "$longest" -gt 0 ] && python3 bench/train_gpu_llama/peft_checkpointing.py --shape 8b --batches 1 --seqs "$longest" \
-  --steps $((peft_steps - 1)) --lr 2e-4 --data data/shards/llama3_corpus/train_000000.bin --out "$out/peft_steps.jsonl"
+echo "== PEFT + gradient checkpointing, $peft_steps steps per T, longest first, until one fits"
+for T in ${peft_t//,/ }; do
+  python3 bench/train_gpu_llama/peft_checkpointing.py --shape 8b --batches 1 --seqs "$T" --steps $((peft_steps - 1)) \
+    --lr 2e-4 --data data/shards/llama3_corpus/train_000000.bin --out "$out/peft_$T.jsonl"
+  grep -q '"oom": true' "$out/peft_$T.jsonl" || { echo "PEFT's reach: T=$T"; break; }
+done
