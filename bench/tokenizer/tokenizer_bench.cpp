@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/fs.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 
 namespace {
 double now_s() {

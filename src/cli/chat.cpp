@@ -1,5 +1,5 @@
 // `llmtrain chat`: a conversation with a checkpoint's model. Each user turn is appended to the
-// conversation, which the model's chat template (data/chat_template.h, from tokenizer_config.json beside
+// conversation, which the model's chat template (data/chat/chat_template.h, from tokenizer_config.json beside
 // the tokenizer) renders to the prompt; the answer is sampled with the KV-cache decoder and streamed until
 // an end-of-turn id (the template's <|eot_id|>, generation_config.json's eos ids, end-of-text).
 // Interactive on a terminal ("> " prompts on stderr); on a pipe every input line is one user turn and
@@ -27,8 +27,8 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/json_parse.h"
-#include "data/chat_template.h"
-#include "data/tokenizer.h"
+#include "data/chat/chat_template.h"
+#include "data/tokenizer/tokenizer.h"
 #include "kernels/ops.h"
 #include "models/hf_resolve.h"
 #include "models/language_model.h"

@@ -10,9 +10,9 @@
 #include "cli/command.h"
 #include "cli/hub_revision.h"
 #include "core/fs.h"
-#include "data/chat_cache.h"
-#include "data/chat_example.h"
-#include "data/chat_rows.h"
+#include "data/chat/chat_cache.h"
+#include "data/chat/chat_example.h"
+#include "data/chat/chat_rows.h"
 
 namespace llmt::cli {
 namespace {

@@ -22,7 +22,7 @@
 #include "cli/sampling_options.h"
 #include "core/check.h"
 #include "core/error.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 #include "kernels/ops.h"
 #include "models/hf_resolve.h"
 #include "models/language_model.h"

@@ -10,7 +10,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/json_parse.h"
-#include "data/hf_tokenizer_files.h"
+#include "data/tokenizer/hf_tokenizer_files.h"
 #include "train/hf_model_files.h"
 
 namespace llmt::cli {

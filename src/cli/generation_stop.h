@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 
 namespace llmt::cli {
 

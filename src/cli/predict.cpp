@@ -1,5 +1,5 @@
 // `llmtrain predict --checkpoint RUN --images FILE|DIR...`: an image classifier's labels for images in IDX
-// files, PGMs or PNGs (data/image_file.h), given one by one or as directories of them, with the softmax
+// files, PGMs or PNGs (data/images/image_file.h), given one by one or as directories of them, with the softmax
 // probabilities of the top classes; --json for one document.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -14,7 +14,7 @@
 #include "cli/checkpoint_model.h"
 #include "cli/command.h"
 #include "core/error.h"
-#include "data/image_file.h"
+#include "data/images/image_file.h"
 #include "train/image_batches.h"
 
 namespace llmt::cli {

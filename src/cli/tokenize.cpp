@@ -1,6 +1,6 @@
 // `llmtrain tokenize` (stdin bytes -> token ids, one per line or one JSON array) and
 // `llmtrain detokenize` (ids as a JSON array or whitespace-separated -> the bytes on stdout).
-// Tokenizer semantics: src/data/tokenizer.h (tiktoken gpt2, or a Hugging Face tokenizer.json such as
+// Tokenizer semantics: src/data/tokenizer/tokenizer.h (tiktoken gpt2, or a Hugging Face tokenizer.json such as
 // Llama 3's; without --allow-special, encode_ordinary). Never adds BOS/EOS (Hugging Face's
 // encode(text, add_special_tokens=False)).
 #include <CLI/CLI.hpp>
@@ -19,7 +19,7 @@
 #include "core/error.h"
 #include "core/json_describe.h"
 #include "core/json_parse.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 
 namespace llmt::cli {
 namespace {

@@ -76,8 +76,8 @@ struct DataConfig {
     std::string train_shards, val_shards;
     std::string shard_format;  // llmc | nanogpt
     bool shuffle = true;
-    bool packing = false;  // source chat: pack conversations into rows (data/chat_rows.h)
-    // source idx (data/image_set.h)
+    bool packing = false;  // source chat: pack conversations into rows (data/chat/chat_rows.h)
+    // source idx (data/images/image_set.h)
     std::string train_images, train_labels, test_images, test_labels;
     double pixel_mean = 0, pixel_std = 1;
     int crop_padding = 0;

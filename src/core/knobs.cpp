@@ -54,7 +54,7 @@ constexpr std::array<KnobInfo, kKnobCount> kTable{{
 constexpr std::array<LocationInfo, kLocationCount> kLocations{{
     {Location::kHome, "LLMTRAIN_HOME",
      "where gpt2.tiktoken is looked for first (<home>/tokenizers/), before the installed share directory",
-     "src/data/tokenizer.h"},
+     "src/data/tokenizer/tokenizer.h"},
     {Location::kThroughputFile, "LLMTRAIN_THROUGHPUT_FILE",
      "the measured throughput table estimates read, instead of the configs/throughput.jsonl shipped",
      "docs/server.md"},

@@ -1,5 +1,5 @@
 // The arguments of kernels/ops.h gather_images shared by its CPU and CUDA backends: a batch of images named by
-// index into a byte table (data/image_set.h's image reference rows, resolved to one table), each with its
+// index into a byte table (data/images/image_set.h's image reference rows, resolved to one table), each with its
 // augmentation draw, normalised through a 256-entry lookup table.
 #pragma once
 

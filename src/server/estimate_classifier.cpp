@@ -10,7 +10,7 @@
 
 #include "config/arch_table.h"
 #include "core/error.h"
-#include "data/idx.h"
+#include "data/images/idx.h"
 #include "models/classifier.h"
 #include "server/estimate_parts.h"
 
@@ -31,7 +31,7 @@ struct ImageJob {
     std::string train_images_why;         // why it is not known
 };
 
-// The training split's size from the IDX header alone, as the trainer splits it (data/image_set.h).
+// The training split's size from the IDX header alone, as the trainer splits it (data/images/image_set.h).
 void count_train_images(const config::Config& cfg, ImageJob& j) {
     try {
         const int64_t n = data::read_idx_dims(cfg.data.train_images, 3).at(0);

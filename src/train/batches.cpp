@@ -7,9 +7,9 @@
 #include "config/arch_table.h"
 #include "core/check.h"
 #include "core/error.h"
-#include "data/chat_cache.h"
-#include "data/chat_loader.h"
-#include "data/loader.h"
+#include "data/chat/chat_cache.h"
+#include "data/chat/chat_loader.h"
+#include "data/shards/loader.h"
 
 namespace llmt::train {
 

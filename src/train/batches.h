@@ -1,5 +1,5 @@
-// What the trainer and `eval` read, behind one interface: fixed windows of token shards (data/loader.h)
-// or chat rows with assistant-only targets and per-example positions (data/chat_loader.h). The step's
+// What the trainer and `eval` read, behind one interface: fixed windows of token shards (data/shards/loader.h)
+// or chat rows with assistant-only targets and per-example positions (data/chat/chat_loader.h). The step's
 // loss is the mean over its target tokens (all micro-batches, all ranks); windows have B*T targets each,
 // so there it is the mean of the micro-batches' means, as it always was.
 #pragma once
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "data/shard.h"
+#include "data/shards/shard.h"
 
 namespace llmt::train {
 
@@ -56,7 +56,7 @@ struct DataPlan {
     std::unique_ptr<EvalBatches> eval;    // null without validation data
 };
 
-// Windows of T+1 tokens over the shards (data/loader.h), shuffled per epoch unless data.shuffle is off.
+// Windows of T+1 tokens over the shards (data/shards/loader.h), shuffled per epoch unless data.shuffle is off.
 DataPlan open_shard_batches(const config::Config& cfg, const ShardFiles& files, int B, int T, int rank, int world,
                             bool train);
 // data.source chat: the cache is built by rank 0 first (`barrier` lets the others wait for it), then each

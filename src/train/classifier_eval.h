@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "data/image_set.h"
+#include "data/images/image_set.h"
 #include "models/model.h"
 
 namespace llmt::train {

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "config/config.h"
-#include "data/hf_tokenizer_files.h"
+#include "data/tokenizer/hf_tokenizer_files.h"
 #include "models/hf_config.h"
 
 namespace llmt::train {

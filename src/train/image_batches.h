@@ -1,7 +1,7 @@
 // data.source idx behind the trainer's batch interface (train/batches.h): a row is one image, its T =
 // H*W*C pixel bytes as int32, and its label in the row's first target slot (the rest -1); models/
 // classifier.h reads that layout. Training rows come from the training split in DistributedSampler's
-// order (data/image_set.h) with the configured augmentation; the last batch of an epoch is partial, its
+// order (data/images/image_set.h) with the configured augmentation; the last batch of an epoch is partial, its
 // missing rows unlabelled (they weigh nothing in the loss).
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "data/image_set.h"
+#include "data/images/image_set.h"
 #include "models/model.h"
 #include "train/batches.h"
 

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "data/prepare_cache.h"
+#include "data/shards/prepare_cache.h"
 #include "models/hf_adapter.h"
 #include "models/peft.h"
 #include "models/registry.h"

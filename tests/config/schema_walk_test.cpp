@@ -524,7 +524,7 @@ const std::map<std::string, Probe>& probes() {
         {"data.shard_format",
          [](const Ctx& c) { EXPECT_NE(outcome(c.t, {"data.shard_format=nanogpt"}), outcome(c.t, {})); }},
         {"data.shuffle", [](const Ctx& c) { trajectory_differs(c, {"data.shuffle=false"}, {}); }},
-        // Read by the chat source only (data/chat_loader.h; tests/data/chat_*_test.cpp show what it changes),
+        // Read by the chat source only (data/chat/chat_loader.h; tests/data/chat_*_test.cpp show what it changes),
         // which `train` refuses until issue 20 wires it in; refused for every other source.
         {"data.packing", [](const Ctx& c) { expect_refused(c.t, {"data.packing=true"}, "data.packing"); }},
         // Image classification (issue 21): read by model.arch mlp/cnn and data.source idx only (their effect:

@@ -1,4 +1,4 @@
-// The chat cache (data/chat_cache.h) with the real Llama 3 tokenizer and template: built once, read by a
+// The chat cache (data/chat/chat_cache.h) with the real Llama 3 tokenizer and template: built once, read by a
 // second open, rebuilt in a new directory when an input's content changes; malformed lines name file:line;
 // the validation split.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "data/chat_cache.h"
+#include "data/chat/chat_cache.h"
 #include "data/test_files.h"
 
 namespace llmt::data {

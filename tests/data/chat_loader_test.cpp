@@ -1,4 +1,4 @@
-// Chat rows and loaders (data/chat_rows.h, data/chat_loader.h) on synthetic examples: packing (Best-Fit
+// Chat rows and loaders (data/chat/chat_rows.h, data/chat/chat_loader.h) on synthetic examples: packing (Best-Fit
 // Decreasing), positions, targets and pad; truncation; W=2 ranks of B rows = 1 rank of 2B rows; exact
 // state/restore; the evaluation loader; the target counts of the coming micro-batches.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/chat_loader.h"
+#include "data/chat/chat_loader.h"
 
 namespace llmt::data {
 namespace {

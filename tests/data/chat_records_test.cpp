@@ -1,11 +1,11 @@
-// Chat JSONL records (data/chat_records.h): both record forms, and every kind of malformed line is an
+// Chat JSONL records (data/chat/chat_records.h): both record forms, and every kind of malformed line is an
 // error naming the file, the 1-based line and the field.
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "core/error.h"
-#include "data/chat_records.h"
+#include "data/chat/chat_records.h"
 
 namespace llmt::data {
 namespace {

@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "data/chat_configs.h"
-#include "data/chat_template.h"
-#include "data/tokenizer.h"
+#include "data/chat/chat_template.h"
+#include "data/tokenizer/tokenizer.h"
 
 namespace llmt::data {
 namespace {

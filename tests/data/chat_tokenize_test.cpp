@@ -1,4 +1,4 @@
-// Chat examples as tokens (data/chat_tokenize.h) with the real Llama 3 tokenizer and template
+// Chat examples as tokens (data/chat/chat_tokenize.h) with the real Llama 3 tokenizer and template
 // (data/tokenizers/llama3, installed by setup): the assistant mask is exactly every assistant turn's
 // content and <|eot_id|>; user text that looks like a special token stays ordinary text; and the segment
 // by segment encoding equals encoding the whole rendered text for ordinary content.
@@ -11,9 +11,9 @@
 
 #include "core/error.h"
 #include "data/chat_configs.h"
-#include "data/chat_template.h"
-#include "data/chat_tokenize.h"
-#include "data/tokenizer.h"
+#include "data/chat/chat_template.h"
+#include "data/chat/chat_tokenize.h"
+#include "data/tokenizer/tokenizer.h"
 
 namespace llmt::data {
 namespace {

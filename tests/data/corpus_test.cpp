@@ -1,4 +1,4 @@
-// Corpus readers (src/data/corpus.h): what a document is for text (blank / file / separator line)
+// Corpus readers (src/data/shards/corpus.h): what a document is for text (blank / file / separator line)
 // and JSONL inputs, gzip (multi-member, truncated, corrupt), directory expansion, raw-byte hashing,
 // and errors that name file and line.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
-#include "data/corpus.h"
+#include "data/shards/corpus.h"
 #include "test_files.h"
 
 namespace llmt::data {

@@ -1,4 +1,4 @@
-// A run's tokenizer written as a Hugging Face model directory's files (data/hf_tokenizer_files.h): GPT-2's
+// A run's tokenizer written as a Hugging Face model directory's files (data/tokenizer/hf_tokenizer_files.h): GPT-2's
 // vocab.json + merges.txt recovered from gpt2.tiktoken load back as the same tokenizer (the same ids for
 // every text, the 50,000 merges in rank order); Meta's Llama 3 files are copied as they are, with the ids
 // of its tokenizer_config.json; a tokenizer.json without a tokenizer_config.json gets one.
@@ -11,9 +11,9 @@
 #include <string>
 
 #include "core/fs.h"
-#include "data/hf_tokenizer_files.h"
+#include "data/tokenizer/hf_tokenizer_files.h"
 #include "data/test_files.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 
 namespace llmt::data {
 namespace {

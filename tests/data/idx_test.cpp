@@ -1,4 +1,4 @@
-// IDX files and the image sampler (data/idx.h, data/image_set.h): raw and gzip files read back; truncated
+// IDX files and the image sampler (data/images/idx.h, data/images/image_set.h): raw and gzip files read back; truncated
 // files and wrong magics are FormatErrors naming the file and the offset; DistributedSampler's sharding
 // (padding by repetition, the last partial batch); the split and the augmentation are deterministic.
 #include <gtest/gtest.h>
@@ -15,9 +15,9 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "data/idx.h"
-#include "data/image_file.h"
-#include "data/image_set.h"
+#include "data/images/idx.h"
+#include "data/images/image_file.h"
+#include "data/images/image_set.h"
 
 namespace llmt::data {
 namespace {

@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "data/image_set.h"
+#include "data/images/image_set.h"
 #include "kernels/ops.h"
 
 namespace llmt {

@@ -1,4 +1,4 @@
-// DataLoader / EvalLoader (src/data/loader.h): W = 1..4 ranks read the W = 1 global batch without
+// DataLoader / EvalLoader (src/data/shards/loader.h): W = 1..4 ranks read the W = 1 global batch without
 // overlap, every window once per epoch, exact resume (also across an epoch boundary), eval layout.
 // Token i of the test stream has id i % kMod, so a window is identified by its first input token.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/loader.h"
-#include "data/shard_writer.h"
+#include "data/shards/loader.h"
+#include "data/shards/shard_writer.h"
 #include "test_files.h"
 
 namespace llmt::data {

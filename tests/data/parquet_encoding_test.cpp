@@ -1,4 +1,4 @@
-// Parquet encodings (src/data/parquet_encoding.h) on the Parquet format specification's own examples
+// Parquet encodings (src/data/tables/parquet_encoding.h) on the Parquet format specification's own examples
 // (Encodings.md: the RLE / bit-packing hybrid's 0..7 at bit width 3, DELTA_BINARY_PACKED), the
 // Thrift compact reader on hand-made bytes, and random bytes: every decoder returns or throws
 // FormatError, never reads past its span (checked by ASan in the fuzz build).
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/parquet_encoding.h"
-#include "data/thrift_compact.h"
+#include "data/tables/parquet_encoding.h"
+#include "data/tables/thrift_compact.h"
 
 namespace llmt::data::parquet {
 namespace {

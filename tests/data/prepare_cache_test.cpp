@@ -1,10 +1,10 @@
-// prepare_cached (src/data/prepare_cache.h): the same inputs and options reuse the directory; a
+// prepare_cached (src/data/shards/prepare_cache.h): the same inputs and options reuse the directory; a
 // changed input file, option or tokenizer file gives another key; threads do not matter.
 #include <gtest/gtest.h>
 
 #include <thread>
 
-#include "data/prepare_cache.h"
+#include "data/shards/prepare_cache.h"
 #include "test_files.h"
 
 namespace llmt::data {

@@ -1,4 +1,4 @@
-// Progress (src/data/prepare_progress.h): the terminal bar and the plain periodic lines.
+// Progress (src/data/shards/prepare_progress.h): the terminal bar and the plain periodic lines.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -6,7 +6,7 @@
 #include <string>
 #include <thread>
 
-#include "data/prepare_progress.h"
+#include "data/shards/prepare_progress.h"
 
 namespace llmt::data {
 namespace {

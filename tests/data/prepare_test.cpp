@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "core/sha256.h"
-#include "data/prepare.h"
-#include "data/shard.h"
-#include "data/tokenizer.h"
+#include "data/shards/prepare.h"
+#include "data/shards/shard.h"
+#include "data/tokenizer/tokenizer.h"
 #include "test_files.h"
 
 namespace llmt::data {

@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/corpus.h"
-#include "data/shard.h"
-#include "data/shard_set.h"
-#include "data/shard_writer.h"
+#include "data/shards/corpus.h"
+#include "data/shards/shard.h"
+#include "data/shards/shard_set.h"
+#include "data/shards/shard_writer.h"
 #include "test_files.h"
 
 namespace llmt::data {

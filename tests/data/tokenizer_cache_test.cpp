@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
-#include "data/tokenizer_bpe.h"
-#include "data/tokenizer_piece_cache.h"
-#include "data/tokenizer_pretokenize.h"
-#include "data/tokenizer_vocab.h"
-#include "data/tokenizer_word_cache.h"
+#include "data/tokenizer/tokenizer.h"
+#include "data/tokenizer/tokenizer_bpe.h"
+#include "data/tokenizer/tokenizer_piece_cache.h"
+#include "data/tokenizer/tokenizer_pretokenize.h"
+#include "data/tokenizer/tokenizer_vocab.h"
+#include "data/tokenizer/tokenizer_word_cache.h"
 
 namespace llmt::data {
 namespace {

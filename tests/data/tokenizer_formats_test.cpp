@@ -14,7 +14,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "data/tokenizer.h"
+#include "data/tokenizer/tokenizer.h"
 
 namespace llmt::data {
 namespace {

@@ -16,8 +16,8 @@
 #include "core/fs.h"
 #include "core/sha256.h"
 #include "data/test_files.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_pretokenize.h"
+#include "data/tokenizer/tokenizer.h"
+#include "data/tokenizer/tokenizer_pretokenize.h"
 #include "support/compare.h"
 
 namespace llmt::data {

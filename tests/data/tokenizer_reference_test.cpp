@@ -12,8 +12,8 @@
 
 #include "core/fs.h"
 #include "core/sha256.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_pretokenize.h"
+#include "data/tokenizer/tokenizer.h"
+#include "data/tokenizer/tokenizer_pretokenize.h"
 #include "fuzz/tokenizer_fuzz_body.h"
 #include "support/compare.h"
 

@@ -9,8 +9,8 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "data/tokenizer.h"
-#include "data/tokenizer_pretokenize.h"
+#include "data/tokenizer/tokenizer.h"
+#include "data/tokenizer/tokenizer_pretokenize.h"
 
 namespace llmt::data {
 namespace {

@@ -1,4 +1,4 @@
-// The committed Unicode class table (src/data/unicode_class_table.cpp) against Debian's unicode-data,
+// The committed Unicode class table (src/data/tokenizer/unicode_class_table.cpp) against Debian's unicode-data,
 // re-derived here for every code point: \p{L} = general category L*, \p{N} = N*, \s = White_Space.
 // Also the UTF-8 decoder's handling of invalid sequences.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "data/unicode_class.h"
+#include "data/tokenizer/unicode_class.h"
 
 namespace llmt::data {
 namespace {

@@ -1,4 +1,4 @@
-// libFuzzer entry for the chat JSONL reader (src/data/chat_records.h): any byte string, read as a chat
+// libFuzzer entry for the chat JSONL reader (src/data/chat/chat_records.h): any byte string, read as a chat
 // JSONL file, must give records or throw FormatError (naming file:line), never crash or throw anything
 // else. Build: add_executable + -fsanitize=fuzzer, link llmt_data. tests/data/chat_records_test.cpp
 // (MutatedLinesAreRecordsOrFormatErrors) runs a seeded version of this in ctest.
@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "core/error.h"
-#include "data/chat_records.h"
+#include "data/chat/chat_records.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     try {

@@ -1,4 +1,4 @@
-// libFuzzer target for IDX files, raw and gzip (src/data/idx.h). Contract under test: any bytes either
+// libFuzzer target for IDX files, raw and gzip (src/data/images/idx.h). Contract under test: any bytes either
 // read or throw llmt::Error; what reads has exactly the bytes its dimensions declare; a .gz is never
 // inflated past what its header declares (a read that succeeds on the .gz matches the raw read of the
 // inflated bytes).
@@ -12,7 +12,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "data/idx.h"
+#include "data/images/idx.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (size < 1) return 0;

@@ -1,4 +1,4 @@
-// libFuzzer entry for the token shard reader (src/data/shard.h): any byte string, read as an llm.c
+// libFuzzer entry for the token shard reader (src/data/shards/shard.h): any byte string, read as an llm.c
 // shard and as a nanoGPT file, must open and validate cleanly or throw FormatError. Build: add_executable
 // + -fsanitize=fuzzer, link llmt_data. tests/data/shard_test.cpp (FuzzRandomAndMutatedBytes) runs a
 // seeded version of this in ctest. The input lives in a memfd so no disk is touched per run.
@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/shard.h"
-#include "data/shard_set.h"
+#include "data/shards/shard.h"
+#include "data/shards/shard_set.h"
 
 namespace {
 

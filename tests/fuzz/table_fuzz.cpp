@@ -1,4 +1,4 @@
-// libFuzzer entry for the dataset table readers (src/data/table_reader.h), built twice: parquet_fuzz
+// libFuzzer entry for the dataset table readers (src/data/tables/table_reader.h), built twice: parquet_fuzz
 // (Parquet: footer, Thrift compact protocol, pages, codecs, encodings, levels) and arrow_fuzz (Arrow IPC:
 // stream and file formats, FlatBuffers metadata, buffers), which differ in their seeds
 // (tests/fuzz/corpus/parquet/, tests/fuzz/corpus/arrow/: pyarrow files from tests/data/fixtures/hf) and so in
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "data/table_reader.h"
+#include "data/tables/table_reader.h"
 
 namespace {
 

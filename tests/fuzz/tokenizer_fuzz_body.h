@@ -12,9 +12,9 @@
 #include <string_view>
 #include <vector>
 
-#include "data/tokenizer.h"
-#include "data/tokenizer_pretokenize.h"
-#include "data/unicode_class.h"
+#include "data/tokenizer/tokenizer.h"
+#include "data/tokenizer/tokenizer_pretokenize.h"
+#include "data/tokenizer/unicode_class.h"
 
 namespace llmt::fuzz {
 

@@ -20,7 +20,7 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/rng.h"
-#include "data/image_set.h"
+#include "data/images/image_set.h"
 #include "kernels/image_refs.h"
 #include "models/classifier.h"
 #include "support/subprocess.h"

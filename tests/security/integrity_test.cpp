@@ -20,7 +20,7 @@
 #include "core/crc32c.h"
 #include "core/fs.h"
 #include "core/safetensors.h"
-#include "data/shard_writer.h"
+#include "data/shards/shard_writer.h"
 #include "support/subprocess.h"
 
 namespace fs = std::filesystem;

@@ -21,7 +21,7 @@
 #include <set>
 #include <thread>
 
-#include "data/shard_writer.h"
+#include "data/shards/shard_writer.h"
 #include "security/soak_traffic.h"
 #include "server/server_fixture.h"
 #include "server/store.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "config/loader.h"
-#include "data/shard_writer.h"
+#include "data/shards/shard_writer.h"
 #include "support/train_fixture.h"
 #include "train/trainer.h"
 
