@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Appends one measured training-throughput row to configs/throughput.jsonl (the table `llmtrain estimate`
-and the server's estimates read; src/server/throughput.h has the fields). Called by the training
+and the server's estimates read; src/server/estimate/throughput.h has the fields). Called by the training
 benchmarks (bench/train_cpu/run.sh, bench/ddp_cpu/train.sh, bench/train_gpu, bench/train_classifier)
 after each measured run; RECORD=0 in their environment skips it. The model's FLOPs/token (an image
 classifier's FLOPs/image and shape) come from `llmtrain estimate --json`, so the formula lives in one

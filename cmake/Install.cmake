@@ -1,8 +1,8 @@
 # `make install` / `cmake --install build/release [--prefix P]` (DESTDIR honoured): the binary in
 # <prefix>/bin and what it reads at run time in <prefix>/share/llmtrain, where it looks next to its own
 # directory: the GPT-2 tokenizer (data/tokenizer/tokenizer_load.cpp), the presets and the throughput table
-# (server/throughput.cpp, serve --presets-dir), and the built dashboard when web/dist exists
-# (server/web_assets.cpp). The container image uses the same layout (deploy/Containerfile).
+# (server/estimate/throughput.cpp, serve --presets-dir), and the built dashboard when web/dist exists
+# (server/routes/web_assets.cpp). The container image uses the same layout (deploy/Containerfile).
 include(GNUInstallDirs)
 install(TARGETS llmtrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The tokenizer is fetched by scripts/setup.d/10-tokenizer.sh, not committed: say so when it is missing.

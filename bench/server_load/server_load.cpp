@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/store.h"
+#include "server/jobs/store.h"
 
 namespace {
 

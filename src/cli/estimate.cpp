@@ -1,5 +1,5 @@
 // `llmtrain estimate`: duration, cost, speedup and scaling efficiency of a config at world sizes 1..N,
-// from the measured throughput rows (server/throughput.h) — the same code as the server's estimates.
+// from the measured throughput rows (server/estimate/throughput.h) — the same code as the server's estimates.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -8,7 +8,7 @@
 #include "cli/config_options.h"
 #include "core/error.h"
 #include "models/hf_resolve.h"
-#include "server/estimate.h"
+#include "server/estimate/estimate.h"
 #include "train/run_plan.h"
 #include "train/zero_scale.h"
 
@@ -49,7 +49,7 @@ void print_worlds(const nlohmann::json& est) {
                    w["efficiency_basis"].get<std::string>());
 }
 
-// An image classifier's estimate speaks in images and epochs (server/estimate_classifier.h).
+// An image classifier's estimate speaks in images and epochs (server/estimate/estimate_classifier.h).
 void print_classifier(const std::string& path, const nlohmann::json& est) {
     fmt::print("{}: {} ({:.4g} training FLOPs/image); {}\n", path, est["model"].get<std::string>(),
                est["flops_per_image"].get<double>(), est["images_basis"].get<std::string>());

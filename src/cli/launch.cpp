@@ -77,7 +77,7 @@ std::string resolve_run_id(const LaunchArgs& a) {
                        (rd() & 0x3fff) | 0x8000, rd() & 0xffff, rd());
 }
 
-// A command job's LLMTRAIN_OUTPUT_DIR and the directory of its LLMTRAIN_METRICS_FILE (server/command_job.h),
+// A command job's LLMTRAIN_OUTPUT_DIR and the directory of its LLMTRAIN_METRICS_FILE (server/jobs/command_job.h),
 // created for the program when they are missing, e.g. /out/<job> on a fresh volume of a pod.
 void make_command_job_dirs() {
     for (const Location where : {Location::kOutputDir, Location::kMetricsFile}) {

@@ -9,7 +9,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
-#include "server/admission.h"
+#include "server/scheduler/admission.h"
 #include "server/server.h"
 
 namespace llmt::cli {

@@ -1,5 +1,5 @@
 // The file, directory and URI values of a resolved config, found through the schema's Access classes
-// (config/schema.h): what the server's access policy checks (server/job_access.h) and what
+// (config/schema.h): what the server's access policy checks (server/jobs/job_access.h) and what
 // `llmtrain k8s` warns about. A key added to the schema with an Access class is covered here without
 // a change.
 #pragma once

@@ -62,7 +62,7 @@ std::vector<EnvVar> common_env(const JobSpec& s) {
         }
     }
     if (s.is_command()) {
-        // server/command_job.h: what the program writes here are the job's metrics and outputs.
+        // server/jobs/command_job.h: what the program writes here are the job's metrics and outputs.
         const std::string out = std::string(kOutDir) + "/" + s.name;
         env.push_back(EnvVar::literal(location_name(Location::kMetricsFile), out + "/metrics.jsonl"));
         env.push_back(EnvVar::literal(location_name(Location::kOutputDir), out));

@@ -1,6 +1,6 @@
 // model.init_from resolved: which weights and which config.json a path names (a .safetensors file, or a
 // Hugging Face model directory), and the config.json applied to the run's config. Commands call this
-// after the server's access policy (server/job_access.h) allowed the path; config parsing never does.
+// after the server's access policy (server/jobs/job_access.h) allowed the path; config parsing never does.
 // docs/formats/hf_directories.md. train, eval, export, estimate, validate and generate/chat --model use it.
 #pragma once
 

@@ -1,19 +1,19 @@
 // What route handlers share: options, the store, the executor, the scheduler and the metrics.
-// Route files take a ServerContext& and register their routes on the Router (routes.h).
+// Route files take a ServerContext& and register their routes on the Router (server/routes/router.h).
 #pragma once
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "server/admission.h"
-#include "server/disk_usage.h"
-#include "server/estimate.h"
-#include "server/job_access.h"
-#include "server/job_result.h"
-#include "server/metrics_index.h"
-#include "server/preset_cache.h"
-#include "server/runs_index.h"
+#include "server/scheduler/admission.h"
+#include "server/scheduler/disk_usage.h"
+#include "server/estimate/estimate.h"
+#include "server/jobs/job_access.h"
+#include "server/jobs/job_result.h"
+#include "server/runs/metrics_index.h"
+#include "server/estimate/preset_cache.h"
+#include "server/runs/runs_index.h"
 
 namespace llmt::server {
 
@@ -32,7 +32,7 @@ struct ServerOptions {
     Capacity capacity;
     std::filesystem::path tokens_file;      // default: <data_dir>/tokens, created with one admin token
     std::filesystem::path rates_file, quotas_file;
-    std::filesystem::path throughput_file;  // default: default_throughput_file() (server/throughput.h)
+    std::filesystem::path throughput_file;  // default: default_throughput_file() (server/estimate/throughput.h)
     std::string estimate_card;              // prefer rows of this card ("" = the latest measured)
     std::filesystem::path presets_dir = "configs/presets";
     std::filesystem::path port_file;        // written once listening ("host:port"), for scripts and tests
@@ -50,7 +50,7 @@ struct ServerOptions {
     size_t max_connections_per_address = 256;  // past it 429 (never /healthz)
     size_t max_in_flight_per_address = 64;     // requests from one address being answered; past it 429
     size_t max_streams = 0;                 // answers streaming at once; 0: 3/4 of the threads
-    // The access policy's inputs (server/job_access.h, docs/security.md): directories jobs may read
+    // The access policy's inputs (server/jobs/job_access.h, docs/security.md): directories jobs may read
     // besides the presets' data directories, and server environment variables jobs also get.
     std::vector<std::filesystem::path> allow_read;
     std::vector<std::string> job_env;

@@ -12,13 +12,13 @@
 #include "core/error.h"
 #include "core/fs.h"
 #include "server/http/server.h"
-#include "server/kubernetes_executor.h"
-#include "server/local_executor.h"
-#include "server/prom.h"
-#include "server/router.h"
-#include "server/scheduler.h"
-#include "server/store.h"
-#include "server/web_assets.h"
+#include "server/scheduler/kubernetes_executor.h"
+#include "server/scheduler/local_executor.h"
+#include "server/routes/prom.h"
+#include "server/routes/router.h"
+#include "server/scheduler/scheduler.h"
+#include "server/jobs/store.h"
+#include "server/routes/web_assets.h"
 
 namespace llmt::server {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for the metrics index (src/server/metrics_index.h). Contract under test: for any
+// libFuzzer target for the metrics index (src/server/runs/metrics_index.h). Contract under test: for any
 // bytes, a poll returns only JSON objects whose integer "step" is past since_step, in file order; and
 // an index extended across an append (the file written in two parts, polled between) answers exactly
 // as a fresh index of the whole file does.
@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "server/metrics_index.h"
+#include "server/runs/metrics_index.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target for --quotas-file (src/server/admission.h), labels and submitter quotas. Contract
+// libFuzzer target for --quotas-file (src/server/scheduler/admission.h), labels and submitter quotas. Contract
 // under test: any bytes either load or throw llmt::Error (InputError naming the file); what loads has
 // only "key=value" labels and limits that are unlimited (-1) or >= 0.
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "server/admission.h"
+#include "server/scheduler/admission.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static const std::filesystem::path file =

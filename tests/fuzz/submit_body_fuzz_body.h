@@ -1,7 +1,7 @@
 // The submit-body fuzz body, shared by the libFuzzer target (submit_body_fuzz.cpp) and the short
 // in-gtest run (tests/server/submit_body_fuzz_smoke_test.cpp): the bounded parser (core/json_parse.h)
-// the server's job-request parsing (server/job_request.cpp) and its access policy for the config's
-// files (server/job_access.cpp), as POST /v1/jobs runs them.
+// the server's job-request parsing (server/jobs/job_request.cpp) and its access policy for the config's
+// files (server/jobs/job_access.cpp), as POST /v1/jobs runs them.
 // Contract under test: any bytes give a ParsedJob, or JsonParseError / ApiError / an InputError
 // (ConfigValidationError); the error body the router would send serialises without crashing.
 #pragma once
@@ -14,9 +14,9 @@
 #include "config/loader.h"
 #include "core/json_parse.h"
 #include "server/api_error.h"
-#include "server/job_access.h"
-#include "server/job_request.h"
-#include "server/preset_cache.h"
+#include "server/jobs/job_access.h"
+#include "server/jobs/job_request.h"
+#include "server/estimate/preset_cache.h"
 
 namespace llmt::fuzz {
 

@@ -188,7 +188,7 @@ TEST(K8sManifests, InvalidOptionsExit2WithAClearMessage) {
     }
 }
 
-// A command job (`k8s render ... -- python3 train.py`, server/command_job.h): every kind renders the program
+// A command job (`k8s render ... -- python3 train.py`, server/jobs/command_job.h): every kind renders the program
 // under `llmtrain launch --no-python`, without a ConfigMap, with its metrics and outputs under /out/<name>,
 // and passes the same schemas and semantic checks.
 TEST(K8sManifests, CommandJobsRenderForEveryKindAndValidate) {

@@ -1,4 +1,4 @@
-// Command jobs (server/command_job.h) against the security policy (docs/security.md "Command jobs"): the
+// Command jobs (server/jobs/command_job.h) against the security policy (docs/security.md "Command jobs"): the
 // program's environment has none of the server's secrets and no token, its working directory and HOME are
 // its own job directory, its outputs land in its run directory; only runner/admin tokens of a server
 // started with --allow-command-jobs get one in, and a submitter cannot smuggle a command into a training

@@ -7,7 +7,7 @@
 #include <regex>
 #include <string>
 
-#include "server/job_resume.h"
+#include "server/jobs/job_resume.h"
 #include "server/server_fixture.h"
 
 namespace {

@@ -24,7 +24,7 @@
 #include "data/shards/shard_writer.h"
 #include "security/soak_traffic.h"
 #include "server/server_fixture.h"
-#include "server/store.h"
+#include "server/jobs/store.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// Command jobs in a real `llmtrain serve` (server/command_job.h): the 2-process PyTorch DDP script of
+// Command jobs in a real `llmtrain serve` (server/jobs/command_job.h): the 2-process PyTorch DDP script of
 // tests/launch (Debian's torch 1.13) submitted with a runner token ends succeeded, with the JSON lines it
 // wrote to LLMTRAIN_METRICS_FILE as the job's metrics and LLMTRAIN_OUTPUT_DIR's files as its artifacts; a
 // submitter token gets 403, and a server without --allow-command-jobs refuses every token.

@@ -10,8 +10,8 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "server/admission.h"
-#include "server/disk_usage.h"
+#include "server/scheduler/admission.h"
+#include "server/scheduler/disk_usage.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
-// The access policy for server-side jobs (server/job_access.h) on real files: roots, denied paths,
+// The access policy for server-side jobs (server/jobs/job_access.h) on real files: roots, denied paths,
 // symlinks out of a root, "..", globs, relative values, pods' paths, write values, endpoints; the
-// schema's classes (a path-valued key must be classified); the environment jobs get (server/job_env.h).
+// schema's classes (a path-valued key must be classified); the environment jobs get (server/jobs/job_env.h).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -17,10 +17,10 @@
 #include "core/fs.h"
 #include "models/hf_resolve.h"
 #include "server/api_error.h"
-#include "server/job_access.h"
-#include "server/job_env.h"
-#include "server/job_request.h"
-#include "server/preset_cache.h"
+#include "server/jobs/job_access.h"
+#include "server/jobs/job_env.h"
+#include "server/jobs/job_request.h"
+#include "server/estimate/preset_cache.h"
 
 namespace {
 

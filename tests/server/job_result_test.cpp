@@ -1,4 +1,4 @@
-// The `result` of a job from its summary.json (server/job_result.h): a classifier's summary (as
+// The `result` of a job from its summary.json (server/jobs/job_result.h): a classifier's summary (as
 // `train` writes it for model.arch mlp|cnn) gives its scalars, confusion matrix, per-class accuracy and
 // class names; fields of the wrong shape are named in `invalid`, not copied; the cache parses a summary
 // once per file version and sees a replaced or removed file.
@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "server/job_result.h"
+#include "server/jobs/job_result.h"
 
 namespace {
 

@@ -13,7 +13,7 @@
 
 #include "core/error.h"
 #include "core/fs.h"
-#include "server/kubernetes_executor.h"
+#include "server/scheduler/kubernetes_executor.h"
 #include "server_fixture.h"
 
 namespace {

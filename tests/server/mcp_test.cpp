@@ -76,7 +76,7 @@ TEST_F(McpTest, HandshakeAndToolList) {
     // submit_job takes POST /v1/jobs' body schema.
     auto req = tools["submit_job"]["inputSchema"]["required"];
     EXPECT_NE(std::find(req.begin(), req.end(), "name"), req.end());
-    // ... and one of config (a training job) or command (a command job, server/command_job.h).
+    // ... and one of config (a training job) or command (a command job, server/jobs/command_job.h).
     EXPECT_EQ(tools["submit_job"]["inputSchema"]["oneOf"],
               (nlohmann::json::array({{{"required", {"config"}}}, {{"required", {"command"}}}})));
     EXPECT_TRUE(tools["submit_job"]["inputSchema"]["properties"].contains("command"));

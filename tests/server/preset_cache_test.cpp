@@ -10,7 +10,7 @@
 
 #include "config/loader.h"
 #include "core/fs.h"
-#include "server/preset_cache.h"
+#include "server/estimate/preset_cache.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// POST /v1/jobs with "resume_from": N (server/job_resume.h) through a real `llmtrain serve`: a bad value
+// POST /v1/jobs with "resume_from": N (server/jobs/job_resume.h) through a real `llmtrain serve`: a bad value
 // or a job that cannot be resumed is refused naming the field; a resumed job continues job N's run from
 // its latest checkpoint in its own run directory (its first logged step follows N's last), and job N's
 // files stay as they were.

@@ -1,7 +1,7 @@
 // RunsIndex (serve --runs-dir): which directories are runs, cursor pagination, and confinement: a
 // symlinked run, a file symlinked out of its run, odd names and `..` never reach a path outside the
 // root; a half-written run and one without metrics are listed with what they have.
-#include "server/runs_index.h"
+#include "server/runs/runs_index.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "core/error.h"
-#include "server/metrics_index.h"
+#include "server/runs/metrics_index.h"
 
 namespace {
 

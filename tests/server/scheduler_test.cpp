@@ -10,9 +10,9 @@
 #include <thread>
 
 #include "core/fs.h"
-#include "server/executor.h"
-#include "server/scheduler.h"
-#include "server/store.h"
+#include "server/scheduler/executor.h"
+#include "server/scheduler/scheduler.h"
+#include "server/jobs/store.h"
 
 namespace {
 
@@ -60,7 +60,7 @@ protected:
     }
     void TearDown() override { fs::remove_all(dir_); }
     Scheduler make(int cpus, Quotas q = {}, double grace = 30) {
-        // The preset's data, as a server started in the checkout lets jobs read it (server/job_access.h).
+        // The preset's data, as a server started in the checkout lets jobs read it (server/jobs/job_access.h).
         JobAccessPolicy access;
         access.relative_base = LLMT_SOURCE_DIR;
         access.read_roots = {fs::path(LLMT_SOURCE_DIR) / "data"};
@@ -128,7 +128,7 @@ TEST_F(SchedulerTest, RetriesRuntimeFailuresButNotBadInput) {
     EXPECT_TRUE(store_->check_consistency().empty());
 }
 
-// The access policy again at start (server/job_access.h): a stored job that reads outside the roots (the
+// The access policy again at start (server/jobs/job_access.h): a stored job that reads outside the roots (the
 // operator narrowed them since the submit) never starts; a text job's cache is placed in its directory.
 TEST_F(SchedulerTest, AttemptsStartOnlyInsideTheAccessPolicyWithWritesInTheJobsDirectory) {
     auto s = make(2);

@@ -35,7 +35,7 @@ inline const char* kRunnerToken = "runner-token-0123456789abcdef";  // may submi
 
 // A server process. Destruction kills it (SIGKILL) if it still runs. Jobs may read under the suite's
 // temporary directory (root's parent: the shards tests prepare) unless `extra` has --allow-read of its own;
-// the server's data dir inside it stays unreadable (server/job_access.h). Presets come from the
+// the server's data dir inside it stays unreadable (server/jobs/job_access.h). Presets come from the
 // checkout's configs/presets unless `extra` has --presets-dir.
 class ServeProcess {
 public:

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "server/store.h"
+#include "server/jobs/store.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "core/error.h"
-#include "server/estimate_history.h"
-#include "server/store.h"
+#include "server/estimate/estimate_history.h"
+#include "server/jobs/store.h"
 
 namespace {
 

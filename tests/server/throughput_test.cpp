@@ -1,5 +1,5 @@
-// Measured-throughput table and its interpolation (server/throughput.h), and the estimates built on it
-// (server/estimate.h), on hand-written rows whose expected figures are worked out in the comments, and
+// Measured-throughput table and its interpolation (server/estimate/throughput.h), and the estimates built on it
+// (server/estimate/estimate.h), on hand-written rows whose expected figures are worked out in the comments, and
 // the `llmtrain estimate` command over the repository's table.
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 #include "core/error.h"
 #include "models/classifier.h"
 #include "models/gpt2.h"
-#include "server/estimate.h"
-#include "server/throughput.h"
+#include "server/estimate/estimate.h"
+#include "server/estimate/throughput.h"
 #include "support/subprocess.h"
 
 namespace fs = std::filesystem;
@@ -233,7 +233,7 @@ TEST(EstimateCli, PrintsWorldSizesFromMeasuredRows) {
 }
 
 // Image-classifier rows (images_per_s, flops_per_image, arch) and the estimates built on them
-// (server/estimate_classifier.h).
+// (server/estimate/estimate_classifier.h).
 namespace {
 
 std::string image_row(const std::string& arch, double fpi, double ips, int world = 1, int threads = 2, int batch = 128,

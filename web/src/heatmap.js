@@ -1,7 +1,7 @@
 // A classifier's confusion matrix as a heat map (a table, so counts stay text a test and a screen
 // reader can read): rows the true class, columns the predicted one, each cell shaded by its share of
 // its row (the diagonal in blue, confusions in red), the class names on both axes, and each row's
-// count and per-class accuracy at its end. Input: GET /v1/jobs/{id}'s `result` (server/job_result.h).
+// count and per-class accuracy at its end. Input: GET /v1/jobs/{id}'s `result` (server/jobs/job_result.h).
 import { h, fmtPercent } from './dom.js';
 
 // The cell's background for `share` (0..1) of its row: white to the hue at full share.
