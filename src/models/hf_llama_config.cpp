@@ -138,19 +138,20 @@ void write_hf_llama_shape(const config::ModelConfig& m, int max_pos, json& j) {
     j["rms_norm_eps"] = hf_decimal(m.norm_eps);
     j["attention_dropout"] = 0.0;
     j["use_cache"] = true;
-    json params = {{"rope_type", "default"}, {"rope_theta", hf_decimal(m.rope_theta)}};
+    const config::ModelConfig::Rope& rope = m.rope;
+    json params = {{"rope_type", "default"}, {"rope_theta", hf_decimal(rope.theta)}};
     json legacy = nullptr;
-    if (m.rope_scaling.type == "llama3") {
+    if (rope.scaling.type == "llama3") {
         legacy = {{"rope_type", "llama3"},
-                  {"factor", m.rope_scaling.factor},
-                  {"low_freq_factor", m.rope_scaling.low_freq_factor},
-                  {"high_freq_factor", m.rope_scaling.high_freq_factor},
-                  {"original_max_position_embeddings", m.rope_scaling.original_max_position_embeddings}};
+                  {"factor", rope.scaling.factor},
+                  {"low_freq_factor", rope.scaling.low_freq_factor},
+                  {"high_freq_factor", rope.scaling.high_freq_factor},
+                  {"original_max_position_embeddings", rope.scaling.original_max_position_embeddings}};
         params = legacy;
-        params["rope_theta"] = hf_decimal(m.rope_theta);
+        params["rope_theta"] = hf_decimal(rope.theta);
     }
-    j["rope_parameters"] = params;                // 5.x
-    j["rope_theta"] = hf_decimal(m.rope_theta);  // 4.x; 5.x folds it into rope_parameters (the same value)
+    j["rope_parameters"] = params;              // 5.x
+    j["rope_theta"] = hf_decimal(rope.theta);  // 4.x; 5.x folds it into rope_parameters (the same value)
     j["rope_scaling"] = legacy;                   // 4.x; 5.x prefers it to rope_parameters (the same values)
 }
 

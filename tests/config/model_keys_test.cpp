@@ -36,28 +36,28 @@ TEST(ModelKeys, LlamaWithRopeScalingAsABlockOrFlowMapping) {
                           "  rope_scaling:\n    type: llama3\n    factor: 32\n    original_max_position_embeddings: 8192\n");
     EXPECT_EQ(c.model.arch, "llama");
     EXPECT_EQ(c.model.head_dim, 64);  // derived: d_model / n_head
-    EXPECT_EQ(c.model.rope_theta, 500000.f);
-    EXPECT_EQ(c.model.rope_scaling.type, "llama3");
-    EXPECT_EQ(c.model.rope_scaling.factor, 32.0);
-    EXPECT_EQ(c.model.rope_scaling.low_freq_factor, 1.0);  // defaults: Llama 3.1's values
-    EXPECT_EQ(c.model.rope_scaling.high_freq_factor, 4.0);
-    EXPECT_EQ(c.model.rope_scaling.original_max_position_embeddings, 8192);
+    EXPECT_EQ(c.model.rope.theta, 500000.f);
+    EXPECT_EQ(c.model.rope.scaling.type, "llama3");
+    EXPECT_EQ(c.model.rope.scaling.factor, 32.0);
+    EXPECT_EQ(c.model.rope.scaling.low_freq_factor, 1.0);  // defaults: Llama 3.1's values
+    EXPECT_EQ(c.model.rope.scaling.high_freq_factor, 4.0);
+    EXPECT_EQ(c.model.rope.scaling.original_max_position_embeddings, 8192);
     EXPECT_EQ(c.resolved["model"]["rope_scaling"]["factor"], 32.0);
     EXPECT_EQ(c.written.at("model.rope_scaling.factor"), "m.yaml:10:5");
 
     const Config f = load("  arch: llama\n  rope_scaling: {type: llama3, factor: 8}\n");
-    EXPECT_EQ(f.model.rope_scaling.factor, 8.0);
-    EXPECT_EQ(load("  arch: llama\n  rope_scaling:\n").model.rope_scaling.type, "none");  // an empty group
+    EXPECT_EQ(f.model.rope.scaling.factor, 8.0);
+    EXPECT_EQ(load("  arch: llama\n  rope_scaling:\n").model.rope.scaling.type, "none");  // an empty group
 }
 
 TEST(ModelKeys, SetReachesNestedKeys) {
     const Config c = load("  arch: llama\n", {"model.rope_scaling.type=llama3", "model.rope_scaling.factor=16"});
-    EXPECT_EQ(c.model.rope_scaling.type, "llama3");
-    EXPECT_EQ(c.model.rope_scaling.factor, 16.0);
+    EXPECT_EQ(c.model.rope.scaling.type, "llama3");
+    EXPECT_EQ(c.model.rope.scaling.factor, 16.0);
     EXPECT_EQ(c.written.at("model.rope_scaling.factor"), "--set model.rope_scaling.factor=16");
     // Over a group written in the file.
     const Config d = load("  arch: llama\n  rope_scaling: {type: llama3, factor: 8}\n", {"model.rope_scaling.factor=16"});
-    EXPECT_EQ(d.model.rope_scaling.factor, 16.0);
+    EXPECT_EQ(d.model.rope.scaling.factor, 16.0);
 }
 
 TEST(ModelKeys, UnknownAndMistypedNestedKeys) {

@@ -162,7 +162,7 @@ TEST(Qwen2Config, TakenIntoAConfigBuildsTheBiasedGraphAndWritesBack) {
     j["vocab_size"] = 300;
     apply_hf_config(cfg, parse(j));
     EXPECT_EQ(cfg.model.arch, "qwen2");
-    EXPECT_EQ(cfg.model.rope_theta, 1e6f);
+    EXPECT_EQ(cfg.model.rope.theta, 1e6f);
     EXPECT_EQ(cfg.model.n_kv_head, 2);
     const auto model = make_model(cfg);
     EXPECT_EQ(model->arch(), "qwen2");
@@ -277,7 +277,7 @@ TEST(MistralConfig, TheWindowIsANumberOrNull) {
     small["sliding_window"] = 8;
     apply_hf_config(cfg, parse(small));
     EXPECT_EQ(cfg.model.arch, "mistral");
-    EXPECT_EQ(cfg.model.sliding_window, 8);
+    EXPECT_EQ(cfg.model.mistral.sliding_window, 8);
     EXPECT_NE(make_model(cfg)->summary().find("sliding window 8"), std::string::npos);
     const json out = hf_config_json(cfg.model, HfExportInfo{});
     EXPECT_EQ(out["architectures"], json::array({"MistralForCausalLM"}));

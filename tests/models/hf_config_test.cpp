@@ -247,10 +247,10 @@ TEST(HfConfigApply, UnwrittenKeysAreTakenAndResolvedFollows) {
     EXPECT_EQ(m.block_size, 2048);  // written, below max_position_embeddings
     EXPECT_TRUE(m.tie_embeddings);
     EXPECT_EQ(m.norm_eps, 1e-5f);
-    EXPECT_EQ(m.rope_theta, 500000.f);
-    EXPECT_EQ(m.rope_scaling.type, "llama3");
-    EXPECT_EQ(m.rope_scaling.factor, 32.0);
-    EXPECT_EQ(m.rope_scaling.original_max_position_embeddings, 8192);
+    EXPECT_EQ(m.rope.theta, 500000.f);
+    EXPECT_EQ(m.rope.scaling.type, "llama3");
+    EXPECT_EQ(m.rope.scaling.factor, 32.0);
+    EXPECT_EQ(m.rope.scaling.original_max_position_embeddings, 8192);
     EXPECT_EQ(m.vocab_pad_multiple, 128);  // ours
     // The resolved JSON (what checkpoints store) says the same, and reloads to the same config.
     EXPECT_EQ(cfg.resolved["model"]["n_layer"], 16);
@@ -263,7 +263,7 @@ TEST(HfConfigApply, BlockSizeDefaultsToMaxPositions) {
     config::Config cfg = load("");
     apply_hf_config(cfg, parse(kTinyLlama));
     EXPECT_EQ(cfg.model.block_size, 2048);
-    EXPECT_EQ(cfg.model.rope_scaling.type, "none");
+    EXPECT_EQ(cfg.model.rope.scaling.type, "none");
     EXPECT_EQ(cfg.model.n_kv_head, 4);
 }
 
@@ -324,7 +324,7 @@ TEST(HfConfigApply, Gpt2DirectoryKeepsRopeDefaults) {
     EXPECT_EQ(cfg.model.arch, "gpt2");
     EXPECT_EQ(cfg.model.d_ff, 3072);
     EXPECT_EQ(cfg.model.block_size, 256);
-    EXPECT_EQ(cfg.model.rope_scaling.type, "none");
+    EXPECT_EQ(cfg.model.rope.scaling.type, "none");
     EXPECT_FALSE(cfg.wrote("model.arch"));
 }
 
