@@ -24,7 +24,9 @@ const std::vector<std::string>& lm_only_model_keys() {
     static const std::vector<std::string> keys = {
         "model.n_layer",  "model.n_head",         "model.d_model",  "model.block_size", "model.vocab_size",
         "model.vocab_pad_multiple", "model.tie_embeddings", "model.norm_eps", "model.rope_theta",
-        "model.rope_scaling.type", "model.sliding_window"};
+        "model.rope_scaling.type", "model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
+        "model.rope_scaling.high_freq_factor", "model.rope_scaling.original_max_position_embeddings",
+        "model.sliding_window"};
     return keys;
 }
 
@@ -67,11 +69,17 @@ std::vector<KeyProblem> classifier_problems(const ordered_json& r, bool training
     const std::string source = at(r, "data.source");
     const bool classifier = is_classifier_arch(arch);
     if (classifier) {
-        for (const auto& key : lm_only_model_keys())
-            if (!is_default(r, key))
-                out.push_back({key, fmt::format("is read only by the language models ({}), and model.arch is "
-                                                "{}; remove it",
-                                                names_of(ArchKind::kLanguageModel), arch)});
+        for (const auto& key : lm_only_model_keys()) {
+            if (is_default(r, key)) continue;
+            // A key of some language models' section (RoPE, Mistral's window) names those.
+            const std::string readers = families_reading(key);
+            out.push_back({key, readers.empty() ? fmt::format("is read only by the language models ({}), and "
+                                                              "model.arch is {}; remove it",
+                                                              names_of(ArchKind::kLanguageModel), arch)
+                                                : fmt::format("is read only with model.arch {}, and model.arch is "
+                                                              "{}; remove it",
+                                                              readers, arch)});
+        }
         if (at(r, "model.init_from") != "scratch" && at(r, "model.init_from") != "")
             out.push_back({"model.init_from", fmt::format("model.arch {} trains from scratch (Hugging Face weights are "
                                                           "language models); remove it",

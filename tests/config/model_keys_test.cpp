@@ -3,6 +3,9 @@
 // refusals, and Config::written, the record of which keys the user wrote.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
+#include "config/arch_table.h"
 #include "config/emit.h"
 #include "config/loader.h"
 #include "config/schema.h"
@@ -96,6 +99,56 @@ TEST(ModelKeys, Gpt2RefusesWhatItDoesNotRead) {
     EXPECT_NE(is[3].message.find("must be model.d_model / model.n_head (64)"), std::string::npos) << is[3].message;
     // The default value written out is not "unread".
     EXPECT_NO_THROW(load("  rope_theta: 10000\n  head_dim: 64\n"));
+}
+
+// Every key of a family's config section (ModelConfig::rope, ::mistral, ::classifier), set to another
+// value than its default under every family: accepted where the family reads it, and otherwise refused
+// naming the key and model.arch, never accepted and ignored. The readers are written out here, not taken
+// from config/arch_table.cpp, so a row that loses a key fails.
+TEST(ModelKeys, SectionKeysAreRefusedUnderFamiliesThatDoNotReadThem) {
+    const std::vector<std::string> rope = {"llama", "qwen2", "qwen3", "mistral"}, image = {"mlp", "cnn"};
+    struct Probe {
+        std::string key;
+        std::vector<std::string> sets;  // the key's value, and what it needs where it is read
+        std::vector<std::string> readers;
+    };
+    const std::vector<Probe> probes = {
+        {"model.rope_theta", {"model.rope_theta=500000"}, rope},
+        {"model.rope_scaling.type", {"model.rope_scaling.type=llama3"}, rope},
+        {"model.rope_scaling.factor", {"model.rope_scaling.type=llama3", "model.rope_scaling.factor=16"}, rope},
+        {"model.rope_scaling.low_freq_factor",
+         {"model.rope_scaling.type=llama3", "model.rope_scaling.low_freq_factor=2"}, rope},
+        {"model.rope_scaling.high_freq_factor",
+         {"model.rope_scaling.type=llama3", "model.rope_scaling.high_freq_factor=8"}, rope},
+        {"model.rope_scaling.original_max_position_embeddings",
+         {"model.rope_scaling.type=llama3", "model.rope_scaling.original_max_position_embeddings=4096"}, rope},
+        {"model.sliding_window", {"model.sliding_window=4"}, {"mistral"}},
+        {"model.image_size", {"model.image_size=32"}, image},
+        {"model.in_channels", {"model.in_channels=3"}, image},
+        {"model.num_classes", {"model.num_classes=5"}, image},
+        {"model.hidden_sizes", {"model.hidden_sizes=[8]"}, image},
+        {"model.conv_channels", {"model.conv_channels=[8]"}, {"cnn"}},
+    };
+    for (const std::string& arch : arch_names()) {
+        for (const Probe& p : probes) {
+            std::vector<std::string> sets = p.sets;
+            sets.push_back("model.arch=" + arch);
+            const bool reads = std::find(p.readers.begin(), p.readers.end(), arch) != p.readers.end();
+            const ConfigIssue* refusal = nullptr;
+            const auto is = issues_of("", sets);
+            for (const ConfigIssue& i : is)
+                if (i.key == p.key) refusal = &i;
+            if (reads) {
+                EXPECT_EQ(refusal, nullptr) << arch << " reads " << p.key << ":\n" << joined(is);
+                continue;
+            }
+            ASSERT_NE(refusal, nullptr) << arch << " does not read " << p.key << ", which was accepted:\n"
+                                        << joined(is);
+            EXPECT_NE(refusal->message.find("and model.arch is " + arch), std::string::npos)
+                << p.key << " under " << arch << ": " << refusal->message;
+            EXPECT_EQ(refusal->where, "--set " + p.sets.back()) << refusal->message;
+        }
+    }
 }
 
 TEST(ModelKeys, LlamaShapeChecks) {
