@@ -120,8 +120,8 @@ TEST(Qwen2Config, BothGenerationsReadTheSameModel) {
         EXPECT_EQ(c.hidden_size, 896);
         EXPECT_EQ(c.num_key_value_heads, 2);
         EXPECT_EQ(c.head_dim, 64);
-        EXPECT_EQ(c.rope_theta, 1e6);
-        EXPECT_EQ(c.rope_type, "none");
+        EXPECT_EQ(c.rope.theta, 1e6);
+        EXPECT_EQ(c.rope.scaling.type, "none");
         EXPECT_TRUE(c.tie_word_embeddings);
         EXPECT_EQ(c.norm_eps, 1e-6);
         EXPECT_EQ(c.eos_token_id, (std::vector<int64_t>{151643}));
@@ -254,7 +254,7 @@ TEST(MistralConfig, TheWindowIsANumberOrNull) {
     const HfConfig b = parse(v2);
     EXPECT_EQ(b.family_values.back().second, 0);
     EXPECT_EQ(b.head_dim, 160);
-    EXPECT_EQ(b.rope_theta, 1e6);
+    EXPECT_EQ(b.rope.theta, 1e6);
     // Per-layer patterns we do not compute are refused naming the field.
     json mixed = kMistral_4x;
     mixed["layer_types"] = {"sliding_attention", "full_attention"};
