@@ -101,6 +101,30 @@ TEST(ModelKeys, Gpt2RefusesWhatItDoesNotRead) {
     EXPECT_NO_THROW(load("  rope_theta: 10000\n  head_dim: 64\n"));
 }
 
+// The flat keys land in their family's section of ModelConfig (config/typed.cpp), and the resolved config keeps
+// them flat.
+TEST(ModelKeys, SectionsAreFilledFromTheFlatKeys) {
+    const Config m = load("  arch: mistral\n  sliding_window: 16\n  rope_theta: 1000000\n");
+    EXPECT_EQ(m.model.mistral.sliding_window, 16);
+    EXPECT_EQ(m.model.rope.theta, 1e6f);
+    EXPECT_EQ(m.resolved["model"]["sliding_window"], 16);
+    EXPECT_EQ(m.resolved["model"]["rope_theta"], 1e6);
+    const Config c = load_config_string("model: {arch: cnn, image_size: 32, in_channels: 3, num_classes: 5, "
+                                        "conv_channels: [8, 16], hidden_sizes: [64, 32]}\n",
+                                        "c.yaml", {}, ConfigUse::kModelOnly);
+    const ModelConfig::Classifier& k = c.model.classifier;
+    EXPECT_EQ(k.image_size, 32);
+    EXPECT_EQ(k.in_channels, 3);
+    EXPECT_EQ(k.num_classes, 5);
+    EXPECT_EQ(k.conv_channels, (std::vector<int>{8, 16}));
+    EXPECT_EQ(k.hidden_sizes, (std::vector<int>{64, 32}));
+    EXPECT_EQ(c.resolved["model"]["image_size"], 32);
+    // A family that does not read a section holds its defaults.
+    EXPECT_EQ(c.model.mistral.sliding_window, 0);
+    EXPECT_EQ(c.model.rope.scaling.type, "none");
+    EXPECT_EQ(m.model.classifier.image_size, 28);
+}
+
 // Every key of a family's config section (ModelConfig::rope, ::mistral, ::classifier), set to another
 // value than its default under every family: accepted where the family reads it, and otherwise refused
 // naming the key and model.arch, never accepted and ignored. The readers are written out here, not taken
