@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 
 #include "config/arch_table.h"
 #include "config/emit.h"
@@ -123,6 +125,28 @@ TEST(ModelKeys, SectionsAreFilledFromTheFlatKeys) {
     EXPECT_EQ(c.model.mistral.sliding_window, 0);
     EXPECT_EQ(c.model.rope.scaling.type, "none");
     EXPECT_EQ(m.model.classifier.image_size, 28);
+}
+
+// A checkpoint's resolved config (its state.json "config", what resume compares and what a config is rebuilt
+// from) written by `llmtrain train` built from commit 0912332, whose ModelConfig was one flat struct, for
+// fixtures/mistral_resolved.yaml (Mistral with a window, RoPE base 1e6 and llama3 scaling): the same YAML
+// resolves to the same JSON today, and the JSON loads into the sections.
+TEST(ModelKeys, ResolvedConfigOfAnEarlierCheckpointIsUnchanged) {
+    const std::string dir = LLMT_SOURCE_DIR "/tests/config/fixtures/";
+    auto text_of = [](const std::string& path) {
+        std::ifstream in(path);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const nlohmann::json saved = nlohmann::json::parse(text_of(dir + "mistral_resolved.json"));
+    const Config now = load_config_string(text_of(dir + "mistral_resolved.yaml"), "mistral_resolved.yaml",
+                                          {"output.run_id=straight"});
+    EXPECT_EQ(nlohmann::json::parse(now.resolved.dump()), saved);
+    const Config again = load_config_string(saved.dump(), "state.json");
+    EXPECT_EQ(again.model.mistral.sliding_window, 8);
+    EXPECT_EQ(again.model.rope.theta, 1e6f);
+    EXPECT_EQ(again.model.rope.scaling.type, "llama3");
+    EXPECT_EQ(again.model.rope.scaling.factor, 16.0);
+    EXPECT_EQ(again.model.rope.scaling.original_max_position_embeddings, 16);
 }
 
 // Every key of a family's config section (ModelConfig::rope, ::mistral, ::classifier), set to another
