@@ -75,16 +75,16 @@ void predict(const PredictOptions& o) {
                                      "cnn); use generate for language models",
                                      loaded.source, cfg.model.arch));
     const auto names = train::class_names(cfg);
-    const int C = cfg.model.num_classes, top = std::clamp(o.top, 1, C);
+    const config::ModelConfig::Classifier& m = cfg.model.classifier;
+    const int C = m.num_classes, top = std::clamp(o.top, 1, C);
     const std::vector<std::string> files = image_files(o.images);
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     std::size_t n = 0;  // images so far, over all files
     for (const std::string& file : files) {
         const data::GreyImages g = data::read_images_for_prediction(file);
-        if (g.H != cfg.model.image_size || g.W != cfg.model.image_size || cfg.model.in_channels != 1)
+        if (g.H != m.image_size || g.W != m.image_size || m.in_channels != 1)
             throw InputError(fmt::format("predict: '{}' holds {}x{} grey images; the model takes {}x{} with {} channel(s)",
-                                         file, g.H, g.W, cfg.model.image_size, cfg.model.image_size,
-                                         cfg.model.in_channels));
+                                         file, g.H, g.W, m.image_size, m.image_size, m.in_channels));
         const int T = g.H * g.W;
         std::vector<int32_t> x(static_cast<size_t>(T));
         for (size_t i = 0; i < g.images.size(); ++i, ++n) {

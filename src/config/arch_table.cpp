@@ -8,8 +8,19 @@ namespace llmt::config {
 
 namespace {
 
-// RoPE: the base and the scaling type (the llama3 keys under model.rope_scaling are checked against the type).
-const std::vector<std::string> kRopeKeys = {"model.rope_theta", "model.rope_scaling.type"};
+// The RoPE section (ModelConfig::rope): the base and the scaling group (its llama3 keys are also checked
+// against the type by the loader).
+const std::vector<std::string> kRopeKeys = {"model.rope_theta",
+                                            "model.rope_scaling.type",
+                                            "model.rope_scaling.factor",
+                                            "model.rope_scaling.low_freq_factor",
+                                            "model.rope_scaling.high_freq_factor",
+                                            "model.rope_scaling.original_max_position_embeddings"};
+
+std::vector<std::string> with(std::vector<std::string> keys, const std::string& key) {
+    keys.push_back(key);
+    return keys;
+}
 
 std::vector<ArchEntry> build() {
     const ArchKind lm = ArchKind::kLanguageModel, image = ArchKind::kImageClassifier;
@@ -18,7 +29,7 @@ std::vector<ArchEntry> build() {
         {"llama", lm, true, true, true, kRopeKeys, "LLaMA (RoPE, RMSNorm, SwiGLU, grouped-query heads)"},
         {"qwen2", lm, true, true, true, kRopeKeys, "Qwen2/Qwen2.5 (LLaMA with q/k/v biases)"},
         {"qwen3", lm, true, true, true, kRopeKeys, "Qwen3 (LLaMA with per-head q/k RMSNorm)"},
-        {"mistral", lm, true, true, true, {"model.rope_theta", "model.rope_scaling.type", "model.sliding_window"},
+        {"mistral", lm, true, true, true, with(kRopeKeys, "model.sliding_window"),
          "Mistral (LLaMA with sliding-window attention)"},
         {"mlp", image, false, false, false, {}, "image classifier, fully connected"},
         {"cnn", image, false, false, false, {"model.conv_channels", "trainer.conv_tf32"},

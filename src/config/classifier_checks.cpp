@@ -18,13 +18,27 @@ bool is_default(const ordered_json& r, const std::string& path) {
     return at(r, path) == find_field(path)->default_value;
 }
 
-// Keys that only the language models read.
+// Keys that every language model reads and no classifier does.
 const std::vector<std::string>& lm_only_model_keys() {
     // (n_kv_head, d_ff and head_dim are derived from these unless written; the model checks compare them.)
     static const std::vector<std::string> keys = {
         "model.n_layer",  "model.n_head",         "model.d_model",  "model.block_size", "model.vocab_size",
-        "model.vocab_pad_multiple", "model.tie_embeddings", "model.norm_eps", "model.rope_theta",
-        "model.rope_scaling.type", "model.sliding_window"};
+        "model.vocab_pad_multiple", "model.tie_embeddings", "model.norm_eps"};
+    return keys;
+}
+
+// The keys of the language-model families' sections (config/arch_table.cpp: RoPE, Mistral's window, ...),
+// which no classifier reads: from the table, so a new family's section is refused under a classifier too.
+const std::vector<std::string>& lm_section_keys() {
+    static const std::vector<std::string> keys = [] {
+        std::vector<std::string> out;
+        for (const std::string& key : family_keys()) {
+            bool image = false;
+            for (const ArchEntry& e : arch_table()) image |= e.kind == ArchKind::kImageClassifier && e.reads(key);
+            if (!image) out.push_back(key);
+        }
+        return out;
+    }();
     return keys;
 }
 
@@ -72,6 +86,10 @@ std::vector<KeyProblem> classifier_problems(const ordered_json& r, bool training
                 out.push_back({key, fmt::format("is read only by the language models ({}), and model.arch is "
                                                 "{}; remove it",
                                                 names_of(ArchKind::kLanguageModel), arch)});
+        for (const auto& key : lm_section_keys())
+            if (!is_default(r, key))
+                out.push_back({key, fmt::format("is read only with model.arch {}, and model.arch is {}; remove it",
+                                                families_reading(key), arch)});
         if (at(r, "model.init_from") != "scratch" && at(r, "model.init_from") != "")
             out.push_back({"model.init_from", fmt::format("model.arch {} trains from scratch (Hugging Face weights are "
                                                           "language models); remove it",

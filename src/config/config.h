@@ -20,8 +20,15 @@ struct RunConfig {
     int threads = 0;
 };
 
+// The model section. What every family reads stays flat; a key that only one family (or one group of
+// families, as src/models/ groups them) reads lives in that family's section, the struct's mirror of the
+// section's keys in config/arch_table.cpp. The YAML keys stay flat (model.rope_theta -> rope.theta,
+// config/typed.cpp maps them); a family that does not read a section holds its schema defaults (the loader
+// refuses any other value under it).
 struct ModelConfig {
     std::string arch;
+    // n_kv_head and head_dim: every language model's attention shape (GPT-2's are n_head and d_model / n_head;
+    // the families on LLaMA's graph may set others, HF num_key_value_heads and head_dim).
     int n_layer = 0, n_head = 0, n_kv_head = 0, d_model = 0, d_ff = 0;
     int block_size = 0;
     int vocab_size = 0;
@@ -29,23 +36,34 @@ struct ModelConfig {
     float dropout = 0.f;
     bool tie_embeddings = true;
     float norm_eps = 1e-5f;  // LayerNorm (gpt2) or RMSNorm (llama) epsilon
-    int head_dim = 0;        // d_model / n_head unless written (llama: HF head_dim may differ)
-    // RoPE (llama): the base, and transformers' "llama3" frequency scaling (type "none" or "llama3"; the
-    // other fields are read only with llama3).
-    float rope_theta = 10000.f;
-    struct RopeScaling {
-        std::string type = "none";
-        double factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
-        int original_max_position_embeddings = 8192;
-    } rope_scaling;
-    // Mistral: each query sees the sliding_window most recent keys (itself included); 0 = no window.
-    int sliding_window = 0;
+    int head_dim = 0;        // d_model / n_head unless written
     std::string init_from;  // "scratch" or a path
     std::string revision;   // of init_from and data.tokenizer when they are hub cache folders
-    // Image classifiers (arch mlp | cnn; models/classifier.h).
-    int image_size = 28, in_channels = 1, num_classes = 10;
-    std::vector<int> conv_channels;  // cnn: 3x3 conv + ReLU + 2x2 max-pool each
-    std::vector<int> hidden_sizes;   // fully connected hidden widths
+
+    // RoPE (llama, qwen2, qwen3, mistral: the families on LLaMA's graph, models/llama.h): the base
+    // (model.rope_theta) and transformers' "llama3" frequency scaling (model.rope_scaling.*: type "none" or
+    // "llama3"; the other fields are read only with llama3).
+    struct Rope {
+        float theta = 10000.f;
+        struct Scaling {
+            std::string type = "none";
+            double factor = 8.0, low_freq_factor = 1.0, high_freq_factor = 4.0;
+            int original_max_position_embeddings = 8192;
+        } scaling;
+    } rope;
+    // Mistral (models/mistral.cpp): each query sees the model.sliding_window most recent keys (itself
+    // included); 0 = no window.
+    struct Mistral {
+        int sliding_window = 0;
+    } mistral;
+    // Image classifiers (mlp, cnn; models/classifier.h): model.image_size, in_channels, num_classes,
+    // conv_channels (cnn only: 3x3 conv + ReLU + 2x2 max-pool each), hidden_sizes (fully connected widths).
+    struct Classifier {
+        int image_size = 28, in_channels = 1, num_classes = 10;
+        std::vector<int> conv_channels;
+        std::vector<int> hidden_sizes;
+    } classifier;
+
     // Whether model.arch is an image classifier (config/arch_table.h).
     bool is_classifier() const;
 

@@ -521,6 +521,30 @@ std::function<std::string(const std::string&)> locator(const std::map<std::strin
     };
 }
 
+// model.rope_scaling: its llama3 keys only with type llama3, whose ramp divides by (high - low).
+void check_rope_scaling(const ordered_json& r, const std::function<std::string(const std::string&)>& at,
+                        Validator& v) {
+    static const char* kLlama3Keys[] = {"model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
+                                        "model.rope_scaling.high_freq_factor",
+                                        "model.rope_scaling.original_max_position_embeddings"};
+    if (value_at(r, "model.rope_scaling.type") != "llama3") {
+        for (const char* key : kLlama3Keys)
+            if (!is_default(r, key))
+                v.add(key, at(key),
+                      fmt::format("is read only with model.rope_scaling.type llama3, and the type is {}; remove it "
+                                  "(default {}) or set model.rope_scaling.type: llama3",
+                                  value_at(r, "model.rope_scaling.type").get<std::string>(),
+                                  find_field(key)->default_value.dump()));
+    } else if (value_at(r, "model.rope_scaling.high_freq_factor").get<double>() <=
+               value_at(r, "model.rope_scaling.low_freq_factor").get<double>()) {
+        // The llama3 ramp divides by (high - low).
+        v.add("model.rope_scaling.high_freq_factor", at("model.rope_scaling.high_freq_factor"),
+              fmt::format("must be > model.rope_scaling.low_freq_factor ({}), found {}",
+                          value_at(r, "model.rope_scaling.low_freq_factor").get<double>(),
+                          value_at(r, "model.rope_scaling.high_freq_factor").get<double>()));
+    }
+}
+
 // The model section: derived defaults (a null value), then the cross-field and per-architecture checks.
 // Run by the loader, and again after a Hugging Face config.json changed model keys (recheck_model_section).
 void model_checks(ordered_json& r, const std::function<std::string(const std::string&)>& at, Validator& v) {
@@ -565,25 +589,9 @@ void model_checks(ordered_json& r, const std::function<std::string(const std::st
     if (family && family->rotary_positions && as_i(m["head_dim"]) % 2 != 0)
         v.add("model.head_dim", at("model.head_dim"),
               fmt::format("RoPE rotates pairs of channels: must be even, found {}", as_i(m["head_dim"])));
-    static const char* kLlama3Keys[] = {"model.rope_scaling.factor", "model.rope_scaling.low_freq_factor",
-                                        "model.rope_scaling.high_freq_factor",
-                                        "model.rope_scaling.original_max_position_embeddings"};
-    if (value_at(r, "model.rope_scaling.type") != "llama3") {
-        for (const char* key : kLlama3Keys)
-            if (!is_default(r, key))
-                v.add(key, at(key),
-                      fmt::format("is read only with model.rope_scaling.type llama3, and the type is {}; remove it "
-                                  "(default {}) or set model.rope_scaling.type: llama3",
-                                  value_at(r, "model.rope_scaling.type").get<std::string>(),
-                                  find_field(key)->default_value.dump()));
-    } else if (value_at(r, "model.rope_scaling.high_freq_factor").get<double>() <=
-               value_at(r, "model.rope_scaling.low_freq_factor").get<double>()) {
-        // The llama3 ramp divides by (high - low).
-        v.add("model.rope_scaling.high_freq_factor", at("model.rope_scaling.high_freq_factor"),
-              fmt::format("must be > model.rope_scaling.low_freq_factor ({}), found {}",
-                          value_at(r, "model.rope_scaling.low_freq_factor").get<double>(),
-                          value_at(r, "model.rope_scaling.high_freq_factor").get<double>()));
-    }
+    // The llama3 keys under a family with the RoPE section (the family-key check above names them under
+    // any other).
+    if (family && family->reads("model.rope_scaling.type")) check_rope_scaling(r, at, v);
 }
 
 void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v, ConfigUse use) {

@@ -28,21 +28,24 @@ Config from_resolved(const nlohmann::ordered_json& r) {
     c.model.tie_embeddings = m.at("tie_embeddings");
     c.model.norm_eps = m.at("norm_eps").get<float>();
     c.model.head_dim = m.at("head_dim");
-    c.model.sliding_window = m.at("sliding_window");
-    c.model.rope_theta = m.at("rope_theta").get<float>();
-    const auto& rs = m.at("rope_scaling");
-    c.model.rope_scaling.type = rs.at("type");
-    c.model.rope_scaling.factor = rs.at("factor");
-    c.model.rope_scaling.low_freq_factor = rs.at("low_freq_factor");
-    c.model.rope_scaling.high_freq_factor = rs.at("high_freq_factor");
-    c.model.rope_scaling.original_max_position_embeddings = rs.at("original_max_position_embeddings");
     c.model.init_from = m.at("init_from");
     c.model.revision = m.at("revision");
-    c.model.image_size = m.at("image_size");
-    c.model.in_channels = m.at("in_channels");
-    c.model.num_classes = m.at("num_classes");
-    for (const auto& x : m.at("conv_channels")) c.model.conv_channels.push_back(static_cast<int>(x.get<double>()));
-    for (const auto& x : m.at("hidden_sizes")) c.model.hidden_sizes.push_back(static_cast<int>(x.get<double>()));
+    // The families' sections (config.h): their keys stay flat in the YAML and the resolved config.
+    auto& rope = c.model.rope;
+    rope.theta = m.at("rope_theta").get<float>();
+    const auto& rs = m.at("rope_scaling");
+    rope.scaling.type = rs.at("type");
+    rope.scaling.factor = rs.at("factor");
+    rope.scaling.low_freq_factor = rs.at("low_freq_factor");
+    rope.scaling.high_freq_factor = rs.at("high_freq_factor");
+    rope.scaling.original_max_position_embeddings = rs.at("original_max_position_embeddings");
+    c.model.mistral.sliding_window = m.at("sliding_window");
+    auto& image = c.model.classifier;
+    image.image_size = m.at("image_size");
+    image.in_channels = m.at("in_channels");
+    image.num_classes = m.at("num_classes");
+    for (const auto& x : m.at("conv_channels")) image.conv_channels.push_back(static_cast<int>(x.get<double>()));
+    for (const auto& x : m.at("hidden_sizes")) image.hidden_sizes.push_back(static_cast<int>(x.get<double>()));
 
     const auto& l = r.at("lora");
     c.lora.r = l.at("r");

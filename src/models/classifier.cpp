@@ -30,11 +30,11 @@ ClassifierConfig ClassifierConfig::from(const config::Config& cfg) {
     LLMT_CHECK(m.is_classifier(), "model.arch: expected an image classifier, found {}", m.arch);
     ClassifierConfig c;
     c.conv = config::find_arch(m.arch)->reads("model.conv_channels");
-    c.H = c.W = m.image_size;
-    c.C = m.in_channels;
-    c.classes = m.num_classes;
-    if (c.conv) c.conv_channels = m.conv_channels;
-    c.hidden = m.hidden_sizes;
+    c.H = c.W = m.classifier.image_size;
+    c.C = m.classifier.in_channels;
+    c.classes = m.classifier.num_classes;
+    if (c.conv) c.conv_channels = m.classifier.conv_channels;
+    c.hidden = m.classifier.hidden_sizes;
     c.dropout = m.dropout;
     c.pixel_mean = static_cast<float>(cfg.data.pixel_mean);
     c.pixel_std = static_cast<float>(cfg.data.pixel_std);

@@ -34,11 +34,17 @@ struct HfConfig {
     int vocab_size = 0;
     double norm_eps = 0;  // llama: rms_norm_eps (default 1e-6); gpt2: layer_norm_epsilon (default 1e-5)
     bool tie_word_embeddings = false;  // absent: llama false, gpt2 true (transformers' class defaults)
-    // llama: RoPE base and scaling (4.x: rope_theta + rope_scaling; 5.x: rope_parameters).
-    double rope_theta = 10000.0;
-    std::string rope_type = "none";  // "none" (HF "default") | "llama3"
-    double rope_factor = 0, rope_low_freq_factor = 0, rope_high_freq_factor = 0;
-    int rope_original_max_position_embeddings = 0;
+    // The families on the LLaMA graph: RoPE base and scaling (4.x: rope_theta + rope_scaling; 5.x:
+    // rope_parameters), as the model section's RoPE keys (config::ModelConfig::Rope) in config.json's
+    // precision; the scaling fields are set with type llama3 only.
+    struct Rope {
+        double theta = 10000.0;
+        struct Scaling {
+            std::string type = "none";  // "none" (HF "default") | "llama3"
+            double factor = 0, low_freq_factor = 0, high_freq_factor = 0;
+            int original_max_position_embeddings = 0;
+        } scaling;
+    } rope;
     std::vector<int64_t> bos_token_id, eos_token_id;  // an int in the file is one element; null is empty
     // The family's defaults where the file has no bos/eos ids (GPT2Config's 50256).
     std::vector<int64_t> default_bos_token_id, default_eos_token_id;
@@ -61,10 +67,10 @@ HfConfig read_hf_config(const std::filesystem::path& file);
 
 // Takes the model keys the user did not write (cfg.written) from `hf`, and compares the written ones:
 // arch, n_layer, n_head, n_kv_head, d_model, d_ff, head_dim, vocab_size, tie_embeddings, norm_eps,
-// and for llama rope_theta and rope_scaling.*. model.block_size may be written up to
-// max_position_embeddings (unwritten: max_position_embeddings). vocab_pad_multiple, dropout and
-// init_from stay ours. Keeps cfg.resolved in step (checkpoints store it), re-runs the model checks
-// (config/loader.h recheck_model_section) and refreshes cfg.model.
+// and the family's section keys (family_values: the RoPE keys, Mistral's model.sliding_window).
+// model.block_size may be written up to max_position_embeddings (unwritten: max_position_embeddings).
+// vocab_pad_multiple, dropout and init_from stay ours. Keeps cfg.resolved in step (checkpoints store it),
+// re-runs the model checks (config/loader.h recheck_model_section) and refreshes cfg.model.
 // Throws ConfigError listing every disagreement, each naming both sides ("model.n_layer: 16 in
 // x.yaml:3:3 but num_hidden_layers: 22 in DIR/config.json"), or a config.json value outside the key's
 // range. Call it from a command (train, eval, export, estimate) after the access policy allowed the

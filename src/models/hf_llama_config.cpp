@@ -14,14 +14,14 @@ namespace {
 
 // model.rope_theta and model.rope_scaling.* as the config takes them (the llama3 keys only with that type).
 void add_rope_values(HfConfig& c) {
-    c.family_values.push_back({"model.rope_theta", c.rope_theta});
-    c.family_values.push_back({"model.rope_scaling.type", c.rope_type});
-    if (c.rope_type != "llama3") return;
-    c.family_values.push_back({"model.rope_scaling.factor", c.rope_factor});
-    c.family_values.push_back({"model.rope_scaling.low_freq_factor", c.rope_low_freq_factor});
-    c.family_values.push_back({"model.rope_scaling.high_freq_factor", c.rope_high_freq_factor});
+    c.family_values.push_back({"model.rope_theta", c.rope.theta});
+    c.family_values.push_back({"model.rope_scaling.type", c.rope.scaling.type});
+    if (c.rope.scaling.type != "llama3") return;
+    c.family_values.push_back({"model.rope_scaling.factor", c.rope.scaling.factor});
+    c.family_values.push_back({"model.rope_scaling.low_freq_factor", c.rope.scaling.low_freq_factor});
+    c.family_values.push_back({"model.rope_scaling.high_freq_factor", c.rope.scaling.high_freq_factor});
     c.family_values.push_back({"model.rope_scaling.original_max_position_embeddings",
-                               c.rope_original_max_position_embeddings});
+                               c.rope.scaling.original_max_position_embeddings});
 }
 
 }  // namespace
@@ -44,10 +44,10 @@ void read_hf_rope(const json& j, const std::string& path, HfConfig& c) {
     const HfFields d(dict, path, dict_name ? std::string(dict_name) + "." : "");
 
     if (d.has("rope_theta")) {
-        c.rope_theta = d.positive_or("rope_theta", 0);
+        c.rope.theta = d.positive_or("rope_theta", 0);
         c.field_of["model.rope_theta"] = d.name("rope_theta");
     } else {
-        c.rope_theta = top.positive_or("rope_theta", 10000.0);
+        c.rope.theta = top.positive_or("rope_theta", 10000.0);
         c.field_of["model.rope_theta"] = top.has("rope_theta") ? "rope_theta" : "rope_theta (absent: 10000)";
     }
     const char* type_field = d.has("rope_type") ? "rope_type" : "type";
@@ -59,22 +59,22 @@ void read_hf_rope(const json& j, const std::string& path, HfConfig& c) {
     }
     d.refuse_unless(type == "llama3", type_field,
                     "llmtrain computes RoPE as transformers' \"default\" and \"llama3\" types only");
-    c.rope_type = "llama3";
+    c.rope.scaling.type = "llama3";
     auto need = [&](const char* f) {
         if (!d.has(f)) d.fail(f, "missing (rope type llama3 needs factor, low_freq_factor, high_freq_factor and "
                                  "original_max_position_embeddings)");
         c.field_of[std::string("model.rope_scaling.") + f] = d.name(f);
         return d.positive_or(f, 0);
     };
-    c.rope_factor = need("factor");
-    c.rope_low_freq_factor = need("low_freq_factor");
-    c.rope_high_freq_factor = need("high_freq_factor");
+    c.rope.scaling.factor = need("factor");
+    c.rope.scaling.low_freq_factor = need("low_freq_factor");
+    c.rope.scaling.high_freq_factor = need("high_freq_factor");
     if (!d.has("original_max_position_embeddings") && top.has("original_max_position_embeddings")) {
-        c.rope_original_max_position_embeddings = static_cast<int>(top.integer("original_max_position_embeddings"));
+        c.rope.scaling.original_max_position_embeddings = static_cast<int>(top.integer("original_max_position_embeddings"));
         c.field_of["model.rope_scaling.original_max_position_embeddings"] = "original_max_position_embeddings";
     } else {
         if (!d.has("original_max_position_embeddings")) need("original_max_position_embeddings");
-        c.rope_original_max_position_embeddings = static_cast<int>(d.integer("original_max_position_embeddings"));
+        c.rope.scaling.original_max_position_embeddings = static_cast<int>(d.integer("original_max_position_embeddings"));
         c.field_of["model.rope_scaling.original_max_position_embeddings"] = d.name("original_max_position_embeddings");
     }
     add_rope_values(c);
@@ -138,19 +138,20 @@ void write_hf_llama_shape(const config::ModelConfig& m, int max_pos, json& j) {
     j["rms_norm_eps"] = hf_decimal(m.norm_eps);
     j["attention_dropout"] = 0.0;
     j["use_cache"] = true;
-    json params = {{"rope_type", "default"}, {"rope_theta", hf_decimal(m.rope_theta)}};
+    const config::ModelConfig::Rope& rope = m.rope;
+    json params = {{"rope_type", "default"}, {"rope_theta", hf_decimal(rope.theta)}};
     json legacy = nullptr;
-    if (m.rope_scaling.type == "llama3") {
+    if (rope.scaling.type == "llama3") {
         legacy = {{"rope_type", "llama3"},
-                  {"factor", m.rope_scaling.factor},
-                  {"low_freq_factor", m.rope_scaling.low_freq_factor},
-                  {"high_freq_factor", m.rope_scaling.high_freq_factor},
-                  {"original_max_position_embeddings", m.rope_scaling.original_max_position_embeddings}};
+                  {"factor", rope.scaling.factor},
+                  {"low_freq_factor", rope.scaling.low_freq_factor},
+                  {"high_freq_factor", rope.scaling.high_freq_factor},
+                  {"original_max_position_embeddings", rope.scaling.original_max_position_embeddings}};
         params = legacy;
-        params["rope_theta"] = hf_decimal(m.rope_theta);
+        params["rope_theta"] = hf_decimal(rope.theta);
     }
-    j["rope_parameters"] = params;                // 5.x
-    j["rope_theta"] = hf_decimal(m.rope_theta);  // 4.x; 5.x folds it into rope_parameters (the same value)
+    j["rope_parameters"] = params;              // 5.x
+    j["rope_theta"] = hf_decimal(rope.theta);  // 4.x; 5.x folds it into rope_parameters (the same value)
     j["rope_scaling"] = legacy;                   // 4.x; 5.x prefers it to rope_parameters (the same values)
 }
 

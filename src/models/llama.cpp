@@ -27,13 +27,13 @@ LlamaConfig LlamaConfig::from(const config::ModelConfig& m) {
     c.padded_vocab = m.padded_vocab_size();
     c.tie_embeddings = m.tie_embeddings;
     c.norm_eps = m.norm_eps;
-    c.sliding_window = m.sliding_window;
-    c.rope_theta = m.rope_theta;
-    c.rope_scaling.kind = m.rope_scaling.type;
-    c.rope_scaling.factor = m.rope_scaling.factor;
-    c.rope_scaling.low_freq_factor = m.rope_scaling.low_freq_factor;
-    c.rope_scaling.high_freq_factor = m.rope_scaling.high_freq_factor;
-    c.rope_scaling.original_max_position_embeddings = m.rope_scaling.original_max_position_embeddings;
+    const config::ModelConfig::Rope& rope = m.rope;
+    c.rope_theta = rope.theta;
+    c.rope_scaling.kind = rope.scaling.type;
+    c.rope_scaling.factor = rope.scaling.factor;
+    c.rope_scaling.low_freq_factor = rope.scaling.low_freq_factor;
+    c.rope_scaling.high_freq_factor = rope.scaling.high_freq_factor;
+    c.rope_scaling.original_max_position_embeddings = rope.scaling.original_max_position_embeddings;
     LLMT_CHECK(m.dropout == 0.f, "model.dropout: {} has no dropout (found {}); set model.dropout: 0", m.arch,
                m.dropout);
     return c;
@@ -182,7 +182,7 @@ LlamaConfig llama_graph_config(const config::Config& cfg) {
     return c;
 }
 
-ArchSpec llama_graph_spec(const std::string& name, const std::function<void(LlamaConfig&)>& variant) {
+ArchSpec llama_graph_spec(const std::string& name, const LlamaVariant& variant) {
     ArchSpec s;
     s.entry = config::find_arch(name);
     LLMT_ASSERT(s.entry != nullptr);
@@ -190,7 +190,7 @@ ArchSpec llama_graph_spec(const std::string& name, const std::function<void(Llam
     s.needs_config_json = true;  // RoPE and the norms' eps are not in the weights
     auto config_of = [variant](const config::Config& cfg) {
         LlamaConfig c = llama_graph_config(cfg);
-        variant(c);
+        variant(cfg.model, c);
         return c;
     };
     s.make = [config_of](const config::Config& cfg, Device device, DType dtype) -> std::unique_ptr<Model> {
@@ -201,7 +201,7 @@ ArchSpec llama_graph_spec(const std::string& name, const std::function<void(Llam
     };
     s.flops_per_token = [variant](const config::ModelConfig& m, int T) {
         LlamaConfig c = LlamaConfig::from(m);
-        variant(c);
+        variant(m, c);
         return c.flops_per_token(T);
     };
     s.lora_targets = {"q_proj", "v_proj"};  // PEFT's default for the LLaMA-shaped families
@@ -210,7 +210,7 @@ ArchSpec llama_graph_spec(const std::string& name, const std::function<void(Llam
 
 const ArchSpec& llama_arch() {
     static const ArchSpec spec = [] {
-        ArchSpec s = llama_graph_spec("llama", [](LlamaConfig&) {});
+        ArchSpec s = llama_graph_spec("llama", [](const config::ModelConfig&, LlamaConfig&) {});
         s.hf_class = "LlamaForCausalLM";
         s.read_hf_config = read_llama_config;
         s.write_hf_config = write_llama_config;

@@ -43,7 +43,8 @@ struct LlamaConfig {
     Recompute recompute = Recompute::kNone;
     LoraSpec lora;  // r 0: none
 
-    // The shared keys of model.*; the family's own (qkv_bias, ...) are its ArchSpec's to set.
+    // The keys of model.* every family on this graph reads (the shared ones and the RoPE section); the
+    // family's own (qkv_bias, its config section: Mistral's window, ...) are its ArchSpec's to set.
     static LlamaConfig from(const config::ModelConfig& m);
     int hd() const { return head_dim > 0 ? head_dim : d_model / n_head; }
     // 6N + 12 L (n_head * head_dim) T, N counting the head's V x C once and not the embedding lookup.
@@ -74,9 +75,11 @@ private:
 };
 
 // For the families on this graph (models/qwen2.cpp, ...): the LlamaConfig of a config (shared keys,
-// trainer.recompute, lora.*), and an ArchSpec building Llama models whose config `variant` adjusts (its
-// model_types {name}, config.json required, PEFT's default targets); the family adds its config.json.
+// trainer.recompute, lora.*), and an ArchSpec building Llama models whose config `variant` adjusts from
+// the model section (the family's own parts and keys; its model_types {name}, config.json required, PEFT's
+// default targets); the family adds its config.json.
+using LlamaVariant = std::function<void(const config::ModelConfig& m, LlamaConfig& c)>;
 LlamaConfig llama_graph_config(const config::Config& cfg);
-ArchSpec llama_graph_spec(const std::string& name, const std::function<void(LlamaConfig&)>& variant);
+ArchSpec llama_graph_spec(const std::string& name, const LlamaVariant& variant);
 
 }  // namespace llmt::models

@@ -32,15 +32,18 @@ void read_mistral_config(const nlohmann::json& j, const std::string& path, HfCon
 
 void write_mistral_config(const config::ModelConfig& m, const HfExportInfo&, int max_pos, nlohmann::json& j) {
     write_hf_llama_shape(m, max_pos, j);
-    j["sliding_window"] = m.sliding_window > 0 ? nlohmann::json(m.sliding_window) : nlohmann::json(nullptr);
+    const int window = m.mistral.sliding_window;
+    j["sliding_window"] = window > 0 ? nlohmann::json(window) : nlohmann::json(nullptr);
 }
 
 }  // namespace
 
 const ArchSpec& mistral_arch() {
-    // The window is a shared key of the LLaMA config (LlamaConfig::from takes model.sliding_window).
+    // The window is the family's config section (model.sliding_window), read here only.
     static const ArchSpec spec = [] {
-        ArchSpec s = llama_graph_spec("mistral", [](LlamaConfig&) {});
+        ArchSpec s = llama_graph_spec("mistral", [](const config::ModelConfig& m, LlamaConfig& c) {
+            c.sliding_window = m.mistral.sliding_window;
+        });
         s.hf_class = "MistralForCausalLM";
         s.read_hf_config = read_mistral_config;
         s.write_hf_config = write_mistral_config;

@@ -33,7 +33,7 @@ void write_qwen2_config(const config::ModelConfig& m, const HfExportInfo&, int m
 
 const ArchSpec& qwen2_arch() {
     static const ArchSpec spec = [] {
-        ArchSpec s = llama_graph_spec("qwen2", [](LlamaConfig& c) { c.qkv_bias = true; });
+        ArchSpec s = llama_graph_spec("qwen2", [](const auto&, LlamaConfig& c) { c.qkv_bias = true; });
         s.hf_class = "Qwen2ForCausalLM";
         s.read_hf_config = read_qwen2_config;
         s.write_hf_config = write_qwen2_config;

@@ -41,7 +41,7 @@ void write_qwen3_config(const config::ModelConfig& m, const HfExportInfo&, int m
 
 const ArchSpec& qwen3_arch() {
     static const ArchSpec spec = [] {
-        ArchSpec s = llama_graph_spec("qwen3", [](LlamaConfig& c) { c.qk_norm = true; });
+        ArchSpec s = llama_graph_spec("qwen3", [](const auto&, LlamaConfig& c) { c.qk_norm = true; });
         s.hf_class = "Qwen3ForCausalLM";
         s.read_hf_config = read_qwen3_config;
         s.write_hf_config = write_qwen3_config;

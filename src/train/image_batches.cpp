@@ -137,16 +137,16 @@ private:
 };
 
 void check_fits_model(const data::ImageSet& s, const config::Config& cfg, const std::string& file) {
-    if (s.H != cfg.model.image_size || s.W != cfg.model.image_size || s.C != cfg.model.in_channels)
+    const config::ModelConfig::Classifier& m = cfg.model.classifier;
+    if (s.H != m.image_size || s.W != m.image_size || s.C != m.in_channels)
         throw InputError(fmt::format("'{}' holds {}x{} images with {} channel(s); the model expects {}x{} with {} "
                                      "(model.image_size, model.in_channels)",
-                                     file, s.H, s.W, s.C, cfg.model.image_size, cfg.model.image_size,
-                                     cfg.model.in_channels));
+                                     file, s.H, s.W, s.C, m.image_size, m.image_size, m.in_channels));
 }
 
 std::shared_ptr<const data::ImageSet> load_checked(const config::Config& cfg, const std::string& images,
                                                    const std::string& labels) {
-    auto s = std::make_shared<data::ImageSet>(data::load_image_set(images, labels, cfg.model.num_classes));
+    auto s = std::make_shared<data::ImageSet>(data::load_image_set(images, labels, cfg.model.classifier.num_classes));
     check_fits_model(*s, cfg, images);
     if (s->image_size() < kernels::kImageRefInts)
         throw InputError(fmt::format("'{}' holds images of {} values; image classification needs at least {} per image",
@@ -197,10 +197,10 @@ int64_t steps_for_epochs(const config::Config& cfg, const ImageData& data, int w
 std::vector<std::string> class_names(const config::Config& cfg) {
     std::string path = cfg.data.test_images;
     std::transform(path.begin(), path.end(), path.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (cfg.model.num_classes == 10 && path.find("fashion") != std::string::npos)
+    if (cfg.model.classifier.num_classes == 10 && path.find("fashion") != std::string::npos)
         return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
     std::vector<std::string> names;
-    for (int c = 0; c < cfg.model.num_classes; ++c) names.push_back(std::to_string(c));
+    for (int c = 0; c < cfg.model.classifier.num_classes; ++c) names.push_back(std::to_string(c));
     return names;
 }
 

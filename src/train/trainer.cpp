@@ -67,8 +67,8 @@ void apply_threads(const config::Config& cfg) { kernels::set_cpu_threads(cfg.run
 
 // Values per batch row: a window of block_size tokens, or an image's pixels (train/image_batches.h).
 int row_width(const config::Config& cfg) {
-    return cfg.model.is_classifier() ? cfg.model.image_size * cfg.model.image_size * cfg.model.in_channels
-                                     : cfg.model.block_size;
+    const config::ModelConfig::Classifier& c = cfg.model.classifier;
+    return cfg.model.is_classifier() ? c.image_size * c.image_size * c.in_channels : cfg.model.block_size;
 }
 
 // How long the end of a run waits for its checkpoint uploads (each stalled request gives up sooner).

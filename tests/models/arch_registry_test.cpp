@@ -120,8 +120,8 @@ TEST(Qwen2Config, BothGenerationsReadTheSameModel) {
         EXPECT_EQ(c.hidden_size, 896);
         EXPECT_EQ(c.num_key_value_heads, 2);
         EXPECT_EQ(c.head_dim, 64);
-        EXPECT_EQ(c.rope_theta, 1e6);
-        EXPECT_EQ(c.rope_type, "none");
+        EXPECT_EQ(c.rope.theta, 1e6);
+        EXPECT_EQ(c.rope.scaling.type, "none");
         EXPECT_TRUE(c.tie_word_embeddings);
         EXPECT_EQ(c.norm_eps, 1e-6);
         EXPECT_EQ(c.eos_token_id, (std::vector<int64_t>{151643}));
@@ -162,7 +162,7 @@ TEST(Qwen2Config, TakenIntoAConfigBuildsTheBiasedGraphAndWritesBack) {
     j["vocab_size"] = 300;
     apply_hf_config(cfg, parse(j));
     EXPECT_EQ(cfg.model.arch, "qwen2");
-    EXPECT_EQ(cfg.model.rope_theta, 1e6f);
+    EXPECT_EQ(cfg.model.rope.theta, 1e6f);
     EXPECT_EQ(cfg.model.n_kv_head, 2);
     const auto model = make_model(cfg);
     EXPECT_EQ(model->arch(), "qwen2");
@@ -254,7 +254,7 @@ TEST(MistralConfig, TheWindowIsANumberOrNull) {
     const HfConfig b = parse(v2);
     EXPECT_EQ(b.family_values.back().second, 0);
     EXPECT_EQ(b.head_dim, 160);
-    EXPECT_EQ(b.rope_theta, 1e6);
+    EXPECT_EQ(b.rope.theta, 1e6);
     // Per-layer patterns we do not compute are refused naming the field.
     json mixed = kMistral_4x;
     mixed["layer_types"] = {"sliding_attention", "full_attention"};
@@ -277,7 +277,7 @@ TEST(MistralConfig, TheWindowIsANumberOrNull) {
     small["sliding_window"] = 8;
     apply_hf_config(cfg, parse(small));
     EXPECT_EQ(cfg.model.arch, "mistral");
-    EXPECT_EQ(cfg.model.sliding_window, 8);
+    EXPECT_EQ(cfg.model.mistral.sliding_window, 8);
     EXPECT_NE(make_model(cfg)->summary().find("sliding window 8"), std::string::npos);
     const json out = hf_config_json(cfg.model, HfExportInfo{});
     EXPECT_EQ(out["architectures"], json::array({"MistralForCausalLM"}));

@@ -90,12 +90,12 @@ void expect_llama32(const HfConfig& c) {
     EXPECT_EQ(c.vocab_size, 128256);
     EXPECT_EQ(c.norm_eps, 1e-5);
     EXPECT_TRUE(c.tie_word_embeddings);
-    EXPECT_EQ(c.rope_theta, 500000.0);
-    EXPECT_EQ(c.rope_type, "llama3");
-    EXPECT_EQ(c.rope_factor, 32.0);
-    EXPECT_EQ(c.rope_low_freq_factor, 1.0);
-    EXPECT_EQ(c.rope_high_freq_factor, 4.0);
-    EXPECT_EQ(c.rope_original_max_position_embeddings, 8192);
+    EXPECT_EQ(c.rope.theta, 500000.0);
+    EXPECT_EQ(c.rope.scaling.type, "llama3");
+    EXPECT_EQ(c.rope.scaling.factor, 32.0);
+    EXPECT_EQ(c.rope.scaling.low_freq_factor, 1.0);
+    EXPECT_EQ(c.rope.scaling.high_freq_factor, 4.0);
+    EXPECT_EQ(c.rope.scaling.original_max_position_embeddings, 8192);
     EXPECT_EQ(c.bos_token_id, std::vector<int64_t>{128000});
     EXPECT_EQ(c.dtype, "bfloat16");
 }
@@ -122,16 +122,16 @@ TEST(HfConfig, LegacyTypeKeyAndTopLevelOriginalMax) {
     j["rope_scaling"].erase("original_max_position_embeddings");
     j["original_max_position_embeddings"] = 8192;
     const HfConfig c = parse(j);
-    EXPECT_EQ(c.rope_type, "llama3");
-    EXPECT_EQ(c.rope_original_max_position_embeddings, 8192);
+    EXPECT_EQ(c.rope.scaling.type, "llama3");
+    EXPECT_EQ(c.rope.scaling.original_max_position_embeddings, 8192);
 }
 
 TEST(HfConfig, TinyLlamaDefaults) {
     const HfConfig c = parse(kTinyLlama);
     EXPECT_EQ(c.head_dim, 64);  // absent: hidden_size / num_attention_heads
     EXPECT_EQ(c.num_key_value_heads, 4);
-    EXPECT_EQ(c.rope_type, "none");
-    EXPECT_EQ(c.rope_theta, 10000.0);
+    EXPECT_EQ(c.rope.scaling.type, "none");
+    EXPECT_EQ(c.rope.theta, 10000.0);
     EXPECT_FALSE(c.tie_word_embeddings);
 
     json j = kTinyLlama;  // LlamaConfig's defaults for what a file may omit
@@ -142,7 +142,7 @@ TEST(HfConfig, TinyLlamaDefaults) {
     EXPECT_EQ(d.num_key_value_heads, 32);
     EXPECT_EQ(d.norm_eps, 1e-6);
     EXPECT_FALSE(d.tie_word_embeddings);
-    EXPECT_EQ(d.rope_theta, 10000.0);
+    EXPECT_EQ(d.rope.theta, 10000.0);
 }
 
 TEST(HfConfig, HeadDimMayDifferForLlama) {
@@ -247,10 +247,10 @@ TEST(HfConfigApply, UnwrittenKeysAreTakenAndResolvedFollows) {
     EXPECT_EQ(m.block_size, 2048);  // written, below max_position_embeddings
     EXPECT_TRUE(m.tie_embeddings);
     EXPECT_EQ(m.norm_eps, 1e-5f);
-    EXPECT_EQ(m.rope_theta, 500000.f);
-    EXPECT_EQ(m.rope_scaling.type, "llama3");
-    EXPECT_EQ(m.rope_scaling.factor, 32.0);
-    EXPECT_EQ(m.rope_scaling.original_max_position_embeddings, 8192);
+    EXPECT_EQ(m.rope.theta, 500000.f);
+    EXPECT_EQ(m.rope.scaling.type, "llama3");
+    EXPECT_EQ(m.rope.scaling.factor, 32.0);
+    EXPECT_EQ(m.rope.scaling.original_max_position_embeddings, 8192);
     EXPECT_EQ(m.vocab_pad_multiple, 128);  // ours
     // The resolved JSON (what checkpoints store) says the same, and reloads to the same config.
     EXPECT_EQ(cfg.resolved["model"]["n_layer"], 16);
@@ -263,7 +263,7 @@ TEST(HfConfigApply, BlockSizeDefaultsToMaxPositions) {
     config::Config cfg = load("");
     apply_hf_config(cfg, parse(kTinyLlama));
     EXPECT_EQ(cfg.model.block_size, 2048);
-    EXPECT_EQ(cfg.model.rope_scaling.type, "none");
+    EXPECT_EQ(cfg.model.rope.scaling.type, "none");
     EXPECT_EQ(cfg.model.n_kv_head, 4);
 }
 
@@ -324,7 +324,7 @@ TEST(HfConfigApply, Gpt2DirectoryKeepsRopeDefaults) {
     EXPECT_EQ(cfg.model.arch, "gpt2");
     EXPECT_EQ(cfg.model.d_ff, 3072);
     EXPECT_EQ(cfg.model.block_size, 256);
-    EXPECT_EQ(cfg.model.rope_scaling.type, "none");
+    EXPECT_EQ(cfg.model.rope.scaling.type, "none");
     EXPECT_FALSE(cfg.wrote("model.arch"));
 }
 

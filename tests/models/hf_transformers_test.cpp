@@ -93,16 +93,16 @@ void read_theirs(const fs::path& dir, const json& shapes) {
     if (name.rfind("llama_tied", 0) == 0) {
         EXPECT_TRUE(hf.tie_word_embeddings);
         EXPECT_EQ(hf.num_key_value_heads, 2);
-        EXPECT_EQ(hf.rope_type, "llama3");
-        EXPECT_EQ(hf.rope_factor, 32.0);
-        EXPECT_EQ(hf.rope_theta, 500000.0);
-        EXPECT_EQ(hf.rope_original_max_position_embeddings, 64);
+        EXPECT_EQ(hf.rope.scaling.type, "llama3");
+        EXPECT_EQ(hf.rope.scaling.factor, 32.0);
+        EXPECT_EQ(hf.rope.theta, 500000.0);
+        EXPECT_EQ(hf.rope.scaling.original_max_position_embeddings, 64);
         EXPECT_EQ(hf.norm_eps, 1e-5);
     } else if (name.rfind("llama_untied", 0) == 0) {
         EXPECT_FALSE(hf.tie_word_embeddings);
         EXPECT_EQ(hf.num_key_value_heads, 1);
         EXPECT_EQ(hf.head_dim, 32);  // not hidden_size / heads
-        EXPECT_EQ(hf.rope_type, "none");
+        EXPECT_EQ(hf.rope.scaling.type, "none");
         EXPECT_EQ(hf.norm_eps, 1e-6);  // LlamaConfig's default
     } else {
         EXPECT_EQ(hf.model_type, "gpt2");

@@ -176,10 +176,11 @@ nlohmann::json common_fields(const ImageJob& j, const Rates& rates, const Throug
 }  // namespace
 
 std::string classifier_shape(const config::ModelConfig& m) {
-    std::string s = fmt::format("{} {}x{}x{}", m.arch, m.image_size, m.image_size, m.in_channels);
-    if (config::find_arch(m.arch)->reads("model.conv_channels")) s += fmt::format(" c{}", fmt::join(m.conv_channels, ","));
-    if (!m.hidden_sizes.empty()) s += fmt::format(" h{}", fmt::join(m.hidden_sizes, ","));
-    return s + fmt::format(" k{}", m.num_classes);
+    const config::ModelConfig::Classifier& c = m.classifier;
+    std::string s = fmt::format("{} {}x{}x{}", m.arch, c.image_size, c.image_size, c.in_channels);
+    if (config::find_arch(m.arch)->reads("model.conv_channels")) s += fmt::format(" c{}", fmt::join(c.conv_channels, ","));
+    if (!c.hidden_sizes.empty()) s += fmt::format(" h{}", fmt::join(c.hidden_sizes, ","));
+    return s + fmt::format(" k{}", c.num_classes);
 }
 
 nlohmann::json estimate_classifier_job(const JobSpec& spec, const config::Config& cfg, const Rates& rates,
