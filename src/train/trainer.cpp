@@ -35,10 +35,9 @@
 #include "models/peft.h"
 #include "models/hf_resolve.h"
 #include "models/registry.h"
-#include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
-#include "optim/sgd.h"
+#include "optim/make_optimizer.h"
 #include "tracking/tracker.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_sync.h"
@@ -265,25 +264,8 @@ private:
         const optim::ArenaSlice slice = zero_shard(arena_numel_, sync_.zero1 ? world_ : 1, rank_);
         if (sync_.zero1 && model_->trained().dtype() == DType::kBF16)
             model_->trained().shard_masters(slice.begin, slice.end);
-        auto slots = param_slots(*model_, tc_.decay_embeddings);
-        if (tc_.optimizer == "sgd") {
-            optim::SgdConfig sc;
-            sc.momentum = static_cast<float>(tc_.momentum);
-            sc.dampening = static_cast<float>(tc_.dampening);
-            sc.nesterov = tc_.nesterov;
-            sc.weight_decay = static_cast<float>(tc_.weight_decay);
-            opt_ = std::make_unique<optim::Sgd>(std::move(slots), arena_numel_, sc, slice, dev_);
-        } else {
-            optim::AdamWConfig ac;
-            ac.beta1 = static_cast<float>(tc_.betas[0]);
-            ac.beta2 = static_cast<float>(tc_.betas[1]);
-            ac.eps = static_cast<float>(tc_.eps);
-            ac.weight_decay = static_cast<float>(tc_.weight_decay);
-            opt_ = std::make_unique<optim::AdamW>(std::move(slots), arena_numel_, ac, slice, dev_);
-        }
-        sched_ = optim::LrSchedule{optim::parse_schedule_kind(tc_.schedule), tc_.lr, tc_.min_lr, tc_.warmup_steps,
-                                   tc_.max_steps};
-        sched_.validate();
+        opt_ = optim::make_optimizer(tc_, param_slots(*model_, tc_.decay_embeddings), arena_numel_, slice, dev_);
+        sched_ = optim::make_lr_schedule(tc_);
     }
 
     // Run directory: new, or the one being resumed. Rank 0 decides (and alone creates files); the others
