@@ -3,55 +3,46 @@
 
 #include <fmt/format.h>
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <optional>
 #include <vector>
 
 #include "core/check.h"
-#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/rng.h"
-#include "core/safetensors_integrity.h"
 #include "core/time.h"
-#include "data/loader.h"
-#include "train/batches.h"
-#include "train/model_setup.h"
-#include "data/prepare_cache.h"
 #include "dist/env.h"
 #include "dist/reducer.h"
 #include "kernels/ops.h"
-#include "models/hf_adapter.h"
-#include "models/peft.h"
 #include "models/hf_resolve.h"
+#include "models/peft.h"
 #include "models/registry.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
 #include "optim/make_optimizer.h"
 #include "tracking/tracker.h"
+#include "train/batches.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_sync.h"
 #include "train/console.h"
 #include "train/cpu_precision.h"
-#include "train/remote_inputs.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
-#include "train/optimizer_shards.h"
-#include "train/rank_memory.h"
 #include "train/mfu.h"
+#include "train/model_setup.h"
+#include "train/rank_memory.h"
+#include "train/remote_inputs.h"
 #include "train/resume.h"
+#include "train/run_checkpoint.h"
 #include "train/run_dir.h"
 #include "train/run_plan.h"
 #include "train/signals.h"
 #include "train/task.h"
-#include "train/train_state.h"
 
 namespace llmt::train {
 
@@ -255,6 +246,8 @@ private:
         ckpt_path = dc_.from_rank0("checkpoint", ckpt_path);
         if (rank_ != 0) run_dir_ = RunDir::open(run_path);
         console().open_file(run_dir_->logs_dir(), rank_);
+        checkpoints_.emplace(CheckpointedParts{cfg_, *model_, *opt_, *loader_, *task_, dc_, sync_.zero1, arena_numel_,
+                                               lora_base_});
         if (!ckpt_path.empty()) restore(ckpt_path);
     }
 
@@ -281,57 +274,12 @@ private:
         return "";
     }
 
-    // Weights, optimizer state, data position and counters from a checkpoint of this run's model and data.
+    // Weights, optimizer state, data position and progress from a checkpoint of this run's model and data.
     void restore(const std::string& ckpt_path) {
-        Checkpoint ck = load_checkpoint(ckpt_path);
-        const std::filesystem::path state_file = ck.dir / kStateFile;
-        const TrainState st = parse_train_state(ck.state, state_file);
-        if (!ck.checksummed)
-            log_line(fmt::format("resume: '{}' predates per-tensor checksums: its tensors were checked for NaN/inf "
-                                 "but not verified",
-                                 ck.dir.string()));
-        ConfigDiff diff = diff_for_resume(st.config, cfg_.resolved);
-        if (!diff.identity.empty()) {
-            std::string msg = fmt::format("cannot resume from '{}': its model or data differ from this config:",
-                                          ck.dir.string());
-            for (const auto& l : diff.identity) msg += "\n  " + l;
-            throw InputError(msg + "\n(hint: start a new run, or resume with the checkpoint's config.yaml)");
-        }
-        for (const auto& l : diff.cadence) log_line("resume: changed " + l);
-        for (const auto& l : diff.other) log_line("resume: changed " + l);
-        if (model_->lora()) models::check_lora_base(ck.state.value("lora_base", nlohmann::json()), lora_base_, ck.dir.string());
-        models::load_trained_params(*model_, models::SafetensorsSource(ck.model));
-        restore_optimizer(ck, st);
-        try {
-            loader_->restore(st.loader);
-        } catch (const InputError& e) {
-            throw CheckpointError(fmt::format("'{}': field \"loader\": {}", state_file.string(), e.what()));
-        }
-        step_ = ck.step;
-        slots_ = st.tokens;
-        best_loss_.restore(ck.state, state_file);
-        best_.restore(ck.state, state_file);
-        prior_wall_ = st.wall_s;
+        RunProgress p = progress();
+        checkpoints_->restore(ckpt_path, p);
+        set_progress(p);
         if (rank_ == 0) truncate_metrics_after(run_dir_->metrics_path(), step_);
-        log_line(fmt::format("resume: {} at step {} ({} {} seen)", ck.dir.string(), step_, slots_ / task_->unit().slots,
-                             task_->unit().plural));
-    }
-
-    // Any world size and ZeRO stage to any other: this rank reads its slice from the files that hold it.
-    void restore_optimizer(const Checkpoint& ck, const TrainState& st) {
-        const optim::ArenaSlice mine = zero_shard(arena_numel_, sync_.zero1 ? world_ : 1, rank_);
-        const size_t read = restore_optimizer_state(*opt_, ck, read_optimizer_index(ck, st), mine);
-        const int ck_world = st.world_size;
-        if (ck_world != world_ || st.zero_stage != (sync_.zero1 ? 1 : 0))
-            log_line(fmt::format("resume: optimizer state of {} rank{} at zero_stage {} resharded for {} rank{} at "
-                                 "zero_stage {} (rank {} read {} file{})",
-                                 ck_world, ck_world == 1 ? "" : "s", st.zero_stage, world_, world_ == 1 ? "" : "s",
-                                 sync_.zero1 ? 1 : 0, rank_, read, read == 1 ? "" : "s"));
-        if (ck_world != world_)
-            log_line(fmt::format("resume: the checkpoint was trained by {} ranks, this run has {}: the global batch "
-                                 "changes from {} to {} rows",
-                                 ck_world, world_, B() * tc_.grad_accum_steps * ck_world,
-                                 B() * tc_.grad_accum_steps * world_));
     }
 
     // Data parallelism: the Reducer all-reduces gradient buckets while backward runs (DDP); under ZeRO-1
@@ -344,60 +292,24 @@ private:
         model_->set_grads_ready_hook([this](size_t offset) { reducer_->grads_ready_from(offset); });
     }
 
-    // Every rank calls save() at the same steps. Rank 0 writes the checkpoint; under ZeRO-1 every rank
-    // writes its optimizer shard into rank 0's temp directory at the same time, so the one atomic rename
-    // publishes all shards together, and state.json indexes them (train/optimizer_shards.h).
+    // Every rank calls save() at the same steps (train/run_checkpoint.h); the directory on rank 0.
     std::filesystem::path save(bool mark_best) {
         last_saved_step_ = step_;
-        ++saves_;
         SaveOptions so;
         so.keep_last = tc_.keep_last;
         so.mark_best = mark_best;
-        std::optional<CheckpointWriter> w;
-        if (rank_ == 0) w.emplace(run_dir_->checkpoints_dir(), step_, so);
-        if (sync_.zero1) {
-            const std::filesystem::path tmp =
-                dc_.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank_ == 0 ? w->temp_dir().string() : "");
-            if (rank_ == 0)
-                w->write_tensors(zero_optimizer_file(0), opt_->state_tensors(), opt_->state_metadata());
-            else
-                write_safetensors(tmp / zero_optimizer_file(rank_), opt_->state_tensors(), opt_->state_metadata());
-            dc_.barrier();
-        }
-        // Device parameters are staged in host memory: the file is the same whichever device wrote it. Sharded
-        // masters are gathered into rank 0's host memory (every rank sends its shard), so model.safetensors
-        // holds the fp32 masters whole at every stage.
-        Arena host_params;
-        if (model_->trained().masters_sharded()) host_params = dc_.gather_masters(model_->trained());
-        if (rank_ != 0) return {};
-        if (!host_params.allocated() && dev_ != Device::kCpu) host_params = models::host_copy(model_->params());
-        std::vector<std::vector<float>> scratch;
-        w->write_tensors(kModelFile,
-                         models::hf_tensors(*model_, host_params.allocated() ? host_params : model_->params(), scratch),
-                         {{"format", "pt"}});
-        if (!sync_.zero1) w->write_tensors(kOptimizerFile, opt_->state_tensors(), opt_->state_metadata());
-        nlohmann::json state = {{"step", step_},
-                                {"tokens", slots_},
-                                {"loader", loader_->state()},
-                                {"best_val_loss", best_loss_.to_json()},
-                                {best_.key(), best_.to_json()},  // the same field when the task's metric is the loss
-                                {"world_size", world_},
-                                {"zero_stage", sync_.zero1 ? 1 : 0},
-                                {"optimizer_shards",
-                                 optimizer_index_json(optimizer_shard_files(arena_numel_, world_, sync_.zero1))},
-                                {"wall_s", prior_wall_},
-                                {"config", cfg_.resolved}};
-        if (model_->lora()) state["lora_base"] = lora_base_;
-        w->write_state(state);
-        // So the step dir loads in transformers (a model), or in PEFT beside its base (adapters).
-        if (model_->lora())
-            write_file_atomic(w->temp_dir() / models::kAdapterConfigFile,
-                              models::peft_adapter_config(*model_, lora_base_.value("init_from", "")).dump(2) + "\n");
-        else if (auto note = task_->write_checkpoint_files(w->temp_dir()))
-            log_line("checkpoint: " + *note);
-        auto dir = w->commit();
+        auto dir = checkpoints_->save(run_dir_->checkpoints_dir(), progress(), so);
         if (ckpt_sync_) ckpt_sync_->checkpoint_saved(dir);  // uploaded in the background (output.sync)
         return dir;
+    }
+
+    RunProgress progress() const { return {step_, slots_, prior_wall_, best_loss_, best_}; }
+    void set_progress(const RunProgress& p) {
+        step_ = p.step;
+        slots_ = p.slots;
+        prior_wall_ = p.prior_wall;
+        best_loss_ = p.best_loss;
+        best_ = p.best;
     }
 
     // The task's evaluation on every rank; an improvement of its best metric keeps checkpoints/best.
@@ -538,9 +450,9 @@ private:
             ++step_;
             ++steps_this_run_;
             // Slots processed by all ranks: fixed for windows and images; chat rows' widths vary per rank and step.
-            step_slots_ = loader_->fixed_width()
-                              ? full_step_slots
-                              : static_cast<int64_t>(std::llround(dc_.mean(static_cast<double>(rank_step_slots_)) * world_));
+            step_slots_ = loader_->fixed_width() ? full_step_slots
+                                                 : static_cast<int64_t>(std::llround(
+                                                       dc_.mean(static_cast<double>(rank_step_slots_)) * world_));
             slots_ += step_slots_;
             slots_this_run_ += step_slots_;
             if (dev_ == Device::kCuda && steps_this_run_ == 1) {
@@ -660,6 +572,7 @@ private:
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
     std::optional<RunDir> run_dir_;
+    std::optional<RunCheckpoints> checkpoints_;
     std::optional<MetricsLog> metrics_;
     std::optional<tracking::Tracker> tracker_;  // fed by metrics_: declared after it, destroyed before it
     std::unique_ptr<CheckpointSync> ckpt_sync_;  // rank 0 with output.sync
@@ -678,7 +591,6 @@ private:
     double prior_wall_ = 0;
     // This process's part of the run.
     int64_t last_saved_step_ = -1, last_eval_step_ = -1, steps_this_run_ = 0;
-    int saves_ = 0;
     double last_loss_ = std::nan(""), last_val_ = std::nan(""), lr_ = 0, train_time_ = 0;
     Stopwatch run_clock_;
 };
