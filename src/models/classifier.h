@@ -54,6 +54,7 @@ public:
 
     std::string_view arch() const override { return cfg_.conv ? "cnn" : "mlp"; }
     std::string summary() const override;
+    Classifier* image_classifier() override { return this; }
     const ClassifierConfig& config() const { return cfg_; }
     int num_classes() const { return cfg_.classes; }
 

@@ -40,6 +40,7 @@ struct ModelDims {
     int padded_vocab = 0;  // Vp >= V: rows of the embedding and logit tables
 };
 
+class Classifier;
 class LanguageModel;
 
 class Model {
@@ -122,6 +123,9 @@ public:
     // This model as a language model (decoding, Hugging Face names; models/language_model.h), or null for
     // one that is not (an image classifier).
     virtual const LanguageModel* language_model() const { return nullptr; }
+    // This model as an image classifier (models/classifier.h: image sets bound to it, classification of
+    // them), or null for one that is not (a language model).
+    virtual Classifier* image_classifier() { return nullptr; }
 
 protected:
     Model() = default;

@@ -61,6 +61,7 @@ public:
     nlohmann::json state() const override { return loader_.state(); }
     void restore(const nlohmann::json& s) override { loader_.restore(s); }
     std::size_t num_rows() const override { return loader_.num_rows(); }
+    bool fixed_width() const override { return false; }
     std::string describe() const override { return loader_.stats().summary(T_); }
 
 private:

@@ -36,6 +36,9 @@ public:
     // InputError naming the field that does not match.
     virtual void restore(const nlohmann::json& state) = 0;
     virtual std::size_t num_rows() const = 0;  // windows or chat rows of an epoch
+    // Whether every micro-batch holds B x T slots on every rank (windows, images); unpacked chat rows are
+    // as wide as the longest of a rank's B rows.
+    virtual bool fixed_width() const { return true; }
     virtual std::string describe() const = 0;  // one line for the log
 };
 

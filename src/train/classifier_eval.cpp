@@ -6,7 +6,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "core/check.h"
 #include "models/classifier.h"
 
 namespace llmt::train {
@@ -72,12 +71,10 @@ std::vector<int64_t> all_indices(int64_t n) {
     return v;
 }
 
-ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, int slot, const std::vector<int64_t>& indices,
-                          int B, int rank, int world) {
-    auto* classifier = dynamic_cast<models::Classifier*>(&model);
-    LLMT_INTERNAL_CHECK(classifier != nullptr, "evaluate_images: model.arch {} is not an image classifier", model.arch());
+ClassEval evaluate_images(models::Classifier& model, const data::ImageSet& set, int slot,
+                          const std::vector<int64_t>& indices, int B, int rank, int world) {
     ClassEval e;
-    e.classes = classifier->num_classes();
+    e.classes = model.num_classes();
     e.confusion.assign(static_cast<size_t>(e.classes) * e.classes, 0);
     const size_t n = indices.size();
     const size_t first = n * static_cast<size_t>(rank) / static_cast<size_t>(world);
@@ -88,7 +85,7 @@ ClassEval evaluate_images(models::Model& model, const data::ImageSet& set, int s
     std::vector<int64_t> idx(indices.begin() + static_cast<int64_t>(first), indices.begin() + static_cast<int64_t>(last));
     std::vector<int32_t> y(static_cast<size_t>(count)), pred(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) y[static_cast<size_t>(i)] = set.labels[static_cast<size_t>(idx[static_cast<size_t>(i)])];
-    e.loss_sum = classifier->classify_images(slot, idx.data(), y.data(), count, B, pred.data());
+    e.loss_sum = model.classify_images(slot, idx.data(), y.data(), count, B, pred.data());
     for (int64_t i = 0; i < count; ++i)
         ++e.confusion[static_cast<size_t>(y[static_cast<size_t>(i)]) * e.classes + pred[static_cast<size_t>(i)]];
     e.images = count;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cctype>
 
-#include "core/check.h"
 #include "core/error.h"
 #include "kernels/image_refs.h"
 #include "models/classifier.h"
@@ -111,31 +110,6 @@ private:
     int64_t epoch_ = 0, batch_ = 0;
 };
 
-// Validation rows in order, the last batch partial; every rank reads the same batches (the trainer's
-// evaluation of a classifier shards them itself: train/classifier_eval.h).
-class ImageEvalBatches final : public EvalBatches {
-public:
-    ImageEvalBatches(std::shared_ptr<const data::ImageSet> set, std::vector<int64_t> indices, int B)
-        : set_(std::move(set)), indices_(std::move(indices)), B_(B) {}
-    std::size_t num_batches() const override { return (indices_.size() + B_ - 1) / static_cast<size_t>(B_); }
-    MicroBatch batch(std::size_t b, int32_t* x, int32_t* y, int32_t* /*pos*/) const override {
-        const int T = static_cast<int>(set_->image_size());
-        const size_t first = b * static_cast<size_t>(B_);
-        const int rows = static_cast<int>(std::min<size_t>(B_, indices_.size() - first));
-        for (int r = 0; r < rows; ++r) {
-            const int64_t index = indices_[first + r];
-            write_ref_row(x, y, T, r, kTrainSlot, index, set_->labels[static_cast<size_t>(index)], {});
-        }
-        blank_rows(x, y, T, kTrainSlot, rows, B_);
-        return {T, rows, false};
-    }
-
-private:
-    std::shared_ptr<const data::ImageSet> set_;
-    std::vector<int64_t> indices_;
-    int B_;
-};
-
 void check_fits_model(const data::ImageSet& s, const config::Config& cfg, const std::string& file) {
     const config::ModelConfig::Classifier& m = cfg.model.classifier;
     if (s.H != m.image_size || s.W != m.image_size || s.C != m.in_channels)
@@ -169,21 +143,17 @@ ImageData load_image_data(const config::Config& cfg, bool need_train) {
     return d;
 }
 
-void bind_image_data(models::Model& model, const ImageData& data) {
-    auto* classifier = dynamic_cast<models::Classifier*>(&model);
-    LLMT_INTERNAL_CHECK(classifier != nullptr, "bind_image_data: model.arch {} is not an image classifier", model.arch());
+void bind_image_data(models::Classifier& model, const ImageData& data) {
     auto source = [](const std::shared_ptr<const data::ImageSet>& s) {
         return models::ImageSource{s, s->pixels.data(), s->n, s->H, s->W, s->C};
     };
-    if (data.train) classifier->bind_images(kTrainSlot, source(data.train));
-    if (data.test) classifier->bind_images(kTestSlot, source(data.test));
+    if (data.train) model.bind_images(kTrainSlot, source(data.train));
+    if (data.test) model.bind_images(kTestSlot, source(data.test));
 }
 
-DataPlan open_image_batches(const config::Config& cfg, const ImageData& data, int B, int rank, int world) {
-    DataPlan p;
-    p.train = std::make_unique<ImageTrainBatches>(data.train, data.split.train, cfg, B, rank, world);
-    if (!data.split.val.empty()) p.eval = std::make_unique<ImageEvalBatches>(data.train, data.split.val, B);
-    return p;
+std::unique_ptr<TrainBatches> open_image_training_batches(const config::Config& cfg, const ImageData& data, int B,
+                                                          int rank, int world) {
+    return std::make_unique<ImageTrainBatches>(data.train, data.split.train, cfg, B, rank, world);
 }
 
 int64_t steps_for_epochs(const config::Config& cfg, const ImageData& data, int world) {

@@ -2,7 +2,8 @@
 // H*W*C pixel bytes as int32, and its label in the row's first target slot (the rest -1); models/
 // classifier.h reads that layout. Training rows come from the training split in DistributedSampler's
 // order (data/images/image_set.h) with the configured augmentation; the last batch of an epoch is partial, its
-// missing rows unlabelled (they weigh nothing in the loss).
+// missing rows unlabelled (they weigh nothing in the loss). Validation and test images are classified
+// from their sets directly (train/classifier_eval.h), not through batches.
 #pragma once
 
 #include <memory>
@@ -11,8 +12,11 @@
 
 #include "config/config.h"
 #include "data/images/image_set.h"
-#include "models/model.h"
 #include "train/batches.h"
+
+namespace llmt::models {
+class Classifier;
+}
 
 namespace llmt::train {
 
@@ -30,11 +34,12 @@ struct ImageData {
 // `need_train`: false for eval and predict, which read the test file only (train stays null).
 ImageData load_image_data(const config::Config& cfg, bool need_train);
 
-// Binds the loaded sets to the classifier `model` at kTrainSlot and kTestSlot (the one a null set leaves out).
-void bind_image_data(models::Model& model, const ImageData& data);
+// Binds the loaded sets to `model` at kTrainSlot and kTestSlot (the one a null set leaves out).
+void bind_image_data(models::Classifier& model, const ImageData& data);
 
-// The training batches and (val_fraction > 0) the validation ones, for rank/world.
-DataPlan open_image_batches(const config::Config& cfg, const ImageData& data, int B, int rank, int world);
+// The training split's batches of B rows for rank/world.
+std::unique_ptr<TrainBatches> open_image_training_batches(const config::Config& cfg, const ImageData& data, int B,
+                                                          int rank, int world);
 
 // Optimizer steps of `epochs` passes: ceil(ceil(train / world) / B) micro-batches per epoch, grouped
 // by grad_accum_steps (a step may span an epoch boundary).

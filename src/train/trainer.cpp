@@ -1,60 +1,48 @@
+// train/trainer.h: TrainingRun, one run's steps for any task (train/task.h).
 #include "train/trainer.h"
 
 #include <fmt/format.h>
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <optional>
 #include <vector>
 
 #include "core/check.h"
-#include "core/cpu_features.h"
 #include "core/error.h"
 #include "core/fs.h"
 #include "core/rng.h"
-#include "core/safetensors_integrity.h"
 #include "core/time.h"
-#include "data/shards/loader.h"
-#include "train/batches.h"
-#include "train/classifier_eval.h"
-#include "train/hf_model_files.h"
-#include "train/image_batches.h"
-#include "train/lm_eval.h"
-#include "train/model_setup.h"
-#include "data/shards/prepare_cache.h"
 #include "dist/env.h"
 #include "dist/reducer.h"
 #include "kernels/ops.h"
-#include "models/hf_adapter.h"
-#include "models/peft.h"
 #include "models/hf_resolve.h"
+#include "models/peft.h"
 #include "models/registry.h"
-#include "optim/adamw.h"
 #include "optim/grad_clip.h"
 #include "optim/lr_schedule.h"
-#include "optim/sgd.h"
+#include "optim/make_optimizer.h"
 #include "tracking/tracker.h"
+#include "train/batches.h"
 #include "train/checkpoint.h"
 #include "train/checkpoint_sync.h"
 #include "train/console.h"
 #include "train/cpu_precision.h"
-#include "train/remote_inputs.h"
 #include "train/dist_context.h"
 #include "train/metrics.h"
-#include "train/optimizer_shards.h"
-#include "train/rank_memory.h"
 #include "train/mfu.h"
+#include "train/model_setup.h"
+#include "train/rank_memory.h"
+#include "train/remote_inputs.h"
 #include "train/resume.h"
+#include "train/run_checkpoint.h"
 #include "train/run_dir.h"
 #include "train/run_plan.h"
 #include "train/signals.h"
-#include "train/train_state.h"
+#include "train/task.h"
 
 namespace llmt::train {
 
@@ -65,19 +53,14 @@ void log_line(const std::string& s) { console().line(s); }
 
 void apply_threads(const config::Config& cfg) { kernels::set_cpu_threads(cfg.run.threads); }
 
-// Values per batch row: a window of block_size tokens, or an image's pixels (train/image_batches.h).
-int row_width(const config::Config& cfg) {
-    const config::ModelConfig::Classifier& c = cfg.model.classifier;
-    return cfg.model.is_classifier() ? c.image_size * c.image_size * c.in_channels : cfg.model.block_size;
-}
-
 // How long the end of a run waits for its checkpoint uploads (each stalled request gives up sooner).
 constexpr double kSyncFinishTimeoutS = 3600;
 
 
 // One training run, as named steps: set up the device and ranks, build the model and data, then either a
 // dry run or the optimizer, the run directory (new or resumed), and the loop of steps with evaluation,
-// checkpoints and a graceful stop. run() is the order; each method is one step.
+// checkpoints and a graceful stop. run() is the order; each method is one step. What the run's workload
+// reads, evaluates and reports is its Task's (train/task.h).
 class TrainingRun {
 public:
     explicit TrainingRun(const TrainOptions& opts) : opts_(opts), cfg_(opts.cfg), tc_(cfg_.trainer) {}
@@ -114,6 +97,8 @@ private:
         fetch_remote_inputs(cfg_);  // s3:// init_from and shards into the local cache first
         init_from_ = models::prepare_init_from(cfg_);
         models::prepare_lora_init_from(cfg_);
+        task_ = make_task(cfg_);
+        best_ = task_->best_metric();
         // Config refusals before any rendezvous (the device is settled once the world size is known).
         check_supported(cfg_, cfg_.run.device == "cpu" || kernels::device_count(Device::kCuda) == 0 ? Device::kCpu
                                                                                                    : Device::kCuda);
@@ -141,7 +126,6 @@ private:
 
     void build() {
         model_ = build_model(cfg_, init_from_, dev_, dtype_);
-        if (!classifier()) hf_files_.emplace(cfg_, "float32");  // checkpoints hold fp32 tensors
         // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
         // could differ between hosts).
         if (dc_.active()) {
@@ -195,41 +179,23 @@ private:
                                   : std::string("fp32 GEMMs")));
     }
 
+    // The task's training data (and the validation data it evaluates on).
     void open_data() {
-        if (cfg_.data.source == "idx") return open_image_data();
-        DataPlan plan = cfg_.data.source == "chat"
-                            ? open_chat_batches(cfg_, B(), T(), rank_, world_, true, [this] { dc_.barrier(); })
-                            : open_shard_batches(cfg_, resolve_data(cfg_, true), B(), T(), rank_, world_, true);
-        loader_ = std::move(plan.train);
-        eval_loader_ = std::move(plan.eval);
+        loader_ = task_->open_training_data(*model_, dc_, B());
         log_line("data: " + loader_->describe());
+        if (tc_.epochs > 0) set_length_from_epochs();
     }
 
-    // data.source idx: the image files, the training batches and the validation split; trainer.epochs
-    // turns into trainer.max_steps here, from the training split's size.
-    void open_image_data() {
-        images_ = load_image_data(cfg_, true);
-        bind_image_data(*model_, images_);
-        DataPlan plan = open_image_batches(cfg_, images_, B(), rank_, world_);
-        loader_ = std::move(plan.train);
-        log_line("data: " + loader_->describe());
-        if (tc_.epochs > 0) {
-            cfg_.trainer.max_steps = steps_for_epochs(cfg_, images_, world_);
-            if (tc_.warmup_steps > tc_.max_steps) {  // as the loader does for max_steps (config/schedule_keys.h)
-                log_line(fmt::format("warning: trainer.warmup_steps ({}) is longer than the {} steps of trainer.epochs {}: "
-                                     "shortened to {}", tc_.warmup_steps, tc_.max_steps, tc_.epochs, tc_.max_steps));
-                cfg_.trainer.warmup_steps = tc_.max_steps;
-            }
+    // trainer.epochs becomes trainer.max_steps once the training data's size is known.
+    void set_length_from_epochs() {
+        const std::optional<int64_t> steps = task_->steps_for_epochs(world_);
+        LLMT_INTERNAL_CHECK(steps.has_value(), "trainer.epochs {}: the task counts no epochs", tc_.epochs);
+        cfg_.trainer.max_steps = *steps;
+        if (tc_.warmup_steps > tc_.max_steps) {  // as the loader does for max_steps (config/schedule_keys.h)
+            log_line(fmt::format("warning: trainer.warmup_steps ({}) is longer than the {} steps of trainer.epochs {}: "
+                                 "shortened to {}", tc_.warmup_steps, tc_.max_steps, tc_.epochs, tc_.max_steps));
+            cfg_.trainer.warmup_steps = tc_.max_steps;
         }
-    }
-
-    bool classifier() const { return cfg_.model.is_classifier(); }
-
-    // The classifier's evaluation of `indices` of `set` over all ranks.
-    ClassEval classify(const data::ImageSet& set, int slot, const std::vector<int64_t>& indices) {
-        ClassEval e = evaluate_images(*model_, set, slot, indices, B(), rank_, world_);
-        sum_over_ranks(e, [this](std::vector<double>& v) { dc_.sum(v); });
-        return e;
     }
 
     // One forward pass: the parameter count, the memory plan and the loss; no update.
@@ -265,25 +231,8 @@ private:
         const optim::ArenaSlice slice = zero_shard(arena_numel_, sync_.zero1 ? world_ : 1, rank_);
         if (sync_.zero1 && model_->trained().dtype() == DType::kBF16)
             model_->trained().shard_masters(slice.begin, slice.end);
-        auto slots = param_slots(*model_, tc_.decay_embeddings);
-        if (tc_.optimizer == "sgd") {
-            optim::SgdConfig sc;
-            sc.momentum = static_cast<float>(tc_.momentum);
-            sc.dampening = static_cast<float>(tc_.dampening);
-            sc.nesterov = tc_.nesterov;
-            sc.weight_decay = static_cast<float>(tc_.weight_decay);
-            opt_ = std::make_unique<optim::Sgd>(std::move(slots), arena_numel_, sc, slice, dev_);
-        } else {
-            optim::AdamWConfig ac;
-            ac.beta1 = static_cast<float>(tc_.betas[0]);
-            ac.beta2 = static_cast<float>(tc_.betas[1]);
-            ac.eps = static_cast<float>(tc_.eps);
-            ac.weight_decay = static_cast<float>(tc_.weight_decay);
-            opt_ = std::make_unique<optim::AdamW>(std::move(slots), arena_numel_, ac, slice, dev_);
-        }
-        sched_ = optim::LrSchedule{optim::parse_schedule_kind(tc_.schedule), tc_.lr, tc_.min_lr, tc_.warmup_steps,
-                                   tc_.max_steps};
-        sched_.validate();
+        opt_ = optim::make_optimizer(tc_, param_slots(*model_, tc_.decay_embeddings), arena_numel_, slice, dev_);
+        sched_ = optim::make_lr_schedule(tc_);
     }
 
     // Run directory: new, or the one being resumed. Rank 0 decides (and alone creates files); the others
@@ -297,6 +246,8 @@ private:
         ckpt_path = dc_.from_rank0("checkpoint", ckpt_path);
         if (rank_ != 0) run_dir_ = RunDir::open(run_path);
         console().open_file(run_dir_->logs_dir(), rank_);
+        checkpoints_.emplace(CheckpointedParts{cfg_, *model_, *opt_, *loader_, *task_, dc_, sync_.zero1, arena_numel_,
+                                               lora_base_});
         if (!ckpt_path.empty()) restore(ckpt_path);
     }
 
@@ -323,56 +274,12 @@ private:
         return "";
     }
 
-    // Weights, optimizer state, data position and counters from a checkpoint of this run's model and data.
+    // Weights, optimizer state, data position and progress from a checkpoint of this run's model and data.
     void restore(const std::string& ckpt_path) {
-        Checkpoint ck = load_checkpoint(ckpt_path);
-        const std::filesystem::path state_file = ck.dir / kStateFile;
-        const TrainState st = parse_train_state(ck.state, state_file);
-        if (!ck.checksummed)
-            log_line(fmt::format("resume: '{}' predates per-tensor checksums: its tensors were checked for NaN/inf "
-                                 "but not verified",
-                                 ck.dir.string()));
-        ConfigDiff diff = diff_for_resume(st.config, cfg_.resolved);
-        if (!diff.identity.empty()) {
-            std::string msg = fmt::format("cannot resume from '{}': its model or data differ from this config:",
-                                          ck.dir.string());
-            for (const auto& l : diff.identity) msg += "\n  " + l;
-            throw InputError(msg + "\n(hint: start a new run, or resume with the checkpoint's config.yaml)");
-        }
-        for (const auto& l : diff.cadence) log_line("resume: changed " + l);
-        for (const auto& l : diff.other) log_line("resume: changed " + l);
-        if (model_->lora()) models::check_lora_base(ck.state.value("lora_base", nlohmann::json()), lora_base_, ck.dir.string());
-        models::load_trained_params(*model_, models::SafetensorsSource(ck.model));
-        restore_optimizer(ck, st);
-        try {
-            loader_->restore(st.loader);
-        } catch (const InputError& e) {
-            throw CheckpointError(fmt::format("'{}': field \"loader\": {}", state_file.string(), e.what()));
-        }
-        step_ = ck.step;
-        tokens_ = st.tokens;
-        if (st.best_val_loss) best_val_ = *st.best_val_loss;
-        best_val_acc_ = ck.state.value("best_val_accuracy", -1.0);
-        prior_wall_ = st.wall_s;
+        RunProgress p = progress();
+        checkpoints_->restore(ckpt_path, p);
+        set_progress(p);
         if (rank_ == 0) truncate_metrics_after(run_dir_->metrics_path(), step_);
-        log_line(fmt::format("resume: {} at step {} ({} tokens seen)", ck.dir.string(), step_, tokens_));
-    }
-
-    // Any world size and ZeRO stage to any other: this rank reads its slice from the files that hold it.
-    void restore_optimizer(const Checkpoint& ck, const TrainState& st) {
-        const optim::ArenaSlice mine = zero_shard(arena_numel_, sync_.zero1 ? world_ : 1, rank_);
-        const size_t read = restore_optimizer_state(*opt_, ck, read_optimizer_index(ck, st), mine);
-        const int ck_world = st.world_size;
-        if (ck_world != world_ || st.zero_stage != (sync_.zero1 ? 1 : 0))
-            log_line(fmt::format("resume: optimizer state of {} rank{} at zero_stage {} resharded for {} rank{} at "
-                                 "zero_stage {} (rank {} read {} file{})",
-                                 ck_world, ck_world == 1 ? "" : "s", st.zero_stage, world_, world_ == 1 ? "" : "s",
-                                 sync_.zero1 ? 1 : 0, rank_, read, read == 1 ? "" : "s"));
-        if (ck_world != world_)
-            log_line(fmt::format("resume: the checkpoint was trained by {} ranks, this run has {}: the global batch "
-                                 "changes from {} to {} rows",
-                                 ck_world, world_, B() * tc_.grad_accum_steps * ck_world,
-                                 B() * tc_.grad_accum_steps * world_));
     }
 
     // Data parallelism: the Reducer all-reduces gradient buckets while backward runs (DDP); under ZeRO-1
@@ -385,127 +292,45 @@ private:
         model_->set_grads_ready_hook([this](size_t offset) { reducer_->grads_ready_from(offset); });
     }
 
-    // Every rank calls save() at the same steps. Rank 0 writes the checkpoint; under ZeRO-1 every rank
-    // writes its optimizer shard into rank 0's temp directory at the same time, so the one atomic rename
-    // publishes all shards together, and state.json indexes them (train/optimizer_shards.h).
+    // Every rank calls save() at the same steps (train/run_checkpoint.h); the directory on rank 0.
     std::filesystem::path save(bool mark_best) {
         last_saved_step_ = step_;
-        ++saves_;
         SaveOptions so;
         so.keep_last = tc_.keep_last;
         so.mark_best = mark_best;
-        std::optional<CheckpointWriter> w;
-        if (rank_ == 0) w.emplace(run_dir_->checkpoints_dir(), step_, so);
-        if (sync_.zero1) {
-            const std::filesystem::path tmp =
-                dc_.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank_ == 0 ? w->temp_dir().string() : "");
-            if (rank_ == 0)
-                w->write_tensors(zero_optimizer_file(0), opt_->state_tensors(), opt_->state_metadata());
-            else
-                write_safetensors(tmp / zero_optimizer_file(rank_), opt_->state_tensors(), opt_->state_metadata());
-            dc_.barrier();
-        }
-        // Device parameters are staged in host memory: the file is the same whichever device wrote it. Sharded
-        // masters are gathered into rank 0's host memory (every rank sends its shard), so model.safetensors
-        // holds the fp32 masters whole at every stage.
-        Arena host_params;
-        if (model_->trained().masters_sharded()) host_params = dc_.gather_masters(model_->trained());
-        if (rank_ != 0) return {};
-        if (!host_params.allocated() && dev_ != Device::kCpu) host_params = models::host_copy(model_->params());
-        std::vector<std::vector<float>> scratch;
-        w->write_tensors(kModelFile,
-                         models::hf_tensors(*model_, host_params.allocated() ? host_params : model_->params(), scratch),
-                         {{"format", "pt"}});
-        if (!sync_.zero1) w->write_tensors(kOptimizerFile, opt_->state_tensors(), opt_->state_metadata());
-        nlohmann::json state = {{"step", step_},
-                                {"tokens", tokens_},
-                                {"loader", loader_->state()},
-                                {"best_val_loss", std::isfinite(best_val_) ? nlohmann::json(best_val_) : nlohmann::json()},
-                                {"best_val_accuracy", best_val_acc_},
-                                {"world_size", world_},
-                                {"zero_stage", sync_.zero1 ? 1 : 0},
-                                {"optimizer_shards",
-                                 optimizer_index_json(optimizer_shard_files(arena_numel_, world_, sync_.zero1))},
-                                {"wall_s", prior_wall_},
-                                {"config", cfg_.resolved}};
-        if (model_->lora()) state["lora_base"] = lora_base_;
-        w->write_state(state);
-        // So the step dir loads in transformers (a model), or in PEFT beside its base (adapters).
-        if (model_->lora())
-            write_file_atomic(w->temp_dir() / models::kAdapterConfigFile,
-                              models::peft_adapter_config(*model_, lora_base_.value("init_from", "")).dump(2) + "\n");
-        else if (!classifier())  // a classifier's step dir has no transformers counterpart
-            hf_files_->write(w->temp_dir());  // config.json, generation_config.json, the run's tokenizer
-        if (auto note = hf_files_ ? hf_files_->take_note() : std::nullopt) log_line("checkpoint: " + *note);
-        auto dir = w->commit();
+        auto dir = checkpoints_->save(run_dir_->checkpoints_dir(), progress(), so);
         if (ckpt_sync_) ckpt_sync_->checkpoint_saved(dir);  // uploaded in the background (output.sync)
         return dir;
     }
 
+    RunProgress progress() const { return {step_, slots_, prior_wall_, best_loss_, best_}; }
+    void set_progress(const RunProgress& p) {
+        step_ = p.step;
+        slots_ = p.slots;
+        prior_wall_ = p.prior_wall;
+        best_loss_ = p.best_loss;
+        best_ = p.best;
+    }
+
+    // The task's evaluation on every rank; an improvement of its best metric keeps checkpoints/best.
     void run_eval() {
-        if (classifier()) return run_classifier_eval();
-        if (!eval_loader_) return;
+        if (!task_->evaluates()) return;
         Stopwatch sw;
-        auto ev = evaluate(*model_, *eval_loader_, B(), T(), tc_.eval_steps);
-        // Every rank evaluated its rows of the same batches: windows average the ranks' means, chat rows
-        // divide the ranks' summed losses by their summed targets.
-        ev.loss = ev.weighted ? dc_.mean(ev.loss_sum) / dc_.mean(ev.weight) : dc_.mean(ev.loss);
-        ev.tokens = static_cast<int64_t>(std::llround(dc_.mean(static_cast<double>(ev.tokens)) * world_));
+        const Evaluation ev = task_->evaluate(*model_, dc_, B(), tc_.eval_steps);
         last_val_ = ev.loss;
         last_eval_step_ = step_;
-        bool best = ev.loss < best_val_;
-        if (best) best_val_ = ev.loss;
-        metrics_->write({{"step", step_}, {"val_loss", ev.loss}, {"val_ppl", std::exp(ev.loss)},
-                         {"val_tokens", ev.tokens}, {"best_val_loss", best_val_}, {"eval_ms", sw.seconds() * 1e3}});
-        log_line(fmt::format("eval step {}: val loss {:.4f} (ppl {:.1f}){}", step_, ev.loss,
-                             std::exp(ev.loss), best ? ", best so far" : ""));
+        best_loss_.offer(ev.loss);
+        const bool best = best_.offer(ev.score);
+        nlohmann::ordered_json record = {{"step", step_}};
+        record.update(ev.fields);
+        record[best_.key()] = best_.to_json();
+        record["eval_ms"] = sw.seconds() * 1e3;
+        metrics_->write(record);
+        log_line(fmt::format("eval step {}: {}{}", step_, ev.text, best ? ", best so far" : ""));
         if (best && step_ > 0) {
             auto dir = save(true);
             log_line(fmt::format("checkpoint: {} (best)", dir.string()));
         }
-    }
-
-    // Validation of a classifier: loss and accuracy; the best checkpoint is the one of the best accuracy.
-    void run_classifier_eval() {
-        if (images_.split.val.empty()) return;
-        Stopwatch sw;
-        const ClassEval ev = classify(*images_.train, kTrainSlot, images_.split.val);
-        last_val_ = ev.loss();
-        last_eval_step_ = step_;
-        const bool best = ev.accuracy() > best_val_acc_;
-        if (best) best_val_acc_ = ev.accuracy();
-        best_val_ = std::min(best_val_, ev.loss());
-        metrics_->write({{"step", step_}, {"val_loss", ev.loss()}, {"val_accuracy", ev.accuracy()},
-                         {"val_images", ev.images}, {"best_val_accuracy", best_val_acc_}, {"eval_ms", sw.seconds() * 1e3}});
-        log_line(fmt::format("eval step {}: val loss {:.4f}, accuracy {:.2f}%{}", step_, ev.loss(), 100 * ev.accuracy(),
-                             best ? ", best so far" : ""));
-        if (best && step_ > 0) {
-            auto dir = save(true);
-            log_line(fmt::format("checkpoint: {} (best)", dir.string()));
-        }
-    }
-
-    // The end of a classifier's run: the test set's accuracy, loss, per-class accuracy and confusion matrix
-    // into the summary, and the table on the log.
-    void add_test_evaluation(nlohmann::ordered_json& summary) {
-        Stopwatch sw;
-        const ClassEval ev = classify(*images_.test, kTestSlot, all_indices(images_.test->n));
-        const double eval_s = sw.seconds();
-        const auto names = class_names(cfg_);
-        log_line(fmt::format("test: {} images, accuracy {:.2f}%, loss {:.4f}\n{}", ev.images, 100 * ev.accuracy(),
-                             ev.loss(), ev.table(names)));
-        const nlohmann::ordered_json test = ev.to_json(names, "test");
-        for (auto it = test.begin(); it != test.end(); ++it) summary[it.key()] = it.value();
-        if (best_val_acc_ >= 0) summary["best_val_accuracy"] = best_val_acc_;
-        // Images, not the pixels the trainer's token counters hold.
-        summary.erase("tokens");
-        summary.erase("tokens_per_sec");
-        summary["images"] = tokens_ / T();
-        summary["images_per_sec"] = train_time_ > 0 ? static_cast<double>(tokens_this_run_ / T()) / train_time_ : 0.0;
-        summary["test_images_per_sec"] = static_cast<double>(ev.images) / eval_s;  // inference, all ranks
-        // The final test metrics go where the other metrics went (metrics.jsonl, TensorBoard, MLflow).
-        metrics_->write({{"step", step_}, {"test_accuracy", ev.accuracy()}, {"test_loss", ev.loss()},
-                         {"test_images", ev.images}});
     }
 
     // One optimizer step: the micro-steps' forward/backward (gradients synchronised as configured),
@@ -516,13 +341,13 @@ private:
         float* grads = static_cast<float*>(model_->grads().data());
         model_->zero_grad();
         loss_sum = 0;
-        step_slots_ = 0;
+        rank_step_slots_ = 0;
         // The step's loss is the mean over its targets on every rank: a micro-batch's mean weighs
         // W * targets / n (the Reducer divides by W). Windows weigh 1/accum each (n = 0: all equal).
         const int64_t n = loader_->global_targets_ahead(accum);
         for (int m = 0; m < accum; ++m) {
             const MicroBatch mb = loader_->next(x_.data(), y_.data(), pos_.data());
-            step_slots_ += static_cast<int64_t>(B()) * mb.T;
+            rank_step_slots_ += static_cast<int64_t>(B()) * mb.T;
             // One dropout seed per (seed, rank, step, micro-step): resume reproduces the masks.
             model_->set_dropout_seed(splitmix64(splitmix64(static_cast<uint64_t>(cfg_.run.seed) ^ 0x64726f70ULL) +
                                                 (static_cast<uint64_t>(rank_) << 48) +
@@ -562,38 +387,26 @@ private:
         return norm;
     }
 
-    // tokens_per_sec is the job's; MFU is per rank (one rank's tokens against one device's peak); memory
-    // is each rank's (rank_memory.h), the largest in the metrics and the log.
+    // Throughput in the task's unit (tokens/s, images/s) is the job's; MFU is per rank (one rank's rate against
+    // one device's peak); memory is each rank's (rank_memory.h), the largest in the metrics and the log.
     void log_step(double norm, double dt) {
-        const double tps = static_cast<double>(step_tokens_) / dt, tps_rank = tps / world_;
-        const double mfu = mfu_meter_->fraction(flops_per_token_ * tps_rank);
+        const CountUnit u = task_->unit();
+        const double rate = static_cast<double>(step_slots_) / dt / static_cast<double>(u.slots);
+        const double rate_rank = rate / world_;
+        const double mfu = mfu_meter_->fraction(flops_per_unit_ * rate_rank);
         if (auto note = mfu_meter_->raised()) log_line(*note);
-        // A classifier's "tokens" are its input pixels (a batch row is one image): it counts images instead.
         const std::vector<double> mem = memory_per_rank_mib();
         const double mem_max = *std::max_element(mem.begin(), mem.end());
-        nlohmann::ordered_json row = {{"step", step_}, {"loss", last_loss_}, {"lr", lr_}, {"grad_norm", norm},
-                                      {"ms", dt * 1e3}};
-        if (classifier()) {
-            row["images_per_sec"] = tps / T();
-            row["images_per_sec_per_rank"] = tps_rank / T();
-            row["mfu"] = mfu;
-            row["images"] = tokens_ / T();
-        } else {
-            row["tokens_per_sec"] = tps;
-            row["tokens_per_sec_per_rank"] = tps_rank;
-            row["mfu"] = mfu;
-            row["tokens"] = tokens_;
-        }
-        row["memory_mib_max"] = mem_max;
-        metrics_->write(row);
+        metrics_->write({{"step", step_}, {"loss", last_loss_}, {"lr", lr_}, {"grad_norm", norm}, {"ms", dt * 1e3},
+                         {u.plural + "_per_sec", rate}, {u.plural + "_per_sec_per_rank", rate_rank}, {"mfu", mfu},
+                         {u.plural, slots_ / u.slots}, {"memory_mib_max", mem_max}});
         const double eta = (tc_.max_steps - step_) * (train_time_ / static_cast<double>(steps_this_run_));
-        std::string rate = classifier() ? fmt::format("{:.0f} img/s", tps / T()) : fmt::format("{:.0f} tok/s", tps);
-        if (world_ > 1) rate += fmt::format(" ({:.0f}/rank)", classifier() ? tps_rank / T() : tps_rank);
-        std::string line = fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | "
-                                       "{} | mfu {:.1f}%{} | mem {:.0f} MiB{} | eta {:.0f}s",
-                                       step_, tc_.max_steps, last_loss_, lr_, norm, dt * 1e3, rate, 100 * mfu,
-                                       world_ > 1 ? "/rank" : "", mem_max, world_ > 1 ? " max/rank" : "", eta);
-        log_line(line);
+        std::string rates = fmt::format("{:.0f} {}", rate, u.rate);
+        if (world_ > 1) rates += fmt::format(" ({:.0f}/rank)", rate_rank);
+        log_line(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {} | mfu {:.1f}%{} | "
+                             "mem {:.0f} MiB{} | eta {:.0f}s",
+                             step_, tc_.max_steps, last_loss_, lr_, norm, dt * 1e3, rates, 100 * mfu,
+                             world_ > 1 ? "/rank" : "", mem_max, world_ > 1 ? " max/rank" : "", eta));
     }
 
     // Each rank's memory (rank_memory.h) in whole MiB, on every rank (one all-reduce: exact in f32).
@@ -606,7 +419,7 @@ private:
 
     // A resumed run whose checkpoint is at trainer.max_steps already: say so, and what happens instead.
     void log_already_complete() const {
-        const bool evaluates = eval_loader_ && tc_.eval_every_steps > 0 && last_eval_step_ != step_;
+        const bool evaluates = task_->evaluates() && tc_.eval_every_steps > 0 && last_eval_step_ != step_;
         log_line(fmt::format("resume: run {} was already complete (step {} of trainer.max_steps {}): nothing to train; "
                              "{}rewriting summary.json (raise trainer.max_steps to train further)",
                              run_dir_->run_id(), step_, tc_.max_steps,
@@ -615,10 +428,11 @@ private:
 
     // Steps until max_steps, --stop-at-step or a signal; returns the exit code.
     int train_loop() {
-        flops_per_token_ = model_->train_flops_per_token(T());
+        const CountUnit u = task_->unit();
+        flops_per_unit_ = model_->train_flops_per_token(T()) * static_cast<double>(u.slots);
         mfu_meter_.emplace(mfu_peak(dev_, precision_.precision == "bf16"));
-        log_line(fmt::format("mfu: model FLOPs per token ({:.3g}) x tokens/s{}, against {}", flops_per_token_,
-                             world_ > 1 ? " of one rank" : "", mfu_meter_->peak().what));
+        log_line(fmt::format("mfu: model FLOPs per {} ({:.3g}) x {}/s{}, against {}", u.singular, flops_per_unit_,
+                             u.plural, world_ > 1 ? " of one rank" : "", mfu_meter_->peak().what));
         x_.resize(static_cast<size_t>(B()) * T());
         y_.resize(x_.size());
         pos_.resize(x_.size());
@@ -628,19 +442,19 @@ private:
         }
         console().enable_progress(opts_.progress);
         run_clock_.reset();
-        const int64_t window_tokens = static_cast<int64_t>(B()) * T() * tc_.grad_accum_steps * world_;
+        const int64_t full_step_slots = static_cast<int64_t>(B()) * T() * tc_.grad_accum_steps * world_;
         while (step_ < tc_.max_steps) {
             Stopwatch sw;
             double loss_sum = 0;
             const double norm = optimizer_step(loss_sum);
             ++step_;
             ++steps_this_run_;
-            // Slots processed by all ranks: fixed for windows; chat rows' widths vary per rank and step.
-            step_tokens_ = cfg_.data.source == "chat"
-                               ? static_cast<int64_t>(std::llround(dc_.mean(static_cast<double>(step_slots_)) * world_))
-                               : window_tokens;
-            tokens_ += step_tokens_;
-            tokens_this_run_ += step_tokens_;
+            // Slots processed by all ranks: fixed for windows and images; chat rows' widths vary per rank and step.
+            step_slots_ = loader_->fixed_width() ? full_step_slots
+                                                 : static_cast<int64_t>(std::llround(
+                                                       dc_.mean(static_cast<double>(rank_step_slots_)) * world_));
+            slots_ += step_slots_;
+            slots_this_run_ += step_slots_;
             if (dev_ == Device::kCuda && steps_this_run_ == 1) {
                 const auto mem = kernels::device_memory_info(dev_);
                 log_line(fmt::format("device: {:.2f} GiB of GPU memory in use after the first step (of {:.1f} GiB)",
@@ -685,22 +499,33 @@ private:
 
     TrainResult finish(int exit_code) {
         console().end_progress();
-        if (exit_code == 0 && (eval_loader_ || classifier()) && tc_.eval_every_steps > 0 && last_eval_step_ != step_)
-            run_eval();
+        if (exit_code == 0 && task_->evaluates() && tc_.eval_every_steps > 0 && last_eval_step_ != step_) run_eval();
         prior_wall_ += run_clock_.seconds();
+        nlohmann::ordered_json summary = run_summary(exit_code);
+        if (exit_code == 0) add_final_report(summary);
+        if (rank_ == 0) write_file_atomic(run_dir_->summary_path(), summary.dump(2) + "\n");
+        dc_.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
+        tracker_->finish(exit_code);  // after the barrier: peers never wait on a tracking server
+        if (ckpt_sync_) ckpt_sync_->finish(kSyncFinishTimeoutS);  // likewise for object storage
+        return {exit_code, summary};
+    }
+
+    // summary.json's fields of any run: losses, the task's best metric, counts and throughput in the task's
+    // unit, memory, and how the run ended.
+    nlohmann::ordered_json run_summary(int exit_code) {
+        const CountUnit u = task_->unit();
+        const double rate = train_time_ > 0 ? static_cast<double>(slots_this_run_ / u.slots) / train_time_ : 0.0;
         auto opt_num = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
         nlohmann::ordered_json summary = {
             {"run_id", run_dir_->run_id()},
             {"final_train_loss", opt_num(last_loss_)},
             {"final_val_loss", opt_num(last_val_)},
-            {"best_val_loss", opt_num(best_val_)},
+            {"best_val_loss", best_loss_.to_json()},
             {"steps", step_},
-            {"tokens", tokens_},
+            {u.plural, slots_ / u.slots},
             {"wall_s", prior_wall_},
-            {"tokens_per_sec",
-             train_time_ > 0 ? static_cast<double>(tokens_this_run_) / train_time_ : 0.0},
-            {"tokens_per_sec_per_rank",
-             train_time_ > 0 ? static_cast<double>(tokens_this_run_) / train_time_ / world_ : 0.0},
+            {u.plural + "_per_sec", rate},
+            {u.plural + "_per_sec_per_rank", rate / world_},
             {"memory_mib_per_rank", memory_per_rank_mib()},
             {"memory_measure", rank_memory_what(dev_)},
             {"memory_plan_bytes", {{"parameters", mem_.parameters}, {"gradients", mem_.gradients},
@@ -709,22 +534,30 @@ private:
             {"interrupted", exit_code != 0},
             {"device", std::string(device_name(dev_))},
             {"world_size", world_}};
-        if (classifier() && exit_code == 0) add_test_evaluation(summary);
-        if (rank_ == 0) write_file_atomic(run_dir_->summary_path(), summary.dump(2) + "\n");
-        dc_.barrier();  // rank 0 serves the store: nobody leaves while a peer may still talk to it
-        tracker_->finish(exit_code);  // after the barrier: peers never wait on a tracking server
-        if (ckpt_sync_) ckpt_sync_->finish(kSyncFinishTimeoutS);  // likewise for object storage
-        return {exit_code, summary};
+        if (best_.value()) summary[best_.key()] = *best_.value();  // best_val_loss already, for the loss itself
+        return summary;
+    }
+
+    // What the task adds at the end of a completed run (a classifier's test set) to the summary, the metrics
+    // and the log.
+    void add_final_report(nlohmann::ordered_json& summary) {
+        const FinalReport r = task_->final_report(*model_, dc_, B());
+        if (!r.log.empty()) log_line(r.log);
+        summary.update(r.summary);
+        if (!r.metrics.empty()) {
+            nlohmann::ordered_json record = {{"step", step_}};
+            record.update(r.metrics);
+            metrics_->write(record);
+        }
     }
 
     int B() const { return tc_.micro_batch_size; }
-    int T() const { return row_width(cfg_); }
+    int T() const { return task_->row_width(); }
 
     const TrainOptions& opts_;
     config::Config cfg_;  // with model.init_from's config.json applied
     const config::TrainerConfig& tc_;
     models::HfSource init_from_;
-    std::optional<HfModelFiles> hf_files_;
     Device dev_ = Device::kCpu;
     DType dtype_ = DType::kF32;
     DistContext dc_ = DistContext::single();
@@ -732,31 +565,32 @@ private:
     GradSync sync_;
     PrecisionChoice precision_;
     MemoryEstimate mem_;
+    std::unique_ptr<Task> task_;  // the workload: language modelling or image classification
     std::unique_ptr<models::Model> model_;
     std::unique_ptr<TrainBatches> loader_;
-    std::unique_ptr<EvalBatches> eval_loader_;
-    ImageData images_;  // data.source idx
-    double best_val_acc_ = -1;
     std::unique_ptr<optim::Optimizer> opt_;  // trainer.optimizer: optim::AdamW or optim::Sgd
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
     std::optional<RunDir> run_dir_;
+    std::optional<RunCheckpoints> checkpoints_;
     std::optional<MetricsLog> metrics_;
     std::optional<tracking::Tracker> tracker_;  // fed by metrics_: declared after it, destroyed before it
     std::unique_ptr<CheckpointSync> ckpt_sync_;  // rank 0 with output.sync
     std::unique_ptr<dist::Reducer> reducer_;
     std::optional<MfuMeter> mfu_meter_;
-    double flops_per_token_ = 0;
+    double flops_per_unit_ = 0;  // training FLOPs of one unit of the task's throughput (a token, an image)
     std::vector<int32_t> x_, y_, pos_;
-    int64_t step_slots_ = 0, step_tokens_ = 0, tokens_this_run_ = 0;
+    // Batch slots (B x T per micro-batch; tokens, or a classifier's pixels): this rank's in the current
+    // step, all ranks' in the last step and in this process's part of the run.
+    int64_t rank_step_slots_ = 0, step_slots_ = 0, slots_this_run_ = 0;
     nlohmann::json lora_base_;  // the frozen base's identity (models/peft.h), LoRA runs only
-    // Progress, restored on resume.
-    int64_t step_ = 0, tokens_ = 0;
-    double best_val_ = std::numeric_limits<double>::infinity();
+    // Progress, restored on resume: slots_ is state.json's "tokens".
+    int64_t step_ = 0, slots_ = 0;
+    BestMetric best_loss_{"val_loss", /*higher_is_better=*/false};  // summary.json's best_val_loss
+    BestMetric best_{"val_loss", /*higher_is_better=*/false};       // the task's, which keeps checkpoints/best
     double prior_wall_ = 0;
     // This process's part of the run.
     int64_t last_saved_step_ = -1, last_eval_step_ = -1, steps_this_run_ = 0;
-    int saves_ = 0;
     double last_loss_ = std::nan(""), last_val_ = std::nan(""), lr_ = 0, train_time_ = 0;
     Stopwatch run_clock_;
 };

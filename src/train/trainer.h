@@ -1,6 +1,7 @@
-// The training loop: data -> GPT-2 forward/backward -> clip -> AdamW or SGD, with logging, evaluation,
-// checkpoints, exact resume and graceful stop. One entry point so the CLI, the launcher's workers, pods
-// and the job queue all start training the same way.
+// The training loop: data -> the model's forward/backward -> clip -> the optimizer (AdamW or SGD), with
+// logging, evaluation, checkpoints, exact resume and graceful stop, for any task (train/task.h: language
+// modelling or image classification). One entry point so the CLI, the launcher's workers, pods and the
+// job queue all start training the same way.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -40,8 +41,9 @@ struct TrainResult {
 // (missing shards, a checkpoint of another model, ...), Error subclasses for runtime failures.
 TrainResult run_training(const TrainOptions& opts);
 
-// `llmtrain eval`: the validation loss as the trainer computes it, for `checkpoint` (a step dir, run
-// dir or checkpoints dir), else model.init_from. Returns {"val_loss", "tokens", "batches"}.
+// `llmtrain eval`: the task's evaluation (train/task.h) of `checkpoint` (a step dir, run dir or checkpoints
+// dir), else of model.init_from: a language model's validation loss as the trainer computes it
+// ({"val_loss", "tokens", "batches", "weights"}), a classifier's test set (test_accuracy, ...).
 nlohmann::ordered_json run_evaluation(const config::Config& cfg, const std::string& checkpoint);
 
 }  // namespace llmt::train

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -120,6 +121,15 @@ TEST_F(ClassifierTrain, TrainsAndEvaluatesTheTestSet) {
     EXPECT_FALSE(series("one", "images_per_sec").empty());
     EXPECT_FALSE(s.contains("tokens")) << s.dump();
     EXPECT_FALSE(s.contains("tokens_per_sec")) << s.dump();
+    EXPECT_FALSE(s.contains("tokens_per_sec_per_rank")) << s.dump();
+    EXPECT_GT(s["images_per_sec"].get<double>(), 0) << s.dump();
+    EXPECT_DOUBLE_EQ(s["images_per_sec_per_rank"].get<double>(), s["images_per_sec"].get<double>());  // one rank
+    // The best validation accuracy is the one checkpoints/best holds, in the summary and state.json.
+    EXPECT_EQ(s["best_val_accuracy"], series("one", "best_val_accuracy").back());
+    std::string best = llmt::read_file(root_ / "runs/one/checkpoints/best");
+    while (!best.empty() && std::isspace(static_cast<unsigned char>(best.back()))) best.pop_back();
+    const auto state = nlohmann::json::parse(llmt::read_file(root_ / "runs/one/checkpoints" / best / "state.json"));
+    EXPECT_EQ(state["best_val_accuracy"], s["best_val_accuracy"]) << best;
     // 2 epochs of 180 images in batches of 8 (each epoch's last batch is 4 short; the padding rows may count).
     EXPECT_GE(s["images"].get<int64_t>(), 360);
     EXPECT_LE(s["images"].get<int64_t>(), 368);
@@ -233,6 +243,11 @@ TEST_F(ClassifierTrain, TwoRanksMatchOneProcessStepByStep) {
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::abs(a[i])) << "step " << i + 1;
     EXPECT_NEAR(summary("one")["test_loss"].get<double>(), summary("two")["test_loss"].get<double>(), 1e-4);
+    // Throughput in images, the job's and one rank's (half of it: both ranks ran every step).
+    const auto two = summary("two");
+    EXPECT_NEAR(two["images_per_sec_per_rank"].get<double>(), two["images_per_sec"].get<double>() / 2,
+                1e-9 * two["images_per_sec"].get<double>());
+    EXPECT_FALSE(two.contains("tokens_per_sec_per_rank")) << two.dump();
 }
 
 // Stopped at step 13 (mid-epoch) and resumed: the same losses and the same final weights, bit for bit.
