@@ -26,10 +26,10 @@ TEST(LmHead, AnyChunkingMatchesThePlainComputation) {
         for (bool train : {true, false}) {
             const HeadOut out = run_head_problem(p, Device::kCpu, DType::kF32, rows, train);
             // fp32 GEMMs over K <= 64 and a float softmax: ~1e-6 relative; 1e-5 leaves room for the BLAS's order.
-            EXPECT_LT(rel_l2d(out.losses, ref.losses), 1e-5) << rows << " rows, train " << train;
+            EXPECT_LT(rel_l2(out.losses, ref.losses), 1e-5) << rows << " rows, train " << train;
             if (!train) continue;
-            EXPECT_LT(rel_l2d(out.dx, ref.dx), 1e-5) << rows << " rows";  // every row written (poisoned first)
-            EXPECT_LT(rel_l2d(out.dw, ref.dw), 1e-5) << rows << " rows";
+            EXPECT_LT(rel_l2(out.dx, ref.dx), 1e-5) << rows << " rows";  // every row written (poisoned first)
+            EXPECT_LT(rel_l2(out.dw, ref.dw), 1e-5) << rows << " rows";
             for (int64_t v = p.V; v < p.Vp; ++v)  // padding rows of the head get no gradient
                 for (int64_t c = 0; c < p.C; ++c) EXPECT_EQ(out.dw[static_cast<size_t>(v * p.C + c)], 0.f);
         }

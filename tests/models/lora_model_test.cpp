@@ -16,7 +16,7 @@
 #include "models/gpt2.h"
 #include "models/hf_adapter.h"
 #include "models/llama.h"
-#include "support/compare.h"
+#include "support/rel_l2.h"
 
 namespace llmt::models {
 namespace {
@@ -66,17 +66,6 @@ std::vector<int32_t> ids(int n, int V, uint32_t seed) {
     std::vector<int32_t> v(static_cast<size_t>(n));
     for (auto& x : v) x = static_cast<int32_t>(g() % static_cast<uint32_t>(V));
     return v;
-}
-
-// Relative L2 distance.
-double rel(const std::vector<double>& a, const std::vector<float>& b) {
-    if (!support::expect_comparable(a, b, "rel")) return support::not_comparable();
-    double num = 0, den = 1e-30;
-    for (size_t i = 0; i < a.size(); ++i) {
-        num += (a[i] - b[i]) * (a[i] - b[i]);
-        den += a[i] * a[i];
-    }
-    return std::sqrt(num / den);
 }
 
 template <typename M, typename Cfg>
@@ -138,8 +127,8 @@ void check_identity(const Cfg& lora_cfg, bool conv1d) {
                     dA[k * in + i] += s * Bm[o * r + k] * gw(o, i);
                 }
         // fp32 gradients of the two formulations: sums over B*T = 24 rows in another order (~1e-6).
-        EXPECT_LT(rel(dA, D.at(pa)), 1e-4);
-        EXPECT_LT(rel(dB, D.at(pb)), 1e-4);
+        EXPECT_LT(support::rel_l2(D.at(pa), dA), 1e-4);
+        EXPECT_LT(support::rel_l2(D.at(pb), dB), 1e-4);
         ++checked;
     }
     EXPECT_EQ(checked, static_cast<int>(lora.lora()->modules().size()));
