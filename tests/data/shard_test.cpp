@@ -256,8 +256,8 @@ TEST(Shard, FuzzRandomAndMutatedBytes) {
 namespace llmt::data {
 namespace {
 
-// Issue 17: a FIFO as a shard or a corpus input is refused at once (opening it used to block until a
-// writer appeared), naming the path and its type.
+// A FIFO as a shard or a corpus input is refused at once (opening it would block until a writer
+// appeared), naming the path and its type.
 TEST(SpecialFiles, FifoShardAndCorpusInputAreRefused) {
     testing::TempDir d;
     const auto fifo = d / "train_000000.bin";

@@ -1,4 +1,4 @@
-// The decoders' CPU thread policy (kernels::CpuThreadsForWork, issue 26): a decode step of a small model runs on
+// The decoders' CPU thread policy (kernels::CpuThreadsForWork): a decode step of a small model runs on
 // the calling thread only, with no OpenMP worker woken for its one-row ops (on shared cores each such fork waits
 // for a descheduled thread), while a prefill wide enough to pay for a second thread still gets one. Observed as
 // the threads the process has: libgomp starts its workers at the first parallel region that asks for them and

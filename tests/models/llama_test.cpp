@@ -328,7 +328,7 @@ TEST(LlamaForward, SequenceLongerThanTheContextIsRefused) {
 namespace llmt::models {
 namespace {
 
-// Packed examples (issue 20): a row holding examples [0, 5) and [5, 12) with positions restarting at 5.
+// Packed examples: a row holding examples [0, 5) and [5, 12) with positions restarting at 5.
 // With targets on the second example only, its loss and every gradient equal those of the second example
 // alone in a row (fp32: the packed row's GEMMs sum over more rows, zeros from the first example's masked
 // targets included, in another blocking: ~1e-6 relative); and the first example's tokens do not matter at
