@@ -23,7 +23,7 @@
 #include "kernels/ops.h"
 #include "models/lm_head.h"
 #include "models/registry.h"
-#include "support/rel_l2.h"
+#include "support/error_measures.h"
 
 namespace llmt::models::head_cases {
 

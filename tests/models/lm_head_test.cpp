@@ -13,6 +13,7 @@
 #include "core/knobs.h"
 #include "lm_head_cases.h"
 #include "models/llama.h"
+#include "small_configs.h"
 
 namespace llmt::models {
 namespace {
@@ -61,18 +62,7 @@ TEST(LmHead, ChunkRowsFollowTheBudgetAndTheKnob) {
     EXPECT_EQ(lm_head_chunk_rows(100, Vp, 2, 0), 100);
 }
 
-LlamaConfig small_llama() {
-    LlamaConfig c;
-    c.n_layer = 2;
-    c.n_head = 4;
-    c.n_kv_head = 2;
-    c.d_model = 32;
-    c.d_ff = 48;
-    c.block_size = 64;
-    c.vocab_size = 50;
-    c.padded_vocab = 64;
-    return c;
-}
+LlamaConfig small_llama() { return test::small_llama(64); }
 
 TEST(LmHead, MemoryPlanCountsTheChunk) {
     const int B = 2, T = 64;

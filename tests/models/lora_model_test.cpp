@@ -16,34 +16,21 @@
 #include "models/gpt2.h"
 #include "models/hf_adapter.h"
 #include "models/llama.h"
-#include "support/rel_l2.h"
+#include "small_configs.h"
+#include "support/error_measures.h"
 
 namespace llmt::models {
 namespace {
 
 LlamaConfig llama_cfg(const LoraSpec& lora) {
-    LlamaConfig c;
-    c.n_layer = 2;
-    c.n_head = 4;
-    c.n_kv_head = 2;
-    c.d_model = 32;
-    c.d_ff = 48;
-    c.block_size = 16;
-    c.vocab_size = 50;
-    c.padded_vocab = 64;
+    LlamaConfig c = test::small_llama(16);
     c.lora = lora;
     return c;
 }
 
 Gpt2Config gpt2_cfg(const LoraSpec& lora) {
-    Gpt2Config c;
-    c.n_layer = 2;
+    Gpt2Config c = test::small_gpt2(16);
     c.n_head = 2;
-    c.d_model = 32;
-    c.d_ff = 128;
-    c.block_size = 16;
-    c.vocab_size = 50;
-    c.padded_vocab = 64;
     c.lora = lora;
     return c;
 }
