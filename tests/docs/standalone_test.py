@@ -26,7 +26,7 @@ SOURCE_EXT = (".cpp", ".h", ".cu", ".cuh", ".txt", ".md", ".cmake", ".py", ".sh"
 
 def files(root, top, exts):
     for d, dirs, names in os.walk(os.path.join(root, top)):
-        dirs.sort()
+        dirs[:] = sorted(x for x in dirs if x != "node_modules")  # installed packages (setup.sh) are not ours
         for n in sorted(names):
             if n.endswith(exts):
                 yield os.path.relpath(os.path.join(d, n), root)
