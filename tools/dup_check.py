@@ -57,6 +57,9 @@ KEPT_APART = [
     # the model tests' error measures (tests/support/error_measures.h) and small configs (small_configs.h)
     ("tests/models/lm_head_cases.h", "tests/models/lora_model_test.cpp", None),
     ("tests/models/gpt2_decode_test.cpp", "tests/models/llama_test.cpp", None),
+    # the tokenizers' reference corpus and ids (tests/data/tokenizer_corpus.h), UTF-8 text (utf8_append.h)
+    ("tests/data/tokenizer_llama3_test.cpp", "tests/data/tokenizer_reference_test.cpp", None),
+    ("tests/data/tokenizer_reference_test.cpp", "tests/data/tokenizer_test.cpp", None),
     # the CUDA tests' device tensor (tests/kernels/device_tensor.h)
     ("tests/kernels/cuda_conv_test.cpp", "tests/kernels/cuda_family_ops_test.cpp", None),
 ]
