@@ -60,6 +60,10 @@ KEPT_APART = [
     # the tokenizers' reference corpus and ids (tests/data/tokenizer_corpus.h), UTF-8 text (utf8_append.h)
     ("tests/data/tokenizer_llama3_test.cpp", "tests/data/tokenizer_reference_test.cpp", None),
     ("tests/data/tokenizer_reference_test.cpp", "tests/data/tokenizer_test.cpp", None),
+    # a shell command's status and output (tests/support/shell.h)
+    ("tests/data/chat_cli_test.cpp", "tests/data/hf_chat_test.cpp", None),
+    ("tests/data/chat_cli_test.cpp", "tests/data/tokenizer_cli_test.cpp", None),
+    ("tests/data/hf_chat_test.cpp", "tests/data/tokenizer_cli_test.cpp", None),
     # the CUDA tests' device tensor (tests/kernels/device_tensor.h)
     ("tests/kernels/cuda_conv_test.cpp", "tests/kernels/cuda_family_ops_test.cpp", None),
 ]
