@@ -66,6 +66,8 @@ KEPT_APART = [
     ("tests/data/hf_chat_test.cpp", "tests/data/tokenizer_cli_test.cpp", None),
     # the launch tests' run directory (tests/launch/tiny_run_dir.h)
     ("tests/launch/launch_train_test.cpp", "tests/launch/torchrun_train_test.cpp", None),
+    # the reference ops' LayerNorm statistics and RoPE head loop (ref::layernorm_stats, ref::for_each_rope_head)
+    ("tests/kernels/ref_ops.h", "tests/kernels/ref_ops.h", None),
     # the CUDA tests' device tensor (tests/kernels/device_tensor.h)
     ("tests/kernels/cuda_conv_test.cpp", "tests/kernels/cuda_family_ops_test.cpp", None),
 ]
