@@ -55,6 +55,17 @@ std::vector<int32_t> ids(int n, int V, uint32_t seed) {
     return v;
 }
 
+// Every trained tensor (the adapters: A and B) drawn from N(0, 0.3) by g.
+template <typename M>
+void randomize_adapters(M& m, std::mt19937& g) {
+    std::normal_distribution<float> n(0.f, 0.3f);
+    for (ParamId i = 0; i < m.param_specs().size(); ++i) {
+        std::vector<float> v(static_cast<size_t>(m.params().view(i).numel()));
+        for (float& x : v) x = n(g);
+        m.trained().write_f32(i, v.data());
+    }
+}
+
 template <typename M, typename Cfg>
 void check_identity(const Cfg& lora_cfg, bool conv1d) {
     const int B = 2, T = 12;
@@ -63,12 +74,7 @@ void check_identity(const Cfg& lora_cfg, bool conv1d) {
     ASSERT_EQ(lora.base().grad_bytes(), 0u);
     // Random B as well as A (a fresh B is zero), larger than a fresh A so the delta matters.
     std::mt19937 g(11);
-    std::normal_distribution<float> n(0.f, 0.3f);
-    for (ParamId i = 0; i < lora.param_specs().size(); ++i) {
-        std::vector<float> v(static_cast<size_t>(lora.params().view(i).numel()));
-        for (float& x : v) x = n(g);
-        lora.trained().write_f32(i, v.data());
-    }
+    randomize_adapters(lora, g);
     // The merged model, trained in full: the base's weights with W_eff folded in.
     Cfg plain_cfg = lora_cfg;
     plain_cfg.lora = LoraSpec{};
@@ -166,12 +172,7 @@ TEST(LoraModel, DropoutGradientsMatchFiniteDifferences) {
     Llama m(c);
     m.init_random(7);
     std::mt19937 g(13);
-    std::normal_distribution<float> n(0.f, 0.3f);
-    for (ParamId i = 0; i < m.param_specs().size(); ++i) {
-        std::vector<float> v(static_cast<size_t>(m.params().view(i).numel()));
-        for (float& x : v) x = n(g);
-        m.trained().write_f32(i, v.data());
-    }
+    randomize_adapters(m, g);
     const int B = 2, T = 10;
     const auto x = ids(B * T, 50, 3), y = ids(B * T, 50, 4);
     m.set_dropout_seed(99);
