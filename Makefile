@@ -108,7 +108,8 @@ lint:
 	git ls-files '*.cpp' '*.h' '*.cu' | xargs clang-format --dry-run -Werror
 
 # Duplicated code in src/ and tests/ (tools/dup_check.py): fails when a pair merged behind shared helpers
-# (its KEPT_APART list) is duplicated again, or when a file pair not in tools/dup_known.txt is.
+# (its KEPT_APART list) is duplicated again, or when a file pair not in tools/dup_known.txt is. `make test`
+# runs the same check as the ctest test build.dup_check.
 dup-check:
 	/usr/bin/python3 tools/dup_check.py --check
 

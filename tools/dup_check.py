@@ -49,6 +49,27 @@ KEPT_APART = [
     ("src/kernels/ops.cpp", "src/kernels/ops_attention.cpp", None),
     # float upload/download of device tensors (tests/kernels/device_floats.h)
     ("tests/kernels/case_runner.cpp", "tests/kernels/cuda_conv_test.cpp", None),
+    # the blocks' activation layout (models/block_layout.h)
+    ("src/models/attention_block.cpp", "src/models/mlp_block.cpp", None),
+    ("src/models/attention_block.h", "src/models/mlp_block.h", None),
+    # Parquet's scalar field readers (read_scalar)
+    ("src/data/tables/parquet_meta.cpp", "src/data/tables/parquet_meta.cpp", r"read_i32|read_i64|read_binary"),
+    # the model tests' error measures (tests/support/error_measures.h) and small configs (small_configs.h)
+    ("tests/models/lm_head_cases.h", "tests/models/lora_model_test.cpp", None),
+    ("tests/models/gpt2_decode_test.cpp", "tests/models/llama_test.cpp", None),
+    # the tokenizers' reference corpus and ids (tests/data/tokenizer_corpus.h), UTF-8 text (utf8_append.h)
+    ("tests/data/tokenizer_llama3_test.cpp", "tests/data/tokenizer_reference_test.cpp", None),
+    ("tests/data/tokenizer_reference_test.cpp", "tests/data/tokenizer_test.cpp", None),
+    # a shell command's status and output (tests/support/shell.h)
+    ("tests/data/chat_cli_test.cpp", "tests/data/hf_chat_test.cpp", None),
+    ("tests/data/chat_cli_test.cpp", "tests/data/tokenizer_cli_test.cpp", None),
+    ("tests/data/hf_chat_test.cpp", "tests/data/tokenizer_cli_test.cpp", None),
+    # the launch tests' run directory (tests/launch/tiny_run_dir.h)
+    ("tests/launch/launch_train_test.cpp", "tests/launch/torchrun_train_test.cpp", None),
+    # the reference ops' LayerNorm statistics and RoPE head loop (ref::layernorm_stats, ref::for_each_rope_head)
+    ("tests/kernels/ref_ops.h", "tests/kernels/ref_ops.h", r"sqrt\(v \+ eps\)|h < NH \+ KV"),
+    # the CUDA tests' device tensor (tests/kernels/device_tensor.h)
+    ("tests/kernels/cuda_conv_test.cpp", "tests/kernels/cuda_family_ops_test.cpp", None),
 ]
 
 KEYWORDS = set("""
@@ -96,7 +117,7 @@ def tokenize(text):
 def source_files(root):
     for folder in FOLDERS:
         for d, dirs, files in os.walk(os.path.join(root, folder)):
-            dirs.sort()
+            dirs[:] = sorted(x for x in dirs if x != "node_modules")  # installed packages are not ours
             for f in sorted(files):
                 if f.endswith(EXTENSIONS):
                     p = os.path.join(d, f)

@@ -1,18 +1,9 @@
 #include "models/attention_block.h"
 
-#include <fmt/format.h>
-
 #include "kernels/ops.h"
 #include "models/transformer.h"
 
 namespace llmt::models {
-
-namespace {
-
-const char* const kNames[AttentionBlock::kNumActs] = {"attn_norm", "attn_mean", "attn_rstd", "qkv_raw", "qk_rstd",
-                                                      "qkv",       "atty",      "lse",       "attn_branch", "res_mid"};
-
-}  // namespace
 
 bool AttentionBlock::present(Act a) const {
     switch (a) {
@@ -37,21 +28,6 @@ ActId AttentionBlock::add(ActLayout& a, const std::string& key, Act act) const {
     }
 }
 
-AttentionBlock::Ids AttentionBlock::add_layer(ActLayout& a, int l) const {
-    Ids ids{};
-    for (int i = 0; i < kNumActs; ++i)
-        if (present(Act(i)) && kept_per_layer(Act(i))) ids[i] = add(a, fmt::format("h{}.{}", l, kNames[i]), Act(i));
-    return ids;
-}
-
-void AttentionBlock::add_shared(ActLayout& a, std::vector<Ids>& layers) const {
-    for (int i = 0; i < kNumActs; ++i)
-        if (present(Act(i)) && !kept_per_layer(Act(i))) {
-            const ActId shared = add(a, std::string("blk.") + kNames[i], Act(i));
-            for (Ids& ids : layers) ids[i] = shared;
-        }
-}
-
 AttentionBlock::Scratch AttentionBlock::add_scratch(ActLayout& a) const {
     Scratch s;
     s.d_qkv = a.add("d_qkv", c_.qkv_width());
@@ -59,18 +35,17 @@ AttentionBlock::Scratch AttentionBlock::add_scratch(ActLayout& a) const {
     return s;
 }
 
-NormStats AttentionBlock::stats(const Transformer& m, int l) const {
-    const Ids& id = m.ids_.attn[static_cast<size_t>(l)];
-    return {present(kMean) ? m.stat(id[kMean]) : Tensor(), m.stat(id[kRstd])};
+const AttentionBlock::Ids& AttentionBlock::ids(const Transformer& m, int l) {
+    return m.ids_.attn[static_cast<size_t>(l)];
 }
 
-Tensor AttentionBlock::out(const Transformer& m, int l) const {
-    return m.act(m.ids_.attn[static_cast<size_t>(l)][kOut], c_.d_model);
+const AttentionParams& AttentionBlock::params(const Transformer& m, int l) {
+    return m.w_.layers[static_cast<size_t>(l)].attn;
 }
 
 void AttentionBlock::forward(Transformer& m, int l, Tensor x) const {
-    const Ids& id = m.ids_.attn[static_cast<size_t>(l)];
-    const AttentionParams& p = m.w_.layers[static_cast<size_t>(l)].attn;
+    const Ids& id = ids(m, l);
+    const AttentionParams& p = params(m, l);
     const int64_t C = c_.d_model, QKV = c_.qkv_width(), A = c_.att_width();
     const int NH = c_.n_head, KV = c_.n_kv_head;
     const Tensor normed = m.act(id[kNorm], C), qkv = m.act(id[kQkv], QKV), atty = m.act(id[kAtty], A);
@@ -91,13 +66,9 @@ void AttentionBlock::forward(Transformer& m, int l, Tensor x) const {
                      c_.bias ? m.weight(p.o_b) : Tensor(), x, 1 + 2 * l);
 }
 
-Tensor AttentionBlock::out_bias_grad_for_norm(const Transformer& m, int l) const {
-    return m.norm_sums_branch_bias() ? m.grad(m.w_.layers[static_cast<size_t>(l)].attn.o_b) : Tensor();
-}
-
 void AttentionBlock::backward(Transformer& m, int l, Tensor x, Tensor dres, Tensor dc, Tensor x_bias_grad) const {
-    const Ids& id = m.ids_.attn[static_cast<size_t>(l)];
-    const AttentionParams& p = m.w_.layers[static_cast<size_t>(l)].attn;
+    const Ids& id = ids(m, l);
+    const AttentionParams& p = params(m, l);
     const int64_t C = c_.d_model, QKV = c_.qkv_width(), A = c_.att_width();
     const int NH = c_.n_head, KV = c_.n_kv_head;
     const Tensor dqkv = m.act(m.ids_.attn_d.d_qkv, QKV), datt = m.act(m.ids_.attn_d.d_att, A);

@@ -1,19 +1,10 @@
 #include "models/mlp_block.h"
 
-#include <fmt/format.h>
-
 #include "kernels/ops.h"
 #include "models/lora.h"
 #include "models/transformer.h"
 
 namespace llmt::models {
-
-namespace {
-
-const char* const kNames[MlpBlock::kNumActs] = {"mlp_norm", "mlp_mean", "mlp_rstd", "up",
-                                                "act",      "mlp_branch", "res_out"};
-
-}  // namespace
 
 bool MlpBlock::present(Act a) const {
     switch (a) {
@@ -41,21 +32,6 @@ ActId MlpBlock::add(ActLayout& a, const std::string& key, Act act) const {
     }
 }
 
-MlpBlock::Ids MlpBlock::add_layer(ActLayout& a, int l) const {
-    Ids ids{};
-    for (int i = 0; i < kNumActs; ++i)
-        if (present(Act(i)) && kept_per_layer(Act(i))) ids[i] = add(a, fmt::format("h{}.{}", l, kNames[i]), Act(i));
-    return ids;
-}
-
-void MlpBlock::add_shared(ActLayout& a, std::vector<Ids>& layers) const {
-    for (int i = 0; i < kNumActs; ++i)
-        if (present(Act(i)) && !kept_per_layer(Act(i))) {
-            const ActId shared = add(a, std::string("blk.") + kNames[i], Act(i));
-            for (Ids& ids : layers) ids[i] = shared;
-        }
-}
-
 MlpBlock::Scratch MlpBlock::add_scratch(ActLayout& a) const {
     Scratch s;
     if (c_.mlp == MlpKind::kSwiglu) s.d_act = a.add("d_f", c_.d_ff);
@@ -63,18 +39,17 @@ MlpBlock::Scratch MlpBlock::add_scratch(ActLayout& a) const {
     return s;
 }
 
-NormStats MlpBlock::stats(const Transformer& m, int l) const {
-    const Ids& id = m.ids_.mlp[static_cast<size_t>(l)];
-    return {present(kMean) ? m.stat(id[kMean]) : Tensor(), m.stat(id[kRstd])};
+const MlpBlock::Ids& MlpBlock::ids(const Transformer& m, int l) {
+    return m.ids_.mlp[static_cast<size_t>(l)];
 }
 
-Tensor MlpBlock::out(const Transformer& m, int l) const {
-    return m.act(m.ids_.mlp[static_cast<size_t>(l)][kOut], c_.d_model);
+const MlpParams& MlpBlock::params(const Transformer& m, int l) {
+    return m.w_.layers[static_cast<size_t>(l)].mlp;
 }
 
 void MlpBlock::forward(Transformer& m, int l, Tensor x, bool to_out) const {
-    const Ids& id = m.ids_.mlp[static_cast<size_t>(l)];
-    const MlpParams& p = m.w_.layers[static_cast<size_t>(l)].mlp;
+    const Ids& id = ids(m, l);
+    const MlpParams& p = params(m, l);
     const int64_t C = c_.d_model, U = c_.up_width(), F = c_.d_ff;
     const Tensor normed = m.act(id[kNorm], C), up = m.act(id[kUp], U), act = m.act(id[kAct], F);
     m.norm_forward(p.norm, normed, stats(m, l), x);
@@ -97,19 +72,15 @@ void MlpBlock::forward(Transformer& m, int l, Tensor x, bool to_out) const {
 // forward's GELU into the GEMM epilogue from the fp32 sum, while gelu_forward starts from the bf16-rounded
 // pre-activation, so there it differs by bf16 rounding).
 void MlpBlock::recompute_activation(Transformer& m, int l) const {
-    const Ids& id = m.ids_.mlp[static_cast<size_t>(l)];
+    const Ids& id = ids(m, l);
     const Tensor up = m.act(id[kUp], c_.up_width()), act = m.act(id[kAct], c_.d_ff);
     if (c_.mlp == MlpKind::kSwiglu) return kernels::swiglu_forward(act, up);
     kernels::gelu_forward(act, up);
 }
 
-Tensor MlpBlock::out_bias_grad_for_norm(const Transformer& m, int l) const {
-    return m.norm_sums_branch_bias() ? m.grad(m.w_.layers[static_cast<size_t>(l)].mlp.down_b) : Tensor();
-}
-
 void MlpBlock::backward(Transformer& m, int l, Tensor x, Tensor dres, Tensor dc, Tensor x_bias_grad) const {
-    const Ids& id = m.ids_.mlp[static_cast<size_t>(l)];
-    const MlpParams& p = m.w_.layers[static_cast<size_t>(l)].mlp;
+    const Ids& id = ids(m, l);
+    const MlpParams& p = params(m, l);
     const int64_t C = c_.d_model, U = c_.up_width(), F = c_.d_ff;
     const Tensor up = m.act(id[kUp], U), act = m.act(id[kAct], F), dup = m.act(m.ids_.mlp_d.d_up, U);
     const Tensor down_bias_grad = c_.bias && !m.norm_sums_branch_bias() ? m.grad(p.down_b) : Tensor();

@@ -69,6 +69,8 @@ protected:
 private:
     friend class AttentionBlock;
     friend class MlpBlock;
+    friend class BlockLayout<AttentionBlock>;  // the blocks' shared activation layout (models/block_layout.h)
+    friend class BlockLayout<MlpBlock>;
 
     struct Acts {
         ActId embedded = 0, norm = 0, norm_mean = 0, norm_rstd = 0, logits = 0, losses = 0, d_residual = 0, d_c = 0,

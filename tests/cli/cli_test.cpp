@@ -128,7 +128,7 @@ TEST_F(CliTest, ValidateReportsMemoryAndTakesMaxMemory) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
 }
 
-// An empty --resume used to start a fresh run (issue 17).
+// An empty --resume is a usage error, not a fresh run.
 TEST_F(CliTest, EmptyResumeIsUsageError) {
     auto r = llmtrain({"train", "--config", kPreset, "--resume", ""});
     EXPECT_EQ(r.exit_code, 2);

@@ -1,4 +1,4 @@
-// What a new user trips over (issue 25), through the real binary: "did you mean" for unknown commands and
+// What a new user trips over, through the real binary: "did you mean" for unknown commands and
 // options, eval/resume from a checkpoint alone, a warmup longer than the run shortened with a warning,
 // every config problem in one pass, one way to name a k8s job, and the console on a terminal (a pty
 // from script(1)) and off one.
@@ -86,8 +86,8 @@ TEST(ConfigPass, WarmupLongerThanTheRunIsShortenedWithAWarning) {
 TEST(ConfigPass, TypeErrorsAndCrossFieldProblemsInOnePass) {
     const fs::path dir = fs::temp_directory_path() / ("llmt_ux_pass_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    // Two values of the wrong type, and three cross-field problems that used to show only after those
-    // were fixed. min_lr is compared with a refused lr: no problem is made up from lr's default.
+    // Two values of the wrong type, and three cross-field problems, all in the same pass (not after
+    // the type errors are fixed). min_lr is compared with a refused lr: no problem is made up from lr's default.
     const std::string yaml = R"(schema_version: 1
 run: {name: "bad name!", device: cpu}
 model: {arch: gpt2, n_layer: 2, n_head: 3, d_model: 32, block_size: 16, vocab_size: 64}
@@ -102,7 +102,7 @@ data: {source: shards, train_shards: x_*.bin}
     std::set<std::string> keys;
     const auto doc = nlohmann::json::parse(r.out);
     for (const auto& e : doc["errors"]) keys.insert(e["key"].get<std::string>());
-    // (bf16 on the CPU is no longer a problem: issue 26; evaluation without val_shards still is.)
+    // (bf16 on the CPU is not a problem; evaluation without val_shards is.)
     for (const char* k : {"trainer.lr", "trainer.micro_batch_size", "run.name", "dist.backend", "data.val_shards",
                           "model.d_model"})
         EXPECT_TRUE(keys.count(k)) << k << " missing from " << r.out;

@@ -162,7 +162,7 @@ TEST(ConfigLoader, ValuesThisVersionCannotActOnAreRefusedTogether) {
     std::map<std::string, std::string> by_key;
     for (const auto& i : is) by_key[i.key] = i.message;
     // The cross-field checks (run.deterministic with run.device, data keys with data.source) run in the
-    // same pass as trainer.lr's type error (issue 25: all problems at once, not 4 more after a fix).
+    // same pass as trainer.lr's type error (all problems at once, not 4 more after a fix).
     EXPECT_EQ(by_key.size(), 7u) << joined(is);
     for (const char* k : {"trainer.lr", "lora.alpha", "lora.target_modules", "tracking.mlflow_dir", "run.deterministic",
                           "tracking.mlflow.uri", "data.cache_dir"})
@@ -337,10 +337,8 @@ TEST(ConfigLoader, SetOverrides) {
     EXPECT_EQ(is[0].where, "--set trainer.min_lr=1");
 }
 
-// A warmup longer than the run is shortened to it, as a warning naming where it came from (issue 25:
-// `--set trainer.max_steps=12` on the default preset used to be refused).
 // A misspelt key's value never reached the key it meant: no second error computed from that key's default
-// (n_heads: 8 with d_model 64 used to add "d_model not divisible by n_head" for a default the user never wrote).
+// (n_heads: 8 with d_model 64 adds no "d_model not divisible by n_head" for a default the user never wrote).
 TEST(ConfigLoader, MisspeltKeyGivesNoFollowOnErrorFromTheDefault) {
     const std::string yaml = R"(schema_version: 1
 model:
@@ -405,6 +403,8 @@ data: {source: idx, train_images: a, train_labels: b, test_images: c, test_label
     EXPECT_EQ(again.resolved, c.resolved);
 }
 
+// A warmup longer than the run is shortened to it, as a warning naming where it came from (so
+// `--set trainer.max_steps=12` on the default preset runs).
 TEST(ConfigLoader, WarmupLongerThanTheRunIsShortenedWithAWarning) {
     Config c = load_config_string(kMinimal, "t.yaml", {"trainer.warmup_steps=5000", "trainer.max_steps=10"});
     EXPECT_EQ(c.trainer.warmup_steps, 10);
@@ -418,8 +418,8 @@ TEST(ConfigLoader, WarmupLongerThanTheRunIsShortenedWithAWarning) {
     EXPECT_TRUE(c.warnings.empty());
 }
 
-// Cross-field problems come in the same pass as type errors (they used to wait until every value had
-// its type), except those that would compare with a refused value's default.
+// Cross-field problems come in the same pass as type errors (not after every value has its type), except
+// those that would compare with a refused value's default.
 TEST(ConfigLoader, CrossFieldProblemsInTheSamePassAsTypeErrors) {
     auto is = issues_of(kMinimal, {"trainer.lr=abc", "trainer.min_lr=5", "run.name=bad name", "dist.backend=nccl",
                                    "trainer.eval_steps=-3"});

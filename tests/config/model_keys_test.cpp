@@ -1,4 +1,4 @@
-// The LLaMA model keys (issue 18): model.arch llama, head_dim, rope_theta and the model.rope_scaling group
+// The LLaMA model keys: model.arch llama, head_dim, rope_theta and the model.rope_scaling group
 // (the first keys nested below a section: YAML, --set, print-config and messages), the per-architecture
 // refusals, and Config::written, the record of which keys the user wrote.
 #include <gtest/gtest.h>

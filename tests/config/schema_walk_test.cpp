@@ -1,4 +1,4 @@
-// Every config key does what it says, or is refused (issue 16, item 3): the test walks schema_fields()
+// Every config key does what it says, or is refused: the test walks schema_fields()
 // and needs, for each key, a reader probe below that shows its value is used: changing the value changes
 // something observable (a loss, a learning rate, a buffer size, a path, a count of checkpoints), or the
 // value is refused with an error naming the key. A key added to the schema without a probe fails
@@ -524,10 +524,10 @@ const std::map<std::string, Probe>& probes() {
         {"data.shard_format",
          [](const Ctx& c) { EXPECT_NE(outcome(c.t, {"data.shard_format=nanogpt"}), outcome(c.t, {})); }},
         {"data.shuffle", [](const Ctx& c) { trajectory_differs(c, {"data.shuffle=false"}, {}); }},
-        // Read by the chat source only (data/chat/chat_loader.h; tests/data/chat_*_test.cpp show what it changes),
-        // which `train` refuses until issue 20 wires it in; refused for every other source.
+        // Read by the chat source only (data/chat/chat_loader.h; tests/data/chat_*_test.cpp and
+        // tests/integration/lora_test.cpp show what it changes); refused for every other source.
         {"data.packing", [](const Ctx& c) { expect_refused(c.t, {"data.packing=true"}, "data.packing"); }},
-        // Image classification (issue 21): read by model.arch mlp/cnn and data.source idx only (their effect:
+        // Image classification: read by model.arch mlp/cnn and data.source idx only (their effect:
         // tests/models/classifier_test.cpp, tests/integration/classifier_train_test.cpp); refused here.
         {"model.image_size", [](const Ctx& c) { expect_refused(c.t, {"model.image_size=32"}, "model.image_size"); }},
         {"model.in_channels", [](const Ctx& c) { expect_refused(c.t, {"model.in_channels=3"}, "model.in_channels"); }},

@@ -1,4 +1,4 @@
-// Special files where a regular file is expected (issue 17): a FIFO with no writer, a directory and a
+// Special files where a regular file is expected: a FIFO with no writer, a directory and a
 // character device are refused at once, naming the path and its type, by open_regular_file and by the
 // shared readers built on it (read_file, SafetensorsFile::open).
 #include "core/regular_file.h"

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "data/test_files.h"
+#include "support/shell.h"
+#include "support/subprocess.h"
 
 namespace llmt::data {
 namespace {
@@ -18,32 +20,15 @@ using testing::write_bytes;
 
 const std::string kLlama3Dir = LLMT_SOURCE_DIR "/data/tokenizers/llama3";
 
-struct Result {
-    int rc;
-    std::string out;
-};
+using Result = llmt::testing::ShellResult;
+using llmt::testing::run_shell;
 
-Result sh(const std::string& cmd) {
-    Result r{-1, {}};
-    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = ::pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-
-std::string bin() {
-    const char* b = std::getenv("LLMTRAIN_BIN");
-    return b ? b : "llmtrain";
-}
+std::string bin() { return llmt::testing::llmtrain_bin(); }
 
 TEST(ChatCli, MalformedLineIsExit2NamingFileAndLine) {
     TempDir tmp;
     write_bytes(tmp / "chat.jsonl", R"({"prompt": "a", "completion": "b"})" "\n" R"({"prompt": "a"})" "\n");
-    const Result r = sh(bin() + " data chat --input " + (tmp / "chat.jsonl").string() + " --tokenizer " + kLlama3Dir +
+    const Result r = run_shell(bin() + " data chat --input " + (tmp / "chat.jsonl").string() + " --tokenizer " + kLlama3Dir +
                         " --cache-dir " + (tmp / "cache").string());
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find((tmp / "chat.jsonl").string() + ":2: field \"completion\" is missing"), std::string::npos)
@@ -57,10 +42,10 @@ TEST(ChatCli, TokenizesOnceThenReuses) {
     write_bytes(tmp / "chat.jsonl", text);
     const std::string cmd = bin() + " data chat --input " + (tmp / "chat.jsonl").string() + " --tokenizer " + kLlama3Dir +
                             " --cache-dir " + (tmp / "cache").string() + " --block-size 64 --packing";
-    Result r = sh(cmd);
+    Result r = run_shell(cmd);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find("tokenized 20 conversations"), std::string::npos) << r.out;
-    r = sh(cmd + " --json");
+    r = run_shell(cmd + " --json");
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find("\"reused\":true"), std::string::npos) << r.out;
 }
@@ -71,12 +56,12 @@ TEST(ChatCli, ChatExampleFromTheCorpus) {
     if (!std::filesystem::exists(corpus + "/.complete")) GTEST_SKIP() << "no default corpus (make data)";
     TempDir tmp;
     const std::string out = (tmp / "qa.jsonl").string();
-    Result r = sh(bin() + " data chat-example --corpus " + corpus + " --out " + out + " --conversations 300 --seed 3");
+    Result r = run_shell(bin() + " data chat-example --corpus " + corpus + " --out " + out + " --conversations 300 --seed 3");
     ASSERT_EQ(r.rc, 0) << r.out;
     const std::string first = testing::read_bytes(out);
-    r = sh(bin() + " data chat-example --corpus " + corpus + " --out " + out + " --conversations 300 --seed 3");
+    r = run_shell(bin() + " data chat-example --corpus " + corpus + " --out " + out + " --conversations 300 --seed 3");
     EXPECT_EQ(testing::read_bytes(out), first) << "not deterministic";
-    r = sh(bin() + " data chat --input " + out + " --tokenizer " + kLlama3Dir + " --cache-dir " +
+    r = run_shell(bin() + " data chat --input " + out + " --tokenizer " + kLlama3Dir + " --cache-dir " +
            (tmp / "cache").string() + " --block-size 128");
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find("tokenized 300 conversations"), std::string::npos) << r.out;

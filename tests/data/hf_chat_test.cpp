@@ -11,6 +11,8 @@
 #include <string>
 
 #include "data/test_files.h"
+#include "support/shell.h"
+#include "support/subprocess.h"
 
 namespace llmt::data {
 namespace {
@@ -23,31 +25,14 @@ using testing::write_bytes;
 const std::string kLlama3Dir = LLMT_SOURCE_DIR "/data/tokenizers/llama3";
 const fs::path kFixtures = fs::path(LLMT_SOURCE_DIR) / "tests/data/fixtures/hf";
 
-struct Result {
-    int rc;
-    std::string out;
-};
+using Result = llmt::testing::ShellResult;
+using llmt::testing::run_shell;
 
-Result sh(const std::string& cmd) {
-    Result r{-1, {}};
-    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = ::pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-
-std::string bin() {
-    const char* b = std::getenv("LLMTRAIN_BIN");
-    return b ? b : "llmtrain";
-}
+std::string bin() { return llmt::testing::llmtrain_bin(); }
 
 // `data chat --json` on `input`; returns the report and the examples.bin the cache holds.
 std::pair<nlohmann::json, std::string> chat(const TempDir& tmp, const fs::path& input) {
-    const Result r = sh(bin() + " data chat --input '" + input.string() + "' --tokenizer " + kLlama3Dir + " --cache-dir " +
+    const Result r = run_shell(bin() + " data chat --input '" + input.string() + "' --tokenizer " + kLlama3Dir + " --cache-dir " +
                         (tmp / "cache").string() + " --val-fraction 0.2 --seed 4 --block-size 96 --json");
     EXPECT_EQ(r.rc, 0) << r.out;
     if (r.rc != 0) return {};
@@ -88,7 +73,7 @@ TEST(HfChat, HyparquetAndApacheArrowMessagesEqualJsonl) {
 TEST(HfChat, BadRowOrMissingColumnsIsExit2NamingFileAndRow) {
     TempDir tmp;
     // A text-only file has neither messages nor prompt/completion.
-    Result r = sh(bin() + " data chat --input " + (kFixtures / "parquet/plain_none_v1.parquet").string() + " --tokenizer " + kLlama3Dir +
+    Result r = run_shell(bin() + " data chat --input " + (kFixtures / "parquet/plain_none_v1.parquet").string() + " --tokenizer " + kLlama3Dir +
                   " --cache-dir " + (tmp / "cache").string());
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find("neither a 'messages' column nor 'prompt' and 'completion' columns (columns: id, text)"), std::string::npos) << r.out;

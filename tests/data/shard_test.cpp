@@ -159,25 +159,22 @@ TEST(Shard, NanoGptHeaderlessUint16) {
 TEST(Shard, CorruptionCasesNameFileAndOffset) {
     TempDir d;
     const std::string good_tokens = u16s({1, 2, 3, 4});
+    // Each file is refused by Shard::open, naming it and the offset where its content goes wrong.
+    auto refused = [&](const char* name, const std::string& bytes, uint64_t offset) {
+        write_bytes(d / name, bytes);
+        expect_format_error([&] { Shard::open(d / name, ShardFormat::kLlmc, 50257); }, d / name, offset);
+    };
     // Truncated inside the header: offset = where the file ends.
-    write_bytes(d / "short.bin", header(20240520, 1, 4).substr(0, 100));
-    expect_format_error([&] { Shard::open(d / "short.bin", ShardFormat::kLlmc, 50257); }, d / "short.bin", 100);
-    write_bytes(d / "zero.bin", "");
-    expect_format_error([&] { Shard::open(d / "zero.bin", ShardFormat::kLlmc, 50257); }, d / "zero.bin", 0);
+    refused("short.bin", header(20240520, 1, 4).substr(0, 100), 100);
+    refused("zero.bin", "", 0);
     // Bad magic at 0, version not matching the magic at 4 (both magics).
-    write_bytes(d / "magic.bin", header(12345, 1, 4) + good_tokens);
-    expect_format_error([&] { Shard::open(d / "magic.bin", ShardFormat::kLlmc, 50257); }, d / "magic.bin", 0);
-    write_bytes(d / "ver16.bin", header(20240520, 7, 4) + good_tokens);
-    expect_format_error([&] { Shard::open(d / "ver16.bin", ShardFormat::kLlmc, 50257); }, d / "ver16.bin", 4);
-    write_bytes(d / "ver32.bin", header(20240801, 1, 2) + good_tokens);
-    expect_format_error([&] { Shard::open(d / "ver32.bin", ShardFormat::kLlmc, 50257); }, d / "ver32.bin", 4);
+    refused("magic.bin", header(12345, 1, 4) + good_tokens, 0);
+    refused("ver16.bin", header(20240520, 7, 4) + good_tokens, 4);
+    refused("ver32.bin", header(20240801, 1, 2) + good_tokens, 4);
     // Count disagreeing with the size: truncated token data, trailing bytes, negative count.
-    write_bytes(d / "trunc.bin", header(20240520, 1, 5) + good_tokens);
-    expect_format_error([&] { Shard::open(d / "trunc.bin", ShardFormat::kLlmc, 50257); }, d / "trunc.bin", 8);
-    write_bytes(d / "trail.bin", header(20240520, 1, 3) + good_tokens);
-    expect_format_error([&] { Shard::open(d / "trail.bin", ShardFormat::kLlmc, 50257); }, d / "trail.bin", 8);
-    write_bytes(d / "neg.bin", header(20240520, 1, -1) + good_tokens);
-    expect_format_error([&] { Shard::open(d / "neg.bin", ShardFormat::kLlmc, 50257); }, d / "neg.bin", 8);
+    refused("trunc.bin", header(20240520, 1, 5) + good_tokens, 8);
+    refused("trail.bin", header(20240520, 1, 3) + good_tokens, 8);
+    refused("neg.bin", header(20240520, 1, -1) + good_tokens, 8);
     // A token id >= vocab: found by read() and validate(), offset = that token's byte offset.
     write_bytes(d / "id.bin", header(20240520, 1, 4) + u16s({1, 2, 60000, 4}));
     auto s = Shard::open(d / "id.bin", ShardFormat::kLlmc, 50257);
@@ -256,8 +253,8 @@ TEST(Shard, FuzzRandomAndMutatedBytes) {
 namespace llmt::data {
 namespace {
 
-// Issue 17: a FIFO as a shard or a corpus input is refused at once (opening it used to block until a
-// writer appeared), naming the path and its type.
+// A FIFO as a shard or a corpus input is refused at once (opening it would block until a writer
+// appeared), naming the path and its type.
 TEST(SpecialFiles, FifoShardAndCorpusInputAreRefused) {
     testing::TempDir d;
     const auto fifo = d / "train_000000.bin";

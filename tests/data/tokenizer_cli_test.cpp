@@ -6,54 +6,38 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include "support/shell.h"
+#include "support/subprocess.h"
 
 namespace {
 
 const std::string kTok = LLMT_SHARED_DIR "/data/gpt2.tiktoken";
 
-struct Result {
-    int rc;
-    std::string out;
-};
+using Result = llmt::testing::ShellResult;
+using llmt::testing::run_shell;
 
-// Runs `sh -c cmd` with stderr folded into the output.
-Result sh(const std::string& cmd) {
-    Result r{-1, {}};
-    FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-    if (!p) return r;
-    char buf[4096];
-    std::size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = ::pclose(p);
-    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return r;
-}
-
-std::string bin() {
-    const char* b = std::getenv("LLMTRAIN_BIN");
-    return b ? b : "llmtrain";
-}
+std::string bin() { return llmt::testing::llmtrain_bin(); }
 
 TEST(TokenizerCli, TokenizeFormatsAndSpecials) {
     const std::string in = "printf 'Hello world<|endoftext|>x' | " + bin() + " tokenize --tokenizer " + kTok;
-    auto r = sh(in + " --json");
+    auto r = run_shell(in + " --json");
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(r.out, "[15496,995,27,91,437,1659,5239,91,29,87]\n");
-    r = sh(in + " --allow-special --threads 2");
+    r = run_shell(in + " --allow-special --threads 2");
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(r.out, "15496\n995\n50256\n87\n");
-    r = sh("printf '' | " + bin() + " tokenize --json --tokenizer " + kTok);
+    r = run_shell("printf '' | " + bin() + " tokenize --json --tokenizer " + kTok);
     EXPECT_EQ(r.out, "[]\n");
 }
 
 TEST(TokenizerCli, DetokenizeBothInputFormsAndRoundTrip) {
-    auto r = sh("echo '[15496, 995, 50256]' | " + bin() + " detokenize --tokenizer " + kTok);
+    auto r = run_shell("echo '[15496, 995, 50256]' | " + bin() + " detokenize --tokenizer " + kTok);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(r.out, "Hello world<|endoftext|>");
-    r = sh("printf '15496\\n 995\\t13' | " + bin() + " detokenize --tokenizer " + kTok);
+    r = run_shell("printf '15496\\n 995\\t13' | " + bin() + " detokenize --tokenizer " + kTok);
     EXPECT_EQ(r.out, "Hello world.");
     // Bytes that are not UTF-8 survive the round trip through the CLI too.
-    r = sh("printf 'caf\\303\\251 \\377\\376 ok\\n' | " + bin() + " tokenize --tokenizer " + kTok + " | " + bin() +
+    r = run_shell("printf 'caf\\303\\251 \\377\\376 ok\\n' | " + bin() + " tokenize --tokenizer " + kTok + " | " + bin() +
            " detokenize --tokenizer " + kTok + " | od -An -tx1 | tr -d ' \\n'");
     EXPECT_EQ(r.out, "636166c3a920fffe206f6b0a");
 }
@@ -63,30 +47,30 @@ TEST(TokenizerCli, DetokenizeBothInputFormsAndRoundTrip) {
 TEST(TokenizerCli, Llama3DirectoryBothWays) {
     const std::string dir = LLMT_SOURCE_DIR "/data/tokenizers/llama3";
     const std::string in = "printf 'Hello world<|eot_id|>' | " + bin() + " tokenize --tokenizer " + dir;
-    auto r = sh(in + " --json");
+    auto r = run_shell(in + " --json");
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(r.out, "[9906,1917,27,91,68,354,851,91,29]\n");
-    r = sh(in + "/tokenizer.json --json --allow-special");
+    r = run_shell(in + "/tokenizer.json --json --allow-special");
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(r.out, "[9906,1917,128009]\n");
-    r = sh("echo '[128000, 9906, 1917, 128009]' | " + bin() + " detokenize --tokenizer " + dir);
+    r = run_shell("echo '[128000, 9906, 1917, 128009]' | " + bin() + " detokenize --tokenizer " + dir);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_EQ(r.out, "<|begin_of_text|>Hello world<|eot_id|>");
-    r = sh("echo '128256' | " + bin() + " detokenize --tokenizer " + dir);
+    r = run_shell("echo '128256' | " + bin() + " detokenize --tokenizer " + dir);
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.out.find("token id 128256 (at index 0)"), std::string::npos) << r.out;
 }
 
 TEST(TokenizerCli, BadInputExitsTwoWithAMessage) {
-    auto r = sh("echo '15496 99999' | " + bin() + " detokenize --tokenizer " + kTok);
+    auto r = run_shell("echo '15496 99999' | " + bin() + " detokenize --tokenizer " + kTok);
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.out.find("token id 99999 (at index 1)"), std::string::npos) << r.out;
-    r = sh("echo '1 two' | " + bin() + " detokenize --tokenizer " + kTok);
+    r = run_shell("echo '1 two' | " + bin() + " detokenize --tokenizer " + kTok);
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.out.find("\"two\""), std::string::npos) << r.out;
-    r = sh("echo '[1,' | " + bin() + " detokenize --tokenizer " + kTok);
+    r = run_shell("echo '[1,' | " + bin() + " detokenize --tokenizer " + kTok);
     EXPECT_EQ(r.rc, 2);
-    r = sh("echo hi | " + bin() + " tokenize --tokenizer /nonexistent/x.tiktoken");
+    r = run_shell("echo hi | " + bin() + " tokenize --tokenizer /nonexistent/x.tiktoken");
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.out.find("/nonexistent/x.tiktoken"), std::string::npos) << r.out;
 }

@@ -19,11 +19,12 @@
 #include "data/tokenizer/tokenizer.h"
 #include "data/tokenizer/tokenizer_pretokenize.h"
 #include "support/compare.h"
+#include "tokenizer_corpus.h"
 
 namespace llmt::data {
 namespace {
 
-const std::string kShared = LLMT_SHARED_DIR "/data/";
+const std::string& kShared = testing::kSharedData;
 const std::string kLlama3Dir = LLMT_SOURCE_DIR "/data/tokenizers/llama3";
 
 const Tokenizer& llama3() {
@@ -31,11 +32,7 @@ const Tokenizer& llama3() {
     return tok;
 }
 
-std::string show(const std::vector<uint32_t>& ids) {
-    std::string s;
-    for (std::size_t i = 0; i < ids.size() && i < 64; ++i) s += std::to_string(ids[i]) + " ";
-    return s + (ids.size() > 64 ? "..." : "");
-}
+using testing::show_ids;
 
 TEST(TokenizerLlama3, FileIdentity) {
     EXPECT_EQ(llama3().source_sha256(), "c05a3c2174e9edd5be19dc5a0748c42a9037bec2811ce062728bfd71f8702d78")
@@ -66,10 +63,10 @@ TEST(TokenizerLlama3, AllCasesBothWays) {
         const auto want_ordinary = c["ids_ordinary"].get<std::vector<uint32_t>>();
         const auto got = llama3().encode(text, true);
         const auto got_ordinary = llama3().encode_ordinary(text);
-        EXPECT_EQ(got, want) << "case " << name << " (specials recognised)\n got: " << show(got)
-                             << "\nwant: " << show(want);
-        EXPECT_EQ(got_ordinary, want_ordinary) << "case " << name << " (ordinary)\n got: " << show(got_ordinary)
-                                               << "\nwant: " << show(want_ordinary);
+        EXPECT_EQ(got, want) << "case " << name << " (specials recognised)\n got: " << show_ids(got)
+                             << "\nwant: " << show_ids(want);
+        EXPECT_EQ(got_ordinary, want_ordinary) << "case " << name << " (ordinary)\n got: " << show_ids(got_ordinary)
+                                               << "\nwant: " << show_ids(want_ordinary);
         EXPECT_EQ(llama3().encode(text, false), want_ordinary) << "case " << name;
         EXPECT_EQ(llama3().decode(got), text) << "case " << name;
         EXPECT_EQ(llama3().decode(got_ordinary), text) << "case " << name;
@@ -82,45 +79,12 @@ TEST(TokenizerLlama3, AllCasesBothWays) {
     EXPECT_EQ(with_specials, 4);  // the cases whose text holds a special token (the file has 4)
 }
 
-std::string reference_corpus() {
-    const std::string kSha = "1021d9575220966c33be32eff97cf202baefa4cfeb22204620168f7ab1cc174c";
-    const std::filesystem::path path = std::filesystem::path(LLMT_BINARY_DIR) / "tokenizer_corpus.txt";
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec) || sha256_file(path) != kSha) {
-        const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
-        const std::string cmd = "sh " + kShared + "make_corpus.sh " + tmp + " && mv " + tmp + " " + path.string();
-        EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    }
-    std::string text = read_file(path);
-    EXPECT_EQ(sha256_hex(text), kSha) << path << " is not the reference corpus (are bible-kjv, fortunes installed?)";
-    return text;
-}
-
-std::vector<uint32_t> reference_ids() {
-    const std::string raw = read_file(kShared + "corpus.llama3.tokens.u32le");
-    std::vector<uint32_t> ids(raw.size() / 4);
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-        const auto* p = reinterpret_cast<const unsigned char*>(raw.data()) + 4 * i;
-        ids[i] = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-    }
-    return ids;
-}
-
-void expect_same_ids(const std::vector<uint32_t>& got, const std::vector<uint32_t>& want) {
-    ASSERT_EQ(want.size(), 1807893u);
-    ASSERT_TRUE(support::comparable(got, want));
-    std::size_t i = 0;
-    while (i < got.size() && got[i] == want[i]) ++i;
-    EXPECT_EQ(i, want.size()) << "first difference at token " << i;
-}
-
 TEST(TokenizerLlama3, WholeCorpus) {
-    const std::string text = reference_corpus();
-    const auto got = llama3().encode_ordinary(text);
-    expect_same_ids(got, reference_ids());
-    EXPECT_EQ(llama3().decode(got), text);
+    const std::string text = testing::reference_corpus();
+    const auto want = testing::reference_ids("corpus.llama3.tokens.u32le", 1807893);
+    testing::expect_encodes_to(llama3(), text, want);
     // Small chunks: hundreds of cut points, none of which may change a token.
-    expect_same_ids(encode_parallel(llama3(), text, true, 2, 8 << 10), reference_ids());
+    testing::expect_same_ids(encode_parallel(llama3(), text, true, 2, 8 << 10), want);
 }
 
 // Pieces of the hand-written pre-tokenizer on the pattern's corners (expected from the regex by hand:

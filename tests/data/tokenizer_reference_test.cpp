@@ -16,11 +16,13 @@
 #include "data/tokenizer/tokenizer_pretokenize.h"
 #include "fuzz/tokenizer_fuzz_body.h"
 #include "support/compare.h"
+#include "tokenizer_corpus.h"
+#include "utf8_append.h"
 
 namespace llmt::data {
 namespace {
 
-const std::string kShared = LLMT_SHARED_DIR "/data/";
+const std::string& kShared = testing::kSharedData;
 
 const Tokenizer& gpt2() {
     static const Tokenizer tok = Tokenizer::load(kShared + "gpt2.tiktoken");
@@ -33,11 +35,7 @@ std::string from_hex(const std::string& hex) {
     return out;
 }
 
-std::string show(const std::vector<uint32_t>& ids) {
-    std::string s;
-    for (std::size_t i = 0; i < ids.size() && i < 64; ++i) s += std::to_string(ids[i]) + " ";
-    return s + (ids.size() > 64 ? "..." : "");
-}
+using testing::show_ids;
 
 TEST(TokenizerReference, Gpt2FileIdentity) {
     EXPECT_EQ(gpt2().vocab_size(), 50257u);
@@ -58,7 +56,8 @@ TEST(TokenizerReference, AllCasesOfTokenizerCasesJsonl) {
         const auto want = c["ids"].get<std::vector<uint32_t>>();
         ASSERT_TRUE(mode == "ordinary" || mode == "allow_all") << name << ": mode " << mode;
         const auto got = mode == "ordinary" ? gpt2().encode_ordinary(text) : gpt2().encode(text, true);
-        EXPECT_EQ(got, want) << "case " << name << " (" << mode << ")\n got: " << show(got) << "\nwant: " << show(want);
+        EXPECT_EQ(got, want) << "case " << name << " (" << mode << ")\n got: " << show_ids(got)
+                             << "\nwant: " << show_ids(want);
         EXPECT_EQ(gpt2().decode(got), text) << "case " << name;
         if (mode == "ordinary") {
             ++ordinary;
@@ -77,54 +76,18 @@ TEST(TokenizerReference, AllCasesOfTokenizerCasesJsonl) {
     EXPECT_GT(ordinary, 500);
 }
 
-// The corpus is rebuilt in the build directory when missing or different (make_corpus.sh needs the
-// Debian packages bible-kjv and fortunes, fortunes-min that scripts/setup.sh installs).
-std::string reference_corpus() {
-    const std::string kSha = "1021d9575220966c33be32eff97cf202baefa4cfeb22204620168f7ab1cc174c";
-    const std::filesystem::path path = std::filesystem::path(LLMT_BINARY_DIR) / "tokenizer_corpus.txt";
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec) || sha256_file(path) != kSha) {
-        // A temp name per process: ctest -j runs several tests of this file at once, and a shared temp
-        // name made one test's mv fail while the other was writing it.
-        const std::string tmp = path.string() + ".tmp." + std::to_string(::getpid());
-        const std::string cmd = "sh " + kShared + "make_corpus.sh " + tmp + " && mv " + tmp + " " + path.string();
-        EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-    }
-    std::string text = read_file(path);
-    EXPECT_EQ(sha256_hex(text), kSha) << path << " is not the reference corpus (are bible-kjv, fortunes installed?)";
-    return text;
-}
-
-std::vector<uint32_t> reference_ids() {
-    const std::string raw = read_file(kShared + "corpus.tokens.u32le");
-    std::vector<uint32_t> ids(raw.size() / 4);
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-        const auto* p = reinterpret_cast<const unsigned char*>(raw.data()) + 4 * i;
-        ids[i] = uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
-    }
-    return ids;
-}
-
-void expect_same_ids(const std::vector<uint32_t>& got, const std::vector<uint32_t>& want) {
-    ASSERT_EQ(want.size(), 1901335u);
-    ASSERT_TRUE(support::comparable(got, want));
-    std::size_t i = 0;
-    while (i < got.size() && got[i] == want[i]) ++i;
-    EXPECT_EQ(i, want.size()) << "first difference at token " << i;
-}
+std::vector<uint32_t> corpus_ids() { return testing::reference_ids("corpus.tokens.u32le", 1901335); }
 
 TEST(TokenizerReference, WholeCorpusOneThread) {
-    const std::string text = reference_corpus();
-    const auto got = gpt2().encode_ordinary(text);
-    expect_same_ids(got, reference_ids());
-    EXPECT_EQ(gpt2().decode(got), text);
+    testing::expect_encodes_to(gpt2(), testing::reference_corpus(), corpus_ids());
 }
 
 TEST(TokenizerReference, WholeCorpusParallelChunks) {
-    const std::string text = reference_corpus();
+    const std::string text = testing::reference_corpus();
+    const auto want = corpus_ids();
     // Small chunks so that there are hundreds of cut points, each of which must not change a token.
-    expect_same_ids(encode_parallel(gpt2(), text, false, 2, 8 << 10), reference_ids());
-    expect_same_ids(encode_parallel(gpt2(), text, true, 3, 64 << 10), reference_ids());  // no specials in it
+    testing::expect_same_ids(encode_parallel(gpt2(), text, false, 2, 8 << 10), want);
+    testing::expect_same_ids(encode_parallel(gpt2(), text, true, 3, 64 << 10), want);  // no specials in it
 }
 
 
@@ -140,28 +103,11 @@ TEST(TokenizerReference, WholeCorpusParallelChunks) {
 TEST(TokenizerReference, EveryCodePointMatchesNpmTiktoken) {
     std::string text;
     text.reserve(34u << 20);
-    auto put = [&](uint32_t cp) {
-        if (cp < 0x80) {
-            text.push_back(static_cast<char>(cp));
-        } else if (cp < 0x800) {
-            text.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-            text.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-        } else if (cp < 0x10000) {
-            text.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-            text.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-            text.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-        } else {
-            text.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-            text.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-            text.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-            text.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-        }
-    };
     for (uint32_t cp = 0; cp < 0x110000; ++cp) {
         if (cp >= 0xD800 && cp <= 0xDFFF) continue;
         for (uint32_t x : {cp, uint32_t{'a'}, cp, uint32_t{'1'}, cp, uint32_t{' '}, cp, cp, uint32_t{'!'}, cp,
                            uint32_t{'\n'}})
-            put(x);
+            testing::append_utf8(text, x);
     }
     ASSERT_EQ(sha256_hex(text), "04b48ee034f72168a5019a9760fe5a9894574969f34aba4829d4bd78279b0b02");
     const auto ids = encode_parallel(gpt2(), text, false, 2);

@@ -11,6 +11,7 @@
 #include "core/fs.h"
 #include "data/tokenizer/tokenizer.h"
 #include "data/tokenizer/tokenizer_pretokenize.h"
+#include "utf8_append.h"
 
 namespace llmt::data {
 namespace {
@@ -23,23 +24,7 @@ const Tokenizer& gpt2() {
     return tok;
 }
 
-void append_utf8(std::string& s, uint32_t cp) {
-    if (cp < 0x80) {
-        s.push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-        s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-        s.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-        s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-        s.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-        s.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-        s.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-}
+using testing::append_utf8;
 
 // Random valid UTF-8 drawn from many scripts and from the characters the pre-tokenizer cares about
 // (whitespace of every kind, apostrophes, digits, combining marks, emoji, unassigned and private use).

@@ -1,4 +1,4 @@
-// libFuzzer entry for the checkpoint loader's parsing (issue 17): state.json (its checksum, "step",
+// libFuzzer entry for the checkpoint loader's parsing: state.json (its checksum, "step",
 // every typed trainer field) and a safetensors file with checksum metadata (per-tensor CRC-32C and
 // finiteness). Input: 2 bytes little-endian length L, L bytes of state.json, then the safetensors
 // bytes. Anything may be refused with InputError (FormatError, CheckpointError); any other exception

@@ -48,21 +48,35 @@ inline const data::Tokenizer& fuzz_tokenizer() {
     std::abort();
 }
 
-// GPT-2's regex transcribed alternative by alternative over decoded characters, with the backtracking
-// spelled out: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-inline std::vector<std::string_view> oracle_pretokenize(std::string_view text) {
-    struct Ch {
-        uint32_t cp;
-        data::CharClass cls;
-        std::size_t off;
-    };
-    std::vector<Ch> cs;
+// A decoded character of the oracles' input: code point, class and byte offset.
+struct OracleChar {
+    uint32_t cp;
+    data::CharClass cls;
+    std::size_t off;
+};
+inline std::vector<OracleChar> oracle_chars(std::string_view text) {
+    std::vector<OracleChar> cs;
     for (std::size_t i = 0; i < text.size();) {
         std::size_t len;
         const uint32_t cp = data::decode_utf8(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i, &len);
         cs.push_back({cp, data::char_class(cp), i});
         i += len;
     }
+    return cs;
+}
+
+// \s+(?!\S)|\s+ at i, the run of spaces ending at k: backtracking, the longest part of the run followed by a
+// space or the end of the text, else the whole run.
+inline std::size_t oracle_space_run_end(const std::vector<OracleChar>& cs, std::size_t i, std::size_t k) {
+    for (std::size_t e = k; e > i; --e)
+        if (e == cs.size() || cs[e].cls == data::CharClass::kSpace) return e;
+    return k;
+}
+
+// GPT-2's regex transcribed alternative by alternative over decoded characters, with the backtracking
+// spelled out: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+inline std::vector<std::string_view> oracle_pretokenize(std::string_view text) {
+    const std::vector<OracleChar> cs = oracle_chars(text);
     const std::size_t n = cs.size();
     auto off = [&](std::size_t k) { return k < n ? cs[k].off : text.size(); };
     auto lit = [&](std::size_t k, std::string_view s) {
@@ -94,9 +108,7 @@ inline std::vector<std::string_view> oracle_pretokenize(std::string_view text) {
         if (!end) {
             std::size_t k = i;
             while (k < n && cs[k].cls == data::CharClass::kSpace) ++k;
-            for (std::size_t e = k; e > i && !end; --e)  // \s+(?!\S), backtracking
-                if (e == n || cs[e].cls == data::CharClass::kSpace) end = e;
-            if (!end) end = k;  // \s+
+            end = oracle_space_run_end(cs, i, k);
         }
         if (end <= i) fuzz_fail("oracle made no progress", text);
         out.push_back(text.substr(off(i), off(end) - off(i)));
@@ -109,18 +121,7 @@ inline std::vector<std::string_view> oracle_pretokenize(std::string_view text) {
 // (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // Case-insensitive matching compares simple case folds (A-Z to a-z, U+017F to s).
 inline std::vector<std::string_view> oracle_llama3_pretokenize(std::string_view text) {
-    struct Ch {
-        uint32_t cp;
-        data::CharClass cls;
-        std::size_t off;
-    };
-    std::vector<Ch> cs;
-    for (std::size_t i = 0; i < text.size();) {
-        std::size_t len;
-        const uint32_t cp = data::decode_utf8(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i, &len);
-        cs.push_back({cp, data::char_class(cp), i});
-        i += len;
-    }
+    const std::vector<OracleChar> cs = oracle_chars(text);
     const std::size_t n = cs.size();
     auto off = [&](std::size_t k) { return k < n ? cs[k].off : text.size(); };
     auto fold = [](uint32_t cp) { return cp >= 'A' && cp <= 'Z' ? cp + 32 : cp == 0x17F ? uint32_t{'s'} : cp; };
@@ -171,9 +172,7 @@ inline std::vector<std::string_view> oracle_llama3_pretokenize(std::string_view 
                     while (crlf(end)) ++end;
                 }
             }
-            for (std::size_t e = k; e > i && !end; --e)  // \s+(?!\S)
-                if (e == n || cs[e].cls == data::CharClass::kSpace) end = e;
-            if (!end) end = k;  // \s+
+            if (!end) end = oracle_space_run_end(cs, i, k);
         }
         if (end <= i) fuzz_fail("llama3 oracle made no progress", text);
         out.push_back(text.substr(off(i), off(end) - off(i)));

@@ -157,8 +157,8 @@ TEST_F(ChatTest, HuggingFaceModelDirectoryAnswersAsTheRun) {
     EXPECT_NE(a.err.find(" tokens ended by "), std::string::npos) << a.err;
 }
 
-// generate --model EXPORT decodes with the export's own tokenizer: the same greedy text as the run (it
-// used to fall back to GPT-2's and print other text with exit 0). A model directory without tokenizer files
+// generate --model EXPORT decodes with the export's own tokenizer: the same greedy text as the run (not
+// GPT-2's tokenizer, which would print other text with exit 0). A model directory without tokenizer files
 // refuses text naming --tokenizer, while ids in and out need none; --model on the run itself works too.
 TEST_F(ChatTest, GenerateFromTheExportPrintsTheRunsText) {
     const fs::path exported = root_ / "export_gen";

@@ -1,4 +1,4 @@
-// Image classification through the real binary (issue 21) on a small synthetic IDX set whose classes are
+// Image classification through the real binary on a small synthetic IDX set whose classes are
 // learnable (class k: a bright square in corner k): training ends with the test set's accuracy, per-class
 // accuracy and confusion matrix in summary.json; 2 ranks on the same global batch match 1 process step by
 // step; a run stopped and resumed is bit-identical to one that was not; `eval` reports the test accuracy;

@@ -108,19 +108,24 @@ TEST_F(HfDirTest, Fp32ExportHoldsTheCheckpointsTensorsAndTransformersConfig) {
     const ProcResult ev_dir = llmtrain({"eval", "--json", "--config", from_dir_config(out).string()});
     ASSERT_EQ(ev_dir.exit_code, 0) << ev_dir.err;
     EXPECT_EQ(val_loss(ev_ck), val_loss(ev_dir));
-    // Greedy decoding from the checkpoint and from the directory agree token for token.
-    const std::vector<std::string> greedy = {"--prompt-ids", "464,3290,318", "--temperature", "0", "-n", "8"};
-    auto with = [&](std::vector<std::string> a) {
-        a.insert(a.begin(), "generate");
-        a.insert(a.end(), greedy.begin(), greedy.end());
-        return llmtrain(a);
+    // `generate args` from the checkpoint and from the directory: both succeed with the same output (returned).
+    auto generate_both = [&](const std::vector<std::string>& args) {
+        const std::vector<std::string> sources[2] = {{"--checkpoint", run_.string()}, {"--model", out.string()}};
+        std::string outs[2];
+        for (int k = 0; k < 2; ++k) {
+            std::vector<std::string> a = {"generate"};
+            a.insert(a.end(), sources[k].begin(), sources[k].end());
+            a.insert(a.end(), args.begin(), args.end());
+            const ProcResult g = llmtrain(a);
+            EXPECT_EQ(g.exit_code, 0) << g.err;
+            outs[k] = g.out;
+        }
+        EXPECT_EQ(outs[0], outs[1]);
+        return outs[0];
     };
-    const ProcResult g_ck = with({"--checkpoint", run_.string()});
-    const ProcResult g_dir = with({"--model", out.string()});
-    ASSERT_EQ(g_ck.exit_code, 0) << g_ck.err;
-    ASSERT_EQ(g_dir.exit_code, 0) << g_dir.err;
-    EXPECT_EQ(g_ck.out.rfind("464 3290 318 ", 0), 0u) << g_ck.out;
-    EXPECT_EQ(g_ck.out, g_dir.out);
+    // Greedy decoding from the checkpoint and from the directory agree token for token.
+    const std::string greedy = generate_both({"--prompt-ids", "464,3290,318", "--temperature", "0", "-n", "8"});
+    EXPECT_EQ(greedy.rfind("464 3290 318 ", 0), 0u) << greedy;
     // The run's tokenizer (GPT-2's, data.tokenizer's default) is in the export as vocab.json + merges.txt,
     // and its ids in both JSON files; text through the export's own tokenizer is the run's text.
     for (const char* f : {"vocab.json", "merges.txt", "tokenizer_config.json"}) EXPECT_TRUE(fs::exists(out / f)) << f;
@@ -130,17 +135,7 @@ TEST_F(HfDirTest, Fp32ExportHoldsTheCheckpointsTensorsAndTransformersConfig) {
     const auto gen = nlohmann::json::parse(llmt::read_file(out / "generation_config.json"));
     EXPECT_EQ(gen["eos_token_id"], 50256);
     EXPECT_EQ(gen["pad_token_id"], 50256);
-    const std::vector<std::string> text = {"--prompt", "Document 3 counts", "--temperature", "0", "-n", "8"};
-    auto with_text = [&](std::vector<std::string> a) {
-        a.insert(a.begin(), "generate");
-        a.insert(a.end(), text.begin(), text.end());
-        return llmtrain(a);
-    };
-    const ProcResult t_ck = with_text({"--checkpoint", run_.string()});
-    const ProcResult t_dir = with_text({"--model", out.string()});
-    ASSERT_EQ(t_ck.exit_code, 0) << t_ck.err;
-    ASSERT_EQ(t_dir.exit_code, 0) << t_dir.err;
-    EXPECT_EQ(t_ck.out, t_dir.out);
+    generate_both({"--prompt", "Document 3 counts", "--temperature", "0", "-n", "8"});
     // And training continues from it.
     const ProcResult tr = llmtrain({"train", "--config", from_dir_config(out).string(), "--set",
                                     "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=from_dir"});

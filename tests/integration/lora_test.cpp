@@ -1,4 +1,4 @@
-// LoRA through the real binary (issue 20): a tiny LLaMA base exported as a Hugging Face directory, then
+// LoRA through the real binary: a tiny LLaMA base exported as a Hugging Face directory, then
 // `llmtrain train` with lora.r on it: the checkpoint holds only the adapters (PEFT names) beside an
 // adapter_config.json and names its base; resume is bit-identical; `export` writes a PEFT adapter
 // directory; `merge` folds it into the base and the merged model evaluates as base + adapter does;
@@ -202,7 +202,7 @@ TEST_F(LoraTest, AnotherBaseOrAnUnsupportedAdapterIsRefused) {
 
 namespace {
 
-// Chat fine-tuning data (data.source: chat, issue 20 item 3) through the trainer: Llama 3's tokenizer and
+// Chat fine-tuning data (data.source: chat) through the trainer: Llama 3's tokenizer and
 // template (data/tokenizers/llama3, installed by setup), packed rows with per-example positions, LoRA on a
 // scratch base. The step's loss averages over its target tokens however the rows are split into
 // micro-batches, and resume is bit-identical (the chat loader's position is in the checkpoint).

@@ -234,7 +234,7 @@ TEST(K8sManifests, WarnsAboutLostCheckpointsAndRelativeDataPaths) {
     EXPECT_NE(r.out.find("name: gpt2-tiny"), std::string::npos) << "the name defaults to run.name";
 }
 
-// Issue 21: a classifier preset on Kubernetes. fashion_mnist_cnn reads data.source idx's default files,
+// A classifier preset on Kubernetes. fashion_mnist_cnn reads data.source idx's default files,
 // Debian's dataset-fashion-mnist, which the image installs (deploy/Containerfile): the pods find them
 // without a volume. Pointed at IDX files of a data volume (/data/...), the render mounts the claim
 // read-only at /data and the config the pods read names those files; without --data-pvc it warns.

@@ -211,7 +211,7 @@ TEST(K8sRender, GpuPodsGetShmTolerationAndGpuLimits) {
     EXPECT_TRUE(shm);
 }
 
-// Issue 23: --s3-secret puts the AWS_* variables in every kind's pods through secretKeyRef, the key pair
+// Object storage: --s3-secret puts the AWS_* variables in every kind's pods through secretKeyRef, the key pair
 // required and the rest optional; no value of them is in the manifest's text.
 TEST(K8sRender, S3SecretIsPassedThroughValueFrom) {
     for (Kind kind : {Kind::IndexedJob, Kind::JobSet, Kind::StatefulSet, Kind::TrainJob, Kind::PyTorchJob}) {

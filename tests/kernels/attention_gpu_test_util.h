@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/bf16.h"
@@ -105,6 +106,17 @@ Err compare(const std::vector<float>& got, const std::vector<float>& ref, Pick p
     e.max_rel = dmax / rmax;
     e.max_abs = dmax;
     return e;
+}
+
+// The check of one output of a bf16 attention against its reference: every value finite, the norm-relative
+// and the max-relative error within their bounds. `label` (the test, the case, what against what) is
+// printed with the errors and names a failure.
+inline void expect_within(const std::string& label, const Err& e, double tol_norm, double tol_max) {
+    std::printf("%s norm rel %.2e  max rel %.2e (tol %.0e / %.0e)\n", label.c_str(), e.norm_rel, e.max_rel, tol_norm,
+                tol_max);
+    EXPECT_TRUE(e.finite) << label << ": non-finite value (an element left unwritten?)";
+    EXPECT_LE(e.norm_rel, tol_norm) << label;
+    EXPECT_LE(e.max_rel, tol_max) << label;
 }
 
 }  // namespace llmt::kernels::attn_test

@@ -9,28 +9,46 @@
 namespace llmt::kernels::cases {
 namespace {
 
+// What the RMSNorm cases share: their (B, T, C) and eps (the call's one parameter), the normalised output and its
+// rstd, and the float64 forward of a row buffer into them.
+struct NormCase {
+    int B, T, C;
+    float eps;
+    explicit NormCase(const Case& c) : B(c.d.B), T(c.d.T), C(c.d.C), eps(static_cast<float>(c.d.eps)) {}
+    Call call() const {
+        Call k;
+        k.params = {{"eps", eps}};
+        return k;
+    }
+    Shape btc() const { return {B, T, C}; }
+    size_t numel() const { return static_cast<size_t>(B) * T * C; }
+    Arg out() const { return output("out", btc(), {kTolReduce, kTolOut}); }
+    Arg rstd() const { return output("rstd", {B, T}, {kTolReduce, kTolStat}, Kind::kF32); }
+    void ref_forward(Ref64& r, const char* x) const {
+        ref::rmsnorm_forward(r("out"), r("rstd"), r(x), r("weight"), double{eps}, B * T, C);
+    }
+};
+
 // RMSNorm forward, then backward from its rstd (dinp, dweight: +=).
 Call rmsnorm(const Case& c) {
-    const int B = c.d.B, T = c.d.T, C = c.d.C;
-    const float eps = static_cast<float>(c.d.eps);
-    Call k;
-    k.params = {{"eps", eps}};
-    k.args = {input("inp", {B, T, C}, 2.0f),
-              input("weight", {C}),
-              output("out", {B, T, C}, {kTolReduce, kTolOut}),
-              output("rstd", {B, T}, {kTolReduce, kTolStat}, Kind::kF32),
-              input("dout", {B, T, C}),
-              inout("dinp", {B, T, C}, {kTolBackward, kTolGrad}),
-              inout("dweight", {C}, {kTolBackward, kTolGrad}, Kind::kF32)};
+    const NormCase n(c);
+    const Shape btc = n.btc();
+    Call k = n.call();
+    k.args = {input("inp", btc, 2.0f),
+              input("weight", {n.C}),
+              n.out(),
+              n.rstd(),
+              input("dout", btc),
+              inout("dinp", btc, {kTolBackward, kTolGrad}),
+              inout("dweight", {n.C}, {kTolBackward, kTolGrad}, Kind::kF32)};
     k.stages = {[=](Run& r) {
-        rmsnorm_forward(r["out"], r["rstd"], r["inp"], r["weight"], eps);
+        rmsnorm_forward(r["out"], r["rstd"], r["inp"], r["weight"], n.eps);
         rmsnorm_backward(r["dinp"], r["dweight"], r["dout"], r["inp"], r["weight"], r["rstd"]);
     }};
     k.f64 = [=](Ref64& r) {
-        const int N = B * T;
-        ref::rmsnorm_forward(r("out"), r("rstd"), r("inp"), r("weight"), double{eps}, N, C);
-        std::vector<double> dx(static_cast<size_t>(N) * C), dw(C);
-        ref::rmsnorm_backward(dx.data(), dw.data(), r("dout"), r("inp"), r("weight"), double{eps}, N, C);
+        n.ref_forward(r, "inp");
+        std::vector<double> dx(n.numel()), dw(static_cast<size_t>(n.C));
+        ref::rmsnorm_backward(dx.data(), dw.data(), r("dout"), r("inp"), r("weight"), double{n.eps}, n.B * n.T, n.C);
         add_into(r("dinp"), dx);
         add_into(r("dweight"), dw);
     };
@@ -40,45 +58,40 @@ Call rmsnorm(const Case& c) {
 // residual_out = inp1 + inp2 (bf16: rounded once, bit for bit the CPU sum rounded), normalised from the stored sum. The
 // CPU reference of a bf16 run normalises the rounded sum, as the kernel does.
 Call residual_rmsnorm(const Case& c) {
-    const int B = c.d.B, T = c.d.T, C = c.d.C;
-    const float eps = static_cast<float>(c.d.eps);
-    Call k;
-    k.params = {{"eps", eps}};
-    k.args = {input("inp1", {B, T, C}, 2.0f),
-              input("inp2", {B, T, C}),
-              input("weight", {C}),
-              output("residual", {B, T, C}, {kTolElementwise, kExactRounded}),
-              output("out", {B, T, C}, {kTolReduce, kTolOut}),
-              output("rstd", {B, T}, {kTolReduce, kTolStat}, Kind::kF32)};
+    const NormCase n(c);
+    Call k = n.call();
+    k.args = {input("inp1", n.btc(), 2.0f),
+              input("inp2", n.btc()),
+              input("weight", {n.C}),
+              output("residual", n.btc(), {kTolElementwise, kExactRounded}),
+              n.out(),
+              n.rstd()};
     k.stages = {[=](Run& r) {
-        residual_rmsnorm_forward(r["residual"], r["out"], r["rstd"], r["inp1"], r["inp2"], r["weight"], eps);
+        residual_rmsnorm_forward(r["residual"], r["out"], r["rstd"], r["inp1"], r["inp2"], r["weight"], n.eps);
         if (!r.cuda()) {
             r.round_as_stored("residual");
-            rmsnorm_forward(r["out"], r["rstd"], r["residual"], r["weight"], eps);
+            rmsnorm_forward(r["out"], r["rstd"], r["residual"], r["weight"], n.eps);
         }
     }};
     k.f64 = [=](Ref64& r) {
-        for (size_t i = 0; i < static_cast<size_t>(B) * T * C; i++) r("residual")[i] = r("inp1")[i] + r("inp2")[i];
-        ref::rmsnorm_forward(r("out"), r("rstd"), r("residual"), r("weight"), double{eps}, B * T, C);
+        for (size_t i = 0; i < n.numel(); i++) r("residual")[i] = r("inp1")[i] + r("inp2")[i];
+        n.ref_forward(r, "residual");
     };
     return k;
 }
 
 // The same with residual_out aliasing inp1 (in place: the model's residual stream).
 Call residual_rmsnorm_inplace(const Case& c) {
-    const int B = c.d.B, T = c.d.T, C = c.d.C;
-    const float eps = static_cast<float>(c.d.eps);
-    Call k;
-    k.params = {{"eps", eps}};
-    k.args = {inout("inp1", {B, T, C}, {kTolElementwise, kExactRounded}, Kind::kAct, 2.0f), input("inp2", {B, T, C}),
-              input("weight", {C}), output("out", {B, T, C}, {kTolReduce, kTolOut}),
-              output("rstd", {B, T}, {kTolReduce, kTolStat}, Kind::kF32)};
+    const NormCase n(c);
+    Call k = n.call();
+    k.args = {inout("inp1", n.btc(), {kTolElementwise, kExactRounded}, Kind::kAct, 2.0f), input("inp2", n.btc()),
+              input("weight", {n.C}), n.out(), n.rstd()};
     k.stages = {[=](Run& r) {
-        residual_rmsnorm_forward(r["inp1"], r["out"], r["rstd"], r["inp1"], r["inp2"], r["weight"], eps);
+        residual_rmsnorm_forward(r["inp1"], r["out"], r["rstd"], r["inp1"], r["inp2"], r["weight"], n.eps);
     }};
     k.f64 = [=](Ref64& r) {
-        for (size_t i = 0; i < static_cast<size_t>(B) * T * C; i++) r("inp1")[i] += r("inp2")[i];
-        ref::rmsnorm_forward(r("out"), r("rstd"), r("inp1"), r("weight"), double{eps}, B * T, C);
+        for (size_t i = 0; i < n.numel(); i++) r("inp1")[i] += r("inp2")[i];
+        n.ref_forward(r, "inp1");
     };
     return k;
 }

@@ -55,7 +55,7 @@ TEST(CpuThreads, SmallOpsGetFewerThreads) {
     EXPECT_EQ(omp_get_max_threads(), 4);  // restored
 }
 
-// The rule itself, for the shapes of issue 26's decode (GPT-2 tiny: d_model 256, d_ff 1024, vocabulary 50257)
+// The rule itself, for the shapes of a small model's decode (GPT-2 tiny: d_model 256, d_ff 1024, vocabulary 50257)
 // under several budgets: a decode step's GEMV rows stay on one thread whatever the budget, its LM head and a
 // prefill's GEMMs spread up to the budget, and a budget of one (or a bad one) always gives one.
 TEST(CpuThreads, DecodeOpThreadsUnderABudget) {

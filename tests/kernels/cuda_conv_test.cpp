@@ -23,7 +23,7 @@
 
 #include "core/arena.h"
 #include "core/bf16.h"
-#include "kernels/device_floats.h"
+#include "kernels/device_tensor.h"
 #include "kernels/ops.h"
 #include "kernels/test_util.h"
 
@@ -49,38 +49,7 @@ std::vector<float> rounded(std::vector<float> v) {
     return v;
 }
 
-// One device tensor (f32, bf16 or i32) in its own Arena on the GPU, with float upload/download.
-class Dev {
-public:
-    Dev(std::vector<int64_t> shape, DType dt) : dt_(dt) {
-        arena_.add("t", std::move(shape), dt);
-        arena_.allocate(false, Device::kCuda);
-    }
-    Tensor t() const { return arena_.view(0); }
-    void upload(const std::vector<float>& v) {
-        const Tensor d = t();
-        EXPECT_EQ(static_cast<int64_t>(v.size()), d.numel());
-        test::upload_floats(d, v);
-    }
-    std::vector<float> download() const { return test::download_floats(t()); }
-    std::vector<int32_t> download_ids() const {
-        std::vector<int32_t> v(static_cast<size_t>(t().numel()));
-        copy(Tensor(v.data(), {t().numel()}, DType::kI32), t());
-        return v;
-    }
-    void poison() {
-        if (dt_ == DType::kI32) {
-            std::vector<int32_t> v(static_cast<size_t>(t().numel()), -7);
-            copy(t(), Tensor(v.data(), {t().numel()}, DType::kI32));
-        } else {
-            upload(std::vector<float>(static_cast<size_t>(t().numel()), std::numeric_limits<float>::quiet_NaN()));
-        }
-    }
-
-private:
-    DType dt_;
-    Arena arena_;
-};
+using Dev = test::DeviceTensor;
 
 Dev dev(const std::vector<float>& v, std::vector<int64_t> shape, DType dt) {
     Dev d(std::move(shape), dt);

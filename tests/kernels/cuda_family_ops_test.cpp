@@ -5,8 +5,8 @@
 // and the window of the KV-cache attention. Fresh random inputs each run (seed printed; replay with
 // LLMT_TEST_SEED); outputs poisoned with NaN first, so an element a kernel forgets to write fails. Label gpu:
 // skipped, saying so, without a CUDA device.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
@@ -19,6 +19,7 @@
 #include "core/bf16.h"
 #include "kernels/attention_gpu_test_util.h"
 #include "kernels/cuda/runtime.h"
+#include "kernels/device_tensor.h"
 #include "kernels/ops.h"
 #include "kernels/packed_positions.h"
 
@@ -27,6 +28,7 @@ namespace {
 
 using attn_test::compare;
 using attn_test::Err;
+using attn_test::expect_within;
 
 // fp32 tolerances (max |gpu - cpu| / max |cpu|): both sides compute in fp32 and differ in summation order and
 // libm vs CUDA sqrt/exp (a few ulp). Sums over a head (HS <= 256) or a window of keys: sqrt(n) * 6e-8 ~ 1e-6,
@@ -68,58 +70,7 @@ Tensor view(void* data, const std::vector<int64_t>& shape, DType dt, Device dev)
     return t;
 }
 
-// A device tensor of f32, bf16 or i32 elements, NaN (all bits set) until written. The ops run on cuda::stream(), a
-// non-blocking stream that plain cudaMemset/cudaMemcpy (the legacy stream) do not order with, and a pageable
-// upload may still be landing when cudaMemcpy returns: every upload and the poisoning end with a device-wide
-// synchronisation, so a kernel never races them (an in-place op's output overwritten by its own input's late copy).
-class DevTensor {
-public:
-    DevTensor(std::vector<int64_t> shape, DType dt) : shape_(std::move(shape)), dt_(dt) {
-        n_ = 1;
-        for (int64_t d : shape_) n_ *= static_cast<size_t>(d);
-        LLMT_CUDA_CHECK(cudaMalloc(&p_, std::max<size_t>(n_, 1) * esize()));
-        LLMT_CUDA_CHECK(cudaMemset(p_, 0xff, std::max<size_t>(n_, 1) * esize()));
-        LLMT_CUDA_CHECK(cudaDeviceSynchronize());
-    }
-    ~DevTensor() { cudaFree(p_); }
-    DevTensor(const DevTensor&) = delete;
-    DevTensor& operator=(const DevTensor&) = delete;
-    Tensor t() const { return view(p_, shape_, dt_, Device::kCuda); }
-    void upload(const std::vector<float>& v) {
-        EXPECT_EQ(v.size(), n_);
-        if (dt_ == DType::kBF16) {
-            std::vector<uint16_t> b(n_);
-            for (size_t i = 0; i < n_; i++) b[i] = bf16_from_float(v[i]);
-            LLMT_CUDA_CHECK(cudaMemcpy(p_, b.data(), n_ * 2, cudaMemcpyHostToDevice));
-        } else {
-            LLMT_CUDA_CHECK(cudaMemcpy(p_, v.data(), n_ * 4, cudaMemcpyHostToDevice));
-        }
-        LLMT_CUDA_CHECK(cudaDeviceSynchronize());
-    }
-    void upload_i32(const std::vector<int32_t>& v) {
-        LLMT_CUDA_CHECK(cudaMemcpy(p_, v.data(), n_ * 4, cudaMemcpyHostToDevice));
-        LLMT_CUDA_CHECK(cudaDeviceSynchronize());
-    }
-    std::vector<float> download() const {
-        cuda::synchronize();
-        std::vector<float> v(n_);
-        if (dt_ == DType::kBF16) {
-            std::vector<uint16_t> b(n_);
-            LLMT_CUDA_CHECK(cudaMemcpy(b.data(), p_, n_ * 2, cudaMemcpyDeviceToHost));
-            for (size_t i = 0; i < n_; i++) v[i] = float_from_bf16(b[i]);
-        } else {
-            LLMT_CUDA_CHECK(cudaMemcpy(v.data(), p_, n_ * 4, cudaMemcpyDeviceToHost));
-        }
-        return v;
-    }
-
-private:
-    size_t esize() const { return dt_ == DType::kBF16 ? 2 : 4; }
-    std::vector<int64_t> shape_;
-    DType dt_;
-    size_t n_ = 0;
-    void* p_ = nullptr;
-};
+using DevTensor = test::DeviceTensor;
 
 Tensor host(std::vector<float>& v, const std::vector<int64_t>& shape) {
     return view(v.data(), shape, DType::kF32, Device::kCpu);
@@ -241,7 +192,7 @@ void check_window(const AttnCase& c, uint32_t k) {
     g_qkv.upload(qkv);
     g_dout.upload(dout);
     g_col.upload(std::vector<float>(static_cast<size_t>(C3), 0.f));
-    if (!pos.empty()) g_pos.upload_i32(pos);
+    if (!pos.empty()) g_pos.upload_ids(pos);
     const Tensor pos_g = pos.empty() ? Tensor() : g_pos.t();
     attention_forward(g_out.t(), g_lse.t(), g_qkv.t(), NH, KV, pos_g, c.window);
     attention_backward(g_dqkv.t(), g_dout.t(), g_qkv.t(), g_out.t(), g_lse.t(), NH, KV,
@@ -250,11 +201,7 @@ void check_window(const AttnCase& c, uint32_t k) {
     const std::vector<float> out_g = g_out.download(), lse_g = g_lse.download(), dqkv_g = g_dqkv.download();
     auto judge = [&](const char* what, const Err& e, double fp32_tol) {
         if (!bf) return expect_max_rel(tag, what, e, fp32_tol);
-        std::printf("[family-ops] %s %-4s norm rel %.2e max rel %.2e (tol %.0e / %.0e)\n", tag, what, e.norm_rel,
-                    e.max_rel, kTolAttnNorm, kTolAttnMax);
-        EXPECT_TRUE(e.finite) << tag << " " << what << ": non-finite value (an element left unwritten?)";
-        EXPECT_LE(e.norm_rel, kTolAttnNorm) << tag << " " << what;
-        EXPECT_LE(e.max_rel, kTolAttnMax) << tag << " " << what;
+        expect_within(fmt::format("[family-ops] {} {:<4}", tag, what), e, kTolAttnNorm, kTolAttnMax);
     };
     judge("out", compare(out_g, out, all), kTolFwd);
     const Err el = compare(lse_g, lse, all);

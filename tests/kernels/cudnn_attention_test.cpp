@@ -3,6 +3,7 @@
 // lse and dqkv, plus the two mixed pairs (cuDNN forward + flash backward, flash forward + cuDNN backward)
 // that prove the lse layouts interchangeable. Fresh random inputs (seed printed; replay with LLMT_TEST_SEED).
 // Label gpu: skips, saying why, without a CUDA device or without a loadable cuDNN 9. Outputs start as NaN.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <cuda_runtime_api.h>
 
@@ -26,6 +27,7 @@ namespace {
 using attn_test::compare;
 using attn_test::DevBuf;
 using attn_test::Err;
+using attn_test::expect_within;
 using attn_test::random_bf16;
 using attn_test::widen;
 
@@ -46,11 +48,7 @@ constexpr double kTolLseAbs = 1e-3;
 uint32_t base_seed() { return attn_test::base_seed("cudnn-attn"); }
 
 void expect_close(const char* what, const char* vs, const Err& e, double tol_max, int T, int hs) {
-    std::printf("[cudnn-attn] T=%-5d hs=%-3d %-12s vs %-5s norm rel %.2e  max rel %.2e (tol %.0e / %.0e)\n", T, hs,
-                what, vs, e.norm_rel, e.max_rel, kTolNorm, tol_max);
-    EXPECT_TRUE(e.finite) << what << " vs " << vs << ": non-finite value (an element left unwritten?)";
-    EXPECT_LE(e.norm_rel, kTolNorm) << what << " vs " << vs;
-    EXPECT_LE(e.max_rel, tol_max) << what << " vs " << vs;
+    expect_within(fmt::format("[cudnn-attn] T={:<5} hs={:<3} {:<12} vs {:<5}", T, hs, what, vs), e, kTolNorm, tol_max);
 }
 
 // dq, dk and dv of got vs ref, each on its own scale. qkv rows: q [0, C), k [C, C + KVW), v [C + KVW, C + 2 KVW).

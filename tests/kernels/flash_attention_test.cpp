@@ -6,6 +6,7 @@
 // CUDA device. Outputs are poisoned with NaN first.
 // Built twice: flash_attention_test runs src's kernels; flash_attention_lab_test (LLMT_FLASH_LAB) runs the
 // kernel lab's (bench/kernels/flash_attention_lab.h), whose tile shape the LLMT_FLASH_* variables pick.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <cuda_runtime_api.h>
 
@@ -31,6 +32,7 @@ namespace {
 using attn_test::compare;
 using attn_test::DevBuf;
 using attn_test::Err;
+using attn_test::expect_within;
 using attn_test::random_bf16;
 using attn_test::widen;
 
@@ -58,11 +60,7 @@ using cuda::flash_attention_forward;
 uint32_t base_seed() { return attn_test::base_seed("flash-attn"); }
 
 void expect_rel(const char* what, const Err& e, int T, int hs) {
-    std::printf("[flash-attn] T=%-5d hs=%-3d %-4s norm rel %.2e  max rel %.2e (tol %.0e / %.0e)\n", T, hs, what,
-                e.norm_rel, e.max_rel, kTolNorm, kTolMax);
-    EXPECT_TRUE(e.finite) << what << ": non-finite value (an element left unwritten?)";
-    EXPECT_LE(e.norm_rel, kTolNorm) << what;
-    EXPECT_LE(e.max_rel, kTolMax) << what;
+    expect_within(fmt::format("[flash-attn] T={:<5} hs={:<3} {:<4}", T, hs, what), e, kTolNorm, kTolMax);
 }
 
 class FlashAttention : public ::testing::Test {

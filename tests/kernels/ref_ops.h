@@ -29,18 +29,25 @@ void encoder_backward(F* dwte, F* dwpe, const F* dout, const int32_t* inp, int B
             }
 }
 
+// A row's mean m and 1 / sqrt(biased variance + eps), two passes.
+template <typename F>
+void layernorm_stats(const F* x, int C, F eps, F& m, F& s) {
+    m = 0;
+    for (int c = 0; c < C; c++) m += x[c];
+    m /= C;
+    F v = 0;
+    for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
+    v /= C;
+    s = F(1) / std::sqrt(v + eps);
+}
+
 template <typename F>
 void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* w, const F* bias, int N, int C,
                        F eps = F(1e-5)) {
     for (int r = 0; r < N; r++) {
         const F* x = inp + r * C;
-        F m = 0;
-        for (int c = 0; c < C; c++) m += x[c];
-        m /= C;
-        F v = 0;
-        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
-        v /= C;
-        const F s = F(1) / std::sqrt(v + eps);
+        F m, s;
+        layernorm_stats(x, C, eps, m, s);
         for (int c = 0; c < C; c++) out[r * C + c] = (x[c] - m) * s * w[c] + bias[c];
         mean[r] = m;
         rstd[r] = s;
@@ -55,13 +62,8 @@ void layernorm_backward(F* dinp, F* dw, F* db, const F* dout, const F* inp, cons
     for (int r = 0; r < N; r++) {
         const F* x = inp + r * C;
         const F* dy = dout + r * C;
-        F m = 0;
-        for (int c = 0; c < C; c++) m += x[c];
-        m /= C;
-        F v = 0;
-        for (int c = 0; c < C; c++) v += (x[c] - m) * (x[c] - m);
-        v /= C;
-        const F s = F(1) / std::sqrt(v + eps);
+        F m, s;
+        layernorm_stats(x, C, eps, m, s);
         // Direct chain rule through n_c = (x_c - m) s: dx_i = s (g_i - mean(g) - n_i mean(g n)), g = dy w.
         F mg = 0, mgn = 0;
         for (int c = 0; c < C; c++) {
@@ -267,37 +269,40 @@ void swiglu_backward(F* dinp, const F* dout, const F* inp, int N, int Fw) {
 // RoPE as Hugging Face writes it: y = x * cos_full + rotate_half(x) * sin_full, with cos_full = [cos, cos],
 // sin_full = [sin, sin] over the head's HS channels and rotate_half(x) = [-x2, x1]. table (Tmax, HS) = [cos | sin]
 // per position (half columns each). Applied to the NH + KV leading heads of each qkv row (B,T,(NH+2KV)*HS).
-template <typename F>
-void rope_forward(F* qkv, const F* table, int B, int T, int NH, int KV, int HS, int pos0) {
-    const int half = HS / 2, C3 = (NH + 2 * KV) * HS;
-    std::vector<F> x(static_cast<size_t>(HS)), rot(static_cast<size_t>(HS));
+// Calls f(head, table row) for the q and k heads (the NH + KV leading ones) of every qkv row at positions
+// pos0 + t.
+template <typename F, typename Fn>
+void for_each_rope_head(F* qkv, const F* table, int B, int T, int NH, int KV, int HS, int pos0, Fn f) {
+    const int C3 = (NH + 2 * KV) * HS;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
-            for (int h = 0; h < NH + KV; h++) {
-                F* p = qkv + (static_cast<size_t>(b) * T + t) * C3 + h * HS;
-                const F* cs = table + static_cast<size_t>(pos0 + t) * HS;
-                for (int i = 0; i < HS; i++) x[i] = p[i];
-                for (int i = 0; i < HS; i++) rot[i] = i < half ? -x[i + half] : x[i - half];
-                for (int i = 0; i < HS; i++) p[i] = x[i] * cs[i % half] + rot[i] * cs[half + i % half];
-            }
+            for (int h = 0; h < NH + KV; h++)
+                f(qkv + (static_cast<size_t>(b) * T + t) * C3 + h * HS, table + static_cast<size_t>(pos0 + t) * HS);
+}
+
+template <typename F>
+void rope_forward(F* qkv, const F* table, int B, int T, int NH, int KV, int HS, int pos0) {
+    const int half = HS / 2;
+    std::vector<F> x(static_cast<size_t>(HS)), rot(static_cast<size_t>(HS));
+    for_each_rope_head(qkv, table, B, T, NH, KV, HS, pos0, [&](F* p, const F* cs) {
+        for (int i = 0; i < HS; i++) x[i] = p[i];
+        for (int i = 0; i < HS; i++) rot[i] = i < half ? -x[i + half] : x[i - half];
+        for (int i = 0; i < HS; i++) p[i] = x[i] * cs[i % half] + rot[i] * cs[half + i % half];
+    });
 }
 
 // The transpose: dx = cos_full * dy + rotate_half^T(sin_full * dy), rotate_half^T(z) = [z2, -z1].
 template <typename F>
 void rope_backward(F* dqkv, const F* table, int B, int T, int NH, int KV, int HS) {
-    const int half = HS / 2, C3 = (NH + 2 * KV) * HS;
+    const int half = HS / 2;
     std::vector<F> z(static_cast<size_t>(HS)), dy(static_cast<size_t>(HS));
-    for (int b = 0; b < B; b++)
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < NH + KV; h++) {
-                F* p = dqkv + (static_cast<size_t>(b) * T + t) * C3 + h * HS;
-                const F* cs = table + static_cast<size_t>(t) * HS;
-                for (int i = 0; i < HS; i++) {
-                    dy[i] = p[i];
-                    z[i] = dy[i] * cs[half + i % half];
-                }
-                for (int i = 0; i < HS; i++) p[i] = dy[i] * cs[i % half] + (i < half ? z[i + half] : -z[i - half]);
-            }
+    for_each_rope_head(dqkv, table, B, T, NH, KV, HS, 0, [&](F* p, const F* cs) {
+        for (int i = 0; i < HS; i++) {
+            dy[i] = p[i];
+            z[i] = dy[i] * cs[half + i % half];
+        }
+        for (int i = 0; i < HS; i++) p[i] = dy[i] * cs[i % half] + (i < half ? z[i + half] : -z[i - half]);
+    });
 }
 
 // The table the model would build: inv_freq_i = theta^(-2i/HS), a = pos * inv_freq_i; rows [cos | sin].

@@ -15,6 +15,7 @@
 
 #include "core/fs.h"
 #include "support/subprocess.h"
+#include "tiny_run_dir.h"
 
 namespace {
 
@@ -30,24 +31,7 @@ protected:
     static void SetUpTestSuite() {
         root_ = fs::temp_directory_path() / ("llmt_launch_train_" + std::to_string(::getpid()));
         fs::create_directories(root_);
-        std::string corpus;
-        for (int d = 0; d < 200; ++d) {
-            for (int i = 0; i < 12; ++i) corpus += "The count goes " + std::to_string(i) + " then " + std::to_string(i + 1) + ".\n";
-            corpus += "\n";
-        }
-        llmt::write_file_atomic(root_ / "corpus.txt", corpus);
-        auto r = run_process({llmtrain_bin(), "data", "prepare", "--input", (root_ / "corpus.txt").string(), "--format",
-                              "text", "--out", (root_ / "shards").string(), "--val-fraction", "0.1"},
-                             "", 300);
-        ASSERT_EQ(r.exit_code, 0) << r.err;
-        std::ofstream(root_ / "tiny.yaml")
-            << "run: {name: t, seed: 7, device: cpu, threads: 1, deterministic: true}\n"
-               "model: {n_layer: 2, n_head: 2, d_model: 32, block_size: 32, vocab_pad_multiple: 64}\n"
-               "trainer: {max_steps: 12, micro_batch_size: 4, grad_accum_steps: 1, lr: 3.0e-3, min_lr: 3.0e-4, "
-               "warmup_steps: 2, log_every_steps: 1, eval_every_steps: 0, save_every_steps: 2, keep_last: 2}\n"
-            << "data: {train_shards: " << (root_ / "shards/train_*.bin").string()
-            << ", val_shards: " << (root_ / "shards/val_*.bin").string() << "}\n"
-            << "output: {root_dir: " << (root_ / "runs").string() << "}\n";
+        llmt::testing::make_tiny_run_dir(root_, 12);
     }
     static void TearDownTestSuite() {
         if (!std::getenv("LLMT_KEEP")) fs::remove_all(root_);

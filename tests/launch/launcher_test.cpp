@@ -365,8 +365,8 @@ TEST_F(Launch, StandalonePicksAFreePortAndTwoJobsRunSideBySide) {
     EXPECT_NE(ports[0], ports[1]);
 }
 
-// Without --standalone or --master-port, one node picks a free port too: two launches on one host used to
-// both take torchrun's 29500 and the second failed.
+// Without --standalone or --master-port, one node picks a free port too, so two launches on one host do
+// not both take torchrun's 29500 (the second would fail).
 TEST_F(Launch, OneNodeDefaultsToAFreePortSoTwoLaunchesRunSideBySide) {
     std::vector<Background> jobs;
     for (int j = 0; j < 2; ++j)

@@ -15,6 +15,7 @@
 #include "kernels/ops.h"
 #include "models/model.h"
 #include "support/compare.h"
+#include "support/error_measures.h"
 
 namespace llmt::models::testing {
 
@@ -24,16 +25,7 @@ inline std::vector<float> to_host(const Tensor& t) {
     return v;
 }
 
-// Max |a - b| / max |b|.
-inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-    if (!support::expect_comparable(a, b, "rel_err")) return support::not_comparable();
-    double num = 0, den = 1e-30;
-    for (size_t i = 0; i < a.size(); i++) {
-        num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
-        den = std::max(den, std::fabs(static_cast<double>(b[i])));
-    }
-    return num / den;
-}
+using support::rel_err;
 
 // Random ids and targets (one ignored) for B x T, from `seed`; forward + backward on both models.
 struct StepLosses {

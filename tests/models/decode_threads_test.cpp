@@ -1,4 +1,4 @@
-// The decoders' CPU thread policy (kernels::CpuThreadsForWork, issue 26): a decode step of a small model runs on
+// The decoders' CPU thread policy (kernels::CpuThreadsForWork): a decode step of a small model runs on
 // the calling thread only, with no OpenMP worker woken for its one-row ops (on shared cores each such fork waits
 // for a descheduled thread), while a prefill wide enough to pay for a second thread still gets one. Observed as
 // the threads the process has: libgomp starts its workers at the first parallel region that asks for them and
@@ -16,6 +16,7 @@
 
 #include "models/gpt2.h"
 #include "models/llama.h"
+#include "small_configs.h"
 #include "models/model.h"
 
 namespace {
@@ -34,28 +35,17 @@ int process_threads() {
 // 8 MFLOP a thread (kernels/cpu/threads.h); a 64-position prefill is 34 MFLOP, enough for 2 threads. The
 // vocabulary is small, so the LM head (outside the layers' scope, its own rule) stays on one thread too.
 Gpt2Config gpt2_layer_of_tiny() {
-    Gpt2Config c;
-    c.n_layer = 2;
-    c.n_head = 4;
+    Gpt2Config c = llmt::models::test::small_gpt2(80);
     c.d_model = 256;
     c.d_ff = 1024;
-    c.block_size = 80;
-    c.vocab_size = 50;
-    c.padded_vocab = 64;
     c.tie_embeddings = true;
     return c;
 }
 
 LlamaConfig llama_layer_of_tiny() {
-    LlamaConfig c;
-    c.n_layer = 2;
-    c.n_head = 4;
-    c.n_kv_head = 2;
+    LlamaConfig c = llmt::models::test::small_llama(80);
     c.d_model = 256;
     c.d_ff = 512;  // gate_up: 2 x 512 columns, the same 0.5 MFLOP a row
-    c.block_size = 80;
-    c.vocab_size = 50;
-    c.padded_vocab = 64;
     c.tie_embeddings = true;
     c.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 4};
     return c;

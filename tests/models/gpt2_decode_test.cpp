@@ -4,12 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include "core/error.h"
 #include "core/rng.h"
 #include "models/gpt2.h"
 #include "models/kv_decoder.h"
+#include "small_configs.h"
+#include "support/error_measures.h"
 
 namespace {
 
@@ -21,14 +24,7 @@ using llmt::models::Gpt2Config;
 using llmt::models::KvDecoder;
 
 Gpt2Config tiny(bool tie) {
-    Gpt2Config c;
-    c.n_layer = 2;
-    c.n_head = 4;
-    c.d_model = 32;
-    c.d_ff = 128;
-    c.block_size = 24;
-    c.vocab_size = 50;
-    c.padded_vocab = 64;
+    Gpt2Config c = llmt::models::test::small_gpt2(24);
     c.tie_embeddings = tie;
     return c;
 }
@@ -55,12 +51,8 @@ std::vector<int32_t> random_ids(int n, int V, uint64_t seed) {
 
 // max |a - b| / max |b| over the V real columns.
 double rel_err(const float* a, const float* b, int V) {
-    double num = 0, den = 0;
-    for (int i = 0; i < V; ++i) {
-        num = std::max(num, std::abs(static_cast<double>(a[i]) - b[i]));
-        den = std::max(den, std::abs(static_cast<double>(b[i])));
-    }
-    return num / den;
+    return llmt::support::rel_err(std::span<const float>(a, static_cast<size_t>(V)),
+                                  std::span<const float>(b, static_cast<size_t>(V)));
 }
 
 // Same fp32 ops on the same values; only summation orders differ (a GEMM over 1 row vs T rows may take

@@ -86,7 +86,7 @@ TEST(Gpt2Recompute, GeluAndAllMatchNoneBitwise) { expect_bitwise_equal(0.f); }
 // the same masks (they are stateless in the seed).
 TEST(Gpt2Recompute, GeluAndAllMatchNoneBitwiseWithDropout) { expect_bitwise_equal(0.1f); }
 
-// The arena shrinks by exactly what is no longer kept per layer (every view is 64-byte aligned and these
+// The arena shrinks by exactly what recompute does not keep per layer (every view is 64-byte aligned and these
 // sizes are multiples of 64 bytes, so there is no padding to account for).
 TEST(Gpt2Recompute, ActivationArenaShrinksByTheUnkeptBuffers) {
     const size_t BT = kB * kT, f = sizeof(float);

@@ -21,6 +21,8 @@
 #include "core/safetensors.h"
 #include "models/hf_adapter.h"
 #include "models/llama.h"
+#include "small_configs.h"
+#include "support/error_measures.h"
 
 namespace llmt::models {
 namespace {
@@ -47,15 +49,7 @@ int family_of(const std::string& name) {
 }
 
 LlamaConfig tiny(bool tied, Recompute r = Recompute::kNone, int family = 0) {
-    LlamaConfig c;
-    c.n_layer = 2;
-    c.n_head = 4;
-    c.n_kv_head = 2;
-    c.d_model = 32;
-    c.d_ff = 48;
-    c.block_size = 16;
-    c.vocab_size = 50;
-    c.padded_vocab = 64;
+    LlamaConfig c = test::small_llama(16);
     c.tie_embeddings = tied;
     c.rope_scaling = {"llama3", 8.0, 1.0, 4.0, 4};
     c.recompute = r;
@@ -178,13 +172,10 @@ TEST(LlamaRecompute, MlpAndAllMatchNoneBitwise) {
     EXPECT_LT(Llama(tiny(false, Recompute::kMlp)).memory_plan(2, 16).activations, Llama(c).memory_plan(2, 16).activations);
 }
 
+// max |a - b| / max |b| over n values.
 double rel_err(const float* a, const float* b, int n) {
-    double num = 0, den = 0;
-    for (int i = 0; i < n; ++i) {
-        num = std::max(num, std::abs(static_cast<double>(a[i]) - b[i]));
-        den = std::max(den, std::abs(static_cast<double>(b[i])));
-    }
-    return num / den;
+    return support::rel_err(std::span<const float>(a, static_cast<size_t>(n)),
+                            std::span<const float>(b, static_cast<size_t>(n)));
 }
 
 // Same fp32 ops on the same values, only summation orders differ (one row vs T rows through the GEMM, the
@@ -328,7 +319,7 @@ TEST(LlamaForward, SequenceLongerThanTheContextIsRefused) {
 namespace llmt::models {
 namespace {
 
-// Packed examples (issue 20): a row holding examples [0, 5) and [5, 12) with positions restarting at 5.
+// Packed examples: a row holding examples [0, 5) and [5, 12) with positions restarting at 5.
 // With targets on the second example only, its loss and every gradient equal those of the second example
 // alone in a row (fp32: the packed row's GEMMs sum over more rows, zeros from the first example's masked
 // targets included, in another blocking: ~1e-6 relative); and the first example's tokens do not matter at

@@ -23,7 +23,7 @@
 #include "kernels/ops.h"
 #include "models/lm_head.h"
 #include "models/registry.h"
-#include "support/compare.h"
+#include "support/error_measures.h"
 
 namespace llmt::models::head_cases {
 
@@ -259,25 +259,6 @@ inline HeadOut run_head_problem(const Problem& p, Device device, DType dtype, in
     return out;
 }
 
-inline double rel_l2d(const std::vector<float>& a, const std::vector<double>& b) {
-    if (!support::expect_comparable(a, b, "rel_l2d")) return support::not_comparable();
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        num += (a[i] - b[i]) * (a[i] - b[i]);
-        den += b[i] * b[i];
-    }
-    return std::sqrt(num / den);
-}
-
-// ||a - b|| / ||b||.
-inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-    if (!support::expect_comparable(a, b, "rel_l2")) return support::not_comparable();
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-        den += static_cast<double>(b[i]) * b[i];
-    }
-    return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-}
+using support::rel_l2;
 
 }  // namespace llmt::models::head_cases

@@ -29,12 +29,12 @@ TEST(LmHeadCuda, AnyChunkingMatchesThePlainComputation) {
         for (int64_t rows : {int64_t{1}, int64_t{5}, int64_t{16}, q.BT})
             for (bool train : {true, false}) {
                 const HeadOut out = run_head_problem(q, Device::kCuda, dt, rows, train);
-                const double el = rel_l2d(out.losses, ref.losses);
+                const double el = rel_l2(out.losses, ref.losses);
                 std::printf("[lm-head-cuda] %s rows %lld train %d: loss %.2e", std::string(dtype_name(dt)).c_str(),
                             static_cast<long long>(rows), train ? 1 : 0, el);
                 EXPECT_LT(el, tol) << rows << " rows";
                 if (train) {
-                    const double ex = rel_l2d(out.dx, ref.dx), ew = rel_l2d(out.dw, ref.dw);
+                    const double ex = rel_l2(out.dx, ref.dx), ew = rel_l2(out.dw, ref.dw);
                     std::printf(" dx %.2e dW %.2e", ex, ew);
                     EXPECT_LT(ex, tol) << rows << " rows";
                     EXPECT_LT(ew, tol) << rows << " rows";

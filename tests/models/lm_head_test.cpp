@@ -13,6 +13,7 @@
 #include "core/knobs.h"
 #include "lm_head_cases.h"
 #include "models/llama.h"
+#include "small_configs.h"
 
 namespace llmt::models {
 namespace {
@@ -26,10 +27,10 @@ TEST(LmHead, AnyChunkingMatchesThePlainComputation) {
         for (bool train : {true, false}) {
             const HeadOut out = run_head_problem(p, Device::kCpu, DType::kF32, rows, train);
             // fp32 GEMMs over K <= 64 and a float softmax: ~1e-6 relative; 1e-5 leaves room for the BLAS's order.
-            EXPECT_LT(rel_l2d(out.losses, ref.losses), 1e-5) << rows << " rows, train " << train;
+            EXPECT_LT(rel_l2(out.losses, ref.losses), 1e-5) << rows << " rows, train " << train;
             if (!train) continue;
-            EXPECT_LT(rel_l2d(out.dx, ref.dx), 1e-5) << rows << " rows";  // every row written (poisoned first)
-            EXPECT_LT(rel_l2d(out.dw, ref.dw), 1e-5) << rows << " rows";
+            EXPECT_LT(rel_l2(out.dx, ref.dx), 1e-5) << rows << " rows";  // every row written (poisoned first)
+            EXPECT_LT(rel_l2(out.dw, ref.dw), 1e-5) << rows << " rows";
             for (int64_t v = p.V; v < p.Vp; ++v)  // padding rows of the head get no gradient
                 for (int64_t c = 0; c < p.C; ++c) EXPECT_EQ(out.dw[static_cast<size_t>(v * p.C + c)], 0.f);
         }
@@ -61,18 +62,7 @@ TEST(LmHead, ChunkRowsFollowTheBudgetAndTheKnob) {
     EXPECT_EQ(lm_head_chunk_rows(100, Vp, 2, 0), 100);
 }
 
-LlamaConfig small_llama() {
-    LlamaConfig c;
-    c.n_layer = 2;
-    c.n_head = 4;
-    c.n_kv_head = 2;
-    c.d_model = 32;
-    c.d_ff = 48;
-    c.block_size = 64;
-    c.vocab_size = 50;
-    c.padded_vocab = 64;
-    return c;
-}
+LlamaConfig small_llama() { return test::small_llama(64); }
 
 TEST(LmHead, MemoryPlanCountsTheChunk) {
     const int B = 2, T = 64;

@@ -16,34 +16,21 @@
 #include "models/gpt2.h"
 #include "models/hf_adapter.h"
 #include "models/llama.h"
-#include "support/compare.h"
+#include "small_configs.h"
+#include "support/error_measures.h"
 
 namespace llmt::models {
 namespace {
 
 LlamaConfig llama_cfg(const LoraSpec& lora) {
-    LlamaConfig c;
-    c.n_layer = 2;
-    c.n_head = 4;
-    c.n_kv_head = 2;
-    c.d_model = 32;
-    c.d_ff = 48;
-    c.block_size = 16;
-    c.vocab_size = 50;
-    c.padded_vocab = 64;
+    LlamaConfig c = test::small_llama(16);
     c.lora = lora;
     return c;
 }
 
 Gpt2Config gpt2_cfg(const LoraSpec& lora) {
-    Gpt2Config c;
-    c.n_layer = 2;
+    Gpt2Config c = test::small_gpt2(16);
     c.n_head = 2;
-    c.d_model = 32;
-    c.d_ff = 128;
-    c.block_size = 16;
-    c.vocab_size = 50;
-    c.padded_vocab = 64;
     c.lora = lora;
     return c;
 }
@@ -68,15 +55,15 @@ std::vector<int32_t> ids(int n, int V, uint32_t seed) {
     return v;
 }
 
-// Relative L2 distance.
-double rel(const std::vector<double>& a, const std::vector<float>& b) {
-    if (!support::expect_comparable(a, b, "rel")) return support::not_comparable();
-    double num = 0, den = 1e-30;
-    for (size_t i = 0; i < a.size(); ++i) {
-        num += (a[i] - b[i]) * (a[i] - b[i]);
-        den += a[i] * a[i];
+// Every trained tensor (the adapters: A and B) drawn from N(0, 0.3) by g.
+template <typename M>
+void randomize_adapters(M& m, std::mt19937& g) {
+    std::normal_distribution<float> n(0.f, 0.3f);
+    for (ParamId i = 0; i < m.param_specs().size(); ++i) {
+        std::vector<float> v(static_cast<size_t>(m.params().view(i).numel()));
+        for (float& x : v) x = n(g);
+        m.trained().write_f32(i, v.data());
     }
-    return std::sqrt(num / den);
 }
 
 template <typename M, typename Cfg>
@@ -87,12 +74,7 @@ void check_identity(const Cfg& lora_cfg, bool conv1d) {
     ASSERT_EQ(lora.base().grad_bytes(), 0u);
     // Random B as well as A (a fresh B is zero), larger than a fresh A so the delta matters.
     std::mt19937 g(11);
-    std::normal_distribution<float> n(0.f, 0.3f);
-    for (ParamId i = 0; i < lora.param_specs().size(); ++i) {
-        std::vector<float> v(static_cast<size_t>(lora.params().view(i).numel()));
-        for (float& x : v) x = n(g);
-        lora.trained().write_f32(i, v.data());
-    }
+    randomize_adapters(lora, g);
     // The merged model, trained in full: the base's weights with W_eff folded in.
     Cfg plain_cfg = lora_cfg;
     plain_cfg.lora = LoraSpec{};
@@ -138,8 +120,8 @@ void check_identity(const Cfg& lora_cfg, bool conv1d) {
                     dA[k * in + i] += s * Bm[o * r + k] * gw(o, i);
                 }
         // fp32 gradients of the two formulations: sums over B*T = 24 rows in another order (~1e-6).
-        EXPECT_LT(rel(dA, D.at(pa)), 1e-4);
-        EXPECT_LT(rel(dB, D.at(pb)), 1e-4);
+        EXPECT_LT(support::rel_l2(D.at(pa), dA), 1e-4);
+        EXPECT_LT(support::rel_l2(D.at(pb), dB), 1e-4);
         ++checked;
     }
     EXPECT_EQ(checked, static_cast<int>(lora.lora()->modules().size()));
@@ -190,12 +172,7 @@ TEST(LoraModel, DropoutGradientsMatchFiniteDifferences) {
     Llama m(c);
     m.init_random(7);
     std::mt19937 g(13);
-    std::normal_distribution<float> n(0.f, 0.3f);
-    for (ParamId i = 0; i < m.param_specs().size(); ++i) {
-        std::vector<float> v(static_cast<size_t>(m.params().view(i).numel()));
-        for (float& x : v) x = n(g);
-        m.trained().write_f32(i, v.data());
-    }
+    randomize_adapters(m, g);
     const int B = 2, T = 10;
     const auto x = ids(B * T, 50, 3), y = ids(B * T, 50, 4);
     m.set_dropout_seed(99);

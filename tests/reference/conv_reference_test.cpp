@@ -23,6 +23,7 @@
 
 #include "kernels/ops.h"
 #include "support/compare.h"
+#include "support/unique_temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -65,18 +66,11 @@ public:
         return v;
     }
     bool ok() const { return ok_; }
-    ~Ref() {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
     Ref(const Ref&) = delete;
     Ref& operator=(const Ref&) = delete;
 
 private:
-    Ref() {
-        std::string tmpl = (fs::temp_directory_path() / "llmt_conv_ref_XXXXXX").string();
-        if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-        dir_ = tmpl;
+    Ref() : tmp_("llmt_conv_ref"), dir_(tmp_.path()) {
         std::string conv_json, pool_json;
         for (size_t i = 0; i < kConv.size(); i++) {
             const ConvCase& c = kConv[i];
@@ -130,6 +124,7 @@ private:
         f.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
     }
 
+    llmt::testing::UniqueTempDir tmp_;  // removed at exit
     fs::path dir_;
     uint32_t seed_ = 4321;
     bool ok_ = false;

@@ -79,21 +79,27 @@ struct Family {
 
 class HfFamilies : public ::testing::TestWithParam<Family> {};
 
-// Loss and every parameter gradient (split back into HF's tensors) against transformers in float64.
-TEST_P(HfFamilies, LossAndGradientsMatchTransformers) {
-    Loaded l = load(GetParam().dir, false);
-    EXPECT_EQ(l.model->arch(), GetParam().arch);
+// One training step's loss and every trained tensor's gradient (split back into HF's tensors) against the
+// fixture's float64 figures in `loss_file` and `grads_file` of family f. fp32 against float64: a mean of 29
+// log-softmaxes over 64 logits after two layers rounds at ~1e-7 relative; 1e-5 (tighter than the
+// acceptance's 1e-4) leaves room for rounding only. Relative L2 error per tensor under 1e-4: fp32 sums over
+// 32 rows and <= 64 channels round at ~1e-6.
+void expect_step_matches(Loaded& l, const Family& f, const std::string& loss_file, const std::string& grads_file) {
     l.model->zero_grad();
     const float loss = l.model->forward(l.inputs.data(), l.targets.data(), B, T, /*train=*/true);
     l.model->backward();
-    // fp32 against float64: a mean of 29 log-softmaxes over 64 logits after two layers rounds at ~1e-7
-    // relative; 1e-5 (tighter than the acceptance's 1e-4) leaves room for rounding only.
-    const double want = number_in(fixture(GetParam().dir) / "loss.txt");
+    const double want = number_in(fixture(f.dir) / loss_file);
     EXPECT_NEAR(loss, want, 1e-5 * std::abs(want));
     std::vector<std::vector<float>> scratch;
-    // Relative L2 error per tensor under 1e-4: fp32 sums over 32 rows and <= 64 channels round at ~1e-6.
     testing::expect_grads_match(hf_tensors(*l.model, l.model->grads(), scratch),
-                                SafetensorsFile::open(fixture(GetParam().dir) / "grads.safetensors"), 1e-4);
+                                SafetensorsFile::open(fixture(f.dir) / grads_file), 1e-4);
+}
+
+// Loss and every parameter gradient against transformers in float64.
+TEST_P(HfFamilies, LossAndGradientsMatchTransformers) {
+    Loaded l = load(GetParam().dir, false);
+    EXPECT_EQ(l.model->arch(), GetParam().arch);
+    expect_step_matches(l, GetParam(), "loss.txt", "grads.safetensors");
 }
 
 // `generate -t 0`: the KV-cache decoder's argmax after the prompt and after each chosen token equals
@@ -120,14 +126,7 @@ TEST_P(HfFamilies, GreedyContinuationMatchesTransformers) {
 // them, and after merging (llmtrain merge's fold) the merged model's loss as merge_and_unload's.
 TEST_P(HfFamilies, PeftAdapterAndItsMergeMatchPeft) {
     Loaded l = load(GetParam().dir, true);
-    l.model->zero_grad();
-    const float loss = l.model->forward(l.inputs.data(), l.targets.data(), B, T, /*train=*/true);
-    l.model->backward();
-    const double want = number_in(fixture(GetParam().dir) / "peft_loss.txt");
-    EXPECT_NEAR(loss, want, 1e-5 * std::abs(want));  // as above
-    std::vector<std::vector<float>> scratch;
-    testing::expect_grads_match(hf_tensors(*l.model, l.model->grads(), scratch),
-                                SafetensorsFile::open(fixture(GetParam().dir) / "peft_grads.safetensors"), 1e-4);
+    expect_step_matches(l, GetParam(), "peft_loss.txt", "peft_grads.safetensors");
     l.model->merge_adapters();
     const float merged = l.model->forward(l.inputs.data(), l.targets.data(), B, T, /*train=*/false);
     const double want_merged = number_in(fixture(GetParam().dir) / "peft_merged_loss.txt");

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/case_runner.h"
+#include "support/unique_temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -30,22 +31,16 @@ public:
     }
     const std::string& dir() const { return dir_; }
     bool ok() const { return ok_; }
-    ~TorchRefs() {
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
     TorchRefs(const TorchRefs&) = delete;
     TorchRefs& operator=(const TorchRefs&) = delete;
 
 private:
-    TorchRefs() {
-        std::string tmpl = (fs::temp_directory_path() / "llmt_kernels_ref_XXXXXX").string();
-        if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-        dir_ = tmpl;
+    TorchRefs() : tmp_("llmt_kernels_ref"), dir_(tmp_.path().string()) {
         write_torch_cases(dir_);
         const std::string cmd = "/usr/bin/python3 " LLMT_SOURCE_DIR "/tools/ref/kernels_ref.py " + dir_;
         ok_ = std::system(cmd.c_str()) == 0;
     }
+    llmt::testing::UniqueTempDir tmp_;  // removed at exit
     std::string dir_;
     bool ok_ = false;
 };

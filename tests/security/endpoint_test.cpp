@@ -1,8 +1,8 @@
-// Issue 22 with issue 17's policy, against a real `llmtrain serve` on loopback: a job connects only to
-// the endpoints the operator allows (`serve --allow-endpoint URL_PREFIX`, repeatable). A submit whose
-// tracking.mlflow.uri names another server is refused 400 naming the key, before anything runs; an
-// MLflow file store (a path or file: URI) is a write path, placed in the job's own directory; a bad
-// --allow-endpoint stops the server at start. docs/security.md.
+// Tracking endpoints under the job access policy (docs/security.md), against a real `llmtrain serve` on
+// loopback: a job connects only to the endpoints the operator allows (`serve --allow-endpoint URL_PREFIX`,
+// repeatable). A submit whose tracking.mlflow.uri names another server is refused 400 naming the key, before
+// anything runs; an MLflow file store (a path or file: URI) is a write path, placed in the job's own
+// directory; a bad --allow-endpoint stops the server at start. docs/security.md.
 #include "server/server_fixture.h"
 
 namespace {
@@ -66,7 +66,7 @@ TEST_F(EndpointTest, OnlyTheAllowedTrackingServersAndTheJobsOwnDirectory) {
     cancel_jobs(admin, {"queued", "running"});
 }
 
-// Issue 23: output.sync names a bucket and prefix; only those under an allowed s3:// prefix pass.
+// Object storage: output.sync names a bucket and prefix; only those under an allowed s3:// prefix pass.
 TEST_F(EndpointTest, OnlyTheAllowedBucketPrefixesForOutputSync) {
     Api bob(server_->port(), kSubmitterToken);
     auto sync_job = [](const std::string& uri) {
@@ -86,7 +86,7 @@ TEST_F(EndpointTest, OnlyTheAllowedBucketPrefixesForOutputSync) {
     Api admin(server_->port(), kAdminToken);
     auto r = bob.post("/v1/jobs", sync_job("s3://team-bucket/runs/alice"));
     ASSERT_EQ(r.status, 201) << r.text;
-    // The job detail links the synced run (issue 23: "storage").
+    // The job detail links the synced run ("storage").
     const std::string id = r.body["id"].dump();
     auto d = bob.get("/v1/jobs/" + id);
     ASSERT_EQ(d.status, 200) << d.text;

@@ -1,8 +1,8 @@
-// Issue 17 finding 1, replayed against a real `llmtrain serve` on loopback: a submitter cannot make a
-// job read a file outside the operator's read roots (the server's tokens, a canary file), nor write
-// outside its own directory; a job that stays inside runs, with its cache placed in its own directory
-// and without the server's secrets in its environment. The canary and the tokens file are watched with
-// inotify: no probe may open them. docs/security.md.
+// Finding 1 of docs/security.md's Tests list, replayed against a real `llmtrain serve` on loopback: a
+// submitter cannot make a job read a file outside the operator's read roots (the server's tokens, a canary
+// file), nor write outside its own directory; a job that stays inside runs, with its cache placed in its own
+// directory and without the server's secrets in its environment. The canary and the tokens file are watched
+// with inotify: no probe may open them. docs/security.md.
 #include <sys/inotify.h>
 
 #include "server/server_fixture.h"

@@ -1,6 +1,7 @@
-// Issue 17 findings 3, 4 and 7 (HTTP): each replayed against a real `llmtrain serve` on loopback with
-// raw sockets, every probe bounded by a timeout. Memory probes check the server's peak RSS (VmHWM)
-// grows less than 64 MB; the slow-client probe checks /healthz and an authenticated GET still answer.
+// The HTTP threats of docs/security.md (findings 3, 4 and 7 of its Tests list): each replayed against a real
+// `llmtrain serve` on loopback with raw sockets, every probe bounded by a timeout. Memory probes check the
+// server's peak RSS (VmHWM) grows less than 64 MB; the slow-client probe checks /healthz and an authenticated
+// GET still answer.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>

@@ -1,9 +1,9 @@
-// Issue 17, findings 6 and 7 (integrity and unclear or hanging inputs), replayed through the real
-// `llmtrain` binary, every run bounded by a timeout: a checkpoint with a bit flipped in a tensor, one
-// with NaN weights and a state.json with a wrong type are refused by eval and train --resume (exit 2,
-// naming the tensor or field); a 5x10^13-parameter model is refused by validate and train --dry-run
-// with its memory figures; a FIFO as config, shard or --resume is refused at once; --resume "" is an
-// error instead of a fresh run.
+// Findings 6 and 7 of docs/security.md's Tests list (integrity and unclear or hanging inputs), replayed
+// through the real `llmtrain` binary, every run bounded by a timeout: a checkpoint with a bit flipped in a
+// tensor, one with NaN weights and a state.json with a wrong type are refused by eval and train --resume
+// (exit 2, naming the tensor or field); a 5x10^13-parameter model is refused by validate and train --dry-run
+// with its memory figures; a FIFO as config, shard or --resume is refused at once; --resume "" is an error
+// instead of a fresh run.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
-// Issue 17, findings 2, 5 and 7 (parsing): hostile JSON and YAML replayed against a real `llmtrain
-// serve` on loopback and the real CLI. Every probe is bounded by a timeout; after each the server must
-// still answer /healthz. Nothing here needs a job to run: the server's queue admits nothing.
+// Findings 2, 5 and 7 of docs/security.md's Tests list (parsing): hostile JSON and YAML replayed against a
+// real `llmtrain serve` on loopback and the real CLI. Every probe is bounded by a timeout; after each the
+// server must still answer /healthz. Nothing here needs a job to run: the server's queue admits nothing.
 #include <chrono>
 #include <future>
 

@@ -1,4 +1,4 @@
-// Issue 21 through the control plane: a fashion_mnist_cnn job submitted to a real `llmtrain serve` (2
+// Image classification through the control plane: a fashion_mnist_cnn job submitted to a real `llmtrain serve` (2
 // processes, Debian's dataset-fashion-mnist where scripts/setup.sh installs it), waited for, and its
 // job detail (GET /v1/jobs/{id}: `result`, filled from the run's summary.json by server/jobs/job_result.h)
 // checked. Used by the slow test (the issue's submission, word for word) and the quick one in make test.

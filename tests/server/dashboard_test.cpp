@@ -132,8 +132,8 @@ TEST_F(DashboardTest, ChromiumShowsTheJobDrawsLossCurvesAndSubmitsFromTheForm) {
             << api.get("/v1/jobs/" + std::to_string(j)).text << server_->log();
     ASSERT_TRUE(wait_for([&] { return state_of(api, failed) == "failed"; }, 300))
         << api.get("/v1/jobs/" + std::to_string(failed)).text << server_->log();
-    // The classifier workload (issue 21) is another branch's: this run's summary.json is replaced by one
-    // of the shape `train` writes for a classifier (test_accuracy, per-class accuracy, confusion matrix).
+    // A classifier's results without training one here: this run's summary.json is replaced by one of the
+    // shape `train` writes for a classifier (test_accuracy, per-class accuracy, confusion matrix).
     llmt::write_file_atomic(run_dir(heat) / "summary.json", R"({
       "run_id": "job-heat", "final_train_loss": 0.4, "final_val_loss": 0.45, "best_val_loss": 0.44, "steps": 12,
       "test_accuracy": 0.8, "test_loss": 0.55, "per_class_accuracy": [0.9, 0.7, 0.8],

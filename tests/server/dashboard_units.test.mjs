@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { niceTicks, logTicks, formatTick, decimalsFor } from '../../web/src/axes.js';
 import { emaSmooth } from '../../web/src/smoothing.js';
 
-test('a loss from 6.8 to 10.9 gets a tick per unit, not two ticks (issue 25, point 9)', () => {
+test('a loss from 6.8 to 10.9 gets a tick per unit, not two ticks', () => {
   const t = niceTicks(6.8, 10.9, 7);
   assert.deepEqual(t.ticks, [6, 7, 8, 9, 10, 11]);
   assert.equal(t.lo, 6);

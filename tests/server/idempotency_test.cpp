@@ -87,7 +87,7 @@ TEST(IdempotencyTest, ARetriedSubmissionReturnsTheFirstJobAndCreatesNoSecondRow)
     EXPECT_TRUE(after.replayed);
     EXPECT_EQ(after.body.value("id", int64_t{0}), first_id);
     EXPECT_EQ(labelled_jobs(server.port()), 2u);
-    // Without a key every submission is a new job, as before.
+    // Without a key every submission is a new job, even after keyed ones.
     EXPECT_EQ(submit(server.port(), kSubmitterToken, "", body).status, 201);
     EXPECT_EQ(labelled_jobs(server.port()), 3u);
     server.kill9();

@@ -116,7 +116,7 @@ TEST_F(JobAccessTest, HubCacheLinksStayInsideTheirFolder) {
     fs::create_directories(repo / "snapshots/ffff");
     fs::create_symlink(dir_ / "outside/secret", repo / "snapshots/ffff/tokenizer.json");
     EXPECT_EQ(refused(init_from), "model.init_from");
-    // Pods' paths are another machine's: checked lexically, as before.
+    // Pods' paths are another machine's: checked lexically, not resolved here.
     JobAccessPolicy pods = policy_;
     pods.local = false;
     EXPECT_EQ(refused(init_from, pods), "");
@@ -259,7 +259,7 @@ TEST(SchemaAccess, PathValuedKeysAreClassified) {
                                               "data.train_labels", "data.test_images", "data.test_labels"}));
     EXPECT_EQ(write, (std::vector<std::string>{"data.cache_dir", "tracking.tensorboard_dir", "output.root_dir"}));
     // tracking.mlflow.uri: a tracking server's URL is an endpoint; a directory or file: URI is a write path.
-    // output.sync: an s3:// bucket prefix (issue 23), checked against serve --allow-endpoint s3://...
+    // output.sync: an s3:// bucket prefix, checked against serve --allow-endpoint s3://...
     EXPECT_EQ(endpoint, (std::vector<std::string>{"tracking.mlflow.uri", "output.sync"}));
 }
 
@@ -272,7 +272,7 @@ TEST(SchemaAccess, PathValuesListEveryFileOfAConfigButNames) {
                                               "output.root_dir=runs"}));
 }
 
-// Issue 23: s3:// values of model.init_from and the shard globs are endpoints (the bucket is checked
+// s3:// values of model.init_from and the shard globs are endpoints (the bucket is checked
 // against --allow-endpoint), never read paths; output.sync always is one.
 TEST(SchemaAccess, S3InputsAreEndpoints) {
     auto cfg = llmt::config::load_config_string(

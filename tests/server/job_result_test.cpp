@@ -18,7 +18,7 @@ using llmt::server::JobResultCache;
 using llmt::server::compact_result;
 using llmt::server::result_from_summary;
 
-// A 3-class classifier's summary, the shape issue 21 asks `train` to write.
+// A 3-class classifier's summary, of the shape `train` writes for one.
 const char* kClassifierSummary = R"({
   "run_id": "job-7", "final_train_loss": 0.25, "final_val_loss": 0.31, "best_val_loss": 0.30,
   "steps": 120, "tokens": 0, "wall_s": 12.5, "tokens_per_sec": 0.0, "images_per_sec": 6400.5,

@@ -1,5 +1,5 @@
 // Hostile inputs shared by the tests that replay them (tests/config, tests/security, the fuzz smoke
-// tests): the YAML alias bomb of issue 17 finding 5 and the byte mutations of the short g++ fuzz runs.
+// tests): the YAML alias bomb (docs/security.md, Bounded input) and the byte mutations of the short g++ fuzz runs.
 #pragma once
 
 #include <cstddef>

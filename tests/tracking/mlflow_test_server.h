@@ -149,14 +149,26 @@ private:
         return v.is_number() || (v.is_string() && (v == "NaN" || v == "Infinity" || v == "-Infinity"));
     }
 
+    // MLflow's answer for an unknown experiment or run.
+    [[noreturn]] static void not_found(const std::string& message) {
+        throw std::pair<int, Json>(404, {{"error_code", "RESOURCE_DOES_NOT_EXIST"}, {"message", message}});
+    }
+
+    // The run a request's run_id names (a string field); a missing one is a 400 naming `route`.
+    Run& existing_run(const Json& b, const std::string& route) {
+        const std::string id = field(b, "run_id", &Json::is_string, "a string");
+        auto it = runs_.find(id);
+        require(it != runs_.end(), route + ": run_id " + id + " does not exist");
+        return it->second;
+    }
+
     void routes(httplib::Server& s) {
         const std::string api = "/api/2.0/mlflow/";
         s.Get(api + "experiments/get-by-name", [this](const httplib::Request& q, httplib::Response& r) {
             handle(q, r, "GET", [this](const Json& b) -> Json {
                 const std::string name = field(b, "experiment_name", &Json::is_string, "a string");
                 auto it = experiments_.find(name);
-                if (it == experiments_.end())
-                    throw std::pair<int, Json>(404, {{"error_code", "RESOURCE_DOES_NOT_EXIST"}, {"message", "no such experiment"}});
+                if (it == experiments_.end()) not_found("no such experiment");
                 return {{"experiment", {{"experiment_id", it->second}, {"name", name}, {"lifecycle_stage", "active"}}}};
             });
         });
@@ -196,16 +208,13 @@ private:
             handle(q, r, "GET", [this](const Json& b) -> Json {
                 const std::string id = field(b, "run_id", &Json::is_string, "a string");
                 auto it = runs_.find(id);
-                if (it == runs_.end())
-                    throw std::pair<int, Json>(404, {{"error_code", "RESOURCE_DOES_NOT_EXIST"}, {"message", "no such run"}});
+                if (it == runs_.end()) not_found("no such run");
                 return {{"run", {{"info", {{"run_id", id}, {"status", it->second.status}}}}}};
             });
         });
         s.Post(api + "runs/log-batch", [this](const httplib::Request& q, httplib::Response& r) {
             handle(q, r, "POST", [this](const Json& b) -> Json {
-                const std::string id = field(b, "run_id", &Json::is_string, "a string");
-                auto it = runs_.find(id);
-                require(it != runs_.end(), "runs/log-batch: run_id " + id + " does not exist");
+                Run& run = existing_run(b, "runs/log-batch");
                 const Json empty = Json::array();
                 const Json& metrics = b.contains("metrics") ? b["metrics"] : empty;
                 const Json& params = b.contains("params") ? b["params"] : empty;
@@ -225,7 +234,6 @@ private:
                             "metric: timestamp (int64 ms) is required");
                     if (m.contains("step")) require(m["step"].is_number_integer(), "metric: step must be an int64");
                 }
-                Run& run = it->second;
                 for (const auto& p : params) {
                     auto old = run.params.find(p["key"]);
                     require(old == run.params.end() || old->second == p["value"],
@@ -244,20 +252,18 @@ private:
         });
         s.Post(api + "runs/update", [this](const httplib::Request& q, httplib::Response& r) {
             handle(q, r, "POST", [this](const Json& b) -> Json {
-                const std::string id = field(b, "run_id", &Json::is_string, "a string");
-                auto it = runs_.find(id);
-                require(it != runs_.end(), "runs/update: run_id " + id + " does not exist");
+                Run& run = existing_run(b, "runs/update");
                 if (b.contains("status")) {
                     const std::string st = field(b, "status", &Json::is_string, "a string");
                     require(st == "RUNNING" || st == "SCHEDULED" || st == "FINISHED" || st == "FAILED" || st == "KILLED",
                             "runs/update: status " + st + " is not a RunStatus");
-                    it->second.status = st;
+                    run.status = st;
                 }
                 if (b.contains("end_time")) {
                     require(b["end_time"].is_number_integer(), "end_time must be an int64");
-                    it->second.end_time = b["end_time"];
+                    run.end_time = b["end_time"];
                 }
-                return {{"run_info", {{"run_id", id}, {"status", it->second.status}}}};
+                return {{"run_info", {{"run_id", run.run_id}, {"status", run.status}}}};
             });
         });
         // Anything else is not the documented API.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A reader of MLflow's file store, for tests/tracking (issue 22), written from the behaviour of
+"""A reader of MLflow's file store, for tests/tracking, written from the behaviour of
 mlflow/store/tracking/file_store.py (FileStore), not copied from it; the mlflow package itself cannot
 be installed on these machines. It reads what FileStore reads, the way FileStore reads it:
   - experiments: the subdirectories of the root except .trash, each with meta.yaml (yaml.safe_load)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""An independent reader of TensorBoard event files, for tests/tracking (issue 22).
+"""An independent reader of TensorBoard event files, for tests/tracking.
 
 The message definitions are written here from the public spec (tensorflow/core/util/event.proto,
 tensorflow/core/framework/summary.proto, tensor.proto, tensor_shape.proto: only the fields llmtrain

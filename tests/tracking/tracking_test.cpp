@@ -1,4 +1,4 @@
-// Issue 22: TensorBoard event files and MLflow (file store and REST), checked by readers independent of
+// TensorBoard event files and MLflow (file store and REST), checked by readers independent of
 // the writer: read_tfevents.py (python3-protobuf with message definitions written from the public
 // spec, its own CRC-32C), read_mlflow_filestore.py (written from MLflow's FileStore), and an MLflow
 // server started here that checks every request against the REST API 2.0 (mlflow_test_server.h).

@@ -272,9 +272,9 @@ TEST(CheckpointNames, StepDirNames) {
     }
 }
 
-// Issue 17: state.json and every tensor carry a checksum; a flipped bit, an edited value or a NaN is
+// Integrity: state.json and every tensor carry a checksum; a flipped bit, an edited value or a NaN is
 // refused at load naming the file and the tensor or field, while a reformatted state.json and a
-// checkpoint written before checksums existed still load.
+// checkpoint without checksums (the older format) still load.
 TEST_F(CheckpointTest, IntegrityIsCheckedAtLoad) {
     const fs::path dir = save(5);
     {

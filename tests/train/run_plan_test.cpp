@@ -1,4 +1,4 @@
-// Memory estimates before allocation (train/run_plan.h, issue 17): the figures match a built model's
+// Memory estimates before allocation (train/run_plan.h): the figures match a built model's
 // memory plan, a 5x10^13-parameter model is refused with its figures against a limit, sizes that
 // overflow 64 bits are caught, and --max-memory sizes parse.
 #include "train/run_plan.h"
@@ -105,7 +105,7 @@ TEST(RunPlan, HugeModelIsRefusedWithFigures) {
 
 TEST(RunPlan, OverflowIsCaughtNotWrapped) {
     // B*T = 2^40 rows of MLP activations 2^20 wide: 2^62 bytes each, and several of them (the logits are
-    // computed in chunks of rows, models/lm_head.h, so they are no longer the largest buffer).
+    // computed in chunks of rows, models/lm_head.h, so they are not the largest buffer).
     const auto cfg = tiny({"trainer.micro_batch_size=1048576", "model.block_size=1048576", "model.d_ff=1048576"});
     try {
         estimate_training_memory(cfg, Device::kCpu, DType::kF32);

@@ -49,22 +49,25 @@ struct MemberOf<V C::*> {
 template <auto M>
 using Owner = typename MemberOf<decltype(M)>::type;
 
-// Field readers that store into the member M.
-template <auto M>
-void i32(ThriftReader& r, const ThriftField& f, Owner<M>& s) {
-    expect(r, f, T::kI32);
-    s.*M = r.read_i32();
+// Field readers that store into the member M. A scalar of thrift type K: i32, i64 or binary.
+template <T K>
+auto read_scalar(ThriftReader& r) {
+    static_assert(K == T::kI32 || K == T::kI64 || K == T::kBinary);
+    if constexpr (K == T::kI32) return r.read_i32();
+    else if constexpr (K == T::kI64) return r.read_i64();
+    else return r.read_binary();
+}
+template <auto M, T K>
+void scalar(ThriftReader& r, const ThriftField& f, Owner<M>& s) {
+    expect(r, f, K);
+    s.*M = read_scalar<K>(r);
 }
 template <auto M>
-void i64(ThriftReader& r, const ThriftField& f, Owner<M>& s) {
-    expect(r, f, T::kI64);
-    s.*M = r.read_i64();
-}
+constexpr auto i32 = scalar<M, T::kI32>;
 template <auto M>
-void binary(ThriftReader& r, const ThriftField& f, Owner<M>& s) {
-    expect(r, f, T::kBinary);
-    s.*M = r.read_binary();
-}
+constexpr auto i64 = scalar<M, T::kI64>;
+template <auto M>
+constexpr auto binary = scalar<M, T::kBinary>;
 template <auto M>
 void boolean(ThriftReader& r, const ThriftField& f, Owner<M>& s) {
     s.*M = r.read_bool(f);

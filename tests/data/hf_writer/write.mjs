@@ -7,6 +7,7 @@ import { join, relative, dirname } from 'node:path'
 import { gzipSync } from 'node:zlib'
 import { parquetWriteBuffer } from 'hyparquet-writer'
 import * as arrow from 'apache-arrow'
+import { messagesParquet } from './messages_schema.mjs'
 
 const out = process.argv[2]
 if (!out) throw new Error('usage: node write.mjs OUTDIR')
@@ -68,21 +69,11 @@ for (const v of variants) {
 // A column of another type under the text name, and a nullable column with nulls.
 writeFileSync(join(out, 'int_text.parquet'), new Uint8Array(parquetWriteBuffer({ columnData: [{ name: 'text', data: ids, type: 'INT64' }] })))
 
-// messages: list<struct<role, content>> in the 3-level LIST layout.
+// messages: list<struct<role, content>> in the 3-level LIST layout (messages_schema.mjs).
 const conv = conversations(45)
 writeFileSync(join(out, 'chat.jsonl'), jsonl(conv.map(messages => ({ messages }))))
-const chatSchema = [
-  { name: 'root', num_children: 1 },
-  { name: 'messages', repetition_type: 'OPTIONAL', converted_type: 'LIST', num_children: 1 },
-  { name: 'list', repetition_type: 'REPEATED', num_children: 1 },
-  { name: 'element', repetition_type: 'OPTIONAL', num_children: 2 },
-  { name: 'role', type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'OPTIONAL' },
-  { name: 'content', type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type: 'OPTIONAL' },
-]
 mkdirSync(join(out, 'chat'), { recursive: true })
-writeFileSync(join(out, 'chat', 'train-00000-of-00001.parquet'), new Uint8Array(parquetWriteBuffer({
-  schema: chatSchema, pageSize: 200, rowGroupSize: 20, columnData: [{ name: 'messages', data: conv }],
-})))
+writeFileSync(join(out, 'chat', 'train-00000-of-00001.parquet'), messagesParquet(conv, 200, 20))
 
 // Arrow IPC: stream and file formats; string, large_string, int, list<string>, struct columns.
 function textTable(d, i) {
