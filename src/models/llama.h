@@ -42,6 +42,7 @@ struct LlamaConfig {
     int sliding_window = 0;
     Recompute recompute = Recompute::kNone;
     LoraSpec lora;  // r 0: none
+    ParamShard shard;  // ZeRO-3: this rank's chunks of the units only
 
     // The shared keys of model.*; the family's own (qkv_bias, ...) are its ArchSpec's to set.
     static LlamaConfig from(const config::ModelConfig& m);

@@ -26,6 +26,7 @@ namespace llmt::train {
 // (docs/config.md), so a data-parallel config also runs as one process.
 struct GradSync {
     bool zero1 = false;       // ZeRO-1: reduce-scatter after the accumulation window, sharded optimizer state
+    bool zero3 = false;       // ZeRO-3: parameters, gradients and optimizer state sharded per unit (zero3_state.h)
     size_t bucket_bytes = 0;  // DDP: all-reduce bucket size (0 = no DDP Reducer: one rank, or ZeRO-1)
     bool overlap = false;     // DDP: all-reduce buckets while backward still runs
 };

@@ -55,6 +55,7 @@
 #include "train/run_plan.h"
 #include "train/signals.h"
 #include "train/train_state.h"
+#include "train/zero3_state.h"
 
 namespace llmt::train {
 
@@ -130,21 +131,22 @@ private:
             fmt::print(stderr, "dist: rank {} of {} (local {} of {}), {} via {}:{}{}{}, restart {}\n", rank_, world_,
                        dc_.env().local_rank, dc_.env().local_world_size, dc_.pg().backend(), dc_.env().master_addr,
                        dc_.env().master_port, dc_.env().use_agent_store ? " (the torchrun agent's store)" : "",
-                       sync_.zero1 ? ", ZeRO-1" : "", dc_.env().restart_count);
+                       sync_.zero1 ? ", ZeRO-1" : sync_.zero3 ? ", ZeRO-3" : "", dc_.env().restart_count);
     }
 
     // Memory before any arena is allocated: a model that cannot fit is refused with its figures.
     void check_memory_fits() {
-        mem_ = estimate_training_memory(cfg_, dev_, dtype_, sync_.zero1 ? world_ : 1);
+        mem_ = estimate_training_memory(cfg_, dev_, dtype_, sync_.zero1 ? world_ : 1, sync_.zero3 ? world_ : 1);
         check_memory(mem_, memory_limit(dev_, opts_.max_memory), cfg_);
     }
 
     void build() {
-        model_ = build_model(cfg_, init_from_, dev_, dtype_);
+        // ZeRO-3: this rank's chunks only, drawn or read tensor by tensor by every rank.
+        model_ = build_model(cfg_, init_from_, dev_, dtype_, {sync_.zero3 ? world_ : 1, sync_.zero3 ? rank_ : 0});
         if (!classifier()) hf_files_.emplace(cfg_, "float32");  // checkpoints hold fp32 tensors
         // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
-        // could differ between hosts).
-        if (dc_.active()) {
+        // could differ between hosts; under ZeRO-3 each rank reads its chunks from its own).
+        if (dc_.active() && !sync_.zero3) {
             dc_.pg().broadcast(Tensor(model_->params().data(), {static_cast<int64_t>(model_->params().nbytes() / 4)},
                                       DType::kF32, model_->device()),
                                0);
@@ -265,21 +267,28 @@ private:
         const optim::ArenaSlice slice = zero_shard(arena_numel_, sync_.zero1 ? world_ : 1, rank_);
         if (sync_.zero1 && model_->trained().dtype() == DType::kBF16)
             model_->trained().shard_masters(slice.begin, slice.end);
-        auto slots = param_slots(*model_, tc_.decay_embeddings);
-        if (tc_.optimizer == "sgd") {
-            optim::SgdConfig sc;
-            sc.momentum = static_cast<float>(tc_.momentum);
-            sc.dampening = static_cast<float>(tc_.dampening);
-            sc.nesterov = tc_.nesterov;
-            sc.weight_decay = static_cast<float>(tc_.weight_decay);
-            opt_ = std::make_unique<optim::Sgd>(std::move(slots), arena_numel_, sc, slice, dev_);
-        } else {
+        const auto slots = param_slots(*model_, tc_.decay_embeddings);
+        auto make = [&](optim::ArenaSlice s) -> std::unique_ptr<optim::Optimizer> {
+            if (tc_.optimizer == "sgd") {
+                optim::SgdConfig sc;
+                sc.momentum = static_cast<float>(tc_.momentum);
+                sc.dampening = static_cast<float>(tc_.dampening);
+                sc.nesterov = tc_.nesterov;
+                sc.weight_decay = static_cast<float>(tc_.weight_decay);
+                return std::make_unique<optim::Sgd>(slots, arena_numel_, sc, s, dev_);
+            }
             optim::AdamWConfig ac;
             ac.beta1 = static_cast<float>(tc_.betas[0]);
             ac.beta2 = static_cast<float>(tc_.betas[1]);
             ac.eps = static_cast<float>(tc_.eps);
             ac.weight_decay = static_cast<float>(tc_.weight_decay);
-            opt_ = std::make_unique<optim::AdamW>(std::move(slots), arena_numel_, ac, slice, dev_);
+            return std::make_unique<optim::AdamW>(slots, arena_numel_, ac, s, dev_);
+        };
+        // ZeRO-3: one optimizer per unit over this rank's chunk of it (zero3_state.h).
+        if (sync_.zero3) {
+            zero3_ = std::make_unique<Zero3State>(dc_, *model_, make);
+        } else {
+            opt_ = make(slice);
         }
         sched_ = optim::LrSchedule{optim::parse_schedule_kind(tc_.schedule), tc_.lr, tc_.min_lr, tc_.warmup_steps,
                                    tc_.max_steps};
@@ -342,7 +351,7 @@ private:
         for (const auto& l : diff.cadence) log_line("resume: changed " + l);
         for (const auto& l : diff.other) log_line("resume: changed " + l);
         if (model_->lora()) models::check_lora_base(ck.state.value("lora_base", nlohmann::json()), lora_base_, ck.dir.string());
-        models::load_trained_params(*model_, models::SafetensorsSource(ck.model));
+        models::load_trained_params(*model_, models::HfWeightsSource(ck.model));
         restore_optimizer(ck, st);
         try {
             loader_->restore(st.loader);
@@ -361,13 +370,14 @@ private:
     // Any world size and ZeRO stage to any other: this rank reads its slice from the files that hold it.
     void restore_optimizer(const Checkpoint& ck, const TrainState& st) {
         const optim::ArenaSlice mine = zero_shard(arena_numel_, sync_.zero1 ? world_ : 1, rank_);
-        const size_t read = restore_optimizer_state(*opt_, ck, read_optimizer_index(ck, st), mine);
+        const auto index = read_optimizer_index(ck, st);
+        const size_t read = zero3_ ? zero3_->restore_optimizer(ck, index) : restore_optimizer_state(*opt_, ck, index, mine);
         const int ck_world = st.world_size;
-        if (ck_world != world_ || st.zero_stage != (sync_.zero1 ? 1 : 0))
+        if (ck_world != world_ || st.zero_stage != zero_stage())
             log_line(fmt::format("resume: optimizer state of {} rank{} at zero_stage {} resharded for {} rank{} at "
                                  "zero_stage {} (rank {} read {} file{})",
                                  ck_world, ck_world == 1 ? "" : "s", st.zero_stage, world_, world_ == 1 ? "" : "s",
-                                 sync_.zero1 ? 1 : 0, rank_, read, read == 1 ? "" : "s"));
+                                 zero_stage(), rank_, read, read == 1 ? "" : "s"));
         if (ck_world != world_)
             log_line(fmt::format("resume: the checkpoint was trained by {} ranks, this run has {}: the global batch "
                                  "changes from {} to {} rows",
@@ -396,7 +406,13 @@ private:
         so.mark_best = mark_best;
         std::optional<CheckpointWriter> w;
         if (rank_ == 0) w.emplace(run_dir_->checkpoints_dir(), step_, so);
-        if (sync_.zero1) {
+        if (sync_.zero3) {  // every rank writes its files (zero3_state.h) into rank 0's temp directory
+            const std::filesystem::path tmp =
+                dc_.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank_ == 0 ? w->temp_dir().string() : "");
+            zero3_->write_optimizer(tmp);
+            zero3_->write_model(tmp);
+            dc_.barrier();
+        } else if (sync_.zero1) {
             const std::filesystem::path tmp =
                 dc_.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank_ == 0 ? w->temp_dir().string() : "");
             if (rank_ == 0)
@@ -411,21 +427,23 @@ private:
         Arena host_params;
         if (model_->trained().masters_sharded()) host_params = dc_.gather_masters(model_->trained());
         if (rank_ != 0) return {};
-        if (!host_params.allocated() && dev_ != Device::kCpu) host_params = models::host_copy(model_->params());
+        if (!host_params.allocated() && dev_ != Device::kCpu && !zero3_) host_params = models::host_copy(model_->params());
         std::vector<std::vector<float>> scratch;
-        w->write_tensors(kModelFile,
-                         models::hf_tensors(*model_, host_params.allocated() ? host_params : model_->params(), scratch),
-                         {{"format", "pt"}});
-        if (!sync_.zero1) w->write_tensors(kOptimizerFile, opt_->state_tensors(), opt_->state_metadata());
+        if (!zero3_)
+            w->write_tensors(kModelFile,
+                             models::hf_tensors(*model_, host_params.allocated() ? host_params : model_->params(), scratch),
+                             {{"format", "pt"}});
+        if (!sync_.zero1 && !zero3_) w->write_tensors(kOptimizerFile, opt_->state_tensors(), opt_->state_metadata());
         nlohmann::json state = {{"step", step_},
                                 {"tokens", tokens_},
                                 {"loader", loader_->state()},
                                 {"best_val_loss", std::isfinite(best_val_) ? nlohmann::json(best_val_) : nlohmann::json()},
                                 {"best_val_accuracy", best_val_acc_},
                                 {"world_size", world_},
-                                {"zero_stage", sync_.zero1 ? 1 : 0},
+                                {"zero_stage", zero_stage()},
                                 {"optimizer_shards",
-                                 optimizer_index_json(optimizer_shard_files(arena_numel_, world_, sync_.zero1))},
+                                 optimizer_index_json(zero3_ ? zero3_->optimizer_files()
+                                                             : optimizer_shard_files(arena_numel_, world_, sync_.zero1))},
                                 {"wall_s", prior_wall_},
                                 {"config", cfg_.resolved}};
         if (model_->lora()) state["lora_base"] = lora_base_;
@@ -543,9 +561,10 @@ private:
             if (reducer_) reducer_->finish();
         }
         // ZeRO-1 (DistContext: staging on the model's device): grads[slice] = mean over ranks, returns the
-        // global sum of squares.
-        const double sumsq = sync_.zero1 ? dc_.zero_reduce_grads(grads, arena_numel_)
-                                         : optim::grad_sum_squares(grads, arena_numel_, dev_);
+        // global sum of squares. ZeRO-3: the chunks were reduced as each unit's backward ended.
+        const double sumsq = sync_.zero1   ? dc_.zero_reduce_grads(grads, arena_numel_)
+                             : sync_.zero3 ? zero3_->grad_sum_squares()
+                                           : optim::grad_sum_squares(grads, arena_numel_, dev_);
         const double norm = optim::global_norm_from_sumsq(sumsq);
         if (!std::isfinite(norm))
             throw Error(fmt::format("step {}: the gradient norm is {} (loss {}); stopping before the weights are "
@@ -553,6 +572,10 @@ private:
                                     step_ + 1, norm, loss_sum / accum));
         const float coef = optim::clip_coefficient(norm, tc_.max_grad_norm);
         lr_ = sched_.at(step_);
+        if (zero3_) {
+            zero3_->step(static_cast<float>(lr_), coef);
+            return norm;
+        }
         // Sharded masters: the optimizer updates this rank's fp32 shard and its slice of the bf16 copy.
         opt_->step(store.masters(), grads, static_cast<float>(lr_), coef, store.compute_params(),
                    store.masters_sharded() ? optim::Optimizer::ParamsAt::kSlice : optim::Optimizer::ParamsAt::kArena);
@@ -718,6 +741,7 @@ private:
     }
 
     int B() const { return tc_.micro_batch_size; }
+    int zero_stage() const { return sync_.zero3 ? 3 : sync_.zero1 ? 1 : 0; }
     int T() const { return row_width(cfg_); }
 
     const TrainOptions& opts_;
@@ -737,7 +761,8 @@ private:
     std::unique_ptr<EvalBatches> eval_loader_;
     ImageData images_;  // data.source idx
     double best_val_acc_ = -1;
-    std::unique_ptr<optim::Optimizer> opt_;  // trainer.optimizer: optim::AdamW or optim::Sgd
+    std::unique_ptr<optim::Optimizer> opt_;  // trainer.optimizer: optim::AdamW or optim::Sgd (not under ZeRO-3)
+    std::unique_ptr<Zero3State> zero3_;      // ZeRO-3: the per-unit gathers and optimizers
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
     std::optional<RunDir> run_dir_;
