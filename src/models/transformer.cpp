@@ -122,10 +122,12 @@ float Transformer::forward(const int32_t* inputs, const int32_t* targets, int B,
     // ZeRO-3: each unit held while it computes; tied embeddings stay held (with the gradient the head adds
     // in this forward) until backward's embedding gradient, the head's unit until backward's final norm.
     hold(0, train && tied());
+    prefetch(1);  // the next unit's gather overlaps this one's compute
     Tensor x = embed_forward();
     if (!train || !tied()) drop(0);
     for (int l = 0; l < shape_.n_layer; ++l) {
         hold(1 + l, false);
+        prefetch(2 + l);
         attn_.forward(*this, l, x);
         mlp_.forward(*this, l, attn_.out(*this, l));
         drop(1 + l);
@@ -162,6 +164,7 @@ void Transformer::backward() {
     const Tensor dres = act(ids_.d_residual, C), dc = act(ids_.d_c, C);
     // dc holds d norm (the forward ran the head's backward); the residual stream accumulates (+=).
     kernels::zero(dres);
+    prefetch(L);  // the last block, while the final norm's backward runs
     norm_backward(w_.norm, dres, dc, mlp_.out(*this, L - 1), final_stats(), mlp_.out_bias_grad_for_norm(*this, L - 1));
     drop(head_unit());
     // The table holds the embeddings, the layers in order, the final norm, then the head: what backward has
@@ -170,6 +173,7 @@ void Transformer::backward() {
     for (int l = L - 1; l >= 0; --l) {
         const Tensor x = layer_input(l);
         hold(1 + l, true);  // recompute included
+        prefetch(l);        // the block before (or the embeddings)
         recompute(l, x);
         mlp_.backward(*this, l, attn_.out(*this, l), dres, dc, attn_.out_bias_grad_for_norm(*this, l));
         attn_.backward(*this, l, x, dres, dc, l > 0 ? mlp_.out_bias_grad_for_norm(*this, l - 1) : Tensor());

@@ -121,6 +121,9 @@ private:
     void drop(int unit) {
         if (gather_) gather_->release(unit);
     }
+    void prefetch(int unit) {
+        if (gather_) gather_->prefetch(unit);
+    }
     int head_unit() const { return shape_.n_layer + 1; }
     bool tied() const { return w_.head == w_.embed; }
 

@@ -17,6 +17,8 @@ public:
     // Unit `unit` is done: its gradients, when it had a buffer, are reduced over the ranks into this rank's
     // chunk accumulator; its buffers go back for reuse.
     virtual void release(int unit) = 0;
+    // A hint that `unit` is acquired next: its gather may start now and overlap the current unit's compute.
+    virtual void prefetch(int unit) { (void)unit; }
 
 protected:
     UnitGather() = default;

@@ -85,12 +85,12 @@ MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device
     e.gradients = plan.grads;
     if (zero3_world > 1) {
         // ZeRO-3 (zero_scale.h's stage 3, the same arithmetic): the rank's chunks of the fp32 masters and of the
-        // gradient accumulator (as many bytes as the fp32 gradient arena over the world), and the three gather
+        // gradient accumulator (as many bytes as the fp32 gradient arena over the world), and the four gather
         // buffers (train/zero3_gather.h): compute weights and an fp32 gradient for the embeddings' unit, the
-        // final unit and the largest block. Nothing is ever whole, so no start-up peak.
+        // final unit and two blocks (computing, prefetched). Nothing is ever whole, so no start-up peak.
         const ScaleModel s = scale_model(cfg);
         const auto chunks = (plan.grads + static_cast<std::uint64_t>(zero3_world) - 1) / zero3_world;
-        const auto held = static_cast<std::uint64_t>(s.embedding * (s.tied ? 1 : 2) + s.largest_layer);
+        const auto held = static_cast<std::uint64_t>(s.embedding * (s.tied ? 1 : 2) + 2 * s.largest_layer);
         e.parameters = chunks + held * (dtype == DType::kBF16 ? 2 : 4);
         e.gradients = chunks + held * 4;
         zero1_world = zero3_world;  // the optimizer state divides as under ZeRO-1

@@ -14,6 +14,7 @@
 #include "models/model.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
+#include "train/console.h"
 #include "train/dist_context.h"
 
 namespace llmt::train {
@@ -52,6 +53,12 @@ double Zero3State::grad_sum_squares() {
 }
 
 void Zero3State::step(float lr, float grad_scale) {
+    gather_.forget_unheld();  // gathered weights are stale once the masters move
+    if (++steps_ == 1)
+        console().line(fmt::format("zero3: the first step gathered {} units, {} of them prefetched while the unit "
+                                   "before computed; {:.1f} MiB of gather buffers",
+                                   gather_.counts().gathers, gather_.counts().prefetched,
+                                   static_cast<double>(gather_.buffer_bytes()) / 1048576.0));
     models::ParamStore& store = model_.trained();
     auto* grads = static_cast<float*>(store.grads().data());
     for (std::size_t g = 0; g < opts_.size(); ++g) {

@@ -64,6 +64,7 @@ private:
     models::Model& model_;
     Zero3Gather gather_;
     std::vector<std::unique_ptr<optim::Optimizer>> opts_;  // per unit; null where this rank's chunk is empty
+    long steps_ = 0;
 };
 
 // "optimizer.rank<k>.unit<u>.safetensors" and "model-<u+1, 5 digits>-of-<units, 5 digits>.safetensors".

@@ -36,10 +36,10 @@ StageCost stage_cost(const ScaleModel& m, ZeroStage stage, int world) {
         case ZeroStage::k3: {
             const double w = m.bf16 ? copy : master;
             // The fp32 masters, the fp32 gradient accumulator and the moments of the rank's chunks (no whole
-            // compute copy: a unit is converted as it is gathered), plus the three gather buffers: the
-            // embeddings' unit, the final unit (the head when untied) and the largest block, each with its
-            // compute weights and fp32 gradient.
-            const double held = m.embedding * (m.tied ? 1 : 2) + m.largest_layer;
+            // compute copy: a unit is converted as it is gathered), plus the four gather buffers: the
+            // embeddings' unit, the final unit (the head when untied) and two blocks (the one computing and
+            // the prefetched next), each with its compute weights and fp32 gradient.
+            const double held = m.embedding * (m.tied ? 1 : 2) + 2 * m.largest_layer;
             c.bytes_per_gpu = P * (master + grad + opt) / N + held * (w + grad);
             c.comm_bytes = share * (2 * w + grad) * P;  // weights gathered for forward and backward
             break;

@@ -27,8 +27,8 @@ enum class ZeroStage {
     k0,             // DDP: everything whole on every GPU; gradients all-reduced
     k1,  // ZeRO-1 as llmtrain runs it: optimizer state and (under bf16) the fp32 masters sharded; the compute
          // weights and the gradients whole
-    k3,  // parameters, gradients and optimizer state sharded; the embeddings, the head and one block gathered
-         // (train/zero3_gather.h's three buffers, weights and fp32 gradients)
+    k3,  // parameters, gradients and optimizer state sharded; the embeddings, the head and two blocks gathered
+         // (train/zero3_gather.h's four buffers, weights and fp32 gradients)
 };
 const char* zero_stage_name(ZeroStage s);  // "0", "1", "3""
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <nlohmann/json.hpp>
 
 #include "core/fs.h"
@@ -113,6 +114,13 @@ TEST_F(Zero3Test, TwoRanksMatchOneProcessStepByStep) {
         expect_same_losses(series(one, "grad_norm"), series(two, "grad_norm"), "gradient norm");
         expect_same_losses(series(one, "val_loss"), series(two, "val_loss"), "val loss");
         EXPECT_NE((r.out + r.err).find("ZeRO-3"), std::string::npos) << r.out << r.err;
+        // The next unit's gather runs while the current one computes: every block after the first in the
+        // forward, the final unit, and in backward every unit after the last block's.
+        const std::string log = llmt::read_file(root_ / "runs" / two / "logs/rank1.log");
+        std::smatch m;
+        ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(zero3: the first step gathered (\d+) units, (\d+) of them prefetched)")))
+            << log;
+        EXPECT_GE(std::stoi(m[2]), std::stoi(m[1]) / 2) << m[0];
     }
     // The checkpoint: every rank's optimizer chunk of every unit and the units' weights as HF shards.
     const fs::path step20 = root_ / "runs/gpt2-z3/checkpoints/step_20";
@@ -218,6 +226,7 @@ TEST_F(Zero3Test, Stage3PeakRssIsAtMostSevenTenthsOfDdp) {
         EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     };
     run("rss-ddp", 0);
+    fs::remove_all(root_ / "runs/rss-ddp/checkpoints");  // 1.2 GB of weights and moments; only metrics are read
     run("rss-z3", 3);
     const auto ddp = metrics("rss-ddp"), z3 = metrics("rss-z3");
     ASSERT_EQ(ddp.size(), 3u);
@@ -232,6 +241,7 @@ TEST_F(Zero3Test, Stage3PeakRssIsAtMostSevenTenthsOfDdp) {
     const double plan_mib = plan["total"].get<double>() / 1048576.0;
     EXPECT_NEAR(z, plan_mib, 0.1 * plan_mib) << plan.dump();
     EXPECT_LT(plan_mib, 0.7 * d) << plan.dump();
+    fs::remove_all(root_ / "runs/rss-z3/checkpoints");
 }
 
 }  // namespace

@@ -27,10 +27,10 @@ TEST(ZeroScale, BytesPerParameterAtEachStage) {
     // ZeRO-1 (sharded masters): the bf16 copy and the gradient whole, the 4 bytes of master and 8 of moments
     // divided by N.
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1, 8).bytes_per_gpu, 6 * P + 12 * P / 8);
-    // ZeRO-3: masters, gradient accumulator and moments divided (16 bytes), plus the three gather buffers
-    // (embeddings, untied head, one block) in bf16 with fp32 gradients.
+    // ZeRO-3: masters, gradient accumulator and moments divided (16 bytes), plus the four gather buffers
+    // (embeddings, untied head, two blocks) in bf16 with fp32 gradients.
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k3, 8).bytes_per_gpu,
-                     16 * P / 8 + 6 * (2 * 128256.0 * 4096 + m.largest_layer));
+                     16 * P / 8 + 6 * (2 * 128256.0 * 4096 + 2 * m.largest_layer));
     // Ring volumes: DDP all-reduce 2(N-1)/N x 4P; ZeRO-1 an fp32 reduce-scatter and a bf16 all-gather
     // (the fp32 weights without bf16); ZeRO-3 two bf16 gathers and one fp32 reduce-scatter.
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k0, 8).comm_bytes, 2 * 7.0 / 8 * 4 * P);
