@@ -587,7 +587,7 @@ void model_checks(ordered_json& r, const std::function<std::string(const std::st
 }
 
 // dist.zero_stage: 2 is not built; 3 (ZeRO-3, train/zero3_state.h) shards the units of the decoder-only
-// transformers and trains all their weights: not an image classifier, not LoRA.
+// transformers: not an image classifier.
 void zero_stage_checks(const ordered_json& r, const std::function<std::string(const std::string&)>& at, Validator& v) {
     const int stage = r["dist"]["zero_stage"].get<int>();
     if (stage == 2)
@@ -600,10 +600,6 @@ void zero_stage_checks(const ordered_json& r, const std::function<std::string(co
         v.add("dist.zero_stage", at("dist.zero_stage"),
               fmt::format("3 shards the layers of the language models; model.arch {} is an image classifier (use "
                           "dist.zero_stage 0 or 1)", arch));
-    if (r["lora"]["r"].get<int>() > 0)
-        v.add("dist.zero_stage", at("dist.zero_stage"),
-              "3 is not built for LoRA (lora.r > 0): the adapters are small and the frozen base is not sharded per "
-              "layer; use dist.zero_stage 0 or 1");
 }
 
 void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v, ConfigUse use) {

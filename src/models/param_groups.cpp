@@ -2,7 +2,10 @@
 // allocation of this rank's chunks alone, writes of whole tensors into the chunks, and the bound buffers
 // that weight() and grad() resolve through.
 #include <algorithm>
+#include <cstdint>
+#include <vector>
 
+#include "core/bf16.h"
 #include "core/check.h"
 #include "kernels/ops.h"
 #include "models/param_store.h"
@@ -16,8 +19,8 @@ constexpr size_t kChunkAlign = 16;  // floats: 64 bytes
 }  // namespace
 
 void ParamStore::shard_groups(const std::vector<ParamId>& firsts, int world, int rank) {
-    LLMT_INTERNAL_CHECK(!frozen_ && !params_.allocated() && !sharded_ && groups_.empty() && !specs_.empty(),
-                        "param store: only a laid-out, unallocated, trained store shards its groups");
+    LLMT_INTERNAL_CHECK(!params_.allocated() && !sharded_ && groups_.empty() && !specs_.empty(),
+                        "param store: only a laid-out, unallocated store shards its groups");
     LLMT_INTERNAL_CHECK(world > 1 && rank >= 0 && rank < world, "param store: rank {} of {}", rank, world);
     LLMT_INTERNAL_CHECK(!firsts.empty() && firsts[0] == 0, "param store: the first group must start at tensor 0");
     const size_t numel = arena_numel();
@@ -42,14 +45,22 @@ void ParamStore::shard_groups(const std::vector<ParamId>& firsts, int world, int
     bound_weights_.assign(groups_.size(), nullptr);
     bound_grads_.assign(groups_.size(), nullptr);
     params_lp_ = Arena();  // no whole compute copy: a group is converted when it is gathered
-    masters_.add("masters", {static_cast<int64_t>(local)});
+    // A frozen store's chunks are its weights in the compute dtype (no master, no gradient).
+    masters_.add("masters", {static_cast<int64_t>(local)}, frozen_ ? dtype_ : DType::kF32);
     grads_ = Arena();
-    grads_.add("grads", {static_cast<int64_t>(local)});
+    if (!frozen_) grads_.add("grads", {static_cast<int64_t>(local)});
 }
 
 void ParamStore::allocate_groups() {
     masters_.allocate(true, device_);
-    grads_.allocate(true, device_);
+    if (!frozen_) grads_.allocate(true, device_);
+}
+
+Tensor ParamStore::chunk_view(size_t g) const {
+    const Arena::Entry& e = masters_.entry(0);
+    const size_t elem = e.dtype == DType::kBF16 ? 2 : 4;
+    return Tensor(static_cast<char*>(masters_.data()) + groups_[g].local * elem,
+                  {static_cast<int64_t>(groups_[g].chunk)}, e.dtype, device_);
 }
 
 size_t ParamStore::chunk_first(size_t g) const {
@@ -66,13 +77,22 @@ size_t ParamStore::chunk_last(size_t g) const {
 void ParamStore::write_grouped(ParamId id, const float* host) {
     const size_t g = group_of_[id];
     const size_t first = params_.entry(id).offset / sizeof(float);
-    int64_t n = 1;
-    for (int64_t d : params_.entry(id).shape) n *= d;
-    const size_t b = std::max(first, chunk_first(g)), e = std::min(first + static_cast<size_t>(n), chunk_last(g));
+    int64_t numel = 1;
+    for (int64_t d : params_.entry(id).shape) numel *= d;
+    const size_t b = std::max(first, chunk_first(g)), e = std::min(first + static_cast<size_t>(numel), chunk_last(g));
     if (b >= e) return;
-    float* dst = static_cast<float*>(masters_.data()) + groups_[g].local + (b - chunk_first(g));
-    kernels::copy(Tensor(dst, {static_cast<int64_t>(e - b)}, DType::kF32, device_),
-                  Tensor(const_cast<float*>(host) + (b - first), {static_cast<int64_t>(e - b)}));
+    const Tensor chunk = chunk_view(g);
+    const auto n = static_cast<int64_t>(e - b);
+    const size_t at = b - chunk_first(g);
+    if (chunk.dtype == DType::kF32) {
+        kernels::copy(Tensor(static_cast<float*>(chunk.data) + at, {n}, DType::kF32, device_),
+                      Tensor(const_cast<float*>(host) + (b - first), {n}));
+        return;
+    }
+    std::vector<uint16_t> lp(static_cast<size_t>(n));  // a frozen bf16 store
+    for (int64_t i = 0; i < n; ++i) lp[static_cast<size_t>(i)] = bf16_from_float(host[(b - first) + static_cast<size_t>(i)]);
+    kernels::copy(Tensor(static_cast<uint16_t*>(chunk.data) + at, {n}, DType::kBF16, device_),
+                  Tensor(lp.data(), {n}, DType::kBF16));
 }
 
 void ParamStore::bind_group(size_t g, void* weights, float* grads) {

@@ -67,8 +67,8 @@ public:
     // at the arena's end, alignment gaps included) and are cut into `world` equal chunks of `chunk` floats
     // (a multiple of 16: chunk starts stay 64-byte aligned); rank r's chunk of g is arena elements
     // [begin + r * chunk, begin + (r + 1) * chunk) cut at g's end, possibly empty. Call after layout() and
-    // before allocate(), on a trained store; allocate() then allocates the rank's chunks only (zeroed).
-    // InternalError otherwise.
+    // before allocate(); allocate() then allocates the rank's chunks only (zeroed). A frozen store (LoRA's
+    // base) keeps its chunks in the compute dtype and no gradients. InternalError otherwise.
     struct Group {
         ParamId first = 0, last = 0;  // tensors [first, last)
         size_t begin = 0, end = 0;    // arena elements
@@ -81,6 +81,9 @@ public:
     size_t group_of(ParamId id) const { return group_of_[id]; }
     int shard_world() const { return world_; }
     int shard_rank() const { return rank_; }
+    // This rank's chunk of group g (chunk floats, the padding zero): fp32 masters, or a frozen store's weights
+    // in the compute dtype.
+    Tensor chunk_view(size_t g) const;
     // Arena elements [first, last) of this rank's chunk of group g (first == last: empty).
     size_t chunk_first(size_t g) const;
     size_t chunk_last(size_t g) const;

@@ -20,10 +20,8 @@ void Transformer::finish_layout(const LoraSpec& lora, Device device, DType dtype
 }
 
 void Transformer::allocate(const std::vector<float>& rope_rows) {
-    if (shape_.shard.on()) {
-        LLMT_INTERNAL_CHECK(!lora_, "{}: LoRA's frozen base is not sharded per unit", arch());
-        store_.shard_groups(shard_units(), shape_.shard.world, shape_.shard.rank);
-    }
+    // ZeRO-3: the model's own weights, trained, or frozen under LoRA (whose adapters stay whole).
+    if (shape_.shard.on()) store_.shard_groups(shard_units(), shape_.shard.world, shape_.shard.rank);
     allocate_params();
     if (!block().rope) return;
     const int64_t rows = shape_.block_size, HD = block().head_dim;

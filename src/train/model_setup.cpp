@@ -9,6 +9,8 @@
 #include "models/hf_adapter.h"
 #include "models/peft.h"
 #include "models/registry.h"
+#include "optim/adamw.h"
+#include "optim/sgd.h"
 #include "train/console.h"
 
 namespace llmt::train {
@@ -74,6 +76,24 @@ std::unique_ptr<models::Model> build_model(const config::Config& cfg, const mode
         console().line(fmt::format("lora: adapters from {}", cfg.lora.init_from));
     }
     return model;
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainerConfig& tc, std::vector<optim::ParamSlot> slots,
+                                                 size_t arena_numel, optim::ArenaSlice slice, Device device) {
+    if (tc.optimizer == "sgd") {
+        optim::SgdConfig sc;
+        sc.momentum = static_cast<float>(tc.momentum);
+        sc.dampening = static_cast<float>(tc.dampening);
+        sc.nesterov = tc.nesterov;
+        sc.weight_decay = static_cast<float>(tc.weight_decay);
+        return std::make_unique<optim::Sgd>(std::move(slots), arena_numel, sc, slice, device);
+    }
+    optim::AdamWConfig ac;
+    ac.beta1 = static_cast<float>(tc.betas[0]);
+    ac.beta2 = static_cast<float>(tc.betas[1]);
+    ac.eps = static_cast<float>(tc.eps);
+    ac.weight_decay = static_cast<float>(tc.weight_decay);
+    return std::make_unique<optim::AdamW>(std::move(slots), arena_numel, ac, slice, device);
 }
 
 std::vector<optim::ParamSlot> param_slots(const models::Model& model, bool decay_embeddings) {

@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "models/hf_resolve.h"
 #include "models/model.h"
+#include "optim/optimizer.h"
 #include "optim/param_slots.h"
 #include "train/batches.h"
 
@@ -27,5 +28,10 @@ std::unique_ptr<models::Model> build_model(const config::Config& cfg, const mode
 
 // The optimizer's tensors: the trainable ones, weight decay on matrices (and embeddings when asked).
 std::vector<optim::ParamSlot> param_slots(const models::Model& model, bool decay_embeddings);
+
+// trainer.optimizer (AdamW or SGD with its trainer.* settings) over `slice` of an arena of `arena_numel`
+// elements laid out by `slots`, its state on `device`.
+std::unique_ptr<optim::Optimizer> make_optimizer(const config::TrainerConfig& tc, std::vector<optim::ParamSlot> slots,
+                                                 size_t arena_numel, optim::ArenaSlice slice, Device device);
 
 }  // namespace llmt::train

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -83,7 +84,18 @@ MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device
     MemoryEstimate e;
     e.parameters = plan.params;
     e.gradients = plan.grads;
-    if (zero3_world > 1) {
+    if (zero3_world > 1 && cfg.lora.r > 0) {
+        // ZeRO-3 under LoRA: the frozen base (its compute-dtype weights, all of plan.params but the adapters')
+        // divided, plus the four gather buffers' weights (no gradients); the adapters, their gradients and
+        // optimizer state whole, as under DDP.
+        config::Config base = cfg;
+        base.lora.r = 0;
+        const ScaleModel s = scale_model(base);
+        const std::uint64_t elem = dtype == DType::kBF16 ? 2 : 4;
+        const auto whole = static_cast<std::uint64_t>(s.parameters) * elem;
+        const auto held = static_cast<std::uint64_t>(s.embedding * (s.tied ? 1 : 2) + 2 * s.largest_layer);
+        e.parameters = plan.params - std::min(plan.params, whole) + (whole + zero3_world - 1) / zero3_world + held * elem;
+    } else if (zero3_world > 1) {
         // ZeRO-3 (zero_scale.h's stage 3, the same arithmetic): the rank's chunks of the fp32 masters and of the
         // gradient accumulator (as many bytes as the fp32 gradient arena over the world), and the four gather
         // buffers (train/zero3_gather.h): compute weights and an fp32 gradient for the embeddings' unit, the

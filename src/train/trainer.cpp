@@ -146,7 +146,7 @@ private:
         if (!classifier()) hf_files_.emplace(cfg_, "float32");  // checkpoints hold fp32 tensors
         // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
         // could differ between hosts; under ZeRO-3 each rank reads its chunks from its own).
-        if (dc_.active() && !sync_.zero3) {
+        if (dc_.active() && (!sync_.zero3 || model_->lora())) {  // ZeRO-3 shards the weights (not LoRA's adapters)
             dc_.pg().broadcast(Tensor(model_->params().data(), {static_cast<int64_t>(model_->params().nbytes() / 4)},
                                       DType::kF32, model_->device()),
                                0);
@@ -268,27 +268,17 @@ private:
         if (sync_.zero1 && model_->trained().dtype() == DType::kBF16)
             model_->trained().shard_masters(slice.begin, slice.end);
         const auto slots = param_slots(*model_, tc_.decay_embeddings);
-        auto make = [&](optim::ArenaSlice s) -> std::unique_ptr<optim::Optimizer> {
-            if (tc_.optimizer == "sgd") {
-                optim::SgdConfig sc;
-                sc.momentum = static_cast<float>(tc_.momentum);
-                sc.dampening = static_cast<float>(tc_.dampening);
-                sc.nesterov = tc_.nesterov;
-                sc.weight_decay = static_cast<float>(tc_.weight_decay);
-                return std::make_unique<optim::Sgd>(slots, arena_numel_, sc, s, dev_);
-            }
-            optim::AdamWConfig ac;
-            ac.beta1 = static_cast<float>(tc_.betas[0]);
-            ac.beta2 = static_cast<float>(tc_.betas[1]);
-            ac.eps = static_cast<float>(tc_.eps);
-            ac.weight_decay = static_cast<float>(tc_.weight_decay);
-            return std::make_unique<optim::AdamW>(slots, arena_numel_, ac, s, dev_);
-        };
-        // ZeRO-3: one optimizer per unit over this rank's chunk of it (zero3_state.h).
-        if (sync_.zero3) {
+        auto make = [&](optim::ArenaSlice s) { return make_optimizer(tc_, slots, arena_numel_, s, dev_); };
+        // ZeRO-3: one optimizer per unit over this rank's chunk of it (zero3_state.h); under LoRA the frozen
+        // base's units are gathered and the adapters trained whole (all-reduced by the Reducer).
+        if (sync_.zero3 && !model_->lora()) {
             zero3_ = std::make_unique<Zero3State>(dc_, *model_, make);
         } else {
             opt_ = make(slice);
+        }
+        if (sync_.zero3 && model_->lora()) {
+            base_gather_ = std::make_unique<Zero3Gather>(dc_, model_->base());
+            model_->set_unit_gather(base_gather_.get());
         }
         sched_ = optim::LrSchedule{optim::parse_schedule_kind(tc_.schedule), tc_.lr, tc_.min_lr, tc_.warmup_steps,
                                    tc_.max_steps};
@@ -406,7 +396,7 @@ private:
         so.mark_best = mark_best;
         std::optional<CheckpointWriter> w;
         if (rank_ == 0) w.emplace(run_dir_->checkpoints_dir(), step_, so);
-        if (sync_.zero3) {  // every rank writes its files (zero3_state.h) into rank 0's temp directory
+        if (zero3_) {  // every rank writes its files (zero3_state.h) into rank 0's temp directory
             const std::filesystem::path tmp =
                 dc_.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank_ == 0 ? w->temp_dir().string() : "");
             zero3_->write_optimizer(tmp);
@@ -563,7 +553,7 @@ private:
         // ZeRO-1 (DistContext: staging on the model's device): grads[slice] = mean over ranks, returns the
         // global sum of squares. ZeRO-3: the chunks were reduced as each unit's backward ended.
         const double sumsq = sync_.zero1   ? dc_.zero_reduce_grads(grads, arena_numel_)
-                             : sync_.zero3 ? zero3_->grad_sum_squares()
+                             : zero3_      ? zero3_->grad_sum_squares()
                                            : optim::grad_sum_squares(grads, arena_numel_, dev_);
         const double norm = optim::global_norm_from_sumsq(sumsq);
         if (!std::isfinite(norm))
@@ -763,6 +753,7 @@ private:
     double best_val_acc_ = -1;
     std::unique_ptr<optim::Optimizer> opt_;  // trainer.optimizer: optim::AdamW or optim::Sgd (not under ZeRO-3)
     std::unique_ptr<Zero3State> zero3_;      // ZeRO-3: the per-unit gathers and optimizers
+    std::unique_ptr<Zero3Gather> base_gather_;  // ZeRO-3 under LoRA: the frozen base's per-unit gathers
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
     std::optional<RunDir> run_dir_;

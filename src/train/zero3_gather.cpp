@@ -33,6 +33,7 @@ Zero3Gather::Zero3Gather(DistContext& dc, models::ParamStore& store) : dc_(dc), 
         if (n == 0) continue;
         slots_[i].weights.add("weights", {static_cast<int64_t>(n)}, store.dtype());
         slots_[i].weights.allocate(true, store.device());
+        if (store.frozen()) continue;  // LoRA's base: no gradients
         slots_[i].grads.add("grads", {static_cast<int64_t>(n)});
         slots_[i].grads.allocate(true, store.device());
     }
@@ -86,7 +87,7 @@ void Zero3Gather::acquire(int unit, bool grads) {
         ++counts_.prefetched;
     }
     s->held = true;
-    if (grads && !s->with_grads) {
+    if (grads && !store_.frozen() && !s->with_grads) {
         kernels::zero(flat(s->grads.data(), store_.groups()[g].chunk * static_cast<size_t>(dc_.world()), DType::kF32,
                            store_.device()));
         s->with_grads = true;
@@ -133,8 +134,8 @@ std::pair<Tensor, Tensor> Zero3Gather::stage_chunk(size_t g, Slot& s) {
     char* base = static_cast<char*>(s.weights.data());
     const Tensor mine = flat(base + static_cast<size_t>(dc_.rank()) * gr.chunk * elem_bytes(dt), gr.chunk, dt,
                              store_.device());
-    const Tensor chunk = flat(store_.masters() + gr.local, gr.chunk, DType::kF32, store_.device());
-    if (dt == DType::kF32) {
+    const Tensor chunk = store_.chunk_view(g);  // fp32 masters, or a frozen store's weights in dt
+    if (chunk.dtype == dt) {
         kernels::copy(mine, chunk);
     } else {
         kernels::convert(mine, chunk);
@@ -163,7 +164,8 @@ void Zero3Gather::forget_unheld() {
 const float* Zero3Gather::gather_masters(size_t g) {
     join();
     Slot* s = slot_for(g);
-    LLMT_INTERNAL_CHECK(s && !s->held, "ZeRO-3: gathering group {}'s masters while its buffer is held", g);
+    LLMT_INTERNAL_CHECK(s && !s->held && !store_.frozen(), "ZeRO-3: gathering group {}'s masters while its buffer is "
+                        "held, or of a frozen store", g);
     s->unit = -1;  // the gradient buffer is overwritten; the weights buffer stays, but is no longer a gather
     const models::ParamStore::Group& gr = store_.groups()[g];
     auto* base = static_cast<float*>(s->grads.data());
