@@ -3,8 +3,15 @@
 // sharded checkpoints resume in one process and a one-process checkpoint resumes on 2 ranks at stage 3,
 // both as the uninterrupted run; eval, export and generate read a stage-3 checkpoint; and a rank's peak
 // RSS at stage 3 is at most 0.7 of plain DDP's on a model whose weights dominate.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
 
 #include <cmath>
 #include <filesystem>
@@ -211,6 +218,64 @@ TEST_F(Zero3Test, CheckpointsReshardBetweenStage3AndOneProcess) {
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("model-00003-of-00005.safetensors"), std::string::npos) << r.err;
     fs::rename(root_ / "held.safetensors", ck / "model-00003-of-00005.safetensors");
+}
+
+// kill -9 of one worker of a 2-rank stage-3 run under `launch --max-restarts 1`: the launcher restarts both
+// from the last complete sharded checkpoint (--resume auto) and the losses continue as the uninterrupted
+// one-process run's, every step logged once.
+TEST_F(Zero3Test, KilledRankRestartsFromTheShardedCheckpoint) {
+    one_process("gpt2-one");
+    const fs::path log = root_ / "restart.log";
+    std::vector<std::string> argv = {llmtrain_bin(), "launch", "--standalone", "--nproc-per-node", "2",
+                                     "--max-restarts", "1", "--"};
+    for (const auto& a : train_args("restart", stage3({"--set", "trainer.save_every_steps=5", "--resume", "auto"})))
+        argv.push_back(a);
+    const pid_t launcher = fork();
+    if (launcher == 0) {
+        const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        std::vector<char*> a;
+        for (auto& x : argv) a.push_back(x.data());
+        a.push_back(nullptr);
+        execv(a[0], a.data());
+        _exit(127);
+    }
+    ASSERT_GT(launcher, 0);
+    auto reap = [&](double seconds) {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+        int status = 0;
+        while (waitpid(launcher, &status, WNOHANG) == 0) {
+            if (std::chrono::steady_clock::now() > deadline) {
+                kill(launcher, SIGKILL);
+                waitpid(launcher, &status, 0);
+                return -1;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        return status;
+    };
+    const fs::path ck10 = root_ / "runs/restart/checkpoints/step_10/state.json";
+    for (int i = 0; i < 3600 && !fs::exists(ck10); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!fs::exists(ck10)) {
+        reap(0);
+        FAIL() << "no step_10 checkpoint within 180 s\n" << llmt::read_file(log);
+    }
+    pid_t victim = 0;
+    std::istringstream(llmt::read_file(fs::path("/proc") / std::to_string(launcher) / "task" /
+                                       std::to_string(launcher) / "children")) >> victim;
+    ASSERT_GT(victim, 0) << "no worker under the launcher";
+    kill(victim, SIGKILL);
+    const int status = reap(300);
+    const std::string out = llmt::read_file(log);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+    EXPECT_NE(out.find("resume: "), std::string::npos) << out;
+    std::vector<double> steps;  // the training rows' steps (eval rows carry a step too)
+    for (const auto& m : metrics("restart"))
+        if (m.contains("loss")) steps.push_back(m["step"]);
+    ASSERT_EQ(steps.size(), 20u) << out;  // metrics truncated back to the checkpoint: no step twice
+    for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i], static_cast<double>(i + 1));
+    expect_same_losses(series("gpt2-one", "loss"), series("restart", "loss"), "train loss across the restart");
 }
 
 // What is not built is refused before anything runs, naming the key.
