@@ -278,6 +278,41 @@ TEST_F(Zero3Test, KilledRankRestartsFromTheShardedCheckpoint) {
     expect_same_losses(series("gpt2-one", "loss"), series("restart", "loss"), "train loss across the restart");
 }
 
+// Packed chat rows (data.packing, position ids restarting per example): the gathers do not depend on the
+// rows, so stage 3 on 2 ranks gives DDP's losses and gradient norms on the same rows (LLaMA: RMSNorm, no
+// biases, so the reductions are the only difference: one f32 rounding of the mean).
+TEST_F(Zero3Test, PackedChatRowsMatchDdp) {
+    std::string lines;
+    for (int i = 0; i < 64; ++i) {
+        const std::string system = i % 4 == 0 ? R"({"role": "system", "content": "Answer briefly."}, )" : "";
+        lines += R"({"messages": [)" + system + R"({"role": "user", "content": "What is item )" + std::to_string(i) +
+                 R"(?"}, {"role": "assistant", "content": "Item )" + std::to_string(i) + R"( is yes."}]})" + "\n";
+    }
+    llmt::write_file_atomic(root_ / "qa.jsonl", lines);
+    std::ofstream(root_ / "pack.yaml")
+        << "run: {name: p, seed: 5, device: cpu, threads: 1, deterministic: true}\n"
+           "model: {arch: llama, n_layer: 2, n_head: 2, n_kv_head: 1, d_model: 32, d_ff: 64, block_size: 64, "
+           "vocab_size: 128256}\n"
+           "trainer: {max_steps: 6, micro_batch_size: 2, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 1, "
+           "log_every_steps: 1, eval_every_steps: 0}\n"
+           "dist: {timeout_sec: 60}\n"
+        << "data: {source: chat, paths: [" << (root_ / "qa.jsonl").string()
+        << "], tokenizer: " LLMT_SOURCE_DIR "/data/tokenizers/llama3, packing: true, val_fraction: 0.1, cache_dir: "
+        << (root_ / "cache").string() << "}\n";
+    for (const char* stage : {"0", "3"}) {
+        auto r = run_process(launch2({"train", "--config", (root_ / "pack.yaml").string(), "--set",
+                                      "output.root_dir=" + (root_ / "runs").string(), "--set",
+                                      std::string("output.run_id=pack") + stage, "--set",
+                                      std::string("dist.zero_stage=") + stage}),
+                             "", 600);
+        ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+    }
+    EXPECT_EQ(series("pack0", "loss").size(), 6u);
+    expect_same_losses(series("pack0", "loss"), series("pack3", "loss"), "train loss, packed rows");
+    expect_same_losses(series("pack0", "grad_norm"), series("pack3", "grad_norm"), "gradient norm, packed rows");
+    EXPECT_NE(llmt::read_file(root_ / "runs/pack3/logs/rank0.log").find("examples in"), std::string::npos);
+}
+
 // What is not built is refused before anything runs, naming the key.
 TEST_F(Zero3Test, UnbuiltCombinationsAreRefused) {
     for (const auto& sets : std::vector<std::vector<std::string>>{
