@@ -60,7 +60,7 @@ LoadedModel load_checkpoint_model(const std::string& command, const std::string&
     LoadedModel out{checkpoint_config(ck, command, config_path, sets), nullptr, ck.dir.string()};
     if (out.config.lora.r == 0) {
         out.model = models::make_model(out.config);
-        models::load_hf_params(*out.model, models::SafetensorsSource(ck.model));
+        models::load_hf_params(*out.model, models::HfWeightsSource(ck.model));
         return out;
     }
     const models::HfSource base = models::prepare_init_from(out.config);
@@ -73,7 +73,7 @@ LoadedModel load_checkpoint_model(const std::string& command, const std::string&
     }
     models::check_lora_base(ck.state.value("lora_base", nlohmann::json()),
                             models::lora_base_identity(out.config, base.weights), ck.dir.string());
-    models::load_trained_params(*out.model, models::SafetensorsSource(ck.model));
+    models::load_trained_params(*out.model, models::HfWeightsSource(ck.model));
     if (merged) out.model->merge_adapters();
     return out;
 }

@@ -127,9 +127,8 @@ void print_zero_stages(const nlohmann::json& z) {
         fmt::print("needs: more than 64 GPUs of {:.0f} GB at stage 3, or tensor/pipeline parallelism (not in this "
                    "build)\n", gpu);
     else
-        fmt::print("needs: dist.zero_stage {} on {} GPU(s) of {:.0f} GB{}\n", z["needs"]["zero_stage"].get<std::string>(),
-                   z["needs"]["world_size"].get<int>(), gpu,
-                   z["needs"]["zero_stage"] == "3" ? " (stage 3 is not in this build: dist.zero_stage takes 0 or 1)" : "");
+        fmt::print("needs: dist.zero_stage {} on {} GPU(s) of {:.0f} GB\n", z["needs"]["zero_stage"].get<std::string>(),
+                   z["needs"]["world_size"].get<int>(), gpu);
 }
 
 }  // namespace

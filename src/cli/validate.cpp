@@ -52,7 +52,8 @@ void register_validate(CLI::App& app, Runtime& rt) {
     auto world = std::make_shared<int>(1);
     cmd->add_option("--world-size", *world,
                     "size the memory for one rank of a job of N processes (dist.zero_stage: 1 shards the optimizer "
-                    "state and, under bf16, the fp32 master weights over them); default 1")
+                    "state and, under bf16, the fp32 master weights over them; 3 also the weights and gradients); "
+                    "default 1")
         ->check(CLI::Range(1, 1 << 20));
     cmd->callback([opts, json, max_memory, world, &rt] {
         try {

@@ -594,6 +594,22 @@ void model_checks(ordered_json& r, const std::function<std::string(const std::st
     if (family && family->reads("model.rope_scaling.type")) check_rope_scaling(r, at, v);
 }
 
+// dist.zero_stage: 2 is not built; 3 (ZeRO-3, train/zero3_state.h) shards the units of the decoder-only
+// transformers: not an image classifier.
+void zero_stage_checks(const ordered_json& r, const std::function<std::string(const std::string&)>& at, Validator& v) {
+    const int stage = r["dist"]["zero_stage"].get<int>();
+    if (stage == 2)
+        v.add("dist.zero_stage", at("dist.zero_stage"),
+              "2 is not built: use 1 (optimizer state and fp32 masters sharded) or 3 (parameters, gradients and "
+              "optimizer state sharded per layer)");
+    if (stage != 3) return;
+    const std::string arch = r["model"]["arch"].get<std::string>();
+    if (is_classifier_arch(arch))
+        v.add("dist.zero_stage", at("dist.zero_stage"),
+              fmt::format("3 shards the layers of the language models; model.arch {} is an image classifier (use "
+                          "dist.zero_stage 0 or 1)", arch));
+}
+
 void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc, Validator& v, ConfigUse use) {
     const auto at = locator(loc, v);
     auto& t = r["trainer"];
@@ -604,6 +620,7 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
     if (t["min_lr"].get<double>() > t["lr"].get<double>())
         v.add("trainer.min_lr", at("trainer.min_lr"),
               fmt::format("must be <= trainer.lr ({}), found {}", t["lr"].get<double>(), t["min_lr"].get<double>()));
+    zero_stage_checks(r, at, v);
     if (r["dist"]["backend"] == "nccl" && r["run"]["device"] != "cuda")
         v.add("dist.backend", at("dist.backend"),
               fmt::format("nccl needs run.device: cuda (found run.device: {})", r["run"]["device"].get<std::string>()));

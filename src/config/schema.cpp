@@ -294,7 +294,7 @@ std::vector<FieldSpec> build() {
     v.push_back(float_field("dist.timeout_sec", 300.0, 0.0, kInf, true, "a peer silent this long is an error, never a hang"));
     v.push_back(float_field("dist.bucket_mb", 25.0, 0.0, kInf, true, "gradient all-reduce bucket size in MiB"));
     v.push_back(bool_field("dist.overlap", true, "all-reduce buckets while backward still runs"));
-    v.push_back(int_field("dist.zero_stage", 0, 0, 1, "1 shards optimizer state (and under bf16 the fp32 master weights) across ranks (ZeRO-1)"));
+    v.push_back(int_field("dist.zero_stage", 0, 0, 3, "1 shards optimizer state (and under bf16 the fp32 master weights) across ranks (ZeRO-1); 3 also the parameters and gradients, per layer (ZeRO-3); 2 is not built"));
     // tracking
     v.push_back(bool_field("tracking.jsonl", true, "write metrics.jsonl in the run directory"));
     v.push_back(string_field("tracking.mlflow.uri", "", Access::kEndpoint,

@@ -311,6 +311,18 @@ void NcclProcessGroup::allreduce_async(Tensor t, ReduceOp op) {
     });
 }
 
+void NcclProcessGroup::allgather_async(Tensor out, Tensor in) {
+    check_tensor(out, "allgather_async", "out", true);
+    check_tensor(in, "allgather_async", "in", true);
+    LLMT_INTERNAL_CHECK(out.dtype == in.dtype && out.numel() == in.numel() * size_,
+                        "allgather_async: out {} must hold {} x in {}", out.describe(), size_, in.describe());
+    if (in.numel() == 0) return;
+    enqueue("allgather (async)", [&](ncclComm* c, const char** call) {
+        *call = "ncclAllGather";
+        return ncclAllGather(in.data, out.data, static_cast<size_t>(in.numel()), nccl_dtype(in.dtype), c, stream_);
+    });
+}
+
 void NcclProcessGroup::join_async() {
     throw_if_failed();
     CUevent_st* ev = take_event();

@@ -50,6 +50,7 @@ public:
 
     bool has_async() const override { return true; }
     void allreduce_async(Tensor t, ReduceOp op) override;
+    void allgather_async(Tensor out, Tensor in) override;
     void join_async() override;
 
     int device() const { return device_; }

@@ -23,6 +23,11 @@ void ProcessGroup::allreduce_async(Tensor t, ReduceOp) {
                                  t.describe(), backend()));
 }
 
+void ProcessGroup::allgather_async(Tensor out, Tensor) {
+    throw InternalError(fmt::format("allgather_async into {}: the {} backend has no device streams (use allgather)",
+                                    out.describe(), backend()));
+}
+
 void ProcessGroup::join_async() {
     throw InternalError(fmt::format("join_async: the {} backend has no device streams", backend()));
 }

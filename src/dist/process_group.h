@@ -52,6 +52,8 @@ public:
     // device streams (gloo) throw InternalError.
     virtual bool has_async() const { return false; }
     virtual void allreduce_async(Tensor t, ReduceOp op);
+    // The all-gather the same way (ZeRO-3's prefetch of the next unit); out must not be read until join_async().
+    virtual void allgather_async(Tensor out, Tensor in);
     virtual void join_async();
 };
 

@@ -42,9 +42,11 @@ struct ArchSpec {
         write_hf_config;
     // A model directory (model.init_from) must hold config.json: settings the weights do not carry (RoPE).
     bool needs_config_json = false;
-    // The model of cfg (allocated, zeros), its memory plan for (B, T) without allocating, its training
-    // FLOPs per token at context T (Model::flops_per_token) without building it.
-    std::function<std::unique_ptr<Model>(const config::Config& cfg, Device device, DType dtype)> make;
+    // The model of cfg (allocated, zeros; with shard.on() this rank's chunks of its units only), its memory
+    // plan for (B, T) without allocating, its training FLOPs per token at context T (Model::flops_per_token)
+    // without building it.
+    std::function<std::unique_ptr<Model>(const config::Config& cfg, Device device, DType dtype, ParamShard shard)>
+        make;
     std::function<MemoryPlan(const config::Config& cfg, Device device, DType dtype, int B, int T)> plan_memory;
     std::function<double(const config::ModelConfig& m, int T)> flops_per_token;
     // PEFT's default target_modules for the family (lora.target_modules empty).

@@ -468,7 +468,8 @@ ArchSpec classifier_spec(const char* name) {
     ArchSpec s;
     s.entry = config::find_arch(name);
     LLMT_ASSERT(s.entry != nullptr);
-    s.make = [](const config::Config& cfg, Device device, DType dtype) -> std::unique_ptr<Model> {
+    s.make = [](const config::Config& cfg, Device device, DType dtype, ParamShard shard) -> std::unique_ptr<Model> {
+        LLMT_INTERNAL_CHECK(!shard.on(), "{}: image classifiers do not shard their parameters per unit", cfg.model.arch);
         return std::make_unique<Classifier>(ClassifierConfig::from(cfg), device, dtype);
     };
     s.plan_memory = [](const config::Config& cfg, Device device, DType dtype, int B, int T) {

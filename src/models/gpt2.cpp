@@ -50,7 +50,7 @@ TransformerShape gpt2_shape(const Gpt2Config& cfg) {
     LLMT_CHECK(cfg.dropout >= 0.f && cfg.dropout < 1.f, "gpt2: dropout {} outside [0, 1)", cfg.dropout);
     LLMT_CHECK(cfg.d_model % cfg.n_head == 0, "gpt2: d_model {} not divisible by n_head {}", cfg.d_model,
                cfg.n_head);
-    TransformerShape s{"gpt2", cfg.n_layer, cfg.block_size, cfg.vocab_size, cfg.padded_vocab, {}};
+    TransformerShape s{"gpt2", cfg.n_layer, cfg.block_size, cfg.vocab_size, cfg.padded_vocab, {}, cfg.shard};
     BlockConfig& b = s.block;
     b.d_model = cfg.d_model;
     b.n_head = b.n_kv_head = cfg.n_head;
@@ -208,8 +208,10 @@ const ArchSpec& gpt2_arch() {
         s.hf_class = "GPT2LMHeadModel";
         s.read_hf_config = read_gpt2_config;
         s.write_hf_config = write_gpt2_config;
-        s.make = [](const config::Config& cfg, Device device, DType dtype) -> std::unique_ptr<Model> {
-            return std::make_unique<Gpt2>(gpt2_config(cfg), device, dtype);
+        s.make = [](const config::Config& cfg, Device device, DType dtype, ParamShard shard) -> std::unique_ptr<Model> {
+            Gpt2Config c = gpt2_config(cfg);
+            c.shard = shard;
+            return std::make_unique<Gpt2>(c, device, dtype);
         };
         s.plan_memory = [](const config::Config& cfg, Device device, DType dtype, int B, int T) {
             return Gpt2::plan_memory(gpt2_config(cfg), device, dtype, B, T);

@@ -31,6 +31,7 @@ struct Gpt2Config {
     // Activation memory for compute (trainer.recompute; not a model property: it changes no result).
     Recompute recompute = Recompute::kNone;
     LoraSpec lora;  // r 0: none
+    ParamShard shard;  // ZeRO-3: this rank's chunks of the units only
 
     static Gpt2Config from(const config::ModelConfig& m);
     // 6N + 12 L C T: training FLOPs per token (PaLM appendix B), N counting tied weights once.

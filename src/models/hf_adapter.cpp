@@ -47,6 +47,13 @@ void place_rows(float* dst, const float* src, int64_t rows, int64_t width, bool 
 
 std::vector<TensorRef> hf_tensors(const std::vector<ParamSpec>& specs, const Arena& arena,
                                   std::vector<std::vector<float>>& scratch) {
+    std::vector<const float*> data;
+    for (size_t i = 0; i < specs.size(); ++i) data.push_back(static_cast<const float*>(arena.view(i).data));
+    return hf_tensors(specs, data, scratch);
+}
+
+std::vector<TensorRef> hf_tensors(const std::vector<ParamSpec>& specs, const std::vector<const float*>& data,
+                                  std::vector<std::vector<float>>& scratch) {
     std::vector<TensorRef> out;
     scratch.clear();
     size_t transposed = 0;
@@ -54,7 +61,7 @@ std::vector<TensorRef> hf_tensors(const std::vector<ParamSpec>& specs, const Are
     scratch.reserve(transposed);  // refs into scratch must not move
     for (size_t i = 0; i < specs.size(); ++i) {
         const auto& s = specs[i];
-        const float* src = static_cast<const float*>(arena.view(i).data);
+        const float* src = data[i];
         const int64_t width = row_width(s);
         int64_t row = 0;
         for (const auto& p : s.hf) {
@@ -72,8 +79,12 @@ std::vector<TensorRef> hf_tensors(const std::vector<ParamSpec>& specs, const Are
     return out;
 }
 
-void load_hf(const std::vector<ParamSpec>& specs, const CanonicalName& canonical, std::string_view what, Arena& arena,
-             const TensorSource& source) {
+namespace {
+
+// Checks every HF tensor of `source` against `specs` (load_hf's CheckpointError); returns the source's name
+// of each canonical name.
+std::map<std::string, std::string> check_hf_tensors(const std::vector<ParamSpec>& specs, const CanonicalName& canonical,
+                                                    std::string_view what, const TensorSource& source) {
     std::map<std::string, std::string> by_canonical;  // canonical -> name in the source
     for (const auto& n : source.names()) {
         std::string c = canonical(n);
@@ -113,23 +124,34 @@ void load_hf(const std::vector<ParamSpec>& specs, const CanonicalName& canonical
         for (const auto& p : problems) msg += "\n  " + p;
         throw CheckpointError(msg);
     }
-    std::vector<float> tmp;
-    for (size_t i = 0; i < specs.size(); ++i) {
-        const auto& s = specs[i];
-        float* dst = static_cast<float*>(arena.view(i).data);
-        const int64_t width = row_width(s);
-        int64_t row = 0;
-        for (const auto& p : s.hf) {
-            const std::string& name = by_canonical.at(p.name);
-            const TensorInfo& info = source.info(name);
-            tmp.resize(static_cast<size_t>(info.numel));
-            source.read_f32(name, tmp.data(), info.shape);
-            // A cropped table keeps its first rows (HF's row-major (rows, width) layout: a prefix).
-            place_rows(dst + row * width, tmp.data(), p.rows, width, s.hf_transposed);
-            row += p.rows;
-        }
-        std::memset(dst + row * width, 0, static_cast<size_t>((s.shape[0] - row) * width) * sizeof(float));
+    return by_canonical;
+}
+
+// Tensor `s` (fp32, our layout) from its HF parts in `source`; padding rows 0.
+void read_hf_tensor(const ParamSpec& s, const std::map<std::string, std::string>& by_canonical,
+                    const TensorSource& source, float* dst, std::vector<float>& tmp) {
+    const int64_t width = row_width(s);
+    int64_t row = 0;
+    for (const auto& p : s.hf) {
+        const std::string& name = by_canonical.at(p.name);
+        const TensorInfo& info = source.info(name);
+        tmp.resize(static_cast<size_t>(info.numel));
+        source.read_f32(name, tmp.data(), info.shape);
+        // A cropped table keeps its first rows (HF's row-major (rows, width) layout: a prefix).
+        place_rows(dst + row * width, tmp.data(), p.rows, width, s.hf_transposed);
+        row += p.rows;
     }
+    std::memset(dst + row * width, 0, static_cast<size_t>((s.shape[0] - row) * width) * sizeof(float));
+}
+
+}  // namespace
+
+void load_hf(const std::vector<ParamSpec>& specs, const CanonicalName& canonical, std::string_view what, Arena& arena,
+             const TensorSource& source) {
+    const auto by_canonical = check_hf_tensors(specs, canonical, what, source);
+    std::vector<float> tmp;
+    for (size_t i = 0; i < specs.size(); ++i)
+        read_hf_tensor(specs[i], by_canonical, source, static_cast<float*>(arena.view(i).data), tmp);
 }
 
 Arena host_copy(const Arena& a) {
@@ -154,19 +176,25 @@ Arena host_f32_copy(const ParamStore& store) {
 
 namespace {
 
-// HF tensors into `store` on any device and dtype: read into an fp32 host arena of the table's layout,
-// then written tensor by tensor (converted to bf16 for a frozen bf16 store), the compute copy refreshed.
+// HF tensors into `store` on any device and dtype: checked, then read tensor by tensor into one tensor's fp32
+// host buffer and written (converted to bf16 for a frozen bf16 store, cut to this rank's chunks under
+// ZeRO-3), the compute copy refreshed: never a second copy of the whole model.
 void load_into(ParamStore& store, const CanonicalName& canonical, std::string_view what, const TensorSource& source) {
     const bool f32_store = store.specs().empty() || store.params().entry(0).dtype == DType::kF32;
-    if (store.device() == Device::kCpu && f32_store) {  // in place: no second copy of a large model
+    if (store.device() == Device::kCpu && f32_store && !store.groups_sharded()) {  // in place
         load_hf(store.specs(), canonical, what, store.params(), source);
         return;
     }
-    Arena host;
-    for (const auto& s : store.specs()) host.add(s.name, s.shape);
-    host.allocate(true);
-    load_hf(store.specs(), canonical, what, host, source);
-    for (size_t i = 0; i < store.specs().size(); ++i) store.write_f32(i, static_cast<const float*>(host.view(i).data));
+    const auto by_canonical = check_hf_tensors(store.specs(), canonical, what, source);
+    std::vector<float> host, tmp;
+    for (size_t i = 0; i < store.specs().size(); ++i) {
+        const auto& s = store.specs()[i];
+        int64_t n = 1;
+        for (int64_t d : s.shape) n *= d;
+        host.resize(static_cast<size_t>(n));
+        read_hf_tensor(s, by_canonical, source, host.data(), tmp);
+        store.write_f32(i, host.data());
+    }
     store.sync_compute_params();
 }
 

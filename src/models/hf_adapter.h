@@ -58,6 +58,10 @@ private:
 // Refs point into `arena` or into `scratch` (transposed copies), which must outlive their use.
 std::vector<TensorRef> hf_tensors(const std::vector<ParamSpec>& specs, const Arena& arena,
                                   std::vector<std::vector<float>>& scratch);
+// The same for tensors whose fp32 host values lie anywhere: `data[i]` holds specs[i]'s (ZeRO-3 writes one
+// gathered unit at a time).
+std::vector<TensorRef> hf_tensors(const std::vector<ParamSpec>& specs, const std::vector<const float*>& data,
+                                  std::vector<std::vector<float>>& scratch);
 // The trained parameters' (Model::trained(): the model's, or the LoRA adapters with PEFT's names).
 inline std::vector<TensorRef> hf_tensors(const Model& model, const Arena& arena, std::vector<std::vector<float>>& scratch) {
     return hf_tensors(model.param_specs(), arena, scratch);

@@ -39,6 +39,8 @@ public:
     const std::filesystem::path& source() const { return source_; }
     bool sharded() const { return sharded_; }
     std::size_t shard_count() const { return shards_.size(); }
+    // The opened files: the one file, or the shards in order of first mention in the index.
+    const std::vector<SafetensorsFile>& files() const { return shards_; }
 
     std::vector<std::string> names() const;  // sorted
     bool contains(std::string_view name) const { return shard_of_.find(name) != shard_of_.end(); }

@@ -64,7 +64,7 @@ TransformerShape llama_shape(const LlamaConfig& cfg) {
     LLMT_CHECK(cfg.head_dim > 0 || cfg.d_model % cfg.n_head == 0,
                "model.d_model: {} is not divisible by model.n_head {} (set model.head_dim)", cfg.d_model, cfg.n_head);
     LLMT_CHECK(cfg.hd() % 2 == 0, "model.head_dim: RoPE needs an even head size, got {}", cfg.hd());
-    TransformerShape s{cfg.arch, cfg.n_layer, cfg.block_size, cfg.vocab_size, cfg.padded_vocab, {}};
+    TransformerShape s{cfg.arch, cfg.n_layer, cfg.block_size, cfg.vocab_size, cfg.padded_vocab, {}, cfg.shard};
     BlockConfig& b = s.block;
     b.d_model = cfg.d_model;
     b.n_head = cfg.n_head;
@@ -193,8 +193,10 @@ ArchSpec llama_graph_spec(const std::string& name, const LlamaVariant& variant) 
         variant(cfg.model, c);
         return c;
     };
-    s.make = [config_of](const config::Config& cfg, Device device, DType dtype) -> std::unique_ptr<Model> {
-        return std::make_unique<Llama>(config_of(cfg), device, dtype);
+    s.make = [config_of](const config::Config& cfg, Device device, DType dtype, ParamShard shard) -> std::unique_ptr<Model> {
+        LlamaConfig c = config_of(cfg);
+        c.shard = shard;
+        return std::make_unique<Llama>(c, device, dtype);
     };
     s.plan_memory = [config_of](const config::Config& cfg, Device device, DType dtype, int B, int T) {
         return Llama::plan_memory(config_of(cfg), device, dtype, B, T);

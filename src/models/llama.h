@@ -42,6 +42,7 @@ struct LlamaConfig {
     int sliding_window = 0;
     Recompute recompute = Recompute::kNone;
     LoraSpec lora;  // r 0: none
+    ParamShard shard;  // ZeRO-3: this rank's chunks of the units only
 
     // The keys of model.* every family on this graph reads (the shared ones and the RoPE section); the
     // family's own (qkv_bias, its config section: Mistral's window, ...) are its ArchSpec's to set.

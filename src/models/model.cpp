@@ -157,16 +157,18 @@ void Model::merge_adapters() {
 Tensor Model::grad_or_sink(ParamId id, int slot) {
     if (!store_.frozen()) return store_.grad(id);
     LLMT_INTERNAL_CHECK(slot == 0 || slot == 1, "grad_or_sink: slot {}", slot);
-    const Tensor w = store_.params().view(id);
-    if (!grad_sink_.allocated() || grad_sink_.entry(0).shape[0] < w.numel()) {
+    const std::vector<int64_t>& shape = store_.params().entry(id).shape;  // the layout (ZeRO-3: no buffer)
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    if (!grad_sink_.allocated() || grad_sink_.entry(0).shape[0] < numel) {
         grad_sink_ = Arena();
-        grad_sink_.add("sink0", {w.numel()});
-        grad_sink_.add("sink1", {w.numel()});
+        grad_sink_.add("sink0", {numel});
+        grad_sink_.add("sink1", {numel});
         grad_sink_.allocate(false, store_.device());
     }
     Tensor t = grad_sink_.view(static_cast<size_t>(slot));
-    t.ndim = w.ndim;
-    for (int d = 0; d < w.ndim; ++d) t.shape[d] = w.shape[d];
+    t.ndim = static_cast<int>(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) t.shape[d] = shape[d];
     return t;
 }
 

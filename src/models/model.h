@@ -16,6 +16,7 @@
 #include "models/activations.h"
 #include "models/lora.h"
 #include "models/param_store.h"
+#include "models/unit_gather.h"
 
 namespace llmt::models {
 
@@ -104,6 +105,12 @@ public:
     // Called during backward() with a byte offset into the gradient arena each time every gradient at and
     // after it is final (0 at the end). The data-parallel Reducer all-reduces those buckets meanwhile.
     void set_grads_ready_hook(std::function<void(size_t byte_offset)> hook) { grads_ready_ = std::move(hook); }
+    // ZeRO-3 (models/unit_gather.h): where the first tensor of each unit of the table is (ascending, from 0),
+    // or empty for an architecture that cannot shard its parameters per unit. A model whose store shards
+    // those groups (ParamShard) calls `gather` around each unit's use; not owned, must outlive the model's
+    // use.
+    virtual std::vector<ParamId> shard_units() const { return {}; }
+    void set_unit_gather(UnitGather* gather) { gather_ = gather; }
     // Logits (B,T,Vp) of every position after forward(..., targets = nullptr), in host memory (language
     // models on any device, through lm_head_logits; the classifier copies its (B,classes) logits over).
     const float* logits() const;
@@ -183,6 +190,7 @@ protected:
     Arena grad_sink_;  // frozen base: grad_or_sink()'s buffer
     uint64_t dropout_seed_ = 0;
     std::function<void(size_t)> grads_ready_;
+    UnitGather* gather_ = nullptr;
     std::vector<float> all_logits_;  // forward without targets: host memory whatever the device
     int B_ = 0, T_ = 0;  // of the last forward
 };

@@ -31,6 +31,7 @@ void ParamStore::layout(Device device, DType dtype, bool frozen) {
 }
 
 void ParamStore::allocate() {
+    if (groups_sharded()) return allocate_groups();
     params_.allocate(true, device_);
     if (!frozen_) grads_ = params_.mirror();
     if (params_lp_.size() > 0) params_lp_.allocate(true, device_);
@@ -55,11 +56,12 @@ void ParamStore::shard_masters(size_t begin, size_t end) {
 }
 
 float* ParamStore::masters() const {
-    return static_cast<float*>(sharded_ ? masters_.data() : params_.data());
+    return static_cast<float*>(sharded_ || groups_sharded() ? masters_.data() : params_.data());
 }
 
 void ParamStore::write_f32(ParamId id, const float* host) {
     if (sharded_) return write_sharded(id, host);
+    if (groups_sharded()) return write_grouped(id, host);
     Tensor t = params_.view(id);
     const int64_t n = t.numel();
     if (t.dtype == DType::kF32) {
@@ -87,7 +89,8 @@ void ParamStore::write_sharded(ParamId id, const float* host) {
 }
 
 std::vector<float> ParamStore::read_f32(ParamId id) const {
-    LLMT_INTERNAL_CHECK(!sharded_, "param store: `{}`'s fp32 masters are sharded over the ranks: gather them first",
+    LLMT_INTERNAL_CHECK(!sharded_ && !groups_sharded(),
+                        "param store: `{}`'s fp32 masters are sharded over the ranks: gather them first",
                         specs_[id].name);
     Tensor t = params_.view(id);
     const int64_t n = t.numel();
@@ -103,6 +106,7 @@ std::vector<float> ParamStore::read_f32(ParamId id) const {
 }
 
 Tensor ParamStore::weight(ParamId id) const {
+    if (groups_sharded()) return bound_view(id, bound_weights_[group_of_[id]], dtype_, "weights");
     if (!params_lp_.allocated()) return params_.view(id);
     // The compute copy at the same index (the fp32 arena may be unallocated: sharded masters).
     const Arena::Entry& e = params_.entry(id);
@@ -112,12 +116,18 @@ Tensor ParamStore::weight(ParamId id) const {
     return t;
 }
 
+Tensor ParamStore::grad(ParamId id) const {
+    if (frozen_) return Tensor();
+    if (groups_sharded()) return bound_view(id, bound_grads_[group_of_[id]], DType::kF32, "gradients");
+    return grads_.view(id);
+}
+
 Tensor ParamStore::compute_params() const {
     return params_lp_.allocated() ? params_lp_.view(size_t{0}) : Tensor();
 }
 
 void ParamStore::sync_compute_params() {
-    if (!params_lp_.allocated()) return;
+    if (!params_lp_.allocated() || groups_sharded()) return;  // ZeRO-3: converted when a group is gathered
     if (sharded_) {  // this rank's slice; the rest comes from the other ranks (an all-gather)
         const auto n = static_cast<int64_t>(mend_ - mbegin_);
         kernels::convert(Tensor(static_cast<uint16_t*>(params_lp_.data()) + mbegin_, {n}, DType::kBF16, device_),

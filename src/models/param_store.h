@@ -6,6 +6,11 @@
 // Sharded masters (ZeRO-1 under bf16, shard_masters()): the store keeps the whole bf16 compute copy and the
 // gradient arena, but the fp32 masters of one slice of the flat arena only; params() is then the layout
 // alone (entries and offsets, no buffer), and the other ranks hold the rest of the masters.
+// Sharded groups (ZeRO-3, shard_groups() before allocate()): the table is cut into groups of consecutive
+// tensors (a transformer's embeddings, each layer, the final norm and head); the store holds this rank's
+// chunk of every group (fp32 masters and an fp32 gradient accumulator) and nothing whole. weight(id) and
+// grad(id) then resolve through the buffers the caller bound for the tensor's group (its gathered weights
+// and its gradient), which the trainer's per-layer gathers fill (train/zero3.h).
 #pragma once
 
 #include <cstddef>
@@ -21,6 +26,13 @@ namespace llmt::models {
 
 // An index into the parameter table, returned by ParamStore::add.
 using ParamId = size_t;
+
+// ZeRO-3: the rank's place when a model's parameters are sharded per unit (ParamStore::shard_groups over
+// Model::shard_units()); world 1: whole parameters.
+struct ParamShard {
+    int world = 1, rank = 0;
+    bool on() const { return world > 1; }
+};
 
 class ParamStore {
 public:
@@ -51,6 +63,36 @@ public:
     size_t master_end() const { return sharded_ ? mend_ : params_.nbytes() / sizeof(float); }
     float* masters() const;
 
+    // ZeRO-3: groups start at `firsts` (ascending, firsts[0] == 0; group g ends where g + 1 starts, the last
+    // at the arena's end, alignment gaps included) and are cut into `world` equal chunks of `chunk` floats
+    // (a multiple of 16: chunk starts stay 64-byte aligned); rank r's chunk of g is arena elements
+    // [begin + r * chunk, begin + (r + 1) * chunk) cut at g's end, possibly empty. Call after layout() and
+    // before allocate(); allocate() then allocates the rank's chunks only (zeroed). A frozen store (LoRA's
+    // base) keeps its chunks in the compute dtype and no gradients. InternalError otherwise.
+    struct Group {
+        ParamId first = 0, last = 0;  // tensors [first, last)
+        size_t begin = 0, end = 0;    // arena elements
+        size_t chunk = 0;             // floats per rank; the gathered group is world * chunk floats
+        size_t local = 0;             // where this rank's chunk starts in masters() and the gradient chunks
+    };
+    void shard_groups(const std::vector<ParamId>& firsts, int world, int rank);
+    bool groups_sharded() const { return !groups_.empty(); }
+    const std::vector<Group>& groups() const { return groups_; }
+    size_t group_of(ParamId id) const { return group_of_[id]; }
+    int shard_world() const { return world_; }
+    int shard_rank() const { return rank_; }
+    // This rank's chunk of group g (chunk floats, the padding zero): fp32 masters, or a frozen store's weights
+    // in the compute dtype.
+    Tensor chunk_view(size_t g) const;
+    // Arena elements [first, last) of this rank's chunk of group g (first == last: empty).
+    size_t chunk_first(size_t g) const;
+    size_t chunk_last(size_t g) const;
+    // Binds group g's gathered weights (world * chunk elements in dtype(), laid out like the arena from the
+    // group's begin) and optionally its gradient buffer (fp32, the same layout): weight(id) and grad(id) of
+    // its tensors point there until unbind_group(g). The store does not own them.
+    void bind_group(size_t g, void* weights, float* grads);
+    void unbind_group(size_t g);
+
     Device device() const { return device_; }
     DType dtype() const { return dtype_; }
     const std::vector<ParamSpec>& specs() const { return specs_; }
@@ -65,7 +107,7 @@ public:
     // Parameter `id` as the kernels read it: the fp32 master view, or its bf16 compute copy.
     Tensor weight(ParamId id) const;
     // Its gradient (fp32); empty for a frozen store.
-    Tensor grad(ParamId id) const { return frozen_ ? Tensor() : grads_.view(id); }
+    Tensor grad(ParamId id) const;
     // Byte offset of `id` in the gradient arena (the data-parallel Reducer's unit).
     size_t grad_offset(ParamId id) const { return params_.entry(id).offset; }
 
@@ -88,21 +130,32 @@ public:
 
     // Bytes of the parameters (the fp32 masters, whole or this shard, + the bf16 copy) and of the gradients,
     // laid out or allocated.
-    size_t param_bytes() const { return (sharded_ ? masters_.nbytes() : params_.nbytes()) + params_lp_.nbytes(); }
-    size_t grad_bytes() const { return frozen_ ? 0 : params_.nbytes(); }
+    size_t param_bytes() const {
+        return (sharded_ || groups_sharded() ? masters_.nbytes() : params_.nbytes()) + params_lp_.nbytes();
+    }
+    size_t grad_bytes() const { return frozen_ ? 0 : groups_sharded() ? grads_.nbytes() : params_.nbytes(); }
 
 private:
     void write_sharded(ParamId id, const float* host);
+    void write_grouped(ParamId id, const float* host);
+    void allocate_groups();
+    Tensor bound_view(ParamId id, const void* base, DType dtype, const char* what) const;
 
     std::vector<ParamSpec> specs_;
     Device device_ = Device::kCpu;
     DType dtype_ = DType::kF32;
     bool frozen_ = false;
-    Arena params_, grads_;
+    Arena params_, grads_;  // ZeRO-3: params_ the layout alone, grads_ the chunks' gradient accumulator
     Arena params_lp_;  // bf16 compute copy (one flat view), allocated only for dtype bf16
-    Arena masters_;    // sharded masters: elements [mbegin_, mend_) of the flat fp32 arena
+    Arena masters_;    // sharded masters: elements [mbegin_, mend_) of the flat fp32 arena, or ZeRO-3's chunks
     size_t mbegin_ = 0, mend_ = 0;
     bool sharded_ = false;
+    // ZeRO-3: the groups, each tensor's group, and the bound buffers of each group.
+    std::vector<Group> groups_;
+    std::vector<size_t> group_of_;
+    std::vector<const void*> bound_weights_;
+    std::vector<float*> bound_grads_;
+    int world_ = 1, rank_ = 0;
 };
 
 }  // namespace llmt::models

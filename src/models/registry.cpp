@@ -52,8 +52,8 @@ LoraSpec lora_spec(const config::Config& cfg) {
     return s;
 }
 
-std::unique_ptr<Model> make_model(const config::Config& cfg, Device device, DType dtype) {
-    return arch_spec(cfg.model.arch).make(cfg, device, dtype);
+std::unique_ptr<Model> make_model(const config::Config& cfg, Device device, DType dtype, ParamShard shard) {
+    return arch_spec(cfg.model.arch).make(cfg, device, dtype, shard);
 }
 
 MemoryPlan plan_model_memory(const config::Config& cfg, Device device, DType dtype, int B, int T) {

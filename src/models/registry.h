@@ -12,8 +12,10 @@ namespace llmt::models {
 
 // The model of cfg.model (with trainer.recompute) on `device` in compute `dtype`, parameters allocated
 // (zeros: call init_random or load weights). InputError naming the key for sizes the arch refuses.
+// shard (ZeRO-3): this rank's chunks of the parameters only (ParamStore::shard_groups); InternalError for
+// an architecture without units (Model::shard_units).
 std::unique_ptr<Model> make_model(const config::Config& cfg, Device device = Device::kCpu,
-                                  DType dtype = DType::kF32);
+                                  DType dtype = DType::kF32, ParamShard shard = {});
 // Its memory plan for (B, T) without allocating anything (a model too large is refused with figures).
 MemoryPlan plan_model_memory(const config::Config& cfg, Device device, DType dtype, int B, int T);
 // Training FLOPs per token at context T (Model::flops_per_token) without building the model.

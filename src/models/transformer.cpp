@@ -20,6 +20,8 @@ void Transformer::finish_layout(const LoraSpec& lora, Device device, DType dtype
 }
 
 void Transformer::allocate(const std::vector<float>& rope_rows) {
+    // ZeRO-3: the model's own weights, trained, or frozen under LoRA (whose adapters stay whole).
+    if (shape_.shard.on()) store_.shard_groups(shard_units(), shape_.shard.world, shape_.shard.rank);
     allocate_params();
     if (!block().rope) return;
     const int64_t rows = shape_.block_size, HD = block().head_dim;
@@ -28,6 +30,13 @@ void Transformer::allocate(const std::vector<float>& rope_rows) {
     rope_.add("rope", {rows, HD});
     rope_.allocate(false, device());
     kernels::copy(rope(), Tensor(const_cast<float*>(rope_rows.data()), {rows, HD}));
+}
+
+std::vector<ParamId> Transformer::shard_units() const {
+    std::vector<ParamId> firsts = {0};
+    for (const auto& l : w_.layers) firsts.push_back(l.attn.norm.w);
+    firsts.push_back(w_.norm.w);
+    return firsts;
 }
 
 Tensor Transformer::rope() const { return block().rope ? rope_.view(size_t{0}) : Tensor(); }
@@ -108,19 +117,34 @@ float Transformer::forward(const int32_t* inputs, const int32_t* targets, int B,
     positions_ = batch.positions;
     dropped_ = train && block().dropout > 0.f;
     const int64_t C = block().d_model, BT = static_cast<int64_t>(B) * T;
+    // ZeRO-3: each unit held while it computes; tied embeddings stay held (with the gradient the head adds
+    // in this forward) until backward's embedding gradient, the head's unit until backward's final norm.
+    hold(0, train && tied());
+    prefetch(1);  // the next unit's gather overlaps this one's compute
     Tensor x = embed_forward();
+    if (!train || !tied()) drop(0);
     for (int l = 0; l < shape_.n_layer; ++l) {
+        hold(1 + l, false);
+        prefetch(2 + l);
         attn_.forward(*this, l, x);
         mlp_.forward(*this, l, attn_.out(*this, l));
+        drop(1 + l);
         x = mlp_.out(*this, l);
     }
+    hold(head_unit(), train);
+    if (!train && tied()) hold(0, false);
     norm_forward(w_.norm, act(ids_.norm, C), final_stats(), x);
     // The head's backward runs in the forward, chunk by chunk, leaving d norm in d_c for backward().
     const HeadBuffers buf{lm_head_scratch(acts_, ids_.logits, shape_.padded_vocab),
                           acts_.shaped(ids_.losses, {BT}), acts_.shaped(ids_.targets, {BT}),
                           acts_.shaped(ids_.d_c, {BT, C})};
     has_grad_ = train;
-    return head_forward(batch, targets, acts_.shaped(ids_.norm, {BT, C}), w_.head, buf, train, loss_scale);
+    const float loss = head_forward(batch, targets, acts_.shaped(ids_.norm, {BT, C}), w_.head, buf, train, loss_scale);
+    if (!train) {
+        drop(head_unit());
+        if (tied()) drop(0);
+    }
+    return loss;
 }
 
 void Transformer::recompute(int l, Tensor x) {
@@ -138,21 +162,28 @@ void Transformer::backward() {
     const Tensor dres = act(ids_.d_residual, C), dc = act(ids_.d_c, C);
     // dc holds d norm (the forward ran the head's backward); the residual stream accumulates (+=).
     kernels::zero(dres);
+    prefetch(L);  // the last block, while the final norm's backward runs
     norm_backward(w_.norm, dres, dc, mlp_.out(*this, L - 1), final_stats(), mlp_.out_bias_grad_for_norm(*this, L - 1));
+    drop(head_unit());
     // The table holds the embeddings, the layers in order, the final norm, then the head: what backward has
     // finished is always a suffix of it.
     grads_ready_from(w_.norm.w);
     for (int l = L - 1; l >= 0; --l) {
         const Tensor x = layer_input(l);
+        hold(1 + l, true);  // recompute included
+        prefetch(l);        // the block before (or the embeddings)
         recompute(l, x);
         mlp_.backward(*this, l, attn_.out(*this, l), dres, dc, attn_.out_bias_grad_for_norm(*this, l));
         attn_.backward(*this, l, x, dres, dc, l > 0 ? mlp_.out_bias_grad_for_norm(*this, l - 1) : Tensor());
+        drop(1 + l);
         grads_ready_from(w_.layers[static_cast<size_t>(l)].attn.norm.w);
     }
     if (dropped_) kernels::dropout_backward(dres, dres, block().dropout, dropout_seed_);
+    hold(0, true);
     if (!store_.frozen())
         kernels::encoder_backward(grad(w_.embed), block().rope ? Tensor() : grad(w_.positions), dres,
                                   stat(ids_.inputs));
+    drop(0);
     grads_ready_all();
     has_grad_ = false;
 }

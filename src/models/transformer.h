@@ -29,6 +29,7 @@ struct TransformerShape {
     int block_size = 0;  // maximum T
     int vocab_size = 0, padded_vocab = 0;
     BlockConfig block;
+    ParamShard shard;  // ZeRO-3: allocate this rank's chunks of the units only
 };
 
 class Transformer : public LanguageModel {
@@ -41,6 +42,8 @@ public:
     void backward() override;
     MemoryPlan memory_plan(int B, int T) const override;
     std::unique_ptr<Decoder> decoder(int max_T = 0) const override;
+    // The units: the embeddings (0), layer l (1 + l), the final norm with an untied head (n_layer + 1).
+    std::vector<ParamId> shard_units() const override;
 
     struct Weights {
         ParamId embed = 0;      // (Vp, C)
@@ -107,11 +110,24 @@ private:
     Tensor branch_grad(Tensor scratch, Tensor dres, int site) const;
     // Whether a norm's backward sums the bias gradient of the branch projection before it (o, the MLP's
     // down: LayerNorm, biases, no dropout): then it is the column sums of the residual stream's gradient
-    // that the norm's pass leaves, which the GEMM's backward need not compute again.
+    // that the norm's pass leaves, which the GEMM's backward need not compute again. Not under ZeRO-3: the
+    // bias belongs to the unit before the norm's, which is not held then.
     bool norm_sums_branch_bias() const {
-        return block().bias && block().norm == NormKind::kLayerNorm && !dropped_;
+        return block().bias && block().norm == NormKind::kLayerNorm && !dropped_ && !gather_;
     }
     Tensor positions() const { return positions_; }
+    // ZeRO-3 (Model::set_unit_gather): unit u's weights (and gradients) held from hold() to drop().
+    void hold(int unit, bool grads) {
+        if (gather_) gather_->acquire(unit, grads);
+    }
+    void drop(int unit) {
+        if (gather_) gather_->release(unit);
+    }
+    void prefetch(int unit) {
+        if (gather_) gather_->prefetch(unit);
+    }
+    int head_unit() const { return shape_.n_layer + 1; }
+    bool tied() const { return w_.head == w_.embed; }
 
     TransformerShape shape_;
     AttentionBlock attn_;

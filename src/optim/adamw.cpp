@@ -51,7 +51,8 @@ float* AdamW::v_data() const {
 }
 
 void AdamW::step(float* params, const float* grads, float lr, float grad_scale, Tensor params_lp, ParamsAt at) {
-    float* const slice_params = at == ParamsAt::kSlice ? params : params + begin_;
+    float* const slice_params = at == ParamsAt::kArena ? params + begin_ : params;
+    const float* const slice_grads = at == ParamsAt::kChunk ? grads : grads + begin_;
     LLMT_INTERNAL_CHECK(params_lp.empty() || (params_lp.dtype == DType::kBF16 && params_lp.numel() >= static_cast<std::int64_t>(end_)),
                "AdamW: the compute copy must be a bf16 view of the whole arena, got {}", params_lp.describe());
     ++step_;
@@ -75,7 +76,7 @@ void AdamW::step(float* params, const float* grads, float lr, float grad_scale, 
         lp = Tensor(static_cast<std::uint16_t*>(params_lp.data) + begin_, {static_cast<std::int64_t>(n)}, DType::kBF16,
                     params_lp.device);
     kernels::adamw_update_runs(flat(slice_params, n, device_), flat(m_data(), n, device_),
-                               flat(v_data(), n, device_), flat(const_cast<float*>(grads) + begin_, n, device_), hp,
+                               flat(v_data(), n, device_), flat(const_cast<float*>(slice_grads), n, device_), hp,
                                runs, lp);
 }
 

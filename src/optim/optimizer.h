@@ -24,8 +24,9 @@ public:
     // optimizer's device): g = grads * grad_scale (the clipping coefficient), then the update with lr.
     // params_lp (optional): the model's flat bf16 compute copy, rewritten in the same pass.
     // ParamsAt::kSlice: `params` points at element begin (the fp32 masters of this slice only, a
-    // ParamStore with sharded masters) instead of the arena's start.
-    enum class ParamsAt { kArena, kSlice };
+    // ParamStore with sharded masters) instead of the arena's start. ParamsAt::kChunk: `params` and `grads`
+    // both point at element begin (ZeRO-3: one group's chunk of the masters and of the gradients).
+    enum class ParamsAt { kArena, kSlice, kChunk };
     virtual void step(float* params, const float* grads, float lr, float grad_scale = 1.0f, Tensor params_lp = {},
                       ParamsAt at = ParamsAt::kArena) = 0;
 

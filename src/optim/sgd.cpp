@@ -50,7 +50,8 @@ float* Sgd::buf_data() const {
 }
 
 void Sgd::step(float* params, const float* grads, float lr, float grad_scale, Tensor params_lp, ParamsAt at) {
-    float* const slice_params = at == ParamsAt::kSlice ? params : params + begin_;
+    float* const slice_params = at == ParamsAt::kArena ? params + begin_ : params;
+    const float* const slice_grads = at == ParamsAt::kChunk ? grads : grads + begin_;
     LLMT_INTERNAL_CHECK(params_lp.empty() || (params_lp.dtype == DType::kBF16 && params_lp.numel() >= static_cast<std::int64_t>(end_)),
                         "SGD: the compute copy must be a bf16 view of the whole arena, got {}", params_lp.describe());
     kernels::SgdParams hp;
@@ -67,7 +68,7 @@ void Sgd::step(float* params, const float* grads, float lr, float grad_scale, Te
         lp = Tensor(static_cast<std::uint16_t*>(params_lp.data) + begin_, {static_cast<std::int64_t>(n)}, DType::kBF16,
                     params_lp.device);
     Tensor buf = has_buffer() ? flat(buf_data(), n, device_) : Tensor();
-    kernels::sgd_update_runs(flat(slice_params, n, device_), buf, flat(const_cast<float*>(grads) + begin_, n, device_),
+    kernels::sgd_update_runs(flat(slice_params, n, device_), buf, flat(const_cast<float*>(slice_grads), n, device_),
                              hp, runs_, lp);
     ++step_;
 }

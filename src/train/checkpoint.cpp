@@ -154,9 +154,10 @@ void CheckpointWriter::write_state(const nlohmann::json& state) {
 
 fs::path CheckpointWriter::commit() {
     LLMT_INTERNAL_CHECK(!committed_, "checkpoint {} committed twice", step_);
-    for (const char* f : {kModelFile, kStateFile}) {
-        LLMT_CHECK_AS(CheckpointError, fs::exists(tmp_ / f), "checkpoint {}: '{}' was not written", step_, f);
-    }
+    LLMT_CHECK_AS(CheckpointError, fs::exists(tmp_ / kModelFile) || fs::exists(tmp_ / models::kHfIndexFile),
+                  "checkpoint {}: '{}' was not written", step_, kModelFile);
+    LLMT_CHECK_AS(CheckpointError, fs::exists(tmp_ / kStateFile), "checkpoint {}: '{}' was not written", step_,
+                  kStateFile);
     hook("before_rename");
     fsync_path(tmp_);
     const fs::path final_dir = root_ / step_dir_name(step_);
@@ -304,15 +305,15 @@ Checkpoint load_checkpoint(const fs::path& path_in) {
         }
     }
     std::vector<std::string> missing;
-    for (const char* f : {kModelFile, kStateFile}) {
-        if (!fs::exists(dir / f, ec)) missing.push_back(f);
-    }
+    if (!fs::exists(dir / kModelFile, ec) && !fs::exists(dir / models::kHfIndexFile, ec))
+        missing.push_back(kModelFile);
+    if (!fs::exists(dir / kStateFile, ec)) missing.push_back(kStateFile);
     if (!missing.empty()) {
         throw CheckpointError(fmt::format("checkpoint '{}' is incomplete: missing {}", dir.string(),
                                           fmt::join(missing, ", ")));
     }
 
-    Checkpoint ck{dir, 0, SafetensorsFile::open(dir / kModelFile), std::nullopt, {}};
+    Checkpoint ck{dir, 0, models::HfWeights::open(dir, /*verify=*/false), std::nullopt, {}};
     fs::path state_path = dir / kStateFile;
     ck.state = parse_state_json(read_file(state_path, kMaxStateBytes), state_path, &ck.checksummed);
     ck.step = ck.state["step"].get<std::int64_t>();
@@ -322,7 +323,7 @@ Checkpoint load_checkpoint(const fs::path& path_in) {
                                           dir.string(), ck.step, dir.filename().string()));
     }
     if (fs::exists(dir / kOptimizerFile, ec)) ck.optimizer = SafetensorsFile::open(dir / kOptimizerFile);
-    verify_checkpoint_file(ck, ck.model);
+    for (const SafetensorsFile& f : ck.model.files()) verify_checkpoint_file(ck, f);
     if (ck.optimizer) verify_checkpoint_file(ck, *ck.optimizer);
     return ck;
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/safetensors.h"
+#include "models/hf_weights.h"
 
 namespace llmt::train {
 
@@ -58,7 +59,8 @@ public:
 
     const std::filesystem::path& temp_dir() const { return tmp_; }
 
-    // Requires model.safetensors and state.json to have been written. fsyncs the temp dir, renames
+    // Requires the model's weights (model.safetensors, or the shards' model.safetensors.index.json that ZeRO-3
+    // writes: train/zero3_state.h) and state.json to have been written. fsyncs the temp dir, renames
     // it to step_<N> (atomically exchanging an existing step_<N>), fsyncs root, replaces `latest`,
     // updates `best` if asked, prunes. Returns the final directory.
     std::filesystem::path commit();
@@ -99,7 +101,7 @@ void prune_checkpoints(const std::filesystem::path& root, int keep_last);
 struct Checkpoint {
     std::filesystem::path dir;
     std::int64_t step = 0;
-    SafetensorsFile model;
+    models::HfWeights model;  // model.safetensors, or ZeRO-3's shards listed by model.safetensors.index.json
     std::optional<SafetensorsFile> optimizer;  // absent when the checkpoint has none
     nlohmann::json state;                      // without kStateChecksumKey
     // state.json had a checksum, so every tensor file of the checkpoint must carry per-tensor
@@ -107,7 +109,8 @@ struct Checkpoint {
     bool checksummed = false;
 };
 
-// `path` is a step_<N> directory, a checkpoints/ directory (follows `latest`) or a run directory
+// The model's weights are model.safetensors or, when the directory has model.safetensors.index.json, the
+// shards it lists (ZeRO-3), each verified like model.safetensors. `path` is a step_<N> directory, a checkpoints/ directory (follows `latest`) or a run directory
 // (follows checkpoints/latest). Throws CheckpointError naming what was looked for when nothing is
 // there, FormatError for a corrupt safetensors or state.json, CheckpointError when state.json's step
 // disagrees with the directory name. Verifies state.json's checksum and every tensor of

@@ -18,7 +18,9 @@ GradSync grad_sync_plan(const config::Config& cfg, int world) {
     GradSync g;
     if (world <= 1) return g;
     g.zero1 = cfg.dist.zero_stage == 1;
-    if (g.zero1) return g;
+    g.zero3 = cfg.dist.zero_stage == 3;
+    // ZeRO-3 under LoRA shards the frozen base; the adapters are all-reduced as under DDP.
+    if (g.zero1 || (g.zero3 && cfg.lora.r == 0)) return g;
     // At least one float per bucket: the Reducer's unit of work.
     g.bucket_bytes = std::max<size_t>(static_cast<size_t>(cfg.dist.bucket_mb * 1024 * 1024), 4);
     g.overlap = cfg.dist.overlap;

@@ -26,7 +26,9 @@ namespace llmt::train {
 // (docs/config.md), so a data-parallel config also runs as one process.
 struct GradSync {
     bool zero1 = false;       // ZeRO-1: reduce-scatter after the accumulation window, sharded optimizer state
-    size_t bucket_bytes = 0;  // DDP: all-reduce bucket size (0 = no DDP Reducer: one rank, or ZeRO-1)
+    bool zero3 = false;       // ZeRO-3: parameters, gradients and optimizer state sharded per unit (zero3_state.h);
+                              // under LoRA the frozen base per unit, the adapters all-reduced (DDP's Reducer)
+    size_t bucket_bytes = 0;  // DDP: all-reduce bucket size (0 = no DDP Reducer: one rank, ZeRO-1, ZeRO-3)
     bool overlap = false;     // DDP: all-reduce buckets while backward still runs
 };
 GradSync grad_sync_plan(const config::Config& cfg, int world);

@@ -60,8 +60,8 @@ void load_init_from(models::Model& model, const models::HfSource& source) {
 }  // namespace
 
 std::unique_ptr<models::Model> build_model(const config::Config& cfg, const models::HfSource& init_from, Device device,
-                                           DType dtype) {
-    auto model = models::make_model(cfg, device, dtype);
+                                           DType dtype, models::ParamShard shard) {
+    auto model = models::make_model(cfg, device, dtype, shard);
     if (init_from.weights.empty()) {
         model->init_random(cfg.run.seed);
     } else {

@@ -20,8 +20,10 @@ ShardFiles resolve_data(const config::Config& cfg, bool need_train);
 
 // The model with its weights: drawn from run.seed, or model.init_from's; under LoRA the adapters fresh
 // from run.seed or lora.init_from's (a PEFT adapter directory).
+// shard (ZeRO-3): this rank's chunks of the parameters only, each tensor drawn or read whole and cut (never
+// the whole model at once).
 std::unique_ptr<models::Model> build_model(const config::Config& cfg, const models::HfSource& init_from, Device device,
-                                           DType dtype);
+                                           DType dtype, models::ParamShard shard = {});
 
 // The optimizer's tensors: the trainable ones, weight decay on matrices (and embeddings when asked).
 std::vector<optim::ParamSlot> param_slots(const models::Model& model, bool decay_embeddings);

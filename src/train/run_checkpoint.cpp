@@ -20,6 +20,7 @@
 #include "train/resume.h"
 #include "train/task.h"
 #include "train/train_state.h"
+#include "train/zero3_state.h"
 
 namespace llmt::train {
 
@@ -35,28 +36,25 @@ std::filesystem::path RunCheckpoints::save(const std::filesystem::path& checkpoi
     ++saves_;
     std::optional<CheckpointWriter> w;
     if (rank == 0) w.emplace(checkpoints_dir, progress.step, opts);
-    if (p_.zero1) {
-        const std::filesystem::path tmp =
-            p_.dc.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank == 0 ? w->temp_dir().string() : "");
-        if (rank == 0)
-            w->write_tensors(zero_optimizer_file(0), p_.opt.state_tensors(), p_.opt.state_metadata());
-        else
-            write_safetensors(tmp / zero_optimizer_file(rank), p_.opt.state_tensors(), p_.opt.state_metadata());
-        p_.dc.barrier();
-    }
+    if (p_.zero1 || p_.zero3) write_rank_files(w ? &*w : nullptr);
     // Device parameters are staged in host memory: the file is the same whichever device wrote it. Sharded
     // masters are gathered into rank 0's host memory (every rank sends its shard), so model.safetensors
-    // holds the fp32 masters whole at every stage.
+    // holds the fp32 masters whole at stages 0 and 1 (ZeRO-3 wrote one file per unit above).
     Arena host_params;
     if (p_.model.trained().masters_sharded()) host_params = p_.dc.gather_masters(p_.model.trained());
     if (rank != 0) return {};
-    if (!host_params.allocated() && p_.model.device() != Device::kCpu)
-        host_params = models::host_copy(p_.model.params());
-    std::vector<std::vector<float>> scratch;
-    w->write_tensors(kModelFile,
-                     models::hf_tensors(p_.model, host_params.allocated() ? host_params : p_.model.params(), scratch),
-                     {{"format", "pt"}});
-    if (!p_.zero1) w->write_tensors(kOptimizerFile, p_.opt.state_tensors(), p_.opt.state_metadata());
+    if (!p_.zero3) {
+        if (!host_params.allocated() && p_.model.device() != Device::kCpu)
+            host_params = models::host_copy(p_.model.params());
+        std::vector<std::vector<float>> scratch;
+        w->write_tensors(
+            kModelFile,
+            models::hf_tensors(p_.model, host_params.allocated() ? host_params : p_.model.params(), scratch),
+            {{"format", "pt"}});
+    }
+    if (!p_.zero1 && !p_.zero3) w->write_tensors(kOptimizerFile, p_.opt->state_tensors(), p_.opt->state_metadata());
+    const std::vector<OptimizerShardFile> shards =
+        p_.zero3 ? p_.zero3->optimizer_files() : optimizer_shard_files(p_.arena_numel, world, p_.zero1);
     nlohmann::json state = {{"step", progress.step},
                             {"tokens", progress.slots},
                             {"loader", p_.batches.state()},
@@ -64,9 +62,8 @@ std::filesystem::path RunCheckpoints::save(const std::filesystem::path& checkpoi
                             // the task's metric: the same field as above when it is the loss
                             {progress.best.key(), progress.best.to_json()},
                             {"world_size", world},
-                            {"zero_stage", p_.zero1 ? 1 : 0},
-                            {"optimizer_shards",
-                             optimizer_index_json(optimizer_shard_files(p_.arena_numel, world, p_.zero1))},
+                            {"zero_stage", zero_stage()},
+                            {"optimizer_shards", optimizer_index_json(shards)},
                             {"wall_s", progress.prior_wall},
                             {"config", p_.cfg.resolved}};
     if (p_.model.lora()) state["lora_base"] = p_.lora_base;
@@ -78,6 +75,21 @@ std::filesystem::path RunCheckpoints::save(const std::filesystem::path& checkpoi
     else if (auto note = p_.task.write_checkpoint_files(w->temp_dir()))
         log_line("checkpoint: " + *note);
     return w->commit();
+}
+
+void RunCheckpoints::write_rank_files(CheckpointWriter* w) {
+    const int rank = p_.dc.rank();
+    const std::filesystem::path tmp =
+        p_.dc.from_rank0(fmt::format("ckpt_tmp/{}", saves_), rank == 0 ? w->temp_dir().string() : "");
+    if (p_.zero3) {  // this rank's optimizer chunks and the units it owns
+        p_.zero3->write_optimizer(tmp);
+        p_.zero3->write_model(tmp);
+    } else if (rank == 0) {
+        w->write_tensors(zero_optimizer_file(0), p_.opt->state_tensors(), p_.opt->state_metadata());
+    } else {
+        write_safetensors(tmp / zero_optimizer_file(rank), p_.opt->state_tensors(), p_.opt->state_metadata());
+    }
+    p_.dc.barrier();
 }
 
 void RunCheckpoints::restore(const std::string& path, RunProgress& progress) {
@@ -99,7 +111,7 @@ void RunCheckpoints::restore(const std::string& path, RunProgress& progress) {
     for (const auto& l : diff.other) log_line("resume: changed " + l);
     if (p_.model.lora())
         models::check_lora_base(ck.state.value("lora_base", nlohmann::json()), p_.lora_base, ck.dir.string());
-    models::load_trained_params(p_.model, models::SafetensorsSource(ck.model));
+    models::load_trained_params(p_.model, models::HfWeightsSource(ck.model));
     restore_optimizer(ck, st);
     try {
         p_.batches.restore(st.loader);
@@ -120,13 +132,15 @@ void RunCheckpoints::restore(const std::string& path, RunProgress& progress) {
 void RunCheckpoints::restore_optimizer(const Checkpoint& ck, const TrainState& st) {
     const int rank = p_.dc.rank(), world = p_.dc.world();
     const optim::ArenaSlice mine = zero_shard(p_.arena_numel, p_.zero1 ? world : 1, rank);
-    const size_t read = restore_optimizer_state(p_.opt, ck, read_optimizer_index(ck, st), mine);
+    const auto index = read_optimizer_index(ck, st);
+    const size_t read =
+        p_.zero3 ? p_.zero3->restore_optimizer(ck, index) : restore_optimizer_state(*p_.opt, ck, index, mine);
     const int ck_world = st.world_size;
-    if (ck_world != world || st.zero_stage != (p_.zero1 ? 1 : 0))
+    if (ck_world != world || st.zero_stage != zero_stage())
         log_line(fmt::format("resume: optimizer state of {} rank{} at zero_stage {} resharded for {} rank{} at "
                              "zero_stage {} (rank {} read {} file{})",
                              ck_world, ck_world == 1 ? "" : "s", st.zero_stage, world, world == 1 ? "" : "s",
-                             p_.zero1 ? 1 : 0, rank, read, read == 1 ? "" : "s"));
+                             zero_stage(), rank, read, read == 1 ? "" : "s"));
     const int rows = p_.cfg.trainer.micro_batch_size * p_.cfg.trainer.grad_accum_steps;
     if (ck_world != world)
         log_line(fmt::format("resume: the checkpoint was trained by {} ranks, this run has {}: the global batch "

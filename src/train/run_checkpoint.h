@@ -1,6 +1,7 @@
 // A training run's checkpoints (docs/formats/checkpoint.md): what save writes and restore reads back, so a
-// run stopped at any step continues exactly: the weights (sharded fp32 masters gathered), the optimizer
-// state (one file, or one per rank under ZeRO-1, indexed in state.json: train/optimizer_shards.h), the data
+// run stopped at any step continues exactly: the weights (sharded fp32 masters gathered; under ZeRO-3 one
+// file per unit, train/zero3_state.h), the optimizer state (one file, one per rank under ZeRO-1, one per rank
+// and unit under ZeRO-3, indexed in state.json: train/optimizer_shards.h), the data
 // position, the counters and best metrics, the task's files beside the weights or, under LoRA, PEFT's
 // adapter config. Every rank calls save and restore at the same steps; rank 0 alone writes files. Not
 // thread-safe.
@@ -30,6 +31,7 @@ namespace llmt::train {
 
 class DistContext;
 class Task;
+class Zero3State;
 class TrainBatches;
 struct TrainState;
 
@@ -46,7 +48,8 @@ struct RunProgress {
 struct CheckpointedParts {
     const config::Config& cfg;  // the run's resolved config (state.json's "config")
     models::Model& model;
-    optim::Optimizer& opt;
+    optim::Optimizer* opt;  // the optimizer, or null under ZeRO-3 (zero3 holds one per unit)
+    Zero3State* zero3;      // ZeRO-3's state, or null
     TrainBatches& batches;
     Task& task;
     DistContext& dc;
@@ -60,8 +63,8 @@ public:
     explicit RunCheckpoints(CheckpointedParts parts) : p_(parts) {}
 
     // checkpoints_dir/step_<progress.step>, written by rank 0; under ZeRO-1 every rank writes its optimizer
-    // shard into rank 0's temp directory at the same time, so the one atomic rename publishes all shards
-    // together. Returns the directory on rank 0, empty on the others. Throws IoError, CheckpointError.
+    // shard (under ZeRO-3 its optimizer chunks and the units it owns) into rank 0's temp directory at the
+    // same time, so the one atomic rename publishes all shards together. Returns the directory on rank 0, empty on the others. Throws IoError, CheckpointError.
     std::filesystem::path save(const std::filesystem::path& checkpoints_dir, const RunProgress& progress,
                                const SaveOptions& opts);
 
@@ -71,7 +74,10 @@ public:
     void restore(const std::string& path, RunProgress& progress);
 
 private:
+    // ZeRO-1's and ZeRO-3's per-rank files into rank 0's temp directory (`w` on rank 0, null on the others).
+    void write_rank_files(CheckpointWriter* w);
     void restore_optimizer(const Checkpoint& ck, const TrainState& st);
+    int zero_stage() const { return p_.zero3 ? 3 : p_.zero1 ? 1 : 0; }
 
     CheckpointedParts p_;
     int saves_ = 0;

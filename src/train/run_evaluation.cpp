@@ -31,10 +31,10 @@ nlohmann::ordered_json run_evaluation(const config::Config& config, const std::s
             model = build_model(cfg, init_from, dev, dtype);
             models::check_lora_base(ck.state.value("lora_base", nlohmann::json()),
                                     models::lora_base_identity(cfg, init_from.weights), ck.dir.string());
-            models::load_trained_params(*model, models::SafetensorsSource(ck.model));
+            models::load_trained_params(*model, models::HfWeightsSource(ck.model));
         } else {
             model = models::make_model(cfg, dev, dtype);
-            models::load_hf_params(*model, models::SafetensorsSource(ck.model));
+            models::load_hf_params(*model, models::HfWeightsSource(ck.model));
         }
         source = ck.dir.string();
     } else if (!init_from.weights.empty()) {

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "core/error.h"
 #include "kernels/ops.h"
 #include "models/registry.h"
+#include "train/zero_scale.h"
 
 namespace llmt::train {
 namespace {
@@ -76,13 +78,37 @@ DType check_supported(const config::Config& cfg, Device device) {
     return cuda_bf16(cfg) ? DType::kBF16 : DType::kF32;
 }
 
-MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device, DType dtype, int zero1_world) {
+MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device, DType dtype, int zero1_world,
+                                        int zero3_world) {
     const auto plan = models::plan_model_memory(cfg, device, dtype, cfg.trainer.micro_batch_size, cfg.model.block_size);
     MemoryEstimate e;
     e.parameters = plan.params;
     e.gradients = plan.grads;
+    if (zero3_world > 1 && cfg.lora.r > 0) {
+        // ZeRO-3 under LoRA: the frozen base (its compute-dtype weights, all of plan.params but the adapters')
+        // divided, plus the four gather buffers' weights (no gradients); the adapters, their gradients and
+        // optimizer state whole, as under DDP.
+        config::Config base = cfg;
+        base.lora.r = 0;
+        const ScaleModel s = scale_model(base);
+        const std::uint64_t elem = dtype == DType::kBF16 ? 2 : 4;
+        const auto whole = static_cast<std::uint64_t>(s.parameters) * elem;
+        const auto held = static_cast<std::uint64_t>(s.embedding * (s.tied ? 1 : 2) + 2 * s.largest_layer);
+        e.parameters = plan.params - std::min(plan.params, whole) + (whole + zero3_world - 1) / zero3_world + held * elem;
+    } else if (zero3_world > 1) {
+        // ZeRO-3 (zero_scale.h's stage 3, the same arithmetic): the rank's chunks of the fp32 masters and of the
+        // gradient accumulator (as many bytes as the fp32 gradient arena over the world), and the four gather
+        // buffers (train/zero3_gather.h): compute weights and an fp32 gradient for the embeddings' unit, the
+        // final unit and two blocks (computing, prefetched). Nothing is ever whole, so no start-up peak.
+        const ScaleModel s = scale_model(cfg);
+        const auto chunks = (plan.grads + static_cast<std::uint64_t>(zero3_world) - 1) / zero3_world;
+        const auto held = static_cast<std::uint64_t>(s.embedding * (s.tied ? 1 : 2) + 2 * s.largest_layer);
+        e.parameters = chunks + held * (dtype == DType::kBF16 ? 2 : 4);
+        e.gradients = chunks + held * 4;
+        zero1_world = zero3_world;  // the optimizer state divides as under ZeRO-1
+    }
     const auto world = static_cast<std::uint64_t>(zero1_world);
-    if (dtype == DType::kBF16 && zero1_world > 1) {
+    if (dtype == DType::kBF16 && zero1_world > 1 && zero3_world <= 1) {
         // The trained arena's fp32 masters (as many bytes as its gradients) sharded; the bf16 copy stays whole.
         e.parameters = plan.params - plan.grads + (plan.grads + world - 1) / world;
         e.build_peak = plan.params + plan.grads;
@@ -127,7 +153,8 @@ MemoryCheck check_config_memory(const config::Config& cfg, std::optional<std::ui
     const Device device = gpu || cfg.run.device == "cuda" ? Device::kCuda : Device::kCpu;
     const DType dtype = device == Device::kCuda && cuda_bf16(cfg) ? DType::kBF16 : DType::kF32;
     MemoryCheck c;
-    c.estimate = estimate_training_memory(cfg, device, dtype, cfg.dist.zero_stage == 1 && world > 1 ? world : 1);
+    c.estimate = estimate_training_memory(cfg, device, dtype, cfg.dist.zero_stage == 1 && world > 1 ? world : 1,
+                                          cfg.dist.zero_stage == 3 && world > 1 ? world : 1);
     if (gpu || device == Device::kCpu) c.limit = memory_limit(device, max_memory);
     else if (max_memory) c.limit = {*max_memory, "--max-memory"};
     check_memory(c.estimate, c.limit, cfg);

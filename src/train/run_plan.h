@@ -36,8 +36,11 @@ struct MemoryEstimate {
 };
 // Throws InputError when the model's sizes are invalid or overflow 64 bits. zero1_world: the ranks of a
 // ZeRO-1 job (1: no ZeRO-1), over which the optimizer state and, under bf16, the fp32 masters are
-// sharded (the largest rank's shard: the arena divided by the world, rounded up).
-MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device, DType dtype, int zero1_world = 1);
+// sharded (the largest rank's shard: the arena divided by the world, rounded up). zero3_world: the ranks
+// of a ZeRO-3 job (1: none): masters, gradients and optimizer state divided, plus the gathered units
+// (zero_scale.h's stage-3 arithmetic).
+MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device, DType dtype, int zero1_world = 1,
+                                        int zero3_world = 1);
 
 // What one process may use: --max-memory when given, else the GPU's total memory (CUDA) or this host's
 // MemAvailable (CPU; physical RAM when /proc/meminfo cannot be read).

@@ -17,7 +17,7 @@ struct TrainState {
     nlohmann::json loader;                // object, DataLoader::state() (its restore checks the inside)
     std::optional<double> best_val_loss;  // number or null
     int world_size = 1;                   // >= 1; absent: 1
-    int zero_stage = 0;                   // 0 or 1; absent: 0
+    int zero_stage = 0;                   // 0, 1 or 3; absent: 0
     double wall_s = 0;                    // >= 0; absent: 0
     nlohmann::json config;                // object: the resolved config of the run
 };

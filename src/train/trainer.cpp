@@ -43,6 +43,7 @@
 #include "train/run_plan.h"
 #include "train/signals.h"
 #include "train/task.h"
+#include "train/zero3_state.h"
 
 namespace llmt::train {
 
@@ -115,20 +116,21 @@ private:
             fmt::print(stderr, "dist: rank {} of {} (local {} of {}), {} via {}:{}{}{}, restart {}\n", rank_, world_,
                        dc_.env().local_rank, dc_.env().local_world_size, dc_.pg().backend(), dc_.env().master_addr,
                        dc_.env().master_port, dc_.env().use_agent_store ? " (the torchrun agent's store)" : "",
-                       sync_.zero1 ? ", ZeRO-1" : "", dc_.env().restart_count);
+                       sync_.zero1 ? ", ZeRO-1" : sync_.zero3 ? ", ZeRO-3" : "", dc_.env().restart_count);
     }
 
     // Memory before any arena is allocated: a model that cannot fit is refused with its figures.
     void check_memory_fits() {
-        mem_ = estimate_training_memory(cfg_, dev_, dtype_, sync_.zero1 ? world_ : 1);
+        mem_ = estimate_training_memory(cfg_, dev_, dtype_, sync_.zero1 ? world_ : 1, sync_.zero3 ? world_ : 1);
         check_memory(mem_, memory_limit(dev_, opts_.max_memory), cfg_);
     }
 
     void build() {
-        model_ = build_model(cfg_, init_from_, dev_, dtype_);
+        // ZeRO-3: this rank's chunks only, drawn or read tensor by tensor by every rank.
+        model_ = build_model(cfg_, init_from_, dev_, dtype_, {sync_.zero3 ? world_ : 1, sync_.zero3 ? rank_ : 0});
         // Every rank starts from rank 0's weights (the same seed gives the same init, but init_from files
-        // could differ between hosts).
-        if (dc_.active()) {
+        // could differ between hosts; under ZeRO-3 each rank reads its chunks from its own).
+        if (dc_.active() && (!sync_.zero3 || model_->lora())) {  // ZeRO-3 shards the weights (not LoRA's adapters)
             dc_.pg().broadcast(Tensor(model_->params().data(), {static_cast<int64_t>(model_->params().nbytes() / 4)},
                                       DType::kF32, model_->device()),
                                0);
@@ -231,7 +233,19 @@ private:
         const optim::ArenaSlice slice = zero_shard(arena_numel_, sync_.zero1 ? world_ : 1, rank_);
         if (sync_.zero1 && model_->trained().dtype() == DType::kBF16)
             model_->trained().shard_masters(slice.begin, slice.end);
-        opt_ = optim::make_optimizer(tc_, param_slots(*model_, tc_.decay_embeddings), arena_numel_, slice, dev_);
+        const auto slots = param_slots(*model_, tc_.decay_embeddings);
+        auto make = [&](optim::ArenaSlice s) { return optim::make_optimizer(tc_, slots, arena_numel_, s, dev_); };
+        // ZeRO-3: one optimizer per unit over this rank's chunk of it (zero3_state.h); under LoRA the frozen
+        // base's units are gathered and the adapters trained whole (all-reduced by the Reducer).
+        if (sync_.zero3 && !model_->lora()) {
+            zero3_ = std::make_unique<Zero3State>(dc_, *model_, make);
+        } else {
+            opt_ = make(slice);
+        }
+        if (sync_.zero3 && model_->lora()) {
+            base_gather_ = std::make_unique<Zero3Gather>(dc_, model_->base());
+            model_->set_unit_gather(base_gather_.get());
+        }
         sched_ = optim::make_lr_schedule(tc_);
     }
 
@@ -246,8 +260,8 @@ private:
         ckpt_path = dc_.from_rank0("checkpoint", ckpt_path);
         if (rank_ != 0) run_dir_ = RunDir::open(run_path);
         console().open_file(run_dir_->logs_dir(), rank_);
-        checkpoints_.emplace(CheckpointedParts{cfg_, *model_, *opt_, *loader_, *task_, dc_, sync_.zero1, arena_numel_,
-                                               lora_base_});
+        checkpoints_.emplace(CheckpointedParts{cfg_, *model_, opt_.get(), zero3_.get(), *loader_, *task_, dc_,
+                                               sync_.zero1, arena_numel_, lora_base_});
         if (!ckpt_path.empty()) restore(ckpt_path);
     }
 
@@ -368,9 +382,10 @@ private:
             if (reducer_) reducer_->finish();
         }
         // ZeRO-1 (DistContext: staging on the model's device): grads[slice] = mean over ranks, returns the
-        // global sum of squares.
-        const double sumsq = sync_.zero1 ? dc_.zero_reduce_grads(grads, arena_numel_)
-                                         : optim::grad_sum_squares(grads, arena_numel_, dev_);
+        // global sum of squares. ZeRO-3: the chunks were reduced as each unit's backward ended.
+        const double sumsq = sync_.zero1   ? dc_.zero_reduce_grads(grads, arena_numel_)
+                             : zero3_      ? zero3_->grad_sum_squares()
+                                           : optim::grad_sum_squares(grads, arena_numel_, dev_);
         const double norm = optim::global_norm_from_sumsq(sumsq);
         if (!std::isfinite(norm))
             throw Error(fmt::format("step {}: the gradient norm is {} (loss {}); stopping before the weights are "
@@ -378,6 +393,10 @@ private:
                                     step_ + 1, norm, loss_sum / accum));
         const float coef = optim::clip_coefficient(norm, tc_.max_grad_norm);
         lr_ = sched_.at(step_);
+        if (zero3_) {
+            zero3_->step(static_cast<float>(lr_), coef);
+            return norm;
+        }
         // Sharded masters: the optimizer updates this rank's fp32 shard and its slice of the bf16 copy.
         opt_->step(store.masters(), grads, static_cast<float>(lr_), coef, store.compute_params(),
                    store.masters_sharded() ? optim::Optimizer::ParamsAt::kSlice : optim::Optimizer::ParamsAt::kArena);
@@ -568,7 +587,9 @@ private:
     std::unique_ptr<Task> task_;  // the workload: language modelling or image classification
     std::unique_ptr<models::Model> model_;
     std::unique_ptr<TrainBatches> loader_;
-    std::unique_ptr<optim::Optimizer> opt_;  // trainer.optimizer: optim::AdamW or optim::Sgd
+    std::unique_ptr<optim::Optimizer> opt_;  // trainer.optimizer: optim::AdamW or optim::Sgd (not under ZeRO-3)
+    std::unique_ptr<Zero3State> zero3_;      // ZeRO-3: the per-unit gathers and optimizers
+    std::unique_ptr<Zero3Gather> base_gather_;  // ZeRO-3 under LoRA: the frozen base's per-unit gathers
     optim::LrSchedule sched_{};
     size_t arena_numel_ = 0;
     std::optional<RunDir> run_dir_;

@@ -35,9 +35,12 @@ StageCost stage_cost(const ScaleModel& m, ZeroStage stage, int world) {
             break;
         case ZeroStage::k3: {
             const double w = m.bf16 ? copy : master;
-            // Two layers' compute weights gathered (the current one and the prefetched next) and one layer's
-            // full gradient before its reduce-scatter.
-            c.bytes_per_gpu = P * (master + copy + grad + opt) / N + m.largest_layer * (2 * w + grad);
+            // The fp32 masters, the fp32 gradient accumulator and the moments of the rank's chunks (no whole
+            // compute copy: a unit is converted as it is gathered), plus the four gather buffers: the
+            // embeddings' unit, the final unit (the head when untied) and two blocks (the one computing and
+            // the prefetched next), each with its compute weights and fp32 gradient.
+            const double held = m.embedding * (m.tied ? 1 : 2) + 2 * m.largest_layer;
+            c.bytes_per_gpu = P * (master + grad + opt) / N + held * (w + grad);
             c.comm_bytes = share * (2 * w + grad) * P;  // weights gathered for forward and backward
             break;
         }
@@ -51,9 +54,10 @@ ScaleModel scale_model(const config::Config& cfg) {
     m.parameters = static_cast<double>(plan.grads) / 4;  // the fp32 gradient arena: one float per trained parameter
     const double emb = static_cast<double>(cfg.model.padded_vocab_size()) * cfg.model.d_model;
     const double tables = cfg.model.tie_embeddings ? emb : 2 * emb;
-    const double layer =
+    m.largest_layer =
         cfg.model.n_layer > 0 ? std::max(0.0, m.parameters - tables) / cfg.model.n_layer : m.parameters;
-    m.largest_layer = std::min(m.parameters, std::max(layer, emb));
+    m.embedding = std::min(m.parameters, emb);
+    m.tied = cfg.model.tie_embeddings;
     m.bf16 = cfg.trainer.precision == "bf16";
     m.moments = cfg.trainer.optimizer == "sgd" ? (cfg.trainer.momentum != 0 ? 1 : 0) : 2;
     return m;

@@ -16,7 +16,9 @@ namespace llmt::train {
 
 struct ScaleModel {
     double parameters = 0;     // trained parameters
-    double largest_layer = 0;  // parameters of the largest piece ZeRO-3 gathers at once (a block or an embedding)
+    double largest_layer = 0;  // parameters of the largest transformer block
+    double embedding = 0;      // parameters of one vocabulary table (the embeddings; the head when untied)
+    bool tied = true;          // the head is the embedding table
     bool bf16 = true;          // a bf16 compute copy beside the fp32 master weights (else fp32 only)
     int moments = 2;           // fp32 optimizer values per parameter: AdamW 2, SGD with momentum 1, without 0
 };
@@ -25,7 +27,8 @@ enum class ZeroStage {
     k0,             // DDP: everything whole on every GPU; gradients all-reduced
     k1,  // ZeRO-1 as llmtrain runs it: optimizer state and (under bf16) the fp32 masters sharded; the compute
          // weights and the gradients whole
-    k3,  // parameters, gradients and optimizer state sharded; two layers gathered (prefetch)
+    k3,  // parameters, gradients and optimizer state sharded; the embeddings, the head and two blocks gathered
+         // (train/zero3_gather.h's four buffers, weights and fp32 gradients)
 };
 const char* zero_stage_name(ZeroStage s);  // "0", "1", "3""
 
@@ -35,8 +38,8 @@ struct StageCost {
 };
 StageCost stage_cost(const ScaleModel& m, ZeroStage stage, int world);
 
-// The model of a config for full training: parameters (the fp32 arena the memory plan lays out) and the
-// largest layer (an embedding table, or the rest divided by n_layer) from its shapes, bf16 when
+// The model of a config for full training: parameters (the fp32 arena the memory plan lays out), one
+// vocabulary table and the largest block (the rest divided by n_layer) from its shapes, bf16 when
 // trainer.precision is bf16, moments from trainer.optimizer.
 ScaleModel scale_model(const config::Config& cfg);
 

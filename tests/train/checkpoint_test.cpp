@@ -84,7 +84,7 @@ TEST_F(CheckpointTest, SaveWritesTheLayoutAndLoadFindsIt) {
         EXPECT_EQ(ck.state["step"], 5);
         ASSERT_TRUE(ck.optimizer.has_value());
         EXPECT_TRUE(ck.optimizer->contains("transformer.h.0.attn.c_attn.weight.exp_avg"));
-        EXPECT_EQ(ck.model.metadata().at("format"), "pt");  // what transformers expects of PyTorch weights
+        EXPECT_EQ(ck.model.files().at(0).metadata().at("format"), "pt");  // what transformers expects of PyTorch weights
     }
     save(6, {}, /*with_optimizer=*/false);
     Checkpoint ck = load_checkpoint(run_);
@@ -243,7 +243,7 @@ TEST_F(CheckpointTest, CheckTensorsListsEveryDifference) {
     save(1);
     Checkpoint ck = load_checkpoint(root_);
     try {
-        check_tensors(ck.model,
+        check_tensors(ck.model.files().at(0),
                       {{"transformer.h.0.attn.c_attn.weight", StDType::kF32, {4, 3}},
                        {"transformer.h.0.ln_1.weight", StDType::kF32, {4}}},
                       "model");
@@ -256,7 +256,7 @@ TEST_F(CheckpointTest, CheckTensorsListsEveryDifference) {
         EXPECT_NE(msg.find("missing tensor 'transformer.h.0.ln_1.weight'"), std::string::npos) << msg;
         EXPECT_NE(msg.find("unexpected tensor 'transformer.h.0.attn.c_attn.bias'"), std::string::npos) << msg;
     }
-    EXPECT_NO_THROW(check_tensors(ck.model,
+    EXPECT_NO_THROW(check_tensors(ck.model.files().at(0),
                                   {{"transformer.h.0.attn.c_attn.weight", StDType::kF32, {3, 4}},
                                    {"transformer.h.0.attn.c_attn.bias", StDType::kF32, {3}}},
                                   "model"));

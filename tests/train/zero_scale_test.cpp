@@ -11,7 +11,9 @@ namespace {
 ScaleModel llama8b() {
     ScaleModel m;
     m.parameters = 8.03e9;
-    m.largest_layer = 128256.0 * 4096;
+    m.embedding = 128256.0 * 4096;
+    m.tied = false;
+    m.largest_layer = (m.parameters - 2 * m.embedding) / 32;
     return m;
 }
 
@@ -25,8 +27,10 @@ TEST(ZeroScale, BytesPerParameterAtEachStage) {
     // ZeRO-1 (sharded masters): the bf16 copy and the gradient whole, the 4 bytes of master and 8 of moments
     // divided by N.
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k1, 8).bytes_per_gpu, 6 * P + 12 * P / 8);
-    // ZeRO-3: everything divided, plus two gathered bf16 layers and one fp32 layer gradient.
-    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k3, 8).bytes_per_gpu, 18 * P / 8 + 8 * m.largest_layer);
+    // ZeRO-3: masters, gradient accumulator and moments divided (16 bytes), plus the four gather buffers
+    // (embeddings, untied head, two blocks) in bf16 with fp32 gradients.
+    EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k3, 8).bytes_per_gpu,
+                     16 * P / 8 + 6 * (2 * 128256.0 * 4096 + 2 * m.largest_layer));
     // Ring volumes: DDP all-reduce 2(N-1)/N x 4P; ZeRO-1 an fp32 reduce-scatter and a bf16 all-gather
     // (the fp32 weights without bf16); ZeRO-3 two bf16 gathers and one fp32 reduce-scatter.
     EXPECT_DOUBLE_EQ(stage_cost(m, ZeroStage::k0, 8).comm_bytes, 2 * 7.0 / 8 * 4 * P);
@@ -50,7 +54,9 @@ TEST(ZeroScale, ChoosesTheLowestStageThatFits) {
     // 70B-like: 70.55e9 parameters; ZeRO-1 keeps 6 bytes each whole (423 GB): only stage 3 fits, on 16.
     ScaleModel big;
     big.parameters = 70.55e9;
-    big.largest_layer = 855.6e6;
+    big.embedding = 128256.0 * 8192;
+    big.tied = false;
+    big.largest_layer = (big.parameters - 2 * big.embedding) / 80;
     c = choose_stage(big, 141e9, 20e9, {1, 2, 4, 8, 16, 32, 64});
     EXPECT_EQ(c.stage, "3");
     EXPECT_EQ(c.world, 16);
