@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/gloo_process_group.h"
-#include "dist/reducer.h"
-#include "dist/tcp_store.h"
+#include "distributed/gloo_process_group.h"
+#include "distributed/reducer.h"
+#include "distributed/tcp_store.h"
 
 using namespace llmt;
 using namespace llmt::dist;

@@ -8,7 +8,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "core/tensor.h"
-#include "dist/worker_store.h"
+#include "distributed/worker_store.h"
 #include "kernels/ops.h"
 #include "models/param_store.h"
 

@@ -10,9 +10,9 @@
 
 #include "config/config.h"
 #include "core/arena.h"
-#include "dist/env.h"
-#include "dist/process_group.h"
-#include "dist/store.h"
+#include "distributed/env.h"
+#include "distributed/process_group.h"
+#include "distributed/store.h"
 #include "optim/param_slots.h"
 
 namespace llmt::models {

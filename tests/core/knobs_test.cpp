@@ -105,7 +105,7 @@ TEST(EnvironmentReads, OnlyTheTablesReadLlmtrainVariables) {
     const std::regex literal_read(R"re(getenv\s*\(\s*"([A-Za-z0-9_]+)")re");
     const std::regex call_through_variable(R"re(getenv(_fn)?\s*\(\s*[A-Za-z_])re");
     const std::set<std::string> indirect_readers = {
-        "dist/env.cpp",               // torchrun's worker level, through an injectable getenv
+        "distributed/env.cpp",               // torchrun's worker level, through an injectable getenv
         "launch/node_env.cpp",        // the node level: flags' variables, PET_*, JOB_COMPLETION_INDEX, RANK
         "storage/s3_settings.cpp",    // AWS_* and HOME
         "tracking/mlflow_file_store.cpp",  // USER, LOGNAME

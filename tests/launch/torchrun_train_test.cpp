@@ -1,4 +1,4 @@
-// `llmtrain train` under torchrun's elastic agent (PyTorch's own, driven by tests/dist/torchrun_agent.py
+// `llmtrain train` under torchrun's elastic agent (PyTorch's own, driven by tests/distributed/torchrun_agent.py
 // because Debian's torchrun command cannot start under Python 3.11): --standalone, a static rendezvous
 // whose agent store the workers join (TORCHELASTIC_USE_AGENT_STORE=True, torch's key prefixes), two
 // "nodes" with the c10d rendezvous, and --max-restarts after a killed worker. Each run's losses must
@@ -39,7 +39,7 @@ std::string env_or(const char* name, const std::string& fallback) {
     return v != nullptr && *v != '\0' ? v : fallback;
 }
 const std::string kPython = env_or("LLMTRAIN_TORCH_PYTHON", "/usr/bin/python3");
-const std::string kAgent = env_or("LLMTRAIN_SOURCE_DIR", LLMT_SOURCE_DIR) + "/tests/dist/torchrun_agent.py";
+const std::string kAgent = env_or("LLMTRAIN_SOURCE_DIR", LLMT_SOURCE_DIR) + "/tests/distributed/torchrun_agent.py";
 
 bool have_torch() {
     return run_process({kPython, "-c", "import torch.distributed.launcher.api"}, "", 120).exit_code == 0;

@@ -32,7 +32,7 @@ void compare_with_pytorch(float p, uint64_t dropout_seed) {
     auto r = testing::run_process(argv, "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.err;
 
-    Gpt2Config cfg{L, NH, C, 4 * C, T, V, 50304, true, 1e-5f, p, Recompute::kNone, {}};
+    Gpt2Config cfg{L, NH, C, 4 * C, T, V, 50304, true, 1e-5f, p, Recompute::kNone, {}, {}};
     Gpt2 model(cfg);
     model.set_dropout_seed(dropout_seed);
     load_hf(model, model.params(), SafetensorsSource(SafetensorsFile::open(dir / "weights.safetensors")));

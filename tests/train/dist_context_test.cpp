@@ -11,7 +11,7 @@
 
 #include "config/config.h"
 #include "core/bf16.h"
-#include "dist/multiproc.h"
+#include "distributed/multiproc.h"
 #include "support/free_port.h"
 #include "train/dist_context.h"
 

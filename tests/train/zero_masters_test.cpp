@@ -20,7 +20,7 @@
 #include "config/config.h"
 #include "core/bf16.h"
 #include "core/safetensors.h"
-#include "dist/multiproc.h"
+#include "distributed/multiproc.h"
 #include "kernels/ops.h"
 #include "models/param_store.h"
 #include "optim/adamw.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-GPU data parallelism on one host (issue 6 point 3, issue 7 run 1-2), in ONE device call (< 8 min):
-#   1. tests/dist/nccl_process_group_test (NCCL collectives, device Reducer, killed peer -> DistTimeout);
+#   1. tests/distributed/nccl_process_group_test (NCCL collectives, device Reducer, killed peer -> DistTimeout);
 #   2. GPT-2 124M (T=1024, B=16 per GPU, bf16, random tokens) with `llmtrain launch --nproc-per-node N` for
 #      N = 1, 2, 4 (up to the GPU count): DDP with overlap on, overlap off, ZeRO-1; tokens/s per GPU and
 #      scaling efficiency = tok/s(N) / (N x tok/s(1));
@@ -8,7 +8,7 @@
 # Everything goes under $OUT (logs, metrics, summary.txt). NCCL_* variables of the machine pass through
 # untouched (NCCL_NVLS_ENABLE=0 must stay set there).
 # Usage on the GPU machine, from the repository root, with build/multi-gpu-carry.tgz (32 MB) made here by
-#   tools/gpu/pack.sh build/multi-gpu-carry build/<cuda-dir>/llmtrain build/<cuda-dir>/tests/dist/nccl_process_group_test
+#   tools/gpu/pack.sh build/multi-gpu-carry build/<cuda-dir>/llmtrain build/<cuda-dir>/tests/distributed/nccl_process_group_test
 # and carried (CARRY=... names another tarball; build/gpu-carry.tgz is the fallback):
 #   bash tools/gpu/run_multi_gpu.sh
 # Dry run here (no GPU): NGPU=2 DRY_RUN=1 LLMTRAIN_BIN=build/<cpu-dir>/llmtrain bash tools/gpu/run_multi_gpu.sh
@@ -38,7 +38,7 @@ if [ -z "${LLMTRAIN_BIN:-}" ] && [ -f "$CARRY" ]; then
   export LD_LIBRARY_PATH=/tmp/mg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 LLMTRAIN_BIN=${LLMTRAIN_BIN:-build/release/llmtrain}
-NCCL_TEST=${NCCL_TEST:-$(dirname "$LLMTRAIN_BIN")/tests/dist/nccl_process_group_test}
+NCCL_TEST=${NCCL_TEST:-$(dirname "$LLMTRAIN_BIN")/tests/distributed/nccl_process_group_test}
 # cuBLASLt and NCCL come from the machine's CUDA (not carried: hundreds of MB): the toolkit's lib dirs,
 # else the pip wheels PyTorch uses.
 for name in 'libcublasLt.so.13*' 'libnccl.so.2*'; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # torch's TCPStore protocol against PyTorch 2.x (issue 24), in ONE device call (~3 min, CPU work only):
-#   (a) tests/dist/torch_store_interop_test with that machine's python3 (torch 2.x): our client against
+#   (a) tests/distributed/torch_store_interop_test with that machine's python3 (torch 2.x): our client against
 #       torch.distributed.TCPStore and torch's client against our server, every 2.x query (validate, ping,
 #       append, multi_get/multi_set, queue_*, cancel_wait), a timed-out wait, a vanished server; a SKIP
 #       counts as a failure here (torch 2.x must be found);
@@ -11,7 +11,7 @@
 #   (d) the same config under `llmtrain launch --nproc-per-node 2`; (b), (c), (e's first run) must log the
 #       same loss as (d) at every step. Ends with one line: "torchstore_check: PASS" or "... FAIL (...)".
 # Everything (logs, the commands, summary.txt) goes under $OUT.
-# Here:  tools/gpu/pack.sh build/gpu-carry build/release/llmtrain build/release/tests/dist/torch_store_interop_test
+# Here:  tools/gpu/pack.sh build/gpu-carry build/release/llmtrain build/release/tests/distributed/torch_store_interop_test
 # There: bash tools/gpu/torchstore_check.sh      (carry build/gpu-carry.tgz; PYTHON=... picks another python)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,7 +28,7 @@ if [ -z "${LLMTRAIN_BIN:-}" ]; then
   LLMTRAIN_BIN=/tmp/g/bin/llmtrain
   INTEROP_TEST=/tmp/g/bin/torch_store_interop_test
 fi
-INTEROP_TEST=${INTEROP_TEST:-$(dirname "$LLMTRAIN_BIN")/tests/dist/torch_store_interop_test}
+INTEROP_TEST=${INTEROP_TEST:-$(dirname "$LLMTRAIN_BIN")/tests/distributed/torch_store_interop_test}
 PYTHON=${PYTHON:-$(command -v python3)}
 TORCHRUN=${TORCHRUN:-$(dirname "$PYTHON")/torchrun}
 [ -x "$TORCHRUN" ] || TORCHRUN=$(command -v torchrun || echo torchrun)

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <thread>
 
-#include "dist/file_store.h"
-#include "dist/store.h"
-#include "dist/tcp_store.h"
+#include "distributed/file_store.h"
+#include "distributed/store.h"
+#include "distributed/tcp_store.h"
 #include "multiproc.h"
 
 namespace llmt::dist {

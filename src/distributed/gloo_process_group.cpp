@@ -1,7 +1,7 @@
 // GlooProcessGroup (see gloo_process_group.h). All-reduce, all-gather, broadcast and barrier are Gloo's
 // timeout-aware algorithms; reduce-scatter is a ring over Gloo's unbound buffers (Gloo's own
 // ReduceScatterHalvingDoubling predates per-operation timeouts).
-#include "dist/gloo_process_group.h"
+#include "distributed/gloo_process_group.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -27,7 +27,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "dist/store.h"
+#include "distributed/store.h"
 
 namespace llmt::dist {
 namespace {

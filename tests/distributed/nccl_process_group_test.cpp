@@ -12,9 +12,9 @@
 #include <random>
 
 #include "core/arena.h"
-#include "dist/process_group.h"
-#include "dist/reducer.h"
-#include "dist/tcp_store.h"
+#include "distributed/process_group.h"
+#include "distributed/reducer.h"
+#include "distributed/tcp_store.h"
 #include "kernels/ops.h"
 #include "multiproc.h"
 

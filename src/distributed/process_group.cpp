@@ -1,16 +1,16 @@
 // ProcessGroup base and the backend factory.
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 
 #include <fmt/format.h>
 
 #include <cstdlib>
 
 #include "core/error.h"
-#include "dist/gloo_process_group.h"
+#include "distributed/gloo_process_group.h"
 #if LLMT_HAVE_NCCL
 #include <cuda_runtime_api.h>
 
-#include "dist/nccl_process_group.h"
+#include "distributed/nccl_process_group.h"
 #include "kernels/cuda/runtime.h"
 #endif
 

@@ -1,9 +1,9 @@
 // connect_worker_store and the key-prefixing Store (see worker_store.h).
-#include "dist/worker_store.h"
+#include "distributed/worker_store.h"
 
 #include <fmt/format.h>
 
-#include "dist/tcp_store.h"
+#include "distributed/tcp_store.h"
 
 namespace llmt::dist {
 namespace {

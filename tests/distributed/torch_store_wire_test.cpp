@@ -10,9 +10,9 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "dist/tcp_store.h"
-#include "dist/tcp_store_server.h"
-#include "dist/torch_store_wire.h"
+#include "distributed/tcp_store.h"
+#include "distributed/tcp_store_server.h"
+#include "distributed/torch_store_wire.h"
 
 namespace llmt::dist {
 namespace {

@@ -1,6 +1,6 @@
 // Key-value rendezvous store with torch's c10d Store semantics (set/get/add/wait/check with a timeout),
 // and the rendezvous that checks every rank's identity through it. docs/distributed.md.
-// Implementations: TcpStore (dist/tcp_store.h, served by rank 0) and FileStore (dist/file_store.h).
+// Implementations: TcpStore (distributed/tcp_store.h, served by rank 0) and FileStore (distributed/file_store.h).
 #pragma once
 
 #include <chrono>
@@ -33,7 +33,7 @@ public:
     virtual std::string describe() const = 0;
 };
 
-// TcpStore (dist/tcp_store.h): is_server starts the server on host:port (port 0 picks a free one) in
+// TcpStore (distributed/tcp_store.h): is_server starts the server on host:port (port 0 picks a free one) in
 // a background thread of this process; every instance, the server's included, is a client that
 // connects with retries until `timeout`. world_size is informational (used by error messages).
 std::unique_ptr<Store> make_tcp_store(const std::string& host, int port, bool is_server, int world_size,

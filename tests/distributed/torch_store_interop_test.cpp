@@ -1,4 +1,4 @@
-// Interop with PyTorch's own TCPStore (tests/dist/torch_store_peer.py): our client against
+// Interop with PyTorch's own TCPStore (tests/distributed/torch_store_peer.py): our client against
 // torch.distributed.TCPStore as the server, and torch's client against our server, every query of
 // the installed torch's generation, a wait that times out, and a server that disappears mid-wait.
 // The python is /usr/bin/python3 (Debian's torch 1.13) unless LLMTRAIN_TORCH_PYTHON names another
@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/tcp_store.h"
+#include "distributed/tcp_store.h"
 #include "multiproc.h"
 
 namespace llmt::dist {
@@ -34,7 +34,7 @@ std::string source_dir() {
     const char* d = std::getenv("LLMTRAIN_SOURCE_DIR");
     return d != nullptr && *d != '\0' ? d : LLMT_SOURCE_DIR;
 }
-const std::string kPeer = source_dir() + "/tests/dist/torch_store_peer.py";
+const std::string kPeer = source_dir() + "/tests/distributed/torch_store_peer.py";
 
 // torch's version ("1.13.0a0", "2.11.0"), or "" when that python has no torch.
 std::string torch_version() {

@@ -1,5 +1,5 @@
 // Worker-level environment parsing (torchrun's contract; docs/design.md §4).
-#include "dist/env.h"
+#include "distributed/env.h"
 
 #include <fmt/format.h>
 

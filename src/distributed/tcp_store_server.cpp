@@ -5,7 +5,7 @@
 // Replies follow torch's servers byte for byte (1.13: TCPStore.cpp's master daemon; 2.x: the libuv
 // backend): set/append/multi_set answer nothing, waits answer STOP_WAITING when their last missing
 // key is set, cancel_wait answers WAIT_CANCELED. A malformed query closes only its connection.
-#include "dist/tcp_store_server.h"
+#include "distributed/tcp_store_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/torch_store_wire.h"
+#include "distributed/torch_store_wire.h"
 
 namespace llmt::dist {
 namespace {

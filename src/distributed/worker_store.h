@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "dist/env.h"
-#include "dist/store.h"
+#include "distributed/env.h"
+#include "distributed/store.h"
 
 namespace llmt::dist {
 

@@ -1,7 +1,7 @@
 // Query codes per generation and the field encoders. The tables are the two generations' enums as
 // numbered by torch (1.13: TCPStore.cpp; 2.x: TCPStoreBackend.hpp), checked byte for byte by
-// tests/dist/torch_store_interop_test.cpp against the PyTorch installed on the machine.
-#include "dist/torch_store_wire.h"
+// tests/distributed/torch_store_interop_test.cpp against the PyTorch installed on the machine.
+#include "distributed/torch_store_wire.h"
 
 #include <fmt/format.h>
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "dist/tcp_store.h"
+#include "distributed/tcp_store.h"
 #include "support/free_port.h"
 
 namespace llmt::testing {

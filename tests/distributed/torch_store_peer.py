@@ -1,4 +1,4 @@
-"""PyTorch's side of tests/dist/torch_store_interop_test.cpp: torch.distributed.TCPStore as the server
+"""PyTorch's side of tests/distributed/torch_store_interop_test.cpp: torch.distributed.TCPStore as the server
 our client talks to, or as the client of our server. Every check raises with what it expected, and
 the process exits non-zero; the C++ test prints this process's output on failure.
 

@@ -1,11 +1,11 @@
-// Worker environment parsing (dist/env.h): defaults, every variable, every contradiction named.
+// Worker environment parsing (distributed/env.h): defaults, every variable, every contradiction named.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
 
 #include "core/error.h"
-#include "dist/env.h"
+#include "distributed/env.h"
 
 namespace llmt::dist {
 namespace {

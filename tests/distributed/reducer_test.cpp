@@ -6,9 +6,9 @@
 
 #include <random>
 
-#include "dist/gloo_process_group.h"
-#include "dist/reducer.h"
-#include "dist/tcp_store.h"
+#include "distributed/gloo_process_group.h"
+#include "distributed/reducer.h"
+#include "distributed/tcp_store.h"
 #include "multiproc.h"
 
 namespace llmt::dist {

@@ -1,5 +1,5 @@
 // Store base and the rendezvous protocol on top of any Store (see store.h).
-#include "dist/store.h"
+#include "distributed/store.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "dist/tcp_store.h"
+#include "distributed/tcp_store.h"
 
 namespace llmt::dist {
 

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <string>
 
-#include "dist/store.h"
+#include "distributed/store.h"
 
 namespace llmt::dist {
 

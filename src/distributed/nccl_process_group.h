@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 
 struct ncclComm;
 struct CUevent_st;

@@ -1,5 +1,5 @@
 // FileStore: flock'ed append-only record file (see file_store.h).
-#include "dist/file_store.h"
+#include "distributed/file_store.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

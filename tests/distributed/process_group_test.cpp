@@ -6,8 +6,8 @@
 
 #include <thread>
 
-#include "dist/gloo_process_group.h"
-#include "dist/tcp_store.h"
+#include "distributed/gloo_process_group.h"
+#include "distributed/tcp_store.h"
 #include "multiproc.h"
 #include "support/compare.h"
 

@@ -1,5 +1,5 @@
 // TcpStore: a client of torch's TCPStore protocol (either generation), optionally owning the server
-// (dist/tcp_store_server.h). It speaks to our own server, to torch.distributed.TCPStore (1.13 or 2.x)
+// (distributed/tcp_store_server.h). It speaks to our own server, to torch.distributed.TCPStore (1.13 or 2.x)
 // and to a torchrun agent's store alike. Keys get torch's client prefix "/", so a torch worker's
 // store.get("k") and ours name the same entry. Generation detection, timeouts and the byte layout:
 // docs/distributed.md "The torch store protocol".
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/store.h"
-#include "dist/torch_store_wire.h"
+#include "distributed/store.h"
+#include "distributed/torch_store_wire.h"
 
 namespace llmt::dist {
 

@@ -3,7 +3,7 @@
 // timeout. Completion is tracked with one CUDA event per collective; the watchdog thread retires them,
 // checks ncclCommGetAsyncError, and calls ncclCommAbort when the oldest one is older than the timeout
 // (NCCL's kernels poll the abort flag, so the stuck kernel ends and the streams drain).
-#include "dist/nccl_process_group.h"
+#include "distributed/nccl_process_group.h"
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
@@ -15,7 +15,7 @@
 #include <exception>
 
 #include "core/error.h"
-#include "dist/store.h"
+#include "distributed/store.h"
 #include "kernels/cuda/runtime.h"
 
 namespace llmt::dist {

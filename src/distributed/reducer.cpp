@@ -1,12 +1,12 @@
 // Reducer (see reducer.h): a queue of launched buckets drained by one communication thread (CPU), or
 // buckets queued straight onto the process group's communication stream (CUDA).
-#include "dist/reducer.h"
+#include "distributed/reducer.h"
 
 #include <chrono>
 
 #include "core/check.h"
 #include "core/tensor.h"
-#include "dist/process_group.h"
+#include "distributed/process_group.h"
 
 namespace llmt::dist {
 

@@ -2,7 +2,7 @@
 // server is an exception naming the query, the key(s) and the store, never a hang. Waits that time
 // out are cancelled the torch 2.x way (CANCEL_WAIT, answered WAIT_CANCELED) so the connection stays
 // usable; a torch 1.13 server has no cancel, so the connection is dropped and reopened.
-#include "dist/tcp_store.h"
+#include "distributed/tcp_store.h"
 
 #include <fmt/format.h>
 #include <netdb.h>
@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "dist/tcp_store_server.h"
+#include "distributed/tcp_store_server.h"
 
 namespace llmt::dist {
 namespace {
