@@ -81,6 +81,7 @@ TrainState parse_train_state(const nlohmann::json& state, const std::filesystem:
     s.best_val_loss = f.number_or_null("best_val_loss");
     s.world_size = static_cast<int>(f.integer("world_size", false, 1, 1, 1 << 20, "an integer >= 1"));
     s.zero_stage = static_cast<int>(f.integer("zero_stage", false, 0, 0, 3, "0, 1 or 3"));
+    if (s.zero_stage == 2) f.wrong("zero_stage", "0, 1 or 3", state.at("zero_stage"));  // no stage 2 is built
     s.wall_s = f.number("wall_s", 0, "a number >= 0");
     s.config = f.object("config");
     return s;

@@ -367,7 +367,8 @@ TEST(TrainState, EveryFieldIsTyped) {
     expect_field_error("config", "x", "must be an object, found string");
     expect_field_error("best_val_loss", "low", "must be a number or null, found string");
     expect_field_error("world_size", 0, "must be an integer >= 1, found 0");
-    expect_field_error("zero_stage", 3, "must be 0 or 1, found 3");
+    expect_field_error("zero_stage", 2, "must be 0, 1 or 3, found 2");
+    expect_field_error("zero_stage", 4, "must be 0, 1 or 3, found 4");
     expect_field_error("wall_s", true, "must be a number >= 0, found true");
     expect_field_error("step", 18446744073709551615ull, "must be an integer >= 0, found 18446744073709551615");
 }
