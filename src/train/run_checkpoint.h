@@ -54,6 +54,7 @@ struct CheckpointedParts {
     Task& task;
     DistContext& dc;
     bool zero1 = false;          // the optimizer state sharded over the ranks
+    int zero_stage = 0;          // dist.zero_stage as the run takes it (state.json's "zero_stage")
     std::size_t arena_numel = 0;  // floats of the trained parameter arena
     const nlohmann::json& lora_base;  // the frozen base's identity (models/peft.h), LoRA runs only
 };
@@ -77,7 +78,7 @@ private:
     // ZeRO-1's and ZeRO-3's per-rank files into rank 0's temp directory (`w` on rank 0, null on the others).
     void write_rank_files(CheckpointWriter* w);
     void restore_optimizer(const Checkpoint& ck, const TrainState& st);
-    int zero_stage() const { return p_.zero3 ? 3 : p_.zero1 ? 1 : 0; }
+    int zero_stage() const { return p_.zero_stage; }
 
     CheckpointedParts p_;
     int saves_ = 0;

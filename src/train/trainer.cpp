@@ -261,7 +261,8 @@ private:
         if (rank_ != 0) run_dir_ = RunDir::open(run_path);
         console().open_file(run_dir_->logs_dir(), rank_);
         checkpoints_.emplace(CheckpointedParts{cfg_, *model_, opt_.get(), zero3_.get(), *loader_, *task_, dc_,
-                                               sync_.zero1, arena_numel_, lora_base_});
+                                               sync_.zero1, sync_.zero3 ? 3 : sync_.zero1 ? 1 : 0, arena_numel_,
+                                               lora_base_});
         if (!ckpt_path.empty()) restore(ckpt_path);
     }
 

@@ -154,6 +154,9 @@ TEST_F(Zero3Test, TwoRanksMatchOneProcessStepByStep) {
     const auto state = nlohmann::json::parse(llmt::read_file(step20 / "state.json"));
     EXPECT_EQ(state["zero_stage"], 3);
     EXPECT_EQ(state["optimizer_shards"].size(), 10u) << state.dump();  // 5 units x 2 ranks
+    // A LoRA run at stage 3 (the frozen base sharded, the adapters whole) records its stage too.
+    const auto lora = nlohmann::json::parse(llmt::read_file(root_ / "runs/lora-z3/checkpoints/step_20/state.json"));
+    EXPECT_EQ(lora["zero_stage"], 3);
 }
 
 // Checkpoints reshard between stage 3 on 2 ranks and one process, both ways, equal to the uninterrupted
