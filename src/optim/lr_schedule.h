@@ -30,7 +30,8 @@ struct LrSchedule {
     // Pure function of its inputs, so a resumed run gets the same values.
     double at(std::int64_t step) const;
 
-    // Throws InputError for negative steps/rates, min_lr > lr, or max_steps < 1.
+    // Throws InternalError for negative steps/rates, min_lr > lr, or max_steps < 1: the config loader refuses
+    // those values first, so reaching them here is a bug.
     void validate() const;
 };
 
