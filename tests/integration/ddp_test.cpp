@@ -35,13 +35,8 @@ namespace fs = std::filesystem;
 using llmt::testing::free_port;
 using llmt::testing::llmtrain_bin;
 using llmt::testing::run_process;
+using llmt::testing::with_bin;
 using Clock = std::chrono::steady_clock;
-
-// llmtrain followed by args.
-std::vector<std::string> with_bin(std::vector<std::string> args) {
-    args.insert(args.begin(), llmtrain_bin());
-    return args;
-}
 
 // Starts argv in the background with extra env and stderr+stdout to `log`.
 pid_t spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, const fs::path& log) {
@@ -106,26 +101,20 @@ bool wait_until(const std::function<bool()>& cond, double seconds) {
 class DdpTest : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        root_ = fs::temp_directory_path() / ("llmt_ddp_" + std::to_string(::getpid()));
-        fs::create_directories(root_);
-        auto r = llmt::testing::prepare_synthetic_shards(root_);
-        ASSERT_EQ(r.exit_code, 0) << r.err;
         // micro_batch_size is per rank: 8 rows in one process = 2 ranks x 4 rows, the same windows.
-        std::ofstream(root_ / "tiny.yaml") << R"(run: {name: d, seed: 11, device: cpu, threads: 1, deterministic: true}
+        auto r = runs_.create("llmt_ddp", R"(run: {name: d, seed: 11, device: cpu, threads: 1, deterministic: true}
 model: {n_layer: 2, n_head: 2, d_model: 32, block_size: 32, vocab_pad_multiple: 64}
 trainer: {max_steps: 20, micro_batch_size: 8, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 2,
           log_every_steps: 1, eval_every_steps: 10, eval_steps: 2, save_every_steps: 10, keep_last: 2}
 dist: {timeout_sec: 30, bucket_mb: 0.01}
-)" << "data: {train_shards: " << (root_ / "shards/train_*.bin").string()
-                                       << ", val_shards: " << (root_ / "shards/val_*.bin").string() << "}\n";
+)");
+        root_ = runs_.root();
+        ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-    static void TearDownTestSuite() { fs::remove_all(root_); }
+    static void TearDownTestSuite() { runs_.remove(); }
 
     static std::vector<std::string> train_args(const std::string& run_id, std::vector<std::string> extra = {}) {
-        std::vector<std::string> a = {"train", "--config", (root_ / "tiny.yaml").string(), "--set",
-                                      "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=" + run_id};
-        a.insert(a.end(), extra.begin(), extra.end());
-        return a;
+        return runs_.train_args(run_id, std::move(extra));
     }
     static std::vector<std::string> launch(int nproc, std::vector<std::string> launch_flags,
                                            const std::vector<std::string>& train) {
@@ -135,17 +124,12 @@ dist: {timeout_sec: 30, bucket_mb: 0.01}
         a.insert(a.end(), train.begin(), train.end());
         return a;
     }
-    static std::vector<nlohmann::json> metrics(const std::string& run_id) {
-        return llmt::testing::read_metrics(root_ / "runs" / run_id / "metrics.jsonl");
-    }
-    static std::vector<double> series(const std::string& run_id, const char* key) {
-        std::vector<double> v;
-        for (const auto& m : metrics(run_id))
-            if (m.contains(key)) v.push_back(m[key]);
-        return v;
-    }
+    static std::vector<nlohmann::json> metrics(const std::string& run_id) { return runs_.metrics(run_id); }
+    static std::vector<double> series(const std::string& run_id, const char* key) { return runs_.series(run_id, key); }
+    static llmt::testing::TinyRuns runs_;
     static fs::path root_;
 };
+llmt::testing::TinyRuns DdpTest::runs_;
 fs::path DdpTest::root_;
 
 // fp32: the two ranks sum their halves of each gradient in another order than one process does and

@@ -30,35 +30,25 @@ namespace {
 namespace fs = std::filesystem;
 using llmt::testing::llmtrain_bin;
 using llmt::testing::run_process;
-
-std::vector<std::string> with_bin(std::vector<std::string> args) {
-    args.insert(args.begin(), llmtrain_bin());
-    return args;
-}
+using llmt::testing::with_bin;
 
 class Zero3Test : public ::testing::Test {
 protected:
     static void SetUpTestSuite() {
-        root_ = fs::temp_directory_path() / ("llmt_zero3_" + std::to_string(::getpid()));
-        fs::create_directories(root_);
-        auto r = llmt::testing::prepare_synthetic_shards(root_);
-        ASSERT_EQ(r.exit_code, 0) << r.err;
         // micro_batch_size is per rank: 8 rows in one process = 2 ranks x 4 rows, the same windows.
-        std::ofstream(root_ / "tiny.yaml") << R"(run: {name: z, seed: 11, device: cpu, threads: 1, deterministic: true}
+        auto r = runs_.create("llmt_zero3", R"(run: {name: z, seed: 11, device: cpu, threads: 1, deterministic: true}
 model: {n_layer: 3, n_head: 2, d_model: 32, block_size: 32, vocab_pad_multiple: 64}
 trainer: {max_steps: 20, micro_batch_size: 8, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 2,
           log_every_steps: 1, eval_every_steps: 10, eval_steps: 2, save_every_steps: 10, keep_last: 2}
 dist: {timeout_sec: 60}
-)" << "data: {train_shards: " << (root_ / "shards/train_*.bin").string()
-                                       << ", val_shards: " << (root_ / "shards/val_*.bin").string() << "}\n";
+)");
+        root_ = runs_.root();
+        ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-    static void TearDownTestSuite() { fs::remove_all(root_); }
+    static void TearDownTestSuite() { runs_.remove(); }
 
     static std::vector<std::string> train_args(const std::string& run_id, std::vector<std::string> extra = {}) {
-        std::vector<std::string> a = {"train", "--config", (root_ / "tiny.yaml").string(), "--set",
-                                      "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=" + run_id};
-        a.insert(a.end(), extra.begin(), extra.end());
-        return a;
+        return runs_.train_args(run_id, std::move(extra));
     }
     // `llmtrain launch` of 2 workers on this host.
     static std::vector<std::string> launch2(const std::vector<std::string>& train) {
@@ -71,23 +61,18 @@ dist: {timeout_sec: 60}
         extra.insert(extra.end(), {"--set", "trainer.micro_batch_size=4", "--set", "dist.zero_stage=3"});
         return extra;
     }
-    static std::vector<nlohmann::json> metrics(const std::string& run_id) {
-        return llmt::testing::read_metrics(root_ / "runs" / run_id / "metrics.jsonl");
-    }
-    static std::vector<double> series(const std::string& run_id, const char* key) {
-        std::vector<double> v;
-        for (const auto& m : metrics(run_id))
-            if (m.contains(key)) v.push_back(m[key]);
-        return v;
-    }
+    static std::vector<nlohmann::json> metrics(const std::string& run_id) { return runs_.metrics(run_id); }
+    static std::vector<double> series(const std::string& run_id, const char* key) { return runs_.series(run_id, key); }
     // The uninterrupted one-process run of `extra`, trained once per suite under `run_id`.
     static void one_process(const std::string& run_id, const std::vector<std::string>& extra = {}) {
         if (fs::exists(root_ / "runs" / run_id / "summary.json")) return;
         auto r = run_process(with_bin(train_args(run_id, extra)), "", 600);
         ASSERT_EQ(r.exit_code, 0) << r.err;
     }
+    static llmt::testing::TinyRuns runs_;
     static fs::path root_;
 };
+llmt::testing::TinyRuns Zero3Test::runs_;
 fs::path Zero3Test::root_;
 
 // The two ranks sum their halves of each gradient in another order than one process does, the mean adds

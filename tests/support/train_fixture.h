@@ -4,7 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,5 +47,50 @@ inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& met
         if (!line.empty()) out.push_back(nlohmann::json::parse(line));
     return out;
 }
+
+// `args` as a command line of the binary under test.
+inline std::vector<std::string> with_bin(std::vector<std::string> args) {
+    args.insert(args.begin(), llmtrain_bin());
+    return args;
+}
+
+// A suite's runs on the synthetic shards: root (temp_directory_path()/<prefix>_<pid>) holds the shards and
+// tiny.yaml (`yaml_head`, then a data section naming the shards); runs go under root/runs/<run_id>.
+class TinyRuns {
+public:
+    // Creates root, its shards and tiny.yaml; returns what `data prepare` said.
+    ProcResult create(const std::string& prefix, const std::string& yaml_head) {
+        root_ = std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(::getpid()));
+        std::filesystem::create_directories(root_);
+        ProcResult r = prepare_synthetic_shards(root_);
+        std::ofstream(root_ / "tiny.yaml") << yaml_head << "data: {train_shards: "
+                                           << (root_ / "shards/train_*.bin").string()
+                                           << ", val_shards: " << (root_ / "shards/val_*.bin").string() << "}\n";
+        return r;
+    }
+    void remove() const { std::filesystem::remove_all(root_); }
+    const std::filesystem::path& root() const { return root_; }
+
+    // `train` of tiny.yaml as run `run_id`, then `extra`.
+    std::vector<std::string> train_args(const std::string& run_id, std::vector<std::string> extra = {}) const {
+        std::vector<std::string> a = {"train", "--config", (root_ / "tiny.yaml").string(), "--set",
+                                      "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=" + run_id};
+        a.insert(a.end(), extra.begin(), extra.end());
+        return a;
+    }
+    std::vector<nlohmann::json> metrics(const std::string& run_id) const {
+        return read_metrics(root_ / "runs" / run_id / "metrics.jsonl");
+    }
+    // `key` of every metrics record of the run that has it, in order.
+    std::vector<double> series(const std::string& run_id, const char* key) const {
+        std::vector<double> v;
+        for (const auto& m : metrics(run_id))
+            if (m.contains(key)) v.push_back(m[key]);
+        return v;
+    }
+
+private:
+    std::filesystem::path root_;
+};
 
 }  // namespace llmt::testing
