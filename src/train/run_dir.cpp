@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -17,9 +18,19 @@
 namespace llmt::train {
 
 std::string RunDir::make_run_id(const std::string& name) {
-    std::random_device rd;  // /dev/urandom: distinct across processes started in the same second
-    return fmt::format("{}-{}-{:06x}", name, utc_compact_now(), rd() & 0xFFFFFFu);
+    // The suffix starts at a random point per process (/dev/urandom: processes started in the same second differ)
+    // and steps by one per call, so ids made by one process never repeat (for 2^24 calls); independent draws
+    // per call collided within a process (birthday bound: 200 ids share one about once in 800 runs).
+    static std::atomic<uint32_t> next{std::random_device{}()};
+    return fmt::format("{}-{}-{:06x}", name, utc_compact_now(), next.fetch_add(1) & 0xFFFFFFu);
 }
+
+namespace {
+
+// mkdir (not create_directories) so that two processes racing for one id cannot both win. Returns errno (0: made).
+int make_run_dir(const std::filesystem::path& dir) { return ::mkdir(dir.c_str(), 0755) == 0 ? 0 : errno; }
+
+}  // namespace
 
 nlohmann::ordered_json make_meta_json(const RunMeta& meta, const std::string& run_id) {
     char host[256] = {0};
@@ -40,19 +51,24 @@ nlohmann::ordered_json make_meta_json(const RunMeta& meta, const std::string& ru
 }
 
 RunDir RunDir::create(const config::Config& cfg, const RunMeta& meta) {
-    std::string run_id = cfg.output.run_id.empty() ? make_run_id(cfg.run.name) : cfg.output.run_id;
+    const bool generated = cfg.output.run_id.empty();
+    std::string run_id = generated ? make_run_id(cfg.run.name) : cfg.output.run_id;
     std::filesystem::path root = cfg.output.root_dir;
     make_dirs(root);
     std::filesystem::path dir = root / run_id;
-    // mkdir (not create_directories) so that two processes racing for one id cannot both win.
-    if (::mkdir(dir.c_str(), 0755) != 0) {
-        if (errno == EEXIST)
-            throw InputError(fmt::format(
+    int err = make_run_dir(dir);
+    // A generated id that another process took in the same second is drawn again; a named one is the user's.
+    for (int tries = 0; generated && err == EEXIST && tries < 16; ++tries) {
+        run_id = make_run_id(cfg.run.name);
+        dir = root / run_id;
+        err = make_run_dir(dir);
+    }
+    if (err == EEXIST)
+        throw InputError(fmt::format(
                 "run directory '{}' already exists; resume it with --resume {} (or --resume auto), "
                 "or choose another output.run_id",
                 dir.string(), run_id));
-        throw IoError(fmt::format("cannot create run directory '{}': {}", dir.string(), std::strerror(errno)));
-    }
+    if (err != 0) throw IoError(fmt::format("cannot create run directory '{}': {}", dir.string(), std::strerror(err)));
     RunDir rd(dir, run_id);
     make_dirs(rd.logs_dir());
     make_dirs(rd.checkpoints_dir());

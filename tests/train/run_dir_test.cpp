@@ -1,6 +1,7 @@
 // Run directories: unique sortable ids, resolved config + meta written, never overwritten.
 #include "train/run_dir.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -33,8 +34,10 @@ protected:
 
 TEST_F(RunDirTest, IdsAreUniqueAndShaped) {
     std::set<std::string> ids;
-    for (int i = 0; i < 200; ++i) ids.insert(RunDir::make_run_id("tiny"));
-    EXPECT_EQ(ids.size(), 200u);
+    // 20,000 independent 24-bit draws would collide with near certainty (expected ~12 pairs); one process's ids
+    // must not.
+    for (int i = 0; i < 20000; ++i) ids.insert(RunDir::make_run_id("tiny"));
+    EXPECT_EQ(ids.size(), 20000u);
     EXPECT_TRUE(std::regex_match(*ids.begin(), std::regex(R"(tiny-\d{8}T\d{6}Z-[0-9a-f]{6})"))) << *ids.begin();
 }
 
@@ -68,6 +71,25 @@ TEST_F(RunDirTest, ExistingRunIsNeverOverwritten) {
     EXPECT_EQ(read_file(root_ / "fixed" / "metrics.jsonl"), "{\"step\":1}\n");
     EXPECT_NO_THROW(RunDir::open(root_ / "fixed"));
     EXPECT_THROW(RunDir::open(root_ / "nope"), InputError);
+}
+
+TEST_F(RunDirTest, AGeneratedIdThatIsTakenIsDrawnAgain) {
+    // The next generated id is predictable within one second (the suffix steps by one), so it can be taken first,
+    // as another process starting in the same second could take it.
+    const auto config = cfg();
+    bool exercised = false;
+    for (int attempt = 0; attempt < 10 && !exercised; ++attempt) {
+        const std::string probe = RunDir::make_run_id("tiny");
+        const std::string stamp = probe.substr(0, probe.size() - 6);
+        const auto next = fmt::format("{}{:06x}", stamp, (std::stoul(probe.substr(probe.size() - 6), nullptr, 16) + 1) &
+                                                                 0xFFFFFFu);
+        std::filesystem::create_directories(root_ / next);
+        const auto rd = RunDir::create(config, {});
+        EXPECT_NE(rd.run_id(), next);
+        EXPECT_TRUE(std::filesystem::exists(rd.config_path()));
+        exercised = RunDir::make_run_id("tiny").rfind(stamp, 0) == 0;  // still the same second: `next` was drawn
+    }
+    EXPECT_TRUE(exercised) << "ten attempts each crossed a second boundary";
 }
 
 }  // namespace
