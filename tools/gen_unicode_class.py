@@ -72,8 +72,8 @@ def main():
     out.write("const uint8_t kUnicodeBlocks[%d][256] = {\n" % len(blocks))
     for blk in blocks:
         out.write("    {\n")
-        for i in range(0, BLOCK, 64):
-            out.write("        " + ",".join(str(x) for x in blk[i:i + 64]) + ",\n")
+        for i in range(0, BLOCK, 32):
+            out.write("        " + ",".join(str(x) for x in blk[i:i + 32]) + ",\n")
         out.write("    },\n")
     out.write("};\n\n}  // namespace llmt::data\n")
 

@@ -173,13 +173,16 @@ int main(int argc, char** argv) {
             });
             variant = "src window " + std::to_string(window);
         } else if (impl == "cudnn" && pos) {
-            std::fprintf(stderr, "attention_gpu_bench: --packed runs the flash kernels only (cuDNN has no per-row bounds here)\n");
+            std::fprintf(
+                stderr,
+                "attention_gpu_bench: --packed runs the flash kernels only (cuDNN has no per-row bounds here)\n");
             return 3;
         } else if (impl == "cudnn") {
 #if LLMT_HAVE_CUDNN_ATTENTION
             // One untimed call each first: it builds and caches the plan (cuDNN compiles its kernel then).
-            const bool ok = llmt::kernels::cuda::cudnn_attention_forward(out, lse, qkv, B, T, C, NH, KV, s) &&
-                            llmt::kernels::cuda::cudnn_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s);
+            const bool ok =
+                llmt::kernels::cuda::cudnn_attention_forward(out, lse, qkv, B, T, C, NH, KV, s) &&
+                llmt::kernels::cuda::cudnn_attention_backward(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s);
             if (!ok) {
                 std::fprintf(stderr, "attention_gpu_bench: cuDNN attention not available for this shape\n");
                 return 3;
@@ -227,10 +230,11 @@ int main(int argc, char** argv) {
                 std::fprintf(stderr, "cannot write %s\n", json.c_str());
                 return 1;
             }
-            std::fprintf(f,
-                         "{\"variant\": \"%s\", \"device\": \"%s\", \"B\": %d, \"T\": %d, \"NH\": %d, \"KV\": %d, "
-                         "\"hs\": %d, \"fwd_ms\": %.5f, \"bwd_ms\": %.5f, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f}\n",
-                         variant.c_str(), prop.name, B, T, NH, KV, hs, fwd, bwd, fwd_tf, bwd_tf);
+            std::fprintf(
+                f,
+                "{\"variant\": \"%s\", \"device\": \"%s\", \"B\": %d, \"T\": %d, \"NH\": %d, \"KV\": %d, "
+                "\"hs\": %d, \"fwd_ms\": %.5f, \"bwd_ms\": %.5f, \"fwd_tflops\": %.2f, \"bwd_tflops\": %.2f}\n",
+                variant.c_str(), prop.name, B, T, NH, KV, hs, fwd, bwd, fwd_tf, bwd_tf);
             std::fclose(f);
         }
         cudaFree(qkv);

@@ -1,7 +1,7 @@
 // Convolution forward and backward on the CPU at the MNIST CNN's layers (B = 128: 28x28x1 -> 32 and
 // 14x14x32 -> 64, 3x3, pad 1), ours (kernels/ops.h, NHWC) vs PyTorch (F.conv2d, NCHW, conv_torch.py) in one
-// run on the same thread count: the fastest of --reps runs in ms, images/s and GFLOP/s of each, and the ratio ours/torch.
-// The first layer's backward has no input gradient (as in the model). Usage:
+// run on the same thread count: the fastest of --reps runs in ms, images/s and GFLOP/s of each, and the ratio
+// ours/torch. The first layer's backward has no input gradient (as in the model). Usage:
 //   conv_cpu_bench [--b 128] [--reps 20] [--threads N (default: OpenMP's)] [--cpu-time 1: process CPU time]
 #include <omp.h>
 #include <time.h>
@@ -94,8 +94,8 @@ Times time_ours(const Layer& l, int B, int reps) {
 
 // PyTorch's times, from conv_torch.py's JSON lines ({"name": .., "fwd_ms": .., "bwd_ms": ..}).
 std::map<std::string, Times> time_torch(const std::vector<Layer>& layers, int B, int reps, int threads) {
-    std::string cmd = "/usr/bin/python3 " LLMT_CONV_TORCH_PY " " + std::to_string(threads) + " " + std::to_string(reps) +
-                      (g_cpu_time ? " cpu" : " wall");
+    std::string cmd = "/usr/bin/python3 " LLMT_CONV_TORCH_PY " " + std::to_string(threads) + " " +
+                      std::to_string(reps) + (g_cpu_time ? " cpu" : " wall");
     for (const Layer& l : layers)
         cmd += " " + std::string(l.name) + ":" + std::to_string(B) + ":" + std::to_string(l.H) + ":" +
                std::to_string(l.W) + ":" + std::to_string(l.C) + ":" + std::to_string(l.OC) + ":" +
@@ -151,16 +151,16 @@ int main(int argc, char** argv) {
         const double fl[2] = {gemm_flops, gemm_flops * (l.dinp ? 2 : 1)};
         const double om[2] = {o.fwd_ms, o.bwd_ms}, tm[2] = {t.fwd_ms, t.bwd_ms};
         for (int pass = 0; pass < 2; pass++) {
-            std::printf("%-20s %-4s %10.3f %10.3f %10.0f %10.0f %10.1f %7.2fx\n", l.name, pass ? "bwd" : "fwd", om[pass],
-                        tm[pass], B / om[pass] * 1e3, tm[pass] > 0 ? B / tm[pass] * 1e3 : 0.0,
+            std::printf("%-20s %-4s %10.3f %10.3f %10.0f %10.0f %10.1f %7.2fx\n", l.name, pass ? "bwd" : "fwd",
+                        om[pass], tm[pass], B / om[pass] * 1e3, tm[pass] > 0 ? B / tm[pass] * 1e3 : 0.0,
                         fl[pass] / om[pass] * 1e-6, tm[pass] > 0 ? tm[pass] / om[pass] : 0.0);
             ours_total += om[pass];
             torch_total += tm[pass];
         }
     }
     std::printf("%-20s %-4s %10.3f %10.3f %10.0f %10.0f %10s %7.2fx  (speed-up = torch ms / ours ms)\n", "both layers",
-                "all", ours_total, torch_total, B / ours_total * 1e3, torch_total > 0 ? B / torch_total * 1e3 : 0.0, "",
-                torch_total > 0 ? torch_total / ours_total : 0.0);
+                "all", ours_total, torch_total, B / ours_total * 1e3, torch_total > 0 ? B / torch_total * 1e3 : 0.0,
+                "", torch_total > 0 ? torch_total / ours_total : 0.0);
     if (torch.size() != layers.size()) {
         std::fprintf(stderr, "conv_cpu_bench: PyTorch's side (%s) gave no timings\n", LLMT_CONV_TORCH_PY);
         return 1;

@@ -145,8 +145,9 @@ int main(int argc, char** argv) {
         if (s.per_step > 0)
             step.push_back({s.ta, s.tb, s.M, s.N, s.K, s.name.find("dW") != std::string::npos, double(s.per_step)});
     const llmt::kernels::GemmProbe p = llmt::kernels::probe_gemm_rates(step);
-    std::printf("probe (trainer.precision auto, %s): fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (%s), %.2f s; auto takes %s\n",
-                llmt::kernels::cpu_gemm_libraries().c_str(), p.fp32_gflops, p.bf16_gflops, p.bf16_path.c_str(),
-                p.seconds, llmt::train::faster_precision(p.fp32_gflops, p.bf16_gflops).c_str());
+    std::printf(
+        "probe (trainer.precision auto, %s): fp32 %.1f GFLOP/s, bf16 %.1f GFLOP/s (%s), %.2f s; auto takes %s\n",
+        llmt::kernels::cpu_gemm_libraries().c_str(), p.fp32_gflops, p.bf16_gflops, p.bf16_path.c_str(), p.seconds,
+        llmt::train::faster_precision(p.fp32_gflops, p.bf16_gflops).c_str());
     return 0;
 }

@@ -117,8 +117,9 @@ int main(int argc, char** argv) {
 
     time("encoder fwd", 1, [&] { encoder_forward(x.data(), ids.data(), wte.data(), wpe.data(), B, T, C); });
     time("encoder bwd", 1, [&] { encoder_backward(dwte.data(), dwpe.data(), dy.data(), ids.data(), B, T, C); });
-    time("layernorm fwd", 2 * L + 1,
-         [&] { layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bia.data(), 1e-5f, B, T, C); });
+    time("layernorm fwd", 2 * L + 1, [&] {
+        layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), bia.data(), 1e-5f, B, T, C);
+    });
     time("layernorm bwd", 2 * L + 1, [&] {
         layernorm_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), mean.data(),
                            rstd.data(), B, T, C);

@@ -56,12 +56,16 @@ void flash_attention_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, con
     const FlashShape shape = flash_shape_from_env();
     const int v = shape.bwd, g = shape.group, hpb = shape.hpb;  // 0: src's rules (launch_backward)
     if (hs == 64) {
-        if (v == 0) flash::launch_backward<64, 4, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
-        else if (v == 1) flash::launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
-        else if (v == 2) flash::launch_backward<64, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
+        if (v == 0)
+            flash::launch_backward<64, 4, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
+        else if (v == 1)
+            flash::launch_backward<64, 8, 64>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
+        else if (v == 2)
+            flash::launch_backward<64, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
         else flash::launch_backward<64, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
     } else {
-        if (v == 1) flash::launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
+        if (v == 1)
+            flash::launch_backward<128, 8, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
         else flash::launch_backward<128, 4, 32>(dqkv, dout, qkv, out, lse, B, T, C, NH, KV, s, dcol, g, hpb, pos);
     }
 }

@@ -134,13 +134,15 @@ int main(int argc, char** argv) {
         const size_t copy_bytes = static_cast<size_t>(R) * 2 * F * 2;
         void *src = gu.t().data, *dst = dgu.t().data;
         const double copy_ms = median_ms(warmup, iters, [&] {
-            LLMT_CUDA_CHECK(cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, llmt::kernels::cuda::stream()));
+            LLMT_CUDA_CHECK(
+                cudaMemcpyAsync(dst, src, copy_bytes, cudaMemcpyDeviceToDevice, llmt::kernels::cuda::stream()));
         });
         const double copy_gbs = 2.0 * copy_bytes / (copy_ms * 1e-3) / 1e9;
         cudaDeviceProp prop{};
         LLMT_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-        std::printf("llama ops bf16 on %s: rows=%d C=%d F=%d heads %d/%d hs=%d, median of %d; copy roofline %.0f GB/s\n",
-                    prop.name, rows, C, F, NH, KV, hs, iters, copy_gbs);
+        std::printf(
+            "llama ops bf16 on %s: rows=%d C=%d F=%d heads %d/%d hs=%d, median of %d; copy roofline %.0f GB/s\n",
+            prop.name, rows, C, F, NH, KV, hs, iters, copy_gbs);
         std::printf("%-34s %9s %9s %9s\n", "op", "ms", "GB/s", "of copy");
         const double act_b = static_cast<double>(R) * C * 2;  // one (rows, C) bf16 activation
         auto row = [&](const char* name, double bytes, auto&& fn) {

@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
         }
     }
     if (port <= 0 || token.empty()) {
-        std::fprintf(stderr, "usage: server_load --port P --token T [--n 1000] [--clients 16] [--gets 0] [--db PATH]\n");
+        std::fprintf(stderr,
+                     "usage: server_load --port P --token T [--n 1000] [--clients 16] [--gets 0] [--db PATH]\n");
         return 2;
     }
     const std::string run_id = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
@@ -137,7 +138,9 @@ int main(int argc, char** argv) {
                     const std::string path = kind == 0   ? "/v1/jobs?limit=50"
                                              : kind == 1 ? "/v1/jobs/" + std::to_string(last_id)
                                                          : "/metrics";
-                    const std::string route = kind == 0 ? "GET /v1/jobs" : kind == 1 ? "GET /v1/jobs/{id}" : "GET /metrics";
+                    const std::string route = kind == 0   ? "GET /v1/jobs"
+                                              : kind == 1 ? "GET /v1/jobs/{id}"
+                                                          : "GET /metrics";
                     const auto a = Clock::now();
                     auto r = cli.Get(path, {{"Authorization", "Bearer " + token}});
                     routes[route].push_back(ms_since(a));
@@ -163,7 +166,8 @@ int main(int argc, char** argv) {
     std::printf("server_load: %d submissions, %d clients: %d created (201), %d refused (4xx with reason), %d bad\n", n,
                 clients, created.load(), refused.load(), bad.load());
     std::printf("latency ms: p50 %.2f  p90 %.2f  p99 %.2f  max %.2f   throughput %.0f req/s (wall %.2f s)\n",
-                pct(lat_ms, 50), pct(lat_ms, 90), pct(lat_ms, 99), lat_ms.empty() ? 0.0 : lat_ms.back(), n / wall, wall);
+                pct(lat_ms, 50), pct(lat_ms, 90), pct(lat_ms, 99), lat_ms.empty() ? 0.0 : lat_ms.back(), n / wall,
+                wall);
     std::printf("overload: %d answers 503, %d transport errors, %d submission retries (same Idempotency-Key)\n",
                 overloaded.load(), transport.load(), retried.load());
     for (auto& [route, v] : by_route) {
@@ -180,8 +184,8 @@ int main(int argc, char** argv) {
         q.label = {{"bench", "load"}};
         q.limit = 1000000;
         size_t rows = store.list(q).size();
-        std::printf("store: %zu rows labelled bench=load (expected %d), %zu consistency problems\n", rows, created.load(),
-                    issues.size());
+        std::printf("store: %zu rows labelled bench=load (expected %d), %zu consistency problems\n", rows,
+                    created.load(), issues.size());
         for (size_t i = 0; i < issues.size() && i < 10; ++i) std::printf("  %s\n", issues[i].c_str());
         if (rows != static_cast<size_t>(created.load()) || !issues.empty()) rc = 1;
     }

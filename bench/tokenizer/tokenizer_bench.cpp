@@ -1,6 +1,6 @@
 // Times our encoder (GPT-2, Llama 3: any --tokenizer SPEC) on a text file: load time, then encode MB/s
-// on 1 thread (encode_ordinary) and on N threads (encode_parallel), best of --repeat runs. Prints one JSON object per line for run.sh.
-// Usage: tokenizer_bench CORPUS [--tokenizer SPEC] [--threads 1,2] [--repeat 5]
+// on 1 thread (encode_ordinary) and on N threads (encode_parallel), best of --repeat runs. Prints one JSON object per
+// line for run.sh. Usage: tokenizer_bench CORPUS [--tokenizer SPEC] [--threads 1,2] [--repeat 5]
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -61,8 +61,10 @@ int main(int argc, char** argv) {
                 best_cpu = std::min(best_cpu, cpu_s() - c0);
                 ntok = ids.size();
             }
-            std::printf("{\"what\": \"llmtrain\", \"threads\": %d, \"mb_per_s\": %.2f, \"mb_per_cpu_s\": %.2f, \"tokens\": %zu, \"bytes\": %zu}\n",
-                        t, text.size() / best / 1e6, text.size() / best_cpu / 1e6, ntok, text.size());
+            std::printf(
+                "{\"what\": \"llmtrain\", \"threads\": %d, \"mb_per_s\": %.2f, \"mb_per_cpu_s\": %.2f, \"tokens\": "
+                "%zu, \"bytes\": %zu}\n",
+                t, text.size() / best / 1e6, text.size() / best_cpu / 1e6, ntok, text.size());
         }
     } catch (const std::exception& e) {
         std::fprintf(stderr, "tokenizer_bench: %s\n", e.what());

@@ -14,7 +14,8 @@
 // the same cuBLASLt path) for the MFU figure, and the GPU memory the step holds beyond the CUDA context.
 // torch_gpu_gpt2.py / bench/train_gpu_llama/torch_gpu_llama.py run the PyTorch peers; run.sh runs both in one
 // device call and compare.py prints the side-by-side table.
-// Usage: train_gpu_bench [--arch gpt2|llama|qwen2.5-1.5b|qwen3-1.7b] [--batch 16,32] [--T 1024] [--steps 10] [--warmup 3] [--lora R]
+// Usage: train_gpu_bench [--arch gpt2|llama|qwen2.5-1.5b|qwen3-1.7b] [--batch 16,32] [--T 1024] [--steps 10] [--warmup
+// 3] [--lora R]
 //                        [--dtype bf16|fp32] [--recompute none|mlp|all] [--no-check] [--no-peak] [--json FILE]
 #include <algorithm>
 #include <chrono>
@@ -309,7 +310,8 @@ int main(int argc, char** argv) {
             const BenchResult r = run_bench(arch, recompute, B, T, std::max(1, steps), warmup, dtype, peak, lora_r);
             if (js)
                 std::fprintf(js,
-                             "{\"system\": \"llmtrain\", \"arch\": \"%s\", \"lora_r\": %d, \"dtype\": \"%s\", \"B\": %d, \"T\": %d, "
+                             "{\"system\": \"llmtrain\", \"arch\": \"%s\", \"lora_r\": %d, \"dtype\": \"%s\", \"B\": "
+                             "%d, \"T\": %d, "
                              "\"ms_median\": %.4f, \"tok_s\": %.1f, \"flops_per_token\": %.1f, \"mfu_989\": %.5f, "
                              "\"mfu_measured\": %.5f, \"gib\": %.3f}\n",
                              arch.c_str(), lora_r, dtype == DType::kBF16 ? "bf16" : "fp32", B, T, r.ms, r.tok_s,

@@ -88,7 +88,8 @@ void run_chat(const ChatOptions& o) {
     }
     LLMT_CHECK_AS(UsageError, !o.model.empty(),
                   "chat: --model is required (a run or checkpoint directory, or a Hugging Face model directory)");
-    LLMT_CHECK(o.sampling.max_new_tokens >= 1, "chat: --max-new-tokens must be >= 1, got {}", o.sampling.max_new_tokens);
+    LLMT_CHECK(o.sampling.max_new_tokens >= 1, "chat: --max-new-tokens must be >= 1, got {}",
+               o.sampling.max_new_tokens);
     // A run of ours has checkpoints/ (a checkpoints/ directory has latest, a step directory state.json);
     // anything else is read as a Hugging Face model directory.
     const bool ours = is_checkpoint_path(o.model);
@@ -175,12 +176,14 @@ void run_chat(const ChatOptions& o) {
 
 void register_chat(CLI::App& app, Runtime& rt) {
     auto* cmd = app.add_subcommand(
-        "chat", "Talk to a checkpoint's model with its chat template (interactive on a terminal, a turn per line on a pipe)");
+        "chat",
+        "Talk to a checkpoint's model with its chat template (interactive on a terminal, a turn per line on a pipe)");
     auto o = std::make_shared<ChatOptions>();
-    cmd->add_option("--model,-m", o->model,
-                    "a run directory, a checkpoints/ directory, a checkpoints/step_N directory, or a Hugging Face "
-                    "model directory (config.json + safetensors; its tokenizer.json and tokenizer_config.json are used), "
-                    "or a hub cache folder models--ORG--NAME (its snapshot at --revision)");
+    cmd->add_option(
+        "--model,-m", o->model,
+        "a run directory, a checkpoints/ directory, a checkpoints/step_N directory, or a Hugging Face "
+        "model directory (config.json + safetensors; its tokenizer.json and tokenizer_config.json are used), "
+        "or a hub cache folder models--ORG--NAME (its snapshot at --revision)");
     add_revision_option(*cmd, &o->revision, "--revision", "--model and --tokenizer");
     cmd->add_option("--config,-c", o->config, "YAML config of the model (default: the one stored in the checkpoint)");
     cmd->add_option("--set", o->sets, "override a config key, e.g. --set run.threads=4 (repeatable)")

@@ -26,7 +26,8 @@ config::Config checkpoint_config(const train::Checkpoint& ck, const std::string&
         throw InputError(fmt::format("{}: {} has no \"config\" object; pass --config with the run's config.yaml",
                                      command, (ck.dir / train::kStateFile).string()));
     // JSON is YAML: the stored config goes through the same strict loader as a file.
-    config::Config c = config::load_config_string(ck.state["config"].dump(), (ck.dir / train::kStateFile).string(), sets);
+    config::Config c =
+        config::load_config_string(ck.state["config"].dump(), (ck.dir / train::kStateFile).string(), sets);
     models::resolve_hub_revisions(c);
     return c;
 }
@@ -50,7 +51,8 @@ config::Config checkpoint_run_config(const std::string& command, const std::stri
         return c;
     }
     if (checkpoint.empty())
-        throw UsageError(fmt::format("{}: give --checkpoint PATH (its run's config is used) or --config FILE", command));
+        throw UsageError(
+            fmt::format("{}: give --checkpoint PATH (its run's config is used) or --config FILE", command));
     return checkpoint_config(open_checkpoint(command, checkpoint), command, config_path, sets);
 }
 

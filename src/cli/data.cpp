@@ -60,30 +60,42 @@ std::vector<std::string> localize_inputs(const PrepareArgs& a) {
 
 void add_prepare(CLI::App& data, Runtime& rt) {
     auto a = std::make_shared<PrepareArgs>();
-    auto* cmd = data.add_subcommand("prepare", "Tokenize text/JSONL corpora or Hugging Face datasets (Parquet/Arrow) into llm.c token shards with a train/val split by document");
+    auto* cmd = data.add_subcommand("prepare",
+                                    "Tokenize text/JSONL corpora or Hugging Face datasets (Parquet/Arrow) into llm.c "
+                                    "token shards with a train/val split by document");
     cmd->add_option("--input", a->inputs,
                     "input files or directories (recursive; .gz is decompressed), or s3://bucket/key of an object or "
                     "of a prefix's objects (fetched into --input-cache); repeatable")
         ->required()
         ->expected(1, -1);
-    cmd->add_option("--format", a->format,
-                    "input format: text, jsonl, or hf (a Hugging Face dataset directory: Parquet/Arrow shards of a hub "
-                    "snapshot or cache folder, or a save_to_disk directory; docs/data.md)")
+    cmd->add_option(
+           "--format", a->format,
+           "input format: text, jsonl, or hf (a Hugging Face dataset directory: Parquet/Arrow shards of a hub "
+           "snapshot or cache folder, or a save_to_disk directory; docs/data.md)")
         ->check(CLI::IsMember({"text", "jsonl", "hf"}))
         ->capture_default_str();
-    cmd->add_option("--text-field", a->text_field, "jsonl: the string field holding each document; hf: the string column")->capture_default_str();
-    cmd->add_option("--split", a->split, "hf: the split whose files are read (--val-fraction still divides its documents)")->capture_default_str();
-    cmd->add_option("--config-name", a->config_name, "hf: the hub snapshot's <config>/ folder to read (default: data/ or the only one)");
+    cmd->add_option("--text-field", a->text_field,
+                    "jsonl: the string field holding each document; hf: the string column")
+        ->capture_default_str();
+    cmd->add_option("--split", a->split,
+                    "hf: the split whose files are read (--val-fraction still divides its documents)")
+        ->capture_default_str();
+    cmd->add_option("--config-name", a->config_name,
+                    "hf: the hub snapshot's <config>/ folder to read (default: data/ or the only one)");
     add_revision_option(*cmd, &a->revision, "--revision", "the --input folders");
     cmd->add_option("--doc-separator", a->doc_separator,
                     "text: 'blank' (a blank-line run ends a document), 'file' (one document per file), or a line that "
                     "separates documents, e.g. '%'")
         ->capture_default_str();
-    cmd->add_option("--tokenizer", a->tokenizer, "tokenizer: gpt2 or a path (.tiktoken, tokenizer.json, a model directory with tokenizer.json, "
-                                                     "vocab.json+merges.txt); ids over 65535 are stored as uint32 (llm.c's 20240801 shards)")
+    cmd->add_option("--tokenizer", a->tokenizer,
+                    "tokenizer: gpt2 or a path (.tiktoken, tokenizer.json, a model directory with tokenizer.json, "
+                    "vocab.json+merges.txt); ids over 65535 are stored as uint32 (llm.c's 20240801 shards)")
         ->capture_default_str();
-    cmd->add_option("--out", a->out, "output directory (earlier train_*/val_* shards and manifest.json there are replaced)")->required();
-    cmd->add_option("--val-fraction", a->val_fraction, "expected share of documents held out for validation, in [0, 1)")
+    cmd->add_option("--out", a->out,
+                    "output directory (earlier train_*/val_* shards and manifest.json there are replaced)")
+        ->required();
+    cmd->add_option("--val-fraction", a->val_fraction,
+                    "expected share of documents held out for validation, in [0, 1)")
         ->capture_default_str();
     cmd->add_option("--shard-tokens", a->shard_tokens, "tokens per shard file")->capture_default_str();
     cmd->add_option("--threads", a->threads, "encoding threads (0 = all cores)")->capture_default_str();
@@ -136,14 +148,17 @@ struct InspectArgs {
 
 void add_inspect(CLI::App& data, Runtime& rt) {
     auto a = std::make_shared<InspectArgs>();
-    auto* cmd = data.add_subcommand("inspect", "Check token shards (header, size, every id < vocab size); print counts or the decoded text");
+    auto* cmd = data.add_subcommand(
+        "inspect", "Check token shards (header, size, every id < vocab size); print counts or the decoded text");
     cmd->add_option("files", a->files, "shard files")->required()->expected(1, -1);
     cmd->add_option("--shard-format", a->shard_format, "llmc (256 x int32 header) or nanogpt (header-less uint16)")
         ->check(CLI::IsMember({"llmc", "nanogpt"}))
         ->capture_default_str();
-    cmd->add_option("--tokenizer", a->tokenizer, "tokenizer that gives the vocabulary size (and decodes with --decode)")
+    cmd->add_option("--tokenizer", a->tokenizer,
+                    "tokenizer that gives the vocabulary size (and decodes with --decode)")
         ->capture_default_str();
-    cmd->add_option("--vocab-size", a->vocab_size, "check ids against this size instead of the tokenizer's (no tokenizer loaded)");
+    cmd->add_option("--vocab-size", a->vocab_size,
+                    "check ids against this size instead of the tokenizer's (no tokenizer loaded)");
     cmd->add_flag("--decode", a->decode, "print the decoded text of the shards, in order, on stdout");
     cmd->add_flag("--json", a->json, "print one JSON document");
     add_revision_option(*cmd, &a->revision, "--revision", "--tokenizer");
@@ -172,7 +187,8 @@ void add_inspect(CLI::App& data, Runtime& rt) {
             if (tok) {
                 for (std::size_t i = 0; i < s.size(); ++i) eots += s.at(i) == tok->eot_token();
             }
-            out.push_back({{"file", f}, {"tokens", s.size()}, {"token_bytes", s.token_bytes()}, {"vocab_size", vocab}});
+            out.push_back(
+                {{"file", f}, {"tokens", s.size()}, {"token_bytes", s.token_bytes()}, {"vocab_size", vocab}});
             if (tok) out.back()["eot_tokens"] = eots;
             if (!a->json) {
                 fmt::print("{}: {} tokens (uint{}), all ids < {}{}\n", f, s.size(), 8 * s.token_bytes(), vocab,

@@ -40,7 +40,9 @@ void add_chat(CLI::App& data, Runtime& rt) {
     auto a = std::make_shared<ChatArgs>();
     auto* cmd = data.add_subcommand("chat", "Tokenize chat JSONL (messages or prompt/completion) with a model's chat "
                                             "template into the cache that data.source: chat reads; check every line");
-    cmd->add_option("--input", a->inputs, "JSONL files or directories (data.paths); repeatable")->required()->expected(1, -1);
+    cmd->add_option("--input", a->inputs, "JSONL files or directories (data.paths); repeatable")
+        ->required()
+        ->expected(1, -1);
     cmd->add_option("--tokenizer", a->tokenizer,
                     "a model directory with tokenizer.json and tokenizer_config.json (data.tokenizer)")
         ->required();
@@ -48,7 +50,8 @@ void add_chat(CLI::App& data, Runtime& rt) {
     cmd->add_option("--val-fraction", a->val_fraction, "expected share of conversations held out (data.val_fraction)")
         ->capture_default_str();
     cmd->add_option("--seed", a->seed, "seed of the split (run.seed)")->capture_default_str();
-    cmd->add_option("--block-size", a->block_size, "row length T the report lays the examples out in (model.block_size)")
+    cmd->add_option("--block-size", a->block_size,
+                    "row length T the report lays the examples out in (model.block_size)")
         ->check(CLI::Range(1, 1 << 20))
         ->capture_default_str();
     cmd->add_flag("--packing", a->packing, "report packed rows (data.packing: true)");
@@ -68,8 +71,8 @@ void add_chat(CLI::App& data, Runtime& rt) {
         if (a->json) {
             fmt::print("{}\n", out.dump());
         } else {
-            fmt::print("{} {} conversations ({} tokens) in {}\n", d.reused ? "reusing" : "tokenized", d.examples->size(),
-                       d.examples->tokens.size(), d.dir.string());
+            fmt::print("{} {} conversations ({} tokens) in {}\n", d.reused ? "reusing" : "tokenized",
+                       d.examples->size(), d.examples->tokens.size(), d.dir.string());
             fmt::print("train: {}\n", out["train"]["summary"].get<std::string>());
             if (!d.val.empty()) fmt::print("val:   {}\n", out["val"]["summary"].get<std::string>());
         }
@@ -90,7 +93,9 @@ void add_chat_example(CLI::App& data, Runtime& rt) {
                                                     "built from the default corpus (deterministic for a seed)");
     cmd->add_option("--corpus", a->corpus, "the corpus directory (scripts/make_corpus.sh)")->capture_default_str();
     cmd->add_option("--out", a->out, "the JSONL file to write (replaced atomically)")->required();
-    cmd->add_option("--conversations", a->conversations, "how many")->check(CLI::Range(1, 10000000))->capture_default_str();
+    cmd->add_option("--conversations", a->conversations, "how many")
+        ->check(CLI::Range(1, 10000000))
+        ->capture_default_str();
     cmd->add_option("--seed", a->seed, "which verses, fortunes and question kinds")->capture_default_str();
     cmd->callback([a, &rt] {
         const std::string text = data::make_chat_example({a->corpus, a->conversations, a->seed});

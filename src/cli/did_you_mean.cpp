@@ -20,7 +20,8 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
         cur[0] = i;
         for (std::size_t j = 1; j <= b.size(); ++j) {
             cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) cur[j] = std::min(cur[j], prev2[j - 2] + 1);
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+                cur[j] = std::min(cur[j], prev2[j - 2] + 1);
         }
         std::swap(prev2, prev);
         std::swap(prev, cur);
@@ -63,7 +64,8 @@ std::string suggestion(const std::string& word, const std::vector<std::string>& 
     return near.empty() ? std::string() : fmt::format("; did you mean '{}'?", near);
 }
 
-[[noreturn]] void unknown_subcommand(const CLI::App& app, const std::string& word, const std::vector<std::string>& path) {
+[[noreturn]] void unknown_subcommand(const CLI::App& app, const std::string& word,
+                                     const std::vector<std::string>& path) {
     std::vector<std::string> names;
     for (const auto* s : subcommands_of(app)) names.push_back(s->get_name());
     std::string hint = suggestion(word, names);

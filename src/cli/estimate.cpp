@@ -39,12 +39,13 @@ void print_basis(const std::string& path, const nlohmann::json& est, const confi
 void print_worlds(const nlohmann::json& est) {
     const bool costs = !est["worlds"].empty() && est["worlds"][0]["cost_usd"].is_number();
     fmt::print("{:>6} {:>10} {:>13} {:>12} {:>10} {:>8} {:>11}{}  {}\n", "ranks", "steps", "batch tokens", "tokens/s",
-               "duration", "speedup", "efficiency", costs ? fmt::format(" {:>10}", "cost USD") : "", "efficiency from");
+               "duration", "speedup", "efficiency", costs ? fmt::format(" {:>10}", "cost USD") : "",
+               "efficiency from");
     for (const auto& w : est["worlds"])
-        fmt::print("{:>6} {:>10.0f} {:>13.0f} {:>12.0f} {:>10} {:>7.2f}x {:>10.1f}%{}  {}\n", w["world_size"].get<int>(),
-                   w["steps"].get<double>(), w["global_batch_tokens"].get<double>(), w["tokens_per_s"].get<double>(),
-                   duration_text(w["duration_s"].get<double>()), w["speedup"].get<double>(),
-                   100 * w["efficiency"].get<double>(),
+        fmt::print("{:>6} {:>10.0f} {:>13.0f} {:>12.0f} {:>10} {:>7.2f}x {:>10.1f}%{}  {}\n",
+                   w["world_size"].get<int>(), w["steps"].get<double>(), w["global_batch_tokens"].get<double>(),
+                   w["tokens_per_s"].get<double>(), duration_text(w["duration_s"].get<double>()),
+                   w["speedup"].get<double>(), 100 * w["efficiency"].get<double>(),
                    costs ? fmt::format(" {:>10.4f}", w["cost_usd"].get<double>()) : "",
                    w["efficiency_basis"].get<std::string>());
 }
@@ -59,16 +60,16 @@ void print_classifier(const std::string& path, const nlohmann::json& est) {
     fmt::print("cost: {}\n\n", est["cost_basis"].get<std::string>());
     const bool costs = !est["worlds"].empty() && est["worlds"][0]["cost_usd"].is_number();
     fmt::print("{:>6} {:>9} {:>12} {:>12} {:>10} {:>10} {:>8} {:>11}{}  {}\n", "ranks", "steps", "batch images",
-               "images/s", "s/epoch", "duration", "speedup", "efficiency", costs ? fmt::format(" {:>10}", "cost USD") : "",
-               "efficiency from");
+               "images/s", "s/epoch", "duration", "speedup", "efficiency",
+               costs ? fmt::format(" {:>10}", "cost USD") : "", "efficiency from");
     for (const auto& w : est["worlds"])
-        fmt::print("{:>6} {:>9.0f} {:>12} {:>12.0f} {:>10} {:>10} {:>7.2f}x {:>10.1f}%{}  {}\n", w["world_size"].get<int>(),
-                   w["steps"].get<double>(), w["global_batch_images"].get<int>(), w["images_per_s"].get<double>(),
-                   w["seconds_per_epoch"].is_number() ? fmt::format("{:.1f}", w["seconds_per_epoch"].get<double>()) : "-",
-                   duration_text(w["duration_s"].get<double>()), w["speedup"].get<double>(),
-                   100 * w["efficiency"].get<double>(),
-                   costs ? fmt::format(" {:>10.4f}", w["cost_usd"].get<double>()) : "",
-                   w["efficiency_basis"].get<std::string>());
+        fmt::print(
+            "{:>6} {:>9.0f} {:>12} {:>12.0f} {:>10} {:>10} {:>7.2f}x {:>10.1f}%{}  {}\n", w["world_size"].get<int>(),
+            w["steps"].get<double>(), w["global_batch_images"].get<int>(), w["images_per_s"].get<double>(),
+            w["seconds_per_epoch"].is_number() ? fmt::format("{:.1f}", w["seconds_per_epoch"].get<double>()) : "-",
+            duration_text(w["duration_s"].get<double>()), w["speedup"].get<double>(),
+            100 * w["efficiency"].get<double>(), costs ? fmt::format(" {:>10.4f}", w["cost_usd"].get<double>()) : "",
+            w["efficiency_basis"].get<std::string>());
 }
 
 // One measured row: its rate in the unit it counts.
@@ -120,15 +121,16 @@ void print_zero_stages(const nlohmann::json& z) {
     };
     for (const auto& r : z["rows"])
         fmt::print("{:>6} {:>8.1f}GB {:>8.1f}GB {:>8.1f}GB {:>9.1f}GB {:>6.1f}GB\n", r["world_size"].get<int>(),
-                   gb(r, "stage 0", "bytes_per_gpu"), gb(r, "stage 1", "bytes_per_gpu"), gb(r, "stage 3", "bytes_per_gpu"),
-                   gb(r, "stage 0", "comm_bytes_per_step"), gb(r, "stage 1", "comm_bytes_per_step"));
+                   gb(r, "stage 0", "bytes_per_gpu"), gb(r, "stage 1", "bytes_per_gpu"),
+                   gb(r, "stage 3", "bytes_per_gpu"), gb(r, "stage 0", "comm_bytes_per_step"),
+                   gb(r, "stage 1", "comm_bytes_per_step"));
     const double gpu = z["gpu_bytes"].get<double>() / kGB;
     if (z["needs"].is_null())
         fmt::print("needs: more than 64 GPUs of {:.0f} GB at stage 3, or tensor/pipeline parallelism (not in this "
                    "build)\n", gpu);
     else
-        fmt::print("needs: dist.zero_stage {} on {} GPU(s) of {:.0f} GB\n", z["needs"]["zero_stage"].get<std::string>(),
-                   z["needs"]["world_size"].get<int>(), gpu);
+        fmt::print("needs: dist.zero_stage {} on {} GPU(s) of {:.0f} GB\n",
+                   z["needs"]["zero_stage"].get<std::string>(), z["needs"]["world_size"].get<int>(), gpu);
 }
 
 }  // namespace
@@ -148,7 +150,8 @@ void register_estimate(CLI::App& app, Runtime& rt) {
     cmd->add_option("--nproc-per-node", a->nproc_per_node, "ranks per node")->check(CLI::Range(1, 1024));
     cmd->add_option("--gpus-per-node", a->gpus_per_node, "GPUs per node (> 0: a GPU job, one GPU per rank)")
         ->check(CLI::Range(0, 64));
-    cmd->add_option("--rates-file", a->rates, "JSON {\"cpu_hour_usd\": x, \"gpu_hour_usd\": y} (without: no cost is shown)");
+    cmd->add_option("--rates-file", a->rates,
+                    "JSON {\"cpu_hour_usd\": x, \"gpu_hour_usd\": y} (without: no cost is shown)");
     cmd->add_option("--throughput-file", a->throughput,
                     "measured rows (default: configs/throughput.jsonl beside the binary)");
     cmd->add_option("--card", a->card, "use the rows of this card (substring; default: the latest measured)");

@@ -1,9 +1,9 @@
 // `llmtrain export`: a checkpoint as a Hugging Face model directory that transformers loads with
 // from_pretrained unchanged: config.json, generation_config.json, model.safetensors (sharded above
-// --max-shard-size with model.safetensors.index.json) and the run's tokenizer files. A LoRA run exports its adapters as a PEFT directory instead (adapter_config.json and
-// adapter_model.safetensors; `llmtrain merge` folds them into the base). Written into a temp directory and
-// renamed, so --out is the whole export or untouched. The run's tokenizer goes beside the weights, its
-// bos/eos/pad ids into config.json and generation_config.json.
+// --max-shard-size with model.safetensors.index.json) and the run's tokenizer files. A LoRA run exports its adapters
+// as a PEFT directory instead (adapter_config.json and adapter_model.safetensors; `llmtrain merge` folds them into the
+// base). Written into a temp directory and renamed, so --out is the whole export or untouched. The run's tokenizer
+// goes beside the weights, its bos/eos/pad ids into config.json and generation_config.json.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -63,7 +63,8 @@ void write_model_dir(const models::HfExportDir& out, const LoadedModel& loaded, 
 }
 
 void run_export(const ExportOptions& o) {
-    LLMT_CHECK_AS(UsageError, o.dtype == "bf16" || o.dtype == "fp32", "export: --dtype must be bf16 or fp32, got '{}'", o.dtype);
+    LLMT_CHECK_AS(UsageError, o.dtype == "bf16" || o.dtype == "fp32", "export: --dtype must be bf16 or fp32, got '{}'",
+                  o.dtype);
     const std::uint64_t shard_bytes = train::parse_memory_size(o.max_shard_size);
     const LoadedModel loaded = load_checkpoint_model("export", o.checkpoint, o.config, o.sets, /*merged=*/false);
     const models::Model& model = *loaded.model;
@@ -73,9 +74,10 @@ void run_export(const ExportOptions& o) {
         const std::string base = loaded.config.model.init_from == "scratch" ? "" : loaded.config.model.init_from;
         models::write_peft_adapter(model, out.dir(), base);
         out.commit();
-        fmt::print(stderr, "export: {} (LoRA r {}, {} modules, {} parameters) -> {}: {}, {} (base {})\n", loaded.source,
-                   model.lora()->spec().r, model.lora()->modules().size(), model.trained().num_parameters(), o.out,
-                   models::kAdapterConfigFile, models::kAdapterWeightsFile, base.empty() ? "drawn from run.seed" : base);
+        fmt::print(stderr, "export: {} (LoRA r {}, {} modules, {} parameters) -> {}: {}, {} (base {})\n",
+                   loaded.source, model.lora()->spec().r, model.lora()->modules().size(),
+                   model.trained().num_parameters(), o.out, models::kAdapterConfigFile, models::kAdapterWeightsFile,
+                   base.empty() ? "drawn from run.seed" : base);
         return;
     }
     fmt::print(stderr, "export: ");
@@ -97,7 +99,8 @@ std::string base_dtype(const std::string& model_dir) {
     const StDType t = w.info(names.front()).dtype;
     if (t == StDType::kBF16) return "bf16";
     if (t != StDType::kF32)
-        fmt::print(stderr, "merge: the base's tensors are {}; the merged weights are written in fp32\n", st_dtype_name(t));
+        fmt::print(stderr, "merge: the base's tensors are {}; the merged weights are written in fp32\n",
+                   st_dtype_name(t));
     return "fp32";
 }
 
@@ -131,17 +134,20 @@ void register_merge(CLI::App& app, Runtime& rt) {
     auto* cmd = app.add_subcommand("merge", "Fold a PEFT LoRA adapter into its Hugging Face base model and write the "
                                             "merged model directory (PEFT's merge_and_unload)");
     auto o = std::make_shared<MergeOptions>();
-    cmd->add_option("--model", o->model, "the base: a Hugging Face model directory or hub cache folder (models--ORG--NAME)")
+    cmd->add_option("--model", o->model,
+                    "the base: a Hugging Face model directory or hub cache folder (models--ORG--NAME)")
         ->required();
     add_revision_option(*cmd, &o->revision, "--revision", "--model and --tokenizer");
-    cmd->add_option("--adapter", o->adapter, "a PEFT adapter directory (adapter_config.json, adapter_model.safetensors): "
-                                             "`llmtrain export` of a LoRA run, or PEFT's save_pretrained")
+    cmd->add_option("--adapter", o->adapter,
+                    "a PEFT adapter directory (adapter_config.json, adapter_model.safetensors): "
+                    "`llmtrain export` of a LoRA run, or PEFT's save_pretrained")
         ->required();
     cmd->add_option("--out,-o", o->out, "the merged model directory to write (created; an earlier one is replaced)")
         ->required();
     cmd->add_option("--dtype", o->dtype, "tensor dtype in the files: auto (the base's), bf16 or fp32")
         ->capture_default_str();
-    cmd->add_option("--max-shard-size", o->max_shard_size, "above this the weights are split into shards with an index")
+    cmd->add_option("--max-shard-size", o->max_shard_size,
+                    "above this the weights are split into shards with an index")
         ->capture_default_str();
     cmd->add_option("--tokenizer", o->tokenizer,
                     "the tokenizer to write beside the weights (default: the base directory's tokenizer files)");
@@ -156,7 +162,8 @@ void register_export(CLI::App& app, Runtime& rt) {
     auto* cmd = app.add_subcommand("export", "Write a checkpoint as a Hugging Face model directory (transformers "
                                              "from_pretrained)");
     auto o = std::make_shared<ExportOptions>();
-    cmd->add_option("--checkpoint", o->checkpoint, "a checkpoints/step_N directory, a checkpoints/ directory or a run directory")
+    cmd->add_option("--checkpoint", o->checkpoint,
+                    "a checkpoints/step_N directory, a checkpoints/ directory or a run directory")
         ->required();
     cmd->add_option("--out,-o", o->out, "the model directory to write (created; an earlier export there is replaced)")
         ->required();
@@ -165,7 +172,8 @@ void register_export(CLI::App& app, Runtime& rt) {
                     "above this the weights are split into shards with an index (transformers' default 5GB)")
         ->capture_default_str();
     cmd->add_option("--tokenizer", o->tokenizer,
-                    "the tokenizer to write beside the weights (default: the run's: data.tokenizer, or model.init_from's tokenizer files)");
+                    "the tokenizer to write beside the weights (default: the run's: data.tokenizer, or "
+                    "model.init_from's tokenizer files)");
     cmd->add_option("--config,-c", o->config,
                     "YAML config of the model (default: the resolved config stored in the checkpoint's state.json)");
     cmd->add_option("--set", o->sets, "override a config key (repeatable)")->allow_extra_args(false);

@@ -63,13 +63,15 @@ class TokenIo {
 public:
     // model_dir: a Hugging Face model directory (--model), empty for a checkpoint of ours; source: the
     // directory the weights came from (its generation_config.json's eos ids stop generation).
-    TokenIo(const GenerateOptions& o, const std::string& model_dir, const std::string& source, const config::Config& cfg)
+    TokenIo(const GenerateOptions& o, const std::string& model_dir, const std::string& source,
+            const config::Config& cfg)
         : ids_mode_(!o.prompt_ids.empty()) {
         // Ids in, ids out need no tokenizer; text needs the model's own (never a silent GPT-2).
         const std::string spec = ids_mode_ ? std::string() : text_tokenizer("generate", o.tokenizer, model_dir, cfg);
         if (!ids_mode_) tok_.emplace(data::Tokenizer::load(spec));
         // The model's end-of-sequence ids (config.json's eos_token_id), and the tokenizer's end of text.
-        for (int64_t id : models::hf_export_info(cfg, "float32").eos_token_id) stop_.push_back(static_cast<int32_t>(id));
+        for (int64_t id : models::hf_export_info(cfg, "float32").eos_token_id)
+            stop_.push_back(static_cast<int32_t>(id));
         if (tok_) {
             // Every eos_token_id of generation_config.json in the model directory and in the tokenizer's
             // (Llama 3 Instruct: <|end_of_text|> and <|eot_id|>, the turn end a fine-tuned chat model emits).
@@ -122,7 +124,8 @@ void run_generate(const GenerateOptions& o) {
     LLMT_CHECK_AS(UsageError, o.checkpoint.empty() != o.model_dir.empty(),
                   "generate: give exactly one of --checkpoint (a run of ours) and --model (a Hugging Face model "
                   "directory)");
-    LLMT_CHECK_AS(UsageError, o.prompt.empty() || o.prompt_ids.empty(), "generate: give --prompt or --prompt-ids, not both");
+    LLMT_CHECK_AS(UsageError, o.prompt.empty() || o.prompt_ids.empty(),
+                  "generate: give --prompt or --prompt-ids, not both");
     // --model on a run of ours (or its checkpoints) reads it as --checkpoint would.
     const bool ours = !o.model_dir.empty() && is_checkpoint_path(o.model_dir);
     const std::string checkpoint = ours ? o.model_dir : o.checkpoint;
@@ -185,7 +188,8 @@ void register_generate(CLI::App& app, Runtime& rt) {
     auto* cmd = app.add_subcommand("generate", "Sample text from a checkpoint or a Hugging Face model directory (KV "
                                                "cache, streamed to stdout)");
     auto o = std::make_shared<GenerateOptions>();
-    cmd->add_option("--checkpoint", o->checkpoint, "a checkpoints/step_N directory, a checkpoints/ directory or a run directory");
+    cmd->add_option("--checkpoint", o->checkpoint,
+                    "a checkpoints/step_N directory, a checkpoints/ directory or a run directory");
     cmd->add_option("--model", o->model_dir,
                     "instead of --checkpoint: a Hugging Face model directory (config.json + safetensors; text goes "
                     "through its own tokenizer files), a hub cache folder models--ORG--NAME (its snapshot at "

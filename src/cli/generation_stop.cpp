@@ -31,10 +31,11 @@ std::string text_tokenizer(const std::string& command, const std::string& tokeni
     if (!tokenizer.empty()) return tokenizer;
     if (!model_dir.empty()) {
         if (data::has_hf_tokenizer_files(model_dir)) return model_dir;
-        throw UsageError(fmt::format("{}: the model directory {} has no tokenizer files (tokenizer.json, or vocab.json "
-                                     "+ merges.txt), so text cannot go in or out\nhint: pass --tokenizer SPEC (the "
-                                     "tokenizer the model was trained with), or --prompt-ids for ids in and out",
-                                     command, model_dir));
+        throw UsageError(
+            fmt::format("{}: the model directory {} has no tokenizer files (tokenizer.json, or vocab.json "
+                        "+ merges.txt), so text cannot go in or out\nhint: pass --tokenizer SPEC (the "
+                        "tokenizer the model was trained with), or --prompt-ids for ids in and out",
+                        command, model_dir));
     }
     std::string why;
     if (const std::optional<std::string> spec = train::run_tokenizer_spec(cfg, &why)) return *spec;
@@ -62,9 +63,10 @@ std::vector<uint32_t> generation_stop_ids(const data::Tokenizer& tok, const fs::
             const nlohmann::json list = it->is_array() ? *it : nlohmann::json::array({*it});
             for (const auto& v : list) {
                 if (!v.is_number_unsigned() || v.get<uint64_t>() >= tok.vocab_size())
-                    throw FormatError(fmt::format("{}: eos_token_id: {} is not a token id of the tokenizer (vocabulary "
-                                                  "size {})",
-                                                  file.string(), v.dump(), tok.vocab_size()));
+                    throw FormatError(
+                        fmt::format("{}: eos_token_id: {} is not a token id of the tokenizer (vocabulary "
+                                    "size {})",
+                                    file.string(), v.dump(), tok.vocab_size()));
                 add(v.get<uint32_t>());
             }
         }

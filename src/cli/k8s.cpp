@@ -70,8 +70,10 @@ std::shared_ptr<SpecOptions> add_spec_options(CLI::App* cmd) {
     cmd->add_option("--output-pvc", s.output_pvc,
                     "PersistentVolumeClaim (ReadWriteMany) at /out: run directory and checkpoints, so restarted pods "
                     "resume and artifacts outlive pods (default: an emptyDir)");
-    cmd->add_option("--models-pvc", s.models_pvc, "PersistentVolumeClaim mounted read-only at /models (offline weights)");
-    cmd->add_option("--hf-token-secret", s.hf_token_secret, "Secret with a Hugging Face token: NAME or NAME:KEY (key HF_TOKEN)");
+    cmd->add_option("--models-pvc", s.models_pvc,
+                    "PersistentVolumeClaim mounted read-only at /models (offline weights)");
+    cmd->add_option("--hf-token-secret", s.hf_token_secret,
+                    "Secret with a Hugging Face token: NAME or NAME:KEY (key HF_TOKEN)");
     cmd->add_option("--s3-secret", s.s3_secret,
                     "Secret with keys AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and optionally AWS_SESSION_TOKEN, "
                     "AWS_REGION, AWS_ENDPOINT_URL) for output.sync; the pods read them through env valueFrom");
@@ -80,7 +82,8 @@ std::shared_ptr<SpecOptions> add_spec_options(CLI::App* cmd) {
     cmd->add_option("--max-restarts", s.max_restarts,
                     "retries: per index (Indexed Job), of the whole set (JobSet), backoffLimit (PyTorchJob)")
         ->capture_default_str();
-    cmd->add_option("--grace-period", s.grace_period_s, "seconds between SIGTERM and SIGKILL (the SIGTERM checkpoint must fit)")
+    cmd->add_option("--grace-period", s.grace_period_s,
+                    "seconds between SIGTERM and SIGKILL (the SIGTERM checkpoint must fit)")
         ->capture_default_str();
     cmd->add_option("--master-port", s.master_port, "rendezvous port on rank 0")->capture_default_str();
     cmd->add_option("--launcher", s.launcher,
@@ -221,11 +224,13 @@ void register_k8s(CLI::App& app, Runtime& rt) {
         with_kubectl(rt, [&] {
             k8s::Kubectl k(spec.namespace_, *s_ctx);
             fmt::print("{}", k8s::submit(k, spec, *s_dry));
-            fmt::print(stderr, "follow with: llmtrain k8s logs {} --kind {} --follow\n", spec.name, k8s::kind_name(spec.kind));
+            fmt::print(stderr, "follow with: llmtrain k8s logs {} --kind {} --follow\n", spec.name,
+                       k8s::kind_name(spec.kind));
         });
     });
 
-    auto* status = k8s_cmd->add_subcommand("status", "Each rank's pod phase, restarts and node; the job's condition; rank 0's latest metrics");
+    auto* status = k8s_cmd->add_subcommand(
+        "status", "Each rank's pod phase, restarts and node; the job's condition; rank 0's latest metrics");
     auto st_t = add_target_options(status);
     auto st_json = std::make_shared<bool>(false);
     status->add_flag("--json", *st_json, "print one JSON document");
@@ -240,7 +245,8 @@ void register_k8s(CLI::App& app, Runtime& rt) {
         });
     });
 
-    auto* logs = k8s_cmd->add_subcommand("logs", "All ranks' logs with [rank k] prefixes (merged by time, or followed)");
+    auto* logs =
+        k8s_cmd->add_subcommand("logs", "All ranks' logs with [rank k] prefixes (merged by time, or followed)");
     auto l_t = add_target_options(logs);
     auto l_follow = std::make_shared<bool>(false);
     auto l_rank = std::make_shared<int>(-1);
@@ -266,7 +272,8 @@ void register_k8s(CLI::App& app, Runtime& rt) {
         });
     });
 
-    auto* fetch = k8s_cmd->add_subcommand("fetch", "Copy the run directory (metrics, checkpoints, summary) from /out to here");
+    auto* fetch =
+        k8s_cmd->add_subcommand("fetch", "Copy the run directory (metrics, checkpoints, summary) from /out to here");
     auto f_t = add_target_options(fetch);
     auto f_dest = std::make_shared<std::string>("runs");
     fetch->add_option("--dest", *f_dest, "local directory; the run lands in DEST/<name>")->capture_default_str();

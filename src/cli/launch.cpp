@@ -115,8 +115,9 @@ void register_launch(CLI::App& app, Runtime& rt) {
     a->o_port = cmd->add_option("--master-port,--master_port", a->master_port,
                                 "port of the store; 0 picks a free one (one node only) (else PET_MASTER_PORT, "
                                 "MASTER_PORT, 29500)");
-    a->o_endpoint = cmd->add_option("--rdzv-endpoint,--rdzv_endpoint", a->rdzv_endpoint,
-                                    "HOST[:PORT] of node 0 (port default 29400), instead of --master-addr/--master-port");
+    a->o_endpoint =
+        cmd->add_option("--rdzv-endpoint,--rdzv_endpoint", a->rdzv_endpoint,
+                        "HOST[:PORT] of node 0 (port default 29400), instead of --master-addr/--master-port");
     cmd->add_option("--rdzv-backend,--rdzv_backend", a->rdzv_backend,
                     "static (default) or c10d, read as static: node ranks come from the sources above");
     a->o_rdzv_id = cmd->add_option("--rdzv-id,--rdzv_id,--run-id,--run_id", a->rdzv_id,
@@ -133,9 +134,10 @@ void register_launch(CLI::App& app, Runtime& rt) {
     cmd->add_flag("--no-python,--no_python", a->no_python,
                   "the first argument after -- is a program to run, even if it is a subcommand name");
     cmd->add_flag("--standalone", a->standalone, "one node on 127.0.0.1 with a free port (several jobs side by side)");
-    cmd->add_option("--max-restarts,--max_restarts", a->max_restarts,
-                    "restart all workers up to this many times when one fails, except for bad input (exit 2); train is "
-                    "resumed with --resume auto, which needs output.run_id")
+    cmd->add_option(
+           "--max-restarts,--max_restarts", a->max_restarts,
+           "restart all workers up to this many times when one fails, except for bad input (exit 2); train is "
+           "resumed with --resume auto, which needs output.run_id")
         ->check(CLI::NonNegativeNumber);
     cmd->add_option("--kill-grace-s", a->kill_grace_s,
                     "seconds between SIGTERM and SIGKILL when stopping workers (default 30)")
@@ -143,7 +145,8 @@ void register_launch(CLI::App& app, Runtime& rt) {
     a->o_exec = cmd->add_option("--exec", a->exec,
                                 "run this program (PATH lookup) with the arguments after -- instead of llmtrain "
                                 "(like torchrun's --no-python)");
-    cmd->add_flag("--dry-run", a->dry_run, "print the resolved node environment and each worker's command; run nothing");
+    cmd->add_flag("--dry-run", a->dry_run,
+                  "print the resolved node environment and each worker's command; run nothing");
     cmd->add_option("command", a->command, "the worker's command after --, e.g. -- train --config F");
     cmd->footer(
         "Exit code: 0 when every worker exits 0; else the first failing worker's code (128 + signal number for a\n"
@@ -177,7 +180,8 @@ void register_launch(CLI::App& app, Runtime& rt) {
         opt.cpu_count = host.cpu_count;
         if (opt.worker_args.empty() && !opt.exec_program) {
             throw UsageError(
-                "no worker command: give it after `--`, e.g. `llmtrain launch --nproc-per-node 2 -- train --config F`");
+                "no worker command: give it after `--`, e.g. `llmtrain launch --nproc-per-node 2 -- train --config "
+                "F`");
         }
 
         const auto group = launch::worker_group_env(opt);

@@ -83,8 +83,9 @@ void predict(const PredictOptions& o) {
     for (const std::string& file : files) {
         const data::GreyImages g = data::read_images_for_prediction(file);
         if (g.H != m.image_size || g.W != m.image_size || m.in_channels != 1)
-            throw InputError(fmt::format("predict: '{}' holds {}x{} grey images; the model takes {}x{} with {} channel(s)",
-                                         file, g.H, g.W, m.image_size, m.image_size, m.in_channels));
+            throw InputError(
+                fmt::format("predict: '{}' holds {}x{} grey images; the model takes {}x{} with {} channel(s)", file,
+                            g.H, g.W, m.image_size, m.image_size, m.in_channels));
         const int T = g.H * g.W;
         std::vector<int32_t> x(static_cast<size_t>(T));
         for (size_t i = 0; i < g.images.size(); ++i, ++n) {
@@ -115,9 +116,11 @@ void predict(const PredictOptions& o) {
 }  // namespace
 
 void register_predict(CLI::App& app, Runtime& rt) {
-    auto* cmd = app.add_subcommand("predict", "Classify images with an image-classifier checkpoint (model.arch mlp/cnn)");
+    auto* cmd =
+        app.add_subcommand("predict", "Classify images with an image-classifier checkpoint (model.arch mlp/cnn)");
     auto o = std::make_shared<PredictOptions>();
-    cmd->add_option("--checkpoint", o->checkpoint, "a checkpoints/step_N directory, a checkpoints/ directory or a run directory")
+    cmd->add_option("--checkpoint", o->checkpoint,
+                    "a checkpoints/step_N directory, a checkpoints/ directory or a run directory")
         ->required();
     cmd->add_option("--images", o->images,
                     "IDX files of images (raw or .gz), PGM or PNG images, or directories of them (repeatable; "

@@ -6,7 +6,8 @@ namespace llmt::cli {
 
 void add_sampling_options(CLI::App& cmd, SamplingOptions& o, const std::string& max_new_tokens_help) {
     cmd.add_option("--max-new-tokens,-n", o.max_new_tokens, max_new_tokens_help)->capture_default_str();
-    cmd.add_option("--temperature,-t", o.sampler.temperature, "softmax temperature; 0 = greedy")->capture_default_str();
+    cmd.add_option("--temperature,-t", o.sampler.temperature, "softmax temperature; 0 = greedy")
+        ->capture_default_str();
     cmd.add_option("--top-k,-k", o.sampler.top_k, "sample among the k most likely tokens; 0 = all")
         ->capture_default_str();
     cmd.add_option("--top-p", o.sampler.top_p,

@@ -29,7 +29,8 @@ PresetsDir default_presets_dir() {
     const fs::path self = fs::read_symlink("/proc/self/exe", ec);
     if (ec) return {};
     const fs::path installed = self.parent_path() / "../share/llmtrain/configs/presets";
-    if (fs::is_directory(installed, ec)) return {installed.lexically_normal().string(), "the installed share directory"};
+    if (fs::is_directory(installed, ec))
+        return {installed.lexically_normal().string(), "the installed share directory"};
     fs::path up = self.parent_path();
     for (int i = 0; i < 3 && up != up.parent_path(); ++i) {
         up = up.parent_path();
@@ -59,7 +60,8 @@ void say_presets(const std::string& dir, const std::string& how) {
 }  // namespace
 
 void register_serve(CLI::App& app, Runtime& rt) {
-    auto* cmd = app.add_subcommand("serve", "Run the control plane: REST API, job queue and executor (docs/server.md)");
+    auto* cmd =
+        app.add_subcommand("serve", "Run the control plane: REST API, job queue and executor (docs/server.md)");
     auto o = std::make_shared<server::ServerOptions>();
     auto listen = std::make_shared<std::string>("127.0.0.1:8080");
     auto capacity = std::make_shared<std::string>("cpus=2,gpus=0");
@@ -73,12 +75,14 @@ void register_serve(CLI::App& app, Runtime& rt) {
     auto presets = std::make_shared<std::string>(found.dir.empty() ? "configs/presets" : found.dir);
     auto port_file = std::make_shared<std::string>();
     auto web_dir = std::make_shared<std::string>();
-    cmd->add_option("--listen", *listen, "HOST:PORT to bind (port 0 picks a free one); 127.0.0.1 unless told otherwise");
+    cmd->add_option("--listen", *listen,
+                    "HOST:PORT to bind (port 0 picks a free one); 127.0.0.1 unless told otherwise");
     cmd->add_option("--db", *db, "SQLite job store (default <data-dir>/jobs.sqlite)");
     cmd->add_option("--data-dir", *data_dir, "jobs' directories, the store and the generated token (created 0700)");
     cmd->add_option("--executor", o->executor,
                     "where jobs run: local | kubernetes[:namespace=NS,image=IMG,output-pvc=C,data-pvc=C,...]");
-    cmd->add_option("--capacity", *capacity, "what the queue admits against, e.g. cpus=2,gpus=0 (cpus=0,gpus=0 holds all)");
+    cmd->add_option("--capacity", *capacity,
+                    "what the queue admits against, e.g. cpus=2,gpus=0 (cpus=0,gpus=0 holds all)");
     cmd->add_option("--tokens-file", *tokens, "bearer tokens, one '<token> <name> <viewer|submitter|admin>' per line");
     cmd->add_option("--rates-file", *rates, "JSON {\"cpu_hour_usd\": x, \"gpu_hour_usd\": y} for cost estimates");
     cmd->add_option("--quotas-file", *quotas,

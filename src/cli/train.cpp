@@ -49,19 +49,22 @@ void register_train(CLI::App& app, Runtime& rt) {
 }
 
 void register_eval(CLI::App& app, Runtime& rt) {
-    auto* cmd = app.add_subcommand("eval", "Validation loss of a checkpoint (or model.init_from), as training computes it");
+    auto* cmd =
+        app.add_subcommand("eval", "Validation loss of a checkpoint (or model.init_from), as training computes it");
     auto opts = add_config_options(cmd, false);
     auto ckpt = std::make_shared<std::string>();
     auto json = std::make_shared<bool>(false);
-    cmd->add_option("--checkpoint", *ckpt, "a checkpoints/step_N directory, a checkpoints/ directory or a run directory");
+    cmd->add_option("--checkpoint", *ckpt,
+                    "a checkpoints/step_N directory, a checkpoints/ directory or a run directory");
     cmd->add_flag("--json", *json, "print {\"val_loss\": x, \"tokens\": n} as one JSON document");
     cmd->callback([opts, ckpt, json, &rt] {
         auto r = train::run_evaluation(checkpoint_run_config("eval", *ckpt, opts->path, opts->sets), *ckpt);
         if (*json) {
             fmt::print("{}\n", r.dump());
         } else if (r.contains("test_accuracy")) {  // a classifier (its table went to stderr)
-            fmt::print("test_accuracy {:.4f} test_loss {:.6f} over {} images of {}\n", r["test_accuracy"].get<double>(),
-                       r["test_loss"].get<double>(), r["test_images"].get<int64_t>(), r["weights"].get<std::string>());
+            fmt::print("test_accuracy {:.4f} test_loss {:.6f} over {} images of {}\n",
+                       r["test_accuracy"].get<double>(), r["test_loss"].get<double>(), r["test_images"].get<int64_t>(),
+                       r["weights"].get<std::string>());
         } else {
             fmt::print("val_loss {:.6f} over {} tokens ({} batches) of {}\n", r["val_loss"].get<double>(),
                        r["tokens"].get<int64_t>(), r["batches"].get<int64_t>(), r["weights"].get<std::string>());

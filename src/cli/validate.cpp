@@ -76,11 +76,17 @@ void register_validate(CLI::App& app, Runtime& rt) {
             const train::MemoryCheck mem = train::check_config_memory(cfg, limit, *world);
             const auto& e = mem.estimate;
             if (*json) {
-                nlohmann::ordered_json j = {{"ok", true}, {"config", opts->path}, {"errors", nlohmann::json::array()},
+                nlohmann::ordered_json j = {{"ok", true},
+                                            {"config", opts->path},
+                                            {"errors", nlohmann::json::array()},
                                             {"warnings", cfg.warnings},
-                                            {"memory_bytes", {{"parameters", e.parameters}, {"gradients", e.gradients},
-                                                              {"optimizer", e.optimizer}, {"activations", e.activations},
-                                                              {"total", e.total()}, {"limit", mem.limit.bytes}}}};
+                                            {"memory_bytes",
+                                             {{"parameters", e.parameters},
+                                              {"gradients", e.gradients},
+                                              {"optimizer", e.optimizer},
+                                              {"activations", e.activations},
+                                              {"total", e.total()},
+                                              {"limit", mem.limit.bytes}}}};
                 fmt::print("{}\n", j.dump());
             } else {
                 fmt::print(stderr, "{}: ok (training needs {:.2f} GiB per process{})\n", opts->path,
@@ -101,7 +107,10 @@ void register_validate(CLI::App& app, Runtime& rt) {
 }
 
 void register_print_config(CLI::App& app, Runtime& rt) {
-    auto* cmd = app.add_subcommand("print-config", "Print the resolved config with every default materialized (trainer.precision: auto as this machine resolves it)");
+    auto* cmd =
+        app.add_subcommand("print-config",
+                           "Print the resolved config with every default materialized (trainer.precision: auto "
+                           "as this machine resolves it)");
     auto opts = add_config_options(cmd);
     auto json = std::make_shared<bool>(false);
     auto bare = std::make_shared<bool>(false);

@@ -54,7 +54,8 @@ std::string names_of(ArchKind kind) {
     std::vector<std::string> names;
     for (const ArchEntry& e : arch_table())
         if (e.kind == kind) names.push_back(e.name);
-    for (std::size_t i = 0; i < names.size(); ++i) s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
+    for (std::size_t i = 0; i < names.size(); ++i)
+        s += (i == 0 ? "" : i + 1 == names.size() ? " or " : ", ") + names[i];
     return s;
 }
 
@@ -91,14 +92,16 @@ std::vector<KeyProblem> classifier_problems(const ordered_json& r, bool training
                 out.push_back({key, fmt::format("is read only with model.arch {}, and model.arch is {}; remove it",
                                                 families_reading(key), arch)});
         if (at(r, "model.init_from") != "scratch" && at(r, "model.init_from") != "")
-            out.push_back({"model.init_from", fmt::format("model.arch {} trains from scratch (Hugging Face weights are "
-                                                          "language models); remove it",
-                                                          arch)});
+            out.push_back(
+                {"model.init_from", fmt::format("model.arch {} trains from scratch (Hugging Face weights are "
+                                                "language models); remove it",
+                                                arch)});
         if (at(r, "lora.r").get<int64_t>() > 0)
             out.push_back({"lora.r", fmt::format("LoRA adapts language models; model.arch is {}", arch)});
         if (training && source != "idx")
-            out.push_back({"data.source", fmt::format("model.arch {} classifies images: data.source must be idx, found {}",
-                                                      arch, source)});
+            out.push_back(
+                {"data.source",
+                 fmt::format("model.arch {} classifies images: data.source must be idx, found {}", arch, source)});
         // (Keys of another classifier's section: the loader's family-key check.)
         if (find_arch(arch)->reads("model.conv_channels")) {
             const auto& cc = at(r, "model.conv_channels");

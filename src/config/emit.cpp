@@ -14,7 +14,8 @@ bool is_plain(const std::string& s) {
     auto alpha = [](char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); };
     if (s.empty() || !(alpha(s[0]) || s[0] == '_' || s[0] == '/')) return false;
     for (char c : s)
-        if (!(alpha(c) || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '/' || c == '*' || c == '-')) return false;
+        if (!(alpha(c) || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '/' || c == '*' || c == '-'))
+            return false;
     return true;
 }
 

@@ -348,7 +348,8 @@ std::string set_origin_text(const std::string& kv) {
     constexpr size_t kShown = 96;
     if (kv.size() <= kShown) return "--set " + kv;
     const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq > kShown) return fmt::format("--set {}... ({} bytes)", kv.substr(0, 64), kv.size());
+    if (eq == std::string::npos || eq > kShown)
+        return fmt::format("--set {}... ({} bytes)", kv.substr(0, 64), kv.size());
     return fmt::format("--set {}=... (a value of {} bytes)", kv.substr(0, eq), kv.size() - eq - 1);
 }
 
@@ -429,8 +430,9 @@ void check_mlflow_uri(const ordered_json& r, const std::function<std::string(con
           fmt::format("expected a directory, a file: URI (an MLflow file store) or an http(s):// URL (an MLflow "
                       "tracking server), found \"{}\"{}",
                       uri.substr(0, 200),
-                      uri.rfind("file://", 0) == 0 ? " (a file:// URI names this machine: file:///path or file://localhost/path)"
-                                                    : ": this version speaks no other scheme"));
+                      uri.rfind("file://", 0) == 0
+                          ? " (a file:// URI names this machine: file:///path or file://localhost/path)"
+                          : ": this version speaks no other scheme"));
 }
 
 // output.sync: empty (off) or s3://bucket[/prefix] (docs/object_storage.md); bucket names as S3 allows them.
@@ -493,7 +495,8 @@ void check_optimizer_keys(const ordered_json& r, const std::function<std::string
         v.add("trainer.nesterov", at("trainer.nesterov"),
               fmt::format("Nesterov momentum needs trainer.momentum > 0 and trainer.dampening 0, found momentum {} "
                           "and dampening {}",
-                          value_at(r, "trainer.momentum").get<double>(), value_at(r, "trainer.dampening").get<double>()));
+                          value_at(r, "trainer.momentum").get<double>(),
+                          value_at(r, "trainer.dampening").get<double>()));
 }
 
 // data.* keys that the configured source never reads: a non-default value would be silently ignored.
@@ -567,12 +570,15 @@ void model_checks(ordered_json& r, const std::function<std::string(const std::st
     if (family && !family->grouped_query) {
         if (as_i(m["n_kv_head"]) != as_i(m["n_head"]))
             v.add("model.n_kv_head", at("model.n_kv_head"),
-                  fmt::format("{} uses full multi-head attention: must equal model.n_head ({})", arch, as_i(m["n_head"])));
+                  fmt::format("{} uses full multi-head attention: must equal model.n_head ({})", arch,
+                              as_i(m["n_head"])));
         // (An indivisible d_model is reported above; the derived head_dim would only repeat it.)
-        if (as_i(m["d_model"]) % as_i(m["n_head"]) == 0 && as_i(m["head_dim"]) * as_i(m["n_head"]) != as_i(m["d_model"]))
-            v.add("model.head_dim", at("model.head_dim"),
-                  fmt::format("{} heads split model.d_model: must be model.d_model / model.n_head ({}), found {}", arch,
-                              as_i(m["d_model"]) / std::max<int64_t>(1, as_i(m["n_head"])), as_i(m["head_dim"])));
+        if (as_i(m["d_model"]) % as_i(m["n_head"]) == 0 &&
+            as_i(m["head_dim"]) * as_i(m["n_head"]) != as_i(m["d_model"]))
+            v.add(
+                "model.head_dim", at("model.head_dim"),
+                fmt::format("{} heads split model.d_model: must be model.d_model / model.n_head ({}), found {}", arch,
+                            as_i(m["d_model"]) / std::max<int64_t>(1, as_i(m["n_head"])), as_i(m["head_dim"])));
     }
     // A key of another family's section would be silently ignored (only among families of this kind: the
     // classifier checks name what the other kind reads).
@@ -622,8 +628,9 @@ void cross_checks(ordered_json& r, const std::map<std::string, std::string>& loc
               fmt::format("must be <= trainer.lr ({}), found {}", t["lr"].get<double>(), t["min_lr"].get<double>()));
     zero_stage_checks(r, at, v);
     if (r["dist"]["backend"] == "nccl" && r["run"]["device"] != "cuda")
-        v.add("dist.backend", at("dist.backend"),
-              fmt::format("nccl needs run.device: cuda (found run.device: {})", r["run"]["device"].get<std::string>()));
+        v.add(
+            "dist.backend", at("dist.backend"),
+            fmt::format("nccl needs run.device: cuda (found run.device: {})", r["run"]["device"].get<std::string>()));
     if (use == ConfigUse::kTraining)
         for (const auto& p : training_data_problems(r)) v.add(p.key, at(p.located_at), p.message);
     static const std::regex kName("^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$");
@@ -684,9 +691,10 @@ Config load_config_string(std::string_view text, const std::string& source_name,
         v.raise();
     }
     if (!root.IsMap()) {
-        v.add("", v.where(root),
-              fmt::format("the top level is {}; expected a mapping with the sections run, model, data, trainer, ...",
-                          root.IsScalar() ? "a single scalar (text without `key: value` lines)" : describe_found(root)));
+        v.add(
+            "", v.where(root),
+            fmt::format("the top level is {}; expected a mapping with the sections run, model, data, trainer, ...",
+                        root.IsScalar() ? "a single scalar (text without `key: value` lines)" : describe_found(root)));
         v.raise();
     }
     std::set<int> walked;

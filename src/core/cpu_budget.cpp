@@ -148,7 +148,8 @@ CpuBudget read_cpu_budget() {
     const auto v2 = find_cgroup_mount(mountinfo, true, "");
     const auto v2_path = cgroup_path(cgroups, "");
     if (v2 && v2_path)
-        for (const auto& d : cgroup_dirs(*v2, *v2_path)) tighten(b, parse_cpu_max(read_text(d / "cpu.max")), d / "cpu.max");
+        for (const auto& d : cgroup_dirs(*v2, *v2_path))
+            tighten(b, parse_cpu_max(read_text(d / "cpu.max")), d / "cpu.max");
     const auto v1 = find_cgroup_mount(mountinfo, false, "cpu");
     const auto v1_path = cgroup_path(cgroups, "cpu");
     if (v1 && v1_path)

@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool is_hash(const std::string& s) {
-    return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+    return !s.empty() && s.size() <= 64 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 // `p` is `root` or inside it (both canonical).
@@ -75,7 +76,8 @@ std::optional<fs::path> hub_cache_repo_of(const fs::path& path) {
     fs::path p = without_trailing_slash(fs::absolute(path, ec).lexically_normal());
     if (ec) return std::nullopt;
     // p = REPO/snapshots/<hash>[/...]: find the component named "snapshots" below a repository folder.
-    for (fs::path child = p, parent = p.parent_path(); parent != child; child = parent, parent = parent.parent_path()) {
+    for (fs::path child = p, parent = p.parent_path(); parent != child;
+         child = parent, parent = parent.parent_path()) {
         if (child.filename() != "snapshots" || child == p) continue;
         if (is_hub_cache_repo(parent)) return parent;
     }
@@ -88,8 +90,10 @@ void check_hub_links(const fs::path& repo, const fs::path& path) {
     LLMT_CHECK(!ec, "hub cache folder '{}' cannot be resolved: {}", repo.string(), ec.message());
     auto resolved = [&](const fs::path& link) {
         const fs::path real = fs::weakly_canonical(link, ec);
-        LLMT_CHECK(!ec && within(real, root), "'{}' links to '{}', outside the hub cache folder '{}' (a snapshot's files are links "
-                   "into its blobs/)", link.string(), ec ? ec.message() : real.string(), repo.string());
+        LLMT_CHECK(!ec && within(real, root),
+                   "'{}' links to '{}', outside the hub cache folder '{}' (a snapshot's files are links "
+                   "into its blobs/)",
+                   link.string(), ec ? ec.message() : real.string(), repo.string());
         return real;
     };
     std::vector<fs::path> dirs;
@@ -126,19 +130,22 @@ std::optional<fs::path> resolve_hub_snapshot(const fs::path& dir, const std::str
         std::ifstream in(ref);
         std::getline(in, hash);
         while (!hash.empty() && (hash.back() == '\n' || hash.back() == '\r' || hash.back() == ' ')) hash.pop_back();
-        LLMT_CHECK(is_hash(hash), "hub cache '{}': refs/{} holds '{}', expected a commit hash", dir.string(), revision, hash.substr(0, 80));
+        LLMT_CHECK(is_hash(hash), "hub cache '{}': refs/{} holds '{}', expected a commit hash", dir.string(), revision,
+                   hash.substr(0, 80));
     } else if (is_hash(revision) && fs::is_directory(dir / "snapshots" / revision, ec)) {
         hash = revision;
     } else if (revision == "main" && snaps.size() == 1 && !fs::exists(dir / "refs", ec)) {
         hash = snaps[0];
     } else {
-        throw InputError(fmt::format("hub cache '{}' has no revision '{}' (revisions found: {}) (hint: --revision, model.revision or "
-                                     "data.revision: a branch or tag under refs/, or a snapshot's commit hash)",
-                                     dir.string(), revision, revisions_text(dir)));
+        throw InputError(fmt::format(
+            "hub cache '{}' has no revision '{}' (revisions found: {}) (hint: --revision, model.revision or "
+            "data.revision: a branch or tag under refs/, or a snapshot's commit hash)",
+            dir.string(), revision, revisions_text(dir)));
     }
     const fs::path snap = dir / "snapshots" / hash;
-    LLMT_CHECK(fs::is_directory(snap, ec), "hub cache '{}': refs/{} names snapshot {}, which is not there (revisions found: {})",
-               dir.string(), revision, hash, revisions_text(dir));
+    LLMT_CHECK(fs::is_directory(snap, ec),
+               "hub cache '{}': refs/{} names snapshot {}, which is not there (revisions found: {})", dir.string(),
+               revision, hash, revisions_text(dir));
     check_hub_links(dir, snap);
     return snap;
 }
@@ -157,7 +164,8 @@ fs::path resolve_hub_path(const fs::path& path, const std::string& revision, boo
         std::error_code ec;
         const fs::path given = fs::absolute(path, ec).lexically_normal();
         const auto rel = given.lexically_relative(fs::absolute(want, ec).lexically_normal());
-        LLMT_CHECK(!rel.empty() && *rel.begin() != "..", "'{}' is in another snapshot than revision '{}' of '{}' ({}) (hint: name the "
+        LLMT_CHECK(!rel.empty() && *rel.begin() != "..",
+                   "'{}' is in another snapshot than revision '{}' of '{}' ({}) (hint: name the "
                    "repository folder with the revision, or the snapshot without one)",
                    path.string(), revision, repo->string(), want.filename().string());
     }
@@ -167,7 +175,8 @@ fs::path resolve_hub_path(const fs::path& path, const std::string& revision, boo
 
 void check_revision_used(const std::string& revision, bool used, std::string_view key, std::string_view inputs) {
     LLMT_CHECK(used || revision == "main",
-               "{} '{}' selects a snapshot of a hub cache folder (models--ORG--NAME or datasets--ORG--NAME), and {} names no such "
+               "{} '{}' selects a snapshot of a hub cache folder (models--ORG--NAME or datasets--ORG--NAME), and {} "
+               "names no such "
                "folder (hint: leave {} out, or name the cache folder)",
                key, revision, inputs, key);
 }

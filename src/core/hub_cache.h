@@ -28,7 +28,8 @@ void check_hub_links(const std::filesystem::path& repo, const std::filesystem::p
 // single snapshot, that one. Its links are checked (check_hub_links). Returns nullopt when `dir` is not
 // a repository folder. Throws InputError naming the folder, the revision and the revisions found (refs
 // and snapshots) when it cannot be resolved.
-std::optional<std::filesystem::path> resolve_hub_snapshot(const std::filesystem::path& dir, const std::string& revision = "main");
+std::optional<std::filesystem::path> resolve_hub_snapshot(const std::filesystem::path& dir,
+                                                          const std::string& revision = "main");
 
 // Where `path` leads at `revision`: a repository folder's snapshot (resolve_hub_snapshot); a snapshot
 // directory of one, or a file in it, itself (links checked; a `revision` other than "main" must name

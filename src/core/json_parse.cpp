@@ -179,7 +179,8 @@ private:
     bool open(Json&& empty, bool object) {
         begin_value();
         if (static_cast<int>(stack_.size()) >= limits_.max_depth)
-            return fail(fmt::format("nested deeper than {} level{}", limits_.max_depth, limits_.max_depth == 1 ? "" : "s"));
+            return fail(
+                fmt::format("nested deeper than {} level{}", limits_.max_depth, limits_.max_depth == 1 ? "" : "s"));
         stack_.push_back(put(std::move(empty)));
         frames_.push_back(Frame{object, false, {}, 0, {}});
         return true;

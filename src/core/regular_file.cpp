@@ -37,7 +37,8 @@ RegularFile open_regular_file(const std::filesystem::path& path, std::string_vie
         throw IoError(fmt::format("cannot stat {}'{}': {}", role, path.string(), std::strerror(err)));
     }
     if (!S_ISREG(st.st_mode)) {
-        throw InputError(fmt::format("'{}' is {}, expected a regular file{}", path.string(), file_type_name(st.st_mode),
+        throw InputError(fmt::format("'{}' is {}, expected a regular file{}", path.string(),
+                                     file_type_name(st.st_mode),
                                      what.empty() ? std::string() : fmt::format(" ({})", what)));
     }
     const int flags = ::fcntl(fd.get(), F_GETFL);

@@ -242,7 +242,8 @@ void SafetensorsFile::parse() {
         std::uint64_t numel = 1;
         for (const auto& d : *sh) {
             if (!d.is_number_unsigned()) {
-                throw tfail(fmt::format("shape {} has an entry that is not a non-negative integer", describe_json(*sh)));
+                throw tfail(
+                    fmt::format("shape {} has an entry that is not a non-negative integer", describe_json(*sh)));
             }
             auto dim = d.get<std::uint64_t>();
             if (dim > static_cast<std::uint64_t>(INT64_MAX) || __builtin_mul_overflow(numel, dim, &numel)) {
@@ -286,8 +287,8 @@ void SafetensorsFile::parse() {
     const TensorInfo* prev = nullptr;
     for (const auto& t : infos_) {
         if (t.offset < expect) {
-            throw fail(fmt::format("tensor '{}' (data_offsets begin {}) overlaps tensor '{}' (ends at {})", shown(t.name),
-                                   t.offset - data_start, shown(prev->name), expect - data_start));
+            throw fail(fmt::format("tensor '{}' (data_offsets begin {}) overlaps tensor '{}' (ends at {})",
+                                   shown(t.name), t.offset - data_start, shown(prev->name), expect - data_start));
         }
         if (t.offset > expect) {
             throw fail(fmt::format("gap in the data section: tensor '{}' begins at {}, expected {} (tensors must "
@@ -437,7 +438,8 @@ void write_safetensors(const std::filesystem::path& path, const std::vector<Tens
     }
     for (const auto& [k, v] : metadata) {
         if (!is_valid_utf8(k) || !is_valid_utf8(v)) {
-            throw InputError(fmt::format("writing '{}': metadata key '{}' or its value is not UTF-8", path.string(), k));
+            throw InputError(
+                fmt::format("writing '{}': metadata key '{}' or its value is not UTF-8", path.string(), k));
         }
     }
     const std::map<std::string, std::string> meta = with_checksums(tensors, metadata);

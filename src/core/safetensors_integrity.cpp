@@ -73,13 +73,18 @@ std::optional<std::size_t> first_bad_lane(const std::uint8_t* p, std::size_t n, 
 std::optional<std::size_t> first_non_finite(StDType dtype, const std::uint8_t* p, std::size_t n) {
     switch (dtype) {
         case StDType::kF64: return first_bad_lane(p, n, {0x7ff0000000000000ull, 0x0010000000000000ull, 1ull << 63, 8});
-        case StDType::kF32: return first_bad_lane(p, n, {0x7f8000007f800000ull, 0x0080000000800000ull, 0x8000000080000000ull, 4});
-        case StDType::kBF16: return first_bad_lane(p, n, {0x7f807f807f807f80ull, 0x0080008000800080ull, 0x8000800080008000ull, 2});
-        case StDType::kF16: return first_bad_lane(p, n, {0x7c007c007c007c00ull, 0x0400040004000400ull, 0x8000800080008000ull, 2});
+        case StDType::kF32:
+            return first_bad_lane(p, n, {0x7f8000007f800000ull, 0x0080000000800000ull, 0x8000000080000000ull, 4});
+        case StDType::kBF16:
+            return first_bad_lane(p, n, {0x7f807f807f807f80ull, 0x0080008000800080ull, 0x8000800080008000ull, 2});
+        case StDType::kF16:
+            return first_bad_lane(p, n, {0x7c007c007c007c00ull, 0x0400040004000400ull, 0x8000800080008000ull, 2});
         // F8_E5M2 has IEEE infinities and NaNs; F8_E4M3 (the "fn" variant) has no infinity and its NaN is
         // S.1111.111, all seven low bits set, which the same test finds with a 7-bit "exponent".
-        case StDType::kF8E5M2: return first_bad_lane(p, n, {0x7c7c7c7c7c7c7c7cull, 0x0404040404040404ull, 0x8080808080808080ull, 1});
-        case StDType::kF8E4M3: return first_bad_lane(p, n, {0x7f7f7f7f7f7f7f7full, 0x0101010101010101ull, 0x8080808080808080ull, 1});
+        case StDType::kF8E5M2:
+            return first_bad_lane(p, n, {0x7c7c7c7c7c7c7c7cull, 0x0404040404040404ull, 0x8080808080808080ull, 1});
+        case StDType::kF8E4M3:
+            return first_bad_lane(p, n, {0x7f7f7f7f7f7f7f7full, 0x0101010101010101ull, 0x8080808080808080ull, 1});
         default: return std::nullopt;
     }
 }

@@ -144,7 +144,8 @@ GlooProcessGroup::GlooProcessGroup(Store& store, int rank, int size, std::chrono
     } else {
         attr.hostname = device.hostname.empty() ? "127.0.0.1" : device.hostname;
     }
-    const std::string where = device.iface.empty() ? "address '" + attr.hostname + "'" : "interface '" + attr.iface + "'";
+    const std::string where =
+        device.iface.empty() ? "address '" + attr.hostname + "'" : "interface '" + attr.iface + "'";
     std::shared_ptr<gloo::transport::Device> dev;
     try {
         dev = gloo::transport::tcp::CreateDevice(attr);
@@ -335,8 +336,9 @@ void GlooProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
     check_cpu(in, "reduce_scatter", "in");
     LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "reduce_scatter: out {} and in {} differ in dtype", out.describe(),
                in.describe());
-    LLMT_INTERNAL_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: in has {} elements, expected size {} x out {}",
-               in.numel(), size_, out.numel());
+    LLMT_INTERNAL_CHECK(in.numel() == out.numel() * size_,
+                        "reduce_scatter: in has {} elements, expected size {} x out {}", in.numel(), size_,
+                        out.numel());
     LLMT_INTERNAL_CHECK(op == ReduceOp::kSum || out.dtype == DType::kF32, "reduce_scatter: average needs f32, got {}",
                out.describe());
     const size_t n = static_cast<size_t>(out.numel());
@@ -373,7 +375,8 @@ void GlooProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
 void GlooProcessGroup::allgather(Tensor out, Tensor in) {
     check_cpu(out, "allgather", "out", true);
     check_cpu(in, "allgather", "in", true);
-    LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "allgather: out {} and in {} differ in dtype", out.describe(), in.describe());
+    LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "allgather: out {} and in {} differ in dtype", out.describe(),
+                        in.describe());
     LLMT_INTERNAL_CHECK(out.numel() == in.numel() * size_, "allgather: out has {} elements, expected size {} x in {}",
                out.numel(), size_, in.numel());
     const size_t n = static_cast<size_t>(in.numel());

@@ -10,9 +10,9 @@ namespace {
 
 const llmt::LazyLibrary& nccl_library() {
     // The soname of the major version the header declares, then the directory found at build time.
-    static const llmt::LazyLibrary lib({"libnccl.so." LLMT_LAZY_STR(NCCL_MAJOR), LLMT_NCCL_LIBRARY_DIR "/libnccl.so." LLMT_LAZY_STR(NCCL_MAJOR)},
-                                       "NCCL " LLMT_LAZY_STR(NCCL_MAJOR),
-                                       "install NCCL (libnccl2) or put its directory on LD_LIBRARY_PATH");
+    static const llmt::LazyLibrary lib(
+        {"libnccl.so." LLMT_LAZY_STR(NCCL_MAJOR), LLMT_NCCL_LIBRARY_DIR "/libnccl.so." LLMT_LAZY_STR(NCCL_MAJOR)},
+        "NCCL " LLMT_LAZY_STR(NCCL_MAJOR), "install NCCL (libnccl2) or put its directory on LD_LIBRARY_PATH");
     return lib;
 }
 

@@ -71,8 +71,8 @@ NcclProcessGroup::NcclProcessGroup(Store& store, int rank, int size, std::chrono
                 throw;
             }
             store.set_timeout(saved);
-            LLMT_CHECK_AS(DistError, v.size() == sizeof id, "{}: the ncclUniqueId in the store has {} bytes, expected {}",
-                          name_, v.size(), sizeof id);
+            LLMT_CHECK_AS(DistError, v.size() == sizeof id,
+                          "{}: the ncclUniqueId in the store has {} bytes, expected {}", name_, v.size(), sizeof id);
             std::memcpy(&id, v.data(), sizeof id);
         }
         LLMT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -235,7 +235,8 @@ void NcclProcessGroup::check_tensor(const Tensor& t, const char* op, const char*
                "nccl trains on run.device cuda; CPU tensors go through gloo)", op, what, t.describe());
     LLMT_INTERNAL_CHECK(t.dtype == DType::kF32 || t.dtype == DType::kBF16 || t.dtype == DType::kI32,
                "{}: {} must be f32, bf16 or i32, got {}", op, what, t.describe());
-    LLMT_INTERNAL_CHECK(allow_avg || t.dtype != DType::kI32, "{}: average needs f32 or bf16, got {}", op, t.describe());
+    LLMT_INTERNAL_CHECK(allow_avg || t.dtype != DType::kI32, "{}: average needs f32 or bf16, got {}", op,
+                        t.describe());
     LLMT_INTERNAL_CHECK(t.data != nullptr || t.numel() == 0, "{}: {} has no data", op, what);
     if (t.numel() == 0) return;
     cudaPointerAttributes attr{};
@@ -243,8 +244,8 @@ void NcclProcessGroup::check_tensor(const Tensor& t, const char* op, const char*
     if (e != cudaSuccess) cudaGetLastError();
     LLMT_INTERNAL_CHECK(e == cudaSuccess && (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged),
                "{}: {} {} says cuda but its pointer is not GPU memory", op, what, t.describe());
-    LLMT_INTERNAL_CHECK(attr.device == device_, "{}: {} lives on GPU {}, but {} uses GPU {}", op, what, attr.device, name_,
-               device_);
+    LLMT_INTERNAL_CHECK(attr.device == device_, "{}: {} lives on GPU {}, but {} uses GPU {}", op, what, attr.device,
+                        name_, device_);
 }
 
 template <typename F>
@@ -340,8 +341,9 @@ void NcclProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
     check_tensor(in, "reduce_scatter", "in", op == ReduceOp::kSum);
     LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "reduce_scatter: out {} and in {} differ in dtype", out.describe(),
                in.describe());
-    LLMT_INTERNAL_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: in has {} elements, expected size {} x out {}",
-               in.numel(), size_, out.numel());
+    LLMT_INTERNAL_CHECK(in.numel() == out.numel() * size_,
+                        "reduce_scatter: in has {} elements, expected size {} x out {}", in.numel(), size_,
+                        out.numel());
     if (out.numel() == 0) return;
     auto* ev = enqueue("reduce_scatter", [&](ncclComm* c, const char** call) {
         *call = "ncclReduceScatter";
@@ -354,7 +356,8 @@ void NcclProcessGroup::reduce_scatter(Tensor out, Tensor in, ReduceOp op) {
 void NcclProcessGroup::allgather(Tensor out, Tensor in) {
     check_tensor(out, "allgather", "out", true);
     check_tensor(in, "allgather", "in", true);
-    LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "allgather: out {} and in {} differ in dtype", out.describe(), in.describe());
+    LLMT_INTERNAL_CHECK(out.dtype == in.dtype, "allgather: out {} and in {} differ in dtype", out.describe(),
+                        in.describe());
     LLMT_INTERNAL_CHECK(out.numel() == in.numel() * size_, "allgather: out has {} elements, expected size {} x in {}",
                out.numel(), size_, in.numel());
     if (in.numel() == 0) return;

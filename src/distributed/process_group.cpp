@@ -38,11 +38,12 @@ void use_gpu_of_local_rank(int local_rank) {
 #if LLMT_HAVE_NCCL
     const int n = kernels::cuda::device_count();
     const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-    LLMT_CHECK(local_rank >= 0 && local_rank < n,
-               "LOCAL_RANK={} but this process sees {} GPU{}{}: the nccl backend uses GPU LOCAL_RANK, so start at most "
-               "{} workers per node (llmtrain launch --nproc-per-node {})",
-               local_rank, n, n == 1 ? "" : "s",
-               visible ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : std::string(), n, n);
+    LLMT_CHECK(
+        local_rank >= 0 && local_rank < n,
+        "LOCAL_RANK={} but this process sees {} GPU{}{}: the nccl backend uses GPU LOCAL_RANK, so start at most "
+        "{} workers per node (llmtrain launch --nproc-per-node {})",
+        local_rank, n, n == 1 ? "" : "s", visible ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : std::string(),
+        n, n);
     LLMT_CUDA_CHECK(cudaSetDevice(local_rank));
 #else
     throw DeviceError(fmt::format("LOCAL_RANK={}: this llmtrain was built without CUDA (LLMTRAIN_CUDA=OFF)",

@@ -12,7 +12,8 @@ namespace llmt::dist {
 
 Reducer::Reducer(ProcessGroup& pg, void* grads, size_t nbytes, size_t bucket_bytes, bool overlap, Device device)
     : pg_(pg), grads_(static_cast<char*>(grads)), nbytes_(nbytes), overlap_(overlap), device_(device) {
-    LLMT_INTERNAL_CHECK(nbytes % sizeof(float) == 0, "reducer: gradient buffer of {} bytes is not whole f32 values", nbytes);
+    LLMT_INTERNAL_CHECK(nbytes % sizeof(float) == 0, "reducer: gradient buffer of {} bytes is not whole f32 values",
+                        nbytes);
     LLMT_INTERNAL_CHECK(grads != nullptr || nbytes == 0, "reducer: no gradient buffer");
     size_t b = bucket_bytes / sizeof(float) * sizeof(float);
     if (b == 0) b = sizeof(float);

@@ -274,13 +274,15 @@ uint8_t TcpStore::code_locked(StoreQuery q, const std::string& what) const {
 
 void TcpStore::send_locked(const WireWriter& w, const std::string& what, Deadline deadline) {
     Io io = conn_->send_all(w.data(), deadline);
-    if (io == Io::kTimeout) fail_locked(what, fmt::format("timed out after {:.1f} s", timeout_.count() / 1000.0), true);
+    if (io == Io::kTimeout)
+        fail_locked(what, fmt::format("timed out after {:.1f} s", timeout_.count() / 1000.0), true);
     if (io != Io::kOk) fail_locked(what, "failed: " + conn_->error(), false);
 }
 
 void TcpStore::recv_locked(void* dst, size_t n, const std::string& what, Deadline deadline) {
     Io io = conn_->recv_exact(dst, n, deadline);
-    if (io == Io::kTimeout) fail_locked(what, fmt::format("timed out after {:.1f} s", timeout_.count() / 1000.0), true);
+    if (io == Io::kTimeout)
+        fail_locked(what, fmt::format("timed out after {:.1f} s", timeout_.count() / 1000.0), true);
     if (io == Io::kClosed) fail_locked(what, "failed: the store server closed the connection", false);
     if (io != Io::kOk) fail_locked(what, "failed: " + conn_->error(), false);
 }
@@ -436,7 +438,8 @@ std::vector<std::string> TcpStore::multi_get(const std::vector<std::string>& key
 void TcpStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
     const std::string what = fmt::format("multi_set of key(s) {}", join_keys(keys));
     if (keys.size() != values.size()) {
-        throw DistError(fmt::format("store {}: {}: {} keys but {} values", describe(), what, keys.size(), values.size()));
+        throw DistError(
+            fmt::format("store {}: {}: {} keys but {} values", describe(), what, keys.size(), values.size()));
     }
     std::lock_guard<std::mutex> lock(mu_);
     ensure_connected_locked();

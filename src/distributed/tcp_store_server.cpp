@@ -398,7 +398,8 @@ void TcpStoreServer::loop() {
         std::vector<pollfd> fds;
         fds.push_back({wake_[0], POLLIN, 0});
         fds.push_back({listen_fd_, POLLIN, 0});
-        for (auto& [fd, c] : conns) fds.push_back({fd, static_cast<short>(c.out.empty() ? POLLIN : POLLIN | POLLOUT), 0});
+        for (auto& [fd, c] : conns)
+            fds.push_back({fd, static_cast<short>(c.out.empty() ? POLLIN : POLLIN | POLLOUT), 0});
         if (::poll(fds.data(), fds.size(), -1) < 0) {
             if (errno == EINTR) continue;
             return;

@@ -18,7 +18,8 @@ Kind parse_kind(const std::string& s) {
     if (s == "trainjob") return Kind::TrainJob;
     if (s == "pytorchjob") return Kind::PyTorchJob;
     if (s == "statefulset") return Kind::StatefulSet;
-    throw UsageError(fmt::format("--kind {}: expected one of indexed-job, jobset, trainjob, pytorchjob, statefulset", s));
+    throw UsageError(
+        fmt::format("--kind {}: expected one of indexed-job, jobset, trainjob, pytorchjob, statefulset", s));
 }
 
 const char* kind_name(Kind k) {
@@ -119,7 +120,8 @@ JobSpec resolve(JobSpec s) {
                                    s.nproc_per_node, s.gpus_per_node));
     if (s.nproc_per_node == 0) s.nproc_per_node = s.gpus_per_node > 0 ? s.gpus_per_node : 1;
 
-    if (s.image.empty() || std::any_of(s.image.begin(), s.image.end(), [](unsigned char c) { return std::isspace(c); }))
+    if (s.image.empty() ||
+        std::any_of(s.image.begin(), s.image.end(), [](unsigned char c) { return std::isspace(c); }))
         errs.push_back(fmt::format("--image '{}' is not an image reference", s.image));
     if (s.launcher != "llmtrain" && s.launcher != "torchrun")
         errs.push_back(fmt::format("--launcher '{}': expected llmtrain or torchrun", s.launcher));
@@ -160,7 +162,8 @@ JobSpec resolve(JobSpec s) {
 
     if (s.cpu.empty()) s.cpu = std::to_string(s.nproc_per_node * std::max(1, s.config_threads));
     if (s.memory.empty()) s.memory = fmt::format("{}Gi", 4 * s.nproc_per_node);
-    if (!is_quantity(s.cpu)) errs.push_back(fmt::format("--cpu '{}' is not a Kubernetes quantity (e.g. 4, 500m)", s.cpu));
+    if (!is_quantity(s.cpu))
+        errs.push_back(fmt::format("--cpu '{}' is not a Kubernetes quantity (e.g. 4, 500m)", s.cpu));
     if (!is_quantity(s.memory))
         errs.push_back(fmt::format("--memory '{}' is not a Kubernetes quantity (e.g. 16Gi)", s.memory));
 
@@ -207,9 +210,10 @@ std::vector<std::string> warnings(const JobSpec& s) {
     if (s.data_pvc.empty())
         for (const auto& [key, path] : s.config_data_paths)
             if (path.rfind("/data/", 0) == 0)
-                w.push_back(fmt::format("{} is {}, under /data, but no --data-pvc mounts a volume there: the pods will "
-                                        "not find it",
-                                        key, path));
+                w.push_back(
+                    fmt::format("{} is {}, under /data, but no --data-pvc mounts a volume there: the pods will "
+                                "not find it",
+                                key, path));
     if (!s.data_pvc.empty())
         for (const auto& [key, path] : s.config_data_paths)
             if (!path.empty() && path[0] == '/' && path.rfind("/data/", 0) != 0 && path.rfind("/models/", 0) != 0 &&

@@ -100,7 +100,8 @@ std::string format_command(const std::vector<std::string>& argv) {
     return s;
 }
 
-Kubectl::Kubectl(std::string namespace_, std::string context) : ns_(std::move(namespace_)), context_(std::move(context)) {
+Kubectl::Kubectl(std::string namespace_, std::string context)
+    : ns_(std::move(namespace_)), context_(std::move(context)) {
     const char* b = std::getenv("KUBECTL");
     bin_ = b && *b ? b : "kubectl";
 }

@@ -142,7 +142,8 @@ JobStatus status(const Kubectl& k, Kind kind, const std::string& name) {
     JobStatus st;
     st.kind = kind_name(kind);
     st.name = name;
-    Json w = parse_json(k.check({"get", workload_resource(kind), name, "-o", "json"}), "get " + workload_resource(kind));
+    Json w =
+        parse_json(k.check({"get", workload_resource(kind), name, "-o", "json"}), "get " + workload_resource(kind));
     if (kind == Kind::StatefulSet) {
         st.condition = fmt::format("{}/{} ready", w.value(Json::json_pointer("/status/readyReplicas"), 0),
                                    w.value(Json::json_pointer("/spec/replicas"), 0));
@@ -153,7 +154,8 @@ JobStatus status(const Kubectl& k, Kind kind, const std::string& name) {
             std::string s = c.value("type", "");
             std::string why = c.value("reason", "");
             std::string msg = c.value("message", "");
-            if (!why.empty() || !msg.empty()) s += fmt::format(" ({}{}{})", why, why.empty() || msg.empty() ? "" : ": ", msg);
+            if (!why.empty() || !msg.empty())
+                s += fmt::format(" ({}{}{})", why, why.empty() || msg.empty() ? "" : ": ", msg);
             conds.push_back(s);
         }
         if (conds.empty()) {
@@ -168,10 +170,11 @@ JobStatus status(const Kubectl& k, Kind kind, const std::string& name) {
     for (const auto& p : st.pods)
         if (p.rank == 0 && p.phase == "Running") rank0 = &p;
     if (!rank0) {
-        st.metrics = "(no running rank-0 pod to read /out/" + name + "/metrics.jsonl from; `llmtrain k8s fetch` copies it)";
+        st.metrics =
+            "(no running rank-0 pod to read /out/" + name + "/metrics.jsonl from; `llmtrain k8s fetch` copies it)";
     } else {
-        KubectlResult r =
-            k.run({"exec", rank0->name, "-c", n.container, "--", "tail", "-n", "1", fmt::format("{}/{}/metrics.jsonl", kOutDir, name)});
+        KubectlResult r = k.run({"exec", rank0->name, "-c", n.container, "--", "tail", "-n", "1",
+                                 fmt::format("{}/{}/metrics.jsonl", kOutDir, name)});
         std::string line = r.exit_code == 0 ? r.out : r.err;
         while (!line.empty() && line.back() == '\n') line.pop_back();
         st.metrics = r.exit_code == 0 ? line : fmt::format("(unavailable: {})", line);
@@ -183,7 +186,8 @@ int logs(const Kubectl& k, Kind kind, const std::string& name, bool follow, int 
     const Names n = names_for(kind, name);
     std::vector<PodStatus> pods = latest_per_rank(list_pods(k, kind, name));
     if (rank >= 0) {
-        pods.erase(std::remove_if(pods.begin(), pods.end(), [&](const PodStatus& p) { return p.rank != rank; }), pods.end());
+        pods.erase(std::remove_if(pods.begin(), pods.end(), [&](const PodStatus& p) { return p.rank != rank; }),
+                   pods.end());
         if (pods.empty()) throw InputError(fmt::format("no pod of {} '{}' has rank {}", kind_name(kind), name, rank));
     }
     if (pods.empty()) throw Error(fmt::format("no pods match -l {} (not started yet, or deleted)", n.pod_selector));
@@ -221,7 +225,8 @@ int logs(const Kubectl& k, Kind kind, const std::string& name, bool follow, int 
 
 std::string cancel(const Kubectl& k, Kind kind, const std::string& name) {
     const Names n = names_for(kind, name);
-    std::vector<std::string> args = {"delete", "--ignore-not-found", "--wait=false", workload_resource(kind) + "/" + name};
+    std::vector<std::string> args = {"delete", "--ignore-not-found", "--wait=false",
+                                     workload_resource(kind) + "/" + name};
     if (!n.service.empty() && kind != Kind::JobSet) args.push_back("service/" + n.service);
     args.push_back("configmap/" + n.configmap);
     return k.check(args);
@@ -243,7 +248,8 @@ std::string fetch(const Kubectl& k, Kind kind, const std::string& name, const st
         cp_from(p.name, n.container);
         return local;
     }
-    if (pods.empty()) throw Error(fmt::format("no pods match -l {}: nothing says which volume holds /out", n.pod_selector));
+    if (pods.empty())
+        throw Error(fmt::format("no pods match -l {}: nothing says which volume holds /out", n.pod_selector));
     // No running pod: mount the same claim in a helper pod (the job's own image has tar for kubectl cp).
     Json pod = parse_json(k.check({"get", "pod", pods.front().name, "-o", "json"}), "get pod");
     std::string claim, image;
@@ -270,7 +276,8 @@ std::string fetch(const Kubectl& k, Kind kind, const std::string& name, const st
     spec.volumes = {{"out", Volume::Source::Pvc, claim, true}};
     Json obj = {{"apiVersion", "v1"},
                 {"kind", "Pod"},
-                {"metadata", ObjectMeta{helper, k.namespace_name(), {{"app.kubernetes.io/managed-by", "llmtrain"}}, {}}.to_json()},
+                {"metadata",
+                 ObjectMeta{helper, k.namespace_name(), {{"app.kubernetes.io/managed-by", "llmtrain"}}, {}}.to_json()},
                 {"spec", spec.to_json()}};
     fmt::print(log, "no running pod of {}: starting helper pod {} with claim {}\n", name, helper, claim);
     k.check({"apply", "-f", "-"}, to_yaml(obj));

@@ -134,7 +134,8 @@ PodTemplate pod_template(const JobSpec& s, const Names& n, const std::string& re
         // Kubernetes >= 1.28 labels StatefulSet pods with their ordinal; the launcher reads it from
         // LLMTRAIN_POD_INDEX (core/knobs.h's locations; launch/node_env.h) and falls back to the host name's
         // trailing -N where the label is missing (the downward API then gives "", read as unset).
-        c.env.push_back(EnvVar::field(location_name(Location::kPodIndex), "metadata.labels['apps.kubernetes.io/pod-index']"));
+        c.env.push_back(
+            EnvVar::field(location_name(Location::kPodIndex), "metadata.labels['apps.kubernetes.io/pod-index']"));
     }
     for (auto& e : common_env(s)) c.env.push_back(std::move(e));
     c.ports.push_back({s.kind == Kind::PyTorchJob ? "pytorchjob-port" : "rendezvous", s.master_port});

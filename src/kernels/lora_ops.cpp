@@ -62,7 +62,8 @@ LoraDims check_lora(const char* op, const Tensor& out_like, const Tensor& u, con
     }
     LLMT_INTERNAL_CHECK(inp.dtype == DType::kF32 || (inp.dtype == DType::kBF16 && inp.device == Device::kCuda),
                         "{}: f32 tensors, or bf16 on CUDA, expected; got {}", op, inp.describe());
-    if (inp.device == Device::kCuda && !LLMT_CUDA_ENABLED) throw DeviceError(fmt::format("{}: built without CUDA", op));
+    if (inp.device == Device::kCuda && !LLMT_CUDA_ENABLED)
+        throw DeviceError(fmt::format("{}: built without CUDA", op));
     for (int64_t v : {d.rows, d.C, d.OC, d.P * d.r})
         LLMT_INTERNAL_CHECK(v <= INT32_MAX, "{}: extent {} beyond the GEMM's int range", op, v);
     return d;
@@ -157,7 +158,8 @@ void lora_backward(Tensor dinp, Tensor da, Tensor db, Tensor du, Tensor dout, Te
     for (const Tensor* t : {&dinp, &da, &db, &du})
         LLMT_INTERNAL_CHECK(t->device == inp.device, "{}: tensors on different devices", op);
 #if LLMT_CUDA_ENABLED
-    if (inp.dtype == DType::kBF16) return backward_t<__nv_bfloat16>(dinp, da, db, du, dout, u, inp, a, b, scale, spans, d);
+    if (inp.dtype == DType::kBF16)
+        return backward_t<__nv_bfloat16>(dinp, da, db, du, dout, u, inp, a, b, scale, spans, d);
 #endif
     backward_t<float>(dinp, da, db, du, dout, u, inp, a, b, scale, spans, d);
 }

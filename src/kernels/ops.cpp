@@ -99,7 +99,8 @@ void encoder_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor inp) {
 
 void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias, float eps) {
     const char* op = "layernorm_forward";
-    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
+    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op,
+                        eps);
     check_device(op, {{"out", out}, {"mean", mean}, {"rstd", rstd}, {"inp", inp}, {"weight", weight},
                       {"bias", bias}});
     check_shape(op, "inp", inp, {-1, -1, -1});
@@ -240,7 +241,8 @@ void matmul_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Ten
 
 void rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor weight, float eps) {
     const char* op = "rmsnorm_forward";
-    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
+    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op,
+                        eps);
     check_device(op, {{"out", out}, {"rstd", rstd}, {"inp", inp}, {"weight", weight}});
     check_shape(op, "inp", inp, {-1, -1, -1});
     const int64_t B = inp.dim(0), T = inp.dim(1), C = inp.dim(2);
@@ -294,7 +296,8 @@ int64_t check_head_norm(const char* op, const Tensor& qkv, const Tensor& rstd, c
 void head_rmsnorm_forward(Tensor out, Tensor rstd, Tensor inp, Tensor q_weight, Tensor k_weight, int NH, int KV,
                           float eps) {
     const char* op = "head_rmsnorm_forward";
-    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
+    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op,
+                        eps);
     check_device(op, {{"out", out}, {"rstd", rstd}, {"inp", inp}, {"q_weight", q_weight}, {"k_weight", k_weight}});
     const int64_t HS = check_head_norm(op, inp, rstd, q_weight, k_weight, NH, KV);
     check_shape(op, "out", out, {inp.dim(0), inp.dim(1), inp.dim(2)});
@@ -333,7 +336,8 @@ void head_rmsnorm_backward(Tensor dinp, Tensor dq_weight, Tensor dk_weight, Tens
 void residual_rmsnorm_forward(Tensor residual_out, Tensor out, Tensor rstd, Tensor inp1, Tensor inp2, Tensor weight,
                               float eps) {
     const char* op = "residual_rmsnorm_forward";
-    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op, eps);
+    LLMT_INTERNAL_CHECK(eps > 0.f && std::isfinite(eps), "{}: eps must be a positive finite number, found {}", op,
+                        eps);
     check_device(op, {{"residual_out", residual_out}, {"out", out}, {"rstd", rstd}, {"inp1", inp1}, {"inp2", inp2},
                       {"weight", weight}});
     check_shape(op, "inp1", inp1, {-1, -1, -1});
@@ -367,8 +371,8 @@ std::pair<int64_t, int> check_swiglu(const char* op, const Tensor& half, const c
     const int64_t F = full.dim(-1) / 2;
     bool same_lead = half.ndim == full.ndim && half.dim(-1) == F;
     for (int i = 0; same_lead && i + 1 < full.ndim; i++) same_lead = half.dim(i) == full.dim(i);
-    LLMT_INTERNAL_CHECK(same_lead, "{}: argument '{}' must be {}'s leading dims x F = {}, got {} for {}", op, half_name,
-                        full_name, F, half.describe(), full.describe());
+    LLMT_INTERNAL_CHECK(same_lead, "{}: argument '{}' must be {}'s leading dims x F = {}, got {} for {}", op,
+                        half_name, full_name, F, half.describe(), full.describe());
     return {full.numel() / (2 * F), as_int(op, "F", F)};
 }
 }  // namespace
@@ -498,7 +502,8 @@ void classifier_predict(Tensor preds, Tensor loss_sum, Tensor logits, Tensor los
     check_dtype(op, "preds", preds, DType::kI32);
     check_dtype(op, "targets", targets, DType::kI32);
     auto* out = static_cast<int32_t*>(preds.data);
-    LLMT_ON_CUDA(dev, classifier_predict(out, f(loss_sum), f(logits), f(losses), ids(targets), B, V, Vp, cuda::stream()));
+    LLMT_ON_CUDA(dev,
+                 classifier_predict(out, f(loss_sum), f(logits), f(losses), ids(targets), B, V, Vp, cuda::stream()));
     cpu::classifier_predict(out, f(loss_sum), f(logits), f(losses), ids(targets), B, V, Vp);
 }
 
@@ -535,8 +540,9 @@ void check_adamw(const char* op, const Tensor& params, const Tensor& m, const Te
 
 void adamw_update(Tensor params, Tensor m, Tensor v, Tensor grads, const AdamWParams& hp, Tensor params_lp) {
     check_adamw("adamw_update", params, m, v, grads, hp, params_lp);
-    LLMT_ON_CUDA(params.device, adamw_update(f(params), params_lp.empty() ? nullptr : p<__nv_bfloat16>(params_lp), f(m),
-                                             f(v), f(grads), static_cast<size_t>(params.numel()), hp, cuda::stream()));
+    LLMT_ON_CUDA(params.device,
+                 adamw_update(f(params), params_lp.empty() ? nullptr : p<__nv_bfloat16>(params_lp), f(m), f(v),
+                              f(grads), static_cast<size_t>(params.numel()), hp, cuda::stream()));
     cpu::adamw_update(f(params), f(m), f(v), f(grads), static_cast<size_t>(params.numel()), hp);
 }
 
@@ -566,8 +572,8 @@ void matmul_forward_gelu(Tensor out, Tensor pre_gelu, Tensor inp, Tensor weight,
     const char* op = "matmul_forward_gelu";
     check_device(op, {{"out", out}, {"pre_gelu", pre_gelu}, {"inp", inp}, {"weight", weight}, {"bias", bias}});
     check_present(op, "pre_gelu", pre_gelu);
-    LLMT_INTERNAL_CHECK(pre_gelu.numel() == out.numel(), "{}: pre_gelu {} must have out's shape {}", op, pre_gelu.describe(),
-               out.describe());
+    LLMT_INTERNAL_CHECK(pre_gelu.numel() == out.numel(), "{}: pre_gelu {} must have out's shape {}", op,
+                        pre_gelu.describe(), out.describe());
     const DType dt = check_act(op, inp.device, {{"out", out}, {"pre_gelu", pre_gelu}});
 #if LLMT_CUDA_ENABLED
     if (inp.device == Device::kCuda && dt == DType::kBF16 && !bias.empty() && gelu_fusion()) {
@@ -589,8 +595,9 @@ void matmul_backward_gelu(Tensor dinp, Tensor gelu_pre, Tensor dweight, Tensor d
     const char* op = "matmul_backward_gelu";
     check_present(op, "dinp", dinp);
     check_present(op, "gelu_pre", gelu_pre);
-    LLMT_INTERNAL_CHECK(gelu_pre.numel() == dinp.numel() && gelu_pre.dtype == dinp.dtype && gelu_pre.device == dinp.device,
-               "{}: gelu_pre {} must match dinp {}", op, gelu_pre.describe(), dinp.describe());
+    LLMT_INTERNAL_CHECK(
+        gelu_pre.numel() == dinp.numel() && gelu_pre.dtype == dinp.dtype && gelu_pre.device == dinp.device,
+        "{}: gelu_pre {} must match dinp {}", op, gelu_pre.describe(), dinp.describe());
 #if LLMT_CUDA_ENABLED
     if (inp.device == Device::kCuda && inp.dtype == DType::kBF16 && gelu_fusion()) {
         matmul_backward(Tensor(), dweight, dbias, dout, inp, weight);  // validates; the weight/bias grads
@@ -610,8 +617,8 @@ void convert(Tensor dst, Tensor src) {
     const Device dev = check_device(op, {{"dst", dst}, {"src", src}});
     check_present(op, "dst", dst);
     check_present(op, "src", src);
-    LLMT_INTERNAL_CHECK(dst.numel() == src.numel(), "{}: dst {} and src {} differ in element count", op, dst.describe(),
-               src.describe());
+    LLMT_INTERNAL_CHECK(dst.numel() == src.numel(), "{}: dst {} and src {} differ in element count", op,
+                        dst.describe(), src.describe());
     const bool down = dst.dtype == DType::kBF16 && src.dtype == DType::kF32;
     const bool up = dst.dtype == DType::kF32 && src.dtype == DType::kBF16;
     if (!down && !up) return copy(dst, src);

@@ -1,11 +1,11 @@
 // Tensor-level entry points of every kernel: the only kernels header models include. Each call
 // validates shapes, dtypes and devices once (InternalError naming the op, the argument and what was
-// expected: the callers are the engine's models, which must meet these preconditions), then dispatches on Tensor::device to kernels::cpu or kernels::cuda (a CUDA tensor throws
-// DeviceError in a build without CUDA). Semantics and grad conventions are those of the cpu/ headers
-// named beside each group; src/kernels/README.md has the conventions. CUDA ops are asynchronous on the
-// backend's stream (copy() and sum_squares() synchronise); they do not read token ids or targets back to
-// range-check them, so callers validate ids on the host before copying them to the device.
-// Legend: B batch, T time, C channels, OC output channels, NH (query) heads, KV key/value heads, HS head size,
+// expected: the callers are the engine's models, which must meet these preconditions), then dispatches on
+// Tensor::device to kernels::cpu or kernels::cuda (a CUDA tensor throws DeviceError in a build without CUDA).
+// Semantics and grad conventions are those of the cpu/ headers named beside each group; src/kernels/README.md has the
+// conventions. CUDA ops are asynchronous on the backend's stream (copy() and sum_squares() synchronise); they do not
+// read token ids or targets back to range-check them, so callers validate ids on the host before copying them to the
+// device. Legend: B batch, T time, C channels, OC output channels, NH (query) heads, KV key/value heads, HS head size,
 // F an MLP's hidden width, V vocab, Vp padded vocab.
 // Float tensors are f32; token ids and targets are i32. An empty Tensor means "not present".
 // Mixed precision (CUDA only): an op's activations and weights may all be bf16 instead (arithmetic and

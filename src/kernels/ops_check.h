@@ -138,8 +138,8 @@ inline DType check_act(const char* op, Device dev, std::initializer_list<Arg> ar
                dtype_name(dt));
     for (const Arg& a : args)
         if (!a.t.empty()) check_dtype(op, a.name, a.t, dt);
-    LLMT_INTERNAL_CHECK(dt == DType::kF32 || dev == Device::kCuda, "{}: bf16 tensors are supported on CUDA only, got {}", op,
-               device_name(dev));
+    LLMT_INTERNAL_CHECK(dt == DType::kF32 || dev == Device::kCuda,
+                        "{}: bf16 tensors are supported on CUDA only, got {}", op, device_name(dev));
     return dt;
 }
 

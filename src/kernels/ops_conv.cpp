@@ -172,7 +172,8 @@ void relu_forward(Tensor out, Tensor inp) {
     const char* op = "relu_forward";
     const Device dev = check_device(op, {{"out", out}, {"inp", inp}});
     const DType dt = check_same_numel(op, {{"out", out}, {"inp", inp}});
-    LLMT_ON_CUDA_T(dev, dt, cuda::relu_forward(p<E>(out), p<E>(inp), static_cast<size_t>(inp.numel()), cuda::stream()));
+    LLMT_ON_CUDA_T(dev, dt,
+                   cuda::relu_forward(p<E>(out), p<E>(inp), static_cast<size_t>(inp.numel()), cuda::stream()));
     cpu::relu_forward(f(out), f(inp), static_cast<size_t>(inp.numel()));
 }
 

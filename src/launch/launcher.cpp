@@ -51,7 +51,8 @@ void on_signal(int sig) {
 class SignalScope {
 public:
     SignalScope() {
-        if (pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw IoError(fmt::format("pipe: {}", std::strerror(errno)));
+        if (pipe2(g_sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+            throw IoError(fmt::format("pipe: {}", std::strerror(errno)));
         struct sigaction sa {};
         sa.sa_handler = on_signal;
         sigemptyset(&sa.sa_mask);
@@ -346,7 +347,8 @@ private:
     }
 
     int running_count() const {
-        return static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; }));
+        return static_cast<int>(
+            std::count_if(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; }));
     }
 
     void signal_all(int sig) {
@@ -391,9 +393,10 @@ private:
             tearing_down_ = true;
             int others = running_count();
             log_line(fmt::format("worker rank {} (pid {}) failed with {}{}", w.rank, w.pid, describe_exit_code(code),
-                                 others ? fmt::format("; stopping the other {} worker(s) (SIGTERM, SIGKILL after {} s)",
-                                                      others, opt_.kill_grace_s)
-                                        : std::string()));
+                                 others
+                                     ? fmt::format("; stopping the other {} worker(s) (SIGTERM, SIGKILL after {} s)",
+                                                   others, opt_.kill_grace_s)
+                                     : std::string()));
             terminate_all(SIGTERM);
         }
     }
@@ -418,8 +421,9 @@ private:
         if (outcome_.stop_signal == 0) {
             outcome_.stop_signal = sig;
             tearing_down_ = true;
-            log_line(fmt::format("received SIG{}; forwarding it to {} worker(s) (SIGKILL after {} s or on a second signal)",
-                                 sigabbrev_np(sig), running_count(), opt_.kill_grace_s));
+            log_line(
+                fmt::format("received SIG{}; forwarding it to {} worker(s) (SIGKILL after {} s or on a second signal)",
+                            sigabbrev_np(sig), running_count(), opt_.kill_grace_s));
             terminate_all(sig);
         } else {
             log_line(fmt::format("received SIG{} again; killing the workers", sigabbrev_np(sig)));
@@ -479,8 +483,8 @@ private:
             }
             if (kill_deadline_ && Clock::now() >= *kill_deadline_) {
                 if (running_count() > 0) {
-                    log_line(fmt::format("{} worker(s) still running {} s after SIGTERM; sending SIGKILL", running_count(),
-                                         opt_.kill_grace_s));
+                    log_line(fmt::format("{} worker(s) still running {} s after SIGTERM; sending SIGKILL",
+                                         running_count(), opt_.kill_grace_s));
                     signal_all(SIGKILL);
                 }
                 kill_deadline_.reset();
@@ -553,7 +557,8 @@ int pick_free_port(const std::string& addr) {
 
 int run_launch(const LaunchOptions& opt) {
     if (opt.worker_args.empty() && !opt.exec_program) {
-        throw UsageError("no worker command: give it after `--`, e.g. `llmtrain launch --nproc-per-node 2 -- train --config F`");
+        throw UsageError(
+            "no worker command: give it after `--`, e.g. `llmtrain launch --nproc-per-node 2 -- train --config F`");
     }
     SignalScope signals;
     // Orphaned grandchildren are reparented to us instead of init, so none can escape the cleanup.
@@ -592,8 +597,9 @@ int run_launch(const LaunchOptions& opt) {
         if (restart >= opt.max_restarts) {
             log_line(fmt::format("worker rank {} failed with {}; {}; logs and error files kept under {}",
                                  r.first_failure_rank, describe_exit_code(r.first_failure_code),
-                                 opt.max_restarts ? fmt::format("no restart left (--max-restarts {})", opt.max_restarts)
-                                                  : std::string("not restarting (--max-restarts 0)"),
+                                 opt.max_restarts
+                                     ? fmt::format("no restart left (--max-restarts {})", opt.max_restarts)
+                                     : std::string("not restarting (--max-restarts 0)"),
                                  logs.run_dir()));
             return r.first_failure_code;
         }

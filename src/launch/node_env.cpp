@@ -142,7 +142,8 @@ NodeEnv resolve_node_env(const NodeFlags& given_flags, const EnvLookup& env, con
             throw UsageError(fmt::format("--standalone runs one node, but --nnodes is '{}'", *flags.nnodes));
         }
         if (flags.node_rank && flags.node_rank != "0") {
-            throw UsageError(fmt::format("--standalone runs one node (rank 0), but --node-rank is '{}'", *flags.node_rank));
+            throw UsageError(
+                fmt::format("--standalone runs one node (rank 0), but --node-rank is '{}'", *flags.node_rank));
         }
         if (flags.master_addr || flags.master_port || flags.rdzv_endpoint) {
             throw UsageError(

@@ -63,9 +63,10 @@ inline constexpr int kDefaultRdzvPort = 29400;    // torchrun's default port of 
 //                   else 0 (a free port picked at launch, so two one-node launches do not collide)
 // --standalone fixes one node, rank 0, 127.0.0.1 and a free port.
 // Throws UsageError naming the flags/variables involved for: a non-integer or out-of-range value, node rank
-// >= nnodes, --rdzv-endpoint together with --master-addr/--master-port or with a bad port, nnodes > 1 without a master address or without any node rank source, port 0 with nnodes > 1,
-// an elastic PET_NNODES range, --standalone with conflicting flags, and LOCAL_RANK already set (this
-// process is itself a worker of another launcher, so RANK/WORLD_SIZE are not the node level).
+// >= nnodes, --rdzv-endpoint together with --master-addr/--master-port or with a bad port, nnodes > 1 without a master
+// address or without any node rank source, port 0 with nnodes > 1, an elastic PET_NNODES range, --standalone with
+// conflicting flags, and LOCAL_RANK already set (this process is itself a worker of another launcher, so
+// RANK/WORLD_SIZE are not the node level).
 NodeEnv resolve_node_env(const NodeFlags& flags, const EnvLookup& env, const HostInfo& host);
 
 // The process environment and this machine (gethostname, sched_getaffinity).

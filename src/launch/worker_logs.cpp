@@ -28,7 +28,8 @@ int parse_std_value(const std::string& v, const std::string& text, const char* f
 
 std::string make_dir_from_template(const std::string& tmpl) {
     std::string buf = tmpl;
-    if (!mkdtemp(buf.data())) throw IoError(fmt::format("cannot create a directory {}: {}", tmpl, std::strerror(errno)));
+    if (!mkdtemp(buf.data()))
+        throw IoError(fmt::format("cannot create a directory {}: {}", tmpl, std::strerror(errno)));
     return buf;
 }
 

@@ -27,9 +27,15 @@ public:
     // Empties and creates attempt_<restart>/<local rank>/ for every local rank; throws IoError.
     void prepare_attempt(int restart_count, int nproc_per_node) const;
     std::string rank_dir(int restart_count, int local_rank) const;
-    std::string error_file(int restart_count, int local_rank) const { return rank_dir(restart_count, local_rank) + "/error.json"; }
-    std::string stdout_file(int restart_count, int local_rank) const { return rank_dir(restart_count, local_rank) + "/stdout.log"; }
-    std::string stderr_file(int restart_count, int local_rank) const { return rank_dir(restart_count, local_rank) + "/stderr.log"; }
+    std::string error_file(int restart_count, int local_rank) const {
+        return rank_dir(restart_count, local_rank) + "/error.json";
+    }
+    std::string stdout_file(int restart_count, int local_rank) const {
+        return rank_dir(restart_count, local_rank) + "/stdout.log";
+    }
+    std::string stderr_file(int restart_count, int local_rank) const {
+        return rank_dir(restart_count, local_rank) + "/stderr.log";
+    }
     const std::string& run_dir() const { return run_dir_; }
 
     // Deletes everything when the base directory was a temporary one (the run succeeded, nothing to read).

@@ -79,8 +79,8 @@ void AttentionBlock::backward(Transformer& m, int l, Tensor x, Tensor dres, Tens
     const Tensor o_bias_grad = c_.bias && !m.norm_sums_branch_bias() ? m.grad(p.o_b) : Tensor();
     // dres holds d out = d o's output (the skip passes it to x unchanged).
     m.linear_backward(datt, m.branch_grad(dc, dres, 1 + 2 * l), atty, p.o, o_bias_grad);
-    kernels::attention_backward(dqkv, datt, qkv, atty, lse, NH, KV, bias_grad_in_attention() ? qkv_bias_grad : Tensor(),
-                                m.positions(), c_.window);
+    kernels::attention_backward(dqkv, datt, qkv, atty, lse, NH, KV,
+                                bias_grad_in_attention() ? qkv_bias_grad : Tensor(), m.positions(), c_.window);
     // Gradients w.r.t. the rotated q, k back to the projection's (or the per-head norms') outputs.
     if (c_.rope) kernels::rope_backward(dqkv, m.rope(), NH, KV, m.positions());
     if (c_.qk_norm)  // in place: d normed q/k -> d projection output

@@ -21,7 +21,9 @@ namespace {
 
 constexpr kernels::Conv2dGeom kConv3x3{3, 3, 1, 1};
 
-Tensor reshaped(const Tensor& t, std::initializer_list<int64_t> dims) { return Tensor(t.data, dims, t.dtype, t.device); }
+Tensor reshaped(const Tensor& t, std::initializer_list<int64_t> dims) {
+    return Tensor(t.data, dims, t.dtype, t.device);
+}
 
 }  // namespace
 
@@ -109,9 +111,10 @@ Classifier::Classifier(const ClassifierConfig& cfg, Device device, DType dtype, 
 }
 
 std::string Classifier::summary() const {
-    return fmt::format("{}, {}x{}x{} images, conv channels [{}], hidden [{}], {} classes, dropout {:g}, {:.3f}M parameters",
-                       arch(), cfg_.H, cfg_.W, cfg_.C, fmt::join(cfg_.conv_channels, ", "), fmt::join(cfg_.hidden, ", "),
-                       cfg_.classes, cfg_.dropout, static_cast<double>(num_parameters()) / 1e6);
+    return fmt::format(
+        "{}, {}x{}x{} images, conv channels [{}], hidden [{}], {} classes, dropout {:g}, {:.3f}M parameters", arch(),
+        cfg_.H, cfg_.W, cfg_.C, fmt::join(cfg_.conv_channels, ", "), fmt::join(cfg_.hidden, ", "), cfg_.classes,
+        cfg_.dropout, static_cast<double>(num_parameters()) / 1e6);
 }
 
 void Classifier::init_base(uint64_t seed) { store_.init_random(seed, 0.02, 0.02); }
@@ -203,8 +206,9 @@ void Classifier::load_image_refs(const int32_t* inputs, int B) {
     const int64_t T = static_cast<int64_t>(cfg_.H) * cfg_.W * cfg_.C;
     LLMT_INTERNAL_CHECK(T >= kernels::kImageRefInts, "{}: rows of {} values cannot hold image references", arch(), T);
     const int slot = inputs[1];
-    LLMT_INTERNAL_CHECK(slot >= 0 && static_cast<size_t>(slot) < bound_.size() && bound_[static_cast<size_t>(slot)].source.pixels,
-                        "{}: reference rows name image slot {}, which has no bound set", arch(), slot);
+    LLMT_INTERNAL_CHECK(
+        slot >= 0 && static_cast<size_t>(slot) < bound_.size() && bound_[static_cast<size_t>(slot)].source.pixels,
+        "{}: reference rows name image slot {}, which has no bound set", arch(), slot);
     const BoundImages& bound = bound_[static_cast<size_t>(slot)];
     std::vector<kernels::ImageRef> refs(static_cast<size_t>(B));
     for (int b = 0; b < B; ++b) {
@@ -225,9 +229,10 @@ void Classifier::load_image_refs(const int32_t* inputs, int B) {
         r = dev;
         pixels = bound.device_pixels.view(0).data;
     }
-    kernels::gather_images(act(x0_, {B, cfg_.H, cfg_.W, cfg_.C}),
-                           kernels::ImageTable{static_cast<const uint8_t*>(pixels), bound.source.n, cfg_.H, cfg_.W, cfg_.C},
-                           r, pixel_table_.data());
+    kernels::gather_images(
+        act(x0_, {B, cfg_.H, cfg_.W, cfg_.C}),
+        kernels::ImageTable{static_cast<const uint8_t*>(pixels), bound.source.n, cfg_.H, cfg_.W, cfg_.C}, r,
+        pixel_table_.data());
 }
 
 void Classifier::load_inputs(const int32_t* inputs, int B) {
@@ -336,8 +341,9 @@ double Classifier::classify(const int32_t* inputs, const int32_t* labels, int B,
 double Classifier::classify_images(int slot, const int64_t* indices, const int32_t* labels, int64_t n, int B,
                                    int32_t* preds) {
     LLMT_INTERNAL_CHECK(B > 0 && n >= 0, "{} classify_images: B {} and n {}", arch(), B, n);
-    LLMT_INTERNAL_CHECK(slot >= 0 && static_cast<size_t>(slot) < bound_.size() && bound_[static_cast<size_t>(slot)].source.pixels,
-                        "{}: classify_images names image slot {}, which has no bound set", arch(), slot);
+    LLMT_INTERNAL_CHECK(
+        slot >= 0 && static_cast<size_t>(slot) < bound_.size() && bound_[static_cast<size_t>(slot)].source.pixels,
+        "{}: classify_images names image slot {}, which has no bound set", arch(), slot);
     if (n == 0) return 0.0;
     const BoundImages& bound = bound_[static_cast<size_t>(slot)];
     const bool cuda = device() == Device::kCuda;
@@ -355,8 +361,9 @@ double Classifier::classify_images(int slot, const int64_t* indices, const int32
     }
     // Device side (the CPU uses the host vectors): references, labels, predictions, per-batch loss sums.
     Arena eval;
-    const size_t e_refs = eval.add("refs", {padded, 4}, DType::kI32), e_lab = eval.add("labels", {padded}, DType::kI32),
-                 e_pred = eval.add("preds", {padded}, DType::kI32), e_sum = eval.add("sums", {batches, 2});
+    const size_t e_refs = eval.add("refs", {padded, 4}, DType::kI32),
+                 e_lab = eval.add("labels", {padded}, DType::kI32), e_pred = eval.add("preds", {padded}, DType::kI32),
+                 e_sum = eval.add("sums", {batches, 2});
     std::vector<int32_t> host_preds(static_cast<size_t>(padded));
     std::vector<float> host_sums(static_cast<size_t>(batches) * 2);
     auto at = [&](size_t entry, void* host, DType dt, int64_t offset, std::initializer_list<int64_t> dims,
@@ -469,7 +476,8 @@ ArchSpec classifier_spec(const char* name) {
     s.entry = config::find_arch(name);
     LLMT_ASSERT(s.entry != nullptr);
     s.make = [](const config::Config& cfg, Device device, DType dtype, ParamShard shard) -> std::unique_ptr<Model> {
-        LLMT_INTERNAL_CHECK(!shard.on(), "{}: image classifiers do not shard their parameters per unit", cfg.model.arch);
+        LLMT_INTERNAL_CHECK(!shard.on(), "{}: image classifiers do not shard their parameters per unit",
+                            cfg.model.arch);
         return std::make_unique<Classifier>(ClassifierConfig::from(cfg), device, dtype);
     };
     s.plan_memory = [](const config::Config& cfg, Device device, DType dtype, int B, int T) {

@@ -64,8 +64,9 @@ public:
     // set's image size must be the model's. Rebinding a slot replaces it.
     void bind_images(int slot, const ImageSource& images);
 
-    // inputs: (B, T = H*W*C) pixel bytes, or reference rows (every row; blank rows name index -1); targets: (B, T) with each row's label at its first slot (< 0:
-    // an unlabelled padding row). Without targets the class logits (B, classes) are left for logits().
+    // inputs: (B, T = H*W*C) pixel bytes, or reference rows (every row; blank rows name index -1); targets: (B, T)
+    // with each row's label at its first slot (< 0: an unlabelled padding row). Without targets the class logits (B,
+    // classes) are left for logits().
     float forward(const int32_t* inputs, const int32_t* targets, int B, int T, bool train, float loss_scale = 1.f,
                   const int32_t* positions = nullptr) override;
     void backward() override;

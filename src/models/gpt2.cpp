@@ -94,7 +94,8 @@ Gpt2::Gpt2(const Gpt2Config& cfg, Device device, DType dtype, LayoutOnly) : Tran
     };
     w_.embed = add_vocab_table("transformer.wte.weight", ParamKind::kEmbedding);
     {
-        ParamSpec wpe = ParamSpec::make("transformer.wpe.weight", {cfg.block_size, C}, ParamInit::kNormal, ParamKind::kEmbedding);
+        ParamSpec wpe =
+            ParamSpec::make("transformer.wpe.weight", {cfg.block_size, C}, ParamInit::kNormal, ParamKind::kEmbedding);
         wpe.hf_crop_rows = true;  // a model trained with a longer context keeps its first block_size positions
         w_.positions = store_.add(std::move(wpe));
     }
@@ -127,7 +128,9 @@ std::string Gpt2::summary() const {
 void Gpt2::init_base(uint64_t seed) { store_.init_random(seed, 0.02, 0.02 / std::sqrt(2.0 * cfg_.n_layer)); }
 
 std::string Gpt2::hf_canonical_name(const std::string& n) const {
-    auto ends = [&](std::string_view suf) { return n.size() >= suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0; };
+    auto ends = [&](std::string_view suf) {
+        return n.size() >= suf.size() && n.compare(n.size() - suf.size(), suf.size(), suf) == 0;
+    };
     if (ends(".attn.bias") || ends(".attn.masked_bias")) return "";
     if (n == "lm_head.weight") return cfg_.tie_embeddings ? "" : n;  // tied: the same values as wte
     if (n.rfind("transformer.", 0) == 0) return n;
@@ -155,17 +158,18 @@ void read_gpt2_config(const nlohmann::json& j, const std::string& path, HfConfig
     if (c.hidden_size % c.num_attention_heads != 0)
         f.fail("n_embd", fmt::format("{} is not a multiple of n_head ({})", c.hidden_size, c.num_attention_heads));
     c.head_dim = c.hidden_size / c.num_attention_heads;
-    c.field_of = {{"model.d_model", "n_embd"},
-                  {"model.n_layer", "n_layer"},
-                  {"model.n_head", "n_head"},
-                  {"model.n_kv_head", "n_head"},
-                  {"model.head_dim", "n_embd / n_head"},
-                  {"model.d_ff", f.has("n_inner") ? "n_inner" : "n_inner (null: 4 x n_embd)"},
-                  {"model.vocab_size", "vocab_size"},
-                  {"model.block_size", "n_positions"},
-                  {"model.norm_eps", f.has("layer_norm_epsilon") ? "layer_norm_epsilon" : "layer_norm_epsilon (absent: 1e-05)"},
-                  {"model.tie_embeddings",
-                   f.has("tie_word_embeddings") ? "tie_word_embeddings" : "tie_word_embeddings (absent: true)"}};
+    c.field_of = {
+        {"model.d_model", "n_embd"},
+        {"model.n_layer", "n_layer"},
+        {"model.n_head", "n_head"},
+        {"model.n_kv_head", "n_head"},
+        {"model.head_dim", "n_embd / n_head"},
+        {"model.d_ff", f.has("n_inner") ? "n_inner" : "n_inner (null: 4 x n_embd)"},
+        {"model.vocab_size", "vocab_size"},
+        {"model.block_size", "n_positions"},
+        {"model.norm_eps", f.has("layer_norm_epsilon") ? "layer_norm_epsilon" : "layer_norm_epsilon (absent: 1e-05)"},
+        {"model.tie_embeddings",
+         f.has("tie_word_embeddings") ? "tie_word_embeddings" : "tie_word_embeddings (absent: true)"}};
     f.refuse_unless(f.string_or("activation_function", "gelu_new") == "gelu_new", "activation_function",
                     "llmtrain's GPT-2 uses the tanh GELU (gelu_new)");
     f.refuse_unless(f.bool_or("scale_attn_weights", true), "scale_attn_weights",
@@ -208,7 +212,8 @@ const ArchSpec& gpt2_arch() {
         s.hf_class = "GPT2LMHeadModel";
         s.read_hf_config = read_gpt2_config;
         s.write_hf_config = write_gpt2_config;
-        s.make = [](const config::Config& cfg, Device device, DType dtype, ParamShard shard) -> std::unique_ptr<Model> {
+        s.make = [](const config::Config& cfg, Device device, DType dtype,
+                    ParamShard shard) -> std::unique_ptr<Model> {
             Gpt2Config c = gpt2_config(cfg);
             c.shard = shard;
             return std::make_unique<Gpt2>(c, device, dtype);

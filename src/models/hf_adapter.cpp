@@ -83,8 +83,9 @@ namespace {
 
 // Checks every HF tensor of `source` against `specs` (load_hf's CheckpointError); returns the source's name
 // of each canonical name.
-std::map<std::string, std::string> check_hf_tensors(const std::vector<ParamSpec>& specs, const CanonicalName& canonical,
-                                                    std::string_view what, const TensorSource& source) {
+std::map<std::string, std::string> check_hf_tensors(const std::vector<ParamSpec>& specs,
+                                                    const CanonicalName& canonical, std::string_view what,
+                                                    const TensorSource& source) {
     std::map<std::string, std::string> by_canonical;  // canonical -> name in the source
     for (const auto& n : source.names()) {
         std::string c = canonical(n);
@@ -103,7 +104,8 @@ std::map<std::string, std::string> check_hf_tensors(const std::vector<ParamSpec>
             used.insert(it->first);
             const TensorInfo& info = source.info(it->second);
             // Only untransposed tables crop (their first rows are a prefix of HF's row-major data).
-            LLMT_INTERNAL_CHECK(!(s.hf_crop_rows && s.hf_transposed), "hf: `{}` cannot crop a transposed tensor", s.name);
+            LLMT_INTERNAL_CHECK(!(s.hf_crop_rows && s.hf_transposed), "hf: `{}` cannot crop a transposed tensor",
+                                s.name);
             bool ok = info.shape.size() == want.size();
             for (size_t d = 0; ok && d < want.size(); ++d) {
                 const bool crop_dim = s.hf_crop_rows && d == 0;
@@ -113,7 +115,8 @@ std::map<std::string, std::string> check_hf_tensors(const std::vector<ParamSpec>
                 problems.push_back(fmt::format("`{}`: expected shape {}{}, found {}", p.name, shape_str(want),
                                                s.hf_crop_rows ? " (or more rows)" : "", shape_str(info.shape)));
             if (!is_float(info.dtype))
-                problems.push_back(fmt::format("`{}`: expected a float dtype, found {}", p.name, st_dtype_name(info.dtype)));
+                problems.push_back(
+                    fmt::format("`{}`: expected a float dtype, found {}", p.name, st_dtype_name(info.dtype)));
         }
     }
     for (const auto& [canon, name] : by_canonical)

@@ -48,7 +48,9 @@ public:
     std::string label() const override { return w_.source().string(); }
     std::vector<std::string> names() const override { return w_.names(); }
     const TensorInfo& info(std::string_view name) const override { return w_.info(name); }
-    void read_f32(std::string_view name, float* dst, const Shape& shape) const override { w_.read_f32(name, dst, shape); }
+    void read_f32(std::string_view name, float* dst, const Shape& shape) const override {
+        w_.read_f32(name, dst, shape);
+    }
 
 private:
     const HfWeights& w_;
@@ -63,7 +65,8 @@ std::vector<TensorRef> hf_tensors(const std::vector<ParamSpec>& specs, const Are
 std::vector<TensorRef> hf_tensors(const std::vector<ParamSpec>& specs, const std::vector<const float*>& data,
                                   std::vector<std::vector<float>>& scratch);
 // The trained parameters' (Model::trained(): the model's, or the LoRA adapters with PEFT's names).
-inline std::vector<TensorRef> hf_tensors(const Model& model, const Arena& arena, std::vector<std::vector<float>>& scratch) {
+inline std::vector<TensorRef> hf_tensors(const Model& model, const Arena& arena,
+                                         std::vector<std::vector<float>>& scratch) {
     return hf_tensors(model.param_specs(), arena, scratch);
 }
 

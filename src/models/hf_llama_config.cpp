@@ -70,11 +70,13 @@ void read_hf_rope(const json& j, const std::string& path, HfConfig& c) {
     c.rope.scaling.low_freq_factor = need("low_freq_factor");
     c.rope.scaling.high_freq_factor = need("high_freq_factor");
     if (!d.has("original_max_position_embeddings") && top.has("original_max_position_embeddings")) {
-        c.rope.scaling.original_max_position_embeddings = static_cast<int>(top.integer("original_max_position_embeddings"));
+        c.rope.scaling.original_max_position_embeddings =
+            static_cast<int>(top.integer("original_max_position_embeddings"));
         c.field_of["model.rope_scaling.original_max_position_embeddings"] = "original_max_position_embeddings";
     } else {
         if (!d.has("original_max_position_embeddings")) need("original_max_position_embeddings");
-        c.rope.scaling.original_max_position_embeddings = static_cast<int>(d.integer("original_max_position_embeddings"));
+        c.rope.scaling.original_max_position_embeddings =
+            static_cast<int>(d.integer("original_max_position_embeddings"));
         c.field_of["model.rope_scaling.original_max_position_embeddings"] = d.name("original_max_position_embeddings");
     }
     add_rope_values(c);
@@ -92,18 +94,19 @@ void read_hf_llama_shape(const json& j, const std::string& path, HfConfig& c) {
     c.head_dim = f.int_or("head_dim", c.hidden_size / c.num_attention_heads);
     c.norm_eps = f.positive_or("rms_norm_eps", 1e-6);
     c.tie_word_embeddings = f.bool_or("tie_word_embeddings", false);
-    c.field_of = {{"model.d_model", "hidden_size"},
-                  {"model.n_layer", "num_hidden_layers"},
-                  {"model.n_head", "num_attention_heads"},
-                  {"model.d_ff", "intermediate_size"},
-                  {"model.vocab_size", "vocab_size"},
-                  {"model.block_size", "max_position_embeddings"},
-                  {"model.n_kv_head", f.has("num_key_value_heads") ? "num_key_value_heads"
-                                                                   : "num_key_value_heads (absent: num_attention_heads)"},
-                  {"model.head_dim", f.has("head_dim") ? "head_dim" : "head_dim (absent: hidden_size / num_attention_heads)"},
-                  {"model.norm_eps", f.has("rms_norm_eps") ? "rms_norm_eps" : "rms_norm_eps (absent: 1e-06)"},
-                  {"model.tie_embeddings",
-                   f.has("tie_word_embeddings") ? "tie_word_embeddings" : "tie_word_embeddings (absent: false)"}};
+    c.field_of = {
+        {"model.d_model", "hidden_size"},
+        {"model.n_layer", "num_hidden_layers"},
+        {"model.n_head", "num_attention_heads"},
+        {"model.d_ff", "intermediate_size"},
+        {"model.vocab_size", "vocab_size"},
+        {"model.block_size", "max_position_embeddings"},
+        {"model.n_kv_head",
+         f.has("num_key_value_heads") ? "num_key_value_heads" : "num_key_value_heads (absent: num_attention_heads)"},
+        {"model.head_dim", f.has("head_dim") ? "head_dim" : "head_dim (absent: hidden_size / num_attention_heads)"},
+        {"model.norm_eps", f.has("rms_norm_eps") ? "rms_norm_eps" : "rms_norm_eps (absent: 1e-06)"},
+        {"model.tie_embeddings",
+         f.has("tie_word_embeddings") ? "tie_word_embeddings" : "tie_word_embeddings (absent: false)"}};
     f.refuse_unless(f.string_or("hidden_act", "silu") == "silu", "hidden_act", "the MLP is SwiGLU (silu)");
     f.refuse_unless(!f.bool_or("mlp_bias", false), "mlp_bias", "the MLP has no biases");
     if (c.hidden_size % c.num_attention_heads != 0)

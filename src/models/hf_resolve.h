@@ -35,10 +35,10 @@ HfSource resolve_init_from(const std::string& init_from, const std::string& arch
 // snapshot link out of its folder, and a model.revision other than main with no hub cache folder to apply to.
 void resolve_hub_revisions(config::Config& cfg);
 
-// resolve_hub_revisions(cfg), then resolve_init_from(cfg.model.init_from, arch), then apply_hf_config (models/hf_config.h) with its
-// config.json when there is one: the arch for the lookup is the config.json's model_type when the
-// user did not write model.arch. Returns the source; cfg.model and cfg.resolved hold the merged keys.
-// For init_from "scratch" returns an empty source (after resolve_hub_revisions). Throws as those.
+// resolve_hub_revisions(cfg), then resolve_init_from(cfg.model.init_from, arch), then apply_hf_config
+// (models/hf_config.h) with its config.json when there is one: the arch for the lookup is the config.json's model_type
+// when the user did not write model.arch. Returns the source; cfg.model and cfg.resolved hold the merged keys. For
+// init_from "scratch" returns an empty source (after resolve_hub_revisions). Throws as those.
 HfSource prepare_init_from(config::Config& cfg);
 
 // What config.json / generation_config.json record beyond the model keys, for a checkpoint or an export

@@ -88,8 +88,9 @@ HfWeights HfWeights::open(const fs::path& path, bool verify) {
             for (const auto& n : w.shards_[k].names()) {
                 auto it = listed.find(n);
                 if (it == listed.end())
-                    throw FormatError(fmt::format("{}: shard '{}' holds tensor '{}', which the weight_map does not list",
-                                                  src, shard_names[k], n));
+                    throw FormatError(
+                        fmt::format("{}: shard '{}' holds tensor '{}', which the weight_map does not list", src,
+                                    shard_names[k], n));
                 if (it->second != shard_names[k])
                     throw FormatError(fmt::format("{}: tensor '{}' is in shard '{}' and in shard '{}' (the weight_map "
                                                   "names '{}'); a tensor must be in one shard",
@@ -261,7 +262,8 @@ void HfExportDir::commit() {
     const bool had_target = fs::exists(fs::symlink_status(target_, ec));
     if (had_target) {
         fs::rename(target_, old, ec);
-        if (ec) throw IoError(fmt::format("moving the previous export '{}' aside: {}", target_.string(), ec.message()));
+        if (ec)
+            throw IoError(fmt::format("moving the previous export '{}' aside: {}", target_.string(), ec.message()));
     }
     fs::rename(tmp_, target_, ec);
     if (ec) throw IoError(fmt::format("renaming '{}' to '{}': {}", tmp_.string(), target_.string(), ec.message()));

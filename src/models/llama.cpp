@@ -118,8 +118,11 @@ Llama::Llama(const LlamaConfig& cfg, Device device, DType dtype, LayoutOnly)
                             {{p + "self_attn.q_proj.weight", Q}, {p + "self_attn.k_proj.weight", KV},
                              {p + "self_attn.v_proj.weight", KV}});
         if (cfg.qkv_bias) {
-            ParamSpec b = ParamSpec::make(p + "self_attn.qkv_proj.bias", {Q + 2 * KV}, ParamInit::kZeros, ParamKind::kBias);
-            b.hf = {{p + "self_attn.q_proj.bias", Q}, {p + "self_attn.k_proj.bias", KV}, {p + "self_attn.v_proj.bias", KV}};
+            ParamSpec b =
+                ParamSpec::make(p + "self_attn.qkv_proj.bias", {Q + 2 * KV}, ParamInit::kZeros, ParamKind::kBias);
+            b.hf = {{p + "self_attn.q_proj.bias", Q},
+                    {p + "self_attn.k_proj.bias", KV},
+                    {p + "self_attn.v_proj.bias", KV}};
             L.attn.qkv_b = store_.add(std::move(b));
         }
         if (cfg.qk_norm) {
@@ -139,13 +142,17 @@ Llama::Llama(const LlamaConfig& cfg, Device device, DType dtype, LayoutOnly)
 }
 
 std::string Llama::summary() const {
-    return fmt::format("{}, {} layers, d_model {}, {} heads ({} kv, head_dim {}{}), d_ff {}, block {}, vocab {} "
-                       "(padded {}), rope theta {:g}{}{}, {} embeddings, {:.2f}M parameters",
-                       cfg_.arch, cfg_.n_layer, cfg_.d_model, cfg_.n_head, cfg_.n_kv_head, cfg_.hd(), cfg_.qkv_bias ? ", q/k/v bias" : cfg_.qk_norm ? ", q/k norm" : "", cfg_.d_ff, cfg_.block_size,
-                       cfg_.vocab_size, cfg_.padded_vocab, cfg_.rope_theta,
-                       cfg_.rope_scaling.kind == "none" ? "" : " (" + cfg_.rope_scaling.kind + " scaling)",
-                       cfg_.sliding_window > 0 ? fmt::format(", sliding window {}", cfg_.sliding_window) : "",
-                       cfg_.tie_embeddings ? "tied" : "untied", static_cast<double>(num_parameters()) / 1e6);
+    return fmt::format(
+        "{}, {} layers, d_model {}, {} heads ({} kv, head_dim {}{}), d_ff {}, block {}, vocab {} "
+        "(padded {}), rope theta {:g}{}{}, {} embeddings, {:.2f}M parameters",
+        cfg_.arch, cfg_.n_layer, cfg_.d_model, cfg_.n_head, cfg_.n_kv_head, cfg_.hd(),
+        cfg_.qkv_bias  ? ", q/k/v bias"
+        : cfg_.qk_norm ? ", q/k norm"
+                       : "",
+        cfg_.d_ff, cfg_.block_size, cfg_.vocab_size, cfg_.padded_vocab, cfg_.rope_theta,
+        cfg_.rope_scaling.kind == "none" ? "" : " (" + cfg_.rope_scaling.kind + " scaling)",
+        cfg_.sliding_window > 0 ? fmt::format(", sliding window {}", cfg_.sliding_window) : "",
+        cfg_.tie_embeddings ? "tied" : "untied", static_cast<double>(num_parameters()) / 1e6);
 }
 
 void Llama::init_base(uint64_t seed) { store_.init_random(seed, 0.02, 0.02); }
@@ -193,7 +200,8 @@ ArchSpec llama_graph_spec(const std::string& name, const LlamaVariant& variant) 
         variant(cfg.model, c);
         return c;
     };
-    s.make = [config_of](const config::Config& cfg, Device device, DType dtype, ParamShard shard) -> std::unique_ptr<Model> {
+    s.make = [config_of](const config::Config& cfg, Device device, DType dtype,
+                         ParamShard shard) -> std::unique_ptr<Model> {
         LlamaConfig c = config_of(cfg);
         c.shard = shard;
         return std::make_unique<Llama>(c, device, dtype);

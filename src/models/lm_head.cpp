@@ -29,7 +29,8 @@ Tensor as_bt(Tensor t) { return Tensor(t.data, {1, t.dim(0), t.numel() / t.dim(0
 }  // namespace
 
 int64_t lm_head_chunk_rows(int64_t BT, int64_t Vp, size_t elem_bytes, size_t act_bytes) {
-    LLMT_INTERNAL_CHECK(BT >= 1 && Vp >= 1 && elem_bytes >= 1, "lm head: rows {} x {} of {} bytes", BT, Vp, elem_bytes);
+    LLMT_INTERNAL_CHECK(BT >= 1 && Vp >= 1 && elem_bytes >= 1, "lm head: rows {} x {} of {} bytes", BT, Vp,
+                        elem_bytes);
     static constexpr int64_t kForced[] = {0, 0, 16, 256, 1024, 4096};  // LLMTRAIN_LM_HEAD_ROWS's choices
     const int forced = knob_choice(Knob::kLmHeadRows);
     if (forced == 1) return BT;

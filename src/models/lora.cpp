@@ -69,16 +69,16 @@ std::vector<std::string> lora_select_modules(const LoraSpec& spec, const std::ve
     LLMT_CHECK(!t.empty(), "lora.target_modules: empty; name modules (e.g. q_proj, v_proj), 'all-linear' or a regex");
     for (const auto& target : t) {
         LLMT_CHECK(target != "all-linear", "lora.target_modules: 'all-linear' must be the only entry");
-        LLMT_CHECK(std::any_of(all.begin(), all.end(), [&](const std::string& m) { return matches_suffix(m, target); }),
-                   "lora.target_modules: '{}' matches no linear module of this model (its last names: {})", target,
-                   [&] {
-                       std::vector<std::string> last;
-                       for (const auto& m : all) {
-                           std::string n = m.substr(m.rfind('.') + 1);
-                           if (std::find(last.begin(), last.end(), n) == last.end()) last.push_back(n);
-                       }
-                       return fmt::format("{}", fmt::join(last, ", "));
-                   }());
+        LLMT_CHECK(
+            std::any_of(all.begin(), all.end(), [&](const std::string& m) { return matches_suffix(m, target); }),
+            "lora.target_modules: '{}' matches no linear module of this model (its last names: {})", target, [&] {
+                std::vector<std::string> last;
+                for (const auto& m : all) {
+                    std::string n = m.substr(m.rfind('.') + 1);
+                    if (std::find(last.begin(), last.end(), n) == last.end()) last.push_back(n);
+                }
+                return fmt::format("{}", fmt::join(last, ", "));
+            }());
     }
     for (const auto& m : all)
         if (std::any_of(t.begin(), t.end(), [&](const std::string& target) { return matches_suffix(m, target); }))

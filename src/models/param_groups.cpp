@@ -90,7 +90,8 @@ void ParamStore::write_grouped(ParamId id, const float* host) {
         return;
     }
     std::vector<uint16_t> lp(static_cast<size_t>(n));  // a frozen bf16 store
-    for (int64_t i = 0; i < n; ++i) lp[static_cast<size_t>(i)] = bf16_from_float(host[(b - first) + static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n; ++i)
+        lp[static_cast<size_t>(i)] = bf16_from_float(host[(b - first) + static_cast<size_t>(i)]);
     kernels::copy(Tensor(static_cast<uint16_t*>(chunk.data) + at, {n}, DType::kBF16, device_),
                   Tensor(lp.data(), {n}, DType::kBF16));
 }

@@ -19,8 +19,8 @@ ParamId ParamStore::add(ParamSpec spec) {
 }
 
 void ParamStore::layout(Device device, DType dtype, bool frozen) {
-    LLMT_INTERNAL_CHECK(dtype == DType::kF32 || dtype == DType::kBF16, "model: compute dtype must be f32 or bf16, got {}",
-                        dtype_name(dtype));
+    LLMT_INTERNAL_CHECK(dtype == DType::kF32 || dtype == DType::kBF16,
+                        "model: compute dtype must be f32 or bf16, got {}", dtype_name(dtype));
     device_ = device;
     dtype_ = dtype;
     frozen_ = frozen;
@@ -178,7 +178,8 @@ void ParamStore::init_random(uint64_t seed, double std, double residual_std) {
                 CounterRng rng(seed, i);  // one stream per tensor: independent of threads and order
                 const int64_t live = s.shape.empty() ? n : s.live_rows() * (n / s.shape[0]);  // padding stays 0
 #pragma omp parallel for schedule(static)
-                for (int64_t k = 0; k < live; ++k) p[k] = static_cast<float>(sd * rng.normal(static_cast<uint64_t>(k)));
+                for (int64_t k = 0; k < live; ++k)
+                    p[k] = static_cast<float>(sd * rng.normal(static_cast<uint64_t>(k)));
                 std::memset(p + live, 0, static_cast<size_t>(n - live) * sizeof(float));
                 break;
             }

@@ -87,8 +87,8 @@ void prepare_lora_init_from(config::Config& cfg) {
     const std::filesystem::path dir = cfg.lora.init_from;
     const std::filesystem::path path = dir / kAdapterConfigFile;
     if (!std::filesystem::is_regular_file(path))
-        throw InputError(fmt::format("lora.init_from: '{}' has no {} (expected a PEFT adapter directory)", dir.string(),
-                                     kAdapterConfigFile));
+        throw InputError(fmt::format("lora.init_from: '{}' has no {} (expected a PEFT adapter directory)",
+                                     dir.string(), kAdapterConfigFile));
     const json c = parse_json(read_file(path, 1 << 20), path.string());
     if (!c.is_object()) throw InputError(fmt::format("lora.init_from: {}: expected a JSON object", path.string()));
     refuse_unsupported(c, path.string());
@@ -163,7 +163,8 @@ json lora_base_identity(const config::Config& cfg, const std::filesystem::path& 
 void check_lora_base(const json& recorded, const json& current, const std::string& checkpoint) {
     // The content decides (a base directory may move); the path is there for the message.
     auto key = [](const json& j) { return j.contains("sha256") ? j["sha256"] : j.value("seed", json()); };
-    if (recorded.is_object() && recorded.value("init_from", "") == "scratch" && current.value("init_from", "") == "scratch"
+    if (recorded.is_object() && recorded.value("init_from", "") == "scratch" &&
+                current.value("init_from", "") == "scratch"
             ? key(recorded) == key(current)
             : recorded.is_object() && recorded.contains("sha256") && key(recorded) == key(current))
         return;

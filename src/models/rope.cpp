@@ -16,8 +16,9 @@ std::vector<float> rope_inv_freq(int head_dim, double theta, const RopeScaling& 
     std::vector<float> inv(static_cast<size_t>(half));
     for (int i = 0; i < half; ++i) {
         const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-        inv[static_cast<size_t>(i)] = 1.0f / static_cast<float>(std::pow(static_cast<double>(static_cast<float>(theta)),
-                                                                          static_cast<double>(exponent)));
+        inv[static_cast<size_t>(i)] =
+            1.0f / static_cast<float>(
+                       std::pow(static_cast<double>(static_cast<float>(theta)), static_cast<double>(exponent)));
     }
     if (s.kind == "none") return inv;
     LLMT_CHECK(s.kind == "llama3", "model.rope_scaling.type: expected none or llama3, found '{}'", s.kind);

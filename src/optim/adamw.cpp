@@ -53,8 +53,9 @@ float* AdamW::v_data() const {
 void AdamW::step(float* params, const float* grads, float lr, float grad_scale, Tensor params_lp, ParamsAt at) {
     float* const slice_params = at == ParamsAt::kArena ? params + begin_ : params;
     const float* const slice_grads = at == ParamsAt::kChunk ? grads : grads + begin_;
-    LLMT_INTERNAL_CHECK(params_lp.empty() || (params_lp.dtype == DType::kBF16 && params_lp.numel() >= static_cast<std::int64_t>(end_)),
-               "AdamW: the compute copy must be a bf16 view of the whole arena, got {}", params_lp.describe());
+    LLMT_INTERNAL_CHECK(
+        params_lp.empty() || (params_lp.dtype == DType::kBF16 && params_lp.numel() >= static_cast<std::int64_t>(end_)),
+        "AdamW: the compute copy must be a bf16 view of the whole arena, got {}", params_lp.describe());
     ++step_;
     kernels::AdamWParams hp;
     hp.lr = lr;
@@ -126,7 +127,8 @@ void AdamW::load_state(const SafetensorsFile& file) {
     check_state_matches(file, state_metadata(), specs);
     std::int64_t step = 0;
     file.read_exact("step", StDType::kI64, {}, &step);
-    if (step < 0) throw CheckpointError(fmt::format("optimizer state '{}': step is {}, expected >= 0", file.path(), step));
+    if (step < 0)
+        throw CheckpointError(fmt::format("optimizer state '{}': step is {}, expected >= 0", file.path(), step));
     // Every name, dtype and shape was checked above, so the reads below cannot fail half-way: read
     // straight into m_ and v_ (no second 2 x 4 bytes/param allocation, whose page faults are slow).
     if (device_ != Device::kCpu) {
@@ -148,7 +150,8 @@ void AdamW::load_state(const SafetensorsFile& file) {
 
 void AdamW::load_state_shards(const std::vector<const SafetensorsFile*>& files) {
     std::int64_t step = 0;
-    const std::vector<StateShard> shards = check_state_shards(files, kFormat, name(), arena_numel_, begin_, end_, &step);
+    const std::vector<StateShard> shards =
+        check_state_shards(files, kFormat, name(), arena_numel_, begin_, end_, &step);
     SlicePlan plan;
     plan.begin = begin_;
     plan.end = end_;

@@ -11,7 +11,8 @@ namespace llmt::optim {
 
 double grad_sum_squares(const float* grads, std::size_t n, Device device) {
     if (n == 0) return 0.0;
-    return kernels::sum_squares(Tensor(const_cast<float*>(grads), {static_cast<std::int64_t>(n)}, DType::kF32, device));
+    return kernels::sum_squares(
+        Tensor(const_cast<float*>(grads), {static_cast<std::int64_t>(n)}, DType::kF32, device));
 }
 
 double global_norm_from_sumsq(double sumsq) { return std::sqrt(sumsq); }

@@ -39,9 +39,9 @@ void check_state_matches(const SafetensorsFile& file, const std::map<std::string
     }
     for (auto& d : diff_tensors(file, specs)) diffs.push_back(std::move(d));
     if (diffs.empty()) return;
-    throw CheckpointError(fmt::format("optimizer state '{}' does not match this model/optimizer ({} difference{}{}):\n  {}",
-                                      file.path(), diffs.size(), diffs.size() == 1 ? "" : "s", note,
-                                      fmt::join(diffs, "\n  ")));
+    throw CheckpointError(
+        fmt::format("optimizer state '{}' does not match this model/optimizer ({} difference{}{}):\n  {}", file.path(),
+                    diffs.size(), diffs.size() == 1 ? "" : "s", note, fmt::join(diffs, "\n  ")));
 }
 
 }  // namespace llmt::optim

@@ -33,7 +33,8 @@ SlicePlan plan_slice(const std::vector<ParamSlot>& slots, std::size_t arena_nume
     std::set<std::string> names;
     std::vector<std::size_t> order(slots.size());
     std::iota(order.begin(), order.end(), 0);
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return slots[a].offset < slots[b].offset; });
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return slots[a].offset < slots[b].offset; });
     std::size_t prev_end = 0;
     const ParamSlot* prev = nullptr;
     for (std::size_t i : order) {
@@ -44,8 +45,9 @@ SlicePlan plan_slice(const std::vector<ParamSlot>& slots, std::size_t arena_nume
         const std::size_t n = numel_of(s, who);
         LLMT_INTERNAL_CHECK(s.offset + n <= arena_numel, "{}: parameter '{}' [{}, {}) leaves the arena of {} elements",
                             who, s.name, s.offset, s.offset + n, arena_numel);
-        LLMT_INTERNAL_CHECK(prev == nullptr || s.offset >= prev_end, "{}: parameter '{}' at {} overlaps '{}' (ends at {})",
-                            who, s.name, s.offset, prev ? prev->name : "", prev_end);
+        LLMT_INTERNAL_CHECK(prev == nullptr || s.offset >= prev_end,
+                            "{}: parameter '{}' at {} overlaps '{}' (ends at {})", who, s.name, s.offset,
+                            prev ? prev->name : "", prev_end);
         prev = &s;
         prev_end = s.offset + n;
         const std::size_t b = std::max(s.offset, plan.begin), e = std::min(s.offset + n, plan.end);

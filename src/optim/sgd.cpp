@@ -28,7 +28,8 @@ Sgd::Sgd(std::vector<ParamSlot> slots, std::size_t arena_numel, SgdConfig cfg, A
     end_ = plan.end;
     pieces_ = std::move(plan.pieces);
     for (const SlicePlan::Run& r : plan.runs)
-        runs_.push_back({static_cast<std::int64_t>(r.begin - begin_), static_cast<std::int64_t>(r.end - begin_), r.decay});
+        runs_.push_back(
+            {static_cast<std::int64_t>(r.begin - begin_), static_cast<std::int64_t>(r.end - begin_), r.decay});
     LLMT_INTERNAL_CHECK(cfg.momentum >= 0 && cfg.dampening >= 0 && cfg.dampening <= 1 && cfg.weight_decay >= 0,
                         "SGD: momentum {} and weight decay {} must be >= 0, dampening {} in [0, 1]", cfg.momentum,
                         cfg.weight_decay, cfg.dampening);
@@ -52,8 +53,9 @@ float* Sgd::buf_data() const {
 void Sgd::step(float* params, const float* grads, float lr, float grad_scale, Tensor params_lp, ParamsAt at) {
     float* const slice_params = at == ParamsAt::kArena ? params + begin_ : params;
     const float* const slice_grads = at == ParamsAt::kChunk ? grads : grads + begin_;
-    LLMT_INTERNAL_CHECK(params_lp.empty() || (params_lp.dtype == DType::kBF16 && params_lp.numel() >= static_cast<std::int64_t>(end_)),
-                        "SGD: the compute copy must be a bf16 view of the whole arena, got {}", params_lp.describe());
+    LLMT_INTERNAL_CHECK(
+        params_lp.empty() || (params_lp.dtype == DType::kBF16 && params_lp.numel() >= static_cast<std::int64_t>(end_)),
+        "SGD: the compute copy must be a bf16 view of the whole arena, got {}", params_lp.describe());
     kernels::SgdParams hp;
     hp.lr = lr;
     hp.momentum = cfg_.momentum;
@@ -115,20 +117,23 @@ void Sgd::load_state(const SafetensorsFile& file) {
                         has_buffer() ? "" : "; trainer.momentum 0 keeps no momentum buffer");
     std::int64_t step = 0;
     file.read_exact("step", StDType::kI64, {}, &step);
-    if (step < 0) throw CheckpointError(fmt::format("optimizer state '{}': step is {}, expected >= 0", file.path(), step));
+    if (step < 0)
+        throw CheckpointError(fmt::format("optimizer state '{}': step is {}, expected >= 0", file.path(), step));
     if (has_buffer()) {  // every name, dtype and shape was checked above: the reads cannot fail half-way
         if (device_ != Device::kCpu) buf_.assign(end_ - begin_, 0.0f);  // alignment gaps stay 0
         for (std::size_t i = 0; i < pieces_.size(); ++i)
             file.read_exact(specs[i].name, StDType::kF32, specs[i].shape, buf_.data() + (pieces_[i].begin - begin_));
         if (device_ != Device::kCpu)
-            kernels::copy(device_buf_.view(size_t{0}), Tensor(buf_.data(), {static_cast<std::int64_t>(end_ - begin_)}));
+            kernels::copy(device_buf_.view(size_t{0}),
+                          Tensor(buf_.data(), {static_cast<std::int64_t>(end_ - begin_)}));
     }
     step_ = step;
 }
 
 void Sgd::load_state_shards(const std::vector<const SafetensorsFile*>& files) {
     std::int64_t step = 0;
-    const std::vector<StateShard> shards = check_state_shards(files, kFormat, name(), arena_numel_, begin_, end_, &step);
+    const std::vector<StateShard> shards =
+        check_state_shards(files, kFormat, name(), arena_numel_, begin_, end_, &step);
     if (has_buffer()) {
         SlicePlan plan;
         plan.begin = begin_;
@@ -138,7 +143,8 @@ void Sgd::load_state_shards(const std::vector<const SafetensorsFile*>& files) {
         if (device_ != Device::kCpu) buf_.assign(end_ - begin_, 0.0f);
         read_sharded_state(shards, slots_, plan, {{kBufferSuffix, buf_.data()}});
         if (device_ != Device::kCpu)
-            kernels::copy(device_buf_.view(size_t{0}), Tensor(buf_.data(), {static_cast<std::int64_t>(end_ - begin_)}));
+            kernels::copy(device_buf_.view(size_t{0}),
+                          Tensor(buf_.data(), {static_cast<std::int64_t>(end_ - begin_)}));
     }
     step_ = step;
 }

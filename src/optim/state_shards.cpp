@@ -72,7 +72,8 @@ std::vector<StateShard> check_state_shards(const std::vector<const SafetensorsFi
         *step = st;
         shards.push_back(s);
     }
-    std::sort(shards.begin(), shards.end(), [](const StateShard& a, const StateShard& b) { return a.begin < b.begin; });
+    std::sort(shards.begin(), shards.end(),
+              [](const StateShard& a, const StateShard& b) { return a.begin < b.begin; });
     std::size_t covered = begin, gap_end = end;
     for (std::size_t i = 0; i < shards.size(); ++i) {
         if (i > 0 && shards[i].begin < shards[i - 1].end)
@@ -108,9 +109,10 @@ void read_sharded_state(const std::vector<StateShard>& shards, const std::vector
             const std::size_t first = std::max(s_begin, sh.begin), last = std::min(s_end, sh.end);
             const std::string tensor = s.name + t.suffix;
             if (!sh.file->contains(tensor))
-                throw CheckpointError(fmt::format("optimizer state '{}': tensor '{}' missing (its slice [{}, {}) holds "
-                                                  "part of '{}')",
-                                                  sh.file->path(), tensor, sh.begin, sh.end, s.name));
+                throw CheckpointError(
+                    fmt::format("optimizer state '{}': tensor '{}' missing (its slice [{}, {}) holds "
+                                "part of '{}')",
+                                sh.file->path(), tensor, sh.begin, sh.end, s.name));
             const TensorInfo& info = sh.file->info(tensor);
             if (info.dtype != StDType::kF32 || info.numel != last - first)
                 throw CheckpointError(fmt::format("optimizer state '{}': tensor '{}' has {} elements of {}, expected "

@@ -91,9 +91,10 @@ TokenTable TokenTable::load_or_create(const std::filesystem::path& path, bool* c
     *created = false;
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd >= 0) {
-        std::string body = "# llmtrain serve: generated admin token. Format: <token> <name> <role>, one per line, token first\n"
-                           "# (the token alone: grep -v '^#' FILE | cut -d' ' -f1)\n" + random_token() +
-                           " admin admin\n";
+        std::string body =
+            "# llmtrain serve: generated admin token. Format: <token> <name> <role>, one per line, token first\n"
+            "# (the token alone: grep -v '^#' FILE | cut -d' ' -f1)\n" +
+            random_token() + " admin admin\n";
         bool ok = ::write(fd, body.data(), body.size()) == static_cast<ssize_t>(body.size()) && ::fsync(fd) == 0;
         ::close(fd);
         if (!ok) throw IoError("cannot write " + path.string() + ": " + std::strerror(errno));

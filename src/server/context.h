@@ -55,8 +55,9 @@ struct ServerOptions {
     std::vector<std::filesystem::path> allow_read;
     std::vector<std::string> job_env;
     std::vector<std::string> allow_endpoint;  // --allow-endpoint: URL prefixes jobs may connect to (MLflow servers)
-    bool allow_command_jobs = false;          // --allow-command-jobs: runner/admin tokens may submit programs (command_job.h)
-    std::vector<std::filesystem::path> runs_dirs;  // --runs-dir: folders of run directories shown read-only (runs_index.h)
+    bool allow_command_jobs = false;  // --allow-command-jobs: runner/admin tokens may submit programs (command_job.h)
+    std::vector<std::filesystem::path>
+        runs_dirs;                            // --runs-dir: folders of run directories shown read-only (runs_index.h)
     double runs_rescan_s = 10;                // --runs-rescan-s: a listing older than this scans the folders again
 };
 

@@ -65,8 +65,11 @@ JobAccessPolicy make_access_policy(const ServerOptions& o, const Executor& ex) {
         // Pods: the read-only volumes every job mounts, and the operator's paths inside the image.
         p.read_roots = ex.job_read_mounts();
         for (const auto& r : o.allow_read) {
-            if (r.is_relative()) throw UsageError(fmt::format("--allow-read {}: with the kubernetes executor, give a path "
-                                                              "as the pods see it (absolute)", r.string()));
+            if (r.is_relative())
+                throw UsageError(
+                    fmt::format("--allow-read {}: with the kubernetes executor, give a path "
+                                "as the pods see it (absolute)",
+                                r.string()));
             p.read_roots.push_back(r.lexically_normal());
         }
         return p;
@@ -220,12 +223,14 @@ void Server::run(const std::function<void(int port)>& on_listening) {
     }
     const int port = m.http->bind();
     m.scheduler->start();
-    std::fprintf(stderr, "llmtrain serve: listening on http://%s:%d (executor %s, capacity cpus=%d,gpus=%d, data %s)\n",
+    std::fprintf(stderr,
+                 "llmtrain serve: listening on http://%s:%d (executor %s, capacity cpus=%d,gpus=%d, data %s)\n",
                  m.opts.host.c_str(), port, m.executor->name().c_str(), m.opts.capacity.cpus, m.opts.capacity.gpus,
                  m.opts.data_dir.c_str());
     // With --tokens-file the tokens are the operator's: none of them goes to a log.
     if (m.link_with_token)
-        std::fprintf(stderr, "llmtrain serve: open %s\n", dashboard_link(m.opts.host, port, m.tokens.link_token()).c_str());
+        std::fprintf(stderr, "llmtrain serve: open %s\n",
+                     dashboard_link(m.opts.host, port, m.tokens.link_token()).c_str());
     else
         std::fprintf(stderr, "llmtrain serve: open %s (sign in with a token of --tokens-file)\n",
                      dashboard_link(m.opts.host, port, "").c_str());

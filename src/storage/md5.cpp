@@ -16,7 +16,8 @@ constexpr uint32_t kShift[64] = {7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7,
 const uint32_t* sine_table() {
     static const auto table = [] {
         std::array<uint32_t, 64> k{};
-        for (int i = 0; i < 64; ++i) k[i] = static_cast<uint32_t>(std::floor(std::fabs(std::sin(i + 1.0)) * 4294967296.0));
+        for (int i = 0; i < 64; ++i)
+            k[i] = static_cast<uint32_t>(std::floor(std::fabs(std::sin(i + 1.0)) * 4294967296.0));
         return k;
     }();
     return table.data();

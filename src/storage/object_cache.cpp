@@ -31,7 +31,8 @@ fs::path fetch_object(S3Client& client, const ObjectInfo& info, const std::strin
     const fs::path note = root / ".etags" / bucket / info.key;  // apart, so no glob over the data matches it
     const std::string want = fmt::format("{} {}", info.etag, info.size);
     std::error_code ec;
-    if (fs::is_regular_file(local, ec) && fs::file_size(local, ec) == info.size && read_note(note) == want) return local;
+    if (fs::is_regular_file(local, ec) && fs::file_size(local, ec) == info.size && read_note(note) == want)
+        return local;
     download_file(client, {bucket, info.key}, local, part_bytes);
     fs::create_directories(note.parent_path());
     write_file_atomic(note, want + "\n");
@@ -43,7 +44,8 @@ fs::path fetch_object(S3Client& client, const ObjectInfo& info, const std::strin
 fs::path fetch_cached(S3Client& client, const S3Uri& uri, const fs::path& cache_root, std::uint64_t part_bytes,
                       const std::string& what) {
     if (!uri.key.empty() && uri.key.back() != '/') {
-        if (auto info = client.head_object(uri)) return fetch_object(client, *info, uri.bucket, cache_root, part_bytes);
+        if (auto info = client.head_object(uri))
+            return fetch_object(client, *info, uri.bucket, cache_root, part_bytes);
     }
     const S3Uri dir = uri.key.empty() || uri.key.back() == '/' ? uri : S3Uri{uri.bucket, uri.key + "/"};
     const auto objects = client.list_objects(dir);
@@ -56,7 +58,8 @@ fs::path fetch_cached(S3Client& client, const S3Uri& uri, const fs::path& cache_
 std::string fetch_cached_glob(S3Client& client, const S3Uri& uri, const fs::path& cache_root, std::uint64_t part_bytes,
                               const std::string& what) {
     const auto wild = uri.key.find_first_of("*?[");
-    const std::string prefix = uri.key.substr(0, wild == std::string::npos ? uri.key.size() : uri.key.rfind('/', wild) + 1);
+    const std::string prefix =
+        uri.key.substr(0, wild == std::string::npos ? uri.key.size() : uri.key.rfind('/', wild) + 1);
     std::set<std::string> matched;
     for (const auto& o : client.list_objects({uri.bucket, prefix})) {
         if (::fnmatch(uri.key.c_str(), o.key.c_str(), FNM_PATHNAME) != 0) continue;
@@ -70,7 +73,8 @@ std::string fetch_cached_glob(S3Client& client, const S3Uri& uri, const fs::path
     if (fs::is_directory(base / prefix, ec))
         for (const auto& e : fs::recursive_directory_iterator(base / prefix)) {
             const std::string key = e.path().lexically_relative(base).string();
-            if (e.is_regular_file() && ::fnmatch(uri.key.c_str(), key.c_str(), FNM_PATHNAME) == 0 && !matched.count(key))
+            if (e.is_regular_file() && ::fnmatch(uri.key.c_str(), key.c_str(), FNM_PATHNAME) == 0 &&
+                !matched.count(key))
                 fs::remove(e.path(), ec);
         }
     return (cache_root / uri.bucket / uri.key).string();

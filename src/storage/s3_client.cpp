@@ -163,7 +163,8 @@ S3Client::Response S3Client::send_once(const Call& call, std::string* transport_
 
     std::string url = settings_.endpoint.substr(0, scheme_end) + host + path;
     std::string query;
-    for (const auto& [k, v] : call.query) query += (query.empty() ? "?" : "&") + uri_encode(k, false) + "=" + uri_encode(v, false);
+    for (const auto& [k, v] : call.query)
+        query += (query.empty() ? "?" : "&") + uri_encode(k, false) + "=" + uri_encode(v, false);
     url += query;
 
     curl_slist* headers = nullptr;
@@ -224,11 +225,13 @@ S3Client::Response S3Client::send(const Call& call) {
                 throw StorageError(describe(call.method, call.uri, r), r.status, xml_first(r.body, "Code"));
             return r;
         }
-        last = transport_error.empty() ? describe(call.method, call.uri, r)
-                                       : fmt::format("object storage: {} {}: {}", call.method, call.uri.str(), transport_error);
+        last = transport_error.empty()
+                   ? describe(call.method, call.uri, r)
+                   : fmt::format("object storage: {} {}: {}", call.method, call.uri.str(), transport_error);
         if (attempt >= settings_.max_attempts)
-            throw StorageError(fmt::format("{} (gave up after {} attempts; endpoint {})", last, attempt, settings_.endpoint),
-                               r.status, xml_first(r.body, "Code"));
+            throw StorageError(
+                fmt::format("{} (gave up after {} attempts; endpoint {})", last, attempt, settings_.endpoint),
+                r.status, xml_first(r.body, "Code"));
         // The backoff, in short naps so that cancel() is seen.
         const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait);
         while (!cancelled_.load() && std::chrono::steady_clock::now() < until)
@@ -249,12 +252,17 @@ std::string S3Client::create_multipart_upload(const S3Uri& uri) {
     const Response r = send(c);
     const std::string id = xml_first(r.body, "UploadId");
     if (id.empty())
-        throw StorageError(fmt::format("object storage: POST {}?uploads: the answer has no UploadId", uri.str()), r.status, "");
+        throw StorageError(fmt::format("object storage: POST {}?uploads: the answer has no UploadId", uri.str()),
+                           r.status, "");
     return id;
 }
 
 UploadedPart S3Client::upload_part(const S3Uri& uri, const std::string& upload_id, int number, std::string_view body) {
-    Call c{"PUT", uri, {{"partNumber", std::to_string(number)}, {"uploadId", upload_id}}, {{"content-md5", md5_base64(body)}}, body};
+    Call c{"PUT",
+           uri,
+           {{"partNumber", std::to_string(number)}, {"uploadId", upload_id}},
+           {{"content-md5", md5_base64(body)}},
+           body};
     UploadedPart p{number, unquote(send(c).headers["etag"])};
     check_etag(p.etag, body, fmt::format("PUT {} part {}", uri.str(), number));
     return p;
@@ -307,7 +315,8 @@ std::vector<ObjectInfo> S3Client::list_objects(const S3Uri& prefix) {
         if (!token.empty()) c.query["continuation-token"] = token;
         const Response r = send(c);
         for (const auto& item : xml_all(r.body, "Contents"))
-            out.push_back({xml_first(item, "Key"), std::stoull("0" + xml_first(item, "Size")), unquote(xml_first(item, "ETag"))});
+            out.push_back({xml_first(item, "Key"), std::stoull("0" + xml_first(item, "Size")),
+                           unquote(xml_first(item, "ETag"))});
         token = xml_first(r.body, "NextContinuationToken");
         if (xml_first(r.body, "IsTruncated") != "true" || token.empty()) return out;
     }

@@ -57,7 +57,8 @@ public:
     std::string put_object(const S3Uri& uri, std::string_view body);
     std::string create_multipart_upload(const S3Uri& uri);  // the upload id
     UploadedPart upload_part(const S3Uri& uri, const std::string& upload_id, int number, std::string_view body);
-    void complete_multipart_upload(const S3Uri& uri, const std::string& upload_id, const std::vector<UploadedPart>& parts);
+    void complete_multipart_upload(const S3Uri& uri, const std::string& upload_id,
+                                   const std::vector<UploadedPart>& parts);
     void abort_multipart_upload(const S3Uri& uri, const std::string& upload_id);
     // The whole object, or bytes [first, first + length) of it. Throws StorageError (404: code NoSuchKey).
     std::string get_object(const S3Uri& uri, std::optional<std::pair<std::uint64_t, std::uint64_t>> range = {});

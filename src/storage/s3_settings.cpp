@@ -66,7 +66,8 @@ S3Settings s3_settings_from_environment() {
     s.region = env("AWS_REGION");
     if (s.region.empty()) s.region = env("AWS_DEFAULT_REGION");
     if (s.region.empty()) {
-        auto sec = ini_section(aws_file("AWS_CONFIG_FILE", "config"), profile == "default" ? "default" : "profile " + profile);
+        auto sec = ini_section(aws_file("AWS_CONFIG_FILE", "config"),
+                               profile == "default" ? "default" : "profile " + profile);
         s.region = sec.count("region") ? sec["region"] : "us-east-1";
     }
     s.endpoint = env("AWS_ENDPOINT_URL");

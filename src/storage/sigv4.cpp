@@ -85,7 +85,8 @@ std::string string_to_sign(const SigV4Request& r, std::string_view amz_date, std
                        sha256_hex(canonical_request(r)));
 }
 
-std::string signature(const SigV4Request& r, const Credentials& c, std::string_view amz_date, std::string_view region) {
+std::string signature(const SigV4Request& r, const Credentials& c, std::string_view amz_date,
+                      std::string_view region) {
     std::string key = hmac_sha256("AWS4" + c.secret_access_key, amz_date.substr(0, 8));
     key = hmac_sha256(key, region);
     key = hmac_sha256(key, "s3");

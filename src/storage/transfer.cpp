@@ -73,7 +73,8 @@ void download_file(S3Client& client, const S3Uri& src, const fs::path& dest, std
         std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
         if (!out) throw IoError(fmt::format("cannot write '{}': {}", tmp.string(), std::strerror(errno)));
         for (std::uint64_t off = 0; off < info->size; off += part_bytes) {
-            const std::string piece = client.get_object(src, std::make_pair(off, std::min(part_bytes, info->size - off)));
+            const std::string piece =
+                client.get_object(src, std::make_pair(off, std::min(part_bytes, info->size - off)));
             out.write(piece.data(), static_cast<std::streamsize>(piece.size()));
         }
         out.flush();

@@ -24,7 +24,8 @@ struct TransferOptions {
 
 // Returns the number of parts (1 for a single PUT). Throws IoError naming the file when it cannot be
 // read, StorageError (s3_client.h) for the store.
-int upload_file(S3Client& client, const std::filesystem::path& file, const S3Uri& dest, const TransferOptions& opts = {});
+int upload_file(S3Client& client, const std::filesystem::path& file, const S3Uri& dest,
+                const TransferOptions& opts = {});
 // Creates dest's parent directories. Throws StorageError (NoSuchKey when absent), IoError for the file.
 void download_file(S3Client& client, const S3Uri& src, const std::filesystem::path& dest,
                    std::uint64_t part_bytes = kDefaultPartBytes);

@@ -212,7 +212,8 @@ std::string MlflowFileStore::create_run(const std::string& experiment_id, const 
 
 fs::path MlflowFileStore::run_dir(const std::string& run_id) {
     static const std::regex kRunId(R"(^[A-Za-z0-9][A-Za-z0-9_\-]{0,255}$)");  // MLflow's _validate_run_id
-    if (!std::regex_match(run_id, kRunId)) throw std::invalid_argument("MLflow run id \"" + run_id + "\" is not valid");
+    if (!std::regex_match(run_id, kRunId))
+        throw std::invalid_argument("MLflow run id \"" + run_id + "\" is not valid");
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(root_, ec))
         if (e.is_directory() && e.path().filename() != ".trash" && fs::exists(e.path() / run_id / "meta.yaml"))

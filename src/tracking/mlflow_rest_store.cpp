@@ -171,8 +171,8 @@ std::string MlflowRestStore::experiment_id(const std::string& name) {
     throw std::runtime_error("MLflow experiment \"" + name + "\" could not be found or created");
 }
 
-std::string MlflowRestStore::create_run(const std::string& experiment_id, const std::string& run_name, int64_t start_ms,
-                                        const std::vector<KeyValue>& tags) {
+std::string MlflowRestStore::create_run(const std::string& experiment_id, const std::string& run_name,
+                                        int64_t start_ms, const std::vector<KeyValue>& tags) {
     json body = {{"experiment_id", experiment_id}, {"run_name", run_name}, {"start_time", start_ms},
                  {"tags", key_values(tags)}};
     if (const char* u = std::getenv("USER")) body["user_id"] = u;

@@ -59,9 +59,10 @@ bool MlflowSink::with_retry(const std::string& what, const std::function<void()>
         try {
             op();
             if (down)
-                warn(fmt::format("MLflow: {} reachable again after {:.0f} s; queued metrics are being delivered",
-                                 store_->describe(),
-                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - down_since).count()));
+                warn(
+                    fmt::format("MLflow: {} reachable again after {:.0f} s; queued metrics are being delivered",
+                                store_->describe(),
+                                std::chrono::duration<double>(std::chrono::steady_clock::now() - down_since).count()));
             return true;
         } catch (const TransientError& e) {
             if (!down) {

@@ -12,7 +12,8 @@ TensorBoardSink::TensorBoardSink(std::filesystem::path dir, std::string config_t
                                  std::function<void(const std::string&)> warn)
     : warn_(std::move(warn)) {
     if (!warn_) warn_ = [](const std::string& m) { std::fprintf(stderr, "tracking: %s\n", m.c_str()); };
-    worker_ = std::thread([this, dir = std::move(dir), text = std::move(config_text), step] { work(dir, text, step); });
+    worker_ =
+        std::thread([this, dir = std::move(dir), text = std::move(config_text), step] { work(dir, text, step); });
 }
 
 TensorBoardSink::~TensorBoardSink() { finish(); }

@@ -23,8 +23,8 @@ void BestMetric::restore(const nlohmann::json& state, const std::filesystem::pat
     const auto it = state.find(key());
     if (it == state.end() || it->is_null()) return;
     if (!it->is_number())
-        throw CheckpointError(fmt::format("'{}': field \"{}\" must be a number or null, found {}", file.string(), key(),
-                                          it->type_name()));
+        throw CheckpointError(fmt::format("'{}': field \"{}\" must be a number or null, found {}", file.string(),
+                                          key(), it->type_name()));
     value_ = it->get<double>();
 }
 

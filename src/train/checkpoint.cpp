@@ -42,7 +42,9 @@ void remove_tree(const fs::path& p) {
 }
 
 // Leftovers of a save or prune that crashed: .tmp-step_<N>-<pid> and .del-step_<N>-<pid>.
-bool is_leftover(const std::string& name) { return name.rfind(".tmp-step_", 0) == 0 || name.rfind(".del-step_", 0) == 0; }
+bool is_leftover(const std::string& name) {
+    return name.rfind(".tmp-step_", 0) == 0 || name.rfind(".del-step_", 0) == 0;
+}
 
 std::optional<std::int64_t> read_pointer(const fs::path& root, const char* name) {
     fs::path p = root / name;
@@ -68,8 +70,9 @@ std::string state_checksum(const nlohmann::json& state) {
 bool take_state_checksum(nlohmann::json& state, const fs::path& path) {
     auto it = state.find(kStateChecksumKey);
     if (it == state.end()) return false;
-    LLMT_CHECK_AS(FormatError, it->is_string(), "'{}': field \"{}\" must be a string 'crc32c:<8 hex digits>', found {}",
-                  path.string(), kStateChecksumKey, it->type_name());
+    LLMT_CHECK_AS(FormatError, it->is_string(),
+                  "'{}': field \"{}\" must be a string 'crc32c:<8 hex digits>', found {}", path.string(),
+                  kStateChecksumKey, it->type_name());
     const std::string recorded = it->get<std::string>();
     std::uint32_t unused = 0;
     LLMT_CHECK_AS(FormatError, parse_crc32c_text(recorded, &unused),

@@ -110,10 +110,10 @@ struct Checkpoint {
 };
 
 // The model's weights are model.safetensors or, when the directory has model.safetensors.index.json, the
-// shards it lists (ZeRO-3), each verified like model.safetensors. `path` is a step_<N> directory, a checkpoints/ directory (follows `latest`) or a run directory
-// (follows checkpoints/latest). Throws CheckpointError naming what was looked for when nothing is
-// there, FormatError for a corrupt safetensors or state.json, CheckpointError when state.json's step
-// disagrees with the directory name. Verifies state.json's checksum and every tensor of
+// shards it lists (ZeRO-3), each verified like model.safetensors. `path` is a step_<N> directory, a checkpoints/
+// directory (follows `latest`) or a run directory (follows checkpoints/latest). Throws CheckpointError naming what was
+// looked for when nothing is there, FormatError for a corrupt safetensors or state.json, CheckpointError when
+// state.json's step disagrees with the directory name. Verifies state.json's checksum and every tensor of
 // model.safetensors and optimizer.safetensors (verify_checkpoint_file): FormatError naming the file and
 // the tensor on a checksum mismatch, a missing checksum (when state.json has one) or a NaN/infinity.
 Checkpoint load_checkpoint(const std::filesystem::path& path);

@@ -21,8 +21,9 @@ std::unique_ptr<CheckpointSync> CheckpointSync::start(const config::Config& cfg,
     if (cfg.output.sync.empty()) return nullptr;
     auto client = std::make_unique<storage::S3Client>(storage::s3_settings_from_environment());
     const auto part_bytes = static_cast<std::uint64_t>(cfg.output.sync_part_mb * 1048576.0);
-    return std::unique_ptr<CheckpointSync>(new CheckpointSync(std::move(client), synced_run_uri(cfg.output.sync, run_id),
-                                                              run_dir, std::max<std::uint64_t>(part_bytes, 1), std::move(log)));
+    return std::unique_ptr<CheckpointSync>(new CheckpointSync(std::move(client),
+                                                              synced_run_uri(cfg.output.sync, run_id), run_dir,
+                                                              std::max<std::uint64_t>(part_bytes, 1), std::move(log)));
 }
 
 CheckpointSync::CheckpointSync(std::unique_ptr<storage::S3Client> client, storage::S3Uri run, fs::path run_dir,
@@ -72,9 +73,10 @@ bool CheckpointSync::finish(double timeout_s) {
     const bool drained = cv_.wait_for(lock, std::chrono::duration<double>(timeout_s),
                                       [&] { return queue_.empty() && !busy_; });
     if (!drained)
-        log_(fmt::format("sync: {} upload(s) to {} not finished after {:.0f} s; their steps have no {} and do not count "
-                         "as synced",
-                         queue_.size() + (busy_ ? 1 : 0), run_.str(), timeout_s, kSyncedMarker));
+        log_(fmt::format(
+            "sync: {} upload(s) to {} not finished after {:.0f} s; their steps have no {} and do not count "
+            "as synced",
+            queue_.size() + (busy_ ? 1 : 0), run_.str(), timeout_s, kSyncedMarker));
     return drained && !failed_;
 }
 
@@ -123,15 +125,16 @@ void CheckpointSync::upload_step(const Job& job) {
     // Last: the marker says every file above was acknowledged whole.
     client_->put_object(dir.join(kSyncedMarker), nlohmann::json{{"step", job.step}, {"files", files}}.dump(2) + "\n");
     upload_run_files();
-    log_(fmt::format("sync: {} uploaded to {} ({} files in {} parts)", step_dir_name(job.step), dir.str(), files.size(),
-                     parts));
+    log_(fmt::format("sync: {} uploaded to {} ({} files in {} parts)", step_dir_name(job.step), dir.str(),
+                     files.size(), parts));
 }
 
 void CheckpointSync::upload_run_files() {
     storage::TransferOptions opts;
     opts.part_bytes = part_bytes_;
     for (const auto& name : synced_run_files())
-        if (fs::is_regular_file(run_dir_ / name)) storage::upload_file(*client_, run_dir_ / name, run_.join(name), opts);
+        if (fs::is_regular_file(run_dir_ / name))
+            storage::upload_file(*client_, run_dir_ / name, run_.join(name), opts);
 }
 
 }  // namespace llmt::train

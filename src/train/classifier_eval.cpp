@@ -24,7 +24,8 @@ std::vector<double> ClassEval::per_class_accuracy() const {
     for (int t = 0; t < classes; ++t) {
         int64_t row = 0;
         for (int p = 0; p < classes; ++p) row += confusion[static_cast<size_t>(t) * classes + p];
-        if (row > 0) acc[static_cast<size_t>(t)] = static_cast<double>(confusion[static_cast<size_t>(t) * classes + t]) / row;
+        if (row > 0)
+            acc[static_cast<size_t>(t)] = static_cast<double>(confusion[static_cast<size_t>(t) * classes + t]) / row;
     }
     return acc;
 }
@@ -82,9 +83,11 @@ ClassEval evaluate_images(models::Classifier& model, const data::ImageSet& set, 
     // One device loop over this rank's share (Classifier::classify_images): the images are gathered from the
     // set bound at `slot`, predictions and loss sums come back once.
     const int64_t count = static_cast<int64_t>(last - first);
-    std::vector<int64_t> idx(indices.begin() + static_cast<int64_t>(first), indices.begin() + static_cast<int64_t>(last));
+    std::vector<int64_t> idx(indices.begin() + static_cast<int64_t>(first),
+                             indices.begin() + static_cast<int64_t>(last));
     std::vector<int32_t> y(static_cast<size_t>(count)), pred(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) y[static_cast<size_t>(i)] = set.labels[static_cast<size_t>(idx[static_cast<size_t>(i)])];
+    for (int64_t i = 0; i < count; ++i)
+        y[static_cast<size_t>(i)] = set.labels[static_cast<size_t>(idx[static_cast<size_t>(i)])];
     e.loss_sum = model.classify_images(slot, idx.data(), y.data(), count, B, pred.data());
     for (int64_t i = 0; i < count; ++i)
         ++e.confusion[static_cast<size_t>(y[static_cast<size_t>(i)]) * e.classes + pred[static_cast<size_t>(i)]];

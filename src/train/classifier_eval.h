@@ -38,8 +38,8 @@ struct ClassEval {
 
 // This rank's share of `indices` of `set`, in batches of B (the model's forward without training). `set`
 // must be bound to the model at `slot` (Classifier::bind_images; train/image_batches.h bind_image_data).
-ClassEval evaluate_images(models::Classifier& model, const data::ImageSet& set, int slot, const std::vector<int64_t>& indices,
-                          int B, int rank, int world);
+ClassEval evaluate_images(models::Classifier& model, const data::ImageSet& set, int slot,
+                          const std::vector<int64_t>& indices, int B, int rank, int world);
 // 0, 1, ..., n - 1: every image of a set of n, for evaluate_images.
 std::vector<int64_t> all_indices(int64_t n);
 // Adds every rank's sums in one reduction (`sum`: replaces each element of the vector by its sum over

@@ -32,7 +32,8 @@ std::string short_duration(double s) {
 std::string progress_text(const Progress& p, int width) {
     const double frac = p.max_steps > 0 ? std::clamp(static_cast<double>(p.step) / p.max_steps, 0.0, 1.0) : 0.0;
     const int filled = static_cast<int>(frac * width);
-    const std::string bar = std::string(static_cast<size_t>(filled), '#') + std::string(static_cast<size_t>(width - filled), '-');
+    const std::string bar =
+        std::string(static_cast<size_t>(filled), '#') + std::string(static_cast<size_t>(width - filled), '-');
     const double eta = p.seconds_per_step * static_cast<double>(p.max_steps - p.step);
     return fmt::format("[{}] {}/{} {:>3.0f}% | loss {:.4f} | {:.2f} s/step | eta {}", bar, p.step, p.max_steps,
                        100 * frac, p.loss, p.seconds_per_step, short_duration(eta));

@@ -80,7 +80,8 @@ std::optional<kernels::GemmProbe> read_cache(const std::filesystem::path& file, 
         if (!(p.fp32_gflops > 0) || !(p.bf16_gflops > 0)) throw std::runtime_error("a rate is not positive");
         return p;
     } catch (const std::exception& e) {
-        note = fmt::format("precision: the probe cache '{}' is unusable ({}); measured again", file.string(), e.what());
+        note =
+            fmt::format("precision: the probe cache '{}' is unusable ({}); measured again", file.string(), e.what());
         return std::nullopt;
     }
 }

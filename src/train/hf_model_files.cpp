@@ -43,9 +43,10 @@ void HfModelFiles::resolve() {
         // A tokenizer with ids the model has no row for is not the model's (the vocabulary may be padded
         // above the tokenizer's, never below).
         if (files.vocab_size() > static_cast<std::size_t>(model_.vocab_size))
-            throw InputError(fmt::format("tokenizer {} has {} ids but the model's vocabulary is {} (model.vocab_size); "
-                                         "it is not this model's tokenizer",
-                                         spec_, files.vocab_size(), model_.vocab_size));
+            throw InputError(
+                fmt::format("tokenizer {} has {} ids but the model's vocabulary is {} (model.vocab_size); "
+                            "it is not this model's tokenizer",
+                            spec_, files.vocab_size(), model_.vocab_size));
         tok_.emplace(std::move(files));
     } catch (const Error& e) {
         if (strict_) throw;
@@ -59,7 +60,8 @@ void HfModelFiles::resolve() {
     if (info_.pad_token_id.empty()) info_.pad_token_id = ids.pad_token_id;
     generation_eos_ = info_.eos_token_id;
     for (int64_t id : ids.generation_eos_token_id)
-        if (std::find(generation_eos_.begin(), generation_eos_.end(), id) == generation_eos_.end()) generation_eos_.push_back(id);
+        if (std::find(generation_eos_.begin(), generation_eos_.end(), id) == generation_eos_.end())
+            generation_eos_.push_back(id);
 }
 
 const models::HfExportInfo& HfModelFiles::info() {

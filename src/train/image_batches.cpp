@@ -29,8 +29,8 @@ void blank_rows(int32_t* x, int32_t* y, int T, int slot, int from, int B) {
 
 class ImageTrainBatches final : public TrainBatches {
 public:
-    ImageTrainBatches(std::shared_ptr<const data::ImageSet> set, std::vector<int64_t> indices, const config::Config& cfg,
-                      int B, int rank, int world)
+    ImageTrainBatches(std::shared_ptr<const data::ImageSet> set, std::vector<int64_t> indices,
+                      const config::Config& cfg, int B, int rank, int world)
         : set_(std::move(set)),
           n_(static_cast<int64_t>(indices.size())),
           sampler_(std::move(indices), cfg.run.seed, cfg.data.shuffle, rank, world, B),
@@ -45,9 +45,10 @@ public:
     MicroBatch next(int32_t* x, int32_t* y, int32_t* /*pos*/) override {
         const std::vector<int64_t> rows = sampler_.batch(epoch_, batch_);
         for (size_t r = 0; r < rows.size(); ++r) {
-            const data::AugmentDraw draw = aug_.active() ? data::draw_augment(aug_, seed_, epoch_, rows[r]) : data::AugmentDraw{};
-            write_ref_row(x, y, T_, static_cast<int>(r), kTrainSlot, rows[r], set_->labels[static_cast<size_t>(rows[r])],
-                          draw);
+            const data::AugmentDraw draw =
+                aug_.active() ? data::draw_augment(aug_, seed_, epoch_, rows[r]) : data::AugmentDraw{};
+            write_ref_row(x, y, T_, static_cast<int>(r), kTrainSlot, rows[r],
+                          set_->labels[static_cast<size_t>(rows[r])], draw);
         }
         blank_rows(x, y, T_, kTrainSlot, static_cast<int>(rows.size()), B_);
         advance(epoch_, batch_);
@@ -123,8 +124,9 @@ std::shared_ptr<const data::ImageSet> load_checked(const config::Config& cfg, co
     auto s = std::make_shared<data::ImageSet>(data::load_image_set(images, labels, cfg.model.classifier.num_classes));
     check_fits_model(*s, cfg, images);
     if (s->image_size() < kernels::kImageRefInts)
-        throw InputError(fmt::format("'{}' holds images of {} values; image classification needs at least {} per image",
-                                     images, s->image_size(), kernels::kImageRefInts));
+        throw InputError(
+            fmt::format("'{}' holds images of {} values; image classification needs at least {} per image", images,
+                        s->image_size(), kernels::kImageRefInts));
     return s;
 }
 
@@ -168,7 +170,8 @@ std::vector<std::string> class_names(const config::Config& cfg) {
     std::string path = cfg.data.test_images;
     std::transform(path.begin(), path.end(), path.begin(), [](unsigned char c) { return std::tolower(c); });
     if (cfg.model.classifier.num_classes == 10 && path.find("fashion") != std::string::npos)
-        return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"};
+        return {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
     std::vector<std::string> names;
     for (int c = 0; c < cfg.model.classifier.num_classes; ++c) names.push_back(std::to_string(c));
     return names;

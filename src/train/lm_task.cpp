@@ -21,8 +21,10 @@ std::string no_val_shards_message(const config::Config& cfg) {
     const std::string fix =
         "pass --set data.val_shards=GLOB (the val_*.bin shards the run trained with), or create them with `make data` "
         "or `llmtrain data prepare`";
-    if (cfg.data.source != "shards") return "eval: the prepared data has no validation shards (data.val_fraction is 0)";
-    if (cfg.data.val_shards.empty()) return "eval: no validation shards: data.val_shards is not set (hint: " + fix + ")";
+    if (cfg.data.source != "shards")
+        return "eval: the prepared data has no validation shards (data.val_fraction is 0)";
+    if (cfg.data.val_shards.empty())
+        return "eval: no validation shards: data.val_shards is not set (hint: " + fix + ")";
     return fmt::format("eval: no validation shards: data.val_shards '{}' matches no file (hint: {})",
                        cfg.data.val_shards, fix);
 }

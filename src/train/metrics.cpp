@@ -39,7 +39,8 @@ void truncate_metrics_after(const std::filesystem::path& path, int64_t max_step)
         if (line.empty()) continue;
         auto j = try_parse_json(line);
         if (!j) continue;  // a torn last line from a crash
-        if (j->contains("step") && (*j)["step"].is_number_integer() && (*j)["step"].get<int64_t>() > max_step) continue;
+        if (j->contains("step") && (*j)["step"].is_number_integer() && (*j)["step"].get<int64_t>() > max_step)
+            continue;
         kept += line + "\n";
     }
     write_file_atomic(path, kept);

@@ -31,7 +31,8 @@ double MfuMeter::fraction(double achieved_flops) {
 std::optional<std::string> MfuMeter::raised() {
     if (!raised_ || reported_) return std::nullopt;
     reported_ = true;
-    return fmt::format("mfu: a step ran at {:.1f} GFLOP/s, above the peak; the peak is now that rate", peak_.flops / 1e9);
+    return fmt::format("mfu: a step ran at {:.1f} GFLOP/s, above the peak; the peak is now that rate",
+                       peak_.flops / 1e9);
 }
 
 }  // namespace llmt::train

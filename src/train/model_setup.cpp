@@ -42,7 +42,8 @@ ShardFiles resolve_data(const config::Config& cfg, bool need_train) {
     if (val_split) {
         po.corpus.hf.split = cfg.data.val_split;
         auto v = data::prepare_cached(po, cfg.data.cache_dir);
-        console().line(fmt::format("data: {} validation shards ({}) in {}", v.reused ? "reusing" : "prepared", cfg.data.val_split, v.dir.string()));
+        console().line(fmt::format("data: {} validation shards ({}) in {}", v.reused ? "reusing" : "prepared",
+                                   cfg.data.val_split, v.dir.string()));
         f.val = expand_glob((v.dir / "train_*.bin").string());
     }
     return f;

@@ -60,7 +60,8 @@ std::vector<OptimizerShardFile> read_optimizer_index(const Checkpoint& ck, const
         OptimizerShardFile s{f->get<std::string>(), b->get<std::size_t>(), n->get<std::size_t>()};
         if (s.file.empty() || s.file.find('/') != std::string::npos || s.file == "." || s.file == "..")
             throw bad(fmt::format("names '{}', expected a file name inside the checkpoint directory", s.file));
-        if (s.begin >= s.end) throw bad(fmt::format("entry '{}' has the empty slice [{}, {})", s.file, s.begin, s.end));
+        if (s.begin >= s.end)
+            throw bad(fmt::format("entry '{}' has the empty slice [{}, {})", s.file, s.begin, s.end));
         out.push_back(std::move(s));
     }
     return out;

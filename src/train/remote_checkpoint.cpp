@@ -39,7 +39,8 @@ fs::path fetch_synced_checkpoint(storage::S3Client& client, const storage::S3Uri
     const storage::S3Uri remote = run.join("checkpoints/" + step_dir_name(step));
     fs::create_directories(local_run / "checkpoints");
     for (const auto& name : synced_run_files())
-        if (client.head_object(run.join(name))) storage::download_file(client, run.join(name), local_run / name, part_bytes);
+        if (client.head_object(run.join(name)))
+            storage::download_file(client, run.join(name), local_run / name, part_bytes);
     const fs::path dest = local_run / "checkpoints" / step_dir_name(step);
     if (fs::is_directory(dest)) return dest;  // already here (a checkpoint this machine wrote or fetched)
 
@@ -48,7 +49,8 @@ fs::path fetch_synced_checkpoint(storage::S3Client& client, const storage::S3Uri
         marker = nlohmann::json::parse(client.get_object(remote.join(kSyncedMarker)));
     } catch (const storage::StorageError& e) {
         if (e.status() != 404) throw;
-        throw CheckpointError(fmt::format("{} has no {}: the checkpoint's upload did not complete", remote.str(), kSyncedMarker));
+        throw CheckpointError(
+            fmt::format("{} has no {}: the checkpoint's upload did not complete", remote.str(), kSyncedMarker));
     } catch (const nlohmann::json::exception& e) {
         throw CheckpointError(fmt::format("{}: invalid JSON ({})", remote.join(kSyncedMarker).str(), e.what()));
     }
@@ -58,11 +60,13 @@ fs::path fetch_synced_checkpoint(storage::S3Client& client, const storage::S3Uri
     for (const auto& f : marker.at("files")) {
         const std::string name = f.at("name");
         if (name.find('/') != std::string::npos || name.empty() || name[0] == '.')
-            throw CheckpointError(fmt::format("{}: file name '{}' is not a plain name", remote.join(kSyncedMarker).str(), name));
+            throw CheckpointError(
+                fmt::format("{}: file name '{}' is not a plain name", remote.join(kSyncedMarker).str(), name));
         storage::download_file(client, remote.join(name), tmp / name, part_bytes);
         const std::uint64_t want = f.at("size"), got = fs::file_size(tmp / name);
         if (got != want)
-            throw CheckpointError(fmt::format("{}: {} bytes downloaded, the marker says {}", remote.join(name).str(), got, want));
+            throw CheckpointError(
+                fmt::format("{}: {} bytes downloaded, the marker says {}", remote.join(name).str(), got, want));
     }
     fs::rename(tmp, dest);
     return dest;
@@ -93,7 +97,8 @@ fs::path fetch_for_resume(const std::string& spec, const config::Config& cfg) {
     const auto name_start = run.key.rfind('/');
     const std::string run_id = run.key.substr(name_start == std::string::npos ? 0 : name_start + 1);
     if (run_id.empty())
-        throw InputError(fmt::format("--resume {}: expected s3://bucket/prefix/<run id>[/checkpoints/step_<N>]", spec));
+        throw InputError(
+            fmt::format("--resume {}: expected s3://bucket/prefix/<run id>[/checkpoints/step_<N>]", spec));
     storage::S3Client client(storage::s3_settings_from_environment());
     if (!step) {
         const auto steps = synced_steps(client, run);

@@ -13,7 +13,8 @@ namespace llmt::train {
 void fetch_remote_inputs(config::Config& cfg) {
     std::unique_ptr<storage::S3Client> client;  // made on the first s3:// value
     const std::filesystem::path cache = std::filesystem::path(cfg.output.root_dir) / ".cache" / "s3";
-    const auto part_bytes = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(cfg.output.sync_part_mb * 1048576.0));
+    const auto part_bytes =
+        std::max<std::uint64_t>(1, static_cast<std::uint64_t>(cfg.output.sync_part_mb * 1048576.0));
     auto store = [&]() -> storage::S3Client& {
         if (!client) client = std::make_unique<storage::S3Client>(storage::s3_settings_from_environment());
         return *client;

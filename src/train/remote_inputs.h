@@ -2,8 +2,8 @@
 // "Reading inputs"): the objects are brought into <output.root_dir>/.cache/s3/ (storage/object_cache.h)
 // and the typed config's values replaced by the local paths. cfg.resolved keeps the shard URIs, so a
 // resume compares what the user wrote; model.init_from is replaced there too (a model directory's
-// config.json re-reads the model section from cfg.resolved), so the run's config.yaml names the cache. Every rank calls it (downloads are renamed into place, so ranks sharing
-// a cache directory may race harmlessly).
+// config.json re-reads the model section from cfg.resolved), so the run's config.yaml names the cache. Every rank
+// calls it (downloads are renamed into place, so ranks sharing a cache directory may race harmlessly).
 #pragma once
 
 namespace llmt::config {

@@ -102,7 +102,8 @@ ConfigDiff diff_for_resume(const nlohmann::json& saved, const nlohmann::json& cu
         if (it.value().is_object()) {
             const auto& s = saved.contains(it.key()) ? saved[it.key()] : empty;
             for (auto jt = it.value().begin(); jt != it.value().end(); ++jt)
-                visit(it.key() + "." + jt.key(), s.is_object() && s.contains(jt.key()) ? s[jt.key()] : empty, jt.value());
+                visit(it.key() + "." + jt.key(), s.is_object() && s.contains(jt.key()) ? s[jt.key()] : empty,
+                      jt.value());
         } else {
             visit(it.key(), saved.contains(it.key()) ? saved[it.key()] : empty, it.value());
         }

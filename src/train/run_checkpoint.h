@@ -65,7 +65,8 @@ public:
 
     // checkpoints_dir/step_<progress.step>, written by rank 0; under ZeRO-1 every rank writes its optimizer
     // shard (under ZeRO-3 its optimizer chunks and the units it owns) into rank 0's temp directory at the
-    // same time, so the one atomic rename publishes all shards together. Returns the directory on rank 0, empty on the others. Throws IoError, CheckpointError.
+    // same time, so the one atomic rename publishes all shards together. Returns the directory on rank 0, empty on the
+    // others. Throws IoError, CheckpointError.
     std::filesystem::path save(const std::filesystem::path& checkpoints_dir, const RunProgress& progress,
                                const SaveOptions& opts);
 

@@ -63,8 +63,9 @@ bool cuda_bf16(const config::Config& cfg) {
 DType check_supported(const config::Config& cfg, Device device) {
     if (device == Device::kCpu) {
         // bf16 on the CPU is a GEMM precision (kernels/cpu/matmul.h): tensors stay fp32 in memory.
-        LLMT_CHECK(cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16" || cfg.trainer.precision == "auto",
-                   "trainer.precision: {} is not available on the CPU; use fp32, bf16 or auto", cfg.trainer.precision);
+        LLMT_CHECK(
+            cfg.trainer.precision == "fp32" || cfg.trainer.precision == "bf16" || cfg.trainer.precision == "auto",
+            "trainer.precision: {} is not available on the CPU; use fp32, bf16 or auto", cfg.trainer.precision);
         return DType::kF32;
     }
     // run.device: cuda is refused by validation (config/loader.cpp); auto lands here when a GPU is present.
@@ -80,7 +81,8 @@ DType check_supported(const config::Config& cfg, Device device) {
 
 MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device, DType dtype, int zero1_world,
                                         int zero3_world) {
-    const auto plan = models::plan_model_memory(cfg, device, dtype, cfg.trainer.micro_batch_size, cfg.model.block_size);
+    const auto plan =
+        models::plan_model_memory(cfg, device, dtype, cfg.trainer.micro_batch_size, cfg.model.block_size);
     MemoryEstimate e;
     e.parameters = plan.params;
     e.gradients = plan.grads;
@@ -94,7 +96,8 @@ MemoryEstimate estimate_training_memory(const config::Config& cfg, Device device
         const std::uint64_t elem = dtype == DType::kBF16 ? 2 : 4;
         const auto whole = static_cast<std::uint64_t>(s.parameters) * elem;
         const auto held = static_cast<std::uint64_t>(s.embedding * (s.tied ? 1 : 2) + 2 * s.largest_layer);
-        e.parameters = plan.params - std::min(plan.params, whole) + (whole + zero3_world - 1) / zero3_world + held * elem;
+        e.parameters =
+            plan.params - std::min(plan.params, whole) + (whole + zero3_world - 1) / zero3_world + held * elem;
     } else if (zero3_world > 1) {
         // ZeRO-3 (zero_scale.h's stage 3, the same arithmetic): the rank's chunks of the fp32 masters and of the
         // gradient accumulator (as many bytes as the fp32 gradient arena over the world), and the four gather

@@ -139,28 +139,30 @@ private:
         log_line("model: " + model_->summary());
         if (const models::LoraAdapters* lora = model_->lora()) {
             lora_base_ = models::lora_base_identity(cfg_, init_from_.weights);
-            log_line(fmt::format("lora: r {}, alpha {:g} (scale {:g}{}), {} modules adapted, {} trainable parameters "
-                                 "({:.3f}% of {}); base frozen",
-                                 lora->spec().r, lora->spec().alpha, lora->scale(), lora->spec().rslora ? ", rsLoRA" : "",
-                                 lora->modules().size(), lora->store().num_parameters(),
-                                 100.0 * static_cast<double>(lora->store().num_parameters()) /
-                                     static_cast<double>(model_->num_parameters()),
-                                 model_->num_parameters()));
+            log_line(
+                fmt::format("lora: r {}, alpha {:g} (scale {:g}{}), {} modules adapted, {} trainable parameters "
+                            "({:.3f}% of {}); base frozen",
+                            lora->spec().r, lora->spec().alpha, lora->scale(), lora->spec().rslora ? ", rsLoRA" : "",
+                            lora->modules().size(), lora->store().num_parameters(),
+                            100.0 * static_cast<double>(lora->store().num_parameters()) /
+                                static_cast<double>(model_->num_parameters()),
+                            model_->num_parameters()));
         }
         choose_precision();
         if (dev_ != Device::kCuda) return log_cpu_precision();
         const auto mem = kernels::device_memory_info(dev_);
-        log_line(fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
-                             "optimizer state {:.2f}, activations {:.2f} at B={} T={}, recompute {}{}) of {:.1f} GiB on "
-                             "the GPU",
-                             dtype_name(dtype_), mem_.total() / 1073741824.0, mem_.parameters / 1073741824.0,
-                             mem_.gradients / 1073741824.0, mem_.optimizer / 1073741824.0,
-                             mem_.activations / 1073741824.0, B(), T(), tc_.recompute,
-                             model_->trained().dtype() == DType::kBF16 && sync_.zero1
-                                 ? fmt::format("; fp32 masters sharded over {} ranks, {:.2f} GiB while building",
-                                               world_, mem_.build_peak / 1073741824.0)
-                                 : std::string(),
-                             mem.total / 1073741824.0));
+        log_line(
+            fmt::format("device: cuda, {} compute; memory plan {:.2f} GiB (parameters {:.2f}, gradients {:.2f}, "
+                        "optimizer state {:.2f}, activations {:.2f} at B={} T={}, recompute {}{}) of {:.1f} GiB on "
+                        "the GPU",
+                        dtype_name(dtype_), mem_.total() / 1073741824.0, mem_.parameters / 1073741824.0,
+                        mem_.gradients / 1073741824.0, mem_.optimizer / 1073741824.0, mem_.activations / 1073741824.0,
+                        B(), T(), tc_.recompute,
+                        model_->trained().dtype() == DType::kBF16 && sync_.zero1
+                            ? fmt::format("; fp32 masters sharded over {} ranks, {:.2f} GiB while building", world_,
+                                          mem_.build_peak / 1073741824.0)
+                            : std::string(),
+                        mem.total / 1073741824.0));
     }
 
     // trainer.precision as this run takes it (auto: train/cpu_precision.h); rank 0 alone probes and every rank
@@ -194,8 +196,10 @@ private:
         LLMT_INTERNAL_CHECK(steps.has_value(), "trainer.epochs {}: the task counts no epochs", tc_.epochs);
         cfg_.trainer.max_steps = *steps;
         if (tc_.warmup_steps > tc_.max_steps) {  // as the loader does for max_steps (config/schedule_keys.h)
-            log_line(fmt::format("warning: trainer.warmup_steps ({}) is longer than the {} steps of trainer.epochs {}: "
-                                 "shortened to {}", tc_.warmup_steps, tc_.max_steps, tc_.epochs, tc_.max_steps));
+            log_line(
+                fmt::format("warning: trainer.warmup_steps ({}) is longer than the {} steps of trainer.epochs {}: "
+                            "shortened to {}",
+                            tc_.warmup_steps, tc_.max_steps, tc_.epochs, tc_.max_steps));
             cfg_.trainer.warmup_steps = tc_.max_steps;
         }
     }
@@ -206,18 +210,21 @@ private:
         const MicroBatch mb = loader_->next(x.data(), y.data(), pos.data());
         Stopwatch sw;
         float loss = model_->forward(x.data(), y.data(), B(), mb.T, false, 1.f, mb.positions ? pos.data() : nullptr);
-        nlohmann::ordered_json s = {
-            {"dry_run", true},
-            {"parameters", model_->num_parameters()},
-            {"memory_bytes", {{"parameters", mem_.parameters}, {"gradients", mem_.gradients}, {"optimizer", mem_.optimizer},
-                              {"activations", mem_.activations}, {"total", mem_.total()}}},
-            {"recompute", tc_.recompute},
-            {"loss", loss},
-            {"forward_ms", sw.seconds() * 1e3},
-            {"train_windows", loader_->num_rows()},
-            {"steps", tc_.max_steps},
-            {"device", std::string(device_name(dev_))},
-            {"precision", std::string(dtype_ == DType::kBF16 ? "bf16" : "fp32")}};
+        nlohmann::ordered_json s = {{"dry_run", true},
+                                    {"parameters", model_->num_parameters()},
+                                    {"memory_bytes",
+                                     {{"parameters", mem_.parameters},
+                                      {"gradients", mem_.gradients},
+                                      {"optimizer", mem_.optimizer},
+                                      {"activations", mem_.activations},
+                                      {"total", mem_.total()}}},
+                                    {"recompute", tc_.recompute},
+                                    {"loss", loss},
+                                    {"forward_ms", sw.seconds() * 1e3},
+                                    {"train_windows", loader_->num_rows()},
+                                    {"steps", tc_.max_steps},
+                                    {"device", std::string(device_name(dev_))},
+                                    {"precision", std::string(dtype_ == DType::kBF16 ? "bf16" : "fp32")}};
         if (dev_ == Device::kCuda) {
             const auto mem = kernels::device_memory_info(dev_);
             s["gpu_memory_bytes"] = {{"used_after_forward", mem.total - mem.free}, {"total", mem.total}};
@@ -279,7 +286,8 @@ private:
         }
         // --resume auto and the run has no checkpoint yet: start it (reusing a directory a crash left).
         std::error_code ec;
-        if (std::filesystem::is_directory(target.run_dir, ec) && std::filesystem::exists(target.run_dir / "config.yaml", ec)) {
+        if (std::filesystem::is_directory(target.run_dir, ec) &&
+            std::filesystem::exists(target.run_dir / "config.yaml", ec)) {
             run_dir_ = RunDir::open(target.run_dir);
             truncate_metrics_after(run_dir_->metrics_path(), 0);
         } else {
@@ -377,7 +385,8 @@ private:
                                                              static_cast<double>(mb.targets) / static_cast<double>(n));
             const float loss = model_->forward(x_.data(), y_.data(), B(), mb.T, /*train=*/true, scale,
                                                mb.positions ? pos_.data() : nullptr);
-            loss_sum += uniform ? loss : loss * static_cast<double>(mb.targets) * world_ / static_cast<double>(n) * accum;
+            loss_sum +=
+                uniform ? loss : loss * static_cast<double>(mb.targets) * world_ / static_cast<double>(n) * accum;
             if (reducer_) reducer_->begin_backward(/*sync=*/m == accum - 1);  // no_sync until the last micro-step
             model_->backward();
             if (reducer_) reducer_->finish();
@@ -423,10 +432,11 @@ private:
         const double eta = (tc_.max_steps - step_) * (train_time_ / static_cast<double>(steps_this_run_));
         std::string rates = fmt::format("{:.0f} {}", rate, u.rate);
         if (world_ > 1) rates += fmt::format(" ({:.0f}/rank)", rate_rank);
-        log_line(fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {} | mfu {:.1f}%{} | "
-                             "mem {:.0f} MiB{} | eta {:.0f}s",
-                             step_, tc_.max_steps, last_loss_, lr_, norm, dt * 1e3, rates, 100 * mfu,
-                             world_ > 1 ? "/rank" : "", mem_max, world_ > 1 ? " max/rank" : "", eta));
+        log_line(
+            fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} ms | {} | mfu {:.1f}%{} | "
+                        "mem {:.0f} MiB{} | eta {:.0f}s",
+                        step_, tc_.max_steps, last_loss_, lr_, norm, dt * 1e3, rates, 100 * mfu,
+                        world_ > 1 ? "/rank" : "", mem_max, world_ > 1 ? " max/rank" : "", eta));
     }
 
     // Each rank's memory (rank_memory.h) in whole MiB, on every rank (one all-reduce: exact in f32).
@@ -440,10 +450,10 @@ private:
     // A resumed run whose checkpoint is at trainer.max_steps already: say so, and what happens instead.
     void log_already_complete() const {
         const bool evaluates = task_->evaluates() && tc_.eval_every_steps > 0 && last_eval_step_ != step_;
-        log_line(fmt::format("resume: run {} was already complete (step {} of trainer.max_steps {}): nothing to train; "
-                             "{}rewriting summary.json (raise trainer.max_steps to train further)",
-                             run_dir_->run_id(), step_, tc_.max_steps,
-                             evaluates ? "evaluating the final weights and " : ""));
+        log_line(fmt::format(
+            "resume: run {} was already complete (step {} of trainer.max_steps {}): nothing to train; "
+            "{}rewriting summary.json (raise trainer.max_steps to train further)",
+            run_dir_->run_id(), step_, tc_.max_steps, evaluates ? "evaluating the final weights and " : ""));
     }
 
     // Steps until max_steps, --stop-at-step or a signal; returns the exit code.
@@ -535,7 +545,9 @@ private:
     nlohmann::ordered_json run_summary(int exit_code) {
         const CountUnit u = task_->unit();
         const double rate = train_time_ > 0 ? static_cast<double>(slots_this_run_ / u.slots) / train_time_ : 0.0;
-        auto opt_num = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); };
+        auto opt_num = [](double v) {
+            return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json();
+        };
         nlohmann::ordered_json summary = {
             {"run_id", run_dir_->run_id()},
             {"final_train_loss", opt_num(last_loss_)},

@@ -72,7 +72,8 @@ void Zero3Gather::join() {
 
 void Zero3Gather::acquire(int unit, bool grads) {
     const auto g = static_cast<size_t>(unit);
-    LLMT_INTERNAL_CHECK(unit >= 0 && g < store_.groups().size(), "ZeRO-3: unit {} of {}", unit, store_.groups().size());
+    LLMT_INTERNAL_CHECK(unit >= 0 && g < store_.groups().size(), "ZeRO-3: unit {} of {}", unit,
+                        store_.groups().size());
     join();  // a prefetch (of this unit or not) is complete before the unit is read or another collective runs
     Slot* s = slot_for(g);
     LLMT_INTERNAL_CHECK(s != nullptr, "ZeRO-3: unit {} acquired while every buffer of its kind is held", unit);
@@ -147,8 +148,10 @@ std::pair<Tensor, Tensor> Zero3Gather::stage_chunk(size_t g, Slot& s) {
 void Zero3Gather::reduce_grads(size_t g, Slot& s) {
     const models::ParamStore::Group& gr = store_.groups()[g];
     auto* base = static_cast<float*>(s.grads.data());
-    const Tensor mine = flat(base + static_cast<size_t>(dc_.rank()) * gr.chunk, gr.chunk, DType::kF32, store_.device());
-    dc_.pg().reduce_scatter(mine, flat(base, gr.chunk * static_cast<size_t>(dc_.world()), DType::kF32, store_.device()),
+    const Tensor mine =
+        flat(base + static_cast<size_t>(dc_.rank()) * gr.chunk, gr.chunk, DType::kF32, store_.device());
+    dc_.pg().reduce_scatter(mine,
+                            flat(base, gr.chunk * static_cast<size_t>(dc_.world()), DType::kF32, store_.device()),
                             dist::ReduceOp::kAvg);
     const Tensor acc =
         flat(static_cast<float*>(store_.grads().data()) + gr.local, gr.chunk, DType::kF32, store_.device());
@@ -169,7 +172,8 @@ const float* Zero3Gather::gather_masters(size_t g) {
     s->unit = -1;  // the gradient buffer is overwritten; the weights buffer stays, but is no longer a gather
     const models::ParamStore::Group& gr = store_.groups()[g];
     auto* base = static_cast<float*>(s->grads.data());
-    const Tensor mine = flat(base + static_cast<size_t>(dc_.rank()) * gr.chunk, gr.chunk, DType::kF32, store_.device());
+    const Tensor mine =
+        flat(base + static_cast<size_t>(dc_.rank()) * gr.chunk, gr.chunk, DType::kF32, store_.device());
     kernels::copy(mine, flat(store_.masters() + gr.local, gr.chunk, DType::kF32, store_.device()));
     dc_.pg().allgather(flat(base, gr.chunk * static_cast<size_t>(dc_.world()), DType::kF32, store_.device()), mine);
     return base;

@@ -30,7 +30,8 @@ class Zero3Gather final : public models::UnitGather {
 public:
     // store: sharded in groups (ParamStore::shard_groups) over dc's ranks, on dc.device(); both outlive this.
     // Allocates the slots (each the largest unit it serves: weights in the compute dtype, gradients in fp32;
-    // none for a frozen store, LoRA's base, whose acquire(unit, true) gathers the weights alone). InternalError for a store that is not sharded in groups or a context that is not active.
+    // none for a frozen store, LoRA's base, whose acquire(unit, true) gathers the weights alone). InternalError for a
+    // store that is not sharded in groups or a context that is not active.
     Zero3Gather(DistContext& dc, models::ParamStore& store);
 
     ~Zero3Gather() override;

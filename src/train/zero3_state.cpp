@@ -117,8 +117,9 @@ std::vector<std::string> Zero3State::write_model(const std::filesystem::path& di
         std::vector<float> host;
         if (store.device() != Device::kCpu) {
             host.resize(n);
-            kernels::copy(Tensor(host.data(), {static_cast<int64_t>(n)}),
-                          Tensor(const_cast<float*>(gathered), {static_cast<int64_t>(n)}, DType::kF32, store.device()));
+            kernels::copy(
+                Tensor(host.data(), {static_cast<int64_t>(n)}),
+                Tensor(const_cast<float*>(gathered), {static_cast<int64_t>(n)}, DType::kF32, store.device()));
             gathered = host.data();
         }
         std::vector<const float*> data;

@@ -57,7 +57,8 @@ TEST_F(CliTest, VersionJson) {
     auto r = llmtrain({"version", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto j = nlohmann::json::parse(r.out);
-    for (const char* k : {"version", "git_sha", "build_type", "cuda", "blas", "knobs"}) EXPECT_TRUE(j.contains(k)) << k;
+    for (const char* k : {"version", "git_sha", "build_type", "cuda", "blas", "knobs"})
+        EXPECT_TRUE(j.contains(k)) << k;
 }
 
 // The knobs of core/knobs.h: listed with value and default, a set one shows as set, and the human

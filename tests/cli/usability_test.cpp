@@ -145,7 +145,8 @@ TEST(Estimate, TokenBudgetPerRowIsSpelledOutAndCostsNeedRates) {
     // Four ranks: the total grows with the global batch, and the output says so per row.
     auto four = llmtrain({"estimate", "--config", kPreset, "--nodes", "2", "--nproc-per-node", "2"});
     ASSERT_EQ(four.exit_code, 0) << four.err;
-    EXPECT_TRUE(has(four.out, "global batch 8192 tokens (micro_batch_size 8 x grad_accum_steps 1 x block_size 256 x 4 ranks)"))
+    EXPECT_TRUE(
+        has(four.out, "global batch 8192 tokens (micro_batch_size 8 x grad_accum_steps 1 x block_size 256 x 4 ranks)"))
         << four.out;
     EXPECT_TRUE(has(four.out, "the 1-rank row is this run's tokens on one rank")) << four.out;
     EXPECT_TRUE(std::regex_search(four.out, std::regex(R"(\n +1 +1200 +2048 )"))) << four.out;  // ranks, steps, batch
@@ -218,7 +219,8 @@ TEST_F(TinyRunCli, ProgressBarOnATerminalKeepsTheLossHistory) {
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     const std::string& tty = r.out;
     // The bar is drawn after every step (steps between log lines too) and cleared before each line.
-    for (const char* bar : {"] 1/6 ", "] 2/6 ", "] 4/6 ", "] 5/6 ", "] 6/6 100%"}) EXPECT_TRUE(has(tty, bar)) << bar << tty;
+    for (const char* bar : {"] 1/6 ", "] 2/6 ", "] 4/6 ", "] 5/6 ", "] 6/6 100%"})
+        EXPECT_TRUE(has(tty, bar)) << bar << tty;
     EXPECT_TRUE(has(tty, "\r\033[K")) << tty;
     EXPECT_TRUE(has(tty, "eta ")) << tty;
     // Every step line stays on screen, each ending its own line (not overwritten by the next).

@@ -164,8 +164,8 @@ TEST(ConfigLoader, ValuesThisVersionCannotActOnAreRefusedTogether) {
     // The cross-field checks (run.deterministic with run.device, data keys with data.source) run in the
     // same pass as trainer.lr's type error (all problems at once, not 4 more after a fix).
     EXPECT_EQ(by_key.size(), 7u) << joined(is);
-    for (const char* k : {"trainer.lr", "lora.alpha", "lora.target_modules", "tracking.mlflow_dir", "run.deterministic",
-                          "tracking.mlflow.uri", "data.cache_dir"})
+    for (const char* k : {"trainer.lr", "lora.alpha", "lora.target_modules", "tracking.mlflow_dir",
+                          "run.deterministic", "tracking.mlflow.uri", "data.cache_dir"})
         EXPECT_TRUE(by_key.count(k)) << k << "\n" << joined(is);
 
     is = issues_of(kMinimal +
@@ -269,7 +269,8 @@ TEST(ConfigLoader, ChatSourceKeys) {
                                              "[a.jsonl]\n  tokenizer: tok\n",
                                              "<string>"));
     // For a model only (generate --model), the data section is not checked: chat with packing loads.
-    const Config c = load_config_string("data:\n  source: chat\n  packing: true\n", "<string>", {}, ConfigUse::kModelOnly);
+    const Config c =
+        load_config_string("data:\n  source: chat\n  packing: true\n", "<string>", {}, ConfigUse::kModelOnly);
     EXPECT_EQ(c.data.source, "chat");
     EXPECT_TRUE(c.data.packing);
 }
@@ -317,8 +318,8 @@ TEST(ConfigLoader, MissingFileIsAnInputError) {
 }
 
 TEST(ConfigLoader, SetOverrides) {
-    Config c = load_config_string(kMinimal, "t.yaml",
-                                  {"trainer.lr=3e-4", "trainer.betas=[0.8, 0.99]", "run.name=abc", "schema_version=1"});
+    Config c = load_config_string(
+        kMinimal, "t.yaml", {"trainer.lr=3e-4", "trainer.betas=[0.8, 0.99]", "run.name=abc", "schema_version=1"});
     EXPECT_DOUBLE_EQ(c.trainer.lr, 3e-4);
     EXPECT_DOUBLE_EQ(c.trainer.betas[0], 0.8);
     EXPECT_EQ(c.run.name, "abc");

@@ -37,8 +37,9 @@ std::string joined(const std::vector<ConfigIssue>& is) {
 }
 
 TEST(ModelKeys, LlamaWithRopeScalingAsABlockOrFlowMapping) {
-    const Config c = load("  arch: llama\n  n_head: 32\n  n_kv_head: 8\n  d_model: 2048\n  rope_theta: 500000\n"
-                          "  rope_scaling:\n    type: llama3\n    factor: 32\n    original_max_position_embeddings: 8192\n");
+    const Config c = load(
+        "  arch: llama\n  n_head: 32\n  n_kv_head: 8\n  d_model: 2048\n  rope_theta: 500000\n"
+        "  rope_scaling:\n    type: llama3\n    factor: 32\n    original_max_position_embeddings: 8192\n");
     EXPECT_EQ(c.model.arch, "llama");
     EXPECT_EQ(c.model.head_dim, 64);  // derived: d_model / n_head
     EXPECT_EQ(c.model.rope.theta, 500000.f);
@@ -61,7 +62,8 @@ TEST(ModelKeys, SetReachesNestedKeys) {
     EXPECT_EQ(c.model.rope.scaling.factor, 16.0);
     EXPECT_EQ(c.written.at("model.rope_scaling.factor"), "--set model.rope_scaling.factor=16");
     // Over a group written in the file.
-    const Config d = load("  arch: llama\n  rope_scaling: {type: llama3, factor: 8}\n", {"model.rope_scaling.factor=16"});
+    const Config d =
+        load("  arch: llama\n  rope_scaling: {type: llama3, factor: 8}\n", {"model.rope_scaling.factor=16"});
     EXPECT_EQ(d.model.rope.scaling.factor, 16.0);
 }
 
@@ -93,7 +95,9 @@ TEST(ModelKeys, Gpt2RefusesWhatItDoesNotRead) {
     ASSERT_EQ(is.size(), 4u) << joined(is);
     EXPECT_EQ(is[0].key, "model.rope_theta");
     EXPECT_EQ(is[0].where, "m.yaml:3:3");
-    EXPECT_NE(is[0].message.find("is read only with model.arch llama, qwen2, qwen3 or mistral, and model.arch is gpt2"), std::string::npos);
+    EXPECT_NE(
+        is[0].message.find("is read only with model.arch llama, qwen2, qwen3 or mistral, and model.arch is gpt2"),
+        std::string::npos);
     EXPECT_EQ(is[1].key, "model.rope_scaling.type");
     EXPECT_EQ(is[2].key, "model.n_kv_head");
     EXPECT_NE(is[2].message.find("gpt2 uses full multi-head attention"), std::string::npos);

@@ -237,18 +237,23 @@ const std::map<std::string, Probe>& probes() {
              const auto s = c.t.train({"run.name=probe-name", "trainer.max_steps=1"});
              EXPECT_EQ(s["run_id"].get<std::string>().rfind("probe-name-", 0), 0u) << s["run_id"];
          }},
-        {"run.seed", [](const Ctx& c) { EXPECT_NE(dry(c.t, {"run.seed=1"})["loss"], dry(c.t, {"run.seed=2"})["loss"]); }},
+        {"run.seed",
+         [](const Ctx& c) { EXPECT_NE(dry(c.t, {"run.seed=1"})["loss"], dry(c.t, {"run.seed=2"})["loss"]); }},
         {"run.device",
          [](const Ctx& c) {
              EXPECT_EQ(dry(c.t, {"run.device=cpu"})["device"], "cpu");
              const std::string e = error_of(c.t, {"run.device=cuda"});
-             if (e.empty()) EXPECT_EQ(dry(c.t, {"run.device=cuda"})["device"], "cuda");
-             else EXPECT_NE(e.find("run.device"), std::string::npos) << e;  // no GPU here: refused by name
+             if (e.empty())
+                 EXPECT_EQ(dry(c.t, {"run.device=cuda"})["device"], "cuda");
+             else
+                 EXPECT_NE(e.find("run.device"), std::string::npos) << e;  // no GPU here: refused by name
          }},
         // CPU runs are bit-reproducible whatever the key says (tests/train/deterministic_test.cpp); true
         // is what CUDA cannot honour, so it is refused there.
         {"run.deterministic",
-         [](const Ctx& c) { expect_refused(c.t, {"run.deterministic=true", "run.device=cuda"}, "run.deterministic"); }},
+         [](const Ctx& c) {
+             expect_refused(c.t, {"run.deterministic=true", "run.device=cuda"}, "run.deterministic");
+         }},
         {"run.threads",
          [](const Ctx& c) {
              (void)dry(c.t, {"run.threads=1"});
@@ -339,14 +344,18 @@ const std::map<std::string, Probe>& probes() {
         {"model.block_size",
          [](const Ctx& c) { EXPECT_NE(dry(c.t, {"model.block_size=4"})["parameters"], dry(c.t, {})["parameters"]); }},
         {"model.vocab_size",
-         [](const Ctx& c) { EXPECT_NE(dry(c.t, {"model.vocab_size=100"})["parameters"], dry(c.t, {})["parameters"]); }},
+         [](const Ctx& c) {
+             EXPECT_NE(dry(c.t, {"model.vocab_size=100"})["parameters"], dry(c.t, {})["parameters"]);
+         }},
         {"model.vocab_pad_multiple",
          [](const Ctx& c) {
              EXPECT_NE(dry(c.t, {"model.vocab_pad_multiple=128"})["memory_bytes"]["parameters"],
                        dry(c.t, {})["memory_bytes"]["parameters"]);
          }},
         {"model.dropout",
-         [](const Ctx& c) { trajectory_differs(c, {"trainer.max_steps=1", "model.dropout=0.5"}, {"trainer.max_steps=1"}); }},
+         [](const Ctx& c) {
+             trajectory_differs(c, {"trainer.max_steps=1", "model.dropout=0.5"}, {"trainer.max_steps=1"});
+         }},
         {"model.tie_embeddings",
          [](const Ctx& c) {
              EXPECT_NE(dry(c.t, {"model.tie_embeddings=false"})["parameters"], dry(c.t, {})["parameters"]);
@@ -413,9 +422,10 @@ const std::map<std::string, Probe>& probes() {
          }},
         {"lora.target_modules",
          [](const Ctx& c) {
-             EXPECT_LT(dry(c.t, {"lora.r=4", "lora.target_modules=[c_attn]"})["memory_bytes"]["gradients"].get<int64_t>(),
-                       dry(c.t, {"lora.r=4", "lora.target_modules=[c_attn, c_fc]"})["memory_bytes"]["gradients"]
-                           .get<int64_t>());
+             EXPECT_LT(
+                 dry(c.t, {"lora.r=4", "lora.target_modules=[c_attn]"})["memory_bytes"]["gradients"].get<int64_t>(),
+                 dry(c.t, {"lora.r=4", "lora.target_modules=[c_attn, c_fc]"})["memory_bytes"]["gradients"]
+                     .get<int64_t>());
              expect_refused(c.t, {"lora.r=4", "lora.target_modules=[q_proj]"}, "lora.target_modules");
          }},
         {"lora.use_rslora",
@@ -450,7 +460,8 @@ const std::map<std::string, Probe>& probes() {
         {"data.text_field",
          [](const Ctx& c) {
              const Sets jsonl = text_source(c.t, c.in, "cache_field", "jsonl", c.in.jsonl);
-             EXPECT_NE(dry(c.t, jsonl)["train_windows"], dry(c.t, with(jsonl, {"data.text_field=body"}))["train_windows"]);
+             EXPECT_NE(dry(c.t, jsonl)["train_windows"],
+                       dry(c.t, with(jsonl, {"data.text_field=body"}))["train_windows"]);
              expect_refused(c.t, with(text_source(c.t, c.in, "cache_field_text"), {"data.text_field=body"}),
                             "data.text_field");
          }},
@@ -460,12 +471,14 @@ const std::map<std::string, Probe>& probes() {
          [](const Ctx& c) {
              const Sets hf = text_source(c.t, c.in, "cache_split", "hf", kHfFixtures / "datasets--testorg--tiny");
              EXPECT_NE(dry(c.t, hf)["train_windows"], dry(c.t, with(hf, {"data.split=validation"}))["train_windows"]);
-             expect_refused(c.t, with(text_source(c.t, c.in, "cache_split_text"), {"data.split=validation"}), "data.split");
+             expect_refused(c.t, with(text_source(c.t, c.in, "cache_split_text"), {"data.split=validation"}),
+                            "data.split");
          }},
         {"data.val_split",
          [](const Ctx& c) {
              const Sets hf = text_source(c.t, c.in, "cache_val_split", "hf", kHfFixtures / "datasets--testorg--tiny");
-             EXPECT_NE(dry(c.t, hf)["train_windows"], dry(c.t, with(hf, {"data.val_split=validation"}))["train_windows"]);
+             EXPECT_NE(dry(c.t, hf)["train_windows"],
+                       dry(c.t, with(hf, {"data.val_split=validation"}))["train_windows"]);
              expect_refused(c.t, with(text_source(c.t, c.in, "cache_val_split_text"), {"data.val_split=validation"}),
                             "data.val_split");
          }},
@@ -476,12 +489,14 @@ const std::map<std::string, Probe>& probes() {
              expect_refused(c.t, with(text_source(c.t, c.in, "cache_config_text"), {"data.config_name=alt"}),
                             "data.config_name");
          }},
-        // A copy of the fixture's hub cache folder with tag `old`: a snapshot whose train split is the validation file.
+        // A copy of the fixture's hub cache folder with tag `old`: a snapshot whose train split is the validation
+        // file.
         {"data.revision",
          [](const Ctx& c) {
              const fs::path repo = c.t.root() / "hub/datasets--testorg--tiny";
              fs::create_directories(repo.parent_path());
-             fs::copy(kHfFixtures / "datasets--testorg--tiny", repo, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+             fs::copy(kHfFixtures / "datasets--testorg--tiny", repo,
+                      fs::copy_options::recursive | fs::copy_options::copy_symlinks);
              const std::string sha = std::string(40, 'a'), old = std::string(40, 'b');
              fs::create_directories(repo / "snapshots" / old / "data");
              fs::create_symlink("../../" + sha + "/data/validation-00000-of-00001.parquet",
@@ -489,18 +504,21 @@ const std::map<std::string, Probe>& probes() {
              llmt::write_file_atomic(repo / "refs/old", old);
              const Sets hf = text_source(c.t, c.in, "cache_revision", "hf", repo);
              EXPECT_NE(dry(c.t, hf)["train_windows"], dry(c.t, with(hf, {"data.revision=old"}))["train_windows"]);
-             expect_refused(c.t, with(text_source(c.t, c.in, "cache_revision_text"), {"data.revision=old"}), "data.revision");
+             expect_refused(c.t, with(text_source(c.t, c.in, "cache_revision_text"), {"data.revision=old"}),
+                            "data.revision");
          }},
         {"data.tokenizer",
          [](const Ctx& c) {
              const Sets merged = with(text_source(c.t, c.in, "cache_tok_b"),
                                       {"data.tokenizer=" + c.in.tokenizer_merges.string()});
-             EXPECT_NE(dry(c.t, text_source(c.t, c.in, "cache_tok_a"))["train_windows"], dry(c.t, merged)["train_windows"]);
+             EXPECT_NE(dry(c.t, text_source(c.t, c.in, "cache_tok_a"))["train_windows"],
+                       dry(c.t, merged)["train_windows"]);
          }},
         {"data.val_fraction",
          [](const Ctx& c) {
-             EXPECT_NE(dry(c.t, text_source(c.t, c.in, "cache_vf_a"))["train_windows"],
-                       dry(c.t, with(text_source(c.t, c.in, "cache_vf_b"), {"data.val_fraction=0.5"}))["train_windows"]);
+             EXPECT_NE(
+                 dry(c.t, text_source(c.t, c.in, "cache_vf_a"))["train_windows"],
+                 dry(c.t, with(text_source(c.t, c.in, "cache_vf_b"), {"data.val_fraction=0.5"}))["train_windows"]);
              expect_refused(c.t, {"data.val_fraction=0.5"}, "data.val_fraction");
          }},
         {"data.cache_dir",
@@ -534,7 +552,8 @@ const std::map<std::string, Probe>& probes() {
         {"model.num_classes", [](const Ctx& c) { expect_refused(c.t, {"model.num_classes=5"}, "model.num_classes"); }},
         {"model.conv_channels",
          [](const Ctx& c) { expect_refused(c.t, {"model.conv_channels=[8]"}, "model.conv_channels"); }},
-        {"model.hidden_sizes", [](const Ctx& c) { expect_refused(c.t, {"model.hidden_sizes=[8]"}, "model.hidden_sizes"); }},
+        {"model.hidden_sizes",
+         [](const Ctx& c) { expect_refused(c.t, {"model.hidden_sizes=[8]"}, "model.hidden_sizes"); }},
         {"data.train_images", [](const Ctx& c) { expect_refused(c.t, {"data.train_images=x"}, "data.train_images"); }},
         {"data.train_labels", [](const Ctx& c) { expect_refused(c.t, {"data.train_labels=x"}, "data.train_labels"); }},
         {"data.test_images", [](const Ctx& c) { expect_refused(c.t, {"data.test_images=x"}, "data.test_images"); }},
@@ -543,14 +562,15 @@ const std::map<std::string, Probe>& probes() {
         {"data.pixel_std", [](const Ctx& c) { expect_refused(c.t, {"data.pixel_std=0.5"}, "data.pixel_std"); }},
         {"data.augment.crop_padding",
          [](const Ctx& c) { expect_refused(c.t, {"data.augment.crop_padding=2"}, "data.augment.crop_padding"); }},
-        {"data.augment.hflip", [](const Ctx& c) { expect_refused(c.t, {"data.augment.hflip=true"}, "data.augment.hflip"); }},
+        {"data.augment.hflip",
+         [](const Ctx& c) { expect_refused(c.t, {"data.augment.hflip=true"}, "data.augment.hflip"); }},
         {"trainer.epochs", [](const Ctx& c) { expect_refused(c.t, {"trainer.epochs=2"}, "trainer.epochs"); }},
         // Read by model.arch cnn on CUDA (its effect: tests/kernels/cuda_conv_test.cpp, GPU); refused here and
         // with mlp (tests/integration/classifier_train_test.cpp).
-        {"trainer.conv_tf32", [](const Ctx& c) { expect_refused(c.t, {"trainer.conv_tf32=false"}, "trainer.conv_tf32"); }},
+        {"trainer.conv_tf32",
+         [](const Ctx& c) { expect_refused(c.t, {"trainer.conv_tf32=false"}, "trainer.conv_tf32"); }},
         // trainer
-        {"trainer.max_steps",
-         [](const Ctx& c) { EXPECT_EQ(c.t.train({"trainer.max_steps=2"})["steps"], 2); }},
+        {"trainer.max_steps", [](const Ctx& c) { EXPECT_EQ(c.t.train({"trainer.max_steps=2"})["steps"], 2); }},
         {"trainer.micro_batch_size",
          [](const Ctx& c) {
              EXPECT_NE(dry(c.t, {"trainer.micro_batch_size=4"})["memory_bytes"]["activations"],
@@ -598,8 +618,7 @@ const std::map<std::string, Probe>& probes() {
          }},
         {"trainer.max_grad_norm", [](const Ctx& c) { trajectory_differs(c, {"trainer.max_grad_norm=0.001"}, {}); }},
         // On the CPU bf16 rounds the GEMMs' operands (kernels/cpu/gemm_bf16.h): a different trajectory.
-        {"trainer.precision",
-         [](const Ctx& c) { trajectory_differs(c, {"trainer.precision=bf16"}, {}); }},
+        {"trainer.precision", [](const Ctx& c) { trajectory_differs(c, {"trainer.precision=bf16"}, {}); }},
         {"trainer.recompute",
          [](const Ctx& c) {
              const auto none = dry(c.t, {})["memory_bytes"]["activations"].get<int64_t>();
@@ -632,7 +651,9 @@ const std::map<std::string, Probe>& probes() {
          }},
         // dist: one process synchronises nothing (GradSync stays off); with peers each key shapes it.
         {"dist.backend",
-         [](const Ctx& c) { expect_refused(c.t, {"dist.backend=nccl", "run.device=cpu"}, "dist.backend"); }},
+         [](const Ctx& c) {
+             expect_refused(c.t, {"dist.backend=nccl", "run.device=cpu"}, "dist.backend");
+         }},
         {"dist.timeout_sec",
          [](const Ctx& c) {
              const double quick = rendezvous_timeout_s(c.t, "0.3"), slow = rendezvous_timeout_s(c.t, "1.5");
@@ -706,7 +727,9 @@ const std::map<std::string, Probe>& probes() {
              EXPECT_TRUE(fs::is_directory(other / s["run_id"].get<std::string>()));
          }},
         {"output.run_id",
-         [](const Ctx& c) { EXPECT_EQ(c.t.train({"trainer.max_steps=1", "output.run_id=probe-id"})["run_id"], "probe-id"); }},
+         [](const Ctx& c) {
+             EXPECT_EQ(c.t.train({"trainer.max_steps=1", "output.run_id=probe-id"})["run_id"], "probe-id");
+         }},
         {"output.sync",
          [](const Ctx& c) {
              S3Env s3;
@@ -720,7 +743,8 @@ const std::map<std::string, Probe>& probes() {
              // The tiny model's file is ~30 KiB: one PUT by default, parts of 16 KiB at 1/64 MiB.
              auto s = c.t.train({"trainer.max_steps=1", "output.sync=s3://llmt-test/one"});
              EXPECT_EQ(s3.model_parts(s, "one"), 1);
-             s = c.t.train({"trainer.max_steps=1", "output.sync=s3://llmt-test/parts", "output.sync_part_mb=0.015625"});
+             s = c.t.train(
+                 {"trainer.max_steps=1", "output.sync=s3://llmt-test/parts", "output.sync_part_mb=0.015625"});
              EXPECT_GE(s3.model_parts(s, "parts"), 2);
              expect_refused(c.t, {"output.sync_part_mb=0"}, "output.sync_part_mb");
          }},

@@ -100,7 +100,8 @@ TEST_F(HubCache, LinksOutOfTheFolderAreRefusedAndInsideAreFollowed) {
     // Relative links that climb out, and a file in the snapshot named directly.
     fs::create_symlink("../../../outside/secret", snap / "tokenizer.json");
     m = message_of([&] { llmt::resolve_hub_path(snap / "tokenizer.json"); });
-    EXPECT_NE(m.find("tokenizer.json' links to '" + (root_ / "outside/secret").string() + "'"), std::string::npos) << m;
+    EXPECT_NE(m.find("tokenizer.json' links to '" + (root_ / "outside/secret").string() + "'"), std::string::npos)
+        << m;
     EXPECT_NE(message_of([&] { llmt::resolve_hub_path(repo_); }), "");
     // The other revision's snapshot is not affected.
     EXPECT_EQ(llmt::resolve_hub_path(repo_, "v1.0"), repo_ / "snapshots" / kV1);
@@ -113,7 +114,8 @@ TEST_F(HubCache, LinksOutOfTheFolderAreRefusedAndInsideAreFollowed) {
 TEST_F(HubCache, ARevisionWithNothingToApplyToIsRefused) {
     EXPECT_NO_THROW(llmt::check_revision_used("main", false, "--revision", "--model"));
     EXPECT_NO_THROW(llmt::check_revision_used("v1.0", true, "--revision", "--model"));
-    const std::string m = message_of([&] { llmt::check_revision_used("v1.0", false, "--revision", "--model or --tokenizer"); });
+    const std::string m =
+        message_of([&] { llmt::check_revision_used("v1.0", false, "--revision", "--model or --tokenizer"); });
     EXPECT_NE(m.find("--revision 'v1.0' selects a snapshot of a hub cache folder"), std::string::npos) << m;
     EXPECT_NE(m.find("--model or --tokenizer names no such folder"), std::string::npos) << m;
 }

@@ -32,7 +32,8 @@ TEST(LazyLibrary, AbsentLibraryFailsAtFirstUseNamingWhatWasTried) {
         FAIL() << "no error for an absent library";
     } catch (const DeviceError& e) {
         const std::string m = e.what();
-        for (const char* part : {"Absent 1", "libllmt_absent.so.1", "/nonexistent/libllmt_absent.so.1", "install absent"})
+        for (const char* part :
+             {"Absent 1", "libllmt_absent.so.1", "/nonexistent/libllmt_absent.so.1", "install absent"})
             EXPECT_NE(m.find(part), std::string::npos) << part << " missing from: " << m;
     }
 }

@@ -57,7 +57,8 @@ TEST_F(RegularFileTest, FifoIsRefusedWithoutBlocking) {
     msg = refused([&] { read_file(fifo_); });
     EXPECT_NE(msg.find("is a FIFO"), std::string::npos) << msg;
     msg = refused([&] { SafetensorsFile::open(fifo_); });
-    EXPECT_NE(msg.find("is a FIFO (named pipe), expected a regular file (safetensors file)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("is a FIFO (named pipe), expected a regular file (safetensors file)"), std::string::npos)
+        << msg;
 }
 
 TEST_F(RegularFileTest, DirectoryAndDeviceAreRefused) {

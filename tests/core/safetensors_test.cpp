@@ -155,7 +155,8 @@ TEST(Safetensors, WriterRefusesBadInput) {
 
 TEST(Safetensors, DiffListsEveryDifference) {
     auto f = SafetensorsFile::from_bytes(valid_bytes(), "v.safetensors");
-    auto d = diff_tensors(f, {{"a", StDType::kF32, {2, 3}}, {"h", StDType::kF32, {3}}, {"missing", StDType::kF32, {1}}});
+    auto d =
+        diff_tensors(f, {{"a", StDType::kF32, {2, 3}}, {"h", StDType::kF32, {3}}, {"missing", StDType::kF32, {1}}});
     ASSERT_EQ(d.size(), 4u) << fmt::format("{}", fmt::join(d, "\n"));
     EXPECT_EQ(d[0], "tensor 'h' has shape [2], expected [3]");
     EXPECT_EQ(d[1], "tensor 'h' has dtype BF16, expected F32");
@@ -242,7 +243,8 @@ TEST(Safetensors, CorruptHeadersAreFormatErrors) {
 
 TEST(Safetensors, ZeroSizedTensorsShareOffsets) {
     auto f = SafetensorsFile::from_bytes(make_file(
-        R"({"z1":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+        R"({"z1":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},)"
+        R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
         R"("z2":{"dtype":"I64","shape":[3,0],"data_offsets":[4,4]}})",
         std::string(4, '\0')));
     EXPECT_EQ(f.names(), (std::vector<std::string>{"z1", "a", "z2"}));
@@ -266,7 +268,8 @@ TEST(Safetensors, FuzzMutationsNeverCrash) {
             switch (rng() % 5) {
                 case 0:
                 case 1:  // flip a byte, biased towards the header where the structure is
-                    if (!m.empty()) m[rng() % std::min<std::size_t>(m.size(), 200)] ^= static_cast<char>(1 + rng() % 255);
+                    if (!m.empty())
+                        m[rng() % std::min<std::size_t>(m.size(), 200)] ^= static_cast<char>(1 + rng() % 255);
                     break;
                 case 2:
                     if (!m.empty()) m.resize(rng() % m.size());

@@ -37,7 +37,9 @@ protected:
         return ss.str();
     }
     // How many entries `dir_` has (a temporary file left behind would be one more).
-    size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator())); }
+    size_t entries() const {
+        return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
+    }
     static mode_t lmode(const fs::path& p) {
         struct stat st {};
         EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;

@@ -28,8 +28,8 @@ std::string bin() { return llmt::testing::llmtrain_bin(); }
 TEST(ChatCli, MalformedLineIsExit2NamingFileAndLine) {
     TempDir tmp;
     write_bytes(tmp / "chat.jsonl", R"({"prompt": "a", "completion": "b"})" "\n" R"({"prompt": "a"})" "\n");
-    const Result r = run_shell(bin() + " data chat --input " + (tmp / "chat.jsonl").string() + " --tokenizer " + kLlama3Dir +
-                        " --cache-dir " + (tmp / "cache").string());
+    const Result r = run_shell(bin() + " data chat --input " + (tmp / "chat.jsonl").string() + " --tokenizer " +
+                               kLlama3Dir + " --cache-dir " + (tmp / "cache").string());
     EXPECT_EQ(r.rc, 2) << r.out;
     EXPECT_NE(r.out.find((tmp / "chat.jsonl").string() + ":2: field \"completion\" is missing"), std::string::npos)
         << r.out;
@@ -38,10 +38,13 @@ TEST(ChatCli, MalformedLineIsExit2NamingFileAndLine) {
 TEST(ChatCli, TokenizesOnceThenReuses) {
     TempDir tmp;
     std::string text;
-    for (int i = 0; i < 20; ++i) text += R"({"prompt": "Question )" + std::to_string(i) + R"(?", "completion": "Yes."})" "\n";
+    for (int i = 0; i < 20; ++i)
+        text += R"({"prompt": "Question )" + std::to_string(i) +
+                R"(?", "completion": "Yes."})"
+                "\n";
     write_bytes(tmp / "chat.jsonl", text);
-    const std::string cmd = bin() + " data chat --input " + (tmp / "chat.jsonl").string() + " --tokenizer " + kLlama3Dir +
-                            " --cache-dir " + (tmp / "cache").string() + " --block-size 64 --packing";
+    const std::string cmd = bin() + " data chat --input " + (tmp / "chat.jsonl").string() + " --tokenizer " +
+                            kLlama3Dir + " --cache-dir " + (tmp / "cache").string() + " --block-size 64 --packing";
     Result r = run_shell(cmd);
     EXPECT_EQ(r.rc, 0) << r.out;
     EXPECT_NE(r.out.find("tokenized 20 conversations"), std::string::npos) << r.out;
@@ -56,7 +59,8 @@ TEST(ChatCli, ChatExampleFromTheCorpus) {
     if (!std::filesystem::exists(corpus + "/.complete")) GTEST_SKIP() << "no default corpus (make data)";
     TempDir tmp;
     const std::string out = (tmp / "qa.jsonl").string();
-    Result r = run_shell(bin() + " data chat-example --corpus " + corpus + " --out " + out + " --conversations 300 --seed 3");
+    Result r =
+        run_shell(bin() + " data chat-example --corpus " + corpus + " --out " + out + " --conversations 300 --seed 3");
     ASSERT_EQ(r.rc, 0) << r.out;
     const std::string first = testing::read_bytes(out);
     r = run_shell(bin() + " data chat-example --corpus " + corpus + " --out " + out + " --conversations 300 --seed 3");

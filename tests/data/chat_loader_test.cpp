@@ -104,9 +104,12 @@ TEST(ChatRows, PackedExampleSlotsEqualTheExampleAlone) {
             const int n = static_cast<int>(piece.slots);
             std::vector<int32_t> ax(16), ay(16), ap(16);
             alone.fill(*d.examples, 0, n, kPad, ax.data(), ay.data(), ap.data());
-            EXPECT_EQ(std::vector<int32_t>(x.begin() + at, x.begin() + at + n), std::vector<int32_t>(ax.begin(), ax.begin() + n));
-            EXPECT_EQ(std::vector<int32_t>(y.begin() + at, y.begin() + at + n), std::vector<int32_t>(ay.begin(), ay.begin() + n));
-            EXPECT_EQ(std::vector<int32_t>(p.begin() + at, p.begin() + at + n), std::vector<int32_t>(ap.begin(), ap.begin() + n));
+            EXPECT_EQ(std::vector<int32_t>(x.begin() + at, x.begin() + at + n),
+                      std::vector<int32_t>(ax.begin(), ax.begin() + n));
+            EXPECT_EQ(std::vector<int32_t>(y.begin() + at, y.begin() + at + n),
+                      std::vector<int32_t>(ay.begin(), ay.begin() + n));
+            EXPECT_EQ(std::vector<int32_t>(p.begin() + at, p.begin() + at + n),
+                      std::vector<int32_t>(ap.begin(), ap.begin() + n));
             EXPECT_EQ(p[static_cast<std::size_t>(at)], 0);
             at += n;
             ++pieces;
@@ -139,7 +142,8 @@ TEST(ChatLoader, UnpackedRowsArePaddedToTheLongestOfTheBatch) {
     const Buffers a = next_of(l, 2, 16);  // examples 0 and 1: 4 and 2 slots
     EXPECT_EQ(a.b.T, 4);
     EXPECT_EQ(a.b.targets, 3 + 2);
-    EXPECT_EQ(std::vector<int32_t>(a.x.begin(), a.x.begin() + 8), (std::vector<int32_t>{10, 11, 12, 13, 110, 111, kPad, kPad}));
+    EXPECT_EQ(std::vector<int32_t>(a.x.begin(), a.x.begin() + 8),
+              (std::vector<int32_t>{10, 11, 12, 13, 110, 111, kPad, kPad}));
     EXPECT_EQ(std::vector<int32_t>(a.pos.begin(), a.pos.begin() + 8), (std::vector<int32_t>{0, 1, 2, 3, 0, 1, 0, 1}));
     const Buffers b = next_of(l, 2, 16);  // examples 2 and 3: 8 and 3 slots
     EXPECT_EQ(b.b.T, 8);
@@ -160,7 +164,8 @@ TEST(ChatLoader, TwoRanksOfBRowsAreOneRankOfTwoB) {
     for (uint32_t e = 0; e < 23; ++e) lengths.push_back(3 + (e * 7) % 11);
     const ChatData d = make_data(lengths);
     for (bool packing : {false, true}) {
-        const ChatLoaderOptions one{.B = 6, .T = 16, .rank = 0, .world = 1, .seed = 5, .packing = packing, .vocab_size = 10000};
+        const ChatLoaderOptions one{
+            .B = 6, .T = 16, .rank = 0, .world = 1, .seed = 5, .packing = packing, .vocab_size = 10000};
         ChatLoaderOptions r0 = one, r1 = one;
         r0.B = r1.B = 3;
         r0.world = r1.world = 2;

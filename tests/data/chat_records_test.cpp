@@ -55,14 +55,18 @@ TEST(ChatRecords, MalformedLinesNameFileLineAndField) {
         {R"({"messages": [{"role": "user", "content": "a"}, {"role": "bot", "content": "b"}]})",
          "f.jsonl:2: field \"messages[1].role\" is \"bot\", expected system, user or assistant"},
         {R"({"messages": [{"role": "assistant"}]})", "f.jsonl:2: field \"messages[0].content\" is missing"},
-        {R"({"messages": [{"role": "assistant", "content": 3}]})", "f.jsonl:2: field \"messages[0].content\" is 3, expected a string"},
+        {R"({"messages": [{"role": "assistant", "content": 3}]})",
+         "f.jsonl:2: field \"messages[0].content\" is 3, expected a string"},
         {R"({"messages": [{"role": "assistant", "content": "x", "weight": 0}]})",
          "f.jsonl:2: field \"messages[0].weight\" is not read"},
-        {R"({"messages": [{"role": "user", "content": "a"}]})", "f.jsonl:2: field \"messages\" has no assistant message"},
+        {R"({"messages": [{"role": "user", "content": "a"}]})",
+         "f.jsonl:2: field \"messages\" has no assistant message"},
         {R"({"prompt": "a"})", "f.jsonl:2: field \"completion\" is missing"},
-        {R"({"prompt": "a", "completion": ["b"]})", "f.jsonl:2: field \"completion\" is an array of 1 element, expected a string"},
+        {R"({"prompt": "a", "completion": ["b"]})",
+         "f.jsonl:2: field \"completion\" is an array of 1 element, expected a string"},
         {R"({"prompt": "  ", "completion": "b"})", "f.jsonl:2: field \"prompt\" is empty"},
-        {R"({"prompt": "a", "completion": "b", "messages": []})", "f.jsonl:2: field \"messages\" and field \"prompt\""},
+        {R"({"prompt": "a", "completion": "b", "messages": []})",
+         "f.jsonl:2: field \"messages\" and field \"prompt\""},
     };
     for (const auto& c : cases) {
         const std::string msg = error_of(good + "\n" + c.line + "\n" + good + "\n");

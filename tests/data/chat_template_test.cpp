@@ -55,9 +55,10 @@ TEST(ChatTemplate, Llama31SystemTurnWithPinnedOrConfiguredDate) {
               "Today Date: 26 Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>"
               "<|start_header_id|>assistant<|end_header_id|>\n\n");
     t.set_date_string("27 Nov 2026");
-    EXPECT_EQ(t.render({{"system", " Be brief. "}, {"user", "Hi"}}, false),
-              "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
-              "Today Date: 27 Nov 2026\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
+    EXPECT_EQ(
+        t.render({{"system", " Be brief. "}, {"user", "Hi"}}, false),
+        "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+        "Today Date: 27 Nov 2026\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
 }
 
 TEST(ChatTemplate, PythonStripIsUnicodeWhitespaceAndFileSeparators) {
@@ -83,8 +84,9 @@ TEST(ChatTemplate, RefusesUnknownTemplatesNamingFileAndKey) {
                         "chat_template");
     expect_format_error(R"({"bos_token": "<s>"})", "chat_template");
     expect_format_error(R"({"bos_token": "<s>", "chat_template": "x"})", "chat_template");
-    expect_format_error(nlohmann::json({{"chat_template", nlohmann::json::parse(llama31_config())["chat_template"]}}).dump(),
-                        "bos_token");
+    expect_format_error(
+        nlohmann::json({{"chat_template", nlohmann::json::parse(llama31_config())["chat_template"]}}).dump(),
+        "bos_token");
     EXPECT_THROW(ChatTemplate::load("/nonexistent/tokenizer_config.json"), InputError);
     const ChatTemplate t = ChatTemplate::parse(llama31_config(), "x");
     EXPECT_THROW(t.render({}, true), InputError);

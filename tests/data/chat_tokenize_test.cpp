@@ -97,7 +97,8 @@ TEST(ChatTokenize, SegmentsEncodeLikeTheWholeText) {
     const ChatTemplate llama31 = ChatTemplate::parse(llama31_config(), "llama31/tokenizer_config.json");
     for (const ChatTemplate* tmpl : {&llama3_template(), &llama31}) {
         for (const auto& c : contents) {
-            const std::vector<ChatMessage> m = {{"system", c}, {"user", c}, {"assistant", c}, {"user", c}, {"assistant", c}};
+            const std::vector<ChatMessage> m = {
+                {"system", c}, {"user", c}, {"assistant", c}, {"user", c}, {"assistant", c}};
             EXPECT_EQ(tokenize_chat(*tmpl, llama3(), m).tokens, whole_text_ids(*tmpl, m))
                 << tmpl->format_name() << " content: \"" << c << "\"";
         }

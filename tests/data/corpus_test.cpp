@@ -36,8 +36,9 @@ CorpusOptions text(const std::string& sep = "blank") {
 TEST(Corpus, BlankLinesSeparateDocumentsAndLinesStayVerbatim) {
     TempDir d;
     write_bytes(d / "a.txt", "\n\nFirst doc line 1\nline 2\n\n \t\n\nSecond\r\nwith CRLF\r\n\r\nlast without newline");
-    EXPECT_EQ(docs_of(d / "a.txt", text()),
-              (std::vector<std::string>{"First doc line 1\nline 2\n", "Second\r\nwith CRLF\r\n", "last without newline"}));
+    EXPECT_EQ(
+        docs_of(d / "a.txt", text()),
+        (std::vector<std::string>{"First doc line 1\nline 2\n", "Second\r\nwith CRLF\r\n", "last without newline"}));
 }
 
 TEST(Corpus, FileModeIsOneDocumentPerFileByteForByte) {
@@ -52,7 +53,8 @@ TEST(Corpus, FileModeIsOneDocumentPerFileByteForByte) {
 TEST(Corpus, SeparatorLineModeKeepsBlankLinesInsideDocuments) {
     TempDir d;
     write_bytes(d / "fortunes", "%\nA fortune\n\nwith a blank line\n%\n%\nB\n%\r\nC %\n%\n");
-    EXPECT_EQ(docs_of(d / "fortunes", text("%")), (std::vector<std::string>{"A fortune\n\nwith a blank line\n", "B\n", "C %\n"}));
+    EXPECT_EQ(docs_of(d / "fortunes", text("%")),
+              (std::vector<std::string>{"A fortune\n\nwith a blank line\n", "B\n", "C %\n"}));
 }
 
 TEST(Corpus, LongLinesAcrossReadChunks) {
@@ -67,7 +69,9 @@ TEST(Corpus, LongLinesAcrossReadChunks) {
 
 TEST(Corpus, JsonlTextFieldAndErrorsNameFileAndLine) {
     TempDir d;
-    write_bytes(d / "a.jsonl", "{\"text\": \"one\\n\\ntwo\", \"id\": 1}\n\n{\"text\": \"\"}\n{\"body\": \"x\", \"text\": \"three <|endoftext|>\"}\n");
+    write_bytes(d / "a.jsonl",
+                "{\"text\": \"one\\n\\ntwo\", \"id\": 1}\n\n{\"text\": \"\"}\n{\"body\": \"x\", \"text\": \"three "
+                "<|endoftext|>\"}\n");
     CorpusOptions o;
     o.format = InputFormat::kJsonl;
     EXPECT_EQ(docs_of(d / "a.jsonl", o), (std::vector<std::string>{"one\n\ntwo", "three <|endoftext|>"}));
@@ -83,7 +87,8 @@ TEST(Corpus, JsonlTextFieldAndErrorsNameFileAndLine) {
             EXPECT_NE(msg.find(what), std::string::npos) << msg;
         }
     };
-    expect_error("{\"body\": \"ok\"}\n{\"body\": \"ok\"}\n{\"text\": \"x\", \"id\": 2}\n", "3", "no field \"body\" (fields present: id, text)");
+    expect_error("{\"body\": \"ok\"}\n{\"body\": \"ok\"}\n{\"text\": \"x\", \"id\": 2}\n", "3",
+                 "no field \"body\" (fields present: id, text)");
     expect_error("{\"body\": \"ok\"}\n{\"body\": 1\n", "2", "invalid JSON");
     expect_error("\n\n[1, 2]\n", "3", "expected a JSON object");
     expect_error("{\"body\": 5}\n", "1", "is a number, expected a string");

@@ -69,8 +69,10 @@ protected:
     static void SetUpTestSuite() {
         dir_ = new TempDir();
         const fs::path writer = kSource / "tests/data/hf_writer";
-        ASSERT_TRUE(fs::exists(writer / "node_modules/hyparquet-writer")) << "run scripts/setup.sh (setup.d/61-hf-writers.sh)";
-        const std::string cmd = "cd '" + writer.string() + "' && node write.mjs '" + (dir_->path() / "w").string() + "' >/dev/null";
+        ASSERT_TRUE(fs::exists(writer / "node_modules/hyparquet-writer"))
+            << "run scripts/setup.sh (setup.d/61-hf-writers.sh)";
+        const std::string cmd =
+            "cd '" + writer.string() + "' && node write.mjs '" + (dir_->path() / "w").string() + "' >/dev/null";
         ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     }
     static void TearDownTestSuite() {
@@ -80,15 +82,18 @@ protected:
     static fs::path w(const std::string& rel) { return dir_->path() / "w" / rel; }
 
     // Prepares `input` (extra args appended) and `jsonl`, and expects identical shard files.
-    void expect_same_shards(const std::vector<std::string>& hf_args, const fs::path& jsonl, double val_fraction = 0.2) {
+    void expect_same_shards(const std::vector<std::string>& hf_args, const fs::path& jsonl,
+                            double val_fraction = 0.2) {
         const std::string vf = std::to_string(val_fraction);
-        std::vector<std::string> common = {"--tokenizer", kTokenizer, "--val-fraction", vf, "--seed", "5", "--shard-tokens", "700", "--quiet"};
+        std::vector<std::string> common = {"--tokenizer",    kTokenizer, "--val-fraction", vf, "--seed", "5",
+                                           "--shard-tokens", "700",      "--quiet"};
         std::vector<std::string> a = {"data", "prepare", "--format", "hf", "--out", (tmp_.path() / "hf").string()};
         a.insert(a.end(), hf_args.begin(), hf_args.end());
         a.insert(a.end(), common.begin(), common.end());
         Result r = run(tmp_.path(), a);
         ASSERT_EQ(r.rc, 0) << r.err;
-        std::vector<std::string> b = {"data", "prepare", "--format", "jsonl", "--input", jsonl.string(), "--out", (tmp_.path() / "jsonl").string()};
+        std::vector<std::string> b = {"data",    "prepare",      "--format", "jsonl",
+                                      "--input", jsonl.string(), "--out",    (tmp_.path() / "jsonl").string()};
         b.insert(b.end(), common.begin(), common.end());
         r = run(tmp_.path(), b);
         ASSERT_EQ(r.rc, 0) << r.err;
@@ -116,7 +121,8 @@ protected:
 TempDir* HfDataset::dir_ = nullptr;
 
 TEST_F(HfDataset, ParquetEachCodecAndEncodingEqualsJsonl) {
-    for (const char* name : {"snappy_dict", "none_plain", "gzip_plain", "gzip_dict", "snappy_delta_length", "none_delta_bytes"}) {
+    for (const char* name :
+         {"snappy_dict", "none_plain", "gzip_plain", "gzip_dict", "snappy_delta_length", "none_delta_bytes"}) {
         SCOPED_TRACE(name);
         expect_same_shards({"--input", w(std::string("parquet/") + name + ".parquet").string()}, w("docs.jsonl"));
     }
@@ -137,8 +143,9 @@ TEST_F(HfDataset, SaveToDiskDirectoriesAndSplits) {
     // --split only picks the documents: with --val-fraction 0 they all go to train_*.bin.
     expect_same_shards({"--input", w("saved_dict").string(), "--split", "validation"}, w("val_docs.jsonl"), 0);
     EXPECT_TRUE(fs::exists(tmp_.path() / "hf/train_000000.bin"));
-    const Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", w("saved_dict").string(), "--split", "test",
-                                       "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
+    const Result r =
+        run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", w("saved_dict").string(), "--split", "test",
+                          "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.err.find("no split 'test' (splits found: train, validation)"), std::string::npos) << r.err;
 }
@@ -148,15 +155,17 @@ TEST_F(HfDataset, HubCacheFolderResolvesRefsAndSplits) {
     // refs/main -> snapshots/<sha>; the two train shards in name order, symlinks into blobs/ followed.
     expect_same_shards({"--input", repo.string()}, w("docs.jsonl"));
     expect_same_shards({"--input", repo.string(), "--split", "validation"}, w("val_docs.jsonl"));
-    Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--split", "dev", "--tokenizer", kTokenizer,
-                                 "--out", (tmp_.path() / "x").string()});
+    Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--split", "dev",
+                                 "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.err.find("no split 'dev' (splits found: train, validation)"), std::string::npos) << r.err;
-    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--revision", "v9", "--tokenizer", kTokenizer,
-                          "--out", (tmp_.path() / "x").string()});
+    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--revision", "v9",
+                          "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
-    EXPECT_NE(r.err.find("has no revision 'v9' (revisions found: refs: main; snapshots: 0123456789abcdef0123456789abcdef01234567)"),
-              std::string::npos)
+    EXPECT_NE(
+        r.err.find(
+            "has no revision 'v9' (revisions found: refs: main; snapshots: 0123456789abcdef0123456789abcdef01234567)"),
+        std::string::npos)
         << r.err;
     // A snapshot file that links out of the cache folder is refused.
     const fs::path evil = tmp_.path() / "datasets--evil--x";
@@ -164,12 +173,13 @@ TEST_F(HfDataset, HubCacheFolderResolvesRefsAndSplits) {
     fs::create_directories(evil / "snapshots/abc/data");
     write_bytes(evil / "refs/main", "abc");
     fs::create_symlink(w("parquet/gzip_dict.parquet"), evil / "snapshots/abc/data/train-00000-of-00001.parquet");
-    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", evil.string(), "--tokenizer", kTokenizer, "--out",
-                          (tmp_.path() / "x").string()});
+    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", evil.string(), "--tokenizer", kTokenizer,
+                          "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.err.find("outside the hub cache folder"), std::string::npos) << r.err;
     // An explicit commit hash names the snapshot directly.
-    expect_same_shards({"--input", repo.string(), "--revision", "0123456789abcdef0123456789abcdef01234567"}, w("docs.jsonl"));
+    expect_same_shards({"--input", repo.string(), "--revision", "0123456789abcdef0123456789abcdef01234567"},
+                       w("docs.jsonl"));
 }
 
 // --revision (data.revision) picks another snapshot by branch or tag; a snapshot named directly works
@@ -177,7 +187,8 @@ TEST_F(HfDataset, HubCacheFolderResolvesRefsAndSplits) {
 TEST_F(HfDataset, RevisionsPickSnapshotsAndAreNeverIgnored) {
     const fs::path repo = tmp_.path() / "datasets--testorg--tiny";
     fs::copy(w("hub/datasets--testorg--tiny"), repo, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
-    const std::string main_sha = "0123456789abcdef0123456789abcdef01234567", old_sha = "89abcdef0123456789abcdef0123456789abcdef";
+    const std::string main_sha = "0123456789abcdef0123456789abcdef01234567",
+                      old_sha = "89abcdef0123456789abcdef0123456789abcdef";
     // Tag `old`: a snapshot whose train split is main's validation file (a link to a link, both inside).
     fs::create_directories(repo / "snapshots" / old_sha / "data");
     fs::create_symlink("../../" + main_sha + "/data/validation-00000-of-00001.parquet",
@@ -186,20 +197,24 @@ TEST_F(HfDataset, RevisionsPickSnapshotsAndAreNeverIgnored) {
     expect_same_shards({"--input", repo.string(), "--revision", "old"}, w("val_docs.jsonl"));
     expect_same_shards({"--input", (repo / "snapshots" / old_sha).string()}, w("val_docs.jsonl"));
     expect_same_shards({"--input", (repo / "snapshots" / old_sha).string(), "--revision", "old"}, w("val_docs.jsonl"));
-    Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", (repo / "snapshots" / old_sha).string(), "--revision",
-                                 main_sha, "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
+    Result r =
+        run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", (repo / "snapshots" / old_sha).string(),
+                          "--revision", main_sha, "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.err.find("is in another snapshot than revision '" + main_sha + "'"), std::string::npos) << r.err;
-    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--revision", "v2", "--tokenizer", kTokenizer,
-                          "--out", (tmp_.path() / "x").string()});
-    EXPECT_EQ(r.rc, 2);
-    EXPECT_NE(r.err.find("has no revision 'v2' (revisions found: refs: main, old; snapshots: " + main_sha + ", " + old_sha + ")"),
-              std::string::npos)
-        << r.err;
-    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", w("parquet/gzip_dict.parquet").string(), "--revision", "old",
+    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--revision", "v2",
                           "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
-    EXPECT_NE(r.err.find("data.revision (--revision) 'old' selects a snapshot of a hub cache folder"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("has no revision 'v2' (revisions found: refs: main, old; snapshots: " + main_sha + ", " +
+                         old_sha + ")"),
+              std::string::npos)
+        << r.err;
+    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", w("parquet/gzip_dict.parquet").string(),
+                          "--revision", "old", "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
+    EXPECT_EQ(r.rc, 2);
+    EXPECT_NE(r.err.find("data.revision (--revision) 'old' selects a snapshot of a hub cache folder"),
+              std::string::npos)
+        << r.err;
     EXPECT_FALSE(fs::exists(tmp_.path() / "x/manifest.json"));
 }
 
@@ -214,7 +229,8 @@ TEST_F(HfDataset, TokenizerFromHubCacheFolder) {
     write_bytes(repo / "refs/main", sha + "\n");
     fs::copy_file(llama3 / "tokenizer.json", repo / "blobs/b1");
     fs::create_symlink("../../blobs/b1", repo / "snapshots" / sha / "tokenizer.json");
-    std::vector<std::string> common = {"data", "prepare", "--format", "hf", "--input", w("parquet/gzip_dict.parquet").string(), "--quiet"};
+    std::vector<std::string> common = {
+        "data", "prepare", "--format", "hf", "--input", w("parquet/gzip_dict.parquet").string(), "--quiet"};
     auto a = common, b = common;
     a.insert(a.end(), {"--tokenizer", repo.string(), "--out", (tmp_.path() / "a").string()});
     b.insert(b.end(), {"--tokenizer", llama3.string(), "--out", (tmp_.path() / "b").string()});
@@ -228,7 +244,8 @@ TEST_F(HfDataset, TokenizerFromHubCacheFolder) {
     // one with no hub cache tokenizer is refused.
     write_bytes(repo / "refs/v1", sha);
     auto c = common;
-    c.insert(c.end(), {"--tokenizer", repo.string(), "--tokenizer-revision", "v1", "--out", (tmp_.path() / "c").string()});
+    c.insert(c.end(),
+             {"--tokenizer", repo.string(), "--tokenizer-revision", "v1", "--out", (tmp_.path() / "c").string()});
     r = run(tmp_.path(), c);
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(read_bytes(tmp_.path() / "a/train_000000.bin"), read_bytes(tmp_.path() / "c/train_000000.bin"));
@@ -236,23 +253,26 @@ TEST_F(HfDataset, TokenizerFromHubCacheFolder) {
     c[c.size() - 3] = "v2";
     r = run(tmp_.path(), c);
     EXPECT_EQ(r.rc, 2);
-    EXPECT_NE(r.err.find("has no revision 'v2' (revisions found: refs: main, v1; snapshots: " + sha + ")"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("has no revision 'v2' (revisions found: refs: main, v1; snapshots: " + sha + ")"),
+              std::string::npos)
+        << r.err;
     b.insert(b.end(), {"--tokenizer-revision", "v1"});
     r = run(tmp_.path(), b);
     EXPECT_EQ(r.rc, 2);
-    EXPECT_NE(r.err.find("--tokenizer-revision 'v1' selects a snapshot of a hub cache folder"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--tokenizer-revision 'v1' selects a snapshot of a hub cache folder"), std::string::npos)
+        << r.err;
 }
 
 TEST_F(HfDataset, ConfigFoldersAreChosenByName) {
     const fs::path repo = w("hub/datasets--testorg--configs");
-    Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--tokenizer", kTokenizer, "--out",
-                                 (tmp_.path() / "x").string()});
+    Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--tokenizer",
+                                 kTokenizer, "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.err.find("several configs (main_cfg, other)"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("--config-name"), std::string::npos) << r.err;
     expect_same_shards({"--input", repo.string(), "--config-name", "main_cfg"}, w("docs.jsonl"));
-    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--config-name", "nope", "--tokenizer",
-                          kTokenizer, "--out", (tmp_.path() / "x").string()});
+    r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", repo.string(), "--config-name", "nope",
+                          "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.err.find("no config 'nope' (configs: main_cfg, other)"), std::string::npos) << r.err;
 }
@@ -263,16 +283,18 @@ TEST_F(HfDataset, WrongColumnTypeOrNameNamesFileColumnAndOffset) {
                                                                  {w("arrow/rich.file.arrow"), "n32"},
                                                                  {w("arrow/rich.stream.arrow"), "meta"}};
     for (const auto& [file, field] : cases) {
-        const Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", file.string(), "--text-field", field,
-                                           "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
+        const Result r =
+            run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", file.string(), "--text-field", field,
+                              "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
         EXPECT_EQ(r.rc, 2) << file;
         EXPECT_LT(r.max_rss_kb, 100 * 1024) << r.err;  // as for the malformed files below
         EXPECT_NE(r.err.find(file.string() + ": byte offset "), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("column '" + field + "' is "), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("expected a string"), std::string::npos) << r.err;
     }
-    const Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", w("parquet/gzip_dict.parquet").string(),
-                                       "--text-field", "body", "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
+    const Result r =
+        run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", w("parquet/gzip_dict.parquet").string(),
+                          "--text-field", "body", "--tokenizer", kTokenizer, "--out", (tmp_.path() / "x").string()});
     EXPECT_EQ(r.rc, 2);
     EXPECT_NE(r.err.find("no column 'body' (columns: id, text)"), std::string::npos) << r.err;
 }
@@ -284,7 +306,8 @@ TEST_F(HfDataset, PyarrowParquetEveryCodecPageVersionAndEncodingEqualsJsonl) {
     for (const auto& f : manifest["parquet"]) {
         SCOPED_TRACE(f.dump());
         EXPECT_GT(f["row_groups"].get<int>(), 1);
-        expect_same_shards({"--input", (kFixtures / f["file"].get<std::string>()).string()}, kFixtures / f["expected"].get<std::string>());
+        expect_same_shards({"--input", (kFixtures / f["file"].get<std::string>()).string()},
+                           kFixtures / f["expected"].get<std::string>());
     }
 }
 
@@ -308,7 +331,8 @@ TEST_F(HfDataset, PyarrowArrowSaveToDiskAndHubFoldersEqualJsonl) {
 
 TEST_F(HfDataset, NullAndEmptyValuesAreSkipped) {
     write_bytes(tmp_.path() / "nulls.jsonl", "{\"text\": \"a\"}\n{\"text\": \"c\"}\n{\"text\": \"f\"}\n");
-    expect_same_shards({"--input", (kFixtures / "parquet/text_nulls.parquet").string()}, tmp_.path() / "nulls.jsonl", 0);
+    expect_same_shards({"--input", (kFixtures / "parquet/text_nulls.parquet").string()}, tmp_.path() / "nulls.jsonl",
+                       0);
 }
 
 // A zstd frame of `n` zero bytes: RLE blocks of 4 bytes per 128 KiB, so a few KB for hundreds of MB.
@@ -347,14 +371,16 @@ TEST_F(HfDataset, MalformedParquetExitsTwoWithFileAndOffsetInBoundedMemory) {
     // A page that declares 2 GB uncompressed, and one whose 3 KB of zstd inflate to 256 MiB.
     const std::string body = testing::plain_page_body({"hello", "world"});
     files.push_back({"huge_page.parquet", testing::craft_parquet({0, body, int64_t{2000000000}, 2})});
-    files.push_back({"zstd_bomb.parquet", testing::craft_parquet({6, zstd_zeros(std::size_t{256} << 20), int64_t(body.size()), 2})});
-    files.push_back({"snappy_lies.parquet", testing::craft_parquet({1, std::string("\x80\x80\x80\x80\x07", 5) + "abc", int64_t{1} << 30, 2})});
+    files.push_back({"zstd_bomb.parquet",
+                     testing::craft_parquet({6, zstd_zeros(std::size_t{256} << 20), int64_t(body.size()), 2})});
+    files.push_back({"snappy_lies.parquet", testing::craft_parquet({1, std::string("\x80\x80\x80\x80\x07", 5) + "abc",
+                                                                    int64_t{1} << 30, 2})});
     for (const auto& [name, bytes] : files) {
         SCOPED_TRACE(name);
         const fs::path p = tmp_.path() / name;
         write_bytes(p, bytes);
-        const Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", p.string(), "--tokenizer", kTokenizer, "--out",
-                                           (tmp_.path() / "x").string(), "--quiet"});
+        const Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", p.string(), "--tokenizer",
+                                           kTokenizer, "--out", (tmp_.path() / "x").string(), "--quiet"});
         EXPECT_EQ(r.rc, 2) << r.err;
         EXPECT_NE(r.err.find(p.string() + ":"), std::string::npos) << r.err;
         EXPECT_NE(r.err.find("byte offset"), std::string::npos) << r.err;
@@ -365,8 +391,9 @@ TEST_F(HfDataset, MalformedParquetExitsTwoWithFileAndOffsetInBoundedMemory) {
     // The crafted file itself is valid when it tells the truth.
     const fs::path ok = tmp_.path() / "crafted_ok.parquet";
     write_bytes(ok, testing::craft_parquet({0, body, -1, 2}));
-    const Result r = run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", ok.string(), "--tokenizer", kTokenizer, "--out",
-                                       (tmp_.path() / "x").string(), "--val-fraction", "0", "--quiet", "--json"});
+    const Result r =
+        run(tmp_.path(), {"data", "prepare", "--format", "hf", "--input", ok.string(), "--tokenizer", kTokenizer,
+                          "--out", (tmp_.path() / "x").string(), "--val-fraction", "0", "--quiet", "--json"});
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_EQ(nlohmann::json::parse(r.out)["splits"]["train"]["documents"], 2);
 }

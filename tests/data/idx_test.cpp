@@ -1,5 +1,5 @@
-// IDX files and the image sampler (data/images/idx.h, data/images/image_set.h): raw and gzip files read back; truncated
-// files and wrong magics are FormatErrors naming the file and the offset; DistributedSampler's sharding
+// IDX files and the image sampler (data/images/idx.h, data/images/image_set.h): raw and gzip files read back;
+// truncated files and wrong magics are FormatErrors naming the file and the offset; DistributedSampler's sharding
 // (padding by repetition, the last partial batch); the split and the augmentation are deterministic.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -93,7 +93,8 @@ TEST(Idx, TruncationNamesFileAndOffset) {
     const auto gz = d.path / "short.idx.gz";
     const std::string packed = gzip(idx_bytes({50, 10, 10}));
     write_file_atomic(gz, packed.substr(0, packed.size() / 2));
-    EXPECT_NE(error_of(gz, 3).find("truncated gzip stream at compressed offset"), std::string::npos) << error_of(gz, 3);
+    EXPECT_NE(error_of(gz, 3).find("truncated gzip stream at compressed offset"), std::string::npos)
+        << error_of(gz, 3);
 }
 
 TEST(Idx, WrongMagicRankAndTrailingBytes) {
@@ -130,7 +131,8 @@ TEST(Idx, DimsFromTheHeaderAlone) {
     EXPECT_NE(error(d.path / "short.idx", 3).find("truncated at offset 10"), std::string::npos)
         << error(d.path / "short.idx", 3);
     write_file_atomic(d.path / "zero.idx", idx_bytes({0, 2, 2}));
-    EXPECT_NE(error(d.path / "zero.idx", 3).find("dimension 0 is 0"), std::string::npos) << error(d.path / "zero.idx", 3);
+    EXPECT_NE(error(d.path / "zero.idx", 3).find("dimension 0 is 0"), std::string::npos)
+        << error(d.path / "zero.idx", 3);
     EXPECT_THROW((void)read_idx_dims(d.path / "missing.idx", 3), IoError);
 }
 

@@ -34,7 +34,8 @@ TEST(ImageGather, MatchesTheAugmentedPixelPath) {
             refs[static_cast<size_t>(b)] = {index, d.dy, d.dx, d.flip ? 1 : 0};
             if (index >= 0) data::apply_augment(aug.data(), pixels.data() + index * per, H, W, C, d);
             else std::fill(aug.begin(), aug.end(), 0);
-            for (int64_t i = 0; i < per; ++i) want[static_cast<size_t>(b * per + i)] = lut[aug[static_cast<size_t>(i)]];
+            for (int64_t i = 0; i < per; ++i)
+                want[static_cast<size_t>(b * per + i)] = lut[aug[static_cast<size_t>(i)]];
         }
         std::vector<float> got(want.size(), -99.f);
         kernels::gather_images(Tensor(got.data(), {B, H, W, C}), kernels::ImageTable{pixels.data(), n, H, W, C},

@@ -127,7 +127,8 @@ TEST(DataLoader, RanksNeverShareAWindowWithinAnEpoch) {
                 for (int j = 0; j < B; ++j) {
                     const uint64_t q = first + static_cast<uint64_t>(j);
                     ASSERT_TRUE(seen[q / 97].insert(w[static_cast<std::size_t>(j)]).second)
-                        << "W=" << W << " rank " << r << " repeats window " << w[static_cast<std::size_t>(j)] << " in epoch " << q / 97;
+                        << "W=" << W << " rank " << r << " repeats window " << w[static_cast<std::size_t>(j)]
+                        << " in epoch " << q / 97;
                 }
             }
         }
@@ -278,7 +279,8 @@ TEST(EvalLoader, RowRofBatchBStartsAtTokenBBplusRTimesT) {
         ev.batch(b, x.data(), y.data());
         for (int r = 0; r < B; ++r) {
             for (int t = 0; t < T; ++t) {
-                ASSERT_EQ(x[static_cast<std::size_t>(r * T + t)], static_cast<int32_t>((b * B + static_cast<std::size_t>(r)) * T) + t);
+                ASSERT_EQ(x[static_cast<std::size_t>(r * T + t)],
+                          static_cast<int32_t>((b * B + static_cast<std::size_t>(r)) * T) + t);
                 ASSERT_EQ(y[static_cast<std::size_t>(r * T + t)], x[static_cast<std::size_t>(r * T + t)] + 1);
             }
         }

@@ -80,7 +80,8 @@ struct CraftedPage {
 inline std::string craft_parquet(const CraftedPage& p) {
     CompactWriter h;
     h.i32(1, 0);  // DATA_PAGE
-    h.i32(2, static_cast<int32_t>(p.declared_uncompressed < 0 ? static_cast<int64_t>(p.body.size()) : p.declared_uncompressed));
+    h.i32(2, static_cast<int32_t>(p.declared_uncompressed < 0 ? static_cast<int64_t>(p.body.size())
+                                                              : p.declared_uncompressed));
     h.i32(3, static_cast<int32_t>(p.body.size()));
     h.begin(5);
     h.i32(1, p.num_values);

@@ -70,7 +70,10 @@ TEST(ParquetEncoding, RandomBytesOnlyThrowFormatError) {
         std::vector<int64_t> ints;
         std::vector<std::string_view> strs;
         std::string storage;
-        try { decode_rle_hybrid(span(b), static_cast<int>(rng() % 33), rng() % 100, levels); } catch (const FormatError&) {}
+        try {
+            decode_rle_hybrid(span(b), static_cast<int>(rng() % 33), rng() % 100, levels);
+        } catch (const FormatError&) {
+        }
         try { decode_delta_binary_packed(span(b), 1000, ints); } catch (const FormatError&) {}
         try { decode_delta_length_byte_arrays(span(b), rng() % 20, strs); } catch (const FormatError&) {}
         try { decode_delta_byte_arrays(span(b), rng() % 20, storage, strs); } catch (const FormatError&) {}
@@ -107,7 +110,9 @@ TEST(ThriftCompact, FieldsListsAndLimits) {
         h.read_list_header();
         FAIL() << "no error";
     } catch (const FormatError& e) {
-        EXPECT_NE(std::string(e.what()).find("g.parquet: byte offset 13: list of 4294967295 elements"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("g.parquet: byte offset 13: list of 4294967295 elements"),
+                  std::string::npos)
+            << e.what();
     }
 }
 

@@ -24,7 +24,9 @@ TEST(PrepareCache, ReusesUntilInputsOrOptionsChange) {
     const auto first = prepare_cached(o, d / "cache");
     EXPECT_FALSE(first.reused);
     EXPECT_TRUE(std::filesystem::exists(first.dir / "train_000000.bin"));
-    EXPECT_EQ(first.manifest["splits"]["train"]["documents"].get<int>() + first.manifest["splits"]["val"]["documents"].get<int>(), 3);
+    EXPECT_EQ(first.manifest["splits"]["train"]["documents"].get<int>() +
+                  first.manifest["splits"]["val"]["documents"].get<int>(),
+              3);
     o.threads = 1;  // does not change the bytes, so not the key
     const auto again = prepare_cached(o, d / "cache");
     EXPECT_TRUE(again.reused);

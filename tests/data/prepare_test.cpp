@@ -58,7 +58,8 @@ Result run(const TempDir& d, const std::vector<std::string>& args) {
 }
 
 // The decoded text of a split's shards (in file order) and their total token count.
-std::string decode_split(const nlohmann::json& m, const std::filesystem::path& dir, const std::string& split, uint64_t* tokens) {
+std::string decode_split(const nlohmann::json& m, const std::filesystem::path& dir, const std::string& split,
+                         uint64_t* tokens) {
     std::vector<uint32_t> ids;
     for (const auto& sh : m["splits"][split]["shards"]) {
         auto s = Shard::open(dir / sh["file"].get<std::string>(), ShardFormat::kLlmc, gpt2().vocab_size());
@@ -72,7 +73,8 @@ std::string decode_split(const nlohmann::json& m, const std::filesystem::path& d
 }
 
 // Checks the shards in `out` against the documents, in input order, for split seed/fraction.
-void expect_round_trip(const std::filesystem::path& out, const std::vector<std::string>& docs, uint64_t seed, double frac) {
+void expect_round_trip(const std::filesystem::path& out, const std::vector<std::string>& docs, uint64_t seed,
+                       double frac) {
     const auto m = nlohmann::json::parse(read_bytes(out / "manifest.json"));
     std::string want[2];
     uint64_t ndocs[2] = {0, 0};
@@ -106,11 +108,29 @@ TEST(DataPrepare, TextFilesDirectoriesAndGzipRoundTrip) {
     write_bytes(d / "last.txt", kTextDocs[5]);
     const auto out = d / "shards";
     // seed 3 with fraction 0.3 puts some but not all of the 6 documents in val (checked below).
-    auto r = run(d, {"data", "prepare", "--input", (d / "in").string(), (d / "last.txt").string(), "--format", "text", "--tokenizer",
-                     kTokenizer, "--out", out.string(), "--val-fraction", "0.3", "--seed", "3", "--shard-tokens", "16", "--threads",
-                     "2", "--json"});
+    auto r = run(d, {"data",
+                     "prepare",
+                     "--input",
+                     (d / "in").string(),
+                     (d / "last.txt").string(),
+                     "--format",
+                     "text",
+                     "--tokenizer",
+                     kTokenizer,
+                     "--out",
+                     out.string(),
+                     "--val-fraction",
+                     "0.3",
+                     "--seed",
+                     "3",
+                     "--shard-tokens",
+                     "16",
+                     "--threads",
+                     "2",
+                     "--json"});
     ASSERT_EQ(r.rc, 0) << r.err;
-    EXPECT_NE(r.err.find("data prepare: done"), std::string::npos) << "plain progress lines when stderr is not a terminal: " << r.err;
+    EXPECT_NE(r.err.find("data prepare: done"), std::string::npos)
+        << "plain progress lines when stderr is not a terminal: " << r.err;
     const auto m = nlohmann::json::parse(r.out);
     EXPECT_EQ(m, nlohmann::json::parse(read_bytes(out / "manifest.json")));
     const uint64_t val_docs = m["splits"]["val"]["documents"].get<uint64_t>();
@@ -133,14 +153,14 @@ TEST(DataPrepare, TextFilesDirectoriesAndGzipRoundTrip) {
 
     // Same bytes with another thread count; and a rerun with bigger shards leaves no stale shard.
     const std::string first_shard = read_bytes(out / "train_000001.bin");
-    r = run(d, {"data", "prepare", "--input", (d / "in").string(), (d / "last.txt").string(), "--tokenizer", kTokenizer, "--out",
-                (out / "../shards1").string(), "--val-fraction", "0.3", "--seed", "3", "--shard-tokens", "16", "--threads", "1",
-                "--quiet"});
+    r = run(d, {"data", "prepare", "--input", (d / "in").string(), (d / "last.txt").string(), "--tokenizer",
+                kTokenizer, "--out", (out / "../shards1").string(), "--val-fraction", "0.3", "--seed", "3",
+                "--shard-tokens", "16", "--threads", "1", "--quiet"});
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_TRUE(r.err.empty()) << r.err;
     EXPECT_EQ(read_bytes(d / "shards1/train_000001.bin"), first_shard);
-    r = run(d, {"data", "prepare", "--input", (d / "in").string(), (d / "last.txt").string(), "--tokenizer", kTokenizer, "--out",
-                out.string(), "--val-fraction", "0.3", "--seed", "3", "--quiet"});
+    r = run(d, {"data", "prepare", "--input", (d / "in").string(), (d / "last.txt").string(), "--tokenizer",
+                kTokenizer, "--out", out.string(), "--val-fraction", "0.3", "--seed", "3", "--quiet"});
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_TRUE(std::filesystem::exists(out / "train_000000.bin"));
     EXPECT_FALSE(std::filesystem::exists(out / "train_000001.bin"));
@@ -152,16 +172,17 @@ TEST(DataPrepare, JsonlAndJsonlGzWithDocumentSeparatorsInsideText) {
     std::vector<std::string> docs;
     std::string plain, zipped;
     for (int i = 0; i < 40; ++i) {
-        const std::string text = "Story " + std::to_string(i) + ".\n\nIt has a blank line, \"quotes\" and \xe2\x9c\x93.";
+        const std::string text =
+            "Story " + std::to_string(i) + ".\n\nIt has a blank line, \"quotes\" and \xe2\x9c\x93.";
         nlohmann::json j = {{"id", i}, {"story", text}};
         (i < 25 ? plain : zipped) += j.dump() + "\n";
         docs.push_back(text);
     }
     write_bytes(d / "a.jsonl", plain);
     write_bytes(d / "b.jsonl.gz", gzip(zipped));
-    auto r = run(d, {"data", "prepare", "--input", (d / "a.jsonl").string(), (d / "b.jsonl.gz").string(), "--format", "jsonl",
-                     "--text-field", "story", "--tokenizer", kTokenizer, "--out", (d / "out").string(), "--val-fraction", "0.1",
-                     "--quiet"});
+    auto r = run(d, {"data", "prepare", "--input", (d / "a.jsonl").string(), (d / "b.jsonl.gz").string(), "--format",
+                     "jsonl", "--text-field", "story", "--tokenizer", kTokenizer, "--out", (d / "out").string(),
+                     "--val-fraction", "0.1", "--quiet"});
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_NE(r.out.find("val"), std::string::npos);
     expect_round_trip(d / "out", docs, 0, 0.1);
@@ -179,10 +200,12 @@ TEST(DataPrepare, AtLeastOneValidationDocument) {
     EXPECT_EQ(m["splits"]["train"]["documents"], 1);
     uint64_t t = 0;
     const std::string all = decode_split(m, d / "out", "train", &t) + "|" + decode_split(m, d / "out", "val", &t);
-    EXPECT_TRUE(all == "<|endoftext|>doc one\n|<|endoftext|>doc two\n" || all == "<|endoftext|>doc two\n|<|endoftext|>doc one\n") << all;
+    EXPECT_TRUE(all == "<|endoftext|>doc one\n|<|endoftext|>doc two\n" ||
+                all == "<|endoftext|>doc two\n|<|endoftext|>doc one\n")
+        << all;
     // --val-fraction 0: no val shard at all.
-    r = run(d, {"data", "prepare", "--input", (d / "two.txt").string(), "--tokenizer", kTokenizer, "--out", (d / "out").string(),
-                "--val-fraction", "0", "--json"});
+    r = run(d, {"data", "prepare", "--input", (d / "two.txt").string(), "--tokenizer", kTokenizer, "--out",
+                (d / "out").string(), "--val-fraction", "0", "--json"});
     ASSERT_EQ(r.rc, 0) << r.err;
     EXPECT_TRUE(nlohmann::json::parse(r.out)["splits"]["val"]["shards"].empty());
     EXPECT_FALSE(std::filesystem::exists(d / "out/val_000000.bin")) << "the earlier run's val shard was removed";
@@ -221,13 +244,14 @@ TEST(DataPrepare, Llama3Uint32ShardsAndBosPerDocumentFromThePostProcessor) {
     EXPECT_EQ(m["document_layout"], "each document is <|end_of_text|> followed by its tokens");
 
     auto j = nlohmann::json::parse(read_bytes(std::filesystem::path(dir) / "tokenizer.json"));
-    j["post_processor"] = {
-        {"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
-                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
-        {"pair", nlohmann::json::array()},
-        {"special_tokens",
-         {{"<|begin_of_text|>", {{"id", "<|begin_of_text|>"}, {"ids", {128000}}, {"tokens", {"<|begin_of_text|>"}}}}}}};
+    j["post_processor"] = {{"type", "TemplateProcessing"},
+                           {"single",
+                            {{{"SpecialToken", {{"id", "<|begin_of_text|>"}, {"type_id", 0}}}},
+                             {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                           {"pair", nlohmann::json::array()},
+                           {"special_tokens",
+                            {{"<|begin_of_text|>",
+                              {{"id", "<|begin_of_text|>"}, {"ids", {128000}}, {"tokens", {"<|begin_of_text|>"}}}}}}};
     write_bytes(d / "l31" / "tokenizer.json", j.dump());
     r = run(d, {"data", "prepare", "--input", (d / "docs.txt").string(), "--tokenizer", (d / "l31").string(), "--out",
                 (d / "out31").string(), "--val-fraction", "0"});
@@ -243,7 +267,8 @@ TEST(DataPrepare, Llama3Uint32ShardsAndBosPerDocumentFromThePostProcessor) {
 TEST(DataPrepare, ErrorsExitWithCode2AndNameFileAndLine) {
     TempDir d;
     auto expect_fail = [&](const std::vector<std::string>& extra, const std::string& what) {
-        std::vector<std::string> args = {"data", "prepare", "--tokenizer", kTokenizer, "--out", (d / "out").string(), "--quiet"};
+        std::vector<std::string> args = {"data",   "prepare", "--tokenizer", kTokenizer, "--out", (d / "out").string(),
+                                         "--quiet"};
         args.insert(args.end(), extra.begin(), extra.end());
         auto r = run(d, args);
         EXPECT_EQ(r.rc, 2) << r.err;
@@ -253,7 +278,8 @@ TEST(DataPrepare, ErrorsExitWithCode2AndNameFileAndLine) {
     write_bytes(d / "bad.jsonl", "{\"text\": \"a\"}\n{\"text\": \"b\"\n");
     expect_fail({"--input", (d / "bad.jsonl").string(), "--format", "jsonl"}, (d / "bad.jsonl").string() + ":2:");
     write_bytes(d / "nofield.jsonl", "{\"text\": \"a\"}\n\n{\"content\": \"b\"}\n");
-    expect_fail({"--input", (d / "nofield.jsonl").string(), "--format", "jsonl"}, (d / "nofield.jsonl").string() + ":3: no field \"text\"");
+    expect_fail({"--input", (d / "nofield.jsonl").string(), "--format", "jsonl"},
+                (d / "nofield.jsonl").string() + ":3: no field \"text\"");
     write_bytes(d / "one.txt", "just one document\n");
     expect_fail({"--input", (d / "one.txt").string()}, "only 1 document");
     expect_fail({"--input", (d / "one.txt").string(), "--val-fraction", "1"}, "--val-fraction");
@@ -263,8 +289,8 @@ TEST(DataPrepare, ErrorsExitWithCode2AndNameFileAndLine) {
 TEST(DataInspect, ChecksShardsDecodesThemAndRejectsCorruptOnes) {
     TempDir d;
     write_bytes(d / "a.txt", "hello world\n\nsecond document\n");
-    auto r = run(d, {"data", "prepare", "--input", (d / "a.txt").string(), "--tokenizer", kTokenizer, "--out", (d / "out").string(),
-                     "--val-fraction", "0", "--quiet"});
+    auto r = run(d, {"data", "prepare", "--input", (d / "a.txt").string(), "--tokenizer", kTokenizer, "--out",
+                     (d / "out").string(), "--val-fraction", "0", "--quiet"});
     ASSERT_EQ(r.rc, 0) << r.err;
     const std::string shard = (d / "out/train_000000.bin").string();
     r = run(d, {"data", "inspect", "--tokenizer", kTokenizer, "--decode", shard});
@@ -283,7 +309,9 @@ TEST(DataInspect, ChecksShardsDecodesThemAndRejectsCorruptOnes) {
     write_bytes(d / "bad.bin", bytes);
     r = run(d, {"data", "inspect", "--vocab-size", "50257", (d / "bad.bin").string()});
     EXPECT_EQ(r.rc, 2) << r.err;
-    EXPECT_NE(r.err.find((d / "bad.bin").string() + ": at byte offset " + std::to_string(last) + ":"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find((d / "bad.bin").string() + ": at byte offset " + std::to_string(last) + ":"),
+              std::string::npos)
+        << r.err;
     write_bytes(d / "short.bin", bytes.substr(0, 1000));
     r = run(d, {"data", "inspect", "--vocab-size", "50257", (d / "short.bin").string()});
     EXPECT_EQ(r.rc, 2) << r.err;

@@ -38,7 +38,9 @@ std::string header(int32_t magic, int32_t version, int32_t count) {
     return h;
 }
 
-std::string u16s(const std::vector<uint16_t>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 2); }
+std::string u16s(const std::vector<uint16_t>& v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 2);
+}
 
 std::vector<int32_t> read_all(const Shard& s) {
     std::vector<int32_t> out(s.size());
@@ -107,8 +109,9 @@ TEST(Shard, WriterSplitsAtShardTokensAndReadsBackInOrder) {
     EXPECT_EQ(infos[0].tokens, 5u);
     EXPECT_EQ(infos[2].tokens, 2u);
     EXPECT_EQ(infos[2].bytes, 1024u + 4);
-    ShardSet set({(d / "train_000002.bin").string(), (d / "train_000000.bin").string(), (d / "train_000001.bin").string()},
-                 ShardFormat::kLlmc, 50257);
+    ShardSet set(
+        {(d / "train_000002.bin").string(), (d / "train_000000.bin").string(), (d / "train_000001.bin").string()},
+        ShardFormat::kLlmc, 50257);
     ASSERT_EQ(set.size(), 12u);
     std::vector<int32_t> all(12);
     set.read(0, 12, all.data());  // sorted paths, so the given order does not matter
@@ -272,7 +275,9 @@ TEST(SpecialFiles, FifoShardAndCorpusInputAreRefused) {
               std::string::npos);
     CorpusOptions o;
     o.doc_separator = "blank";
-    EXPECT_NE(message([&] { DocumentReader r(fifo, o); }).find("is a FIFO (named pipe), expected a regular file (corpus input)"),
+    EXPECT_NE(message([&] {
+                  DocumentReader r(fifo, o);
+              }).find("is a FIFO (named pipe), expected a regular file (corpus input)"),
               std::string::npos);
 }
 

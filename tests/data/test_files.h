@@ -18,8 +18,8 @@ public:
     TempDir() {
         const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
         path_ = std::filesystem::temp_directory_path() /
-                (std::string("llmt_") + (info ? info->test_suite_name() + std::string("_") + info->name() : "test") + "_" +
-                 std::to_string(::getpid()));
+                (std::string("llmt_") + (info ? info->test_suite_name() + std::string("_") + info->name() : "test") +
+                 "_" + std::to_string(::getpid()));
         std::filesystem::remove_all(path_);
         std::filesystem::create_directories(path_);
     }

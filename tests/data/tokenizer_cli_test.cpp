@@ -37,8 +37,8 @@ TEST(TokenizerCli, DetokenizeBothInputFormsAndRoundTrip) {
     r = run_shell("printf '15496\\n 995\\t13' | " + bin() + " detokenize --tokenizer " + kTok);
     EXPECT_EQ(r.out, "Hello world.");
     // Bytes that are not UTF-8 survive the round trip through the CLI too.
-    r = run_shell("printf 'caf\\303\\251 \\377\\376 ok\\n' | " + bin() + " tokenize --tokenizer " + kTok + " | " + bin() +
-           " detokenize --tokenizer " + kTok + " | od -An -tx1 | tr -d ' \\n'");
+    r = run_shell("printf 'caf\\303\\251 \\377\\376 ok\\n' | " + bin() + " tokenize --tokenizer " + kTok + " | " +
+                  bin() + " detokenize --tokenizer " + kTok + " | od -An -tx1 | tr -d ' \\n'");
     EXPECT_EQ(r.out, "636166c3a920fffe206f6b0a");
 }
 

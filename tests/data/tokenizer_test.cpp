@@ -205,7 +205,8 @@ TEST(TokenizerLoad, CorruptTiktokenNamesFileAndLine) {
     // Truncated: the single byte tokens are there but a byte is missing -> named.
     std::size_t end = 0;
     for (int i = 0; i < 100; ++i) end = good.find('\n', end) + 1;
-    write_file_atomic(dir.path / "short.tiktoken", good.substr(good.find('\n') + 1, end - good.find('\n') - 1));  // lines 2-100
+    write_file_atomic(dir.path / "short.tiktoken",
+                      good.substr(good.find('\n') + 1, end - good.find('\n') - 1));  // lines 2-100
     msg = error_of((dir.path / "short.tiktoken").string());
     EXPECT_NE(msg.find("short.tiktoken: no token for the single byte 0x00"), std::string::npos) << msg;
     // Duplicate rank.

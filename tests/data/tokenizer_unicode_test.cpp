@@ -60,7 +60,8 @@ TEST(TokenizerUnicode, TableMatchesUnicodeData) {
         const std::string range = line.substr(0, semi);
         const uint32_t lo = static_cast<uint32_t>(std::stoul(range, nullptr, 16));
         const auto dots = range.find("..");
-        const uint32_t hi = dots == std::string::npos ? lo : static_cast<uint32_t>(std::stoul(range.substr(dots + 2), nullptr, 16));
+        const uint32_t hi =
+            dots == std::string::npos ? lo : static_cast<uint32_t>(std::stoul(range.substr(dots + 2), nullptr, 16));
         for (uint32_t x = lo; x <= hi; ++x, ++spaces) want[x] = 3;
     }
     EXPECT_EQ(spaces, 25);  // White_Space has 25 code points in Unicode 15

@@ -139,8 +139,9 @@ using ChildFn = std::function<void(const std::function<void(const std::string&)>
 
 // Forks every fn (in order, the gtest process itself stays single-threaded), then calls
 // `while_running(pids)` in the parent, then waits up to timeout_s for all and SIGKILLs the rest.
-inline std::vector<ChildResult> run_children(const std::vector<ChildFn>& fns, double timeout_s,
-                                             const std::function<void(const std::vector<pid_t>&)>& while_running = {}) {
+inline std::vector<ChildResult> run_children(
+    const std::vector<ChildFn>& fns, double timeout_s,
+    const std::function<void(const std::vector<pid_t>&)>& while_running = {}) {
     std::vector<pid_t> pids;
     std::vector<int> fds;
     for (const auto& fn : fns) {
@@ -199,7 +200,8 @@ inline std::vector<ChildResult> run_children(const std::vector<ChildFn>& fns, do
             }
         }
         if (p.empty()) break;
-        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+        auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
         if (ms <= 0) {
             for (size_t i = 0; i < pids.size(); ++i) {
                 if (open[i]) {

@@ -195,7 +195,8 @@ TEST(NcclProcessGroup, CollectivesMatchHostSums) {
             auto want = expect_sum(4, chunk * world);
             for (size_t i = 0; i < chunk; ++i) {
                 const double w = want[static_cast<size_t>(rank) * chunk + i] / world;
-                LLMT_CHECK(std::abs(got[i] - w) <= 1e-6 * std::abs(w) + 1e-6, "reduce_scatter [{}]: {} != {}", i, got[i], w);
+                LLMT_CHECK(std::abs(got[i] - w) <= 1e-6 * std::abs(w) + 1e-6, "reduce_scatter [{}]: {} != {}", i,
+                           got[i], w);
             }
             DeviceBuf all(static_cast<int64_t>(chunk * world));
             pg.allgather(all.t(), out.t());

@@ -27,7 +27,8 @@ void require_equal(const std::vector<T>& got, const std::vector<T>& want, const 
     if (const auto c = support::comparable(got, want); !c) throw std::runtime_error(what + ": " + c.message());
     for (size_t i = 0; i < got.size(); ++i) {
         if (got[i] != want[i]) {
-            throw std::runtime_error(fmt::format("{}: element {} is {} but {} was expected", what, i, got[i], want[i]));
+            throw std::runtime_error(
+                fmt::format("{}: element {} is {} but {} was expected", what, i, got[i], want[i]));
         }
     }
 }
@@ -61,7 +62,9 @@ TEST_P(GlooCollectives, MatchThePlainReference) {
 
         // allreduce f32, sum and average; 3M elements spans many of Gloo's 1 MiB segments.
         for (size_t n : {size_t{1}, size_t{1000}, size_t{3'000'001}}) {
-            auto value = [](int rank, size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 1000)); };
+            auto value = [](int rank, size_t i) {
+                return static_cast<float>((rank + 1) * static_cast<int>(i % 1000));
+            };
             std::vector<float> x(n), want(n), want_avg(n);
             for (size_t i = 0; i < n; ++i) {
                 x[i] = value(r, i);
@@ -85,7 +88,9 @@ TEST_P(GlooCollectives, MatchThePlainReference) {
         for (size_t n : {size_t{1}, size_t{1007}}) {
             std::vector<float> in(n * static_cast<size_t>(P)), out(n, -1.f), want(n);
             for (size_t k = 0; k < static_cast<size_t>(P); ++k) {
-                for (size_t j = 0; j < n; ++j) in[k * n + j] = static_cast<float>(r * 10000 + static_cast<int>(k) * 100 + static_cast<int>(j % 97));
+                for (size_t j = 0; j < n; ++j)
+                    in[k * n + j] =
+                        static_cast<float>(r * 10000 + static_cast<int>(k) * 100 + static_cast<int>(j % 97));
             }
             for (size_t j = 0; j < n; ++j) {
                 float s = 0;
@@ -119,19 +124,20 @@ TEST_P(GlooCollectives, MatchThePlainReference) {
                 want[j] = s / static_cast<float>(P);
             }
             float* mine = buf.data() + static_cast<size_t>(r) * n;
-            pg.reduce_scatter(Tensor(mine, {static_cast<int64_t>(n)}), Tensor(buf.data(), {static_cast<int64_t>(buf.size())}),
-                              ReduceOp::kAvg);
+            pg.reduce_scatter(Tensor(mine, {static_cast<int64_t>(n)}),
+                              Tensor(buf.data(), {static_cast<int64_t>(buf.size())}), ReduceOp::kAvg);
             require_equal(std::vector<float>(mine, mine + n), want, fmt::format("reduce_scatter in place n={}", n));
             // All-gather in place: chunk q ends as rank q's reduced chunk.
-            pg.allgather(Tensor(buf.data(), {static_cast<int64_t>(buf.size())}), Tensor(mine, {static_cast<int64_t>(n)}));
+            pg.allgather(Tensor(buf.data(), {static_cast<int64_t>(buf.size())}),
+                         Tensor(mine, {static_cast<int64_t>(n)}));
             for (int q = 0; q < P; ++q) {
                 for (size_t j = 0; j < n; j += 4099) {
                     float s = 0;
                     for (int o = 0; o < P; ++o) s += value(o, static_cast<size_t>(q), j);
                     const float w = s / static_cast<float>(P), got = buf[static_cast<size_t>(q) * n + j];
                     if (got != w)
-                        throw std::runtime_error(fmt::format("allgather in place n={}: chunk {} element {} is {}, expected {}",
-                                                             n, q, j, got, w));
+                        throw std::runtime_error(fmt::format(
+                            "allgather in place n={}: chunk {} element {} is {}, expected {}", n, q, j, got, w));
                 }
             }
         }
@@ -142,9 +148,11 @@ TEST_P(GlooCollectives, MatchThePlainReference) {
             std::vector<float> in(n), out(n * static_cast<size_t>(P), -1.f), want(out.size());
             for (size_t j = 0; j < n; ++j) in[j] = static_cast<float>(r * 1000 + static_cast<int>(j));
             for (int q = 0; q < P; ++q) {
-                for (size_t j = 0; j < n; ++j) want[static_cast<size_t>(q) * n + j] = static_cast<float>(q * 1000 + static_cast<int>(j));
+                for (size_t j = 0; j < n; ++j)
+                    want[static_cast<size_t>(q) * n + j] = static_cast<float>(q * 1000 + static_cast<int>(j));
             }
-            pg.allgather(Tensor(out.data(), {static_cast<int64_t>(out.size())}), Tensor(in.data(), {static_cast<int64_t>(n)}));
+            pg.allgather(Tensor(out.data(), {static_cast<int64_t>(out.size())}),
+                         Tensor(in.data(), {static_cast<int64_t>(n)}));
             require_equal(out, want, "allgather");
         }
 
@@ -191,7 +199,8 @@ TEST_P(GlooCollectives, WrongArgumentsAreInternalErrors) {
                 ++thrown;
             }
         };
-        expect_internal_error([&] { pg.reduce_scatter(Tensor(a.data(), {5}), Tensor(a.data(), {6}), ReduceOp::kSum); });
+        expect_internal_error(
+            [&] { pg.reduce_scatter(Tensor(a.data(), {5}), Tensor(a.data(), {6}), ReduceOp::kSum); });
         expect_internal_error([&] { pg.allgather(Tensor(a.data(), {5}), Tensor(a.data(), {2})); });
         expect_internal_error([&] { pg.allreduce(Tensor(i.data(), {6}, DType::kI32), ReduceOp::kAvg); });
         expect_internal_error([&] { pg.allreduce(Tensor(a.data(), {3}, DType::kBF16), ReduceOp::kSum); });

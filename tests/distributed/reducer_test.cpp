@@ -82,8 +82,8 @@ TEST(Reducer, AveragesAcrossRanksForEveryBucketingAndOverlap) {
                     for (size_t i = 0; i < n; ++i) {
                         float want = (a[i] + b[i]) / 2.f;
                         if (buf[i] != want) {
-                            throw std::runtime_error(fmt::format("n={} bucket={} overlap={}: element {} is {} not {}", n,
-                                                                 bucket_bytes, overlap, i, buf[i], want));
+                            throw std::runtime_error(fmt::format("n={} bucket={} overlap={}: element {} is {} not {}",
+                                                                 n, bucket_bytes, overlap, i, buf[i], want));
                         }
                     }
                     auto st = red.last_stats();

@@ -5,7 +5,10 @@
   2. no issue numbers in src/ and tests/ (ISSUE: the word followed by a number, with or without "#") and no
      history phrases (HISTORY): comments say what the code does now;
   3. table rows in docs/ and README.md are under 120 characters (a wider table becomes a list, or narrower
-     tables, or takes its long notes below it).
+     tables, or takes its long notes below it);
+  4. lines of code are under 120 characters too: sources, scripts, build files and YAML in src/, tests/, tools/,
+     bench/, scripts/, deploy/, cmake/, configs/ and web/src/ (C++: `.clang-format` wraps them), except the
+     upstream Kubernetes schemas vendored under tests/k8s/schemas/ and the fixtures of tests/config/fixtures/.
 Usage: standalone_test.py REPO   (exit 1 with one line per problem)
 """
 import os
@@ -22,11 +25,16 @@ HISTORY = re.compile(r"before [A-Za-z-]+ (heads )?existed|\bas before\b|as (it w
 LINK = re.compile(r"\]\(([^)#\s]+)(#[^)]*)?\)")
 MAX_ROW = 119
 SOURCE_EXT = (".cpp", ".h", ".cu", ".cuh", ".txt", ".md", ".cmake", ".py", ".sh", ".mjs", ".js")
+CODE_DIRS = ("src", "tests", "tools", "bench", "scripts", "deploy", "cmake", "configs", "web/src")
+CODE_EXT = (".cpp", ".h", ".cu", ".cuh", ".cmake", ".py", ".sh", ".mjs", ".js", ".yaml", ".yml", "CMakeLists.txt")
+# Not code: upstream CRD schemas kept byte for byte, and files a test compares with what the program writes.
+NOT_CODE = ("tests/k8s/schemas/", "tests/config/fixtures/")
 
 
 def files(root, top, exts):
     for d, dirs, names in os.walk(os.path.join(root, top)):
-        dirs[:] = sorted(x for x in dirs if x != "node_modules")  # installed packages (setup.sh) are not ours
+        # installed packages (setup.sh) and Python's caches are not ours
+        dirs[:] = sorted(x for x in dirs if x not in ("node_modules", "__pycache__"))
         for n in sorted(names):
             if n.endswith(exts):
                 yield os.path.relpath(os.path.join(d, n), root)
@@ -38,6 +46,20 @@ def comment_problems(where, line):
         out.append(f"{where}: an issue number in a comment: {ISSUE.search(line).group()}")
     if HISTORY.search(line):
         out.append(f"{where}: history, not what the code does: {HISTORY.search(line).group()}")
+    return out
+
+
+def long_code_lines(root):
+    code = ["Makefile", "CMakeLists.txt"]
+    for top in CODE_DIRS:
+        code += [rel for rel in files(root, top, CODE_EXT) if not rel.startswith(NOT_CODE)]
+    code += [rel for rel in files(root, "deploy", ("Containerfile", ".cuda")) if "Containerfile" in rel]
+    out = []
+    for rel in code:
+        with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh.read().split("\n"), 1):
+                if len(line) > MAX_ROW:
+                    out.append(f"{rel}:{n}: a line of {len(line)} characters (at most {MAX_ROW})")
     return out
 
 
@@ -70,6 +92,7 @@ def main(root):
             if line.lstrip().startswith("|") and len(line) > MAX_ROW:
                 problems.append(f"{where}: a table row of {len(line)} characters (at most {MAX_ROW}): make the "
                                 "table a list or narrower tables, or move its long notes below it")
+    problems += long_code_lines(root)
     for p in problems:
         print(p)
     print(f"standalone_test: {len(docs)} pages, {len(src) + len(tests)} source files, {len(problems)} problems")

@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const int64_t since = static_cast<int8_t>(data[0]);  // -128..127: steps in seeds are small
     const size_t split = data[1] % (size - 1);
     const std::string_view text(reinterpret_cast<const char*>(data + 2), size - 2);
-    static const fs::path file = fs::temp_directory_path() / ("llmt_metrics_fuzz_" + std::to_string(::getpid()) + ".jsonl");
+    static const fs::path file =
+        fs::temp_directory_path() / ("llmt_metrics_fuzz_" + std::to_string(::getpid()) + ".jsonl");
     llmt::server::MetricsIndex grown;
     write(file, text.substr(0, std::min(split, text.size())), false);
     check(grown.since(file, since), since);

@@ -58,7 +58,8 @@ inline std::vector<OracleChar> oracle_chars(std::string_view text) {
     std::vector<OracleChar> cs;
     for (std::size_t i = 0; i < text.size();) {
         std::size_t len;
-        const uint32_t cp = data::decode_utf8(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i, &len);
+        const uint32_t cp =
+            data::decode_utf8(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i, &len);
         cs.push_back({cp, data::char_class(cp), i});
         i += len;
     }
@@ -138,7 +139,8 @@ inline std::vector<std::string_view> oracle_llama3_pretokenize(std::string_view 
         if (cs[i].cp == '\'') {
             for (std::string_view c : {"s", "t", "re", "ve", "m", "ll", "d"}) {
                 bool ok = i + c.size() < n;
-                for (std::size_t j = 0; ok && j < c.size(); ++j) ok = fold(cs[i + 1 + j].cp) == static_cast<unsigned char>(c[j]);
+                for (std::size_t j = 0; ok && j < c.size(); ++j)
+                    ok = fold(cs[i + 1 + j].cp) == static_cast<unsigned char>(c[j]);
                 if (ok) {
                     end = i + 1 + c.size();
                     break;
@@ -184,7 +186,8 @@ inline std::vector<std::string_view> oracle_llama3_pretokenize(std::string_view 
 inline void fuzz_tokenizer_one(const uint8_t* data, std::size_t size) {
     const data::Tokenizer& tok = fuzz_tokenizer();
     const std::string_view text(reinterpret_cast<const char*>(data), size);
-    if (data::gpt2_pretokenize(text) != oracle_pretokenize(text)) fuzz_fail("pre-tokenizer differs from the oracle", text);
+    if (data::gpt2_pretokenize(text) != oracle_pretokenize(text))
+        fuzz_fail("pre-tokenizer differs from the oracle", text);
     if (data::llama3_pretokenize(text) != oracle_llama3_pretokenize(text))
         fuzz_fail("Llama 3 pre-tokenizer differs from its oracle", text);
     const auto ids = tok.encode_ordinary(text);

@@ -38,11 +38,13 @@ protected:
         fs::create_directories(model_dir_);
         for (const char* f : {"tokenizer.json", "tokenizer_config.json"}) fs::copy_file(kLlama3 / f, model_dir_ / f);
         std::string corpus;
-        for (int d = 0; d < 200; ++d) corpus += "User asks about item " + std::to_string(d) + ". The answer is yes.\n\n";
+        for (int d = 0; d < 200; ++d)
+            corpus += "User asks about item " + std::to_string(d) + ". The answer is yes.\n\n";
         llmt::write_file_atomic(root_ / "corpus.txt", corpus);
-        auto r = run_process({llmtrain_bin(), "data", "prepare", "--input", (root_ / "corpus.txt").string(), "--tokenizer",
-                              model_dir_.string(), "--out", (root_ / "shards").string(), "--val-fraction", "0.1"},
-                             "", 300);
+        auto r =
+            run_process({llmtrain_bin(), "data", "prepare", "--input", (root_ / "corpus.txt").string(), "--tokenizer",
+                         model_dir_.string(), "--out", (root_ / "shards").string(), "--val-fraction", "0.1"},
+                        "", 300);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         std::ofstream(root_ / "tiny.yaml")
             << "run: {name: c, seed: 3, device: cpu, threads: 1}\n"
@@ -50,7 +52,8 @@ protected:
                "vocab_size: 128256}\n"
                "trainer: {max_steps: 10, micro_batch_size: 2, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 2, "
                "eval_every_steps: 0}\n"
-            << "data: {tokenizer: " << model_dir_.string() << ", train_shards: " << (root_ / "shards/train_*.bin").string()
+            << "data: {tokenizer: " << model_dir_.string()
+            << ", train_shards: " << (root_ / "shards/train_*.bin").string()
             << ", val_shards: " << (root_ / "shards/val_*.bin").string() << "}\n";
         r = run_process({llmtrain_bin(), "train", "--config", (root_ / "tiny.yaml").string(), "--set",
                          "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=chat"},
@@ -194,7 +197,8 @@ TEST_F(ChatTest, GenerateFromTheExportPrintsTheRunsText) {
     auto with_tok = gen({"--model", bare.string(), "--tokenizer", kLlama3.string()});
     ASSERT_EQ(with_tok.exit_code, 0) << with_tok.err;
     EXPECT_EQ(with_tok.out, ck.out);
-    auto ids = llmtrain({"generate", "--model", bare.string(), "--prompt-ids", "128000,1502", "--temperature", "0", "-n", "3"});
+    auto ids = llmtrain(
+        {"generate", "--model", bare.string(), "--prompt-ids", "128000,1502", "--temperature", "0", "-n", "3"});
     EXPECT_EQ(ids.exit_code, 0) << ids.err;
     EXPECT_EQ(ids.out.rfind("128000 1502", 0), 0u) << ids.out;
 }
@@ -244,7 +248,8 @@ TEST_F(ChatTest, MergedLoraModelChatsAsTheLoraRun) {
 // into the base, chats as the JSONL run does.
 TEST_F(ChatTest, LoraChatExampleRunsFromParquetMessagesAsFromJsonl) {
     const fs::path writer = LLMT_SOURCE_DIR "/tests/data/hf_writer";
-    ASSERT_TRUE(fs::exists(writer / "node_modules/hyparquet-writer")) << "run scripts/setup.sh (setup.d/61-hf-writers.sh)";
+    ASSERT_TRUE(fs::exists(writer / "node_modules/hyparquet-writer"))
+        << "run scripts/setup.sh (setup.d/61-hf-writers.sh)";
     const fs::path base = root_ / "pq_base", jsonl = root_ / "qa.jsonl", dataset = root_ / "hf/qa";
     auto r = llmtrain({"export", "--checkpoint", run_.string(), "--out", base.string(), "--dtype", "fp32"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -260,15 +265,17 @@ TEST_F(ChatTest, LoraChatExampleRunsFromParquetMessagesAsFromJsonl) {
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
     auto train = [&](const std::string& id, const fs::path& data) {
         const fs::path yaml = root_ / (id + ".yaml");
-        std::ofstream(yaml) << "run: {name: l, seed: 4, device: cpu, threads: 1}\n"
-                            << "model: {init_from: " << base.string() << ", block_size: 64}\n"
-                            << "lora: {r: 4, alpha: 8, target_modules: [all-linear]}\n"
-                               "trainer: {max_steps: 4, micro_batch_size: 2, lr: 5.0e-3, min_lr: 5.0e-4, warmup_steps: 1, "
-                               "log_every_steps: 1, eval_every_steps: 0}\n"
-                            << "data: {source: chat, paths: [" << data.string() << "], tokenizer: " << base.string()
-                            << ", packing: true, val_fraction: 0.1, cache_dir: " << (root_ / "cache").string() << "}\n";
-        const ProcResult t = llmtrain({"train", "--config", yaml.string(), "--set", "output.root_dir=" + (root_ / "runs").string(),
-                                       "--set", "output.run_id=" + id});
+        std::ofstream(yaml)
+            << "run: {name: l, seed: 4, device: cpu, threads: 1}\n"
+            << "model: {init_from: " << base.string() << ", block_size: 64}\n"
+            << "lora: {r: 4, alpha: 8, target_modules: [all-linear]}\n"
+               "trainer: {max_steps: 4, micro_batch_size: 2, lr: 5.0e-3, min_lr: 5.0e-4, warmup_steps: 1, "
+               "log_every_steps: 1, eval_every_steps: 0}\n"
+            << "data: {source: chat, paths: [" << data.string() << "], tokenizer: " << base.string()
+            << ", packing: true, val_fraction: 0.1, cache_dir: " << (root_ / "cache").string() << "}\n";
+        const ProcResult t =
+            llmtrain({"train", "--config", yaml.string(), "--set", "output.root_dir=" + (root_ / "runs").string(),
+                      "--set", "output.run_id=" + id});
         EXPECT_EQ(t.exit_code, 0) << t.err;
         std::vector<double> losses;
         for (const auto& m : llmt::testing::read_metrics(root_ / "runs" / id / "metrics.jsonl"))
@@ -281,11 +288,13 @@ TEST_F(ChatTest, LoraChatExampleRunsFromParquetMessagesAsFromJsonl) {
     const fs::path adapter = root_ / "qa_adapter", merged = root_ / "qa_merged";
     r = llmtrain({"export", "--checkpoint", (root_ / "runs/qa_parquet").string(), "--out", adapter.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    r = llmtrain({"merge", "--model", base.string(), "--adapter", adapter.string(), "--out", merged.string(), "--dtype", "fp32"});
+    r = llmtrain({"merge", "--model", base.string(), "--adapter", adapter.string(), "--out", merged.string(),
+                  "--dtype", "fp32"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     auto chat = [&](const fs::path& m) {
-        return llmtrain({"chat", "--model", m.string(), "--max-new-tokens", "8", "--seed", "9", "--set", "run.threads=1"},
-                        "What is item 3?\n");
+        return llmtrain(
+            {"chat", "--model", m.string(), "--max-new-tokens", "8", "--seed", "9", "--set", "run.threads=1"},
+            "What is item 3?\n");
     };
     const ProcResult a = chat(merged), b = chat(root_ / "runs/qa_jsonl");
     ASSERT_EQ(a.exit_code, 0) << a.err;
@@ -302,7 +311,8 @@ TEST_F(ChatTest, UnknownTemplateIsAClearError) {
         << R"({"bos_token": "<s>", "chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}"})";
     auto r = llmtrain({"chat", "--model", run_.string(), "--tokenizer", other.string()}, "hi\n");
     EXPECT_EQ(r.exit_code, 2);
-    EXPECT_NE(r.err.find((other / "tokenizer_config.json").string() + ": chat_template: not a format"), std::string::npos)
+    EXPECT_NE(r.err.find((other / "tokenizer_config.json").string() + ": chat_template: not a format"),
+              std::string::npos)
         << r.err;
 }
 

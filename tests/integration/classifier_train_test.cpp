@@ -74,8 +74,13 @@ protected:
     static void TearDownTestSuite() { fs::remove_all(root_); }
 
     static std::vector<std::string> train(const std::string& run_id, std::vector<std::string> extra = {}) {
-        std::vector<std::string> a = {"train", "--config", (root_ / "cnn.yaml").string(), "--set",
-                                      "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=" + run_id};
+        std::vector<std::string> a = {"train",
+                                      "--config",
+                                      (root_ / "cnn.yaml").string(),
+                                      "--set",
+                                      "output.root_dir=" + (root_ / "runs").string(),
+                                      "--set",
+                                      "output.run_id=" + run_id};
         a.insert(a.end(), extra.begin(), extra.end());
         return a;
     }
@@ -293,10 +298,10 @@ TEST_F(ClassifierTrain, SgdLearnsResumesBitIdenticalAndRefusesAdamW) {
     auto part = run_process(bin(train("sgd_split", extra)), "", 600);
     ASSERT_EQ(part.exit_code, 0) << part.err;
     // Continuing the SGD checkpoint with AdamW is refused, naming both optimizers.
-    auto adamw = run_process(bin(train("sgd_split", {"--set", "model.dropout=0.2", "--set", "data.augment.crop_padding=1",
-                                                     "--set", "trainer.lr=0.1", "--set", "trainer.weight_decay=0.001",
-                                                     "--resume", "sgd_split"})),
-                             "", 600);
+    auto adamw = run_process(
+        bin(train("sgd_split", {"--set", "model.dropout=0.2", "--set", "data.augment.crop_padding=1", "--set",
+                                "trainer.lr=0.1", "--set", "trainer.weight_decay=0.001", "--resume", "sgd_split"})),
+        "", 600);
     EXPECT_EQ(adamw.exit_code, 2) << adamw.err;
     EXPECT_NE(adamw.err.find("written by trainer.optimizer sgd and this run's trainer.optimizer is adamw"),
               std::string::npos) << adamw.err;
@@ -315,7 +320,8 @@ TEST_F(ClassifierTrain, SgdLearnsResumesBitIdenticalAndRefusesAdamW) {
 TEST_F(ClassifierTrain, TruncatedIdxIsExit2NamingTheOffset) {
     const std::string whole = llmt::read_file(root_ / "train-images");
     llmt::write_file_atomic(root_ / "short-images", whole.substr(0, 1000));
-    auto r = run_process(bin(train("short", {"--set", "data.train_images=" + (root_ / "short-images").string()})), "", 120);
+    auto r =
+        run_process(bin(train("short", {"--set", "data.train_images=" + (root_ / "short-images").string()})), "", 120);
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find((root_ / "short-images").string()), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("truncated at offset 1000"), std::string::npos) << r.err;

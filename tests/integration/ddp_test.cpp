@@ -118,7 +118,8 @@ dist: {timeout_sec: 30, bucket_mb: 0.01}
     }
     static std::vector<std::string> launch(int nproc, std::vector<std::string> launch_flags,
                                            const std::vector<std::string>& train) {
-        std::vector<std::string> a = {llmtrain_bin(), "launch", "--standalone", "--nproc-per-node", std::to_string(nproc)};
+        std::vector<std::string> a = {llmtrain_bin(), "launch", "--standalone", "--nproc-per-node",
+                                      std::to_string(nproc)};
         a.insert(a.end(), launch_flags.begin(), launch_flags.end());
         a.push_back("--");
         a.insert(a.end(), train.begin(), train.end());
@@ -216,7 +217,8 @@ TEST_F(DdpTest, Zero1CheckpointsReshardBetweenOneAndTwoRanks) {
     EXPECT_NEAR(nlohmann::json::parse(r.out)["val_loss"].get<double>(), val10[0], 1e-5 * val10[0]) << r.out;
     r = run_process(with_bin(train_args("z2to1", {"--resume", "z2to1"})), "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.err.find("optimizer state of 2 ranks at zero_stage 1 resharded for 1 rank"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("optimizer state of 2 ranks at zero_stage 1 resharded for 1 rank"), std::string::npos)
+        << r.err;
     expect_same_losses(base, series("z2to1", "loss"), "train loss, 2 ranks then 1 process");
     expect_same_losses(series("one", "val_loss"), series("z2to1", "val_loss"), "val loss, 2 ranks then 1 process");
 
@@ -263,7 +265,8 @@ TEST_F(DdpTest, Zero1RanksHoldHalfTheOptimizerState) {
     ASSERT_EQ(ddp.size(), 3u);
     ASSERT_EQ(zero1.size(), 3u);
     const double opt_mib =
-        static_cast<double>(fs::file_size(root_ / "runs/mem-ddp/checkpoints/step_3/optimizer.safetensors")) / 1048576.0;
+        static_cast<double>(fs::file_size(root_ / "runs/mem-ddp/checkpoints/step_3/optimizer.safetensors")) /
+        1048576.0;
     const double shard_mib = static_cast<double>(fs::file_size(
                                  root_ / "runs/mem-zero1/checkpoints/step_3/optimizer.rank1.safetensors")) /
                              1048576.0;
@@ -290,7 +293,8 @@ TEST_F(DdpTest, Zero1RanksHoldHalfTheOptimizerState) {
     // prints them (3 significant digits and 0.1 GFLOP/s: within 1% of what the trainer divided).
     const std::string log = llmt::read_file(root_ / "runs/mem-zero1/logs/rank0.log");
     std::smatch m;
-    const std::regex mfu_line(R"(model FLOPs per token \(([0-9.e+]+)\) x tokens/s of one rank, against ([0-9.]+) GFLOP/s)");
+    const std::regex mfu_line(
+        R"(model FLOPs per token \(([0-9.e+]+)\) x tokens/s of one rank, against ([0-9.]+) GFLOP/s)");
     ASSERT_TRUE(std::regex_search(log, m, mfu_line)) << log;
     if (log.find("above the peak") == std::string::npos) {  // a raised peak is another peak
         const double per_rank = zero1.back()["tokens_per_sec_per_rank"].get<double>();
@@ -312,7 +316,8 @@ TEST_F(DdpTest, SgdTwoRanksWithZero1MatchOneProcessAndResume) {
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
     expect_same_losses(series("sgd-one", "loss"), series("sgd-zero1", "loss"), "train loss");
     expect_same_losses(series("sgd-one", "val_loss"), series("sgd-zero1", "val_loss"), "val loss");
-    const auto shard = llmt::SafetensorsFile::open(root_ / "runs/sgd-zero1/checkpoints/step_20/optimizer.rank1.safetensors");
+    const auto shard =
+        llmt::SafetensorsFile::open(root_ / "runs/sgd-zero1/checkpoints/step_20/optimizer.rank1.safetensors");
     EXPECT_EQ(shard.metadata().at("format"), "llmtrain.sgd.v1");
     extra.insert(extra.end(), {"--set", "trainer.max_steps=22", "--resume", "sgd-zero1"});
     r = run_process(launch(2, {}, train_args("sgd-zero1", extra)), "", 300);
@@ -356,9 +361,9 @@ TEST_F(DdpTest, TwoHostsInNetworkNamespacesMatchOneProcess) {
 
 TEST_F(DdpTest, KilledPeerIsAnErrorOnTheSurvivorNotAHang) {
     const int port = free_port();
-    auto args = with_bin(train_args("dead", {"--set", "trainer.max_steps=100000", "--set", "trainer.eval_every_steps=0",
-                                             "--set", "trainer.save_every_steps=0", "--set",
-                                             "trainer.micro_batch_size=4", "--set", "dist.timeout_sec=15"}));
+    auto args = with_bin(train_args("dead", {"--set", "trainer.max_steps=100000", "--set",
+                                             "trainer.eval_every_steps=0", "--set", "trainer.save_every_steps=0",
+                                             "--set", "trainer.micro_batch_size=4", "--set", "dist.timeout_sec=15"}));
     auto env = [&](int rank) {
         return std::vector<std::string>{"RANK=" + std::to_string(rank), "LOCAL_RANK=" + std::to_string(rank),
                                         "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
@@ -367,7 +372,9 @@ TEST_F(DdpTest, KilledPeerIsAnErrorOnTheSurvivorNotAHang) {
     ProcessGuard guard;
     pid_t r0 = guard.add(spawn(args, env(0), root_ / "dead0.log"));
     pid_t r1 = guard.add(spawn(args, env(1), root_ / "dead1.log"));
-    ASSERT_TRUE(wait_until([&] { return fs::exists(root_ / "runs/dead/metrics.jsonl") && series("dead", "loss").size() >= 3; }, 120)) << llmt::read_file(root_ / "dead0.log");
+    ASSERT_TRUE(wait_until(
+        [&] { return fs::exists(root_ / "runs/dead/metrics.jsonl") && series("dead", "loss").size() >= 3; }, 120))
+        << llmt::read_file(root_ / "dead0.log");
     kill(r1, SIGKILL);
     waitpid(r1, nullptr, 0);
     auto t0 = Clock::now();

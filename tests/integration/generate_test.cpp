@@ -37,8 +37,8 @@ protected:
         root_ = fs::temp_directory_path() / ("llmt_generate_" + std::to_string(::getpid()));
         fs::create_directories(root_);
         llmt::write_file_atomic(root_ / "corpus.txt", corpus());
-        auto r = run_process({llmtrain_bin(), "data", "prepare", "--input", (root_ / "corpus.txt").string(), "--format",
-                              "text", "--out", (root_ / "shards").string(), "--val-fraction", "0.1"},
+        auto r = run_process({llmtrain_bin(), "data", "prepare", "--input", (root_ / "corpus.txt").string(),
+                              "--format", "text", "--out", (root_ / "shards").string(), "--val-fraction", "0.1"},
                              "", 300);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         std::ofstream(root_ / "tiny.yaml") << R"(run: {name: g, seed: 3, device: cpu, threads: 1}
@@ -64,7 +64,8 @@ trainer: {max_steps: 40, micro_batch_size: 4, lr: 3.0e-3, min_lr: 3.0e-4, warmup
 fs::path GenerateTest::root_, GenerateTest::run_;
 
 TEST_F(GenerateTest, SameSeedSameTextOtherSeedDiffers) {
-    std::vector<std::string> o = {"--prompt", "The beta", "--max-new-tokens", "40", "--temperature", "1.0", "--top-k", "0"};
+    std::vector<std::string> o = {"--prompt",      "The beta", "--max-new-tokens", "40",
+                                  "--temperature", "1.0",      "--top-k",          "0"};
     auto seeded = [&](const char* seed) {
         auto args = o;
         args.insert(args.end(), {"--seed", seed});
@@ -93,7 +94,8 @@ TEST_F(GenerateTest, GreedyContinuesThePromptAndStoredConfigEqualsExplicitConfig
     ASSERT_EQ(e.exit_code, 0) << e.err;
     EXPECT_EQ(g.out, e.out);
     // top-k 1 at any temperature is greedy.
-    auto k1 = generate({"--prompt", "The gamma counts", "--temperature", "3", "--top-k", "1", "--max-new-tokens", "12"});
+    auto k1 =
+        generate({"--prompt", "The gamma counts", "--temperature", "3", "--top-k", "1", "--max-new-tokens", "12"});
     ASSERT_EQ(k1.exit_code, 0) << k1.err;
     EXPECT_EQ(g.out, k1.out);
 }
@@ -119,7 +121,8 @@ TEST_F(GenerateTest, EmptyPromptStartsFromEndOfText) {
 }
 
 TEST_F(GenerateTest, BadInputExitsTwo) {
-    auto r = run_process({llmtrain_bin(), "generate", "--checkpoint", (root_ / "no/such/run").string(), "--prompt", "x"});
+    auto r =
+        run_process({llmtrain_bin(), "generate", "--checkpoint", (root_ / "no/such/run").string(), "--prompt", "x"});
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("no/such/run"), std::string::npos) << r.err;
     std::string long_prompt;

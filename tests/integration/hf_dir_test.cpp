@@ -36,8 +36,8 @@ protected:
             text += "Document " + std::to_string(d) + " counts " + std::to_string(d % 7) + " and " +
                     std::to_string(d % 11) + " rotary heads.\n\n";
         llmt::write_file_atomic(root_ / "corpus.txt", text);
-        const ProcResult prep = llmtrain({"data", "prepare", "--input", (root_ / "corpus.txt").string(), "--format", "text",
-                                          "--out", (root_ / "shards").string(), "--val-fraction", "0.1"});
+        const ProcResult prep = llmtrain({"data", "prepare", "--input", (root_ / "corpus.txt").string(), "--format",
+                                          "text", "--out", (root_ / "shards").string(), "--val-fraction", "0.1"});
         ASSERT_EQ(prep.exit_code, 0) << prep.err;
         data_ = "data: {train_shards: " + (root_ / "shards/train_*.bin").string() + ", val_shards: " +
                 (root_ / "shards/val_*.bin").string() + "}\n";
@@ -103,7 +103,8 @@ TEST_F(HfDirTest, Fp32ExportHoldsTheCheckpointsTensorsAndTransformersConfig) {
         EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
     }
     // From the exported directory, with no model keys written: the same weights, the same val loss.
-    const ProcResult ev_ck = llmtrain({"eval", "--json", "--config", (root_ / "tiny.yaml").string(), "--checkpoint", run_.string()});
+    const ProcResult ev_ck =
+        llmtrain({"eval", "--json", "--config", (root_ / "tiny.yaml").string(), "--checkpoint", run_.string()});
     ASSERT_EQ(ev_ck.exit_code, 0) << ev_ck.err;
     const ProcResult ev_dir = llmtrain({"eval", "--json", "--config", from_dir_config(out).string()});
     ASSERT_EQ(ev_dir.exit_code, 0) << ev_dir.err;
@@ -137,8 +138,9 @@ TEST_F(HfDirTest, Fp32ExportHoldsTheCheckpointsTensorsAndTransformersConfig) {
     EXPECT_EQ(gen["pad_token_id"], 50256);
     generate_both({"--prompt", "Document 3 counts", "--temperature", "0", "-n", "8"});
     // And training continues from it.
-    const ProcResult tr = llmtrain({"train", "--config", from_dir_config(out).string(), "--set",
-                                    "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=from_dir"});
+    const ProcResult tr =
+        llmtrain({"train", "--config", from_dir_config(out).string(), "--set",
+                  "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=from_dir"});
     ASSERT_EQ(tr.exit_code, 0) << tr.err;
     EXPECT_NE(tr.err.find("model: llama, 2 layers"), std::string::npos) << tr.err;
     EXPECT_NE(tr.err.find("trainer: 2 steps (trainer.max_steps)"), std::string::npos) << tr.err;
@@ -147,7 +149,8 @@ TEST_F(HfDirTest, Fp32ExportHoldsTheCheckpointsTensorsAndTransformersConfig) {
 TEST_F(HfDirTest, Bf16ExportShardsWithAnIndexAndLoads) {
     const fs::path out = root_ / "export_bf16";
     // 1 MB shards: the 2 x 6.4 MB embedding tables and the layers spread over several files.
-    const ProcResult r = llmtrain({"export", "--checkpoint", run_.string(), "--out", out.string(), "--max-shard-size", "1MB"});
+    const ProcResult r =
+        llmtrain({"export", "--checkpoint", run_.string(), "--out", out.string(), "--max-shard-size", "1MB"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     ASSERT_TRUE(fs::exists(out / "model.safetensors.index.json"));
     EXPECT_FALSE(fs::exists(out / "model.safetensors"));
@@ -156,7 +159,8 @@ TEST_F(HfDirTest, Bf16ExportShardsWithAnIndexAndLoads) {
     EXPECT_EQ(ex.info("model.embed_tokens.weight").dtype, llmt::StDType::kBF16);
     EXPECT_EQ(nlohmann::json::parse(llmt::read_file(out / "config.json"))["dtype"], "bfloat16");
     // bf16 weights (8 significant bits) against the fp32 ones: the loss moves by far less than 1%.
-    const ProcResult ev_ck = llmtrain({"eval", "--json", "--config", (root_ / "tiny.yaml").string(), "--checkpoint", run_.string()});
+    const ProcResult ev_ck =
+        llmtrain({"eval", "--json", "--config", (root_ / "tiny.yaml").string(), "--checkpoint", run_.string()});
     const ProcResult ev_dir = llmtrain({"eval", "--json", "--config", from_dir_config(out).string()});
     ASSERT_EQ(ev_dir.exit_code, 0) << ev_dir.err;
     EXPECT_NEAR(val_loss(ev_dir), val_loss(ev_ck), 0.01 * val_loss(ev_ck));
@@ -166,7 +170,8 @@ TEST_F(HfDirTest, BadInputExitsTwoNamingWhatIsWrongAndTouchesNothing) {
     const fs::path out = root_ / "export_check";
     ASSERT_EQ(llmtrain({"export", "--checkpoint", run_.string(), "--out", out.string()}).exit_code, 0);
     // A written model key that disagrees with config.json names both sides.
-    const ProcResult mismatch = llmtrain({"eval", "--json", "--config", from_dir_config(out, ", n_layer: 3").string()});
+    const ProcResult mismatch =
+        llmtrain({"eval", "--json", "--config", from_dir_config(out, ", n_layer: 3").string()});
     EXPECT_EQ(mismatch.exit_code, 2) << mismatch.err;
     EXPECT_NE(mismatch.err.find("model.n_layer"), std::string::npos) << mismatch.err;
     EXPECT_NE(mismatch.err.find("num_hidden_layers"), std::string::npos) << mismatch.err;
@@ -195,7 +200,8 @@ TEST_F(HfDirTest, BadInputExitsTwoNamingWhatIsWrongAndTouchesNothing) {
     llmt::write_safetensors(broken / "model.safetensors", refs);
     const ProcResult missing = llmtrain({"eval", "--json", "--config", from_dir_config(broken).string()});
     EXPECT_EQ(missing.exit_code, 2) << missing.err;
-    EXPECT_NE(missing.err.find("missing tensor `model.layers.1.mlp.up_proj.weight`"), std::string::npos) << missing.err;
+    EXPECT_NE(missing.err.find("missing tensor `model.layers.1.mlp.up_proj.weight`"), std::string::npos)
+        << missing.err;
 }
 
 }  // namespace

@@ -35,8 +35,9 @@ trainer: {max_steps: 8, micro_batch_size: 2, grad_accum_steps: 1, lr: 3.0e-3, mi
 data:
   source: hf
   paths: [)" << (kSource / "tests/data/fixtures/hf/hub/datasets--testorg--tiny").string()
-                                      << "]\n  val_split: validation\n  tokenizer: " << (kSource / "data/tokenizers/gpt2.tiktoken").string()
-                                      << "\n  cache_dir: " << (root_ / "cache").string() << "\n";
+                                         << "]\n  val_split: validation\n  tokenizer: "
+                                         << (kSource / "data/tokenizers/gpt2.tiktoken").string()
+                                         << "\n  cache_dir: " << (root_ / "cache").string() << "\n";
     }
     void TearDown() override { fs::remove_all(root_); }
 
@@ -69,7 +70,8 @@ TEST_F(HfTrain, HubSnapshotTrainsAndResumesExactly) {
     EXPECT_EQ(losses("straight"), losses("halves"));
     EXPECT_EQ(losses("straight", "val_loss"), losses("halves", "val_loss"));
     for (const char* f : {"model.safetensors", "optimizer.safetensors"}) {
-        EXPECT_EQ(llmt::read_file(root_ / "runs/straight/checkpoints/step_8" / f), llmt::read_file(root_ / "runs/halves/checkpoints/step_8" / f))
+        EXPECT_EQ(llmt::read_file(root_ / "runs/straight/checkpoints/step_8" / f),
+                  llmt::read_file(root_ / "runs/halves/checkpoints/step_8" / f))
             << f;
     }
     // A split that is not there: exit 2 naming the splits found.
@@ -89,14 +91,18 @@ TEST_F(HfTrain, DataRevisionPicksTheSnapshot) {
     EXPECT_EQ(losses("main"), losses("by_hash"));
     r = train({"--set", "output.run_id=v9", "--set", "data.revision=v9"});
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find("has no revision 'v9' (revisions found: refs: main; snapshots: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa)"),
-              std::string::npos)
+    EXPECT_NE(
+        r.err.find(
+            "has no revision 'v9' (revisions found: refs: main; snapshots: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa)"),
+        std::string::npos)
         << r.err;
     r = train({"--set", "output.run_id=plain", "--set", "data.revision=v9", "--set",
-               "data.paths=[" + (kSource / "tests/data/fixtures/hf/parquet/plain_none_v1.parquet").string() + "]", "--set",
-               "data.val_split=\"\"", "--set", "data.val_fraction=0.1"});
+               "data.paths=[" + (kSource / "tests/data/fixtures/hf/parquet/plain_none_v1.parquet").string() + "]",
+               "--set", "data.val_split=\"\"", "--set", "data.val_fraction=0.1"});
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find("data.revision (--revision) 'v9' selects a snapshot of a hub cache folder"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("data.revision (--revision) 'v9' selects a snapshot of a hub cache folder"),
+              std::string::npos)
+        << r.err;
 }
 
 // A checkpoint's model.safetensors + config.json laid out as the hub cache does, then used as init_from.
@@ -115,7 +121,8 @@ TEST_F(HfTrain, InitFromHubCacheModelFolder) {
         fs::copy_file(step / f, blob);
         fs::create_symlink(fs::path("../..") / "blobs" / blob.filename(), repo / "snapshots" / sha / f);
     }
-    auto r = train({"--set", "output.run_id=from_hub", "--set", "trainer.max_steps=2", "--set", "model.init_from=" + repo.string()});
+    auto r = train({"--set", "output.run_id=from_hub", "--set", "trainer.max_steps=2", "--set",
+                    "model.init_from=" + repo.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     // The same weights through the snapshot directory itself give the same losses.
     r = train({"--set", "output.run_id=from_snap", "--set", "trainer.max_steps=2", "--set",
@@ -125,7 +132,9 @@ TEST_F(HfTrain, InitFromHubCacheModelFolder) {
     EXPECT_LT(losses("from_hub").front(), losses("base").front()) << "init_from loaded the trained weights";
     // `generate --model` takes the cache folder too (greedy, ids in and out: no tokenizer files needed).
     auto gen = [&](const fs::path& model) {
-        return run_process({llmtrain_bin(), "generate", "--model", model.string(), "--prompt-ids", "1,2,3", "-n", "4", "-t", "0"}, "", 300);
+        return run_process(
+            {llmtrain_bin(), "generate", "--model", model.string(), "--prompt-ids", "1,2,3", "-n", "4", "-t", "0"}, "",
+            300);
     };
     const ProcResult a = gen(repo), b = gen(repo / "snapshots" / sha);
     ASSERT_EQ(a.exit_code, 0) << a.err;
@@ -144,32 +153,36 @@ TEST_F(HfTrain, InitFromHubCacheModelFolder) {
         fs::copy_file(other / f, blob);
         fs::create_symlink(fs::path("../..") / "blobs" / blob.filename(), repo / "snapshots" / sha1 / f);
     }
-    r = train({"--set", "output.run_id=from_v1", "--set", "trainer.max_steps=2", "--set", "model.init_from=" + repo.string(), "--set",
-               "model.revision=v1"});
+    r = train({"--set", "output.run_id=from_v1", "--set", "trainer.max_steps=2", "--set",
+               "model.init_from=" + repo.string(), "--set", "model.revision=v1"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    r = train({"--set", "output.run_id=from_other", "--set", "trainer.max_steps=2", "--set", "model.init_from=" + other.string()});
+    r = train({"--set", "output.run_id=from_other", "--set", "trainer.max_steps=2", "--set",
+               "model.init_from=" + other.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(losses("from_v1"), losses("from_other"));
     EXPECT_NE(losses("from_v1"), losses("from_hub")) << "v1 is not main's snapshot";
-    const ProcResult c = run_process({llmtrain_bin(), "generate", "--model", repo.string(), "--revision", "v1", "--prompt-ids", "1,2,3",
-                                      "-n", "4", "-t", "0"},
+    const ProcResult c = run_process({llmtrain_bin(), "generate", "--model", repo.string(), "--revision", "v1",
+                                      "--prompt-ids", "1,2,3", "-n", "4", "-t", "0"},
                                      "", 300);
     ASSERT_EQ(c.exit_code, 0) << c.err;
     EXPECT_EQ(c.out, gen(repo / "snapshots" / sha1).out);
     // A revision that is not there names those found; one with nothing to apply to is refused.
-    r = train({"--set", "output.run_id=nov", "--set", "model.init_from=" + repo.string(), "--set", "model.revision=v2"});
+    r = train(
+        {"--set", "output.run_id=nov", "--set", "model.init_from=" + repo.string(), "--set", "model.revision=v2"});
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find("has no revision 'v2' (revisions found: refs: main, v1; snapshots: " + sha1 + ", " + sha + ")"),
-              std::string::npos)
+    EXPECT_NE(
+        r.err.find("has no revision 'v2' (revisions found: refs: main, v1; snapshots: " + sha1 + ", " + sha + ")"),
+        std::string::npos)
         << r.err;
-    const ProcResult d = run_process({llmtrain_bin(), "generate", "--model", repo.string(), "--revision", "v2", "--prompt-ids", "1"}, "", 300);
+    const ProcResult d = run_process(
+        {llmtrain_bin(), "generate", "--model", repo.string(), "--revision", "v2", "--prompt-ids", "1"}, "", 300);
     EXPECT_EQ(d.exit_code, 2) << d.err;
     EXPECT_NE(d.err.find("has no revision 'v2'"), std::string::npos) << d.err;
     r = train({"--set", "output.run_id=unused", "--set", "model.revision=v1"});
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("model.revision 'v1' selects a snapshot of a hub cache folder"), std::string::npos) << r.err;
-    const ProcResult e = run_process({llmtrain_bin(), "generate", "--model", (root_ / "runs/base").string(), "--revision", "v1",
-                                      "--prompt-ids", "1"},
+    const ProcResult e = run_process({llmtrain_bin(), "generate", "--model", (root_ / "runs/base").string(),
+                                      "--revision", "v1", "--prompt-ids", "1"},
                                      "", 300);
     EXPECT_EQ(e.exit_code, 2) << e.err;
     EXPECT_NE(e.err.find("--revision 'v1' selects a snapshot of a hub cache folder"), std::string::npos) << e.err;
@@ -182,15 +195,16 @@ TEST_F(HfTrain, ChatFromParquetMessagesTrainsLikeJsonl) {
     ASSERT_TRUE(fs::exists(tok / "tokenizer.json")) << "run scripts/setup.sh (it installs " << tok << ")";
     auto config = [&](const fs::path& data) {
         const fs::path file = root_ / ("chat_" + data.filename().string() + ".yaml");
-        std::ofstream(file) << "run: {name: c, seed: 2, device: cpu, threads: 1, deterministic: true}\n"
-                               "model: {arch: llama, n_layer: 2, n_head: 4, n_kv_head: 2, d_model: 64, d_ff: 128, block_size: 128,\n"
-                               "        vocab_size: 128256, tie_embeddings: true, rope_theta: 500000.0}\n"
-                               "lora: {r: 4, alpha: 8, target_modules: [all-linear]}\n"
-                               "trainer: {max_steps: 3, micro_batch_size: 4, grad_accum_steps: 1, lr: 1.0e-2, warmup_steps: 1,\n"
-                               "          log_every_steps: 1, eval_every_steps: 0, save_every_steps: 3}\n"
-                               "data: {source: chat, paths: ["
-                            << data.string() << "], tokenizer: " << tok.string() << ", packing: true, val_fraction: 0.1, cache_dir: "
-                            << (root_ / "cache").string() << "}\n";
+        std::ofstream(file)
+            << "run: {name: c, seed: 2, device: cpu, threads: 1, deterministic: true}\n"
+               "model: {arch: llama, n_layer: 2, n_head: 4, n_kv_head: 2, d_model: 64, d_ff: 128, block_size: 128,\n"
+               "        vocab_size: 128256, tie_embeddings: true, rope_theta: 500000.0}\n"
+               "lora: {r: 4, alpha: 8, target_modules: [all-linear]}\n"
+               "trainer: {max_steps: 3, micro_batch_size: 4, grad_accum_steps: 1, lr: 1.0e-2, warmup_steps: 1,\n"
+               "          log_every_steps: 1, eval_every_steps: 0, save_every_steps: 3}\n"
+               "data: {source: chat, paths: ["
+            << data.string() << "], tokenizer: " << tok.string()
+            << ", packing: true, val_fraction: 0.1, cache_dir: " << (root_ / "cache").string() << "}\n";
         return file;
     };
     const fs::path fixtures = kSource / "tests/data/fixtures/hf";
@@ -198,9 +212,10 @@ TEST_F(HfTrain, ChatFromParquetMessagesTrainsLikeJsonl) {
     for (const fs::path& data : {fixtures / "hub/datasets--testorg--chat", fixtures / "chat/messages_zstd_v2.parquet",
                                  fixtures / "chat/expected_chat.jsonl"}) {
         const std::string id = "chat_" + data.filename().string();
-        const ProcResult r = run_process({llmtrain_bin(), "train", "--config", config(data).string(), "--set",
-                                          "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=" + id},
-                                         "", 600);
+        const ProcResult r =
+            run_process({llmtrain_bin(), "train", "--config", config(data).string(), "--set",
+                         "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=" + id},
+                        "", 600);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         runs.push_back(losses(id));
         EXPECT_EQ(runs.back().size(), 3u);

@@ -172,22 +172,25 @@ TEST_F(LoraTest, AnotherBaseOrAnUnsupportedAdapterIsRefused) {
     ProcResult r = train_lora({"--set", "output.run_id=ref", "--set", "trainer.max_steps=2", "--set",
                                "model.init_from=" + base.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    r = llmtrain({"train", "--config", (root_ / "base.yaml").string(), "--set", "output.root_dir=" + (root_ / "runs").string(),
-                  "--set", "output.run_id=base2", "--set", "run.seed=4"});
+    r = llmtrain({"train", "--config", (root_ / "base.yaml").string(), "--set",
+                  "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=base2", "--set",
+                  "run.seed=4"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     fs::remove_all(base);
-    r = llmtrain({"export", "--checkpoint", (root_ / "runs/base2").string(), "--out", base.string(), "--dtype", "fp32"});
+    r = llmtrain(
+        {"export", "--checkpoint", (root_ / "runs/base2").string(), "--out", base.string(), "--dtype", "fp32"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    r = train_lora({"--set", "output.run_id=ref", "--set", "trainer.max_steps=4", "--set", "model.init_from=" + base.string(),
-                    "--resume", "ref"});
+    r = train_lora({"--set", "output.run_id=ref", "--set", "trainer.max_steps=4", "--set",
+                    "model.init_from=" + base.string(), "--resume", "ref"});
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.err.find("trained on another base model"), std::string::npos) << r.err;
 
     // A DoRA adapter is not plain LoRA: refused naming the file and field.
     const fs::path dora = root_ / "dora";
     fs::create_directories(dora);
-    llmt::write_file_atomic(dora / "adapter_config.json",
-                            R"({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "use_dora": true})");
+    llmt::write_file_atomic(
+        dora / "adapter_config.json",
+        R"({"peft_type": "LORA", "r": 4, "lora_alpha": 8, "target_modules": ["q_proj"], "use_dora": true})");
     r = train_lora({"--set", "output.run_id=dora", "--set", "lora.init_from=" + dora.string()});
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("use_dora"), std::string::npos) << r.err;
@@ -257,7 +260,8 @@ TEST_F(ChatTrainTest, LossAveragesOverTargetsAndResumeIsExact) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("data: "), std::string::npos) << r.err;
     // The same 8 rows a step as one micro-batch: the same mean over the step's targets.
-    r = train({"--set", "output.run_id=k1", "--set", "trainer.micro_batch_size=8", "--set", "trainer.grad_accum_steps=1"});
+    r = train(
+        {"--set", "output.run_id=k1", "--set", "trainer.micro_batch_size=8", "--set", "trainer.grad_accum_steps=1"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto k2 = losses("k2"), k1 = losses("k1");
     ASSERT_EQ(k2.size(), 4u);

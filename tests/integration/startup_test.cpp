@@ -47,7 +47,8 @@ ProcResult run_traced(std::vector<std::string> args) {
 }
 
 TEST(Startup, VersionAndHelpLoadNoVendorLibrary) {
-    for (const std::vector<std::string>& args : {std::vector<std::string>{"version"}, {"version", "--json"}, {"--help"}}) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"version"}, {"version", "--json"}, {"--help"}}) {
         const ProcResult r = run_traced(args);
         ASSERT_EQ(r.exit_code, 0) << r.err;
         const std::string objects = loaded_objects(r.err);

@@ -58,7 +58,8 @@ trainer: {max_steps: 12, micro_batch_size: 4, grad_accum_steps: 2, lr: 3.0e-3, m
 fs::path TrainTest::root_;
 
 TEST_F(TrainTest, LossFallsAndRunDirectoryIsComplete) {
-    auto r = train({"--set", "output.run_id=falls", "--set", "trainer.max_steps=40", "--set", "trainer.eval_every_steps=20"});
+    auto r = train(
+        {"--set", "output.run_id=falls", "--set", "trainer.max_steps=40", "--set", "trainer.eval_every_steps=20"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     fs::path run = root_ / "runs/falls";
     auto l = losses(run);
@@ -66,7 +67,8 @@ TEST_F(TrainTest, LossFallsAndRunDirectoryIsComplete) {
     EXPECT_GT(l.front(), 10.0);  // ln(50257) = 10.8 at init
     EXPECT_LT(l.back(), l.front() - 3.0) << "loss did not fall";
     auto first = metrics(run).front();
-    for (const char* k : {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_sec"}) EXPECT_TRUE(first.contains(k)) << k;
+    for (const char* k : {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_sec"})
+        EXPECT_TRUE(first.contains(k)) << k;
     auto s = nlohmann::json::parse(llmt::read_file(run / "summary.json"));
     for (const char* k : {"final_train_loss", "final_val_loss", "best_val_loss", "steps", "tokens", "wall_s",
                           "tokens_per_sec"})
@@ -144,7 +146,8 @@ TEST_F(TrainTest, SigtermCheckpointsAndResumes) {
     EXPECT_TRUE(s["interrupted"].get<bool>());
     int64_t stopped_at = s["steps"];
     EXPECT_GT(stopped_at, 0);
-    EXPECT_TRUE(fs::exists(root_ / ("runs/term/checkpoints/step_" + std::to_string(stopped_at)) / "model.safetensors"));
+    EXPECT_TRUE(
+        fs::exists(root_ / ("runs/term/checkpoints/step_" + std::to_string(stopped_at)) / "model.safetensors"));
     // The checkpoint loads: resume continues from it to a new end.
     auto r = train({"--set", "output.run_id=term", "--set", "trainer.max_steps=" + std::to_string(stopped_at + 2),
                     "--set", "trainer.eval_every_steps=0", "--resume", "term"});
@@ -159,7 +162,8 @@ TEST_F(TrainTest, RefusalsNameTheProblem) {
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
     // A different architecture: refused with the differences listed.
-    r = train({"--set", "output.run_id=base", "--set", "model.n_layer=3", "--set", "model.d_model=64", "--resume", "base"});
+    r = train(
+        {"--set", "output.run_id=base", "--set", "model.n_layer=3", "--set", "model.d_model=64", "--resume", "base"});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("model.n_layer: 2 -> 3"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("model.d_model: 32 -> 64"), std::string::npos) << r.err;

@@ -124,7 +124,8 @@ TEST_F(Zero3Test, TwoRanksMatchOneProcessStepByStep) {
         // forward, the final unit, and in backward every unit after the last block's.
         const std::string log = llmt::read_file(root_ / "runs" / two / "logs/rank1.log");
         std::smatch m;
-        ASSERT_TRUE(std::regex_search(log, m, std::regex(R"(zero3: the first step gathered (\d+) units, (\d+) of them prefetched)")))
+        ASSERT_TRUE(std::regex_search(
+            log, m, std::regex(R"(zero3: the first step gathered (\d+) units, (\d+) of them prefetched)")))
             << log;
         EXPECT_GE(std::stoi(m[2]), std::stoi(m[1]) / 2) << m[0];
     }
@@ -159,14 +160,14 @@ TEST_F(Zero3Test, CheckpointsReshardBetweenStage3AndOneProcess) {
     const fs::path ck = root_ / "runs/z3to1/checkpoints/step_10";
     const auto val10 = series("z3to1", "val_loss");
     ASSERT_EQ(val10.size(), 1u);
-    r = run_process(with_bin({"eval", "--checkpoint", ck.string(), "--set", "trainer.micro_batch_size=8", "--json"}), "",
-                    300);
+    r = run_process(with_bin({"eval", "--checkpoint", ck.string(), "--set", "trainer.micro_batch_size=8", "--json"}),
+                    "", 300);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NEAR(nlohmann::json::parse(r.out)["val_loss"].get<double>(), val10[0], 1e-5 * val10[0]) << r.out;
     // export writes the weights the shards hold; generate from the checkpoint equals generate from the export.
     const fs::path exported = root_ / "z3-export";
-    r = run_process(with_bin({"export", "--checkpoint", ck.string(), "--out", exported.string(), "--dtype", "fp32"}), "",
-                    300);
+    r = run_process(with_bin({"export", "--checkpoint", ck.string(), "--out", exported.string(), "--dtype", "fp32"}),
+                    "", 300);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto shard = llmt::SafetensorsFile::open(ck / "model-00002-of-00005.safetensors");
     const auto whole = llmt::SafetensorsFile::open(exported / "model.safetensors");
@@ -174,18 +175,20 @@ TEST_F(Zero3Test, CheckpointsReshardBetweenStage3AndOneProcess) {
     shard.read_f32("transformer.h.0.attn.c_attn.weight", a.data(), {32, 96});
     whole.read_f32("transformer.h.0.attn.c_attn.weight", b.data(), {32, 96});
     EXPECT_EQ(a, b);
-    const std::vector<std::string> gen = {"--prompt-ids", "464,3290,318", "--max-new-tokens", "12", "--temperature", "0"};
-    auto g1 = run_process(with_bin({"generate", "--checkpoint", ck.string(), gen[0], gen[1], gen[2], gen[3], gen[4], gen[5]}),
-                          "", 300);
-    auto g2 = run_process(with_bin({"generate", "--model", exported.string(), gen[0], gen[1], gen[2], gen[3], gen[4], gen[5]}),
-                          "", 300);
+    const std::vector<std::string> gen = {"--prompt-ids", "464,3290,318",  "--max-new-tokens",
+                                          "12",           "--temperature", "0"};
+    auto g1 = run_process(
+        with_bin({"generate", "--checkpoint", ck.string(), gen[0], gen[1], gen[2], gen[3], gen[4], gen[5]}), "", 300);
+    auto g2 = run_process(
+        with_bin({"generate", "--model", exported.string(), gen[0], gen[1], gen[2], gen[3], gen[4], gen[5]}), "", 300);
     ASSERT_EQ(g1.exit_code, 0) << g1.err;
     ASSERT_EQ(g2.exit_code, 0) << g2.err;
     EXPECT_FALSE(g1.out.empty());
     EXPECT_EQ(g1.out, g2.out);
     r = run_process(with_bin(train_args("z3to1", {"--resume", "z3to1"})), "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.err.find("optimizer state of 2 ranks at zero_stage 3 resharded for 1 rank"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("optimizer state of 2 ranks at zero_stage 3 resharded for 1 rank"), std::string::npos)
+        << r.err;
     expect_same_losses(base, series("z3to1", "loss"), "train loss, stage 3 on 2 ranks then 1 process");
     expect_same_losses(series("gpt2-one", "val_loss"), series("z3to1", "val_loss"), "val loss, 2 ranks then 1");
 

@@ -67,7 +67,8 @@ std::map<std::string, std::string> string_map(const YAML::Node& n, const std::st
     std::map<std::string, std::string> out;
     if (!n) return out;
     if (!n.IsMap()) unsupported(where, "expected a mapping");
-    for (const auto& kv : n) out[kv.first.as<std::string>()] = str(kv.second, where + "." + kv.first.as<std::string>());
+    for (const auto& kv : n)
+        out[kv.first.as<std::string>()] = str(kv.second, where + "." + kv.first.as<std::string>());
     return out;
 }
 
@@ -93,13 +94,15 @@ void resources(const YAML::Node& n, const std::string& where) {
 }
 
 Container container(const YAML::Node& n, const std::string& where) {
-    only(n, where, {"name", "image", "imagePullPolicy", "command", "args", "env", "ports", "resources", "volumeMounts"});
+    only(n, where,
+         {"name", "image", "imagePullPolicy", "command", "args", "env", "ports", "resources", "volumeMounts"});
     Container c;
     c.name = str(n["name"], where + ".name");
     c.image = str(n["image"], where + ".image");
     c.command = strings(n["command"], where + ".command");
     c.args = strings(n["args"], where + ".args");
-    if (c.command.empty()) unsupported(where + ".command", "the image's entrypoint is not emulated: command is required");
+    if (c.command.empty())
+        unsupported(where + ".command", "the image's entrypoint is not emulated: command is required");
     for (std::size_t i = 0; n["env"] && i < n["env"].size(); ++i) {
         const auto e = n["env"][i];
         const std::string w = where + ".env[" + std::to_string(i) + "]";
@@ -193,7 +196,8 @@ void job_spec(const YAML::Node& n, const std::string& where, JobManifest& j) {
     j.completions = integer(n["completions"], where + ".completions");
     j.parallelism = n["parallelism"] ? integer(n["parallelism"], where + ".parallelism") : 1;
     if (n["backoffLimit"]) j.backoff_limit = integer(n["backoffLimit"], where + ".backoffLimit");
-    if (n["backoffLimitPerIndex"]) j.backoff_limit_per_index = integer(n["backoffLimitPerIndex"], where + ".backoffLimitPerIndex");
+    if (n["backoffLimitPerIndex"])
+        j.backoff_limit_per_index = integer(n["backoffLimitPerIndex"], where + ".backoffLimitPerIndex");
     if (n["maxFailedIndexes"]) j.max_failed_indexes = integer(n["maxFailedIndexes"], where + ".maxFailedIndexes");
     if (const auto p = n["podFailurePolicy"]) {
         only(p, where + ".podFailurePolicy", {"rules"});
@@ -203,7 +207,8 @@ void job_spec(const YAML::Node& n, const std::string& where, JobManifest& j) {
             only(r, w, {"action", "onExitCodes", "onPodConditions"});
             FailureRule rule;
             rule.action = str(r["action"], w + ".action");
-            if (rule.action != "FailJob" && rule.action != "Ignore" && rule.action != "Count" && rule.action != "FailIndex")
+            if (rule.action != "FailJob" && rule.action != "Ignore" && rule.action != "Count" &&
+                rule.action != "FailIndex")
                 unsupported(w + ".action", "unknown action '" + rule.action + "'");
             if (const auto e = r["onExitCodes"]) {
                 only(e, w + ".onExitCodes", {"containerName", "operator", "values"});
@@ -220,7 +225,8 @@ void job_spec(const YAML::Node& n, const std::string& where, JobManifest& j) {
                     unsupported(w + ".onPodConditions.status", "only \"True\" is implemented");
                 rule.conditions.push_back(str(c["type"], w + ".onPodConditions.type"));
             }
-            if (rule.op.empty() && rule.conditions.empty()) unsupported(w, "a rule needs onExitCodes or onPodConditions");
+            if (rule.op.empty() && rule.conditions.empty())
+                unsupported(w, "a rule needs onExitCodes or onPodConditions");
             j.rules.push_back(rule);
         }
     }
@@ -279,7 +285,8 @@ Manifests parse_manifests(const std::string& yaml) {
     for (const auto& doc : YAML::LoadAll(yaml)) {
         if (doc.IsNull()) continue;
         const std::string kind = str(doc["kind"], "kind"), api = str(doc["apiVersion"], "apiVersion");
-        const std::string name = doc["metadata"] && doc["metadata"]["name"] ? doc["metadata"]["name"].as<std::string>() : "?";
+        const std::string name =
+            doc["metadata"] && doc["metadata"]["name"] ? doc["metadata"]["name"].as<std::string>() : "?";
         const std::string where = kind + " " + name;
         if (kind == "ConfigMap" && api == "v1") {
             only(doc, where, {"apiVersion", "kind", "metadata", "data"});
@@ -299,7 +306,8 @@ Manifests parse_manifests(const std::string& yaml) {
                 unsupported(where + ": spec.publishNotReadyAddresses",
                             "must be true: the pods have no readiness probe, DNS would hold no addresses");
             for (std::size_t i = 0; s["ports"] && i < s["ports"].size(); ++i)
-                only(s["ports"][i], where + ": spec.ports[" + std::to_string(i) + "]", {"name", "port", "targetPort", "protocol"});
+                only(s["ports"][i], where + ": spec.ports[" + std::to_string(i) + "]",
+                     {"name", "port", "targetPort", "protocol"});
             m.services.push_back({meta.name, string_map(s["selector"], where + ": spec.selector")});
         } else if (kind == "Job" && api == "batch/v1") {
             if (have_job) unsupported(where, "more than one Job");
@@ -310,16 +318,19 @@ Manifests parse_manifests(const std::string& yaml) {
             m.job.name = meta.name;
             job_spec(doc["spec"], where + ": spec", m.job);
         } else {
-            unsupported(where, "the harness runs ConfigMaps, headless Services and one batch/v1 Job, not " + api + " " + kind);
+            unsupported(
+                where, "the harness runs ConfigMaps, headless Services and one batch/v1 Job, not " + api + " " + kind);
         }
     }
     if (!have_job) throw std::runtime_error("no batch/v1 Job in the manifests");
     m.job.ns = ns;
     // The pods' DNS names <host>.<subdomain> exist only if a headless Service of that name selects them.
     if (!m.job.subdomain.empty()) {
-        auto it = std::find_if(m.services.begin(), m.services.end(), [&](const Service& s) { return s.name == m.job.subdomain; });
+        auto it = std::find_if(m.services.begin(), m.services.end(),
+                               [&](const Service& s) { return s.name == m.job.subdomain; });
         if (it == m.services.end())
-            unsupported("Job " + m.job.name + ": spec.template.spec.subdomain", "no headless Service '" + m.job.subdomain + "'");
+            unsupported("Job " + m.job.name + ": spec.template.spec.subdomain",
+                        "no headless Service '" + m.job.subdomain + "'");
         for (const auto& [k, v] : it->selector) {
             auto l = m.job.pod_labels.find(k);
             if (l == m.job.pod_labels.end() || l->second != v)
@@ -371,10 +382,12 @@ PodLaunch instantiate(const Manifests& m, const PodIdentity& pod, const ClusterI
     labels["batch.kubernetes.io/job-completion-index"] = idx;
     labels["batch.kubernetes.io/job-name"] = labels["job-name"] = j.name;
     labels["batch.kubernetes.io/controller-uid"] = labels["controller-uid"] = "00000000-0000-4000-8000-00000000j0b0";
-    if (j.backoff_limit_per_index) annotations["batch.kubernetes.io/job-index-failure-count"] = std::to_string(pod.failures);
+    if (j.backoff_limit_per_index)
+        annotations["batch.kubernetes.io/job-index-failure-count"] = std::to_string(pod.failures);
 
     auto field = [&](const std::string& path, const std::string& w) -> std::string {
-        auto keyed = [&](const std::string& prefix, const std::map<std::string, std::string>& from) -> std::optional<std::string> {
+        auto keyed = [&](const std::string& prefix,
+                         const std::map<std::string, std::string>& from) -> std::optional<std::string> {
             if (path.rfind(prefix, 0) != 0 || path.size() < prefix.size() + 2 || path.substr(path.size() - 2) != "']")
                 return std::nullopt;
             auto it = from.find(path.substr(prefix.size(), path.size() - prefix.size() - 2));
@@ -443,7 +456,8 @@ PodLaunch instantiate(const Manifests& m, const PodIdentity& pod, const ClusterI
 
     // Volumes.
     for (const auto& vm : c.mounts) {
-        auto v = std::find_if(j.volumes.begin(), j.volumes.end(), [&](const Volume& x) { return x.name == vm.volume; });
+        auto v =
+            std::find_if(j.volumes.begin(), j.volumes.end(), [&](const Volume& x) { return x.name == vm.volume; });
         if (v == j.volumes.end()) unsupported(where + ": volumeMount " + vm.path, "no volume '" + vm.volume + "'");
         Bind b{{}, vm.path, vm.read_only || v->read_only};
         if (v->type == "configMap") {
@@ -462,7 +476,8 @@ PodLaunch instantiate(const Manifests& m, const PodIdentity& pod, const ClusterI
         } else if (v->type == "persistentVolumeClaim") {
             auto claim = in.claims.find(v->ref);
             if (claim == in.claims.end())
-                unsupported(where + ": volume " + v->name, "claim '" + v->ref + "' is not bound (Kubernetes: Pending)");
+                unsupported(where + ": volume " + v->name,
+                            "claim '" + v->ref + "' is not bound (Kubernetes: Pending)");
             b.src = claim->second;
             if (j.fs_group && !b.read_only) apply_fs_group(b.src, *j.fs_group);
         } else {
@@ -478,7 +493,10 @@ PodLaunch instantiate(const Manifests& m, const PodIdentity& pod, const ClusterI
 Action on_pod_failure(const JobManifest& job, const std::string& container, int exit_code,
                       const std::vector<std::string>& pod_conditions) {
     auto action = [](const std::string& a) {
-        return a == "FailJob" ? Action::FailJob : a == "Ignore" ? Action::Ignore : a == "FailIndex" ? Action::FailIndex : Action::Count;
+        return a == "FailJob"     ? Action::FailJob
+               : a == "Ignore"    ? Action::Ignore
+               : a == "FailIndex" ? Action::FailIndex
+                                  : Action::Count;
     };
     for (const auto& r : job.rules) {
         if (!r.op.empty()) {
@@ -487,7 +505,8 @@ Action on_pod_failure(const JobManifest& job, const std::string& container, int 
             if (r.op == "In" ? in : !in) return action(r.action);
         }
         for (const auto& c : r.conditions)
-            if (std::find(pod_conditions.begin(), pod_conditions.end(), c) != pod_conditions.end()) return action(r.action);
+            if (std::find(pod_conditions.begin(), pod_conditions.end(), c) != pod_conditions.end())
+                return action(r.action);
     }
     return Action::Count;
 }
@@ -505,7 +524,11 @@ const char* to_string(Action a) {
 // ---- JobRunner --------------------------------------------------------------------------------------------
 
 JobRunner::JobRunner(Manifests m, ClusterInputs in, fs::path work, double backoff_base_s, PodRuntime runtime)
-    : m_(std::move(m)), in_(std::move(in)), work_(std::move(work)), backoff_base_s_(backoff_base_s), runtime_(runtime) {
+    : m_(std::move(m)),
+      in_(std::move(in)),
+      work_(std::move(work)),
+      backoff_base_s_(backoff_base_s),
+      runtime_(runtime) {
     script_ = fs::path(LLMT_SOURCE_DIR) / "tests/k8s/pod_sandbox.sh";
     const int n = m_.job.completions;
     failures_.assign(n, 0);
@@ -540,7 +563,8 @@ bool JobRunner::start(std::string* skip_reason) {
         ::dup2(in[0], 0);
         ::dup2(out[1], 1);
         ::execlp("bash", "bash", script_.c_str(), "bridge", id_.c_str(),
-                 runtime_ == PodRuntime::Podman ? "--podman" : static_cast<char*>(nullptr), static_cast<char*>(nullptr));
+                 runtime_ == PodRuntime::Podman ? "--podman" : static_cast<char*>(nullptr),
+                 static_cast<char*>(nullptr));
         ::_exit(127);
     }
     ::close(in[0]);
@@ -590,14 +614,16 @@ void JobRunner::create_pod(int index) {
     static std::mt19937 rng(std::random_device{}());
     PodRecord r;
     r.index = index;
-    r.attempt = static_cast<int>(std::count_if(pods_.begin(), pods_.end(), [&](const PodRecord& p) { return p.index == index; }));
+    r.attempt = static_cast<int>(
+        std::count_if(pods_.begin(), pods_.end(), [&](const PodRecord& p) { return p.index == index; }));
     r.sandbox = sandboxes_++;
     r.name = m_.job.name + "-" + std::to_string(index) + "-" + random_suffix(rng);
     // A new pod gets a new IP, as a CNI usually gives; DNS (the shared hosts file) follows.
     r.ip = "10.214." + std::to_string(r.sandbox / 250) + "." + std::to_string(r.sandbox % 250 + 2);
     index_ip_[index] = r.ip;
     write_hosts();
-    PodIdentity id{index, failures_[index], r.name, "00000000-0000-4000-8000-" + std::to_string(100000000000 + r.sandbox), r.ip};
+    PodIdentity id{index, failures_[index], r.name,
+                   "00000000-0000-4000-8000-" + std::to_string(100000000000 + r.sandbox), r.ip};
     const fs::path scratch = work_ / "pods" / r.name;
     fs::create_directories(scratch);
     const PodLaunch launch = instantiate(m_, id, in_, scratch);
@@ -605,7 +631,8 @@ void JobRunner::create_pod(int index) {
                                      (work_ / "hosts").string(), "--hostname", launch.hostname};
     if (runtime_ == PodRuntime::Podman) argv.insert(argv.end(), {"--image", m_.job.container.image});
     if (launch.uid) {
-        argv.insert(argv.end(), {"--uid", std::to_string(*launch.uid), "--gid", std::to_string(launch.gid.value_or(0))});
+        argv.insert(argv.end(),
+                    {"--uid", std::to_string(*launch.uid), "--gid", std::to_string(launch.gid.value_or(0))});
         std::string g;
         for (auto x : launch.groups) g += (g.empty() ? "" : ",") + std::to_string(x);
         if (!g.empty()) argv.insert(argv.end(), {"--groups", g});
@@ -736,7 +763,8 @@ JobOutcome JobRunner::wait(double timeout_s) {
                     ::waitpid(p.pid, nullptr, 0);
                     p.running = false;
                 }
-            outcome_ = {"Timeout", "the job did not finish within " + std::to_string(static_cast<int>(timeout_s)) + " s"};
+            outcome_ = {"Timeout",
+                        "the job did not finish within " + std::to_string(static_cast<int>(timeout_s)) + " s"};
             break;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -33,8 +33,9 @@ protected:
 
     llmt::testing::ProcResult k8s(std::vector<std::string> args) {
         args.insert(args.begin(), {llmtrain_bin(), "k8s"});
-        return run_process(args, "", 60,
-                           {"KUBECTL=" + (kSrc / "tests/k8s/kubectl_double.sh").string(), "KDOUBLE_DIR=" + dir_.string()});
+        return run_process(
+            args, "", 60,
+            {"KUBECTL=" + (kSrc / "tests/k8s/kubectl_double.sh").string(), "KDOUBLE_DIR=" + dir_.string()});
     }
     std::vector<std::string> calls() {
         std::ifstream in(dir_ / "argv.log");
@@ -68,7 +69,8 @@ Json pod(const std::string& name, int index, const std::string& phase, const std
 const std::string kCfg = (kSrc / "deploy/examples/config.yaml").string();
 
 TEST_F(K8sKubectl, SubmitAppliesExactlyWhatRenderPrints) {
-    auto r = k8s({"submit", "--config", kCfg, "--nodes", "2", "--name", "tiny", "--namespace", "ml", "--output-pvc", "outputs"});
+    auto r = k8s({"submit", "--config", kCfg, "--nodes", "2", "--name", "tiny", "--namespace", "ml", "--output-pvc",
+                  "outputs"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(calls(), std::vector<std::string>{"--namespace ml apply -f -"});
     auto rendered = run_process({llmtrain_bin(), "k8s", "render", "--config", kCfg, "--nodes", "2", "--name", "tiny",
@@ -86,8 +88,10 @@ TEST_F(K8sKubectl, KubectlErrorsKeepTheirMessageAndExitCode) {
     auto r = k8s({"status", "tiny", "--kind", "jobset"});
     EXPECT_EQ(r.exit_code, 1);
     EXPECT_NE(r.err.find("the server doesn't have a resource type \"jobsets\""), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("get jobset.jobset.x-k8s.io tiny -o json"), std::string::npos) << "names the command: " << r.err;
-    put("fail", "7\nThe connection to the server localhost:8080 was refused - did you specify the right host or port?\n");
+    EXPECT_NE(r.err.find("get jobset.jobset.x-k8s.io tiny -o json"), std::string::npos)
+        << "names the command: " << r.err;
+    put("fail",
+        "7\nThe connection to the server localhost:8080 was refused - did you specify the right host or port?\n");
     r = k8s({"cancel", "tiny"});
     EXPECT_EQ(r.exit_code, 7) << "kubectl's exit code, not ours";
     EXPECT_NE(r.err.find("connection to the server localhost:8080 was refused"), std::string::npos) << r.err;
@@ -123,7 +127,8 @@ TEST_F(K8sKubectl, StatusShowsRanksConditionAndMetrics) {
 }
 
 TEST_F(K8sKubectl, LogsMergeRanksByTimeWithPrefixes) {
-    put("pods.json", Json{{"items", {pod("tiny-0-a", 0, "Running", "t0"), pod("tiny-1-b", 1, "Running", "t0")}}}.dump());
+    put("pods.json",
+        Json{{"items", {pod("tiny-0-a", 0, "Running", "t0"), pod("tiny-1-b", 1, "Running", "t0")}}}.dump());
     put("logs.tiny-0-a", "2026-11-26T06:00:01.000000000Z step 1\n2026-11-26T06:00:03.000000000Z step 2\n");
     put("logs.tiny-1-b", "2026-11-26T06:00:02.000000000Z joined\n");
     auto r = k8s({"logs", "tiny"});
@@ -178,7 +183,9 @@ TEST_F(K8sKubectl, FetchFromARunningPodOrThroughAHelperPod) {
 
 TEST_F(K8sKubectl, FetchRefusesAnEmptyDirRun) {
     put("pods.json", Json{{"items", {pod("tiny-0-a", 0, "Failed", "t0")}}}.dump());
-    put("pod.json", Json{{"spec", {{"containers", Json::array()}, {"volumes", {{{"name", "out"}, {"emptyDir", Json::object()}}}}}}}.dump());
+    put("pod.json",
+        Json{{"spec", {{"containers", Json::array()}, {"volumes", {{{"name", "out"}, {"emptyDir", Json::object()}}}}}}}
+            .dump());
     auto r = k8s({"fetch", "tiny", "--dest", (dir_ / "local").string()});
     EXPECT_EQ(r.exit_code, 2);
     EXPECT_NE(r.err.find("without --output-pvc"), std::string::npos) << r.err;

@@ -59,7 +59,8 @@ std::string slurp(const fs::path& p) {
 }
 
 std::string render(const Scenario& s) {
-    std::vector<std::string> argv = {llmtrain_bin(), "k8s", "render", "--config", (kExamples / "config.yaml").string()};
+    std::vector<std::string> argv = {llmtrain_bin(), "k8s", "render", "--config",
+                                     (kExamples / "config.yaml").string()};
     argv.insert(argv.end(), s.args.begin(), s.args.end());
     auto r = run_process(argv);
     EXPECT_EQ(r.exit_code, 0) << s.name << ": " << r.err;
@@ -74,7 +75,8 @@ std::string first_diff(const std::string& a, const std::string& b) {
         bool g1 = static_cast<bool>(std::getline(x, l1)), g2 = static_cast<bool>(std::getline(y, l2));
         if (!g1 && !g2) return "identical";
         if (!g1 || !g2 || l1 != l2)
-            return "line " + std::to_string(n) + ":\n  committed: " + (g1 ? l1 : "<eof>") + "\n  rendered:  " + (g2 ? l2 : "<eof>");
+            return "line " + std::to_string(n) + ":\n  committed: " + (g1 ? l1 : "<eof>") +
+                   "\n  rendered:  " + (g2 ? l2 : "<eof>");
     }
 }
 
@@ -114,7 +116,8 @@ TEST(K8sManifests, EveryKindAndShapeValidates) {
     for (const auto& s : scenarios()) {
         fs::path f = dir / (s.name + ".yaml");
         std::ofstream(f) << render(s);
-        files.insert(files.end(), {f.string(), std::to_string(s.nodes), std::to_string(s.nproc), std::to_string(s.gpus)});
+        files.insert(files.end(),
+                     {f.string(), std::to_string(s.nodes), std::to_string(s.nproc), std::to_string(s.gpus)});
     }
     auto r = validate(files);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -155,10 +158,10 @@ TEST(K8sManifests, ValidatorCatchesBrokenManifests) {
     auto r = validate({(dir / "job.yaml").string(), "2", "1", "0", (dir / "pj.yaml").string(), "2", "1", "0",
                        (dir / "tr.yaml").string(), "2", "1", "0"});
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-    for (const char* want : {"Job restartPolicy Always", "parallelism 3 != nodes 2", "pod subdomain tinny is not a Service",
-                             "no container pytorch with port pytorchjob-port", ".spec.elasticPolicyy is not a field",
-                             "no `--no-python llmtrain train` after the torchrun flags",
-                             "torchrun restarts in place"})
+    for (const char* want :
+         {"Job restartPolicy Always", "parallelism 3 != nodes 2", "pod subdomain tinny is not a Service",
+          "no container pytorch with port pytorchjob-port", ".spec.elasticPolicyy is not a field",
+          "no `--no-python llmtrain train` after the torchrun flags", "torchrun restarts in place"})
         EXPECT_NE(r.out.find(want), std::string::npos) << "validator did not report: " << want << "\n" << r.out;
     fs::remove_all(dir);
 }
@@ -174,7 +177,8 @@ TEST(K8sManifests, InvalidOptionsExit2WithAClearMessage) {
         {{"--nodes", "2", "--gpus-per-node", "8"}, "run.device is cpu"},
         {{"--nodes", "2", "--name", "My_Job"}, "not a DNS-1035 label"},
         {{"--nodes", "2", "--kind", "deployment"}, "expected one of indexed-job"},
-        {{"--nodes", "2", "--gpus-per-node", "8", "--nproc-per-node", "2", "--set", "run.device=cuda"}, "must be equal"},
+        {{"--nodes", "2", "--gpus-per-node", "8", "--nproc-per-node", "2", "--set", "run.device=cuda"},
+         "must be equal"},
         {{"--nodes", "2", "--env", "NOEQUALS"}, "expected KEY=VALUE"},
         {{"--nodes", "2", "--set", "trainer.lr=abc"}, "trainer.lr"},
     };
@@ -196,9 +200,26 @@ TEST(K8sManifests, CommandJobsRenderForEveryKindAndValidate) {
     fs::path dir = temp_dir("command");
     std::vector<std::string> files;
     for (const char* kind : {"indexed-job", "jobset", "trainjob", "pytorchjob", "statefulset"}) {
-        auto r = run_process({llmtrain_bin(), "k8s", "render", "--kind", kind, "--name", "mnist-ddp", "--nodes", "2",
-                              "--nproc-per-node", "2", "--image", "registry.example.com/team/mnist:1.0", "--output-pvc",
-                              "outputs", "--", "python3", "train.py", "--epochs", "3"});
+        auto r = run_process({llmtrain_bin(),
+                              "k8s",
+                              "render",
+                              "--kind",
+                              kind,
+                              "--name",
+                              "mnist-ddp",
+                              "--nodes",
+                              "2",
+                              "--nproc-per-node",
+                              "2",
+                              "--image",
+                              "registry.example.com/team/mnist:1.0",
+                              "--output-pvc",
+                              "outputs",
+                              "--",
+                              "python3",
+                              "train.py",
+                              "--epochs",
+                              "3"});
         ASSERT_EQ(r.exit_code, 0) << kind << ": " << r.err;
         EXPECT_EQ(r.out.find("kind: ConfigMap"), std::string::npos) << kind;
         EXPECT_NE(r.out.find("- --no-python\n"), std::string::npos) << r.out;
@@ -215,8 +236,8 @@ TEST(K8sManifests, CommandJobsRenderForEveryKindAndValidate) {
     EXPECT_EQ(v.exit_code, 0) << v.out << v.err;
     EXPECT_NE(v.out.find("validated 5 file(s): 0 problem(s)"), std::string::npos) << v.out << v.err;
     // A config and a command at once, or neither, is refused with exit 2.
-    auto both = run_process({llmtrain_bin(), "k8s", "render", "--config", (kExamples / "config.yaml").string(), "--nodes",
-                             "1", "--", "python3", "train.py"});
+    auto both = run_process({llmtrain_bin(), "k8s", "render", "--config", (kExamples / "config.yaml").string(),
+                             "--nodes", "1", "--", "python3", "train.py"});
     EXPECT_EQ(both.exit_code, 2) << both.err;
     EXPECT_NE(both.err.find("not both"), std::string::npos) << both.err;
     auto neither = run_process({llmtrain_bin(), "k8s", "render", "--nodes", "1", "--name", "x"});
@@ -226,8 +247,8 @@ TEST(K8sManifests, CommandJobsRenderForEveryKindAndValidate) {
 }
 
 TEST(K8sManifests, WarnsAboutLostCheckpointsAndRelativeDataPaths) {
-    auto r = run_process({llmtrain_bin(), "k8s", "render", "--config", (kSrc / "configs/presets/gpt2_tiny_cpu.yaml").string(),
-                          "--nodes", "2"});
+    auto r = run_process({llmtrain_bin(), "k8s", "render", "--config",
+                          (kSrc / "configs/presets/gpt2_tiny_cpu.yaml").string(), "--nodes", "2"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("no --output-pvc"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("data.train_shards is relative"), std::string::npos) << r.err;

@@ -29,21 +29,61 @@ constexpr int kSaveEvery = 5;   // trainer.save_every_steps
 // The Job controller's pod-recreation delay after a first failure: Kubernetes' own 10 s (doubling).
 constexpr double kBackoffS = 10;
 
-#define EXPECT_HAS(hay, needle) EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
+#define EXPECT_HAS(hay, needle) \
+    EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
 
 // The tiny CPU preset, shortened (a 2-layer d_model 32 model, 40 steps, a checkpoint every 5), reading
 // its shards from the /data volume; everything else as a user would render it.
 std::vector<std::string> render_args(const std::string& name, const std::string& image) {
-    return {llmtrain_bin(), "k8s", "render", "--config", (kSrc / "configs/presets/gpt2_tiny_cpu.yaml").string(),
-            "--nodes", "2", "--name", name, "--image", image, "--data-pvc", "datasets", "--output-pvc",
-            "outputs", "--hf-token-secret", "hf-token",
-            "--set", "run.threads=1", "--set", "model.n_layer=2", "--set", "model.n_head=2", "--set", "model.d_model=32",
-            "--set", "model.block_size=32", "--set", "trainer.max_steps=" + std::to_string(kSteps),
-            "--set", "trainer.micro_batch_size=4", "--set", "trainer.warmup_steps=2", "--set", "trainer.log_every_steps=1",
-            "--set", "trainer.eval_every_steps=20", "--set", "trainer.eval_steps=2",
-            "--set", "trainer.save_every_steps=" + std::to_string(kSaveEvery), "--set", "trainer.keep_last=2",
-            "--set", "dist.timeout_sec=30", "--set", "data.train_shards=/data/shards/train_*.bin",
-            "--set", "data.val_shards=/data/shards/val_*.bin"};
+    return {llmtrain_bin(),
+            "k8s",
+            "render",
+            "--config",
+            (kSrc / "configs/presets/gpt2_tiny_cpu.yaml").string(),
+            "--nodes",
+            "2",
+            "--name",
+            name,
+            "--image",
+            image,
+            "--data-pvc",
+            "datasets",
+            "--output-pvc",
+            "outputs",
+            "--hf-token-secret",
+            "hf-token",
+            "--set",
+            "run.threads=1",
+            "--set",
+            "model.n_layer=2",
+            "--set",
+            "model.n_head=2",
+            "--set",
+            "model.d_model=32",
+            "--set",
+            "model.block_size=32",
+            "--set",
+            "trainer.max_steps=" + std::to_string(kSteps),
+            "--set",
+            "trainer.micro_batch_size=4",
+            "--set",
+            "trainer.warmup_steps=2",
+            "--set",
+            "trainer.log_every_steps=1",
+            "--set",
+            "trainer.eval_every_steps=20",
+            "--set",
+            "trainer.eval_steps=2",
+            "--set",
+            "trainer.save_every_steps=" + std::to_string(kSaveEvery),
+            "--set",
+            "trainer.keep_last=2",
+            "--set",
+            "dist.timeout_sec=30",
+            "--set",
+            "data.train_shards=/data/shards/train_*.bin",
+            "--set",
+            "data.val_shards=/data/shards/val_*.bin"};
 }
 
 void chmod_tree(const fs::path& root, mode_t dirs, mode_t files) {

@@ -51,11 +51,13 @@ protected:
             GTEST_SKIP() << "podman cannot run a container of " << tag << " here (exit " << probe.exit_code
                          << "): " << probe.err;
         // The image's ENV: what the kubelet starts a container's environment from.
-        auto env = run_process(with({"image", "inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", tag}));
+        auto env =
+            run_process(with({"image", "inspect", "--format", "{{range .Config.Env}}{{println .}}{{end}}", tag}));
         ASSERT_EQ(env.exit_code, 0) << env.err;
         std::istringstream lines(env.out);
         for (std::string l; std::getline(lines, l);)
-            if (auto eq = l.find('='); eq != std::string::npos) image_env_.emplace_back(l.substr(0, eq), l.substr(eq + 1));
+            if (auto eq = l.find('='); eq != std::string::npos)
+                image_env_.emplace_back(l.substr(0, eq), l.substr(eq + 1));
         runtime_ = kjob::PodRuntime::Podman;
         image_ = tag;
     }

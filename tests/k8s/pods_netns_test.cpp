@@ -76,7 +76,8 @@ TEST(JobHarness, FillsDownwardApiAndExpandsReferences) {
     EXPECT_FALSE(p.binds[2].read_only);
     // A secret Kubernetes could not find: the pod would not start, and neither does the harness's.
     in.secrets.clear();
-    EXPECT_THROW(kjob::instantiate(m, {1, 0, "tiny-1-abcde", "uid", "10.214.0.3"}, in, scratch / "pod"), std::runtime_error);
+    EXPECT_THROW(kjob::instantiate(m, {1, 0, "tiny-1-abcde", "uid", "10.214.0.3"}, in, scratch / "pod"),
+                 std::runtime_error);
     fs::remove_all(scratch);
 
     EXPECT_EQ(kjob::expand("--rank=$(JOB_COMPLETION_INDEX) $(NOPE) $$(X) $(", {{"JOB_COMPLETION_INDEX", "3"}}),

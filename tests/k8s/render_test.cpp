@@ -44,10 +44,11 @@ Json to_json(const YAML::Node& n) {
 }
 
 TEST(K8sYaml, QuotesStringsThatWouldChangeType) {
-    for (const char* s : {"2", "true", "True", "yes", "on", "off", "no", "null", "~", "", "1e3", "0755", "0x1F", "1.5", "-3",
-                          ".inf", "1:20"})
+    for (const char* s : {"2", "true", "True", "yes", "on", "off", "no", "null", "~", "", "1e3", "0755", "0x1F", "1.5",
+                          "-3", ".inf", "1:20"})
         EXPECT_TRUE(needs_quotes(s)) << s;
-    for (const char* s : {"4Gi", "500m", "llmtrain", "$(JOB_COMPLETION_INDEX)", "--nnodes", "-x", "a b", "tiny-0.tiny"})
+    for (const char* s :
+         {"4Gi", "500m", "llmtrain", "$(JOB_COMPLETION_INDEX)", "--nnodes", "-x", "a b", "tiny-0.tiny"})
         EXPECT_FALSE(needs_quotes(s)) << s;
 }
 
@@ -308,8 +309,8 @@ TEST(K8sRender, TorchrunLauncherKeepsTorchrunInTheCommand) {
     s = resolve(s);
     auto c = render_objects(s)[1]["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0];
     EXPECT_EQ(c["command"], Json::array({"torchrun"}));
-    EXPECT_EQ(c["args"], Json::array({"--nproc-per-node", "2", "--max-restarts", "0", "--no-python", "llmtrain", "train",
-                                      "--config", "/etc/llmtrain/config.yaml", "--resume", "auto", "--set",
+    EXPECT_EQ(c["args"], Json::array({"--nproc-per-node", "2", "--max-restarts", "0", "--no-python", "llmtrain",
+                                      "train", "--config", "/etc/llmtrain/config.yaml", "--resume", "auto", "--set",
                                       "output.run_id=tiny", "--set", "output.root_dir=/out"}));
     s = cpu_spec(Kind::TrainJob, 2);
     s.launcher = "torchrun";
@@ -331,8 +332,9 @@ TEST(K8sSpec, TorchrunLauncherOnlyWhereAnOperatorSetsPet) {
 }
 
 TEST(K8sOps, PodRankPerKind) {
-    Json indexed = {{"metadata", {{"name", "tiny-1-abcde"}, {"annotations", {{"batch.kubernetes.io/job-completion-index", "1"}}}}},
-                    {"status", {{"phase", "Running"}, {"containerStatuses", {{{"restartCount", 2}}}}}}};
+    Json indexed = {
+        {"metadata", {{"name", "tiny-1-abcde"}, {"annotations", {{"batch.kubernetes.io/job-completion-index", "1"}}}}},
+        {"status", {{"phase", "Running"}, {"containerStatuses", {{{"restartCount", 2}}}}}}};
     PodStatus p = pod_status(Kind::IndexedJob, indexed);
     EXPECT_EQ(p.rank, 1);
     EXPECT_EQ(p.restarts, 2);
@@ -343,8 +345,9 @@ TEST(K8sOps, PodRankPerKind) {
     EXPECT_EQ(pod_status(Kind::PyTorchJob, worker).rank, 1);
     Json sts = {{"metadata", {{"name", "tiny-3"}}}};  // no pod-index label (Kubernetes < 1.28)
     EXPECT_EQ(pod_status(Kind::StatefulSet, sts).rank, 3);
-    Json done = {{"metadata", {{"name", "tiny-0-x"}, {"labels", {{"batch.kubernetes.io/job-completion-index", "0"}}}}},
-                 {"status", {{"containerStatuses", {{{"state", {{"terminated", {{"reason", "Error"}, {"exitCode", 2}}}}}}}}}}};
+    Json done = {
+        {"metadata", {{"name", "tiny-0-x"}, {"labels", {{"batch.kubernetes.io/job-completion-index", "0"}}}}},
+        {"status", {{"containerStatuses", {{{"state", {{"terminated", {{"reason", "Error"}, {"exitCode", 2}}}}}}}}}}};
     PodStatus d = pod_status(Kind::IndexedJob, done);
     EXPECT_EQ(d.rank, 0);
     EXPECT_EQ(d.reason, "Error");

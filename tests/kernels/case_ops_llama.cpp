@@ -1,5 +1,5 @@
-// The LLaMA ops of the case table (case_table.h): RMSNorm (and the residual add fused in front of it), SwiGLU and RoPE,
-// each with its float64 reference (ref_ops.h) where one exists.
+// The LLaMA ops of the case table (case_table.h): RMSNorm (and the residual add fused in front of it), SwiGLU and
+// RoPE, each with its float64 reference (ref_ops.h) where one exists.
 #include <vector>
 
 #include "kernels/case_args.h"
@@ -55,8 +55,8 @@ Call rmsnorm(const Case& c) {
     return k;
 }
 
-// residual_out = inp1 + inp2 (bf16: rounded once, bit for bit the CPU sum rounded), normalised from the stored sum. The
-// CPU reference of a bf16 run normalises the rounded sum, as the kernel does.
+// residual_out = inp1 + inp2 (bf16: rounded once, bit for bit the CPU sum rounded), normalised from the stored sum.
+// The CPU reference of a bf16 run normalises the rounded sum, as the kernel does.
 Call residual_rmsnorm(const Case& c) {
     const NormCase n(c);
     Call k = n.call();

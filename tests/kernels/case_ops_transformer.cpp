@@ -161,16 +161,17 @@ Call matmul_gelu(const Case& c) {
     return k;
 }
 
-// Causal attention over qkv rows (q: NH heads, k and v: KV heads), forward then backward; with t0 > 0 also the KV-cache
-// decode of rows t0.. over the T cached positions. Packed rows pass positions (the block-diagonal mask). `colsum`: the
-// backward also adds dqkv's column sums (the fused bias gradient; forward outputs not compared). A bf16 run's CPU
-// backward reads the GPU's forward results (bf16 out, as training does).
+// Causal attention over qkv rows (q: NH heads, k and v: KV heads), forward then backward; with t0 > 0 also the
+// KV-cache decode of rows t0.. over the T cached positions. Packed rows pass positions (the block-diagonal mask).
+// `colsum`: the backward also adds dqkv's column sums (the fused bias gradient; forward outputs not compared). A bf16
+// run's CPU backward reads the GPU's forward results (bf16 out, as training does).
 Call attention(const Case& c, bool colsum) {
     const int B = batch_rows(c), T = c.d.T, C = c.d.C, NH = c.d.NH, KV = c.d.KV ? c.d.KV : c.d.NH;
     const int HS = C / NH, C3 = C + 2 * KV * HS, t0 = c.d.t0;
     const bool packed = !c.packing.empty();
     Call k;
-    const Tol fwd_out = colsum ? Tol{} : Tol{kTolReduce, kTolGrad}, fwd_lse = colsum ? Tol{} : Tol{kTolReduce, kTolOut};
+    const Tol fwd_out = colsum ? Tol{} : Tol{kTolReduce, kTolGrad},
+              fwd_lse = colsum ? Tol{} : Tol{kTolReduce, kTolOut};
     k.args = {input("qkv", {B, T, C3}), output("out", {B, T, C}, fwd_out),
               output("lse", {B, NH, T}, fwd_lse, Kind::kF32), input("dout", {B, T, C}),
               output("dqkv", {B, T, C3}, {kTolBackward, kTolGrad})};
@@ -263,8 +264,8 @@ Call residual_backward_op(const Case& c) {
     return k;
 }
 
-// The same mask on both backends (a counter-based hash of the seed and the index): a differing mask is an O(1) error at
-// that element.
+// The same mask on both backends (a counter-based hash of the seed and the index): a differing mask is an O(1) error
+// at that element.
 Call dropout(const Case& c) {
     const int N = c.d.N;
     Call k;

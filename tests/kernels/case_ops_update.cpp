@@ -15,8 +15,8 @@
 namespace llmt::kernels::cases {
 namespace {
 
-// The compute copy (bf16) is the rounded master weights inside every run; with `gaps_untouched`, the poison (NaN) stays
-// between runs.
+// The compute copy (bf16) is the rounded master weights inside every run; with `gaps_untouched`, the poison (NaN)
+// stays between runs.
 void expect_copy_rounds_master(const Values& gpu, const std::vector<AdamWRun>& runs, bool gaps_untouched) {
     const auto& p = gpu.f.at("params");
     const auto& lp = gpu.f.at("params_lp");

@@ -413,8 +413,8 @@ void write_torch_cases(const std::string& dir) {
                 const auto& v = in.f.at(a.name);
                 write_raw(fmt::format("{}/{}_{}.bin", dir, i, a.name), v.data(), v.size() * sizeof(float));
             }
-            args += fmt::format(R"({}{{"name": "{}", "shape": [{}], "dtype": "{}"}})", args.empty() ? "" : ", ", a.name,
-                                fmt::join(a.shape, ", "), a.kind == Kind::kI32 ? "i32" : "f32");
+            args += fmt::format(R"({}{{"name": "{}", "shape": [{}], "dtype": "{}"}})", args.empty() ? "" : ", ",
+                                a.name, fmt::join(a.shape, ", "), a.kind == Kind::kI32 ? "i32" : "f32");
         }
         for (const auto& [name, v] : k.params)
             params += fmt::format(R"({}"{}": {:.17g})", params.empty() ? "" : ", ", name, v);
@@ -432,8 +432,8 @@ void write_torch_cases(const std::string& dir) {
 
 namespace {
 
-// Median seconds of one run of the row's stages on `device` (the tensors of `r`), repeated until ~0.2 s or 200 runs (at
-// least 5) after two warm-up runs.
+// Median seconds of one run of the row's stages on `device` (the tensors of `r`), repeated until ~0.2 s or 200 runs
+// (at least 5) after two warm-up runs.
 double median_seconds(const Call& k, Run& r, Device device) {
     auto once = [&] {
         for (const auto& stage : k.stages) stage(r);

@@ -1,5 +1,5 @@
-// Runs the rows of the kernel case table (case_table.h) on a backend and compares the results: the inputs of a row, its
-// CPU, CUDA and float64 runs, the comparisons with gtest expectations, and the --perf timings.
+// Runs the rows of the kernel case table (case_table.h) on a backend and compares the results: the inputs of a row,
+// its CPU, CUDA and float64 runs, the comparisons with gtest expectations, and the --perf timings.
 #pragma once
 
 #include <string>
@@ -27,8 +27,8 @@ void check_row(size_t index, Modes mode, const std::string& torch_dir = "");
 // writes dir/<row>_<name>.ref.bin (float64) for each compared output.
 void write_torch_cases(const std::string& dir);
 
-// --perf: times every row of the given modes (kF64 rows time the CPU fp32 op; kCuda and kBf16 the CUDA ones) and prints
-// one line each (median of repeated runs); with `op`, only that op's rows. Returns the process exit code.
+// --perf: times every row of the given modes (kF64 rows time the CPU fp32 op; kCuda and kBf16 the CUDA ones) and
+// prints one line each (median of repeated runs); with `op`, only that op's rows. Returns the process exit code.
 int perf_main(unsigned modes, const std::string& op = "");
 
 // main() of both case-table binaries: `--perf [OP]` times, anything else runs the gtest cases.

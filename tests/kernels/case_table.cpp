@@ -1,7 +1,7 @@
 // The kernel case table (case_table.h): one row per case. modes: kF64 = CPU fp32 vs float64 (ops with a float64
-// reference), kCuda = CUDA fp32 vs CPU, kBf16 = CUDA bf16 vs CPU on bf16-rounded inputs. Shapes are chosen to take each
-// kernel path: odd extents, partial tiles and blocks, 16-byte groups and their scalar fallbacks, the widths of GPT-2
-// and Llama-3.2-1B.
+// reference), kCuda = CUDA fp32 vs CPU, kBf16 = CUDA bf16 vs CPU on bf16-rounded inputs. Shapes are chosen to take
+// each kernel path: odd extents, partial tiles and blocks, 16-byte groups and their scalar fallbacks, the widths of
+// GPT-2 and Llama-3.2-1B.
 #include "kernels/case_table.h"
 
 #include <stdexcept>
@@ -20,12 +20,18 @@ const K kCudnn = {{Knob::kCudnnAttention, "1"}, {Knob::kFlashAttention, "1"}};
 const K kFlash = {{Knob::kCudnnAttention, "0"}, {Knob::kFlashAttention, "1"}};
 const K kSimple = {{Knob::kCudnnAttention, "0"}, {Knob::kFlashAttention, "0"}};
 // The fusions GPT-2's step uses without dropout, on and off, and on with cuDNN's attention.
-const K kFused = {
-    {Knob::kFuseResidual, "1"}, {Knob::kFuseLnColsum, "1"}, {Knob::kFuseAttnColsum, "1"}, {Knob::kCudnnAttention, "0"}};
-const K kUnfused = {
-    {Knob::kFuseResidual, "0"}, {Knob::kFuseLnColsum, "0"}, {Knob::kFuseAttnColsum, "0"}, {Knob::kCudnnAttention, "0"}};
-const K kFusedCudnn = {
-    {Knob::kFuseResidual, "1"}, {Knob::kFuseLnColsum, "1"}, {Knob::kFuseAttnColsum, "1"}, {Knob::kCudnnAttention, "1"}};
+const K kFused = {{Knob::kFuseResidual, "1"},
+                  {Knob::kFuseLnColsum, "1"},
+                  {Knob::kFuseAttnColsum, "1"},
+                  {Knob::kCudnnAttention, "0"}};
+const K kUnfused = {{Knob::kFuseResidual, "0"},
+                    {Knob::kFuseLnColsum, "0"},
+                    {Knob::kFuseAttnColsum, "0"},
+                    {Knob::kCudnnAttention, "0"}};
+const K kFusedCudnn = {{Knob::kFuseResidual, "1"},
+                       {Knob::kFuseLnColsum, "1"},
+                       {Knob::kFuseAttnColsum, "1"},
+                       {Knob::kCudnnAttention, "1"}};
 
 // Packed examples: one-token examples, examples crossing the 32-key warp chunks and 64-row tiles, a row that is one
 // example.

@@ -1,6 +1,6 @@
 // One table of kernel cases, in the manner of ggml's test-backend-ops: each op is defined once (its tensors, the calls
-// of kernels/ops.h that run it, and its float64 reference where one exists: case_ops_*.cpp), and each case of it is one
-// row of the table (case_table.cpp: shapes, the comparisons that run it, knobs). The same row runs
+// of kernels/ops.h that run it, and its float64 reference where one exists: case_ops_*.cpp), and each case of it is
+// one row of the table (case_table.cpp: shapes, the comparisons that run it, knobs). The same row runs
 //   - CPU fp32 vs float64 (case_table_test, `make test`), for ops with a float64 reference;
 //   - CUDA fp32 vs CPU fp32 and CUDA bf16 vs CPU fp32 on the same bf16-rounded inputs (cuda_case_table_test, label
 //     gpu: skipped, saying so, without a CUDA device);
@@ -23,8 +23,8 @@
 namespace llmt::kernels::cases {
 
 // fp32 tolerances (CUDA fp32 vs CPU fp32, and CPU fp32 vs float64). Both fp32 sides accumulate in fp32 (cuBLASLt in
-// CUBLAS_COMPUTE_32F, no TF32); they differ only in summation order and libm vs CUDA math (a few ulp). A sum of n terms
-// in another order differs by ~ sqrt(n) * 6e-8 relative typically:
+// CUBLAS_COMPUTE_32F, no TF32); they differ only in summation order and libm vs CUDA math (a few ulp). A sum of n
+// terms in another order differs by ~ sqrt(n) * 6e-8 relative typically:
 //  - element-wise ops (gelu, residual, dropout, adamw, scale, swiglu, rope): a few ulp => 1e-5 (seen <= 1.2e-6 CUDA
 //    vs CPU on an H200, 2026-11-29: gelu_backward, whose tanh comes from different formulas; <= 1.3e-6 CPU vs
 //    float64 and torch).
@@ -37,13 +37,13 @@ constexpr double kTolReduce = 2e-5;
 constexpr double kTolBackward = 5e-5;
 // bf16 tolerances (CUDA bf16 vs CPU fp32 on the same bf16-rounded inputs). A bf16 store rounds to 8 significant bits:
 // 2^-9 = 2e-3 relative per element. Ops that round once at the output (encoder, gelu, residual, norms' outputs, matmul
-// with fp32 accumulation, swiglu, rope) stay within ~4e-3 => kTolOut 1e-2. Backward ops that also round an intermediate
-// to bf16 (dinp += into a bf16 buffer, dlogits, the DGELU epilogue's product) or accumulate bf16-rounded gradients over
-// many rows (dweight, dbias) => kTolGrad 2e-2; attention's tensor-core kernels round the probabilities to bf16 before
-// P @ V => kTolGrad too. Values that stay fp32 end to end (losses from identical logits, fp32 master updates, fp32
-// accumulators fed identical values) => kTolF32 1e-5; norm statistics in fp32 from identical bf16 inputs (sums of C
-// squares in another order) => kTolStat 1e-4. Seen on an H200 (2026-11-29): <= 3.4e-3 (kTolOut), 5.1e-3 (kTolGrad),
-// 9.3e-8 (kTolF32), 2.0e-6 (kTolStat).
+// with fp32 accumulation, swiglu, rope) stay within ~4e-3 => kTolOut 1e-2. Backward ops that also round an
+// intermediate to bf16 (dinp += into a bf16 buffer, dlogits, the DGELU epilogue's product) or accumulate bf16-rounded
+// gradients over many rows (dweight, dbias) => kTolGrad 2e-2; attention's tensor-core kernels round the probabilities
+// to bf16 before P @ V => kTolGrad too. Values that stay fp32 end to end (losses from identical logits, fp32 master
+// updates, fp32 accumulators fed identical values) => kTolF32 1e-5; norm statistics in fp32 from identical bf16 inputs
+// (sums of C squares in another order) => kTolStat 1e-4. Seen on an H200 (2026-11-29): <= 3.4e-3 (kTolOut), 5.1e-3
+// (kTolGrad), 9.3e-8 (kTolF32), 2.0e-6 (kTolStat).
 constexpr double kTolOut = 1e-2;
 constexpr double kTolGrad = 2e-2;
 constexpr double kTolF32 = 1e-5;
@@ -97,8 +97,8 @@ public:
         : t_(std::move(tensors)), cuda_(cuda), bf16_(bf16), seed_(seed) {}
     Tensor operator[](const std::string& name) const;  // an empty Tensor for a kBF16 tensor on the CPU
     bool cuda() const { return cuda_; }
-    // The CPU reference of a bf16 run: rounds an fp32 host tensor to bf16 values, as the CUDA run stores it. A no-op on
-    // CUDA and in fp32 runs.
+    // The CPU reference of a bf16 run: rounds an fp32 host tensor to bf16 values, as the CUDA run stores it. A no-op
+    // on CUDA and in fp32 runs.
     void round_as_stored(const std::string& name);
     uint64_t seed() const { return seed_; }  // the same on every backend of one case (dropout masks)
     void scalar(const std::string& name, double v) { scalars_[name] = v; }

@@ -81,8 +81,9 @@ TEST(GradCheck, MaxPool2d) {
 TEST(ConvOps, Conv2dMatchesReference) {
     uint32_t seed = 100;
     for (const ref::ConvDims& d : kConvCases) {
-        SCOPED_TRACE(testing::Message() << "B=" << d.B << " H=" << d.H << " W=" << d.W << " C=" << d.C << " OC=" << d.OC
-                                        << " k=" << d.kh << "x" << d.kw << " stride=" << d.stride << " pad=" << d.pad);
+        SCOPED_TRACE(testing::Message() << "B=" << d.B << " H=" << d.H << " W=" << d.W << " C=" << d.C
+                                        << " OC=" << d.OC << " k=" << d.kh << "x" << d.kw << " stride=" << d.stride
+                                        << " pad=" << d.pad);
         const int OH = d.OH(), OW = d.OW(), K = d.kh * d.kw * d.C;
         auto x = randn(static_cast<size_t>(d.B) * d.H * d.W * d.C, seed++);
         auto w = randn(static_cast<size_t>(d.OC) * K, seed++, 0.3f);
@@ -147,8 +148,10 @@ TEST(ConvOps, MaxPool2dMatchesReference) {
     struct Case {
         int B, H, W, C, k, s;
     };
-    for (const Case c : {Case{2, 28, 28, 1, 2, 2}, Case{2, 7, 5, 32, 2, 2}, Case{1, 9, 6, 3, 3, 2}, Case{3, 4, 4, 5, 2, 1}}) {
-        SCOPED_TRACE(testing::Message() << "H=" << c.H << " W=" << c.W << " C=" << c.C << " k=" << c.k << " s=" << c.s);
+    for (const Case c :
+         {Case{2, 28, 28, 1, 2, 2}, Case{2, 7, 5, 32, 2, 2}, Case{1, 9, 6, 3, 3, 2}, Case{3, 4, 4, 5, 2, 1}}) {
+        SCOPED_TRACE(testing::Message() << "H=" << c.H << " W=" << c.W << " C=" << c.C << " k=" << c.k
+                                        << " s=" << c.s);
         const int OH = (c.H - c.k) / c.s + 1, OW = (c.W - c.k) / c.s + 1;
         auto x = randn(static_cast<size_t>(c.B) * c.H * c.W * c.C, seed++);
         for (size_t i = 0; i < x.size(); i += 7) x[i] = std::round(x[i]);  // some ties: the first max wins
@@ -197,7 +200,8 @@ TEST(ConvOps, MaxPool2dNaNInVectorLanes) {
                     for (int t = 0; t < 4; t++) {
                         const int idx = (2 * oh + t / 2) * W + 2 * ow + t % 2;
                         const float v = x[(static_cast<size_t>(b) * H * W + idx) * C + c];
-                        if (t == 0 || v > rout[o] || (std::isnan(v) && !std::isnan(rout[o]))) rout[o] = v, rarg[o] = idx;
+                        if (t == 0 || v > rout[o] || (std::isnan(v) && !std::isnan(rout[o])))
+                            rout[o] = v, rarg[o] = idx;
                     }
                 }
     int nans = 0;
@@ -237,10 +241,10 @@ TEST(ConvOps, Relu) {
 // trainer.precision: bf16 on the CPU: the convolution's three GEMMs take bf16 operands with fp32 accumulation
 // (kernels/cpu/matmul.h; native on AVX512_BF16, emulated elsewhere with the same numerics). A product of two
 // bf16 values is exact in fp32, so against the fp64 reference on the operands rounded to bf16 (x, w, dout)
-// only fp32 summation remains (up to B*OH*OW = 3136 terms for dweight, ~3e-6 typical): kTol as in fp32. dbias is a plain fp32 column sum of the unrounded dout (kTol
-// against the unrounded reference). Against the unrounded reference out, dinp and dweight are off by ~2^-9
-// relative (the rounding happens): more than 1e-4. A K = 9 layer (1 channel) stays fp32: the unrounded
-// reference at kTol.
+// only fp32 summation remains (up to B*OH*OW = 3136 terms for dweight, ~3e-6 typical): kTol as in fp32. dbias is a
+// plain fp32 column sum of the unrounded dout (kTol against the unrounded reference). Against the unrounded reference
+// out, dinp and dweight are off by ~2^-9 relative (the rounding happens): more than 1e-4. A K = 9 layer (1 channel)
+// stays fp32: the unrounded reference at kTol.
 TEST(ConvOps, Conv2dBf16GemmsMatchRoundedReference) {
     struct Fp32Again {
         ~Fp32Again() { set_cpu_gemm_precision(DType::kF32); }
@@ -251,8 +255,9 @@ TEST(ConvOps, Conv2dBf16GemmsMatchRoundedReference) {
         return v;
     };
     uint32_t seed = 900;
-    for (const ref::ConvDims& d : {ref::ConvDims{4, 28, 28, 1, 32, 3, 3, 1, 1}, ref::ConvDims{2, 14, 14, 32, 64, 3, 3, 1, 1},
-                                   ref::ConvDims{2, 9, 8, 3, 5, 3, 3, 2, 0}}) {
+    for (const ref::ConvDims& d :
+         {ref::ConvDims{4, 28, 28, 1, 32, 3, 3, 1, 1}, ref::ConvDims{2, 14, 14, 32, 64, 3, 3, 1, 1},
+          ref::ConvDims{2, 9, 8, 3, 5, 3, 3, 2, 0}}) {
         SCOPED_TRACE(testing::Message() << "H=" << d.H << " C=" << d.C << " OC=" << d.OC);
         const int OH = d.OH(), OW = d.OW(), K = d.kh * d.kw * d.C;
         auto x = randn(static_cast<size_t>(d.B) * d.H * d.W * d.C, seed++);
@@ -266,10 +271,12 @@ TEST(ConvOps, Conv2dBf16GemmsMatchRoundedReference) {
         conv2d_forward(t4(out, d.B, OH, OW, d.OC), tcols, t4(x, d.B, d.H, d.W, d.C), t4(w, d.OC, d.kh, d.kw, d.C),
                        Tensor(bias.data(), {d.OC}), g);
         conv2d_backward(t4(dx, d.B, d.H, d.W, d.C), t4(dw, d.OC, d.kh, d.kw, d.C), Tensor(db.data(), {d.OC}),
-                        t4(dout, d.B, OH, OW, d.OC), tcols, t4(x, d.B, d.H, d.W, d.C), t4(w, d.OC, d.kh, d.kw, d.C), g);
+                        t4(dout, d.B, OH, OW, d.OC), tcols, t4(x, d.B, d.H, d.W, d.C), t4(w, d.OC, d.kh, d.kw, d.C),
+                        g);
         std::vector<double> rout, rdx, rdw, rdb, eout, edx, edw, edb;
         ref::conv2d_forward(rout, cast<double>(round(x)), cast<double>(round(w)), cast<double>(bias), d);
-        ref::conv2d_backward(rdx, rdw, rdb, cast<double>(round(dout)), cast<double>(round(x)), cast<double>(round(w)), d);
+        ref::conv2d_backward(rdx, rdw, rdb, cast<double>(round(dout)), cast<double>(round(x)), cast<double>(round(w)),
+                             d);
         ref::conv2d_forward(eout, cast<double>(x), cast<double>(w), cast<double>(bias), d);
         ref::conv2d_backward(edx, edw, edb, cast<double>(dout), cast<double>(x), cast<double>(w), d);
         EXPECT_LT(rel_err(db, edb), kTol);
@@ -291,7 +298,8 @@ TEST(ConvOps, Conv2dBf16GemmsMatchRoundedReference) {
 // spans several OpenMP blocks (the parallel branch) and on a small one.
 TEST(ImageInput, NormalizePixelsLooksUpTheTable) {
     std::vector<float> table(256);
-    for (int p = 0; p < 256; p++) table[static_cast<size_t>(p)] = static_cast<float>(p) * (1.f / (255.f * 0.35f)) - 0.29f;
+    for (int p = 0; p < 256; p++)
+        table[static_cast<size_t>(p)] = static_cast<float>(p) * (1.f / (255.f * 0.35f)) - 0.29f;
     for (const int64_t n : {int64_t{5}, int64_t{200001}}) {
         std::vector<int32_t> px(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; i++) px[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 256);

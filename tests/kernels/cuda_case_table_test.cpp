@@ -1,9 +1,9 @@
 // The kernel case table's CUDA side (case_table.h): every kCuda row runs the CUDA fp32 op against the CPU fp32 op,
 // every kBf16 row the CUDA bf16 op against the CPU fp32 op on the same bf16-rounded inputs, on fresh random inputs
 // (seed printed; replay with LLMT_TEST_SEED). Device tensors live in an Arena on Device::kCuda (the allocator hook,
-// copies and the NaN poisoning of outputs go through it). Label `gpu`: each test skips itself, saying so, where no CUDA
-// device exists (or the build has no CUDA). `cuda_case_table_test --perf` times every CUDA row instead. Beside the
-// table: the device arena and the dtype conversion, which are no op of a row.
+// copies and the NaN poisoning of outputs go through it). Label `gpu`: each test skips itself, saying so, where no
+// CUDA device exists (or the build has no CUDA). `cuda_case_table_test --perf` times every CUDA row instead. Beside
+// the table: the device arena and the dtype conversion, which are no op of a row.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -83,7 +83,8 @@ TEST_F(CudaDevice, ConvertRoundTripAndCpuRefusal) {
     for (auto& v : x) v = float_from_bf16(bf16_from_float(v));
     EXPECT_EQ(back, x);
     std::vector<uint16_t> h(4);
-    EXPECT_THROW(gelu_forward(Tensor(h.data(), {4}, DType::kBF16), Tensor(h.data(), {4}, DType::kBF16)), InternalError);
+    EXPECT_THROW(gelu_forward(Tensor(h.data(), {4}, DType::kBF16), Tensor(h.data(), {4}, DType::kBF16)),
+                 InternalError);
 }
 
 }  // namespace

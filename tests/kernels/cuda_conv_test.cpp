@@ -77,7 +77,8 @@ struct PoolCase {
     int B, H, W, C, k, stride;
 };
 // C % 4 == 0 takes the float4 kernels in fp32 (kernels/cuda/conv.cu), the others the scalar ones.
-const std::vector<PoolCase> kPool = {{4, 28, 28, 32, 2, 2}, {3, 7, 9, 3, 2, 2}, {2, 9, 8, 5, 3, 2}, {2, 9, 8, 8, 3, 2}};
+const std::vector<PoolCase> kPool = {
+    {4, 28, 28, 32, 2, 2}, {3, 7, 9, 3, 2, 2}, {2, 9, 8, 5, 3, 2}, {2, 9, 8, 8, 3, 2}};
 
 const Conv2dGeom kConv3x3Geom{3, 3, 1, 1};
 
@@ -91,11 +92,14 @@ void check_conv(DType dt, Tol tol, bool first_layer = false, bool tf32 = false) 
     const bool bf = dt == DType::kBF16;
     auto maybe_round = [&](std::vector<float> v) { return bf ? rounded(std::move(v)) : v; };
     for (const ConvCase& c : kConv) {
-        const std::string name = std::string(bf ? "bf16 " : tf32 ? "tf32 " : "fp32 ") + std::to_string(c.H) + "x" + std::to_string(c.W) +
-                                 "x" + std::to_string(c.C) + "->" + std::to_string(c.OC) + " s" +
-                                 std::to_string(c.stride) + " p" + std::to_string(c.pad);
+        const std::string name = std::string(bf     ? "bf16 "
+                                             : tf32 ? "tf32 "
+                                                    : "fp32 ") +
+                                 std::to_string(c.H) + "x" + std::to_string(c.W) + "x" + std::to_string(c.C) + "->" +
+                                 std::to_string(c.OC) + " s" + std::to_string(c.stride) + " p" + std::to_string(c.pad);
         const Conv2dGeom g{c.kh, c.kw, c.stride, c.pad};
-        const int64_t OH = conv_out_extent(c.H, c.kh, c.stride, c.pad), OW = conv_out_extent(c.W, c.kw, c.stride, c.pad);
+        const int64_t OH = conv_out_extent(c.H, c.kh, c.stride, c.pad),
+                      OW = conv_out_extent(c.W, c.kw, c.stride, c.pad);
         const int64_t K = int64_t{c.kh} * c.kw * c.C, rows = c.B * OH * OW;
         auto x = maybe_round(randn(static_cast<size_t>(c.B) * c.H * c.W * c.C, seed(k++)));
         auto w = maybe_round(randn(static_cast<size_t>(c.OC * K), seed(k++), 0.2f));
@@ -191,8 +195,8 @@ void check_conv_pool_relu(bool tf32) {
     uint32_t k = 7000;
     for (const Case& c : cases) {
         const double tol = tf32 ? 4e-3 : 2e-5;
-        const std::string name = std::string(tf32 ? "tf32 " : "") + "conv_pool_relu " + std::to_string(c.H) + "x" + std::to_string(c.W) + "x" +
-                                 std::to_string(c.C) + "->" + std::to_string(c.OC);
+        const std::string name = std::string(tf32 ? "tf32 " : "") + "conv_pool_relu " + std::to_string(c.H) + "x" +
+                                 std::to_string(c.W) + "x" + std::to_string(c.C) + "->" + std::to_string(c.OC);
         const int64_t PH = c.H / 2, PW = c.W / 2, K = 9 * int64_t{c.C}, rows = int64_t{c.B} * c.H * c.W;
         auto x = randn(static_cast<size_t>(rows * c.C), seed(k++));
         auto w = randn(static_cast<size_t>(c.OC * K), seed(k++), 0.2f);
@@ -203,7 +207,8 @@ void check_conv_pool_relu(bool tf32) {
         const Tensor hx(x.data(), {c.B, c.H, c.W, c.C});
         conv2d_forward(Tensor(conv.data(), {c.B, c.H, c.W, c.OC}), Tensor(cols.data(), {rows, K}), hx,
                        Tensor(w.data(), {c.OC, 3, 3, c.C}), Tensor(b.data(), {c.OC}), kConv3x3Geom);
-        maxpool2d_forward(Tensor(pooled.data(), {c.B, PH, PW, c.OC}), Tensor(arg.data(), {c.B, PH, PW, c.OC}, DType::kI32),
+        maxpool2d_forward(Tensor(pooled.data(), {c.B, PH, PW, c.OC}),
+                          Tensor(arg.data(), {c.B, PH, PW, c.OC}, DType::kI32),
                           Tensor(conv.data(), {c.B, c.H, c.W, c.OC}));
         const auto np = static_cast<int64_t>(pooled.size());
         relu_forward(Tensor(pooled.data(), {np}), Tensor(pooled.data(), {np}));
@@ -297,7 +302,8 @@ void check_image_eval() {
         auto losses = randn(B, seed(6001 + B));
         for (auto& l : losses) l = std::fabs(l);
         std::vector<int32_t> targets(static_cast<size_t>(B));
-        for (int r = 0; r < B; r++) targets[static_cast<size_t>(r)] = r % 7 == 3 ? -1 : static_cast<int32_t>(rng() % V);
+        for (int r = 0; r < B; r++)
+            targets[static_cast<size_t>(r)] = r % 7 == 3 ? -1 : static_cast<int32_t>(rng() % V);
         std::vector<int32_t> preds(static_cast<size_t>(B));
         std::vector<float> sum(2);
         const Tensor ht(targets.data(), {B}, DType::kI32);

@@ -181,7 +181,8 @@ void check_window(const AttnCase& c, uint32_t k) {
     const int64_t C3 = C + 2 * static_cast<int64_t>(KV) * c.HS;
     const size_t n_qkv = static_cast<size_t>(B) * T * C3, n_out = static_cast<size_t>(B) * T * C;
     std::vector<float> qkv = rnd(n_qkv, seed(k), 1.0f, c.dt), dout = rnd(n_out, seed(k + 1), 1.0f, c.dt);
-    std::vector<float> out(n_out), lse(static_cast<size_t>(B) * NH * T), dqkv(n_qkv), col(static_cast<size_t>(C3), 0.f);
+    std::vector<float> out(n_out), lse(static_cast<size_t>(B) * NH * T), dqkv(n_qkv),
+        col(static_cast<size_t>(C3), 0.f);
     Tensor pos_h = pos.empty() ? Tensor() : Tensor(pos.data(), {B, T}, DType::kI32);
     attention_forward(host(out, {B, T, C}), host(lse, {B, NH, T}), host(qkv, {B, T, C3}), NH, KV, pos_h, c.window);
     attention_backward(host(dqkv, {B, T, C3}), host(dout, {B, T, C}), host(qkv, {B, T, C3}), host(out, {B, T, C}),

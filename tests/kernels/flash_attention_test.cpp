@@ -162,7 +162,8 @@ protected:
         }
         for (size_t part = 0; part < (KV == NH ? 1u : 3u); part++) {
             const Err r2 = compare(widen(dqkv_2), dqkv_ref, [&](size_t i) { return part_of(i) == part; });
-            EXPECT_LE(single_tokens && part < 2 ? r2.max_abs : r2.norm_rel, single_tokens && part < 2 ? 1e-4 : kTolNorm)
+            EXPECT_LE(single_tokens && part < 2 ? r2.max_abs : r2.norm_rel,
+                      single_tokens && part < 2 ? 1e-4 : kTolNorm)
                 << names[part] << " of the rerun";
         }
     }

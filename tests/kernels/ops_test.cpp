@@ -104,12 +104,18 @@ TEST(Ops, LlamaOpsValidateShapes) {
             EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
         }
     };
-    expect_names([&] { rmsnorm_forward(Tensor(a.data(), {2, 3, 8}), Tensor(r.data(), {2, 3}), Tensor(a.data(), {2, 3, 8}),
-                                       Tensor(w.data(), {4}), 1e-5f); },
-                 "weight");
-    expect_names([&] { rmsnorm_forward(Tensor(b.data(), {2, 3, 8}), Tensor(r.data(), {2, 3}), Tensor(a.data(), {2, 3, 8}),
-                                       Tensor(w.data(), {8}), 0.0f); },
-                 "eps");
+    expect_names(
+        [&] {
+            rmsnorm_forward(Tensor(a.data(), {2, 3, 8}), Tensor(r.data(), {2, 3}), Tensor(a.data(), {2, 3, 8}),
+                            Tensor(w.data(), {4}), 1e-5f);
+        },
+        "weight");
+    expect_names(
+        [&] {
+            rmsnorm_forward(Tensor(b.data(), {2, 3, 8}), Tensor(r.data(), {2, 3}), Tensor(a.data(), {2, 3, 8}),
+                            Tensor(w.data(), {8}), 0.0f);
+        },
+        "eps");
     // swiglu: out (...,F) against inp (...,2F).
     expect_names([&] { swiglu_forward(Tensor(a.data(), {2, 3, 8}), Tensor(a.data(), {2, 3, 8})); }, "out");
     expect_names([&] { swiglu_forward(Tensor(b.data(), {2, 3, 2}), Tensor(b.data(), {2, 3, 4})); }, "alias");
@@ -171,8 +177,8 @@ TEST(Ops, FusedResidualAndColumnSums) {
     attention_forward(Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}), Tensor(qkv.data(), {B, T, 3 * AC}),
                       NH, NH);
     attention_backward(Tensor(dqkv.data(), {B, T, 3 * AC}), Tensor(dy.data(), {B, T, AC}),
-                       Tensor(qkv.data(), {B, T, 3 * AC}), Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}),
-                       NH, NH, Tensor(qcs.data(), {3 * AC}));
+                       Tensor(qkv.data(), {B, T, 3 * AC}), Tensor(y.data(), {B, T, AC}),
+                       Tensor(lse.data(), {B, NH, T}), NH, NH, Tensor(qcs.data(), {3 * AC}));
     EXPECT_LE(test::rel_err(qcs, column_sums(dqkv, 3 * AC, qcs0)), 1e-5);
     {  // grouped-query: the column sums span the narrower qkv row (C + 2*KV*HS = 8 + 2*1*4)
         const int KV = 1, GW = AC + 2 * KV * 4;
@@ -181,9 +187,9 @@ TEST(Ops, FusedResidualAndColumnSums) {
         std::vector<float> gdqkv(B * T * GW);
         attention_forward(Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}), Tensor(gq.data(), {B, T, GW}),
                           NH, KV);
-        attention_backward(Tensor(gdqkv.data(), {B, T, GW}), Tensor(dy.data(), {B, T, AC}), Tensor(gq.data(), {B, T, GW}),
-                           Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}), NH, KV,
-                           Tensor(gcs.data(), {GW}));
+        attention_backward(Tensor(gdqkv.data(), {B, T, GW}), Tensor(dy.data(), {B, T, AC}),
+                           Tensor(gq.data(), {B, T, GW}), Tensor(y.data(), {B, T, AC}), Tensor(lse.data(), {B, NH, T}),
+                           NH, KV, Tensor(gcs.data(), {GW}));
         EXPECT_LE(test::rel_err(gcs, column_sums(gdqkv, GW, gcs0)), 1e-5);
     }
     try {
@@ -214,8 +220,8 @@ TEST(Ops, AdamWRuns) {
         AdamWParams h = hp;
         if (!r.decay) h.weight_decay = 0.0f;
         const int64_t n = r.end - r.begin;
-        adamw_update(Tensor(p2.data() + r.begin, {n}), Tensor(m2.data() + r.begin, {n}), Tensor(v2.data() + r.begin, {n}),
-                     Tensor(g.data() + r.begin, {n}), h);
+        adamw_update(Tensor(p2.data() + r.begin, {n}), Tensor(m2.data() + r.begin, {n}),
+                     Tensor(v2.data() + r.begin, {n}), Tensor(g.data() + r.begin, {n}), h);
     }
     EXPECT_EQ(p, p2);
     EXPECT_EQ(m, m2);

@@ -118,7 +118,8 @@ TEST(PackedAttention, OneExamplePerRowIsCausalBitForBit) {
         const ScopedKnob k(Knob::kGemm, gemm);
         const int B = 2, T = 150, NH = 4, KV = 2, HS = 16, C3 = (NH + 2 * KV) * HS;
         const Packing pk = pack_rows({{T}, {T}}, T);
-        const auto qkv = randn(static_cast<size_t>(B) * T * C3, 21), dout = randn(static_cast<size_t>(B) * T * NH * HS, 22);
+        const auto qkv = randn(static_cast<size_t>(B) * T * C3, 21),
+                   dout = randn(static_cast<size_t>(B) * T * NH * HS, 22);
         const AttnRun a = run_attention(qkv, dout, B, T, NH, KV, HS, pk.positions);
         const AttnRun c = run_attention(qkv, dout, B, T, NH, KV, HS, {});
         EXPECT_EQ(a.out, c.out) << gemm;
@@ -163,7 +164,8 @@ TEST(PackedAttention, RejectsPositionsOutsideTheContract) {
     };
     EXPECT_NO_THROW(fwd({0, 1, 0, 1}));
     EXPECT_NO_THROW(fwd({0, 0, 0, 0}));
-    for (const auto& bad : std::vector<std::vector<int32_t>>{{1, 2, 3, 4}, {0, 1, 3, 4}, {0, 1, 1, 2}, {0, -1, 0, 1}}) {
+    for (const auto& bad :
+         std::vector<std::vector<int32_t>>{{1, 2, 3, 4}, {0, 1, 3, 4}, {0, 1, 1, 2}, {0, -1, 0, 1}}) {
         try {
             fwd(bad);
             ADD_FAILURE() << "positions " << bad[0] << bad[1] << bad[2] << bad[3] << " were accepted";

@@ -94,7 +94,8 @@ TEST(SlidingWindowAttention, MatchesTheRuleForwardAndBackward) {
     for (const char* gemm : {"auto", "openblas"}) {  // blocked GEMM tiles, then the row-wise loops
         const ScopedKnob k(Knob::kGemm, gemm);
         const int B = 2, T = 150, NH = 4, KV = 2, HS = 8, C3 = (NH + 2 * KV) * HS;
-        const auto qkv = randn(static_cast<size_t>(B) * T * C3, 31), dout = randn(static_cast<size_t>(B) * T * NH * HS, 32);
+        const auto qkv = randn(static_cast<size_t>(B) * T * C3, 31),
+                   dout = randn(static_cast<size_t>(B) * T * NH * HS, 32);
         const auto packed = pack_rows({{70, 80}, {3, 100, 47}}, T).positions;
         for (int W : {1, 5, 64, 100})
             for (const auto& pos : {std::vector<int32_t>{}, packed}) {

@@ -24,7 +24,8 @@ using llmt::testing::llmtrain_bin;
 using llmt::testing::run_process;
 using Clock = std::chrono::steady_clock;
 
-#define EXPECT_HAS(hay, needle) EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
+#define EXPECT_HAS(hay, needle) \
+    EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
 
 class LaunchTrain : public ::testing::Test {
 protected:
@@ -73,7 +74,8 @@ protected:
         auto end = Clock::now() + std::chrono::duration<double>(timeout_s);
         int status = 0;
         while (Clock::now() < end) {
-            if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+            if (waitpid(pid, &status, WNOHANG) == pid)
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
         kill(pid, SIGKILL);
@@ -111,7 +113,8 @@ TEST_F(LaunchTrain, SigtermToTheLauncherCheckpointsTheTrainer) {
 }
 
 TEST_F(LaunchTrain, AKilledWorkerIsRestartedAndResumes) {
-    pid_t l = start({"--max-restarts", "1"}, {"--set", "output.run_id=crash", "--set", "trainer.max_steps=60"}, "crash");
+    pid_t l =
+        start({"--max-restarts", "1"}, {"--set", "output.run_id=crash", "--set", "trainer.max_steps=60"}, "crash");
     ASSERT_TRUE(wait_for(root_ / "runs/crash/checkpoints/step_4", 120)) << llmt::read_file(err_);
     pid_t w = worker_of(l);
     ASSERT_GT(w, 0);

@@ -22,7 +22,8 @@ using llmt::testing::ProcResult;
 using llmt::testing::run_process;
 using Clock = std::chrono::steady_clock;
 
-#define EXPECT_HAS(hay, needle) EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
+#define EXPECT_HAS(hay, needle) \
+    EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
 
 class Launch : public ::testing::Test {
 protected:
@@ -132,12 +133,13 @@ int wait_exit(pid_t pid, double timeout_s) {
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 TEST_F(Launch, EachRankGetsTheWorkerEnvironment) {
-    auto w = script("env.sh",
-                    "echo \"env RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE "
-                    "GROUP_RANK=$GROUP_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT "
-                    "RESTARTS=$TORCHELASTIC_RESTART_COUNT AGENT_STORE=${TORCHELASTIC_USE_AGENT_STORE-unset} "
-                    "OMP=$OMP_NUM_THREADS args=$*\"\n"
-                    "echo \"to stderr from $RANK\" >&2");
+    auto w = script(
+        "env.sh",
+        "echo \"env RANK=$RANK LOCAL_RANK=$LOCAL_RANK WORLD_SIZE=$WORLD_SIZE LOCAL_WORLD_SIZE=$LOCAL_WORLD_SIZE "
+        "GROUP_RANK=$GROUP_RANK MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT "
+        "RESTARTS=$TORCHELASTIC_RESTART_COUNT AGENT_STORE=${TORCHELASTIC_USE_AGENT_STORE-unset} "
+        "OMP=$OMP_NUM_THREADS args=$*\"\n"
+        "echo \"to stderr from $RANK\" >&2");
     // Node 1 of 2 with 3 workers: ranks 3..5. No rendezvous happens, so the master needs not exist.
     auto r = launch({"--nnodes", "2", "--node-rank", "1", "--nproc-per-node", "3", "--master-addr", "10.9.8.7",
                      "--master-port", "12345"},
@@ -228,12 +230,14 @@ TEST_F(Launch, LinesAreNeverInterleaved) {
 
 TEST_F(Launch, AFailingWorkerStopsTheOthersAndItsCodeIsReturned) {
     // Rank 0 and 2 run forever with a grandchild; rank 1 fails once they have written their pids.
-    auto w = script("fail.sh",
-                    "D=" + dir_ + "\n"
-                    "sleep 1000 & echo $! > $D/child.$RANK\n"
-                    "echo $$ > $D/pid.$RANK\n"
-                    "if [ $RANK = 1 ]; then while [ ! -s $D/pid.0 ] || [ ! -s $D/pid.2 ]; do sleep 0.05; done; exit 7; fi\n"
-                    "wait");
+    auto w = script(
+        "fail.sh",
+        "D=" + dir_ +
+            "\n"
+            "sleep 1000 & echo $! > $D/child.$RANK\n"
+            "echo $$ > $D/pid.$RANK\n"
+            "if [ $RANK = 1 ]; then while [ ! -s $D/pid.0 ] || [ ! -s $D/pid.2 ]; do sleep 0.05; done; exit 7; fi\n"
+            "wait");
     auto t0 = Clock::now();
     auto r = launch({"--nproc-per-node", "3"}, w);
     EXPECT_EQ(r.exit_code, 7) << r.err;
@@ -266,11 +270,13 @@ TEST_F(Launch, WorkersIgnoringSigtermAreKilledAfterTheGracePeriod) {
 }
 
 TEST_F(Launch, RestartsAllWorkersWithTheRestartCount) {
-    auto w = script("flaky.sh",
-                    "D=" + dir_ + "\n"
-                    "echo \"attempt $TORCHELASTIC_RESTART_COUNT of max $TORCHELASTIC_MAX_RESTARTS args=$*\"\n"
-                    "if [ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 0 ]; then touch $D/started; sleep 1000; fi\n"
-                    "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then while [ ! -e $D/started ]; do sleep 0.05; done; exit 3; fi");
+    auto w = script(
+        "flaky.sh",
+        "D=" + dir_ +
+            "\n"
+            "echo \"attempt $TORCHELASTIC_RESTART_COUNT of max $TORCHELASTIC_MAX_RESTARTS args=$*\"\n"
+            "if [ $TORCHELASTIC_RESTART_COUNT = 0 ] && [ $RANK = 0 ]; then touch $D/started; sleep 1000; fi\n"
+            "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then while [ ! -e $D/started ]; do sleep 0.05; done; exit 3; fi");
     auto r = launch({"--nproc-per-node", "2", "--max-restarts", "1"}, w, {"x"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_HAS(r.out, "[rank 0] attempt 0 of max 1 args=x\n");
@@ -370,7 +376,8 @@ TEST_F(Launch, StandalonePicksAFreePortAndTwoJobsRunSideBySide) {
 TEST_F(Launch, OneNodeDefaultsToAFreePortSoTwoLaunchesRunSideBySide) {
     std::vector<Background> jobs;
     for (int j = 0; j < 2; ++j)
-        jobs.push_back(start_launcher({"--nproc-per-node", "2", "--exec", LLMT_TCP_PING_BIN}, dir_, "plain" + std::to_string(j)));
+        jobs.push_back(
+            start_launcher({"--nproc-per-node", "2", "--exec", LLMT_TCP_PING_BIN}, dir_, "plain" + std::to_string(j)));
     std::vector<std::string> ports;
     for (auto& b : jobs) {
         EXPECT_EQ(wait_exit(b.pid, 60), 0) << slurp(b.err);

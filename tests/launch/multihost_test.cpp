@@ -11,7 +11,8 @@ using llmt::testing::llmtrain_bin;
 using llmt::testing::run_on_hosts;
 using llmt::testing::run_process;
 
-#define EXPECT_HAS(hay, needle) EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
+#define EXPECT_HAS(hay, needle) \
+    EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
 
 TEST(MultiHost, RankOneReachesRankZeroByHostName) {
     auto h = run_on_hosts(llmtrain_bin() +
@@ -28,8 +29,9 @@ TEST(MultiHost, RankOneReachesRankZeroByHostName) {
 
 TEST(MultiHost, NodeRankFromTheHostNameWithTwoWorkersEach) {
     // No --node-rank: host-0/host-1 give it, as a StatefulSet pod's name does. Ranks 1..3 all reach rank 0.
-    auto h = run_on_hosts(llmtrain_bin() +
-                          " launch --nnodes 2 --nproc-per-node 2 --master-addr host-0 --master-port 29401 --exec " LLMT_TCP_PING_BIN);
+    auto h = run_on_hosts(
+        llmtrain_bin() +
+        " launch --nnodes 2 --nproc-per-node 2 --master-addr host-0 --master-port 29401 --exec " LLMT_TCP_PING_BIN);
     if (h.skipped) GTEST_SKIP() << h.skip_reason;
     const auto& r = h.proc;
     ASSERT_EQ(r.exit_code, 0) << r.out << r.err;

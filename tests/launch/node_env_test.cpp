@@ -341,7 +341,9 @@ TEST(WorkerLogs, StdSpecsAreTorchrunsForm) {
 TEST(ErrorFile, TorchsRecordFormatIsReadBack) {
     const auto path = std::filesystem::temp_directory_path() / ("llmt_error_file_" + std::to_string(getpid()));
     EXPECT_EQ(read_error_file(path.string()), std::nullopt);
-    std::ofstream(path) << R"({"message": {"message": "ValueError: bad lr", "extraInfo": {"py_callstack": "Traceback x\n", "timestamp": "1"}}})";
+    std::ofstream(path)
+        << R"({"message": {"message": "ValueError: bad lr", )"
+        << R"("extraInfo": {"py_callstack": "Traceback x\n", "timestamp": "1"}}})";
     EXPECT_EQ(read_error_file(path.string()), std::optional<std::string>("ValueError: bad lr\nTraceback x"));
     std::ofstream(path) << R"({"message": "plain"})";
     EXPECT_EQ(read_error_file(path.string()), std::optional<std::string>("plain"));

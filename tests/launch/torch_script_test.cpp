@@ -19,8 +19,10 @@ using llmt::testing::llmtrain_bin;
 using llmt::testing::ProcResult;
 using llmt::testing::run_process;
 
-#define EXPECT_HAS(hay, needle) EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
-#define EXPECT_LACKS(hay, needle) EXPECT_EQ((hay).find(needle), std::string::npos) << "did not expect: " << (needle) << "\nin:\n" << (hay)
+#define EXPECT_HAS(hay, needle) \
+    EXPECT_NE((hay).find(needle), std::string::npos) << "looked for: " << (needle) << "\nin:\n" << (hay)
+#define EXPECT_LACKS(hay, needle) \
+    EXPECT_EQ((hay).find(needle), std::string::npos) << "did not expect: " << (needle) << "\nin:\n" << (hay)
 
 const std::string kScript = std::string(LLMT_SOURCE_DIR) + "/tests/launch/scripts/ddp_tiny.py";
 
@@ -92,7 +94,8 @@ TEST_F(TorchScript, KilledWorkerIsRestartedAndTheRunSucceeds) {
 
 TEST_F(TorchScript, RaisedErrorReachesTheLaunchOutputThroughTheErrorFile) {
     const std::string logs = dir_ + "/logs";
-    auto r = launch({"--log-dir", logs, "--rdzv-id", "err", "--tee", "3"}, {"--fail-rank", "0", "--fail-how", "raise"});
+    auto r =
+        launch({"--log-dir", logs, "--rdzv-id", "err", "--tee", "3"}, {"--fail-rank", "0", "--fail-how", "raise"});
     EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
     EXPECT_HAS(r.err, "worker rank 0 (local rank 0, pid ");
     EXPECT_HAS(r.err, "with exit code 1\n  error file " + logs + "/err_");

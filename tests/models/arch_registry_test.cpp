@@ -263,7 +263,8 @@ TEST(MistralConfig, TheWindowIsANumberOrNull) {
         (void)parse(with(kMistral_4x, "attention_bias", true));
         FAIL();
     } catch (const FormatError& e) {
-        EXPECT_NE(std::string(e.what()).find("`attention_bias`: true is not supported"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("`attention_bias`: true is not supported"), std::string::npos)
+            << e.what();
     }
     // Taken into a config, written back: the window survives both ways.
     config::Config cfg = load("model:\n  init_from: DIR\n  block_size: 64\n");
@@ -304,7 +305,8 @@ TEST(ArchTable, KeysOfAnotherFamilyAndChatFollowTheTable) {
         (void)load("model: {arch: gpt2, rope_theta: 1000000}\n");
         FAIL() << "expected a config error";
     } catch (const config::ConfigValidationError& e) {
-        EXPECT_NE(std::string(e.what()).find("is read only with model.arch llama, qwen2, qwen3 or mistral, and model.arch is gpt2"),
+        EXPECT_NE(std::string(e.what()).find(
+                      "is read only with model.arch llama, qwen2, qwen3 or mistral, and model.arch is gpt2"),
                   std::string::npos)
             << e.what();
     }
@@ -315,7 +317,8 @@ TEST(ArchTable, KeysOfAnotherFamilyAndChatFollowTheTable) {
     EXPECT_FALSE(config::has_rotary_positions("gpt2"));
     EXPECT_TRUE(config::is_classifier_arch("cnn"));
     EXPECT_FALSE(config::is_classifier_arch("qwen2"));
-    for (const char* gated : {"llama", "qwen2", "qwen3", "mistral"}) EXPECT_TRUE(config::has_gated_mlp(gated)) << gated;
+    for (const char* gated : {"llama", "qwen2", "qwen3", "mistral"})
+        EXPECT_TRUE(config::has_gated_mlp(gated)) << gated;
     EXPECT_FALSE(config::has_gated_mlp("gpt2"));
     EXPECT_FALSE(config::has_gated_mlp("mlp"));
 }

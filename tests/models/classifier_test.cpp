@@ -56,7 +56,8 @@ Batch make_batch(const ClassifierConfig& c) {
     b.x.resize(static_cast<size_t>(b.B) * b.T);
     for (size_t i = 0; i < b.x.size(); ++i) b.x[i] = static_cast<int32_t>(rng.bits(i) % 256);
     b.y.assign(b.x.size(), -1);
-    for (int r = 0; r < b.B; ++r) b.y[static_cast<size_t>(r) * b.T] = r == 3 ? -1 : static_cast<int32_t>(rng.bits(1000 + r) % c.classes);
+    for (int r = 0; r < b.B; ++r)
+        b.y[static_cast<size_t>(r) * b.T] = r == 3 ? -1 : static_cast<int32_t>(rng.bits(1000 + r) % c.classes);
     return b;
 }
 
@@ -89,8 +90,15 @@ void compare_with_pytorch(bool conv) {
     const Batch b = make_batch(cfg);
     const auto dir = std::filesystem::temp_directory_path() / fmt::format("llmt_cls_ref_{}_{}", ::getpid(), conv);
     std::filesystem::create_directories(dir);
-    nlohmann::json man = {{"conv", conv}, {"H", cfg.H}, {"W", cfg.W}, {"C", cfg.C}, {"classes", cfg.classes},
-                          {"mean", cfg.pixel_mean}, {"std", cfg.pixel_std}, {"B", b.B}, {"params", nlohmann::json::array()}};
+    nlohmann::json man = {{"conv", conv},
+                          {"H", cfg.H},
+                          {"W", cfg.W},
+                          {"C", cfg.C},
+                          {"classes", cfg.classes},
+                          {"mean", cfg.pixel_mean},
+                          {"std", cfg.pixel_std},
+                          {"B", b.B},
+                          {"params", nlohmann::json::array()}};
     std::vector<float> flat;
     for (size_t i = 0; i < model.param_specs().size(); ++i) {
         man["params"].push_back({model.param_specs()[i].name, model.param_specs()[i].shape});
@@ -238,7 +246,8 @@ TEST(Classifier, ReferenceRowsEqualPixelRows) {
     set->H = cfg.H, set->W = cfg.W, set->C = cfg.C;
     for (int32_t v : b.x) set->pixels.push_back(static_cast<uint8_t>(v));
     set->labels.assign(static_cast<size_t>(b.B), 0);
-    const std::vector<data::AugmentDraw> draws = {{0, 0, false}, {1, -2, true}, {-1, 0, false}, {2, 2, true}, {0, 0, false}};
+    const std::vector<data::AugmentDraw> draws = {
+        {0, 0, false}, {1, -2, true}, {-1, 0, false}, {2, 2, true}, {0, 0, false}};
     Batch pix = b, ref = b;
     for (int r = 0; r < b.B; ++r) {
         int32_t* prow = pix.x.data() + static_cast<size_t>(r) * b.T;
@@ -278,15 +287,18 @@ TEST(Classifier, ClassifyImagesMatchesClassifyOnPixelRows) {
     set->n = n;
     set->H = cfg.H, set->W = cfg.W, set->C = cfg.C;
     const CounterRng rng(9, 2);
-    for (int i = 0; i < n * T; ++i) set->pixels.push_back(static_cast<uint8_t>(rng.bits(static_cast<uint64_t>(i)) % 256));
+    for (int i = 0; i < n * T; ++i)
+        set->pixels.push_back(static_cast<uint8_t>(rng.bits(static_cast<uint64_t>(i)) % 256));
     Classifier model(cfg, Device::kCpu, DType::kF32);
     model.init_random(13);
     model.bind_images(0, ImageSource{set, set->pixels.data(), set->n, set->H, set->W, set->C});
     const std::vector<int64_t> idx = {3, 7, 0, 10, 5, 1, 9};
     std::vector<int32_t> labels;
-    for (size_t i = 0; i < idx.size(); ++i) labels.push_back(i == 2 ? -1 : static_cast<int32_t>((idx[i] * 3) % cfg.classes));
+    for (size_t i = 0; i < idx.size(); ++i)
+        labels.push_back(i == 2 ? -1 : static_cast<int32_t>((idx[i] * 3) % cfg.classes));
     std::vector<int32_t> got(idx.size(), -5);
-    const double sum = model.classify_images(0, idx.data(), labels.data(), static_cast<int64_t>(idx.size()), B, got.data());
+    const double sum =
+        model.classify_images(0, idx.data(), labels.data(), static_cast<int64_t>(idx.size()), B, got.data());
     double want_sum = 0;
     for (size_t at = 0; at < idx.size(); at += B) {
         const int rows = static_cast<int>(std::min<size_t>(B, idx.size() - at));

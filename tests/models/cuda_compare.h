@@ -71,7 +71,8 @@ inline void expect_fp32_step_matches(Model& cpu, Model& gpu, uint32_t seed, int 
 // cosine ~0 or errors ~1.
 inline void expect_bf16_step_tracks(Model& cpu, Model& gpu, uint32_t seed, int B, int T, const char* tag) {
     const StepLosses l = run_step(cpu, gpu, seed, B, T);
-    std::printf("[%s] loss cpu %.6f cuda-bf16 %.6f rel diff %.2e\n", tag, l.cpu, l.gpu, std::fabs(l.gpu - l.cpu) / l.cpu);
+    std::printf("[%s] loss cpu %.6f cuda-bf16 %.6f rel diff %.2e\n", tag, l.cpu, l.gpu,
+                std::fabs(l.gpu - l.cpu) / l.cpu);
     EXPECT_LE(std::fabs(l.gpu - l.cpu) / l.cpu, 1e-2);
     double dot = 0, nc = 0, ng = 0, worst = 0;
     std::string worst_name;

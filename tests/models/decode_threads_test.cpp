@@ -51,8 +51,8 @@ LlamaConfig llama_layer_of_tiny() {
     return c;
 }
 
-// In the fresh process: two OpenMP threads allowed for the decoding; a 1-token prefill and 8 decode steps, then the thread
-// count; then a 64-token prefill, then the count again. Prints both for the parent's regex.
+// In the fresh process: two OpenMP threads allowed for the decoding; a 1-token prefill and 8 decode steps, then the
+// thread count; then a 64-token prefill, then the count again. Prints both for the parent's regex.
 template <class M, class Config>
 void decode_then_count(const Config& cfg) {
     omp_set_num_threads(1);  // building and initialising the model starts no worker either

@@ -66,7 +66,8 @@ TrainResult train(const config::Config& cfg, const std::string& resume = "", int
 class TrainCuda : public ::testing::Test {
 protected:
     void SetUp() override {
-        if (kernels::device_count(Device::kCuda) == 0) GTEST_SKIP() << "no CUDA device (or built without CUDA): skipped";
+        if (kernels::device_count(Device::kCuda) == 0)
+            GTEST_SKIP() << "no CUDA device (or built without CUDA): skipped";
         if (!fs::exists(shards_dir() / "train_000000.bin"))
             GTEST_SKIP() << "no default corpus shards in " << shards_dir() << " (run `make data`): skipped";
         root_ = fs::temp_directory_path() / ("llmt_gpu_train_" + std::to_string(::getpid()));
@@ -107,7 +108,8 @@ TEST_F(TrainCuda, CheckpointsResumeAcrossDevices) {
     train(small_config(root_, "cpu", "fp32", "ref"));
     const auto ref = losses(root_ / "ref");
     // GPU -> CPU and CPU -> GPU: the first 25 steps on one device, then --resume on the other.
-    for (const auto& [first, second] : std::vector<std::pair<std::string, std::string>>{{"cuda", "cpu"}, {"cpu", "cuda"}}) {
+    for (const auto& [first, second] :
+         std::vector<std::pair<std::string, std::string>>{{"cuda", "cpu"}, {"cpu", "cuda"}}) {
         const std::string id = first + "_then_" + second;
         const auto r1 = train(small_config(root_, first, "fp32", id), "", 25);
         ASSERT_EQ(r1.summary["steps"], 25);

@@ -1,5 +1,5 @@
-// The KV-cache decoder (models/kv_decoder.h) on GPT-2 against the full forward: the logits at every position agree, for
-// prompts of several lengths, tied and untied heads; the context limit and bad ids are InputErrors.
+// The KV-cache decoder (models/kv_decoder.h) on GPT-2 against the full forward: the logits at every position agree,
+// for prompts of several lengths, tied and untied heads; the context limit and bad ids are InputErrors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -45,7 +45,8 @@ void randomize(Gpt2& m, uint64_t seed) {
 std::vector<int32_t> random_ids(int n, int V, uint64_t seed) {
     CounterRng rng(seed, 99);
     std::vector<int32_t> ids(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(rng.bits(static_cast<uint64_t>(i)) % V);
+    for (int i = 0; i < n; ++i)
+        ids[static_cast<size_t>(i)] = static_cast<int32_t>(rng.bits(static_cast<uint64_t>(i)) % V);
     return ids;
 }
 

@@ -65,7 +65,8 @@ Trace run(Recompute r, float dropout, int steps) {
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return support::expect_comparable(a, b, "same_bits") && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+    return support::expect_comparable(a, b, "same_bits") &&
+           std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 void expect_bitwise_equal(float dropout) {

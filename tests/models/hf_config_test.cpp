@@ -191,7 +191,8 @@ TEST(HfConfig, RefusesWhatWeCannotCompute) {
         {yarn5, "`rope_parameters.rope_type`: \"yarn\" is not supported"},
         {with(kGpt2, "activation_function", "relu"), "`activation_function`: \"relu\" is not supported"},
         {with(kGpt2, "scale_attn_by_inverse_layer_idx", true), "`scale_attn_by_inverse_layer_idx`: true"},
-        {with(kTinyLlama, "num_key_value_heads", 5), "`num_key_value_heads`: num_attention_heads (32) must be a multiple"},
+        {with(kTinyLlama, "num_key_value_heads", 5),
+         "`num_key_value_heads`: num_attention_heads (32) must be a multiple"},
         {with(kTinyLlama, "num_hidden_layers", "22"), "`num_hidden_layers`: expected an integer, found \"22\""},
         {with(kTinyLlama, "num_hidden_layers", 0), "`num_hidden_layers`: expected an integer >= 1"},
         {with(kTinyLlama, "rms_norm_eps", -1), "`rms_norm_eps`: expected a number > 0"},
@@ -277,18 +278,21 @@ TEST(HfConfigApply, WrittenKeysThatAgreeAreFine) {
 TEST(HfConfigApply, DisagreementNamesBothSides) {
     const std::string e = apply_error(load("  n_layer: 16\n  tie_embeddings: true\n", {"model.d_model=1536"}),
                                       parse(kTinyLlama));
-    EXPECT_NE(e.find("model.n_layer: 16 in x.yaml:4:3 but num_hidden_layers: 22 in DIR/config.json"), std::string::npos)
+    EXPECT_NE(e.find("model.n_layer: 16 in x.yaml:4:3 but num_hidden_layers: 22 in DIR/config.json"),
+              std::string::npos)
         << e;
     EXPECT_NE(e.find("model.d_model: 1536 (--set model.d_model=1536) but hidden_size: 2048 in DIR/config.json"),
               std::string::npos)
         << e;
-    EXPECT_NE(e.find("model.tie_embeddings: true in x.yaml:5:3 but tie_word_embeddings: false"), std::string::npos) << e;
+    EXPECT_NE(e.find("model.tie_embeddings: true in x.yaml:5:3 but tie_word_embeddings: false"), std::string::npos)
+        << e;
     EXPECT_NE(e.find("3 problems"), std::string::npos) << e;
 }
 
 TEST(HfConfigApply, ArchAndRopeDisagreements) {
     std::string e = apply_error(load("  arch: gpt2\n"), parse(kTinyLlama));
-    EXPECT_NE(e.find("model.arch: gpt2 in x.yaml:4:3 but model_type: llama in DIR/config.json"), std::string::npos) << e;
+    EXPECT_NE(e.find("model.arch: gpt2 in x.yaml:4:3 but model_type: llama in DIR/config.json"), std::string::npos)
+        << e;
     e = apply_error(load("  arch: llama\n  rope_theta: 10000\n"), parse(kLlama32_5x));
     EXPECT_NE(e.find("model.rope_theta: 10000.0 in x.yaml:5:3 but rope_parameters.rope_theta: 500000.0"),
               std::string::npos)
@@ -314,7 +318,8 @@ TEST(HfConfigApply, OutOfRangeValuesAreRefusedNamingTheField) {
     json j = kTinyLlama;
     j["num_hidden_layers"] = 5000;  // model.n_layer <= 1024
     const std::string e = apply_error(load(""), parse(j));
-    EXPECT_NE(e.find("model.n_layer: 5000 from num_hidden_layers in DIR/config.json is out of range"), std::string::npos)
+    EXPECT_NE(e.find("model.n_layer: 5000 from num_hidden_layers in DIR/config.json is out of range"),
+              std::string::npos)
         << e;
 }
 
@@ -416,8 +421,8 @@ TEST(HfResolve, FilesDirectoriesAndTheLlamaRule) {
     // prepare_init_from: the directory's config.json decides the arch, then the llama rule holds.
     write_file_atomic(root / "dir/config.json", kTinyLlama.dump());
     config::Config cfg = config::load_config_string(
-        "data: {source: shards, train_shards: t.bin, val_shards: v.bin}\nmodel: {init_from: " + (root / "dir").string() +
-            ", block_size: 64}\n",
+        "data: {source: shards, train_shards: t.bin, val_shards: v.bin}\nmodel: {init_from: " +
+            (root / "dir").string() + ", block_size: 64}\n",
         "x.yaml");
     const HfSource s = prepare_init_from(cfg);
     EXPECT_EQ(s.config_json, root / "dir/config.json");

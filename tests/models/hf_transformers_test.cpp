@@ -38,17 +38,24 @@ std::string python_with_transformers() {
 void write_ours(const fs::path& dir, bool bf16) {
     auto cfg = config::load_config_string(
         "data: {source: shards, train_shards: t, val_shards: v}\n"
-        "model: {arch: llama, n_layer: 1, n_head: 2, n_kv_head: 1, d_model: 8, d_ff: 16, vocab_size: 16, block_size: 32,"
+        "model: {arch: llama, n_layer: 1, n_head: 2, n_kv_head: 1, d_model: 8, d_ff: 16, vocab_size: 16, block_size: "
+        "32,"
         " tie_embeddings: false, rope_theta: 500000, rope_scaling: {type: llama3, factor: 32,"
         " original_max_position_embeddings: 16}}\n",
         "tiny.yaml");
     const std::string l = "model.layers.0.";
-    const std::vector<std::pair<std::string, Shape>> specs = {
-        {"model.embed_tokens.weight", {16, 8}}, {"model.norm.weight", {8}}, {"lm_head.weight", {16, 8}},
-        {l + "self_attn.q_proj.weight", {8, 8}}, {l + "self_attn.k_proj.weight", {4, 8}},
-        {l + "self_attn.v_proj.weight", {4, 8}}, {l + "self_attn.o_proj.weight", {8, 8}},
-        {l + "mlp.gate_proj.weight", {16, 8}}, {l + "mlp.up_proj.weight", {16, 8}}, {l + "mlp.down_proj.weight", {8, 16}},
-        {l + "input_layernorm.weight", {8}}, {l + "post_attention_layernorm.weight", {8}}};
+    const std::vector<std::pair<std::string, Shape>> specs = {{"model.embed_tokens.weight", {16, 8}},
+                                                              {"model.norm.weight", {8}},
+                                                              {"lm_head.weight", {16, 8}},
+                                                              {l + "self_attn.q_proj.weight", {8, 8}},
+                                                              {l + "self_attn.k_proj.weight", {4, 8}},
+                                                              {l + "self_attn.v_proj.weight", {4, 8}},
+                                                              {l + "self_attn.o_proj.weight", {8, 8}},
+                                                              {l + "mlp.gate_proj.weight", {16, 8}},
+                                                              {l + "mlp.up_proj.weight", {16, 8}},
+                                                              {l + "mlp.down_proj.weight", {8, 16}},
+                                                              {l + "input_layernorm.weight", {8}},
+                                                              {l + "post_attention_layernorm.weight", {8}}};
     std::vector<std::vector<float>> values;
     values.reserve(specs.size());
     std::vector<HfTensor> tensors;
@@ -57,7 +64,8 @@ void write_ours(const fs::path& dir, bool bf16) {
         std::size_t n = 1;
         for (auto d : specs[t].second) n *= static_cast<std::size_t>(d);
         auto& v = values.emplace_back(n);
-        for (std::size_t k = 0; k < n; ++k) v[k] = static_cast<float>(static_cast<int>((k * 7) % 13) - 6) / 64.f + t / 1024.f;
+        for (std::size_t k = 0; k < n; ++k)
+            v[k] = static_cast<float>(static_cast<int>((k * 7) % 13) - 6) / 64.f + t / 1024.f;
         tensors.push_back({specs[t].first, specs[t].second, v.data()});
         names.push_back(specs[t].first);
     }

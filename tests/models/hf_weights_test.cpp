@@ -137,8 +137,8 @@ TEST_F(HfWeightsTest, Fp32RoundTripIsBitIdentical) {
 // (1); 1 + 3 x 2^-8 lies between 1 + 2^-7 and 1 + 2^-6 and rounds to 1 + 2^-6; anything above the middle
 // rounds up. Truncation would give 1, 1 + 2^-7, 1.
 TEST_F(HfWeightsTest, Bf16IsRoundToNearestEven) {
-    const std::vector<float> x = {1.f + 0x1p-8f, 1.f + 3 * 0x1p-8f, 1.f + 0x1p-8f + 0x1p-20f, -(1.f + 0x1p-8f + 0x1p-20f),
-                                  0x1.fffffep127f};
+    const std::vector<float> x = {1.f + 0x1p-8f, 1.f + 3 * 0x1p-8f, 1.f + 0x1p-8f + 0x1p-20f,
+                                  -(1.f + 0x1p-8f + 0x1p-20f), 0x1.fffffep127f};
     const std::vector<float> want = {1.f, 1.f + 0x1p-6f, 1.f + 0x1p-7f, -(1.f + 0x1p-7f),
                                      std::numeric_limits<float>::infinity()};
     write_hf_weights(root_, {{"x", {5}, x.data()}}, opts(HfDType::kBF16));
@@ -154,7 +154,8 @@ void write_reference(const fs::path& dir, const Model& m, const char* dtype) {
     json ref = {{"dtype", dtype}, {"tensors", json::object()}};
     for (size_t i = 0; i < m.tensors.size(); ++i) {
         const fs::path f = dir / ("ref_" + std::to_string(i) + ".f32");
-        write_file_atomic(f, std::string_view(reinterpret_cast<const char*>(m.values[i].data()), m.values[i].size() * 4));
+        write_file_atomic(f,
+                          std::string_view(reinterpret_cast<const char*>(m.values[i].data()), m.values[i].size() * 4));
         ref["tensors"][m.tensors[i].name] = {{"shape", m.tensors[i].shape}, {"f32_file", f.string()}};
     }
     write_file_atomic(dir / "ref.json", ref.dump());
@@ -191,7 +192,8 @@ TEST_F(HfWeightsTest, ShardsAboveTheLimitWithAnIndex) {
                 << m.tensors[i].name << "[" << k << "]";
     }
     write_reference(root_, m, "BF16");
-    EXPECT_EQ(run_reference(out, root_ / "ref.json"), 0) << "tools/ref/hf_weights_ref.py refused the sharded bf16 export";
+    EXPECT_EQ(run_reference(out, root_ / "ref.json"), 0)
+        << "tools/ref/hf_weights_ref.py refused the sharded bf16 export";
 
     // A tensor larger than the limit gets a shard of its own; fp32 sharded reads back bit for bit.
     const fs::path out32 = root_ / "out32";
@@ -206,7 +208,8 @@ class HfIndexTest : public HfWeightsTest {
 protected:
     void SetUp() override {
         HfWeightsTest::SetUp();
-        write_safetensors(root_ / "s1.safetensors", {{"a", StDType::kF32, {2}, two_}, {"b", StDType::kF32, {2}, two_}});
+        write_safetensors(root_ / "s1.safetensors",
+                          {{"a", StDType::kF32, {2}, two_}, {"b", StDType::kF32, {2}, two_}});
         write_safetensors(root_ / "s2.safetensors", {{"c", StDType::kF32, {2}, two_}});
         index_ = {{"metadata", {{"total_size", 24}}},
                   {"weight_map", {{"a", "s1.safetensors"}, {"b", "s1.safetensors"}, {"c", "s2.safetensors"}}}};
@@ -238,7 +241,8 @@ TEST_F(HfIndexTest, MissingShard) {
 TEST_F(HfIndexTest, TensorMissingFromItsShard) {
     index_["weight_map"]["d"] = "s2.safetensors";
     const std::string e = open_error();
-    EXPECT_NE(e.find("tensor 'd' is listed in shard 's2.safetensors', which does not hold it"), std::string::npos) << e;
+    EXPECT_NE(e.find("tensor 'd' is listed in shard 's2.safetensors', which does not hold it"), std::string::npos)
+        << e;
 }
 
 TEST_F(HfIndexTest, TensorInTwoShards) {
@@ -281,7 +285,8 @@ TEST_F(HfIndexTest, ChecksumMismatchNamesTheShard) {
 }
 
 TEST_F(HfWeightsTest, NoWeights) {
-    EXPECT_NE(error_of(root_).find("has neither model.safetensors nor model.safetensors.index.json"), std::string::npos);
+    EXPECT_NE(error_of(root_).find("has neither model.safetensors nor model.safetensors.index.json"),
+              std::string::npos);
     EXPECT_NE(error_of(root_ / "x.safetensors").find("does not exist"), std::string::npos);
 }
 

@@ -114,7 +114,8 @@ TEST_P(LlamaGradients, MatchFiniteDifferences) {
             *w = w0;
             const double fd = (up - down) / (2.0 * h);
             const double an = grads[m.params().entry(i).offset / sizeof(float) + static_cast<size_t>(j)];
-            EXPECT_LE(std::abs(fd - an), 2e-3 + 3e-2 * std::abs(an)) << s.name << "[" << j << "] fd " << fd << " analytic " << an;
+            EXPECT_LE(std::abs(fd - an), 2e-3 + 3e-2 * std::abs(an))
+                << s.name << "[" << j << "] fd " << fd << " analytic " << an;
             ++checked;
         }
     }
@@ -169,7 +170,8 @@ TEST(LlamaRecompute, MlpAndAllMatchNoneBitwise) {
     const LlamaConfig c = tiny(false);
     EXPECT_LT(Llama(tiny(false, Recompute::kAll)).memory_plan(2, 16).activations,
               Llama(tiny(false, Recompute::kMlp)).memory_plan(2, 16).activations);
-    EXPECT_LT(Llama(tiny(false, Recompute::kMlp)).memory_plan(2, 16).activations, Llama(c).memory_plan(2, 16).activations);
+    EXPECT_LT(Llama(tiny(false, Recompute::kMlp)).memory_plan(2, 16).activations,
+              Llama(c).memory_plan(2, 16).activations);
 }
 
 // max |a - b| / max |b| over n values.
@@ -229,7 +231,8 @@ TEST(LlamaHf, WrittenTensorsReadBackBitIdentical) {
 
 // Qwen2's q/k/v bias is one fused tensor here and HF's three: split on writing, joined on reading.
 TEST(LlamaHf, Qwen2BiasesAreHfsThreeTensors) {
-    const auto path = std::filesystem::temp_directory_path() / ("llmt_qwen2_hf_" + std::to_string(::getpid()) + ".safetensors");
+    const auto path =
+        std::filesystem::temp_directory_path() / ("llmt_qwen2_hf_" + std::to_string(::getpid()) + ".safetensors");
     Llama a(tiny(true, Recompute::kNone, family_of("qwen2")));
     randomize(a, 19);
     std::vector<std::vector<float>> scratch;
@@ -261,7 +264,8 @@ TEST(LlamaHf, MissingOrMisShapedTensorsAreNamed) {
         if (r.name == "model.layers.0.self_attn.k_proj.weight") r = {r.name, StDType::kF32, {32, 32}, wide.data()};
         bad.push_back(r);
     }
-    const auto path = std::filesystem::temp_directory_path() / ("llmt_llama_bad_" + std::to_string(::getpid()) + ".safetensors");
+    const auto path =
+        std::filesystem::temp_directory_path() / ("llmt_llama_bad_" + std::to_string(::getpid()) + ".safetensors");
     write_safetensors(path, bad);
     Llama b(tiny(true));
     try {
@@ -269,8 +273,12 @@ TEST(LlamaHf, MissingOrMisShapedTensorsAreNamed) {
         FAIL() << "expected CheckpointError";
     } catch (const CheckpointError& e) {
         const std::string m = e.what();
-        EXPECT_NE(m.find("missing tensor `model.layers.1.self_attn.v_proj.weight` (expected shape [16, 32])"), std::string::npos) << m;
-        EXPECT_NE(m.find("`model.layers.0.self_attn.k_proj.weight`: expected shape [16, 32], found [32, 32]"), std::string::npos) << m;
+        EXPECT_NE(m.find("missing tensor `model.layers.1.self_attn.v_proj.weight` (expected shape [16, 32])"),
+                  std::string::npos)
+            << m;
+        EXPECT_NE(m.find("`model.layers.0.self_attn.k_proj.weight`: expected shape [16, 32], found [32, 32]"),
+                  std::string::npos)
+            << m;
     }
     std::filesystem::remove(path);
 }

@@ -81,10 +81,12 @@ void check_identity(const Cfg& lora_cfg, bool conv1d) {
     M merged(plain_cfg), folded(lora_cfg);
     merged.init_random(7);  // same base values (the seed's streams are per tensor)
     folded.init_random(7);
-    for (ParamId i = 0; i < lora.param_specs().size(); ++i) folded.trained().write_f32(i, lora.trained().read_f32(i).data());
+    for (ParamId i = 0; i < lora.param_specs().size(); ++i)
+        folded.trained().write_f32(i, lora.trained().read_f32(i).data());
     folded.merge_adapters();
     ASSERT_EQ(folded.lora(), nullptr);
-    for (ParamId i = 0; i < merged.base().specs().size(); ++i) merged.base().write_f32(i, folded.base().read_f32(i).data());
+    for (ParamId i = 0; i < merged.base().specs().size(); ++i)
+        merged.base().write_f32(i, folded.base().read_f32(i).data());
 
     const auto x = ids(B * T, 50, 1), y = ids(B * T, 50, 2);
     lora.zero_grad();
@@ -152,7 +154,8 @@ TEST(LoraModel, Gpt2AllLinearMatchesTheMergedModel) {
 
 TEST(LoraModel, Gpt2RegexTargetsSelectByFullName) {
     Gpt2 m(gpt2_cfg(spec({R"(transformer\.h\.1\.(attn\.c_attn|mlp\.c_fc))"})));
-    EXPECT_EQ(m.lora()->modules(), (std::vector<std::string>{"transformer.h.1.attn.c_attn", "transformer.h.1.mlp.c_fc"}));
+    EXPECT_EQ(m.lora()->modules(),
+              (std::vector<std::string>{"transformer.h.1.attn.c_attn", "transformer.h.1.mlp.c_fc"}));
     check_identity<Gpt2>(gpt2_cfg(spec({R"(transformer\.h\.1\.(attn\.c_attn|mlp\.c_fc))"})), true);
 }
 

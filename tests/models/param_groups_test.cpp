@@ -47,7 +47,8 @@ public:
                 std::memcpy(b.w.data() + static_cast<size_t>(r) * g.chunk, s_[r]->masters() + g.local, g.chunk * 4);
         }
         if (grads && b.g.empty()) b.g.assign(2 * g.chunk, 0.f);
-        for (ParamStore* s : s_) s->bind_group(static_cast<size_t>(unit), b.w.data(), b.g.empty() ? nullptr : b.g.data());
+        for (ParamStore* s : s_)
+            s->bind_group(static_cast<size_t>(unit), b.w.data(), b.g.empty() ? nullptr : b.g.data());
         ++acquired;
     }
     void release(int unit) override {
@@ -99,7 +100,8 @@ std::vector<float> local_chunks(const ParamStore& s, const float* local) {
 }
 std::vector<float> whole_chunks(const ParamStore& s, const float* whole) {
     std::vector<float> out;
-    for (size_t g = 0; g < s.groups().size(); ++g) out.insert(out.end(), whole + s.chunk_first(g), whole + s.chunk_last(g));
+    for (size_t g = 0; g < s.groups().size(); ++g)
+        out.insert(out.end(), whole + s.chunk_first(g), whole + s.chunk_last(g));
     return out;
 }
 

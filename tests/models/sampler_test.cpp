@@ -22,7 +22,8 @@ using llmt::models::SamplerOptions;
 std::vector<float> random_logits(int n, uint64_t seed, double scale = 2.0) {
     llmt::CounterRng rng(seed, 1);
     std::vector<float> v(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(scale * rng.normal(static_cast<uint64_t>(i)));
+    for (int i = 0; i < n; ++i)
+        v[static_cast<size_t>(i)] = static_cast<float>(scale * rng.normal(static_cast<uint64_t>(i)));
     return v;
 }
 
@@ -107,7 +108,8 @@ TEST(Sampler, TopKRestrictsToTheKLargest) {
     auto lg = random_logits(V, 9, 0.1);  // nearly flat: without the cut every id would appear
     std::vector<int> order(V);
     for (int i = 0; i < V; ++i) order[static_cast<size_t>(i)] = i;
-    std::sort(order.begin(), order.end(), [&](int a, int b) { return lg[static_cast<size_t>(a)] > lg[static_cast<size_t>(b)]; });
+    std::sort(order.begin(), order.end(),
+              [&](int a, int b) { return lg[static_cast<size_t>(a)] > lg[static_cast<size_t>(b)]; });
     std::set<int32_t> allowed(order.begin(), order.begin() + k), seen;
     Sampler s({2.0f, k, 4}, V);
     for (int i = 0; i < 2000; ++i) seen.insert(s.sample(lg.data()));

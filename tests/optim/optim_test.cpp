@@ -119,8 +119,8 @@ TEST(AdamW, SliceMastersAndComputeCopy) {
     for (int t = 0; t < 3; ++t) {
         std::vector<float> g = randn(kArena, 80 + t);
         whole.step(p1.data(), g.data(), 3e-3f, 0.5f, Tensor(lp1.data(), {static_cast<int64_t>(kArena)}, DType::kBF16));
-        part.step(shard.data(), g.data(), 3e-3f, 0.5f, Tensor(lp2.data(), {static_cast<int64_t>(kArena)}, DType::kBF16),
-                  Optimizer::ParamsAt::kSlice);
+        part.step(shard.data(), g.data(), 3e-3f, 0.5f,
+                  Tensor(lp2.data(), {static_cast<int64_t>(kArena)}, DType::kBF16), Optimizer::ParamsAt::kSlice);
     }
     EXPECT_EQ(std::memcmp(shard.data(), p1.data() + 7, shard.size() * sizeof(float)), 0);
     for (std::size_t i = 0; i < kArena; ++i) {

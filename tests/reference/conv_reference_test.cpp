@@ -164,7 +164,8 @@ TEST_F(ConvReference, Conv2d) {
         const std::string n = fmt::format("conv{}_", i);
         SCOPED_TRACE(n);
         const int K = c.kh * c.kw * c.C, OH = c.OH(), OW = c.OW();
-        std::vector<float> out(static_cast<size_t>(c.B) * OH * OW * c.OC), cols(static_cast<size_t>(c.B) * OH * OW * K);
+        std::vector<float> out(static_cast<size_t>(c.B) * OH * OW * c.OC),
+            cols(static_cast<size_t>(c.B) * OH * OW * K);
         std::vector<float> dx(r.in(n + "x").size()), dw(r.in(n + "w").size(), 0.0f), db(c.OC, 0.0f);
         const Tensor x = t4(r.in(n + "x"), c.B, c.H, c.W, c.C), w = t4(r.in(n + "w"), c.OC, c.kh, c.kw, c.C);
         const Tensor tcols(cols.data(), {int64_t{c.B} * OH * OW, K});
@@ -202,7 +203,8 @@ TEST_F(ConvReference, MaxPool2d) {
 TEST_F(ConvReference, Relu) {
     std::vector<float> out(kReluN), dx(kReluN);
     relu_forward(Tensor(out.data(), {kReluN}), Tensor(r.in("relu_x").data(), {kReluN}));
-    relu_backward(Tensor(dx.data(), {kReluN}), Tensor(r.in("relu_dout").data(), {kReluN}), Tensor(out.data(), {kReluN}));
+    relu_backward(Tensor(dx.data(), {kReluN}), Tensor(r.in("relu_dout").data(), {kReluN}),
+                  Tensor(out.data(), {kReluN}));
     EXPECT_EQ(std::vector<double>(out.begin(), out.end()), r.out("relu_out"));
     EXPECT_EQ(std::vector<double>(dx.begin(), dx.end()), r.out("relu_dx"));
 }

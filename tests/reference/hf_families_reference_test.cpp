@@ -112,7 +112,9 @@ TEST_P(HfFamilies, GreedyContinuationMatchesTransformers) {
     const std::vector<int32_t> want = g["continuation"].get<std::vector<int32_t>>();
     auto dec = as_language_model(*l.model).decoder(static_cast<int>(prompt.size() + want.size()));
     const int V = l.model->dims().vocab_size;
-    auto argmax = [&](const float* logits) { return static_cast<int32_t>(std::max_element(logits, logits + V) - logits); };
+    auto argmax = [&](const float* logits) {
+        return static_cast<int32_t>(std::max_element(logits, logits + V) - logits);
+    };
     std::vector<int32_t> got;
     const float* logits = dec->prefill(prompt);
     for (std::size_t i = 0; i < want.size(); ++i) {

@@ -40,7 +40,8 @@ void compare_with_pytorch(const Case& c) {
         std::to_string(c.T), std::to_string(c.B), std::to_string(c.V), c.tied ? "1" : "0", c.scaling, "20261127"};
     std::vector<std::string> args = argv;
     if (c.r > 0)
-        args.insert(args.end(), {std::to_string(c.r), fmt::format("{}", c.alpha), c.ref_targets, c.rslora ? "1" : "0"});
+        args.insert(args.end(),
+                    {std::to_string(c.r), fmt::format("{}", c.alpha), c.ref_targets, c.rslora ? "1" : "0"});
     auto r = testing::run_process(args, "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.err;
 
@@ -101,7 +102,20 @@ TEST(LlamaReference, TiedMultiQueryMatchesPyTorch) {
 // LoRA against PEFT's definition: the gradients of A and B of q_proj and v_proj (two parts of our fused
 // q|k|v, k left out) and down_proj, alpha / r scaling; the base frozen (no gradient arena at all).
 TEST(LlamaReference, LoraOnQVDownMatchesPyTorch) {
-    compare_with_pytorch({2, 64, 4, 2, 96, 32, 3, 300, false, "llama3", 4, 8.0, false, {"q_proj", "v_proj", "down_proj"},
+    compare_with_pytorch({2,
+                          64,
+                          4,
+                          2,
+                          96,
+                          32,
+                          3,
+                          300,
+                          false,
+                          "llama3",
+                          4,
+                          8.0,
+                          false,
+                          {"q_proj", "v_proj", "down_proj"},
                           "q_proj,v_proj,down_proj"});
 }
 

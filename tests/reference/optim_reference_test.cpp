@@ -59,8 +59,8 @@ const SafetensorsFile& ref() {
 
 double meta(const std::string& key) { return std::stod(ref().metadata().at(key)); }
 
-// The parameter layout of the arena: params back to back, with a 5-element gap after the second (padding the optimizer must
-// leave alone).
+// The parameter layout of the arena: params back to back, with a 5-element gap after the second (padding the optimizer
+// must leave alone).
 struct ParamLayout {
     std::vector<ParamSlot> slots;
     std::size_t numel = 0;
@@ -137,7 +137,8 @@ void run_and_compare(const std::vector<ArenaSlice>& slices) {
         auto refs = o.state_tensors();
         for (std::size_t i = 0; i + 1 < refs.size(); i += 2) {
             std::string name = refs[i].name.substr(0, refs[i].name.size() - std::string(".exp_avg").size());
-            auto it = std::find_if(ar.slots.begin(), ar.slots.end(), [&](const ParamSlot& s) { return s.name == name; });
+            auto it =
+                std::find_if(ar.slots.begin(), ar.slots.end(), [&](const ParamSlot& s) { return s.name == name; });
             ASSERT_NE(it, ar.slots.end()) << refs[i].name;
             std::size_t start = std::max(it->offset, o.begin());
             std::size_t n = numel(refs[i].shape);
@@ -147,8 +148,10 @@ void run_and_compare(const std::vector<ArenaSlice>& slices) {
     }
     std::vector<float> want_m = ar.load("m."), want_v = ar.load("v.");
     for (const auto& s : ar.slots) {
-        EXPECT_LT(rel_err(m.data() + s.offset, want_m.data() + s.offset, numel(s.shape)), kTol) << "exp_avg " << s.name;
-        EXPECT_LT(rel_err(v.data() + s.offset, want_v.data() + s.offset, numel(s.shape)), kTol) << "exp_avg_sq " << s.name;
+        EXPECT_LT(rel_err(m.data() + s.offset, want_m.data() + s.offset, numel(s.shape)), kTol)
+            << "exp_avg " << s.name;
+        EXPECT_LT(rel_err(v.data() + s.offset, want_v.data() + s.offset, numel(s.shape)), kTol)
+            << "exp_avg_sq " << s.name;
     }
 }
 

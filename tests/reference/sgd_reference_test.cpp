@@ -134,8 +134,10 @@ void run_case(const std::string& c, const std::vector<ArenaSlice>& slices) {
     for (const auto& o : opts) {
         const auto refs = o.state_tensors();
         for (std::size_t i = 0; i + 1 < refs.size(); ++i) {
-            const std::string name = refs[i].name.substr(0, refs[i].name.size() - std::string(".momentum_buffer").size());
-            auto it = std::find_if(ar.slots.begin(), ar.slots.end(), [&](const ParamSlot& s) { return s.name == name; });
+            const std::string name =
+                refs[i].name.substr(0, refs[i].name.size() - std::string(".momentum_buffer").size());
+            auto it =
+                std::find_if(ar.slots.begin(), ar.slots.end(), [&](const ParamSlot& s) { return s.name == name; });
             ASSERT_NE(it, ar.slots.end()) << refs[i].name;
             std::copy_n(static_cast<const float*>(refs[i].data), numel(refs[i].shape),
                         buf.data() + std::max(it->offset, o.begin()));

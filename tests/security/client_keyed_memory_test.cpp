@@ -32,7 +32,8 @@ protected:
         // No job runs (a label whose quota runs none): the test writes the jobs' metrics itself.
         std::ofstream(root_ / "quotas.json") << R"({"team=held": {"max_running": 0}})";
         server_ = std::make_unique<ServeProcess>(
-            root_ / "srv", std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--quotas-file", (root_ / "quotas.json").string()});
+            root_ / "srv", std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--quotas-file",
+                                                    (root_ / "quotas.json").string()});
     }
     static void TearDownTestSuite() {
         if (server_) {
@@ -44,7 +45,8 @@ protected:
     }
     static int64_t held_job() {
         Api bob(server_->port(), kSubmitterToken);
-        auto r = bob.post("/v1/jobs", nlohmann::json{{"name", "held"}, {"config", "gpt2_tiny_cpu"}, {"labels", {{"team", "held"}}}});
+        auto r = bob.post(
+            "/v1/jobs", nlohmann::json{{"name", "held"}, {"config", "gpt2_tiny_cpu"}, {"labels", {{"team", "held"}}}});
         EXPECT_EQ(r.status, 201) << r.text;
         return r.body.value("id", int64_t{-1});
     }
@@ -65,7 +67,8 @@ TEST_F(ClientKeyedMemoryTest, ListLimitsDoNotGrowPreparedStatements) {
     ASSERT_EQ(victor.get("/v1/jobs?limit=7").status, 200);  // warm: the readers' first statements
     const int64_t before = vm_hwm_kb(server_->pid());
     for (int limit = 1; limit <= 500; ++limit)
-        for (const char* shape : {"", "&order=desc", "&state=queued", "&order=desc&before=1000000", "&label=team%3Dheld"}) {
+        for (const char* shape :
+             {"", "&order=desc", "&state=queued", "&order=desc&before=1000000", "&label=team%3Dheld"}) {
             auto r = victor.get("/v1/jobs?limit=" + std::to_string(limit) + shape);
             ASSERT_EQ(r.status, 200) << r.text.substr(0, 300);
             ASSERT_EQ(r.body["jobs"].size(), 1u);
@@ -147,8 +150,11 @@ TEST_F(ClientKeyedMemoryTest, QueuedJobsWithLargeConfigsAreNotHeldByTheScheduler
     constexpr int kJobs = 100;
     Api bob(server_->port(), kSubmitterToken, 120);
     auto body = [](int i) {
-        return nlohmann::json{{"name", "big"}, {"config", "gpt2_tiny_cpu"}, {"labels", {{"team", "held"}}},
-                              {"overrides", {{"tracking.mlflow.run_name", std::string(900000, 'r') + std::to_string(i)}}}};
+        return nlohmann::json{
+            {"name", "big"},
+            {"config", "gpt2_tiny_cpu"},
+            {"labels", {{"team", "held"}}},
+            {"overrides", {{"tracking.mlflow.run_name", std::string(900000, 'r') + std::to_string(i)}}}};
     };
     ASSERT_EQ(bob.post("/v1/jobs", body(-1)).status, 201);  // warm: the submit path's buffers
     std::this_thread::sleep_for(std::chrono::seconds(1));

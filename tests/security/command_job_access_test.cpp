@@ -59,7 +59,8 @@ TEST_F(CommandJobAccessTest, TheProgramSeesNoSecretNoTokenAndRunsInItsOwnDirecto
         EXPECT_EQ(env.text.find(token), std::string::npos) << "a token reached the job's environment";
     EXPECT_NE(env.text.find("HOME=" + job_dir.string() + "\n"), std::string::npos) << env.text;
     EXPECT_NE(env.text.find("LLMTRAIN_OUTPUT_DIR=" + run_dir.string() + "\n"), std::string::npos) << env.text;
-    EXPECT_NE(env.text.find("LLMTRAIN_METRICS_FILE=" + (run_dir / "metrics.jsonl").string() + "\n"), std::string::npos);
+    EXPECT_NE(env.text.find("LLMTRAIN_METRICS_FILE=" + (run_dir / "metrics.jsonl").string() + "\n"),
+              std::string::npos);
     EXPECT_NE(env.text.find("TORCHELASTIC_RUN_ID="), std::string::npos) << "run by llmtrain launch: " << env.text;
     auto pwd = rita.get("/v1/jobs/" + id + "/artifacts/pwd.txt");
     EXPECT_EQ(pwd.text, job_dir.string() + "\n");

@@ -16,9 +16,10 @@ protected:
     static void SetUpTestSuite() {
         root_ = fs::temp_directory_path() / ("llmt_sec_endpoint_" + std::to_string(::getpid()));
         fs::remove_all(root_);
-        server_ = new ServeProcess(root_ / "srv", {"--capacity", "cpus=1,gpus=0", "--allow-endpoint",
-                                                   "http://127.0.0.1:9/mlflow", "--allow-endpoint",
-                                                   "https://mlflow.example", "--allow-endpoint", "s3://team-bucket/runs"});
+        server_ =
+            new ServeProcess(root_ / "srv", {"--capacity", "cpus=1,gpus=0", "--allow-endpoint",
+                                             "http://127.0.0.1:9/mlflow", "--allow-endpoint", "https://mlflow.example",
+                                             "--allow-endpoint", "s3://team-bucket/runs"});
     }
     static void TearDownTestSuite() {
         if (server_) {
@@ -91,7 +92,8 @@ TEST_F(EndpointTest, OnlyTheAllowedBucketPrefixesForOutputSync) {
     auto d = bob.get("/v1/jobs/" + id);
     ASSERT_EQ(d.status, 200) << d.text;
     EXPECT_EQ(d.body["storage"]["sync_uri"], "s3://team-bucket/runs/alice/job-" + id) << d.text;
-    EXPECT_EQ(d.body["storage"]["checkpoints_uri"], "s3://team-bucket/runs/alice/job-" + id + "/checkpoints/") << d.text;
+    EXPECT_EQ(d.body["storage"]["checkpoints_uri"], "s3://team-bucket/runs/alice/job-" + id + "/checkpoints/")
+        << d.text;
     EXPECT_FALSE(d.body["storage"].contains("dataset_uri")) << d.text;
     cancel_jobs(admin, {"queued", "running"});
 }
@@ -121,8 +123,8 @@ TEST_F(EndpointTest, AnAllowedS3InitFromIsAcceptedAtSubmit) {
 TEST(EndpointFlag, ABadAllowEndpointStopsTheServerAtStart) {
     const fs::path dir = fs::temp_directory_path() / ("llmt_sec_endpoint_flag_" + std::to_string(::getpid()));
     for (const std::string bad : {"ftp://mlflow.example", "mlflow.example", "https:///path", "s3://", "s3:///runs"}) {
-        auto r = run_process({llmtrain_bin(), "serve", "--listen", "127.0.0.1:0", "--data-dir", (dir / "data").string(),
-                              "--allow-endpoint", bad},
+        auto r = run_process({llmtrain_bin(), "serve", "--listen", "127.0.0.1:0", "--data-dir",
+                              (dir / "data").string(), "--allow-endpoint", bad},
                              "", 60);
         EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.err;
         EXPECT_NE(r.err.find("--allow-endpoint"), std::string::npos) << r.err;

@@ -84,11 +84,13 @@ TEST_F(FileAccessTest, ASubmitterCannotMakeAJobReadOrWriteOutsideTheRoots) {
     const std::string canary = (root_ / "outside/canary").string();
 
     // The finding as written: tokenize the server's own files into the job's artifacts.
-    expect_path_refused(bob.post("/v1/jobs", text_job("steal", {{"paths", {tokens().string(), canary}},
-                                                                 {"cache_dir", (data_dir() / "jobs/1/runs/job-1/cache").string()}})),
-                        "data.paths[0]");
-    expect_path_refused(bob.post("/v1/jobs", text_job("steal", {{"paths", {(root_ / "allowed/corpus.txt").string(), canary}}})),
-                        "data.paths[1]");
+    expect_path_refused(
+        bob.post("/v1/jobs", text_job("steal", {{"paths", {tokens().string(), canary}},
+                                                {"cache_dir", (data_dir() / "jobs/1/runs/job-1/cache").string()}})),
+        "data.paths[0]");
+    expect_path_refused(
+        bob.post("/v1/jobs", text_job("steal", {{"paths", {(root_ / "allowed/corpus.txt").string(), canary}}})),
+        "data.paths[1]");
     // The tokenizer that printed the first line of the tokens file.
     expect_path_refused(bob.post("/v1/jobs", text_job("steal", {{"paths", {(root_ / "allowed/corpus.txt").string()}},
                                                                  {"tokenizer", tokens().string()}})),
@@ -101,19 +103,22 @@ TEST_F(FileAccessTest, ASubmitterCannotMakeAJobReadOrWriteOutsideTheRoots) {
     expect_path_refused(bob.post("/v1/jobs", preset), "data.train_shards");
     preset["overrides"] = {{"model.init_from", canary}};
     expect_path_refused(bob.post("/v1/jobs", preset), "model.init_from");
-    expect_path_refused(bob.post("/v1/jobs", text_job("steal", {{"paths", {(root_ / "allowed/link_to_canary").string()}}})),
-                        "data.paths[0]");
-    expect_path_refused(bob.post("/v1/jobs", text_job("steal", {{"paths", {(root_ / "allowed/../outside/canary").string()}}})),
-                        "data.paths[0]");
+    expect_path_refused(
+        bob.post("/v1/jobs", text_job("steal", {{"paths", {(root_ / "allowed/link_to_canary").string()}}})),
+        "data.paths[0]");
+    expect_path_refused(
+        bob.post("/v1/jobs", text_job("steal", {{"paths", {(root_ / "allowed/../outside/canary").string()}}})),
+        "data.paths[0]");
     expect_path_refused(viewer.post("/v1/estimate", text_job("steal", {{"paths", {canary}}})), "data.paths[0]");
     // The server's data dir is never readable, even when an operator's root contains it.
     expect_path_refused(bob.post("/v1/jobs", text_job("steal", {{"paths", {(data_dir() / "jobs").string()}}})),
                         "data.paths[0]");
     // Writes: only relative paths, placed in the job's own directory.
     for (const std::string& dir : {(root_ / "outside/made_by_job").string(), std::string("../../outside/made_by_job")})
-        expect_path_refused(bob.post("/v1/jobs", text_job("write", {{"paths", {(root_ / "allowed/corpus.txt").string()}},
-                                                                    {"cache_dir", dir}})),
-                            "data.cache_dir");
+        expect_path_refused(
+            bob.post("/v1/jobs",
+                     text_job("write", {{"paths", {(root_ / "allowed/corpus.txt").string()}}, {"cache_dir", dir}})),
+            "data.cache_dir");
     EXPECT_FALSE(fs::exists(root_ / "outside/made_by_job"));
     EXPECT_TRUE(fs::is_empty(data_dir() / "jobs")) << "a refused submit created a job directory";
 

@@ -49,7 +49,8 @@ protected:
         root_ = fs::temp_directory_path() / ("llmt_security_http_" + std::to_string(::getpid()));
         fs::remove_all(root_);
         server_ = std::make_unique<ServeProcess>(
-            root_, std::vector<std::string>{"--capacity", "cpus=0,gpus=0", "--head-timeout-s", "2", "--max-connections", "40"});
+            root_, std::vector<std::string>{"--capacity", "cpus=0,gpus=0", "--head-timeout-s", "2",
+                                            "--max-connections", "40"});
     }
     static void TearDownTestSuite() {
         server_.reset();
@@ -117,8 +118,9 @@ TEST_F(HttpSecurityTest, ChunkedBodyPastTheLimitIsRefused) {
     const std::string json = R"({"name": 1})";
     char size[16];
     std::snprintf(size, sizeof size, "%zx", json.size());
-    ok.send(std::string("POST /v1/estimate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nAuthorization: Bearer ") +
-            kSubmitterToken + "\r\n\r\n" + size + "\r\n" + json + "\r\n0\r\n\r\n");
+    ok.send(
+        std::string("POST /v1/estimate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nAuthorization: Bearer ") +
+        kSubmitterToken + "\r\n\r\n" + size + "\r\n" + json + "\r\n0\r\n\r\n");
     std::string r = ok.read_response();
     EXPECT_EQ(status_of(r), 400) << r;  // it reached the handler: the field is wrong, not the framing
     EXPECT_NE(body_of(r).find("invalid_field"), std::string::npos) << r;
@@ -164,8 +166,8 @@ TEST_F(HttpSecurityTest, SlowHeadersHoldNoWorkerAndLockNobodyOut) {
 
 TEST_F(HttpSecurityTest, LowerCaseBearerSchemeIsAccepted) {
     RawConn c(port());
-    c.send(std::string("GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: bearer ") + kViewerToken +
-           "\r\n\r\n");
+    c.send(std::string("GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: bearer ") +
+           kViewerToken + "\r\n\r\n");
     std::string r = c.read_response();
     EXPECT_EQ(status_of(r), 200) << r;
 }

@@ -69,7 +69,8 @@ protected:
         fs::remove_all(g_root);
         fs::create_directories(g_root / "shards");
         std::vector<std::uint32_t> train(4096), val(512);
-        for (std::size_t i = 0; i < train.size(); ++i) train[i] = static_cast<std::uint32_t>((i * 7 + i / 13) % kVocab);
+        for (std::size_t i = 0; i < train.size(); ++i)
+            train[i] = static_cast<std::uint32_t>((i * 7 + i / 13) % kVocab);
         for (std::size_t i = 0; i < val.size(); ++i) val[i] = static_cast<std::uint32_t>((i * 5 + i / 11) % kVocab);
         llmt::data::write_shard_file(g_root / "shards/train_000000.bin", train, kVocab);
         llmt::data::write_shard_file(g_root / "shards/val_000000.bin", val, kVocab);
@@ -155,7 +156,8 @@ TEST_F(IntegrityTest, NanWeightsAreRefused) {
         const float nan = std::nanf("");
         for (std::size_t i = 5 * sizeof(float); i < b.size(); i += sizeof(float)) std::memcpy(&b[i], &nan, sizeof nan);
     });
-    const std::string needle = "tensor 'transformer.h.0.attn.c_proj.weight' (F32 [16, 16]) holds a non-finite value (nan) at flat index 5";
+    const std::string needle =
+        "tensor 'transformer.h.0.attn.c_proj.weight' (F32 [16, 16]) holds a non-finite value (nan) at flat index 5";
     expect_refused(eval(), needle, "eval");
     expect_refused(resume(), needle, "train --resume");
     // The same file as model.init_from (a file from elsewhere: checked for NaN/inf too).
@@ -204,8 +206,8 @@ TEST_F(IntegrityTest, FifoIsRefusedPromptly) {
     const fs::path fifo = dir_ / "fifo.yaml";
     ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
     const auto t0 = std::chrono::steady_clock::now();
-    expect_refused(llmtrain({"validate", "--config", fifo.string()}), "is a FIFO (named pipe), expected a regular file",
-                   "FIFO as config");
+    expect_refused(llmtrain({"validate", "--config", fifo.string()}),
+                   "is a FIFO (named pipe), expected a regular file", "FIFO as config");
     expect_refused(llmtrain({"train", "--config", fifo.string()}), "is a FIFO", "FIFO as train config");
     // A FIFO as the training shard.
     const fs::path shard = dir_ / "train_fifo.bin";

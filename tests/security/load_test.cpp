@@ -54,9 +54,10 @@ protected:
         // scheduler has a full queue to consider on every pass.
         std::ofstream(root_ / "quotas.json") << R"({"team=held": {"max_running": 0}})";
         server_ = std::make_unique<ServeProcess>(
-            root_ / "srv", std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--quotas-file", (root_ / "quotas.json").string(),
-                                                    "--web-dir", (root_ / "web").string(),
-                                                    "--response-timeout-s", std::to_string(kResponseTimeoutS)});
+            root_ / "srv",
+            std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--quotas-file", (root_ / "quotas.json").string(),
+                                     "--web-dir", (root_ / "web").string(), "--response-timeout-s",
+                                     std::to_string(kResponseTimeoutS)});
     }
     static void TearDownTestSuite() {
         server_.reset();
@@ -146,8 +147,10 @@ TEST_F(LoadTest, DistinctLargeOverridesGrowMemoryBoundedly) {
 
 TEST_F(LoadTest, CancelWithoutBodyOrLengthIsAnswered) {
     Api bob(port(), kSubmitterToken);
-    auto r = bob.post("/v1/jobs", nlohmann::json{{"name", "c"}, {"config", "gpt2_tiny_cpu"},
-                                                 {"overrides", {{"trainer.max_steps", 30}}}, {"labels", {{"team", "held"}}}});
+    auto r = bob.post("/v1/jobs", nlohmann::json{{"name", "c"},
+                                                 {"config", "gpt2_tiny_cpu"},
+                                                 {"overrides", {{"trainer.max_steps", 30}}},
+                                                 {"labels", {{"team", "held"}}}});
     ASSERT_EQ(r.status, 201) << r.text;
     const std::string cancel = "POST /v1/jobs/" + r.body["id"].dump() +
                                "/cancel HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer " +
@@ -167,8 +170,10 @@ TEST_F(LoadTest, CancelWithoutBodyOrLengthIsAnswered) {
 // descheduling of the server on a loaded machine does not decide it. The first poll builds the index.
 TEST_F(LoadTest, MetricsPollsReadOnlyNewLines) {
     Api bob(port(), kSubmitterToken);
-    auto r = bob.post("/v1/jobs", nlohmann::json{{"name", "m"}, {"config", "gpt2_tiny_cpu"},
-                                                 {"overrides", {{"trainer.max_steps", 30}}}, {"labels", {{"team", "held"}}}});
+    auto r = bob.post("/v1/jobs", nlohmann::json{{"name", "m"},
+                                                 {"config", "gpt2_tiny_cpu"},
+                                                 {"overrides", {{"trainer.max_steps", 30}}},
+                                                 {"labels", {{"team", "held"}}}});
     ASSERT_EQ(r.status, 201) << r.text;
     const std::string id = r.body["id"].dump();
     const fs::path run = root_ / "srv/data/jobs" / id / "runs" / ("job-" + id);
@@ -179,7 +184,8 @@ TEST_F(LoadTest, MetricsPollsReadOnlyNewLines) {
         const std::string pad(120, 'p');
         for (size_t bytes = 0; bytes < (40u << 20); ++step) {
             const std::string line = "{\"step\": " + std::to_string(step) +
-                                     ", \"loss\": 2.5, \"lr\": 0.0003, \"tokens_per_s\": 12345.6, \"note\": \"" + pad + "\"}\n";
+                                     ", \"loss\": 2.5, \"lr\": 0.0003, \"tokens_per_s\": 12345.6, \"note\": \"" + pad +
+                                     "\"}\n";
             m << line;
             bytes += line.size();
         }
@@ -200,7 +206,8 @@ TEST_F(LoadTest, MetricsPollsReadOnlyNewLines) {
     // Lines appended since are what the next poll returns; a line still being written is not.
     {
         std::ofstream m(run / "metrics.jsonl", std::ios::binary | std::ios::app);
-        m << "{\"step\": " << step << ", \"loss\": 2.0}\n{\"step\": " << step + 1 << ", \"loss\": 1.9}\n{\"step\": " << step + 2;
+        m << "{\"step\": " << step << ", \"loss\": 2.0}\n{\"step\": " << step + 1
+          << ", \"loss\": 1.9}\n{\"step\": " << step + 2;
     }
     auto next = bob.get("/v1/jobs/" + id + "/metrics?since_step=" + std::to_string(step - 1));
     ASSERT_EQ(next.body["points"].size(), 2u) << next.text;
@@ -220,7 +227,10 @@ TEST_F(LoadTest, MetricsPollsReadOnlyNewLines) {
 // The flood of the finding (one submitter, tens of thousands of jobs) meets the default queue quota:
 // 1,000 waiting jobs per submitter, then 429 with Retry-After and the quota named; others still submit.
 TEST_F(LoadTest, OneSubmitterFloodMeetsTheDefaultQueueQuota) {
-    const nlohmann::json body = {{"name", "flood"}, {"config", "gpt2_tiny_cpu"}, {"overrides", {{"trainer.max_steps", 30}}}, {"labels", {{"team", "held"}}}};
+    const nlohmann::json body = {{"name", "flood"},
+                                 {"config", "gpt2_tiny_cpu"},
+                                 {"overrides", {{"trainer.max_steps", 30}}},
+                                 {"labels", {{"team", "held"}}}};
     std::atomic<int> created{0}, refused{0};
     std::vector<std::thread> floods;
     for (int t = 0; t < 4; ++t)
@@ -237,8 +247,10 @@ TEST_F(LoadTest, OneSubmitterFloodMeetsTheDefaultQueueQuota) {
     EXPECT_EQ(refused.load(), 40);
     RawConn c(port());
     const std::string json = body.dump();
-    c.send("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nAuthorization: "
-           "Bearer " + std::string(kOtherSubmitterToken) + "\r\nContent-Length: " + std::to_string(json.size()) + "\r\n\r\n" + json);
+    c.send(
+        "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nAuthorization: "
+        "Bearer " +
+        std::string(kOtherSubmitterToken) + "\r\nContent-Length: " + std::to_string(json.size()) + "\r\n\r\n" + json);
     const std::string raw = c.read_response();
     EXPECT_EQ(status_of(raw), 429) << raw;
     EXPECT_NE(raw.find("Retry-After: 60\r\n"), std::string::npos) << raw;
@@ -301,8 +313,12 @@ TEST(LoadLimitsTest, SubmitterQuotasFromTheQuotasFile) {
     fs::create_directories(root);
     std::ofstream(root / "quotas.json") << R"({"team=small": {"budget_usd": 5}, "submitter:carol": {"max_queued": 2},
                                               "submitter:*": {"max_queued": 3, "max_running": 1}})";
-    ServeProcess server(root / "srv", {"--capacity", "cpus=0,gpus=0", "--quotas-file", (root / "quotas.json").string()});
-    const nlohmann::json body = {{"name", "q"}, {"config", "gpt2_tiny_cpu"}, {"overrides", {{"trainer.max_steps", 30}}}, {"labels", {{"team", "held"}}}};
+    ServeProcess server(root / "srv",
+                        {"--capacity", "cpus=0,gpus=0", "--quotas-file", (root / "quotas.json").string()});
+    const nlohmann::json body = {{"name", "q"},
+                                 {"config", "gpt2_tiny_cpu"},
+                                 {"overrides", {{"trainer.max_steps", 30}}},
+                                 {"labels", {{"team", "held"}}}};
     Api carol(server.port(), kOtherSubmitterToken), bob(server.port(), kSubmitterToken);
     for (int i = 0; i < 2; ++i) EXPECT_EQ(carol.post("/v1/jobs", body).status, 201);
     auto r = carol.post("/v1/jobs", body);

@@ -119,9 +119,10 @@ TEST_F(ParseSecurityTest, DuplicateKeysAreFourHundredNamingTheKey) {
     expect_error(bounded_post(port(), kSubmitterToken, "/v1/jobs",
                               R"({"name": "a", "config": "gpt2_tiny_cpu", "name": "b"})"),
                  400, "name", "duplicate key");
-    expect_error(bounded_post(port(), kSubmitterToken, "/v1/jobs",
-                              R"({"name": "a", "config": "gpt2_tiny_cpu", "overrides": {"trainer.lr": 1, "trainer.lr": 2}})"),
-                 400, "overrides.trainer.lr", "duplicate key");
+    expect_error(
+        bounded_post(port(), kSubmitterToken, "/v1/jobs",
+                     R"({"name": "a", "config": "gpt2_tiny_cpu", "overrides": {"trainer.lr": 1, "trainer.lr": 2}})"),
+        400, "overrides.trainer.lr", "duplicate key");
     EXPECT_EQ(job_count(), 0);
 }
 
@@ -143,7 +144,8 @@ TEST_F(ParseSecurityTest, AliasBombSubmitIsRefusedQuicklyWhileHealthzAnswers) {
     EXPECT_EQ(healthz(port()), 200);
     // The same bomb in an override value.
     const std::string value = yaml_alias_bomb_flow();
-    const nlohmann::json over = {{"name", "bomb2"}, {"config", "gpt2_tiny_cpu"}, {"overrides", {{"data.paths", value}}}};
+    const nlohmann::json over = {
+        {"name", "bomb2"}, {"config", "gpt2_tiny_cpu"}, {"overrides", {{"data.paths", value}}}};
     const auto t1 = std::chrono::steady_clock::now();
     const Http o = bounded_post(port(), kSubmitterToken, "/v1/jobs", over.dump());
     EXPECT_LT(seconds_since(t1), 5.0);

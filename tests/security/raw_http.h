@@ -52,10 +52,12 @@ public:
     // Reads one response (head + Content-Length body) or until close, for at most `timeout_s`.
     // Returns the raw bytes ("" when nothing came). A "100 Continue" interim answer is kept in front.
     std::string read_response(double timeout_s = kProbeTimeoutS) {
-        auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+        auto until =
+            Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
         for (;;) {
             if (complete()) break;
-            int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
+            int left =
+                static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
             if (left <= 0) break;
             pollfd p{fd_, POLLIN, 0};
             if (::poll(&p, 1, left) <= 0) break;
@@ -68,7 +70,8 @@ public:
     }
     // True when the server closed the connection within `timeout_s` (after what it sent).
     bool closed_within(double timeout_s) {
-        auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+        auto until =
+            Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
         while (Clock::now() < until) {
             pollfd p{fd_, POLLIN, 0};
             if (::poll(&p, 1, 100) <= 0) continue;

@@ -67,7 +67,9 @@ double soak_seconds() {
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-bool expected(int status, std::initializer_list<int> ok) { return std::find(ok.begin(), ok.end(), status) != ok.end(); }
+bool expected(int status, std::initializer_list<int> ok) {
+    return std::find(ok.begin(), ok.end(), status) != ok.end();
+}
 
 // Sleeps `s` seconds unless `stop` is set meanwhile (checked every 100 ms).
 void nap(const std::atomic<bool>& stop, double s) {
@@ -125,8 +127,9 @@ protected:
         std::ofstream(root_ / "web/big.js") << std::string(145000, 'x');  // the dashboard asset's size
         const std::string t = std::to_string(kResponseTimeoutS);
         server_ = std::make_unique<ServeProcess>(
-            root_ / "srv", std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--web-dir", (root_ / "web").string(),
-                                                    "--response-timeout-s", t, "--head-timeout-s", t, "--body-timeout-s", t});
+            root_ / "srv",
+            std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--web-dir", (root_ / "web").string(),
+                                     "--response-timeout-s", t, "--head-timeout-s", t, "--body-timeout-s", t});
         config_ = soak_job_config(root_ / "shards", kJobSteps);
     }
     void TearDown() override {
@@ -182,7 +185,8 @@ protected:
             if (n % 5 == 0) {
                 httplib::Headers h = {{"Authorization", std::string("Bearer ") + kSubmitterToken},
                                       {"Idempotency-Key", "soak-" + std::to_string(n)}};
-                auto r = cli.Post("/v1/jobs", h, nlohmann::json{{"name", "soak-" + std::to_string(n)}, {"config", config_}}.dump(),
+                auto r = cli.Post("/v1/jobs", h,
+                                  nlohmann::json{{"name", "soak-" + std::to_string(n)}, {"config", config_}}.dump(),
                                   "application/json");
                 const bool same = r && r->status == 201 && nlohmann::json::parse(r->body).at("id") == id &&
                                   r->get_header_value("Idempotent-Replayed") == "true";
@@ -260,22 +264,27 @@ protected:
                 case 2: {
                     kind = "metrics_since_step";
                     r = victor.get(job + "/metrics?since_step=" + std::to_string(seen_step[id]));
-                    if (r.status == 200) seen_step[id] = std::max(seen_step[id], r.body.value("last_step", int64_t{0}));
+                    if (r.status == 200)
+                        seen_step[id] = std::max(seen_step[id], r.body.value("last_step", int64_t{0}));
                     break;
                 }
                 case 3: kind = "artifacts", r = victor.get(job + "/artifacts"); break;
                 case 4:
                     kind = "estimate";
-                    r = victor.post("/v1/estimate", nlohmann::json{{"name", "e"}, {"config", "gpt2_tiny_cpu"},
-                                                                   {"overrides", {{"trainer.max_steps", 10 + i % 50}}}});
+                    r = victor.post("/v1/estimate",
+                                    nlohmann::json{{"name", "e"},
+                                                   {"config", "gpt2_tiny_cpu"},
+                                                   {"overrides", {{"trainer.max_steps", 10 + i % 50}}}});
                     break;
                 case 5: kind = "presets", r = victor.get("/v1/presets"); break;
                 case 6: kind = "prometheus", r = anonymous.get("/metrics"); break;
                 default: kind = "logs_tail", r = victor.get(job + "/logs?tail=20"); break;
             }
             // A job's log or artifacts may not exist yet (404); nothing else is expected but 200 or a 503.
-            tally_.add(kind, r.status, expected(r.status, {200, 503}) || (r.status == 404 && (kind == "logs_tail" || kind == "artifacts")),
-                       r.text);
+            tally_.add(
+                kind, r.status,
+                expected(r.status, {200, 503}) || (r.status == 404 && (kind == "logs_tail" || kind == "artifacts")),
+                r.text);
             const int healthz = probe(server_->port(), "/healthz");
             tally_.add("healthz", healthz, healthz == 200);
             nap(stop_, 0.15);
@@ -307,7 +316,8 @@ protected:
             });
             const bool dropped = !r && r.error() == httplib::Error::Canceled;
             tally_.add(drop ? "logs_follow_dropped" : "logs_follow", r ? r->status : (dropped ? 200 : 0),
-                       dropped || (r && expected(r->status, {200, 404, 503})), r ? r->body.substr(0, 200) : httplib::to_string(r.error()));
+                       dropped || (r && expected(r->status, {200, 404, 503})),
+                       r ? r->body.substr(0, 200) : httplib::to_string(r.error()));
             nap(stop_, 0.5);
         }
     }
@@ -336,7 +346,8 @@ protected:
                 const bool closed = r->closed_within(kResponseTimeoutS + 10);
                 tally_.add("slow_reader", closed ? kClosed : 0, closed, "still open past the whole-answer deadline");
             }
-            const std::string h = head.read_response(kResponseTimeoutS + 10), b = body.read_response(kResponseTimeoutS + 10);
+            const std::string h = head.read_response(kResponseTimeoutS + 10),
+                              b = body.read_response(kResponseTimeoutS + 10);
             tally_.add("slow_head", status_of(h), status_of(h) == 408, h);
             tally_.add("slow_body", status_of(b), status_of(b) == 408, b);
         }
@@ -351,8 +362,10 @@ protected:
             c.send(h.request);
             const std::string raw = c.read_response(30);
             const int status = status_of(raw);
-            const bool quoted = h.kind.rfind("hostile_big_override", 0) == 0 && raw.find(std::string(100, 'v')) != std::string::npos;
-            const bool refused_as_it_should = std::find(h.expected.begin(), h.expected.end(), status) != h.expected.end();
+            const bool quoted =
+                h.kind.rfind("hostile_big_override", 0) == 0 && raw.find(std::string(100, 'v')) != std::string::npos;
+            const bool refused_as_it_should =
+                std::find(h.expected.begin(), h.expected.end(), status) != h.expected.end();
             tally_.add(h.kind, status, refused_as_it_should && !quoted, raw.substr(0, 300));
             nap(stop_, 1);
         }
@@ -462,21 +475,24 @@ TEST_F(SoakTest, MixedTrafficLeavesTheServerFlatAndEveryJobAccounted) {
     // The figures, printed and written where LLMTRAIN_SOAK_REPORT says.
     const double mark = duration / 3, last_third = 2 * duration / 3;
     std::ostringstream report;
-    report << "soak of " << duration << " s against pid " << pid << "\nserver figures:\n  quiet before  " << describe(quiet_before)
-           << "\n  start         " << describe(samples_.front()) << "\n  mark (1/3)    " << describe(at(samples_, mark))
-           << "\n  2/3           " << describe(at(samples_, last_third)) << "\n  end           " << describe(end)
-           << "\n  quiet at 1/3  " << describe(quiet[0]) << "\n  quiet at 2/3  " << describe(quiet[1])
-           << "\n  quiet after   " << describe(quiet_after) << "\n  peak RSS of samples: first third "
+    report << "soak of " << duration << " s against pid " << pid << "\nserver figures:\n  quiet before  "
+           << describe(quiet_before) << "\n  start         " << describe(samples_.front()) << "\n  mark (1/3)    "
+           << describe(at(samples_, mark)) << "\n  2/3           " << describe(at(samples_, last_third))
+           << "\n  end           " << describe(end) << "\n  quiet at 1/3  " << describe(quiet[0])
+           << "\n  quiet at 2/3  " << describe(quiet[1]) << "\n  quiet after   " << describe(quiet_after)
+           << "\n  peak RSS of samples: first third "
            << highest(samples_, 0, mark, [](const auto& s) { return s.rss_kb; }) / 1024 << " MB, after it "
-           << highest(samples_, mark, duration + 60, [](const auto& s) { return s.rss_kb; }) / 1024 << " MB" << "\n  idle CPU over 10 s after the traffic: " << idle_cpu
-           << " s\nrequests by kind (status: count):\n"
+           << highest(samples_, mark, duration + 60, [](const auto& s) { return s.rss_kb; }) / 1024 << " MB"
+           << "\n  idle CPU over 10 s after the traffic: " << idle_cpu << " s\nrequests by kind (status: count):\n"
            << tally_.table();
     {
         std::lock_guard lock(mu_);
         report << "jobs acknowledged: " << acked_.size() << ", cancels accepted: " << cancelled_.size() << "\n";
     }
     report << "samples (t_s rss_kb open_files cpu_s requests):\n";
-    for (const auto& s : samples_) report << "  " << s.t_s << " " << s.rss_kb << " " << s.open_files << " " << s.cpu_s << " " << s.requests << "\n";
+    for (const auto& s : samples_)
+        report << "  " << s.t_s << " " << s.rss_kb << " " << s.open_files << " " << s.cpu_s << " " << s.requests
+               << "\n";
     std::printf("%s", report.str().c_str());
     if (const char* path = std::getenv("LLMTRAIN_SOAK_REPORT")) std::ofstream(path) << report.str();
 
@@ -497,11 +513,16 @@ TEST_F(SoakTest, MixedTrafficLeavesTheServerFlatAndEveryJobAccounted) {
             EXPECT_LE(later->open_files, quiet[0].open_files + kFdSlack) << "open files grew: " << describe(*later);
         }
         const ProcessSample &at_mark = at(samples_, mark), &l = at(samples_, last_third);
-        const double middle_rate = (l.cpu_s - at_mark.cpu_s) / static_cast<double>(std::max<int64_t>(1, l.requests - at_mark.requests));
-        const double last_rate = (end.cpu_s - l.cpu_s) / static_cast<double>(std::max<int64_t>(1, end.requests - l.requests));
-        EXPECT_LE(last_rate, kCpuPerRequestGrowth * middle_rate) << "CPU per request grew: " << middle_rate << " -> " << last_rate;
+        const double middle_rate =
+            (l.cpu_s - at_mark.cpu_s) / static_cast<double>(std::max<int64_t>(1, l.requests - at_mark.requests));
+        const double last_rate =
+            (end.cpu_s - l.cpu_s) / static_cast<double>(std::max<int64_t>(1, end.requests - l.requests));
+        EXPECT_LE(last_rate, kCpuPerRequestGrowth * middle_rate)
+            << "CPU per request grew: " << middle_rate << " -> " << last_rate;
     } else {
-        std::printf("flatness not checked: the first third (%.0f s) is shorter than the caches take to fill (%.0f s)\n", mark, kFillS);
+        std::printf(
+            "flatness not checked: the first third (%.0f s) is shorter than the caches take to fill (%.0f s)\n", mark,
+            kFillS);
     }
 
     // Every acknowledged job exactly once, and ended as its history says: cancelled when a cancel was
@@ -551,8 +572,8 @@ TEST_F(SoakTest, MixedTrafficLeavesTheServerFlatAndEveryJobAccounted) {
         EXPECT_EQ(steps, want) << "job " << id << "'s steps";
         succeeded += state == "succeeded";
     }
-    std::printf("jobs: %zu acknowledged, %zu cancelled, %d succeeded with every step once\n", acked.size(), cancelled.size(),
-                succeeded);
+    std::printf("jobs: %zu acknowledged, %zu cancelled, %d succeeded with every step once\n", acked.size(),
+                cancelled.size(), succeeded);
     EXPECT_EQ(server_->terminate(), 0);
     llmt::server::JobStore store(root_ / "srv/data/jobs.sqlite");
     EXPECT_EQ(store.check_consistency(), std::vector<std::string>{});

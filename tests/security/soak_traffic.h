@@ -35,7 +35,8 @@ public:
         ++total_;
         if (!expected) {
             ++unexpected_;
-            if (examples_.size() < 20) examples_.push_back(kind + " -> " + std::to_string(status) + " " + what.substr(0, 300));
+            if (examples_.size() < 20)
+                examples_.push_back(kind + " -> " + std::to_string(status) + " " + what.substr(0, 300));
         }
     }
     int64_t total() const {
@@ -59,10 +60,14 @@ public:
             std::string detail;
             for (const auto& [status, count] : statuses) {
                 n += count;
-                detail += (detail.empty() ? "" : ", ") + (status == 0 ? std::string("none") : status == kClosed ? std::string("closed") : std::to_string(status)) + ": " +
-                          std::to_string(count);
+                detail += (detail.empty() ? "" : ", ") +
+                          (status == 0         ? std::string("none")
+                           : status == kClosed ? std::string("closed")
+                                               : std::to_string(status)) +
+                          ": " + std::to_string(count);
             }
-            out << "  " << kind << std::string(kind.size() < 22 ? 22 - kind.size() : 1, ' ') << n << "  (" << detail << ")\n";
+            out << "  " << kind << std::string(kind.size() < 22 ? 22 - kind.size() : 1, ' ') << n << "  (" << detail
+                << ")\n";
         }
         return out.str();
     }
@@ -94,7 +99,8 @@ inline std::string raw_request(const std::string& method, const std::string& tar
     std::string req = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
     if (!token.empty()) req += "Authorization: Bearer " + token + "\r\n";
     if (!body.empty() || method == "POST") req += "Content-Type: application/json\r\n";
-    if (add_length && (!body.empty() || method == "POST")) req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+    if (add_length && (!body.empty() || method == "POST"))
+        req += "Content-Length: " + std::to_string(body.size()) + "\r\n";
     return req + extra + "\r\n" + body;
 }
 
@@ -111,33 +117,57 @@ inline Hostile hostile_request(int i, const std::string& token, const std::strin
     const auto submit = [&](const std::string& body) { return raw_request("POST", "/v1/jobs", token, body); };
     switch (i % 14) {
         case 0: return {"hostile_deep_nesting", submit(std::string(100000, '[')), {400}};
-        case 1: return {"hostile_1e400", submit(R"({"name": "n", "config": "gpt2_tiny_cpu", "budget_usd": 1e400})"), {400}};
-        case 2: return {"hostile_duplicate_key", submit(R"({"name": "a", "name": "b", "config": "gpt2_tiny_cpu"})"), {400}};
+        case 1:
+            return {
+                "hostile_1e400", submit(R"({"name": "n", "config": "gpt2_tiny_cpu", "budget_usd": 1e400})"), {400}};
+        case 2:
+            return {
+                "hostile_duplicate_key", submit(R"({"name": "a", "name": "b", "config": "gpt2_tiny_cpu"})"), {400}};
         case 3: {
             const nlohmann::json body = {{"name", "bomb"}, {"config", yaml_alias_bomb()}};
             return {"hostile_alias_bomb", submit(body.dump()), {400}};
         }
         case 4: {  // a distinct 900 KB override value the estimate accepts (the preset cache's byte bound)
-            const nlohmann::json body = {{"name", "big"}, {"config", "gpt2_tiny_cpu"},
-                                         {"overrides", {{"tracking.mlflow.run_name", std::string(900000, 'v') + std::to_string(i)}}}};
+            const nlohmann::json body = {
+                {"name", "big"},
+                {"config", "gpt2_tiny_cpu"},
+                {"overrides", {{"tracking.mlflow.run_name", std::string(900000, 'v') + std::to_string(i)}}}};
             return {"hostile_big_override_ok", raw_request("POST", "/v1/estimate", viewer, body.dump()), {200}};
         }
         case 5: {  // ... and one it refuses (never cached, never quoted)
-            const nlohmann::json body = {{"name", "big"}, {"config", "gpt2_tiny_cpu"},
-                                         {"overrides", {{"trainer.lr", std::string(900000, 'v') + std::to_string(i)}}}};
+            const nlohmann::json body = {
+                {"name", "big"},
+                {"config", "gpt2_tiny_cpu"},
+                {"overrides", {{"trainer.lr", std::string(900000, 'v') + std::to_string(i)}}}};
             return {"hostile_big_override_refused", raw_request("POST", "/v1/estimate", viewer, body.dump()), {400}};
         }
         case 6: return {"hostile_over_body_limit", submit(std::string(2u << 20, ' ')), {413}};
-        case 7: return {"hostile_gzip_body", raw_request("POST", "/v1/jobs", token, "\x1f\x8b", "Content-Encoding: gzip\r\n"), {415}};
-        case 8: return {"hostile_jsonrpc_bad_version", raw_request("POST", "/mcp", viewer, R"({"jsonrpc": 5, "id": 1, "method": "tools/list"})"), {400}};
-        case 9: return {"hostile_no_token", raw_request("POST", "/v1/jobs", "", R"({"name": "x", "config": "gpt2_tiny_cpu"})"), {401}};
+        case 7:
+            return {"hostile_gzip_body",
+                    raw_request("POST", "/v1/jobs", token, "\x1f\x8b", "Content-Encoding: gzip\r\n"),
+                    {415}};
+        case 8:
+            return {"hostile_jsonrpc_bad_version",
+                    raw_request("POST", "/mcp", viewer, R"({"jsonrpc": 5, "id": 1, "method": "tools/list"})"),
+                    {400}};
+        case 9:
+            return {"hostile_no_token",
+                    raw_request("POST", "/v1/jobs", "", R"({"name": "x", "config": "gpt2_tiny_cpu"})"),
+                    {401}};
         case 10:
             return {"hostile_smuggling_framing",
-                    raw_request("POST", "/v1/jobs", token, "0\r\n\r\n", "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", false),
+                    raw_request("POST", "/v1/jobs", token, "0\r\n\r\n",
+                                "Content-Length: 5\r\nTransfer-Encoding: chunked\r\n", false),
                     {400}};
         case 11: return {"hostile_bad_name", submit(R"({"name": "../etc", "config": "gpt2_tiny_cpu"})"), {400}};
-        case 12: return {"hostile_viewer_submits", raw_request("POST", "/v1/jobs", viewer, R"({"name": "v", "config": "gpt2_tiny_cpu"})"), {403}};
-        default: return {"hostile_huge_head", raw_request("GET", "/healthz", "", "", "X-Pad: " + std::string(20000, 'p') + "\r\n"), {431}};
+        case 12:
+            return {"hostile_viewer_submits",
+                    raw_request("POST", "/v1/jobs", viewer, R"({"name": "v", "config": "gpt2_tiny_cpu"})"),
+                    {403}};
+        default:
+            return {"hostile_huge_head",
+                    raw_request("GET", "/healthz", "", "", "X-Pad: " + std::string(20000, 'p') + "\r\n"),
+                    {431}};
     }
 }
 
@@ -146,11 +176,15 @@ inline Hostile hostile_request(int i, const std::string& token, const std::strin
 inline std::string soak_job_config(const std::filesystem::path& shards, int steps) {
     return "schema_version: 1\n"
            "run: {name: soak, seed: 7, device: cpu, threads: 1}\n"
-           "model: {arch: gpt2, n_layer: 2, n_head: 2, d_model: 16, block_size: 8, vocab_size: 64, vocab_pad_multiple: 64}\n"
-           "trainer: {max_steps: " + std::to_string(steps) + ", micro_batch_size: 2, lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 1, "
+           "model: {arch: gpt2, n_layer: 2, n_head: 2, d_model: 16, block_size: 8, vocab_size: 64, "
+           "vocab_pad_multiple: "
+           "64}\n"
+           "trainer: {max_steps: " +
+           std::to_string(steps) +
+           ", micro_batch_size: 2, lr: 1.0e-2, min_lr: 1.0e-3, warmup_steps: 1, "
            "log_every_steps: 1, eval_every_steps: 0, eval_steps: 2, save_every_steps: 100, keep_last: 1}\n"
-           "data: {source: shards, train_shards: \"" + (shards / "train_*.bin").string() + "\", val_shards: \"" +
-           (shards / "val_*.bin").string() + "\"}\n";
+           "data: {source: shards, train_shards: \"" +
+           (shards / "train_*.bin").string() + "\", val_shards: \"" + (shards / "val_*.bin").string() + "\"}\n";
 }
 
 }  // namespace llmt::testing

@@ -39,7 +39,9 @@ constexpr int64_t kEstimatesGrowthKb = 10 << 10;
 constexpr int64_t kListsGrowthKb = 16 << 10;
 
 nlohmann::json big_estimate(const std::string& key, int i) {
-    return {{"name", "big"}, {"config", "gpt2_tiny_cpu"}, {"overrides", {{key, std::string(900000, 'v') + std::to_string(i)}}}};
+    return {{"name", "big"},
+            {"config", "gpt2_tiny_cpu"},
+            {"overrides", {{key, std::string(900000, 'v') + std::to_string(i)}}}};
 }
 
 // RSS once the server has had 2 s without a request (it returns freed memory after 1 s idle).
@@ -57,7 +59,8 @@ protected:
         // A label whose quota runs none: jobs labelled team=held stay queued.
         std::ofstream(root_ / "quotas.json") << R"({"team=held": {"max_running": 0}})";
         server_ = std::make_unique<ServeProcess>(
-            root_ / "srv", std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--quotas-file", (root_ / "quotas.json").string()});
+            root_ / "srv", std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--quotas-file",
+                                                    (root_ / "quotas.json").string()});
     }
     void TearDown() override {
         if (server_) {
@@ -86,8 +89,8 @@ protected:
         }
         std::string readings;
         for (int64_t kb : after_round) readings += " " + std::to_string(kb / 1024);
-        std::printf("quiet RSS %lld MB before the rounds, then after each (MB):%s\n", static_cast<long long>(before / 1024),
-                    readings.c_str());
+        std::printf("quiet RSS %lld MB before the rounds, then after each (MB):%s\n",
+                    static_cast<long long>(before / 1024), readings.c_str());
         EXPECT_LE(*std::max_element(after_round.begin(), after_round.end()), before + growth_kb)
             << "quiet RSS " << before / 1024 << " MB before the rounds, then after each (MB):" << readings;
         EXPECT_EQ(probe(server_->port(), "/healthz"), 200);
@@ -111,7 +114,8 @@ TEST_F(WorkerHeapTest, LargeRequestsOnEveryWorkerLeaveTheQuietServerWhereItWas) 
 TEST_F(WorkerHeapTest, ManySmallBlocksFreedOnEveryWorkerAreReturnedWhenIdle) {
     Api bob(server_->port(), kSubmitterToken, 60);
     for (int i = 0; i < 200; ++i) {
-        auto r = bob.post("/v1/jobs", nlohmann::json{{"name", "held-" + std::to_string(i)}, {"config", "gpt2_tiny_cpu"},
+        auto r = bob.post("/v1/jobs", nlohmann::json{{"name", "held-" + std::to_string(i)},
+                                                     {"config", "gpt2_tiny_cpu"},
                                                      {"labels", {{"team", "held"}}}});
         ASSERT_EQ(r.status, 201) << r.text;
     }

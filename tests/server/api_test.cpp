@@ -76,7 +76,8 @@ TEST_F(ApiTest, SubmitRunsToSuccessAndServesMetricsLogsArtifacts) {
     // Logs: the attempt header, the tail, and a follow on a finished job ends by itself.
     auto lg = api.get("/v1/jobs/" + std::to_string(id) + "/logs?rank=0");
     ASSERT_EQ(lg.status, 200);
-    EXPECT_NE(lg.text.find("=== llmtrain serve: job " + std::to_string(id) + " attempt 1"), std::string::npos) << lg.text;
+    EXPECT_NE(lg.text.find("=== llmtrain serve: job " + std::to_string(id) + " attempt 1"), std::string::npos)
+        << lg.text;
     auto t1 = api.get("/v1/jobs/" + std::to_string(id) + "/logs?tail=1");
     EXPECT_EQ(std::count(t1.text.begin(), t1.text.end(), '\n'), 1) << t1.text;
     auto fol = api.get("/v1/jobs/" + std::to_string(id) + "/logs?follow=true");
@@ -101,7 +102,8 @@ TEST_F(ApiTest, SubmitRunsToSuccessAndServesMetricsLogsArtifacts) {
     auto run = root_ / "srv/data/jobs" / std::to_string(id) / "runs" / ("job-" + std::to_string(id));
     EXPECT_EQ(w.text, llmt::read_file(run / "checkpoints/step_8/model.safetensors"));
     // Paths that leave the run directory are refused.
-    for (const char* bad : {"../config.yaml", "checkpoints/../../config.yaml", "%2e%2e/config.yaml", "..%2F..%2Fjobs.sqlite"}) {
+    for (const char* bad :
+         {"../config.yaml", "checkpoints/../../config.yaml", "%2e%2e/config.yaml", "..%2F..%2Fjobs.sqlite"}) {
         auto b = api.get("/v1/jobs/" + std::to_string(id) + "/artifacts/" + bad);
         EXPECT_TRUE(b.status == 400 || b.status == 404) << bad << " -> " << b.status << " " << b.text;
         EXPECT_TRUE(b.body.contains("error")) << bad;
@@ -119,8 +121,9 @@ TEST_F(ApiTest, SubmitRunsToSuccessAndServesMetricsLogsArtifacts) {
     ASSERT_EQ(prom.status, 200);
     EXPECT_NE(prom.text.find("llmtrain_queue_depth "), std::string::npos);
     EXPECT_NE(prom.text.find("llmtrain_jobs{state=\"succeeded\"}"), std::string::npos);
-    EXPECT_NE(prom.text.find("llmtrain_api_request_duration_seconds_bucket{route=\"/v1/jobs\",method=\"POST\",le=\"+Inf\"}"),
-              std::string::npos)
+    EXPECT_NE(
+        prom.text.find("llmtrain_api_request_duration_seconds_bucket{route=\"/v1/jobs\",method=\"POST\",le=\"+Inf\"}"),
+        std::string::npos)
         << prom.text;
     EXPECT_EQ(anon.get("/healthz").status, 200);
 }
@@ -132,7 +135,8 @@ TEST_F(ApiTest, CancelRunningJobCheckpointsAndEndsCancelled) {
     int64_t id = r.body["id"];
     ASSERT_TRUE(wait_for([&] {
         auto j = job(bob, id);
-        return j["state"] == "running" && j["latest_metrics"].is_object() && j["latest_metrics"]["step"].get<int>() >= 2;
+        return j["state"] == "running" && j["latest_metrics"].is_object() &&
+               j["latest_metrics"]["step"].get<int>() >= 2;
     }, 300)) << job(bob, id).dump(2);
 
     // Someone else's job: another submitter and a viewer may not cancel it.

@@ -84,9 +84,10 @@ TEST_F(CommandJobTest, AFailedAttemptIsRetriedAndACancelStopsTheProgram) {
     server_ = std::make_unique<ServeProcess>(root_ / "srv", std::vector<std::string>{"--allow-command-jobs",
                                                                                       "--capacity", "cpus=2,gpus=0"});
     Api rita(server_->port(), kRunnerToken);
-    auto r = rita.post("/v1/jobs", Json{{"name", "flaky"},
-                                        {"command", {"/bin/sh", "-c", "[ -e marker ] && exit 0; touch marker; exit 3"}},
-                                        {"max_retries", 1}});
+    auto r =
+        rita.post("/v1/jobs", Json{{"name", "flaky"},
+                                   {"command", {"/bin/sh", "-c", "[ -e marker ] && exit 0; touch marker; exit 3"}},
+                                   {"max_retries", 1}});
     ASSERT_EQ(r.status, 201) << r.text;
     const std::string id = std::to_string(r.body["id"].get<int64_t>());
     Http job;

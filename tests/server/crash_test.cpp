@@ -26,7 +26,8 @@ TEST(CrashTest, KillNineWithRunningAndQueuedJobLosesNothingAndRunsNothingTwice) 
     fs::path root = fs::temp_directory_path() / ("llmt_crash_" + std::to_string(::getpid()));
     fs::path shards = prepare_shards(root);
     // Long enough to still be running when the server dies, short enough for a test.
-    const int kStepsA = 1000, kStepsB = 5;  // A must outlive the server's restart (~4 s at 150 steps on an idle machine)
+    const int kStepsA = 1000,
+              kStepsB = 5;  // A must outlive the server's restart (~4 s at 150 steps on an idle machine)
     int64_t a = 0, b = 0;
     {
         ServeProcess srv(root / "srv", {"--capacity", "cpus=1,gpus=0"});
@@ -59,7 +60,8 @@ TEST(CrashTest, KillNineWithRunningAndQueuedJobLosesNothingAndRunsNothingTwice) 
     EXPECT_EQ(ja["attempts"], 1) << ja.dump(2);
     EXPECT_EQ(jb["attempts"], 1) << jb.dump(2);
     bool reattached = false;
-    for (const auto& e : ja["history"]) reattached = reattached || e["detail"].get<std::string>().find("re-attached") == 0;
+    for (const auto& e : ja["history"])
+        reattached = reattached || e["detail"].get<std::string>().find("re-attached") == 0;
     EXPECT_TRUE(reattached) << ja.dump(2);
     // B started only after A finished (capacity 1): its first running entry is after A's success.
     double a_done = 0, b_start = 0;
@@ -81,7 +83,8 @@ TEST(CrashTest, KillNineWithRunningAndQueuedJobLosesNothingAndRunsNothingTwice) 
     for (int64_t id : {a, b}) {
         std::string log = llmt::read_file(root / "srv/data/jobs" / std::to_string(id) / "logs/job.log");
         size_t starts = 0;
-        for (size_t p = log.find("=== llmtrain serve: job"); p != std::string::npos; p = log.find("=== llmtrain serve: job", p + 1))
+        for (size_t p = log.find("=== llmtrain serve: job"); p != std::string::npos;
+             p = log.find("=== llmtrain serve: job", p + 1))
             ++starts;
         EXPECT_EQ(starts, 1u) << log;
     }

@@ -44,7 +44,8 @@ protected:
         return api.get("/v1/jobs/" + std::to_string(id)).body.value("state", "");
     }
     static int64_t submit(Api& api, const std::string& name, const nlohmann::json& overrides) {
-        auto sub = api.post("/v1/jobs", nlohmann::json{{"name", name}, {"config", "gpt2_tiny_cpu"}, {"overrides", overrides}});
+        auto sub = api.post("/v1/jobs",
+                            nlohmann::json{{"name", name}, {"config", "gpt2_tiny_cpu"}, {"overrides", overrides}});
         EXPECT_EQ(sub.status, 201) << sub.text;
         return sub.body.value("id", int64_t{-1});
     }
@@ -69,7 +70,8 @@ TEST_F(DashboardTest, AssetsNeedNoTokenCarryCspAndDoNotShadowTheApi) {
     EXPECT_EQ(index->get_header_value("X-Content-Type-Options"), "nosniff");
     // Every <script> has a src: nothing inline for the policy to block.
     std::regex script("<script\\b[^>]*>");
-    for (auto it = std::sregex_iterator(index->body.begin(), index->body.end(), script); it != std::sregex_iterator(); ++it)
+    for (auto it = std::sregex_iterator(index->body.begin(), index->body.end(), script); it != std::sregex_iterator();
+         ++it)
         EXPECT_NE(it->str().find(" src="), std::string::npos) << it->str();
     EXPECT_NE(index->body.find("src=\"/app.js\""), std::string::npos);
 

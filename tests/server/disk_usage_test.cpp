@@ -102,7 +102,8 @@ TEST(DiskLimits, SubmitterTotalStopsTheNewestJobsUntilUnderIt) {
     EXPECT_EQ(stops[0].id, 3);
     EXPECT_EQ(stops[0].reason, "disk_quota_exceeded (used 120.0 MB > limit 100 MB for submitter bob)");
     // 150 MB: stopping the newest leaves 120, so the next newest goes too.
-    const auto two = jobs_over_disk_limits({job(1, "bob", 10, 80), job(2, "bob", 20, 40), job(3, "bob", 30, 30)}, q, 0);
+    const auto two =
+        jobs_over_disk_limits({job(1, "bob", 10, 80), job(2, "bob", 20, 40), job(3, "bob", 30, 30)}, q, 0);
     ASSERT_EQ(two.size(), 2u);
     EXPECT_EQ(two[0].id, 2);
     EXPECT_EQ(two[1].id, 3);
@@ -134,7 +135,8 @@ TEST(DiskLimits, AJobIsStoppedOnceAndAStoppedJobLeavesTheTotals) {
     Quotas q;
     q.submitters["bob"].max_disk_mb = 100;
     // Job 3 is over the per-job limit; without it bob's jobs hold 90 MB, under his total.
-    const auto stops = jobs_over_disk_limits({job(1, "bob", 10, 50), job(2, "bob", 20, 40), job(3, "bob", 5, 60)}, q, 55);
+    const auto stops =
+        jobs_over_disk_limits({job(1, "bob", 10, 50), job(2, "bob", 20, 40), job(3, "bob", 5, 60)}, q, 55);
     ASSERT_EQ(stops.size(), 1u);
     EXPECT_EQ(stops[0].id, 3);
     EXPECT_NE(stops[0].reason.find("--max-job-disk-mb"), std::string::npos) << stops[0].reason;
@@ -157,8 +159,9 @@ TEST_F(DiskUsageTest, QuotasFileReadsMaxDiskMbForLabelsAndSubmitters) {
     EXPECT_EQ(q.of_submitter("bob").max_disk_mb, 100);
     EXPECT_EQ(q.of_submitter("zed").max_disk_mb, 50);
     EXPECT_EQ(Quotas{}.of_submitter("zed").max_disk_mb, -1) << "no disk limit per submitter by default";
-    for (const char* bad : {R"({"team=nlp": {"max_disk_mb": 1.5}})", R"({"team=nlp": {"max_disk_mb": -1}})",
-                            R"({"submitter:bob": {"max_disk_mb": "10"}})", R"({"submitter:bob": {"max_disk_mb": -3}})"}) {
+    for (const char* bad :
+         {R"({"team=nlp": {"max_disk_mb": 1.5}})", R"({"team=nlp": {"max_disk_mb": -1}})",
+          R"({"submitter:bob": {"max_disk_mb": "10"}})", R"({"submitter:bob": {"max_disk_mb": -3}})"}) {
         llmt::write_file_atomic(f, bad);
         try {
             load_quotas(f);

@@ -38,7 +38,9 @@ protected:
     static int64_t job_dirs() {
         int64_t n = 0;
         std::error_code ec;
-        for (auto it = fs::directory_iterator(root_ / "srv/data/jobs", ec); !ec && it != fs::directory_iterator(); ++it) ++n;
+        for (auto it = fs::directory_iterator(root_ / "srv/data/jobs", ec); !ec && it != fs::directory_iterator();
+             ++it)
+            ++n;
         return n;
     }
     // Asserts status, error code and (when given) field, and that nothing was written.
@@ -90,8 +92,8 @@ TEST_F(HostileTest, RefusalsAreFourHundredsAndWriteNothing) {
     expect_refused(api.post("/v1/jobs", out_dir), 400, "invalid_field", "overrides.output.root_dir");
     // Names are DNS labels; path tricks never reach the file system.
     const std::string too_long(64, 'a');
-    for (const std::string& name : {std::string("../etc"), std::string("a/b"), std::string("UPPER"), std::string("-lead"),
-                                    std::string("x.y"), std::string(""), too_long})
+    for (const std::string& name : {std::string("../etc"), std::string("a/b"), std::string("UPPER"),
+                                    std::string("-lead"), std::string("x.y"), std::string(""), too_long})
         expect_refused(api.post("/v1/jobs", ok_body(name)), 400, "invalid_field", "name");
     // Bytes that are not UTF-8: refused, and the error document is still valid JSON.
     expect_refused(api.post("/v1/jobs", std::string("{\"name\": \"job\xa1\xff\", \"config\": \"x\"}")), 400,
@@ -101,7 +103,8 @@ TEST_F(HostileTest, RefusalsAreFourHundredsAndWriteNothing) {
     expect_refused(api.post("/v1/jobs", nlohmann::json{{"name", "p"}, {"config", "no_such_preset"}}), 400,
                    "invalid_field", "config");
     // Auth: no token, a wrong token, a viewer submitting.
-    Api anon(server_->port(), ""), wrong(server_->port(), "not-a-real-token-at-all"), viewer(server_->port(), kViewerToken);
+    Api anon(server_->port(), ""), wrong(server_->port(), "not-a-real-token-at-all"),
+        viewer(server_->port(), kViewerToken);
     expect_refused(anon.post("/v1/jobs", ok_body("anon")), 401, "unauthorized");
     expect_refused(anon.get("/v1/jobs"), 401, "unauthorized");
     expect_refused(wrong.post("/v1/jobs", ok_body("wrong")), 401, "unauthorized");

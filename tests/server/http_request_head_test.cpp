@@ -40,7 +40,8 @@ TEST(HttpRequestHead, ParsesRequestLineFieldsAndQuery) {
 TEST(HttpRequestHead, Framing) {
     auto cl = parse("POST /a HTTP/1.1\r\ncontent-length: 12\r\n\r\n");
     EXPECT_EQ(cl.content_length.value(), 12u);
-    auto te = parse("POST /a HTTP/1.1\r\nTransfer-Encoding: Chunked\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n");
+    auto te =
+        parse("POST /a HTTP/1.1\r\nTransfer-Encoding: Chunked\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n");
     EXPECT_TRUE(te.chunked);
     EXPECT_TRUE(te.expects_continue);
     EXPECT_FALSE(te.keep_alive);

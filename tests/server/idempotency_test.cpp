@@ -21,7 +21,8 @@ Answer submit(int port, const char* token, const std::string& key, const std::st
     if (!key.empty()) h.emplace("Idempotency-Key", key);
     auto r = cli.Post("/v1/jobs", h, body, "application/json");
     if (!r) return {-1, nullptr, false};
-    return {r->status, nlohmann::json::parse(r->body, nullptr, false), r->get_header_value("Idempotent-Replayed") == "true"};
+    return {r->status, nlohmann::json::parse(r->body, nullptr, false),
+            r->get_header_value("Idempotent-Replayed") == "true"};
 }
 
 // Jobs labelled test=idem, as the admin sees them.
@@ -35,12 +36,14 @@ TEST(IdempotencyTest, ARetriedSubmissionReturnsTheFirstJobAndCreatesNoSecondRow)
     const fs::path root = fs::temp_directory_path() / ("llmt_idempotency_" + std::to_string(::getpid()));
     fs::remove_all(root);
     const std::string body =
-        R"({"name": "once", "config": "gpt2_tiny_cpu", "overrides": {"trainer.max_steps": 30}, "labels": {"test": "idem"}})";
+        R"({"name": "once", "config": "gpt2_tiny_cpu", "overrides": {"trainer.max_steps": 30}, )"
+        R"("labels": {"test": "idem"}})";
     // The same JSON value, written differently: keys in another order, other whitespace.
     const std::string same_body =
         R"({"labels":{"test":"idem"},"overrides":{"trainer.max_steps":30},"config":"gpt2_tiny_cpu","name":"once"})";
     const std::string other_body =
-        R"({"name": "twice", "config": "gpt2_tiny_cpu", "overrides": {"trainer.max_steps": 30}, "labels": {"test": "idem"}})";
+        R"({"name": "twice", "config": "gpt2_tiny_cpu", "overrides": {"trainer.max_steps": 30}, )"
+        R"("labels": {"test": "idem"}})";
     int64_t first_id = 0;
     {
         ServeProcess server(root / "srv", {"--capacity", "cpus=0,gpus=0"});

@@ -47,7 +47,9 @@ protected:
     }
     void TearDown() override { fs::remove_all(dir_); }
 
-    static PathValue read(const std::string& v, bool glob = false) { return {"data.x", "data.x", v, Access::kRead, glob}; }
+    static PathValue read(const std::string& v, bool glob = false) {
+        return {"data.x", "data.x", v, Access::kRead, glob};
+    }
     // The refusal's field, or "" when the value is allowed.
     std::string refused(const PathValue& v, const JobAccessPolicy& p) {
         try {
@@ -206,7 +208,8 @@ TEST_F(JobAccessTest, ServerSetOutputKeysAreNotTheSubmittersToPlace) {
 TEST_F(JobAccessTest, TheMlflowUriIsAnEndpointOrAWritePathByItsValue) {
     auto cfg_of = [](const std::string& uri) {
         return llmt::config::load_config_string(
-            "data: {source: text, paths: [data/shards/train_0.bin]}\ntracking: {mlflow: {uri: \"" + uri + "\"}}\n", "t");
+            "data: {source: text, paths: [data/shards/train_0.bin]}\ntracking: {mlflow: {uri: \"" + uri + "\"}}\n",
+            "t");
     };
     auto mlflow_value = [](const llmt::config::Config& cfg) {
         for (const auto& v : llmt::config::path_values(cfg.resolved))
@@ -268,8 +271,8 @@ TEST(SchemaAccess, PathValuesListEveryFileOfAConfigButNames) {
         "data: {source: text, paths: [a.txt, b.txt], tokenizer: gpt2}\nmodel: {init_from: scratch}\n", "t");
     std::vector<std::string> keys;
     for (const auto& v : llmt::config::path_values(cfg.resolved)) keys.push_back(v.key + "=" + v.value);
-    EXPECT_EQ(keys, (std::vector<std::string>{"data.paths[0]=a.txt", "data.paths[1]=b.txt", "data.cache_dir=data/cache",
-                                              "output.root_dir=runs"}));
+    EXPECT_EQ(keys, (std::vector<std::string>{"data.paths[0]=a.txt", "data.paths[1]=b.txt",
+                                              "data.cache_dir=data/cache", "output.root_dir=runs"}));
 }
 
 // s3:// values of model.init_from and the shard globs are endpoints (the bucket is checked
@@ -309,7 +312,8 @@ TEST(PresetRoots, AreThePresetsDataDirectories) {
     // files scripts/setup.sh installs).
     // llama3_lora_chat.yaml reads the chat example (data/chat) and the tiny base exported into data/models.
     // The Fashion-MNIST presets read Debian's dataset-fashion-mnist (the IDX keys' defaults).
-    std::vector<fs::path> expected = {fs::weakly_canonical(src / "data/chat"), fs::weakly_canonical(src / "data/corpus"),
+    std::vector<fs::path> expected = {fs::weakly_canonical(src / "data/chat"),
+                                      fs::weakly_canonical(src / "data/corpus"),
                                       fs::weakly_canonical(src / "data/models"),
                                       fs::weakly_canonical(src / "data/shards/gpt2_corpus"),
                                       fs::weakly_canonical(src / "data/shards/llama3"),
@@ -343,8 +347,9 @@ TEST(JobEnv, JobsGetTheSafeVariablesAndTheNamedOnesOnly) {
 TEST(JobConfig, UnwrittenModelKeysStayUnwrittenForTheJob) {
     const fs::path dir = fs::temp_directory_path() / ("llmt_job_hf_" + std::to_string(::getpid()));
     fs::create_directories(dir);
-    llmt::write_file_atomic(dir / "config.json",
-                            R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
+    llmt::write_file_atomic(
+        dir / "config.json",
+        R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2,
                                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
                                 "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
                                 "tie_word_embeddings": true})");

@@ -83,7 +83,8 @@ TEST_F(JobResultTest, MisshapenClassifierFieldsAreNamedNotCopied) {
     EXPECT_NE(neg["invalid"][0].get<std::string>().find("entry [0][1]"), std::string::npos) << neg.dump();
 
     // Sizes that disagree: the matrix has 2 classes, the names 3.
-    auto mismatch = result_from_summary(R"({"confusion_matrix": [[1, 0], [0, 1]], "class_names": ["a","b","c"]})", "s");
+    auto mismatch =
+        result_from_summary(R"({"confusion_matrix": [[1, 0], [0, 1]], "class_names": ["a","b","c"]})", "s");
     EXPECT_TRUE(mismatch.contains("confusion_matrix"));
     EXPECT_FALSE(mismatch.contains("class_names"));
     EXPECT_NE(mismatch["invalid"][0].get<std::string>().find("class_names: 3 classes"), std::string::npos)

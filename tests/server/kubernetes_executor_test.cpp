@@ -71,9 +71,11 @@ protected:
     fs::path dir_;
 };
 
-Json pod(const std::string& name, int index, const std::string& phase, const std::string& created, int exit_code = -1) {
+Json pod(const std::string& name, int index, const std::string& phase, const std::string& created,
+         int exit_code = -1) {
     Json cs = {{"restartCount", 0}};
-    if (exit_code >= 0) cs["state"] = {{"terminated", {{"exitCode", exit_code}, {"reason", exit_code ? "Error" : "Completed"}}}};
+    if (exit_code >= 0)
+        cs["state"] = {{"terminated", {{"exitCode", exit_code}, {"reason", exit_code ? "Error" : "Completed"}}}};
     return {{"metadata",
              {{"name", name},
               {"creationTimestamp", created},
@@ -82,7 +84,8 @@ Json pod(const std::string& name, int index, const std::string& phase, const std
             {"status", {{"phase", phase}, {"containerStatuses", {cs}}}}};
 }
 Json job_with(const std::string& type, const std::string& reason = "") {
-    return {{"status", {{"conditions", {{{"type", type}, {"status", "True"}, {"reason", reason}, {"message", "m"}}}}}}};
+    return {
+        {"status", {{"conditions", {{{"type", type}, {"status", "True"}, {"reason", reason}, {"message", "m"}}}}}}};
 }
 
 TEST_F(KubernetesExecutorTest, StartAppliesTheRenderedIndexedJobAndRecordsTheHandle) {
@@ -165,8 +168,11 @@ TEST_F(KubernetesExecutorTest, StopDeletesGracefullyOrForcesThePods) {
     e.stop(h, true);
     const auto c = calls();
     ASSERT_EQ(c.size(), 3u);
-    EXPECT_EQ(c[0], "--namespace ml delete --ignore-not-found --wait=false job.batch/tiny-7 service/tiny-7 configmap/tiny-7-config");
-    EXPECT_EQ(c[1], "--namespace ml delete pods -l app.kubernetes.io/instance=tiny-7 --grace-period=0 --force --wait=false");
+    EXPECT_EQ(c[0],
+              "--namespace ml delete --ignore-not-found --wait=false job.batch/tiny-7 service/tiny-7 "
+              "configmap/tiny-7-config");
+    EXPECT_EQ(c[1],
+              "--namespace ml delete pods -l app.kubernetes.io/instance=tiny-7 --grace-period=0 --force --wait=false");
     EXPECT_EQ(c[2], c[0]);
 }
 
@@ -207,8 +213,8 @@ TEST_F(KubernetesExecutorTest, ServeRunsAJobThroughKubectlAndReFindsItAfterARest
     using namespace llmt::testing;
     put("workload.json", Json{{"status", Json::object()}}.dump());
     put("pods.json", Json{{"items", Json::array()}}.dump());
-    const std::vector<std::string> flags = {"--executor", "kubernetes:namespace=ml,output-pvc=outputs,data-pvc=datasets", "--capacity",
-                                            "cpus=4,gpus=0"};
+    const std::vector<std::string> flags = {
+        "--executor", "kubernetes:namespace=ml,output-pvc=outputs,data-pvc=datasets", "--capacity", "cpus=4,gpus=0"};
     auto server = std::make_unique<ServeProcess>(dir_ / "serve", flags);
     Api bob(server->port(), kSubmitterToken);
     auto r = bob.post("/v1/jobs", Json{{"name", "tiny"}, {"nodes", 2},
@@ -222,7 +228,8 @@ TEST_F(KubernetesExecutorTest, ServeRunsAJobThroughKubectlAndReFindsItAfterARest
     // (The job view may ask for pods, per-rank status, before the apply has returned.) The Job is the
     // last object of the stream the double saves as it reads it.
     const fs::path applied = dir_ / "double/applied.0.yaml";
-    ASSERT_TRUE(wait_for([&] { return fs::exists(applied) && llmt::read_file(applied).find("kind: Job") != std::string::npos; }, 30))
+    ASSERT_TRUE(wait_for(
+        [&] { return fs::exists(applied) && llmt::read_file(applied).find("kind: Job") != std::string::npos; }, 30))
         << server->log();
     EXPECT_NE(llmt::read_file(applied).find("- output.run_id=" + name), std::string::npos);
 

@@ -25,7 +25,8 @@ protected:
     // One JSON-RPC request; returns the HTTP answer (body parsed).
     static Http rpc(const char* token, const std::string& method, const nlohmann::json& params, int id = 7) {
         Api api(server_->port(), token);
-        return api.post("/mcp", nlohmann::json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}});
+        return api.post("/mcp",
+                        nlohmann::json{{"jsonrpc", "2.0"}, {"id", id}, {"method", method}, {"params", params}});
     }
     static Http call(const char* token, const std::string& tool, const nlohmann::json& args) {
         return rpc(token, "tools/call", {{"name", tool}, {"arguments", args}});
@@ -101,7 +102,10 @@ TEST_F(McpTest, ToolsRunTheRestOperations) {
     EXPECT_EQ(nlohmann::json::parse(res["content"][0]["text"].get<std::string>()), res["structuredContent"]);
 
     ASSERT_TRUE(wait_for(
-        [&] { return call(kViewerToken, "job_status", {{"id", id}}).body["result"]["structuredContent"]["state"] == "succeeded"; },
+        [&] {
+            return call(kViewerToken, "job_status", {{"id", id}}).body["result"]["structuredContent"]["state"] ==
+                   "succeeded";
+        },
         300))
         << call(kViewerToken, "job_status", {{"id", id}}).text << server_->log();
     auto st = call(kViewerToken, "job_status", {{"id", id}}).body["result"]["structuredContent"];
@@ -159,13 +163,15 @@ TEST_F(McpTest, ErrorsAreJsonRpcErrorsNamingTheField) {
         expect_error(r, -32600, "jsonrpc");
         EXPECT_EQ(r.text.find("type_error"), std::string::npos) << r.text;
     }
-    for (const auto& bad_id : {nlohmann::json(1.5), nlohmann::json::object(), nlohmann::json::array(), nlohmann::json(true)}) {
+    for (const auto& bad_id :
+         {nlohmann::json(1.5), nlohmann::json::object(), nlohmann::json::array(), nlohmann::json(true)}) {
         auto r = api.post("/mcp", nlohmann::json{{"jsonrpc", "2.0"}, {"id", bad_id}, {"method", "ping"}});
         EXPECT_EQ(r.status, 400) << r.text;
         expect_error(r, -32600, "id");
     }
     for (const auto& bad_params : {nlohmann::json(5), nlohmann::json("x"), nlohmann::json::array({1})}) {
-        auto r = api.post("/mcp", nlohmann::json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "ping"}, {"params", bad_params}});
+        auto r = api.post("/mcp",
+                          nlohmann::json{{"jsonrpc", "2.0"}, {"id", 1}, {"method", "ping"}, {"params", bad_params}});
         EXPECT_EQ(r.status, 400) << r.text;
         expect_error(r, -32600, "params");
     }
@@ -185,9 +191,11 @@ TEST_F(McpTest, ErrorsAreJsonRpcErrorsNamingTheField) {
     expect_error(call(kSubmitterToken, "job_logs", {{"id", 1}, {"tail", -1}}), -32602, "tail");
     expect_error(call(kSubmitterToken, "job_status", {{"id", 999999}}), -32004, "id");
     // The REST validation, field for field: a bad name, an unknown field, a bad config value.
-    expect_error(call(kSubmitterToken, "submit_job", {{"name", "../etc"}, {"config", tiny_config(shards_, 3)}}), -32602, "name");
-    expect_error(call(kSubmitterToken, "submit_job", {{"name", "ok"}, {"config", tiny_config(shards_, 3)}, {"bogus", 1}}),
-                 -32602, "bogus");
+    expect_error(call(kSubmitterToken, "submit_job", {{"name", "../etc"}, {"config", tiny_config(shards_, 3)}}),
+                 -32602, "name");
+    expect_error(
+        call(kSubmitterToken, "submit_job", {{"name", "ok"}, {"config", tiny_config(shards_, 3)}, {"bogus", 1}}),
+        -32602, "bogus");
     auto cfg = call(kSubmitterToken, "submit_job",
                     {{"name", "ok"}, {"config", tiny_config(shards_, 3)}, {"overrides", {{"trainer.lr", -1}}}});
     expect_error(cfg, -32602, "trainer.lr");

@@ -22,7 +22,8 @@ protected:
         runs_ = root_ / "runs";
         std::ofstream(root_ / "tiny.yaml") << tiny_config(shards_, kSteps);
         // Two runs with different learning rates, so the compared curves differ.
-        for (const auto& [id, lr] : {std::pair<std::string, std::string>{"trained", "3.0e-3"}, {"trained-2", "1.0e-3"}}) {
+        for (const auto& [id, lr] :
+             {std::pair<std::string, std::string>{"trained", "3.0e-3"}, {"trained-2", "1.0e-3"}}) {
             auto r = run_process({llmtrain_bin(), "train", "--config", (root_ / "tiny.yaml").string(), "--set",
                                   "output.root_dir=" + runs_.string(), "--set", "output.run_id=" + id,
                                   "--set", "trainer.eval_every_steps=4", "--set", "trainer.eval_steps=2",
@@ -119,8 +120,9 @@ TEST_F(RunsDirTest, ApiListsMetricsAndLogsOfRunsTrainedOutsideTheServerReadOnly)
 
     // Confinement: a symlinked run is not a run; files symlinked out of a run are not read; names with
     // dot segments or of a root that does not exist are 404; nothing says what is outside.
-    for (const char* bad : {"/v1/runs/0/linked", "/v1/runs/0/linked/metrics", "/v1/runs/0/..", "/v1/runs/0/%2e%2e/metrics",
-                            "/v1/runs/0/..%2Foutside", "/v1/runs/1/trained", "/v1/runs/x/trained", "/v1/runs/0/.hidden"}) {
+    for (const char* bad :
+         {"/v1/runs/0/linked", "/v1/runs/0/linked/metrics", "/v1/runs/0/..", "/v1/runs/0/%2e%2e/metrics",
+          "/v1/runs/0/..%2Foutside", "/v1/runs/1/trained", "/v1/runs/x/trained", "/v1/runs/0/.hidden"}) {
         auto r = viewer.get(bad);
         EXPECT_TRUE(r.status == 404 || r.status == 400) << bad << ": " << r.status << " " << r.text;
         EXPECT_EQ(r.text.find("secret"), std::string::npos) << bad;

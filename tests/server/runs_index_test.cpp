@@ -44,7 +44,8 @@ protected:
         write(d / "config.yaml", "run: {name: t}\n");
         write(d / "meta.json", "{\"run_id\": \"" + name + "\", \"start_time_utc\": \"2026-11-29T02:00:00Z\"}\n");
         std::string m;
-        for (int s = 1; s <= steps; ++s) m += "{\"step\": " + std::to_string(s) + ", \"loss\": " + std::to_string(5.0 - s) + "}\n";
+        for (int s = 1; s <= steps; ++s)
+            m += "{\"step\": " + std::to_string(s) + ", \"loss\": " + std::to_string(5.0 - s) + "}\n";
         write(d / "metrics.jsonl", m);
         write(d / "logs/rank0.log", "step 1\nstep 2\n");
     }

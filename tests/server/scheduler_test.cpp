@@ -35,7 +35,9 @@ public:
         auto it = status.find(handle);
         return it == status.end() ? AttemptStatus{AttemptStatus::kLost, 0, "unknown"} : it->second;
     }
-    void stop(const std::string& handle, bool kill) override { signals.push_back(handle + (kill ? " KILL" : " TERM")); }
+    void stop(const std::string& handle, bool kill) override {
+        signals.push_back(handle + (kill ? " KILL" : " TERM"));
+    }
     std::vector<RankLog> rank_logs(const fs::path&, const JobSpec&) const override { return {}; }
     bool jobs_see_local_files() const override { return true; }
     fs::path job_write_root(const AttemptRequest& req) const override { return req.job_dir; }
@@ -66,8 +68,9 @@ protected:
         access.read_roots = {fs::path(LLMT_SOURCE_DIR) / "data"};
         return Scheduler(*store_, exec_, SchedulerOptions{dir_, Capacity{cpus, 0}, std::move(q), grace, 0.25, access});
     }
-    int64_t submit(const std::string& name, int nproc = 1, int priority = 0, std::map<std::string, std::string> labels = {},
-                   int max_retries = 2, double max_runtime_s = 0, const std::string& by = "t") {
+    int64_t submit(const std::string& name, int nproc = 1, int priority = 0,
+                   std::map<std::string, std::string> labels = {}, int max_retries = 2, double max_runtime_s = 0,
+                   const std::string& by = "t") {
         JobRecord r;
         r.spec.name = name;
         r.spec.config_input = "gpt2_tiny_cpu";
@@ -148,7 +151,8 @@ TEST_F(SchedulerTest, AttemptsStartOnlyInsideTheAccessPolicyWithWritesInTheJobsD
         << store_->get(outside)->reason;
     EXPECT_EQ(exec_.started, (std::vector<int64_t>{text}));
     auto cfg = llmt::read_file(dir_ / "jobs" / std::to_string(text) / "config.yaml");
-    EXPECT_NE(cfg.find("cache_dir: " + (dir_ / "jobs" / std::to_string(text) / "c").string()), std::string::npos) << cfg;
+    EXPECT_NE(cfg.find("cache_dir: " + (dir_ / "jobs" / std::to_string(text) / "c").string()), std::string::npos)
+        << cfg;
 }
 
 TEST_F(SchedulerTest, CancelSendsTermThenKillAfterGrace) {

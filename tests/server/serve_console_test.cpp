@@ -1,7 +1,7 @@
 // What `llmtrain serve` tells the person who started it: the dashboard link with the bound port on its
-// own stderr (with a token only when serve generated the tokens file; never in a job's log), one line per job transition, how far each
-// estimate was off (kept per job and used to correct the next estimate), no $0 cost without rates, a
-// warmup longer than the run accepted with a warning, and a generated tokens file readable with cut.
+// own stderr (with a token only when serve generated the tokens file; never in a job's log), one line per job
+// transition, how far each estimate was off (kept per job and used to correct the next estimate), no $0 cost without
+// rates, a warmup longer than the run accepted with a warning, and a generated tokens file readable with cut.
 #include <fmt/format.h>
 
 #include <regex>
@@ -30,9 +30,11 @@ TEST_F(ServeConsoleTest, LinkTransitionsAndEstimateRatios) {
     ServeProcess srv(root_ / "srv", {"--capacity", "cpus=2,gpus=0"});
     // The link: the bound port (--listen 127.0.0.1:0 picked it); with --tokens-file no token of the
     // operator's file is printed.
-    const std::string link = fmt::format("open http://127.0.0.1:{}/ (sign in with a token of --tokens-file)", srv.port());
+    const std::string link =
+        fmt::format("open http://127.0.0.1:{}/ (sign in with a token of --tokens-file)", srv.port());
     ASSERT_TRUE(wait_for([&] { return has(srv.log(), link); }, 10)) << srv.log();
-    for (const char* token : {kAdminToken, kSubmitterToken, kViewerToken}) EXPECT_FALSE(has(srv.log(), token)) << srv.log();
+    for (const char* token : {kAdminToken, kSubmitterToken, kViewerToken})
+        EXPECT_FALSE(has(srv.log(), token)) << srv.log();
     // Where the presets came from, on start-up.
     EXPECT_TRUE(has(srv.log(), fmt::format("presets from {}/configs/presets (--presets-dir)", LLMT_SOURCE_DIR)))
         << srv.log();
@@ -51,8 +53,8 @@ TEST_F(ServeConsoleTest, LinkTransitionsAndEstimateRatios) {
         << r.body["estimate"].dump(2);
     EXPECT_EQ(r.body["estimate"]["correction"]["jobs"], 0);
     const int64_t id = r.body["id"];
-    ASSERT_TRUE(wait_for([&] { return api.get("/v1/jobs/" + std::to_string(id)).body.value("state", "") == "succeeded"; },
-                         300))
+    ASSERT_TRUE(wait_for(
+        [&] { return api.get("/v1/jobs/" + std::to_string(id)).body.value("state", "") == "succeeded"; }, 300))
         << srv.log();
     const auto j = api.get("/v1/jobs/" + std::to_string(id)).body;
     ASSERT_TRUE(j["actual"]["estimate_ratio"].is_number()) << j.dump(2);
@@ -65,7 +67,8 @@ TEST_F(ServeConsoleTest, LinkTransitionsAndEstimateRatios) {
     const std::string log = srv.log();
     EXPECT_TRUE(has(log, fmt::format("job {} queued (first, by bob)", id))) << log;
     EXPECT_TRUE(has(log, fmt::format("job {} started (attempt 1)", id))) << log;
-    EXPECT_TRUE(std::regex_search(log, std::regex(fmt::format("job {} succeeded: exit code 0 after [0-9]+s", id)))) << log;
+    EXPECT_TRUE(std::regex_search(log, std::regex(fmt::format("job {} succeeded: exit code 0 after [0-9]+s", id))))
+        << log;
 
     // The job's own log never carries the link.
     auto jl = api.get("/v1/jobs/" + std::to_string(id) + "/logs?rank=0");
@@ -98,8 +101,8 @@ TEST_F(ServeConsoleTest, WarmupLongerThanTheRunIsAWarningNotA400) {
     // Cancelled before it ran: one line too.
     const int64_t id = r.body["id"];
     ASSERT_EQ(api.post("/v1/jobs/" + std::to_string(id) + "/cancel", "{}").status, 202);
-    EXPECT_TRUE(wait_for([&] { return has(srv.log(), fmt::format("job {} cancelled: cancelled by bob before it ran", id)); },
-                         10))
+    EXPECT_TRUE(wait_for(
+        [&] { return has(srv.log(), fmt::format("job {} cancelled: cancelled by bob before it ran", id)); }, 10))
         << srv.log();
 }
 

@@ -47,9 +47,12 @@ public:
                                        << kViewerToken << " victor viewer\n"
                                        << kRunnerToken << " rita runner\n";
         fs::remove(root / "port");
-        std::vector<std::string> args = {llmtrain_bin(), "serve", "--listen", "127.0.0.1:0",
-                                         "--data-dir", (root / "data").string(), "--tokens-file", (root / "tokens").string(),
-                                         "--port-file", (root / "port").string(), "--kill-grace-s", "20"};
+        std::vector<std::string> args = {llmtrain_bin(),   "serve",
+                                         "--listen",       "127.0.0.1:0",
+                                         "--data-dir",     (root / "data").string(),
+                                         "--tokens-file",  (root / "tokens").string(),
+                                         "--port-file",    (root / "port").string(),
+                                         "--kill-grace-s", "20"};
         if (std::find(extra.begin(), extra.end(), "--presets-dir") == extra.end())
             args.insert(args.end(), {"--presets-dir", std::string(LLMT_SOURCE_DIR) + "/configs/presets"});
         if (std::find(extra.begin(), extra.end(), "--allow-read") == extra.end())
@@ -198,11 +201,14 @@ inline fs::path prepare_shards(const fs::path& root) {
 inline std::string tiny_config(const fs::path& shards, int steps, int save_every = 0) {
     return "run: {name: t, seed: 7, device: cpu, threads: 1}\n"
            "model: {n_layer: 1, n_head: 2, d_model: 32, block_size: 32, vocab_pad_multiple: 64}\n"
-           "trainer: {max_steps: " + std::to_string(steps) + ", micro_batch_size: 2, grad_accum_steps: 1, lr: 3.0e-3, "
-           "warmup_steps: 2, log_every_steps: 1, eval_every_steps: 0, save_every_steps: " + std::to_string(save_every) +
+           "trainer: {max_steps: " +
+           std::to_string(steps) +
+           ", micro_batch_size: 2, grad_accum_steps: 1, lr: 3.0e-3, "
+           "warmup_steps: 2, log_every_steps: 1, eval_every_steps: 0, save_every_steps: " +
+           std::to_string(save_every) +
            ", keep_last: 2}\n"
-           "data: {train_shards: " + (shards / "train_*.bin").string() + ", val_shards: " +
-           (shards / "val_*.bin").string() + "}\n";
+           "data: {train_shards: " +
+           (shards / "train_*.bin").string() + ", val_shards: " + (shards / "val_*.bin").string() + "}\n";
 }
 
 }  // namespace llmt::testing

@@ -79,7 +79,8 @@ TEST_F(StoreTest, UpgradesAVersionOneDatabase) {
     const char* downgrade =
         "ALTER TABLE jobs DROP COLUMN term_sent_at; ALTER TABLE jobs DROP COLUMN timed_out;"
         "ALTER TABLE jobs DROP COLUMN stop_reason;"
-        "DROP TABLE idempotency_keys; DROP INDEX jobs_submitter_state; DELETE FROM schema_migrations WHERE version >= 2;";
+        "DROP TABLE idempotency_keys; DROP INDEX jobs_submitter_state; DELETE FROM schema_migrations WHERE version >= "
+        "2;";
     ASSERT_EQ(sqlite3_exec(db, downgrade, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
     sqlite3_close(db);
     JobStore s(dir_ / "db.sqlite");

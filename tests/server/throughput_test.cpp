@@ -90,8 +90,9 @@ TEST(Throughput, EfficiencyMeasuredInterpolatedExtrapolated) {
 
 TEST(Throughput, ThreadsPairEfficiencyRows) {
     // 2 ranks x 1 thread compared with 1 rank x 1 thread (0.95), not with 1 rank x 2 threads.
-    auto rows = load_throughput(write_rows("threads", row("cpu", "c", 1, 2, 1e8, 1900) + row("cpu", "c", 1, 1, 1e8, 1000) +
-                                                          row("cpu", "c", 2, 1, 1e8, 1900)));
+    auto rows =
+        load_throughput(write_rows("threads", row("cpu", "c", 1, 2, 1e8, 1900) + row("cpu", "c", 1, 1, 1e8, 1000) +
+                                                  row("cpu", "c", 2, 1, 1e8, 1900)));
     auto e = estimate_throughput(rows, "cpu", "", 1e8, 2, 1);
     EXPECT_EQ(e.threads_per_rank, 1);
     EXPECT_DOUBLE_EQ(e.tokens_per_s_rank, 1000);
@@ -102,9 +103,10 @@ TEST(Throughput, ThreadsPairEfficiencyRows) {
 TEST(Throughput, EfficiencyComparesRowsOfTheSameRun) {
     // Two single-GPU figures (1000 from one benchmark, 1200 from the multi-GPU run) and the multi-GPU run's
     // 2-GPU row: efficiency is 2280 / (2 x 1200) = 0.95 from that run, not 2280 / (2 x 1100) = 1.036.
-    auto rows = load_throughput(write_rows("samerun", row("cuda", "H100", 1, 0, 1e9, 1000, "2026-11-26", "bench A") +
-                                                           row("cuda", "H100", 1, 0, 1e9, 1200, "2026-11-26", "multi") +
-                                                           row("cuda", "H100", 2, 0, 1e9, 2280, "2026-11-26", "multi")));
+    auto rows =
+        load_throughput(write_rows("samerun", row("cuda", "H100", 1, 0, 1e9, 1000, "2026-11-26", "bench A") +
+                                                  row("cuda", "H100", 1, 0, 1e9, 1200, "2026-11-26", "multi") +
+                                                  row("cuda", "H100", 2, 0, 1e9, 2280, "2026-11-26", "multi")));
     auto e = estimate_throughput(rows, "cuda", "", 1e9, 2);
     EXPECT_NEAR(e.efficiency, 0.95, 1e-12);
     EXPECT_DOUBLE_EQ(e.tokens_per_s_rank, 1100);  // the per-rank rate is the median of every single-GPU row
@@ -134,13 +136,15 @@ TEST(Estimate, JobFiguresFromRows) {
                                                   {"trainer.max_steps=100", "run.threads=1"});
     const double fpt = models::Gpt2Config::from(cfg.model).flops_per_token(cfg.model.block_size);
     ThroughputTable table;
-    table.rows = load_throughput(write_rows("job", row("cpu", "c", 1, 1, fpt, 1000) + row("cpu", "c", 2, 1, fpt, 1800)));
+    table.rows =
+        load_throughput(write_rows("job", row("cpu", "c", 1, 1, fpt, 1000) + row("cpu", "c", 2, 1, fpt, 1800)));
     table.path = "rows.jsonl";
     JobSpec spec;
     spec.nproc_per_node = 2;
     Rates rates{0.5, 3.0};
 
-    const double tokens = 100.0 * cfg.trainer.micro_batch_size * cfg.trainer.grad_accum_steps * cfg.model.block_size * 2;
+    const double tokens =
+        100.0 * cfg.trainer.micro_batch_size * cfg.trainer.grad_accum_steps * cfg.model.block_size * 2;
     nlohmann::json e = estimate_job(spec, cfg, rates, table);
     EXPECT_EQ(e["source"], "measured");
     EXPECT_DOUBLE_EQ(e["tokens"].get<double>(), tokens);
@@ -175,7 +179,8 @@ TEST(Estimate, UsesTheRowsOfTheChosenPrecision) {
                                                                      as_bf16(row("cpu", "c", 1, 1, fpt, bf16_tps)))),
                                "rows.jsonl", ""};
     };
-    const ThroughputTable bf16_faster = table_of("bf16_faster", 1000, 1500), fp32_faster = table_of("fp32_faster", 1000, 500);
+    const ThroughputTable bf16_faster = table_of("bf16_faster", 1000, 1500),
+                          fp32_faster = table_of("fp32_faster", 1000, 500);
     auto tps = [&](const std::string& precision, const ThroughputTable& t) {
         nlohmann::json e = estimate_job(JobSpec{}, preset(precision), Rates{}, t);
         EXPECT_EQ(e["source"], "measured") << e.dump(2);
@@ -188,10 +193,12 @@ TEST(Estimate, UsesTheRowsOfTheChosenPrecision) {
     EXPECT_DOUBLE_EQ(tps("bf16", fp32_faster), 500);
     EXPECT_DOUBLE_EQ(tps("auto", fp32_faster), 1000);
     const std::string basis = estimate_job(JobSpec{}, preset("auto"), Rates{}, fp32_faster)["basis"]["rate"];
-    EXPECT_NE(basis.find("trainer.precision auto: the fp32 rows (the faster measured on this card)"), std::string::npos)
+    EXPECT_NE(basis.find("trainer.precision auto: the fp32 rows (the faster measured on this card)"),
+              std::string::npos)
         << basis;
     // Only fp32 rows: bf16 is estimated from them, and says so.
-    ThroughputTable fp32_only{load_throughput(write_rows("fp32_only", row("cpu", "c", 1, 1, fpt, 1000))), "rows.jsonl", ""};
+    ThroughputTable fp32_only{load_throughput(write_rows("fp32_only", row("cpu", "c", 1, 1, fpt, 1000))), "rows.jsonl",
+                              ""};
     const nlohmann::json e = estimate_job(JobSpec{}, preset("bf16"), Rates{}, fp32_only);
     EXPECT_DOUBLE_EQ(e["tokens_per_s"].get<double>(), 1000);
     EXPECT_NE(e["basis"]["rate"].get<std::string>().find("no trainer.precision bf16 rows"), std::string::npos);
@@ -251,9 +258,22 @@ std::string image_row(const std::string& arch, double fpi, double ips, int world
 fs::path tiny_idx_images(int n) {
     fs::path p = fs::temp_directory_path() / ("llmt_estimate_images_" + std::to_string(::getpid()) + ".idx");
     std::ofstream f(p, std::ios::binary);
-    const unsigned char head[16] = {0, 0, 8, 3, static_cast<unsigned char>(n >> 24), static_cast<unsigned char>(n >> 16),
-                                    static_cast<unsigned char>(n >> 8), static_cast<unsigned char>(n), 0, 0, 0, 28,
-                                    0, 0, 0, 28};
+    const unsigned char head[16] = {0,
+                                    0,
+                                    8,
+                                    3,
+                                    static_cast<unsigned char>(n >> 24),
+                                    static_cast<unsigned char>(n >> 16),
+                                    static_cast<unsigned char>(n >> 8),
+                                    static_cast<unsigned char>(n),
+                                    0,
+                                    0,
+                                    0,
+                                    28,
+                                    0,
+                                    0,
+                                    0,
+                                    28};
     f.write(reinterpret_cast<const char*>(head), 16);
     f << std::string(static_cast<size_t>(n) * 28 * 28, '\0');
     return p;
@@ -270,7 +290,8 @@ double fpi_of(const config::Config& cfg) { return models::ClassifierConfig::from
 }  // namespace
 
 TEST(Throughput, ClassifierRowsLoadApartFromTheLanguageModels) {
-    auto rows = load_throughput(write_rows("images", row("cpu", "xeon x2", 1, 1, 1e8, 1000) + image_row("cnn", 3e7, 5000)));
+    auto rows =
+        load_throughput(write_rows("images", row("cpu", "xeon x2", 1, 1, 1e8, 1000) + image_row("cnn", 3e7, 5000)));
     ASSERT_EQ(rows.size(), 2u);
     EXPECT_FALSE(rows[0].images());
     EXPECT_TRUE(rows[1].images());
@@ -298,7 +319,8 @@ TEST(Throughput, ClassifierRowsLoadApartFromTheLanguageModels) {
     std::string no_arch = image_row("cnn", 3e7, 5000);
     no_arch.replace(no_arch.find("\"arch\":\"cnn\","), 13, "");
     expect_error(no_arch, ":1: missing field 'arch'");
-    expect_error(image_row("resnet", 3e7, 5000), "field 'arch' must be the model.arch of an image classifier, got \"resnet\"");
+    expect_error(image_row("resnet", 3e7, 5000),
+                 "field 'arch' must be the model.arch of an image classifier, got \"resnet\"");
     expect_error(image_row("cnn", 3e7, -1), "'images_per_s' must be > 0");
     std::string both = image_row("cnn", 3e7, 5000);
     both.insert(1, "\"tokens_per_s\":5,");
@@ -375,8 +397,9 @@ TEST(Estimate, ClassifierShapeWithoutARowSaysWhy) {
                   "no row at the job's micro_batch_size 64"),
               std::string::npos);
     // trainer.epochs with a training file the server cannot read: no figure, and why.
-    config::Config missing = config::load_config_file(fs::path(LLMT_SOURCE_DIR) / "configs/presets/fashion_mnist_cnn.yaml",
-                                                      {"data.train_images=/nonexistent/train.idx", "run.device=cpu"});
+    config::Config missing =
+        config::load_config_file(fs::path(LLMT_SOURCE_DIR) / "configs/presets/fashion_mnist_cnn.yaml",
+                                 {"data.train_images=/nonexistent/train.idx", "run.device=cpu"});
     nlohmann::json x = estimate_job(JobSpec{}, missing, Rates{}, table);
     EXPECT_EQ(x["source"], "unmeasured");
     EXPECT_NE(x["reason"].get<std::string>().find("trainer.epochs 5 needs the training set's size"), std::string::npos)

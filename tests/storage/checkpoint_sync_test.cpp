@@ -68,10 +68,11 @@ TEST(CheckpointSync, EveryCheckpointAndTheRunFilesReachTheStoreMarkerLast) {
     const S3Uri run{"llmt-test", "sync/all/"};
     std::set<std::string> keys;
     for (const auto& o : c.list_objects(run)) keys.insert(o.key.substr(run.key.size()));
-    for (const char* k : {"config.yaml", "meta.json", "metrics.jsonl", "summary.json", "checkpoints/step_2/_SYNCED.json",
-                          "checkpoints/step_4/model.safetensors", "checkpoints/step_4/optimizer.safetensors",
-                          "checkpoints/step_4/state.json", "checkpoints/step_4/config.json",
-                          "checkpoints/step_4/generation_config.json", "checkpoints/step_4/_SYNCED.json"})
+    for (const char* k :
+         {"config.yaml", "meta.json", "metrics.jsonl", "summary.json", "checkpoints/step_2/_SYNCED.json",
+          "checkpoints/step_4/model.safetensors", "checkpoints/step_4/optimizer.safetensors",
+          "checkpoints/step_4/state.json", "checkpoints/step_4/config.json",
+          "checkpoints/step_4/generation_config.json", "checkpoints/step_4/_SYNCED.json"})
         EXPECT_TRUE(keys.count(k)) << k;
     const fs::path local = t.root() / "runs/all";
     EXPECT_EQ(c.get_object(run.join("checkpoints/step_4/model.safetensors")),
@@ -109,7 +110,8 @@ TEST(CheckpointSync, ResumeFromS3EqualsTheUninterruptedRun) {
     ASSERT_EQ(r.exit_code, 0) << r.err;
     // Another machine: the run directory is gone; the run continues from the store.
     fs::remove_all(t.root() / "runs/cut");
-    r = train(server, yaml, {"--set", "trainer.max_steps=6", "--set", "output.run_id=cut", "--resume", "s3://llmt-test/sync/cut"});
+    r = train(server, yaml,
+              {"--set", "trainer.max_steps=6", "--set", "output.run_id=cut", "--resume", "s3://llmt-test/sync/cut"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("at step 4"), std::string::npos) << r.err;
     const std::string whole = losses(t.root() / "runs/whole/metrics.jsonl");
@@ -121,7 +123,8 @@ TEST(CheckpointSync, ResumeAutoFetchesTheNewestSyncedStep) {
     S3rver server;
     TinyRun t("sync_auto");
     const fs::path yaml = write_config(t);
-    auto r = train(server, yaml, {"--set", "trainer.max_steps=6", "--set", "output.run_id=auto1", "--stop-at-step", "2"});
+    auto r =
+        train(server, yaml, {"--set", "trainer.max_steps=6", "--set", "output.run_id=auto1", "--stop-at-step", "2"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     fs::remove_all(t.root() / "runs/auto1");
     r = train(server, yaml, {"--set", "trainer.max_steps=4", "--set", "output.run_id=auto1", "--resume", "auto"});
@@ -158,7 +161,8 @@ TEST(CheckpointSync, KillDuringAnUploadLeavesNoMarkerAndResumeTakesThePreviousSt
     }
     // Training is over (summary.json written) and the trainer is waiting on step 4's upload.
     const fs::path summary = t.root() / "runs/k/summary.json";
-    for (int i = 0; i < 3000 && !(fs::exists(summary) && read_text(summary).find("\"steps\": 4") != std::string::npos); ++i)
+    for (int i = 0; i < 3000 && !(fs::exists(summary) && read_text(summary).find("\"steps\": 4") != std::string::npos);
+         ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     int status = 0;
@@ -174,7 +178,8 @@ TEST(CheckpointSync, KillDuringAnUploadLeavesNoMarkerAndResumeTakesThePreviousSt
     EXPECT_FALSE(c.head_object({"llmt-test", "sync/k/checkpoints/step_4/_SYNCED.json"}).has_value());
     // Another machine resumes from the store: step 2, the newest complete one.
     fs::remove_all(t.root() / "runs/k");
-    r = train(server, yaml, {"--set", "trainer.max_steps=4", "--set", "output.run_id=k", "--resume", "s3://llmt-test/sync/k"});
+    r = train(server, yaml,
+              {"--set", "trainer.max_steps=4", "--set", "output.run_id=k", "--resume", "s3://llmt-test/sync/k"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NE(r.err.find("at step 2"), std::string::npos) << r.err;
     EXPECT_TRUE(c.head_object({"llmt-test", "sync/k/checkpoints/step_4/_SYNCED.json"}).has_value());
@@ -202,8 +207,9 @@ TEST(CheckpointSync, TwoProcessRunSyncsFromRankZeroOnly) {
 TEST(CheckpointSync, NoCredentialsIsRefusedBeforeTraining) {
     TinyRun t("sync_nocred");
     const auto r = llmt::testing::run_process(
-        {llmt::testing::llmtrain_bin(), "train", "--config", write_config(t).string(), "--set", "output.run_id=nc"}, "",
-        120, {"AWS_SHARED_CREDENTIALS_FILE=/nonexistent/credentials", "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY="});
+        {llmt::testing::llmtrain_bin(), "train", "--config", write_config(t).string(), "--set", "output.run_id=nc"},
+        "", 120,
+        {"AWS_SHARED_CREDENTIALS_FILE=/nonexistent/credentials", "AWS_ACCESS_KEY_ID=", "AWS_SECRET_ACCESS_KEY="});
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("AWS_ACCESS_KEY_ID"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(t.root() / "runs/nc/checkpoints/step_2"));

@@ -57,8 +57,9 @@ TEST(RemoteInputs, ShardsAndInitFromFromTheStoreEqualTheLocalFiles) {
 
     r = train(server, t, {"output.run_id=local", "model.init_from=" + step.string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    r = train(server, t, {"output.run_id=remote", "model.init_from=s3://llmt-test/models/m",
-                          "data.train_shards=s3://llmt-test/data/train_*.bin", "data.val_shards=s3://llmt-test/data/val_*.bin"});
+    r = train(server, t,
+              {"output.run_id=remote", "model.init_from=s3://llmt-test/models/m",
+               "data.train_shards=s3://llmt-test/data/train_*.bin", "data.val_shards=s3://llmt-test/data/val_*.bin"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const std::string local = trace(t.root() / "runs/local/metrics.jsonl");
     EXPECT_NE(local.find("val "), std::string::npos) << local;
@@ -111,7 +112,8 @@ TEST(RemoteInputs, DataPrepareFromAPrefixEqualsTheLocalCorpus) {
         if (e.path().extension() != ".bin") continue;
         ++shards;
         std::ifstream l(e.path(), std::ios::binary), m(t.root() / "remote" / e.path().filename(), std::ios::binary);
-        EXPECT_EQ(std::string(std::istreambuf_iterator<char>(l), {}), std::string(std::istreambuf_iterator<char>(m), {}))
+        EXPECT_EQ(std::string(std::istreambuf_iterator<char>(l), {}),
+                  std::string(std::istreambuf_iterator<char>(m), {}))
             << e.path().filename();
     }
     EXPECT_GE(shards, 1u);

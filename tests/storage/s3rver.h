@@ -26,14 +26,17 @@ namespace llmt::testing {
 
 class S3rver {
 public:
-    static std::filesystem::path binary() { return std::filesystem::path(LLMT_SOURCE_DIR) / "tests/storage/s3rver/node_modules/.bin/s3rver"; }
+    static std::filesystem::path binary() {
+        return std::filesystem::path(LLMT_SOURCE_DIR) / "tests/storage/s3rver/node_modules/.bin/s3rver";
+    }
 
     explicit S3rver(std::string bucket = "llmt-test")
         : bucket_(std::move(bucket)),
           dir_(std::filesystem::temp_directory_path() / ("llmt_s3rver_" + std::to_string(::getpid()) + "_" +
                                                           std::to_string(counter()++))) {
         if (!std::filesystem::exists(binary()))
-            throw std::runtime_error(binary().string() + " is missing (hint: run scripts/setup.sh, which installs s3rver)");
+            throw std::runtime_error(binary().string() +
+                                     " is missing (hint: run scripts/setup.sh, which installs s3rver)");
         std::filesystem::remove_all(dir_);
         std::filesystem::create_directories(dir_);
         port_ = free_port();

@@ -71,7 +71,8 @@ TEST(SigV4, MatchesBotocore) {
                  {"x-amz-content-sha256", r.payload_sha256},
                  {"x-amz-date", amz_date},
                  {"x-amz-security-token", c.session_token}};
-    std::string url = "http://127.0.0.1:4568" + r.canonical_uri + "?partNumber=3&uploadId=" + uri_encode("Zx.y~z/+=", false);
+    std::string url =
+        "http://127.0.0.1:4568" + r.canonical_uri + "?partNumber=3&uploadId=" + uri_encode("Zx.y~z/+=", false);
     nlohmann::json spec = {{"method", "PUT"},
                            {"url", url},
                            {"headers", {{"Content-MD5", "rL0Y20zC+Fzt72VPzMSk2A=="}}},
@@ -81,8 +82,8 @@ TEST(SigV4, MatchesBotocore) {
                            {"token", c.session_token},
                            {"region", "eu-west-3"},
                            {"amz_date", amz_date}};
-    const auto res = testing::run_process({"python3", std::string(LLMT_SOURCE_DIR) + "/tests/storage/botocore_sign.py"},
-                                          spec.dump(), 60);
+    const auto res = testing::run_process(
+        {"python3", std::string(LLMT_SOURCE_DIR) + "/tests/storage/botocore_sign.py"}, spec.dump(), 60);
     ASSERT_EQ(res.exit_code, 0) << res.err << "\n(hint: scripts/setup.sh installs python3-botocore)";
     std::string theirs = res.out;
     while (!theirs.empty() && theirs.back() == '\n') theirs.pop_back();

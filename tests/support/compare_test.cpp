@@ -70,7 +70,8 @@ std::vector<std::string> split_params(const std::string& params) {
 // Function definitions that start at column 0 of `text`, whose name says they compare and that take two
 // sequences. A definition's head may span lines; its body is the balanced braces after it.
 std::vector<Helper> comparison_helpers(const std::string& text, const std::string& file) {
-    static const std::regex kName(R"((^|_)(same|equal|equals|close|match|matches|near|compare|rel|err|bits|diff)(_|$))");
+    static const std::regex kName(
+        R"((^|_)(same|equal|equals|close|match|matches|near|compare|rel|err|bits|diff)(_|$))");
     static const std::regex kHead(R"(^(?:template\s*<[^>]*>\s*)?[A-Za-z_][\w:<>,\s\*&]*?\b([a-z_][a-z0-9_]*)\s*\()");
     static const std::regex kSequence(R"(\b(vector|span)\s*<)");
     std::vector<Helper> out;

@@ -35,7 +35,8 @@ public:
     // What the reader got, or nullopt when it did not finish within `timeout_s` (it is then left
     // blocked; a writer is opened and closed once to release it when the FIFO is still there).
     std::optional<std::string> result(double timeout_s = 10) {
-        if (result_.wait_for(std::chrono::duration<double>(timeout_s)) == std::future_status::ready) return result_.get();
+        if (result_.wait_for(std::chrono::duration<double>(timeout_s)) == std::future_status::ready)
+            return result_.get();
         const int fd = ::open(fifo_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
         if (fd >= 0) ::close(fd);
         return std::nullopt;

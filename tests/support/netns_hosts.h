@@ -12,7 +12,7 @@
 namespace llmt::testing {
 
 struct HostsResult {
-    ProcResult proc;          // proc.out: every host's output, lines prefixed "[host-i] "; exit code: first failing host's
+    ProcResult proc;  // proc.out: every host's output, lines prefixed "[host-i] "; exit code: first failing host's
     bool skipped = false;     // network namespaces are not available here (not root, or the kernel refuses)
     std::string skip_reason;  // the harness's "SKIP: ..." line
 };

@@ -70,7 +70,8 @@ inline ProcResult run_process(const std::vector<std::string>& argv, const std::s
         if (err_open) fds[n++] = {err[0], POLLIN, 0};
         if (in_fd >= 0) fds[n++] = {in_fd, POLLOUT, 0};
         int ms = static_cast<int>(
-            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count());
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())
+                .count());
         if (ms <= 0) {
             kill(pid, SIGKILL);
             r.timed_out = true;

@@ -73,8 +73,13 @@ public:
 
     // `train` of tiny.yaml as run `run_id`, then `extra`.
     std::vector<std::string> train_args(const std::string& run_id, std::vector<std::string> extra = {}) const {
-        std::vector<std::string> a = {"train", "--config", (root_ / "tiny.yaml").string(), "--set",
-                                      "output.root_dir=" + (root_ / "runs").string(), "--set", "output.run_id=" + run_id};
+        std::vector<std::string> a = {"train",
+                                      "--config",
+                                      (root_ / "tiny.yaml").string(),
+                                      "--set",
+                                      "output.root_dir=" + (root_ / "runs").string(),
+                                      "--set",
+                                      "output.run_id=" + run_id};
         a.insert(a.end(), extra.begin(), extra.end());
         return a;
     }

@@ -106,8 +106,9 @@ private:
         if (!body.contains(name)) return;
         require(body[name].is_array(), std::string(name) + " must be an array");
         for (const auto& kv : body[name]) {
-            require(kv.is_object() && kv.contains("key") && kv["key"].is_string() && !kv["key"].get<std::string>().empty(),
-                    std::string(name) + ": each element needs a non-empty string key");
+            require(
+                kv.is_object() && kv.contains("key") && kv["key"].is_string() && !kv["key"].get<std::string>().empty(),
+                std::string(name) + ": each element needs a non-empty string key");
             require(kv.contains("value") && kv["value"].is_string(), std::string(name) + ": value must be a string");
         }
     }
@@ -169,7 +170,8 @@ private:
                 const std::string name = field(b, "experiment_name", &Json::is_string, "a string");
                 auto it = experiments_.find(name);
                 if (it == experiments_.end()) not_found("no such experiment");
-                return {{"experiment", {{"experiment_id", it->second}, {"name", name}, {"lifecycle_stage", "active"}}}};
+                return {
+                    {"experiment", {{"experiment_id", it->second}, {"name", name}, {"lifecycle_stage", "active"}}}};
             });
         });
         s.Post(api + "experiments/create", [this](const httplib::Request& q, httplib::Response& r) {
@@ -177,7 +179,8 @@ private:
                 const std::string name = field(b, "name", &Json::is_string, "a string");
                 require(!name.empty(), "experiments/create: name must not be empty");
                 if (experiments_.count(name))
-                    throw std::pair<int, Json>(400, {{"error_code", "RESOURCE_ALREADY_EXISTS"}, {"message", "exists"}});
+                    throw std::pair<int, Json>(400,
+                                               {{"error_code", "RESOURCE_ALREADY_EXISTS"}, {"message", "exists"}});
                 const std::string id = std::to_string(100 + experiments_.size());
                 experiments_[name] = id;
                 return {{"experiment_id", id}};
@@ -189,7 +192,8 @@ private:
                 bool known = false;
                 for (const auto& [n, id] : experiments_) known |= id == exp;
                 require(known, "runs/create: experiment_id " + exp + " does not exist");
-                if (b.contains("start_time")) require(b["start_time"].is_number_integer(), "start_time must be an int64");
+                if (b.contains("start_time"))
+                    require(b["start_time"].is_number_integer(), "start_time must be an int64");
                 if (b.contains("run_name")) require(b["run_name"].is_string(), "run_name must be a string");
                 check_key_values(b, "tags");
                 Run run;
@@ -227,7 +231,8 @@ private:
                 check_key_values(b, "params");
                 check_key_values(b, "tags");
                 for (const auto& m : metrics) {
-                    require(m.is_object() && m.contains("key") && m["key"].is_string() && !m["key"].get<std::string>().empty(),
+                    require(m.is_object() && m.contains("key") && m["key"].is_string() &&
+                                !m["key"].get<std::string>().empty(),
                             "metric: key must be a non-empty string");
                     require(m.contains("value") && is_metric_value(m["value"]), "metric: value must be a double");
                     require(m.contains("timestamp") && m["timestamp"].is_number_integer(),
@@ -243,7 +248,10 @@ private:
                 for (const auto& t : tags) run.tags[t["key"]] = t["value"];
                 for (const auto& m : metrics) {
                     const Json& v = m["value"];
-                    const double x = v.is_number() ? v.get<double>() : v == "NaN" ? std::nan("") : v == "Infinity" ? HUGE_VAL : -HUGE_VAL;
+                    const double x = v.is_number()     ? v.get<double>()
+                                     : v == "NaN"      ? std::nan("")
+                                     : v == "Infinity" ? HUGE_VAL
+                                                       : -HUGE_VAL;
                     run.metrics.push_back({m["key"], x, m["timestamp"], m.value("step", int64_t{0})});
                 }
                 batches_.push_back({metrics.size(), params.size(), tags.size()});
@@ -255,8 +263,9 @@ private:
                 Run& run = existing_run(b, "runs/update");
                 if (b.contains("status")) {
                     const std::string st = field(b, "status", &Json::is_string, "a string");
-                    require(st == "RUNNING" || st == "SCHEDULED" || st == "FINISHED" || st == "FAILED" || st == "KILLED",
-                            "runs/update: status " + st + " is not a RunStatus");
+                    require(
+                        st == "RUNNING" || st == "SCHEDULED" || st == "FINISHED" || st == "FAILED" || st == "KILLED",
+                        "runs/update: status " + st + " is not a RunStatus");
                     run.status = st;
                 }
                 if (b.contains("end_time")) {

@@ -84,8 +84,8 @@ std::map<std::pair<std::string, int64_t>, double> expected_points(const std::vec
 TEST(TensorBoard, EventFileDecodesWithAnIndependentReaderAndEqualsMetricsJsonl) {
     TinyRun t("tb");
     const fs::path tb = t.root() / "tb";
-    auto summary = t.train({"tracking.tensorboard_dir=" + tb.string(), "trainer.max_steps=6", "trainer.eval_every_steps=3",
-                            "trainer.log_every_steps=2"});
+    auto summary = t.train({"tracking.tensorboard_dir=" + tb.string(), "trainer.max_steps=6",
+                            "trainer.eval_every_steps=3", "trainer.log_every_steps=2"});
     const std::string run_id = summary["run_id"];
     const auto files = event_files(tb / run_id);
     ASSERT_EQ(files.size(), 1u) << "one event file per process start, in <tensorboard_dir>/<run id>/";
@@ -177,7 +177,8 @@ void expect_metrics_equal(const json& run, const std::vector<json>& lines) {
         }
     EXPECT_EQ(points, want.size()) << "each point once";
     ASSERT_EQ(got.size(), want.size());
-    for (const auto& [k, v] : want) EXPECT_EQ(got[k], v) << k.first << " at step " << k.second;  // shortest round-trip text
+    for (const auto& [k, v] : want)
+        EXPECT_EQ(got[k], v) << k.first << " at step " << k.second;  // shortest round-trip text
 }
 
 TEST(MlflowFileStore, ARunReadsBackThroughAFileStoreReader) {
@@ -305,8 +306,8 @@ TEST(MlflowRest, BatchesStayWithinTheLogBatchLimits) {
     spec.run_name = "r";
     for (int i = 0; i < 250; ++i) spec.params.push_back({"p" + std::to_string(i), std::to_string(i)});
     {
-        llmt::tracking::MlflowSink sink(std::make_unique<llmt::tracking::MlflowRestStore>(srv.url(), llmt::tracking::RestAuth{}),
-                                        spec);
+        llmt::tracking::MlflowSink sink(
+            std::make_unique<llmt::tracking::MlflowRestStore>(srv.url(), llmt::tracking::RestAuth{}), spec);
         std::vector<llmt::tracking::Metric> pts;
         for (int i = 0; i < 2500; ++i) pts.push_back({"m", static_cast<double>(i), i, 1000 + i});
         sink.log(pts);
@@ -376,8 +377,8 @@ TEST(MlflowRest, LogNeverWaitsForADownServer) {
         std::lock_guard<std::mutex> lk(wmu);
         warnings.push_back(m);
     };
-    llmt::tracking::MlflowSink sink(std::make_unique<llmt::tracking::MlflowRestStore>(srv.url(), llmt::tracking::RestAuth{}),
-                                    spec);
+    llmt::tracking::MlflowSink sink(
+        std::make_unique<llmt::tracking::MlflowRestStore>(srv.url(), llmt::tracking::RestAuth{}), spec);
     double worst = 0;
     for (int i = 1; i <= 200; ++i) {
         const auto a = std::chrono::steady_clock::now();
@@ -463,8 +464,8 @@ TEST(Rank0, ATwoProcessRunLogsOneMlflowRunAndOneTensorBoardFile) {
                             << "tracking: {tensorboard_dir: " << tb.string() << ", mlflow: {uri: " << store.string()
                             << ", experiment: two-ranks}}\n";
     }
-    auto r = llmt::testing::run_process({llmt::testing::llmtrain_bin(), "launch", "--standalone", "--nproc-per-node", "2",
-                                         "--", "train", "--config", yaml.string(), "--set", "output.run_id=r2"},
+    auto r = llmt::testing::run_process({llmt::testing::llmtrain_bin(), "launch", "--standalone", "--nproc-per-node",
+                                         "2", "--", "train", "--config", yaml.string(), "--set", "output.run_id=r2"},
                                         "", 300);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_EQ(event_files(tb / "r2").size(), 1u);

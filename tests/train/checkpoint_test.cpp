@@ -24,8 +24,9 @@ namespace {
 class CheckpointTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        run_ = fs::temp_directory_path() /
-               fmt::format("llmt_ckpt_{}_{}", ::getpid(), ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        run_ =
+            fs::temp_directory_path() / fmt::format("llmt_ckpt_{}_{}", ::getpid(),
+                                                    ::testing::UnitTest::GetInstance()->current_test_info()->name());
         fs::remove_all(run_);
         root_ = run_ / "checkpoints";
     }
@@ -84,7 +85,8 @@ TEST_F(CheckpointTest, SaveWritesTheLayoutAndLoadFindsIt) {
         EXPECT_EQ(ck.state["step"], 5);
         ASSERT_TRUE(ck.optimizer.has_value());
         EXPECT_TRUE(ck.optimizer->contains("transformer.h.0.attn.c_attn.weight.exp_avg"));
-        EXPECT_EQ(ck.model.files().at(0).metadata().at("format"), "pt");  // what transformers expects of PyTorch weights
+        EXPECT_EQ(ck.model.files().at(0).metadata().at("format"),
+                  "pt");  // what transformers expects of PyTorch weights
     }
     save(6, {}, /*with_optimizer=*/false);
     Checkpoint ck = load_checkpoint(run_);
@@ -302,10 +304,13 @@ TEST_F(CheckpointTest, IntegrityIsCheckedAtLoad) {
     // NaN in the optimizer state, with a valid checksum (written by our writer).
     std::vector<float> m(12, 0.25f);
     m[7] = std::nanf("");
-    write_safetensors(dir / kOptimizerFile, {{"transformer.h.0.attn.c_attn.weight.exp_avg", StDType::kF32, {3, 4}, m.data()}});
-    expect_format_error("'transformer.h.0.attn.c_attn.weight.exp_avg' (F32 [3, 4]) holds a non-finite value (nan) at flat index 7");
+    write_safetensors(dir / kOptimizerFile,
+                      {{"transformer.h.0.attn.c_attn.weight.exp_avg", StDType::kF32, {3, 4}, m.data()}});
+    expect_format_error(
+        "'transformer.h.0.attn.c_attn.weight.exp_avg' (F32 [3, 4]) holds a non-finite value (nan) at flat index 7");
     m[7] = 0.f;
-    write_safetensors(dir / kOptimizerFile, {{"transformer.h.0.attn.c_attn.weight.exp_avg", StDType::kF32, {3, 4}, m.data()}});
+    write_safetensors(dir / kOptimizerFile,
+                      {{"transformer.h.0.attn.c_attn.weight.exp_avg", StDType::kF32, {3, 4}, m.data()}});
 
     // state.json: an edited value fails the checksum; reformatting does not.
     const std::string state_text = read_file(dir / kStateFile);

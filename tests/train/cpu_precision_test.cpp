@@ -194,7 +194,8 @@ TEST(CpuPrecision, PrintConfigShowsTheResolvedPrecision) {
 std::string losses(const TinyRun& t, const nlohmann::ordered_json& summary) {
     std::string out;
     for (const auto& j : t.metrics(summary))
-        if (j.contains("loss")) out += fmt::format("{:.17g} {:.17g}\n", j["loss"].get<double>(), j["grad_norm"].get<double>());
+        if (j.contains("loss"))
+            out += fmt::format("{:.17g} {:.17g}\n", j["loss"].get<double>(), j["grad_norm"].get<double>());
     return out;
 }
 

@@ -22,8 +22,8 @@ Checkpoint checkpoint() {
     const std::filesystem::path f =
         std::filesystem::temp_directory_path() / ("llmt_opt_index_" + std::to_string(::getpid()) + ".safetensors");
     write_safetensors(f, {}, {});
-    Checkpoint ck{"/runs/r/checkpoints/step_10", 10, models::HfWeights::open(f, false), std::nullopt, nlohmann::json::object(),
-                  false};
+    Checkpoint ck{"/runs/r/checkpoints/step_10", 10,   models::HfWeights::open(f, false), std::nullopt,
+                  nlohmann::json::object(),      false};
     std::filesystem::remove(f);
     return ck;
 }

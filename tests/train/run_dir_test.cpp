@@ -81,8 +81,8 @@ TEST_F(RunDirTest, AGeneratedIdThatIsTakenIsDrawnAgain) {
     for (int attempt = 0; attempt < 10 && !exercised; ++attempt) {
         const std::string probe = RunDir::make_run_id("tiny");
         const std::string stamp = probe.substr(0, probe.size() - 6);
-        const auto next = fmt::format("{}{:06x}", stamp, (std::stoul(probe.substr(probe.size() - 6), nullptr, 16) + 1) &
-                                                                 0xFFFFFFu);
+        const auto next =
+            fmt::format("{}{:06x}", stamp, (std::stoul(probe.substr(probe.size() - 6), nullptr, 16) + 1) & 0xFFFFFFu);
         std::filesystem::create_directories(root_ / next);
         const auto rd = RunDir::create(config, {});
         EXPECT_NE(rd.run_id(), next);

@@ -59,7 +59,8 @@ TEST(ZeroMastersCuda, ShardedChunkOnTheGpuEqualsTheCpuUpdate) {
     optim::AdamW og(slots_of(gpu), numel, ac, mine, Device::kCuda), oc(slots_of(cpu), numel, ac, mine, Device::kCpu);
     std::vector<float> g(numel);
     for (int step = 0; step < 3; ++step) {
-        for (size_t i = 0; i < numel; ++i) g[i] = 0.01f * std::sin(0.1f * static_cast<float>(i) + static_cast<float>(step));
+        for (size_t i = 0; i < numel; ++i)
+            g[i] = 0.01f * std::sin(0.1f * static_cast<float>(i) + static_cast<float>(step));
         kernels::copy(Tensor(gpu.grads().data(), {static_cast<int64_t>(numel)}, DType::kF32, Device::kCuda),
                       Tensor(g.data(), {static_cast<int64_t>(numel)}));
         og.step(gpu.masters(), static_cast<const float*>(gpu.grads().data()), 1e-2f, 0.8f, gpu.compute_params(),

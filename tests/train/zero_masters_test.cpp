@@ -106,7 +106,8 @@ std::vector<double> train_steps(int world, int rank, int from, const std::filesy
         }
         s.sync_compute_params();
         std::vector<SafetensorsFile> files;
-        for (int q = 0; std::filesystem::exists(ckpt_opt(in, q)); ++q) files.push_back(SafetensorsFile::open(ckpt_opt(in, q)));
+        for (int q = 0; std::filesystem::exists(ckpt_opt(in, q)); ++q)
+            files.push_back(SafetensorsFile::open(ckpt_opt(in, q)));
         std::vector<const SafetensorsFile*> ptrs;
         for (const auto& f : files) ptrs.push_back(&f);
         opt.load_state_shards(ptrs);
@@ -121,7 +122,8 @@ std::vector<double> train_steps(int world, int rank, int from, const std::filesy
             loss = dc.mean(loss_and_grad(s, rank, 1.0f));
         }
         losses.push_back(loss);
-        const double norm = optim::global_norm_from_sumsq(dc.zero_reduce_grads(static_cast<float*>(s.grads().data()), numel));
+        const double norm =
+            optim::global_norm_from_sumsq(dc.zero_reduce_grads(static_cast<float*>(s.grads().data()), numel));
         const float coef = optim::clip_coefficient(norm, 0.05);  // clipping active in some steps
         opt.step(s.masters(), static_cast<const float*>(s.grads().data()), 1e-2f, coef, s.compute_params(),
                  s.masters_sharded() ? optim::Optimizer::ParamsAt::kSlice : optim::Optimizer::ParamsAt::kArena);
@@ -131,8 +133,8 @@ std::vector<double> train_steps(int world, int rank, int from, const std::filesy
             if (rank == 0) {
                 std::vector<TensorRef> refs;
                 for (size_t t = 0; t < s.specs().size(); ++t)
-                    refs.push_back({s.spec(t).name, StDType::kF32, Shape(s.spec(t).shape.begin(), s.spec(t).shape.end()),
-                                    whole.view(t).data});
+                    refs.push_back({s.spec(t).name, StDType::kF32,
+                                    Shape(s.spec(t).shape.begin(), s.spec(t).shape.end()), whole.view(t).data});
                 write_safetensors(ckpt_model(out), refs, {});
             }
             write_safetensors(ckpt_opt(out, rank), opt.state_tensors(), opt.state_metadata());
@@ -233,13 +235,15 @@ TEST(ZeroMasters, RankMemoryOfMastersAndOptimizerHalvesAtTwoRanks) {
     // Half of (masters + optimizer state) is gone at 2 ranks: 4 bytes of master and 8 of moments per
     // element; 64 KiB for the allocator's page rounding.
     const size_t master_and_opt = 12 * numel;
-    std::printf("[zero-masters] %zu parameters: unsharded %.2f MB (masters, bf16 copy, gradients, moments), rank 1 of 2 "
-                "%.2f MB, fell %.2f MB = %.3f of masters + moments (%.2f MB)\n",
-                numel, unsharded / 1e6, sharded / 1e6, (static_cast<double>(unsharded) - static_cast<double>(sharded)) / 1e6,
-                (static_cast<double>(unsharded) - static_cast<double>(sharded)) / static_cast<double>(master_and_opt),
-                master_and_opt / 1e6);
+    std::printf(
+        "[zero-masters] %zu parameters: unsharded %.2f MB (masters, bf16 copy, gradients, moments), rank 1 of 2 "
+        "%.2f MB, fell %.2f MB = %.3f of masters + moments (%.2f MB)\n",
+        numel, unsharded / 1e6, sharded / 1e6, (static_cast<double>(unsharded) - static_cast<double>(sharded)) / 1e6,
+        (static_cast<double>(unsharded) - static_cast<double>(sharded)) / static_cast<double>(master_and_opt),
+        master_and_opt / 1e6);
     EXPECT_GE(unsharded - sharded + 65536, master_and_opt / 2)
-        << "unsharded " << unsharded << " B, sharded " << sharded << " B, masters + moments " << master_and_opt << " B";
+        << "unsharded " << unsharded << " B, sharded " << sharded << " B, masters + moments " << master_and_opt
+        << " B";
     // The store's figure (what the memory plan counts) is its arenas: the bf16 copy whole, the masters' shard.
     EXPECT_EQ(half.param_bytes(), round64(2 * numel) + round64(4 * shard));
     EXPECT_EQ(whole.param_bytes(), round64(2 * numel) + 4 * numel);

@@ -85,8 +85,8 @@ ChatDataset tokenize_files(const std::vector<fs::path>& files, const ChatTemplat
     return ds;
 }
 
-nlohmann::json build_manifest(const nlohmann::ordered_json& described, const std::string& key, const ChatTemplate& tmpl,
-                              const ChatDataset& ds) {
+nlohmann::json build_manifest(const nlohmann::ordered_json& described, const std::string& key,
+                              const ChatTemplate& tmpl, const ChatDataset& ds) {
     std::size_t assistant = 0;
     for (uint8_t a : ds.assistant) assistant += a;
     nlohmann::json m = nlohmann::json::parse(described.dump());
@@ -117,16 +117,18 @@ fs::path chat_template_file(const std::string& tokenizer_spec) {
     std::error_code ec;
     const fs::path p = resolve_hub_path(tokenizer_spec);
     if (fs::is_directory(p, ec)) return p / "tokenizer_config.json";
-    if (p.extension() == ".json") return (p.has_parent_path() ? p.parent_path() : fs::path(".")) / "tokenizer_config.json";
-    throw InputError(fmt::format("data.tokenizer \"{}\": data.source chat needs a model directory holding tokenizer.json "
-                                 "and tokenizer_config.json (the chat template), or a tokenizer.json with "
-                                 "tokenizer_config.json beside it",
-                                 tokenizer_spec));
+    if (p.extension() == ".json")
+        return (p.has_parent_path() ? p.parent_path() : fs::path(".")) / "tokenizer_config.json";
+    throw InputError(
+        fmt::format("data.tokenizer \"{}\": data.source chat needs a model directory holding tokenizer.json "
+                    "and tokenizer_config.json (the chat template), or a tokenizer.json with "
+                    "tokenizer_config.json beside it",
+                    tokenizer_spec));
 }
 
 ChatData open_chat_data(const ChatDataOptions& opts) {
-    LLMT_CHECK(opts.val_fraction >= 0 && opts.val_fraction < 1, "data.val_fraction {} is out of range: expected [0, 1)",
-               opts.val_fraction);
+    LLMT_CHECK(opts.val_fraction >= 0 && opts.val_fraction < 1,
+               "data.val_fraction {} is out of range: expected [0, 1)", opts.val_fraction);
     const fs::path template_file = chat_template_file(opts.tokenizer);
     const ChatTemplate tmpl = ChatTemplate::load(template_file.string());
     const Tokenizer tok = Tokenizer::load(opts.tokenizer);

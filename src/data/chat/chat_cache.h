@@ -17,7 +17,8 @@
 namespace llmt::data {
 
 struct ChatDataOptions {
-    std::vector<std::string> paths;  // data.paths: JSONL files or directories, or dataset directories (chat_input_files)
+    std::vector<std::string>
+        paths;  // data.paths: JSONL files or directories, or dataset directories (chat_input_files)
     // data.tokenizer: a model directory holding tokenizer.json and tokenizer_config.json (the chat
     // template), or a tokenizer.json with tokenizer_config.json beside it.
     std::string tokenizer;

@@ -67,21 +67,23 @@ ChatDataset read_chat_dataset(const std::filesystem::path& path) {
     const std::string bytes = read_file(path);
     const std::string where = path.string();
     if (bytes.size() < kHeaderBytes)
-        throw FormatError(fmt::format("{}: {} bytes, shorter than the {}-byte header", where, bytes.size(), kHeaderBytes));
+        throw FormatError(
+            fmt::format("{}: {} bytes, shorter than the {}-byte header", where, bytes.size(), kHeaderBytes));
     Header h;
     std::memcpy(&h, bytes.data(), sizeof(h));
     if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0)
         throw FormatError(fmt::format("{}: offset 0: not a chat examples file (magic \"LLMTCHT1\" expected)", where));
     if (h.version != kVersion)
-        throw FormatError(fmt::format("{}: offset 8: version {}, this build reads version {}", where, h.version, kVersion));
+        throw FormatError(
+            fmt::format("{}: offset 8: version {}, this build reads version {}", where, h.version, kVersion));
     const bool counts_fit = h.examples < bytes.size() && h.tokens < bytes.size();  // no overflow below
     const uint64_t expect = counts_fit ? kHeaderBytes + (h.examples + 1) * 8 + h.tokens * 5 : 0;
     if (!counts_fit || bytes.size() != expect)
-        throw FormatError(fmt::format("{}: {} bytes, expected {} for {} examples of {} tokens in all", where, bytes.size(),
-                                      expect, h.examples, h.tokens));
+        throw FormatError(fmt::format("{}: {} bytes, expected {} for {} examples of {} tokens in all", where,
+                                      bytes.size(), expect, h.examples, h.tokens));
     if (crc32c(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes) != h.crc)
-        throw FormatError(fmt::format("{}: offset {}: the checksum does not match (a damaged file: delete it to rebuild)",
-                                      where, kHeaderBytes));
+        throw FormatError(fmt::format(
+            "{}: offset {}: the checksum does not match (a damaged file: delete it to rebuild)", where, kHeaderBytes));
     ChatDataset ds;
     std::size_t at = kHeaderBytes;
     read_array(bytes, at, ds.offsets, h.examples + 1);

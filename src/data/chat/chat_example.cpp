@@ -79,8 +79,9 @@ std::vector<Verse> read_verses(const fs::path& dir) {
     for (const auto& e : fs::directory_iterator(dir, ec))
         if (e.path().extension() == ".txt") files.push_back(e.path());
     std::sort(files.begin(), files.end());
-    LLMT_CHECK(files.size() == kBooks.size(), "{}: {} book files, expected the {} that scripts/make_corpus.sh writes (run `make data`)",
-               dir.string(), files.size(), kBooks.size());
+    LLMT_CHECK(files.size() == kBooks.size(),
+               "{}: {} book files, expected the {} that scripts/make_corpus.sh writes (run `make data`)", dir.string(),
+               files.size(), kBooks.size());
     static const std::regex kVerse(R"(^([1-3]?[A-Za-z]+[0-9]+:[0-9]+) (.+)$)");
     std::vector<Verse> verses;
     for (std::size_t b = 0; b < files.size(); ++b) {

@@ -6,8 +6,8 @@
 //  - "What is the first word of this verse? <verse>" -> "The first word is \"And\"." (a copy)
 //  - "Tell me a fortune." (and variants) -> a short fortune from the fortune files
 // Verses and fortunes are at most 160 characters, so every conversation fits 128 tokens (the tiny
-// preset's block). A quarter carry a system message; a fifth are two-turn conversations (the first word of a verse, then
-// its book), so the data exercises every assistant turn being a target.
+// preset's block). A quarter carry a system message; a fifth are two-turn conversations (the first word of a verse,
+// then its book), so the data exercises every assistant turn being a target.
 #pragma once
 
 #include <cstdint>

@@ -22,20 +22,23 @@ void check_shape(int B, int T, int rank, int world) {
 
 // The model embeds ids below its vocab_size only; the cache was made with the tokenizer, not the model.
 void check_vocab(const ChatData& d, std::size_t vocab_size) {
-    LLMT_CHECK(d.pad_id < vocab_size, "chat data: the pad id {} (the tokenizer's end-of-text) is not below model.vocab_size {}",
-               d.pad_id, vocab_size);
+    LLMT_CHECK(d.pad_id < vocab_size,
+               "chat data: the pad id {} (the tokenizer's end-of-text) is not below model.vocab_size {}", d.pad_id,
+               vocab_size);
     const auto& toks = d.examples->tokens;
     const auto it = std::find_if(toks.begin(), toks.end(), [&](uint32_t t) { return t >= vocab_size; });
-    LLMT_CHECK(it == toks.end(),
-               "chat data in {}: token id {} is not below model.vocab_size {} (the tokenizer has more ids than the model)",
-               d.dir.string(), it == toks.end() ? 0u : *it, vocab_size);
+    LLMT_CHECK(
+        it == toks.end(),
+        "chat data in {}: token id {} is not below model.vocab_size {} (the tokenizer has more ids than the model)",
+        d.dir.string(), it == toks.end() ? 0u : *it, vocab_size);
 }
 
-const ChatData& checked(const ChatData& d, const std::vector<uint32_t>& split, const char* name, int B, int T, int rank,
-                        int world, std::size_t vocab_size) {
+const ChatData& checked(const ChatData& d, const std::vector<uint32_t>& split, const char* name, int B, int T,
+                        int rank, int world, std::size_t vocab_size) {
     check_shape(B, T, rank, world);
     LLMT_INTERNAL_CHECK(d.examples != nullptr, "chat loader: no examples loaded");
-    LLMT_CHECK(!split.empty(), "chat data: the {} split is empty (data.val_fraction decides the validation share)", name);
+    LLMT_CHECK(!split.empty(), "chat data: the {} split is empty (data.val_fraction decides the validation share)",
+               name);
     check_vocab(d, vocab_size);
     return d;
 }
@@ -142,17 +145,18 @@ void ChatLoader::restore(const nlohmann::json& s) {
     };
     auto expect_eq = [&](const char* name, uint64_t mine) {
         const uint64_t theirs = uint_field(name);
-        LLMT_CHECK(theirs == mine, "chat loader state: field '{}' is {} but this loader has {} (different data or settings?)",
-                   name, theirs, mine);
+        LLMT_CHECK(theirs == mine,
+                   "chat loader state: field '{}' is {} but this loader has {} (different data or settings?)", name,
+                   theirs, mine);
     };
     auto expect_bool = [&](const char* name, bool mine) {
         const auto& v = field(name);
-        LLMT_CHECK(v.is_boolean() && v.get<bool>() == mine, "chat loader state: field '{}' is {} but this loader has {}",
-                   name, describe_json(v), mine);
+        LLMT_CHECK(v.is_boolean() && v.get<bool>() == mine,
+                   "chat loader state: field '{}' is {} but this loader has {}", name, describe_json(v), mine);
     };
     const auto& kind = field("kind");
-    LLMT_CHECK(kind == "llmtrain.ChatLoader", "chat loader state: field 'kind' is {}, expected \"llmtrain.ChatLoader\"",
-               describe_json(kind));
+    LLMT_CHECK(kind == "llmtrain.ChatLoader",
+               "chat loader state: field 'kind' is {}, expected \"llmtrain.ChatLoader\"", describe_json(kind));
     LLMT_CHECK(uint_field("version") == 1, "chat loader state: field 'version' is {}, this build reads version 1",
                describe_json(field("version")));
     const auto& key = field("data_key");
@@ -167,19 +171,21 @@ void ChatLoader::restore(const nlohmann::json& s) {
     expect_bool("shuffle", opts_.shuffle);
     expect_bool("packing", opts_.packing);
     const uint64_t pos = uint_field("position");
-    LLMT_CHECK(uint_field("epoch") == pos / rows_.size() && uint_field("cursor") == pos % rows_.size(),
-               "chat loader state: fields 'epoch' ({}) and 'cursor' ({}) do not agree with 'position' ({}) over {} rows",
-               describe_json(field("epoch")), describe_json(field("cursor")), pos, rows_.size());
+    LLMT_CHECK(
+        uint_field("epoch") == pos / rows_.size() && uint_field("cursor") == pos % rows_.size(),
+        "chat loader state: fields 'epoch' ({}) and 'cursor' ({}) do not agree with 'position' ({}) over {} rows",
+        describe_json(field("epoch")), describe_json(field("cursor")), pos, rows_.size());
     position_ = pos;
 }
 
 ChatEvalLoader::ChatEvalLoader(const ChatData& data, ChatEvalOptions opts)
-    : examples_(checked(data, data.val, "validation", opts.B, opts.T, opts.rank, opts.world, opts.vocab_size).examples),
+    : examples_(
+          checked(data, data.val, "validation", opts.B, opts.T, opts.rank, opts.world, opts.vocab_size).examples),
       opts_(opts),
       rows_(*examples_, data.val, opts.T, opts.packing),
       pad_id_(data.pad_id) {
-    LLMT_CHECK(rows_.size() > 0, "chat data: no validation example has a target left within T = {} tokens ({})", opts.T,
-               rows_.stats().summary(opts.T));
+    LLMT_CHECK(rows_.size() > 0, "chat data: no validation example has a target left within T = {} tokens ({})",
+               opts.T, rows_.stats().summary(opts.T));
     const std::size_t global_rows = static_cast<std::size_t>(opts_.B) * static_cast<std::size_t>(opts_.world);
     num_batches_ = (rows_.size() + global_rows - 1) / global_rows;
 }

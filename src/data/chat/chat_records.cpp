@@ -23,30 +23,33 @@ const std::string& string_field(const nlohmann::json& obj, const std::string& ke
     const auto it = obj.find(key);
     if (it == obj.end()) throw FormatError(fmt::format("{}: field \"{}\" is missing", where, field_path));
     if (!it->is_string())
-        throw FormatError(fmt::format("{}: field \"{}\" is {}, expected a string", where, field_path, describe_json(*it)));
+        throw FormatError(
+            fmt::format("{}: field \"{}\" is {}, expected a string", where, field_path, describe_json(*it)));
     return it->get_ref<const std::string&>();
 }
 
 ChatMessage parse_message(const nlohmann::json& m, std::size_t i, const std::string& where) {
     const std::string path = fmt::format("messages[{}]", i);
     if (!m.is_object())
-        throw FormatError(fmt::format("{}: field \"{}\" is {}, expected an object {{\"role\", \"content\"}}", where, path,
-                                      describe_json(m)));
+        throw FormatError(fmt::format("{}: field \"{}\" is {}, expected an object {{\"role\", \"content\"}}", where,
+                                      path, describe_json(m)));
     for (auto it = m.begin(); it != m.end(); ++it)
         if (it.key() != "role" && it.key() != "content")
-            throw FormatError(fmt::format("{}: field \"{}.{}\" is not read; a message holds only \"role\" and \"content\"",
-                                          where, path, it.key()));
-    ChatMessage msg{string_field(m, "role", where, path + ".role"), string_field(m, "content", where, path + ".content")};
+            throw FormatError(
+                fmt::format("{}: field \"{}.{}\" is not read; a message holds only \"role\" and \"content\"", where,
+                            path, it.key()));
+    ChatMessage msg{string_field(m, "role", where, path + ".role"),
+                    string_field(m, "content", where, path + ".content")};
     if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
-        throw FormatError(fmt::format("{}: field \"{}.role\" is \"{}\", expected system, user or assistant", where, path,
-                                      msg.role));
+        throw FormatError(
+            fmt::format("{}: field \"{}.role\" is \"{}\", expected system, user or assistant", where, path, msg.role));
     return msg;
 }
 
 std::vector<ChatMessage> parse_messages(const nlohmann::json& list, const std::string& where) {
     if (!list.is_array())
-        throw FormatError(fmt::format("{}: field \"messages\" is {}, expected a list of {{\"role\", \"content\"}}", where,
-                                      describe_json(list)));
+        throw FormatError(fmt::format("{}: field \"messages\" is {}, expected a list of {{\"role\", \"content\"}}",
+                                      where, describe_json(list)));
     if (list.empty()) throw FormatError(fmt::format("{}: field \"messages\" is an empty list", where));
     std::vector<ChatMessage> out;
     for (std::size_t i = 0; i < list.size(); ++i) out.push_back(parse_message(list[i], i, where));
@@ -78,9 +81,10 @@ std::vector<ChatMessage> parse_chat_record(std::string_view line, const std::str
     const bool has_messages = obj.contains("messages");
     const bool has_pair = obj.contains("prompt") || obj.contains("completion");
     if (has_messages && has_pair)
-        throw FormatError(fmt::format("{}: field \"messages\" and field \"{}\" are both present; a record is one or the "
-                                      "other",
-                                      where, obj.contains("prompt") ? "prompt" : "completion"));
+        throw FormatError(
+            fmt::format("{}: field \"messages\" and field \"{}\" are both present; a record is one or the "
+                        "other",
+                        where, obj.contains("prompt") ? "prompt" : "completion"));
     if (!has_messages && !has_pair)
         throw FormatError(fmt::format("{}: field \"messages\" is missing (expected \"messages\", or \"prompt\" and "
                                       "\"completion\")",

@@ -23,9 +23,9 @@ uint32_t count_targets(std::span<const uint8_t> assistant, uint32_t slots) {
 }  // namespace
 
 std::string ChatRowStats::summary(int T) const {
-    std::string s = fmt::format("{} examples in {} rows of T={} ({:.1f}% of slots used, {} targets)", examples - dropped,
-                                rows, T, rows ? 100.0 * static_cast<double>(slots) / (static_cast<double>(rows) * T) : 0.0,
-                                targets);
+    std::string s =
+        fmt::format("{} examples in {} rows of T={} ({:.1f}% of slots used, {} targets)", examples - dropped, rows, T,
+                    rows ? 100.0 * static_cast<double>(slots) / (static_cast<double>(rows) * T) : 0.0, targets);
     if (truncated)
         s += fmt::format(", {} truncated to {} tokens ({} dropped: no target left)", truncated, T + 1, dropped);
     return s;
@@ -40,7 +40,8 @@ std::vector<std::vector<uint32_t>> best_fit_decreasing(std::span<const uint32_t>
     std::map<uint32_t, std::deque<uint32_t>> by_space;  // free space -> bins with it, oldest first
     for (uint32_t item : order) {
         const uint32_t len = lengths[item];
-        LLMT_INTERNAL_CHECK(len >= 1 && len <= capacity, "best_fit_decreasing: length {} outside [1, {}]", len, capacity);
+        LLMT_INTERNAL_CHECK(len >= 1 && len <= capacity, "best_fit_decreasing: length {} outside [1, {}]", len,
+                            capacity);
         auto it = by_space.lower_bound(len);
         uint32_t bin;
         if (it == by_space.end()) {

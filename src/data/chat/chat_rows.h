@@ -33,7 +33,8 @@ struct ChatRowStats {
     std::size_t slots = 0;      // used slots over all rows
     std::size_t targets = 0;    // targets >= 0 over all rows
 
-    // "1200 examples in 400 rows of T=128 (92.1% of slots used), 3 truncated to 129 tokens (1 dropped: no target left)".
+    // "1200 examples in 400 rows of T=128 (92.1% of slots used), 3 truncated to 129 tokens (1 dropped: no target
+    // left)".
     std::string summary(int T) const;
 };
 

@@ -17,12 +17,15 @@ namespace llmt::data {
 namespace fs = std::filesystem;
 
 namespace {
-nlohmann::json optional_string(const std::optional<std::string>& s) { return s ? nlohmann::json(*s) : nlohmann::json(nullptr); }
+nlohmann::json optional_string(const std::optional<std::string>& s) {
+    return s ? nlohmann::json(*s) : nlohmann::json(nullptr);
+}
 nlohmann::json cell_json(const TableCell& c, ColumnKind kind) {
     if (c.null) return nullptr;
     if (kind == ColumnKind::kString) return c.text;
     nlohmann::json list = nlohmann::json::array();
-    for (const auto& m : c.messages) list.push_back({{"role", optional_string(m.role)}, {"content", optional_string(m.content)}});
+    for (const auto& m : c.messages)
+        list.push_back({{"role", optional_string(m.role)}, {"content", optional_string(m.content)}});
     return list;
 }
 }  // namespace
@@ -37,8 +40,9 @@ std::vector<ChatRecord> read_chat_table(const fs::path& path) {
     } else {
         std::string names;
         for (const auto& n : table->column_names()) names += (names.empty() ? "" : ", ") + n;
-        throw FormatError(fmt::format("{}: neither a 'messages' column nor 'prompt' and 'completion' columns (columns: {})", path.string(),
-                                      names.empty() ? "none" : names));
+        throw FormatError(
+            fmt::format("{}: neither a 'messages' column nor 'prompt' and 'completion' columns (columns: {})",
+                        path.string(), names.empty() ? "none" : names));
     }
     table->select(cols);
     std::vector<ChatRecord> out;

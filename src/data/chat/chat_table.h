@@ -19,6 +19,7 @@ std::vector<ChatRecord> read_chat_table(const std::filesystem::path& path);
 // The chat inputs' files: a dataset directory (hf_files.h; its `train` split, a hub cache folder at
 // `revision`) or .parquet/.arrow file contributes its table files, anything else what list_input_files
 // gives (JSONL). Throws InputError for a `revision` other than "main" when no input is in a hub cache.
-std::vector<std::filesystem::path> chat_input_files(const std::vector<std::string>& paths, const std::string& revision = "main");
+std::vector<std::filesystem::path> chat_input_files(const std::vector<std::string>& paths,
+                                                    const std::string& revision = "main");
 
 }  // namespace llmt::data

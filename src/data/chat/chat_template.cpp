@@ -106,7 +106,8 @@ ChatTemplate ChatTemplate::parse(const std::string& json_text, const std::string
         tmpl = it->get<std::string>();
     } else if (it->is_array()) {
         for (const auto& e : *it) {
-            if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+            if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
+                e["template"].is_string())
                 tmpl = e["template"].get<std::string>();
         }
         if (tmpl.empty()) throw fail("chat_template", "a list without a \"default\" template");
@@ -146,7 +147,8 @@ std::vector<ChatSegment> ChatTemplate::segments(const std::vector<ChatMessage>& 
     for (std::size_t i = 0; i < messages.size(); ++i) {
         const std::string& r = messages[i].role;
         if (r != "system" && r != "user" && r != "assistant")
-            throw InputError(fmt::format("chat: message {} has role \"{}\"; expected system, user or assistant", i, r));
+            throw InputError(
+                fmt::format("chat: message {} has role \"{}\"; expected system, user or assistant", i, r));
     }
     using Kind = ChatSegment::Kind;
     std::vector<ChatSegment> out;

@@ -14,9 +14,10 @@ namespace {
 uint32_t marker_id(const Tokenizer& tok, const std::string& marker) {
     const uint32_t id = tok.token_id(marker);
     if (id == 0xFFFFFFFFu)
-        throw InputError(fmt::format("chat data: the tokenizer {} has no token \"{}\", which the chat template writes; "
-                                     "use the tokenizer of the model the template belongs to",
-                                     tok.source_path(), marker));
+        throw InputError(
+            fmt::format("chat data: the tokenizer {} has no token \"{}\", which the chat template writes; "
+                        "use the tokenizer of the model the template belongs to",
+                        tok.source_path(), marker));
     return id;
 }
 
@@ -40,7 +41,8 @@ TokenizedChat tokenize_chat(const ChatTemplate& tmpl, const Tokenizer& tok, cons
             tok.encode_into(s.text, /*allow_special=*/false, out.tokens);
         }
         out.assistant.resize(out.tokens.size(), 0);
-        if (s.assistant) std::fill(out.assistant.begin() + static_cast<std::ptrdiff_t>(before), out.assistant.end(), 1);
+        if (s.assistant)
+            std::fill(out.assistant.begin() + static_cast<std::ptrdiff_t>(before), out.assistant.end(), 1);
     }
     return out;
 }

@@ -17,7 +17,8 @@ bool is_gzip_name(const std::filesystem::path& p) { return p.extension() == ".gz
 
 // Inflates `packed`, stopping once more than `limit` bytes came out (then `cut` is set and the result
 // holds limit + 1 bytes): a small .gz can inflate to gigabytes, so no more is made than the caller needs.
-std::vector<uint8_t> inflate_gzip(const std::string& packed, const std::filesystem::path& path, size_t limit, bool* cut) {
+std::vector<uint8_t> inflate_gzip(const std::string& packed, const std::filesystem::path& path, size_t limit,
+                                  bool* cut) {
     std::vector<uint8_t> out;
     *cut = false;
     z_stream zs{};
@@ -40,8 +41,9 @@ std::vector<uint8_t> inflate_gzip(const std::string& packed, const std::filesyst
         if (rc == Z_BUF_ERROR && zs.avail_in == 0) {
             const uLong at = zs.total_in;
             inflateEnd(&zs);
-            throw FormatError(fmt::format("'{}': truncated gzip stream at compressed offset {} ({} bytes decompressed)",
-                                          path.string(), at, out.size()));
+            throw FormatError(
+                fmt::format("'{}': truncated gzip stream at compressed offset {} ({} bytes decompressed)",
+                            path.string(), at, out.size()));
         }
         if (rc != Z_OK) {
             const std::string msg = zs.msg ? zs.msg : zError(rc);
@@ -110,8 +112,8 @@ std::vector<int64_t> read_idx_dims(const std::filesystem::path& path, int rank) 
     gzclose(f);
     if (got < 0) throw FormatError(fmt::format("'{}': cannot read the IDX header (bad gzip data?)", name));
     if (got < 4 || head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != rank)
-        throw FormatError(fmt::format("'{}': offset 0: expected the IDX magic 00 00 08 {:02x} (unsigned bytes, rank {})",
-                                      name, rank, rank));
+        throw FormatError(fmt::format(
+            "'{}': offset 0: expected the IDX magic 00 00 08 {:02x} (unsigned bytes, rank {})", name, rank, rank));
     if (got < want)
         throw FormatError(fmt::format("'{}': truncated at offset {}: the header of {} dimensions needs {} bytes", name,
                                       got, rank, want));
@@ -132,9 +134,10 @@ IdxArray read_idx(const std::filesystem::path& path, int rank) {
         throw FormatError(fmt::format("'{}': truncated at offset {}: an IDX file starts with a 4-byte magic", name,
                                       bytes.size()));
     if (bytes[0] != 0 || bytes[1] != 0 || bytes[2] != 0x08)
-        throw FormatError(fmt::format("'{}': wrong magic at offset 0: expected 00 00 08 {:02x} (IDX of unsigned bytes, "
-                                      "rank {}), found {:02x} {:02x} {:02x} {:02x}",
-                                      name, rank, rank, bytes[0], bytes[1], bytes[2], bytes[3]));
+        throw FormatError(
+            fmt::format("'{}': wrong magic at offset 0: expected 00 00 08 {:02x} (IDX of unsigned bytes, "
+                        "rank {}), found {:02x} {:02x} {:02x} {:02x}",
+                        name, rank, rank, bytes[0], bytes[1], bytes[2], bytes[3]));
     if (bytes[3] != rank)
         throw FormatError(fmt::format("'{}': offset 3: expected rank {} ({}), found rank {}", name, rank,
                                       rank == 1 ? "labels" : "images", bytes[3]));
@@ -150,17 +153,20 @@ IdxArray read_idx(const std::filesystem::path& path, int rank) {
         a.dims.push_back(n);
         total *= n;
         if (total > (uint64_t{1} << 40))
-            throw FormatError(fmt::format("'{}': dimensions {} describe more than 1 TiB", name, fmt::join(a.dims, "x")));
+            throw FormatError(
+                fmt::format("'{}': dimensions {} describe more than 1 TiB", name, fmt::join(a.dims, "x")));
     }
     const uint64_t have = bytes.size() - header;
     if (have < total)
-        throw FormatError(fmt::format("'{}': truncated at offset {}: dimensions {} need {} data bytes after the {}-byte "
-                                      "header (file size {}), found {}",
-                                      name, bytes.size(), fmt::join(a.dims, "x"), total, header, header + total, have));
+        throw FormatError(
+            fmt::format("'{}': truncated at offset {}: dimensions {} need {} data bytes after the {}-byte "
+                        "header (file size {}), found {}",
+                        name, bytes.size(), fmt::join(a.dims, "x"), total, header, header + total, have));
     if (have > total && cut)
-        throw FormatError(fmt::format("'{}': offset {}: more data after what dimensions {} describe ({} bytes with the "
-                                      "{}-byte header); a .gz is inflated no further than its header declares",
-                                      name, header + total, fmt::join(a.dims, "x"), header + total, header));
+        throw FormatError(
+            fmt::format("'{}': offset {}: more data after what dimensions {} describe ({} bytes with the "
+                        "{}-byte header); a .gz is inflated no further than its header declares",
+                        name, header + total, fmt::join(a.dims, "x"), header + total, header));
     if (have > total)
         throw FormatError(fmt::format("'{}': offset {}: {} bytes after the data that dimensions {} describe", name,
                                       header + total, have - total, fmt::join(a.dims, "x")));

@@ -65,7 +65,8 @@ GreyImages read_pgm(const std::filesystem::path& p, const std::string& s) {
 }
 
 uint32_t be32(const std::string& s, size_t at) {
-    return (uint32_t{static_cast<unsigned char>(s[at])} << 24) | (uint32_t{static_cast<unsigned char>(s[at + 1])} << 16) |
+    return (uint32_t{static_cast<unsigned char>(s[at])} << 24) |
+           (uint32_t{static_cast<unsigned char>(s[at + 1])} << 16) |
            (uint32_t{static_cast<unsigned char>(s[at + 2])} << 8) | uint32_t{static_cast<unsigned char>(s[at + 3])};
 }
 
@@ -86,7 +87,8 @@ GreyImages read_png(const std::filesystem::path& p, const std::string& s) {
         const uint32_t len = be32(s, at);
         const std::string type = s.substr(at + 4, 4);
         if (at + 12 + static_cast<size_t>(len) > s.size())
-            bad(p, fmt::format("truncated at offset {}: chunk {} at offset {} needs {} bytes", s.size(), type, at, len + 12));
+            bad(p, fmt::format("truncated at offset {}: chunk {} at offset {} needs {} bytes", s.size(), type, at,
+                               len + 12));
         const std::string body = s.substr(at + 8, len);
         if (type == "IHDR") {
             if (len != 13) bad(p, "IHDR is not 13 bytes");
@@ -110,7 +112,8 @@ GreyImages read_png(const std::filesystem::path& p, const std::string& s) {
     const size_t stride = static_cast<size_t>(w) * static_cast<size_t>(channels);
     std::vector<uint8_t> raw((stride + 1) * h);
     uLongf n = static_cast<uLongf>(raw.size());
-    if (uncompress(raw.data(), &n, reinterpret_cast<const Bytef*>(idat.data()), static_cast<uLong>(idat.size())) != Z_OK ||
+    if (uncompress(raw.data(), &n, reinterpret_cast<const Bytef*>(idat.data()), static_cast<uLong>(idat.size())) !=
+            Z_OK ||
         n != raw.size())
         bad(p, "PNG image data does not inflate to its size");
     std::vector<uint8_t> cur(stride), prev(stride, 0);
@@ -153,7 +156,8 @@ GreyImages read_images_for_prediction(const std::filesystem::path& path) {
     const std::string head = all.substr(0, 8);
     if (head.size() >= 2 && head[0] == 'P' && (head[1] == '5' || head[1] == '2')) return read_pgm(path, all);
     if (head.size() == 8 && head == std::string("\x89PNG\r\n\x1a\n", 8)) return read_png(path, all);
-    const bool gz = head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b;
+    const bool gz =
+        head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b;
     if (gz || (head.size() >= 4 && head[0] == 0 && head[1] == 0 && head[2] == 8)) {
         if (gz && path.extension() != ".gz") bad(path, "gzip data: name the file *.gz");
         IdxArray a = read_idx(path, 3);

@@ -61,7 +61,8 @@ std::vector<fs::path> list_input_files(const std::vector<std::string>& inputs) {
                 }
                 if (it->is_regular_file()) found.push_back(it->path());
             }
-            std::sort(found.begin(), found.end(), [](const fs::path& a, const fs::path& b) { return a.native() < b.native(); });
+            std::sort(found.begin(), found.end(),
+                      [](const fs::path& a, const fs::path& b) { return a.native() < b.native(); });
             LLMT_CHECK(!found.empty(), "input directory '{}' holds no files", in);
             out.insert(out.end(), found.begin(), found.end());
         } else {
@@ -105,7 +106,8 @@ struct DocumentReader::Impl {
     }
 
     [[noreturn]] void bad_gzip(const std::string& why) const {
-        throw FormatError(fmt::format("{}: at compressed byte offset {}: {}", path.string(), raw_read - zs.avail_in, why));
+        throw FormatError(
+            fmt::format("{}: at compressed byte offset {}: {}", path.string(), raw_read - zs.avail_in, why));
     }
 
     // Reads up to kRawChunk raw bytes into `raw`; returns the count (0 at EOF).
@@ -145,7 +147,8 @@ struct DocumentReader::Impl {
                     zs.avail_in = static_cast<uInt>(raw.size());
                 }
                 if (zs.avail_in == 0) {
-                    if (!z_member_done) bad_gzip(raw_read == 0 ? "empty file, expected gzip data" : "truncated gzip stream");
+                    if (!z_member_done)
+                        bad_gzip(raw_read == 0 ? "empty file, expected gzip data" : "truncated gzip stream");
                     decoded_eof = true;
                     return false;
                 }
@@ -199,7 +202,8 @@ struct DocumentReader::Impl {
     }
 
     static bool is_blank(std::string_view line) {
-        return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; });
+        return std::all_of(line.begin(), line.end(),
+                           [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; });
     }
 
     bool next_text(std::string& doc) {
@@ -244,8 +248,8 @@ struct DocumentReader::Impl {
             const nlohmann::json j =
                 parse_json(line, fmt::format("{}:{}", path.string(), line_no), {SIZE_MAX, 64, false});
             if (!j.is_object()) {
-                throw FormatError(fmt::format("{}:{}: expected a JSON object with a \"{}\" field, found a {}", path.string(), line_no,
-                                              opts.text_field, j.type_name()));
+                throw FormatError(fmt::format("{}:{}: expected a JSON object with a \"{}\" field, found a {}",
+                                              path.string(), line_no, opts.text_field, j.type_name()));
             }
             auto it = j.find(opts.text_field);
             if (it == j.end()) {
@@ -255,8 +259,8 @@ struct DocumentReader::Impl {
                 for (auto k = j.begin(); k != j.end() && listed < 8; ++k, ++listed)
                     keys += (keys.empty() ? "" : ", ") + k.key().substr(0, 32);
                 if (j.size() > listed) keys += fmt::format(" and {} more", j.size() - listed);
-                throw FormatError(fmt::format("{}:{}: no field \"{}\" (fields present: {}) (hint: --text-field NAME)", path.string(),
-                                              line_no, opts.text_field, keys.empty() ? "none" : keys));
+                throw FormatError(fmt::format("{}:{}: no field \"{}\" (fields present: {}) (hint: --text-field NAME)",
+                                              path.string(), line_no, opts.text_field, keys.empty() ? "none" : keys));
             }
             if (!it->is_string()) {
                 throw FormatError(fmt::format("{}:{}: field \"{}\" is a {}, expected a string", path.string(), line_no,
@@ -270,7 +274,8 @@ struct DocumentReader::Impl {
 };
 
 DocumentReader::DocumentReader(const fs::path& path, const CorpusOptions& opts) : impl_(std::make_unique<Impl>()) {
-    LLMT_CHECK(!opts.doc_separator.empty(), "--doc-separator must not be empty (use blank, file, or a separator line such as %)");
+    LLMT_CHECK(!opts.doc_separator.empty(),
+               "--doc-separator must not be empty (use blank, file, or a separator line such as %)");
     impl_->path = path;
     impl_->opts = opts;
     impl_->fd = open_regular_file(path, "corpus input").fd.release();

@@ -40,7 +40,8 @@ struct CorpusOptions {
 std::vector<std::filesystem::path> list_input_files(const std::vector<std::string>& inputs);
 
 // The files of the inputs for `opts.format`: hf_split_files for kHf, else list_input_files.
-std::vector<std::filesystem::path> list_corpus_files(const std::vector<std::string>& inputs, const CorpusOptions& opts);
+std::vector<std::filesystem::path> list_corpus_files(const std::vector<std::string>& inputs,
+                                                     const CorpusOptions& opts);
 
 // Streams the documents of one file, decompressing it when its name ends in ".gz" (gzip, multiple
 // members allowed). Also hashes the file's raw bytes as it reads them (sha256 for the manifest).

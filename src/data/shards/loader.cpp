@@ -55,8 +55,8 @@ DataLoader::DataLoader(LoaderOptions opts)
     : opts_((check_shape(opts.B, opts.T, opts.rank, opts.world), std::move(opts))),
       shards_(opts_.shard_paths, opts_.format, opts_.vocab_size, static_cast<std::size_t>(opts_.T) + 1) {
     num_windows_ = (shards_.size() - 1) / static_cast<std::size_t>(opts_.T);
-    LLMT_CHECK(num_windows_ <= UINT32_MAX, "data loader: {} windows are more than the loader indexes (2^32-1); use a larger T",
-               num_windows_);
+    LLMT_CHECK(num_windows_ <= UINT32_MAX,
+               "data loader: {} windows are more than the loader indexes (2^32-1); use a larger T", num_windows_);
     scratch_.resize(static_cast<std::size_t>(opts_.T) + 1);
 }
 
@@ -113,11 +113,14 @@ void DataLoader::restore(const nlohmann::json& s) {
         return v.get<uint64_t>();
     };
     const auto& kind = field("kind");
-    LLMT_CHECK(kind == "llmtrain.DataLoader", "data loader state: field 'kind' is {}, expected \"llmtrain.DataLoader\"", describe_json(kind));
-    LLMT_CHECK(uint_field("version") == 1, "data loader state: field 'version' is {}, this build reads version 1", describe_json(field("version")));
+    LLMT_CHECK(kind == "llmtrain.DataLoader",
+               "data loader state: field 'kind' is {}, expected \"llmtrain.DataLoader\"", describe_json(kind));
+    LLMT_CHECK(uint_field("version") == 1, "data loader state: field 'version' is {}, this build reads version 1",
+               describe_json(field("version")));
     auto expect_eq = [&](const char* name, uint64_t mine, const char* what) {
         const uint64_t theirs = uint_field(name);
-        LLMT_CHECK(theirs == mine, "data loader state: field '{}' is {} but this loader has {} {} (different data or settings?)", name,
+        LLMT_CHECK(theirs == mine,
+                   "data loader state: field '{}' is {} but this loader has {} {} (different data or settings?)", name,
                    theirs, what, mine);
     };
     expect_eq("num_windows", num_windows_, "num_windows");
@@ -125,12 +128,14 @@ void DataLoader::restore(const nlohmann::json& s) {
     expect_eq("seed", opts_.seed, "seed");
     expect_eq("total_tokens", shards_.size(), "total_tokens");
     const auto& sh = field("shuffle");
-    LLMT_CHECK(sh.is_boolean() && sh.get<bool>() == opts_.shuffle, "data loader state: field 'shuffle' is {} but this loader has shuffle = {}",
-               describe_json(sh), opts_.shuffle);
+    LLMT_CHECK(sh.is_boolean() && sh.get<bool>() == opts_.shuffle,
+               "data loader state: field 'shuffle' is {} but this loader has shuffle = {}", describe_json(sh),
+               opts_.shuffle);
     const uint64_t pos = uint_field("position");
-    LLMT_CHECK(uint_field("epoch") == pos / num_windows_ && uint_field("cursor") == pos % num_windows_,
-               "data loader state: fields 'epoch' ({}) and 'cursor' ({}) do not agree with 'position' ({}) over {} windows",
-               describe_json(field("epoch")), describe_json(field("cursor")), pos, num_windows_);
+    LLMT_CHECK(
+        uint_field("epoch") == pos / num_windows_ && uint_field("cursor") == pos % num_windows_,
+        "data loader state: fields 'epoch' ({}) and 'cursor' ({}) do not agree with 'position' ({}) over {} windows",
+        describe_json(field("epoch")), describe_json(field("cursor")), pos, num_windows_);
     position_ = pos;
 }
 
@@ -141,13 +146,15 @@ EvalLoader::EvalLoader(EvalLoaderOptions opts)
     const std::size_t global_rows = static_cast<std::size_t>(opts_.B) * static_cast<std::size_t>(opts_.world);
     num_batches_ = num_windows_ / global_rows;
     LLMT_CHECK(num_batches_ >= 1,
-               "eval loader: the validation shards hold {} tokens = {} windows of T+1 = {} tokens, fewer than one global batch of "
+               "eval loader: the validation shards hold {} tokens = {} windows of T+1 = {} tokens, fewer than one "
+               "global batch of "
                "{} rows (B = {} x world {}) (hint: lower B or T, or prepare with a larger --val-fraction)",
                shards_.size(), num_windows_, opts_.T + 1, global_rows, opts_.B, opts_.world);
 }
 
 void EvalLoader::batch(std::size_t b, int32_t* inputs, int32_t* targets) const {
-    LLMT_INTERNAL_CHECK(b < num_batches_, "eval loader: batch {} requested but only {} fit the validation shards", b, num_batches_);
+    LLMT_INTERNAL_CHECK(b < num_batches_, "eval loader: batch {} requested but only {} fit the validation shards", b,
+                        num_batches_);
     const auto B = static_cast<std::size_t>(opts_.B);
     const auto T = static_cast<std::size_t>(opts_.T);
     std::vector<int32_t> win(T + 1);

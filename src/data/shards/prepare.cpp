@@ -68,7 +68,8 @@ struct DocumentFrame {
     std::vector<uint32_t> before, after;
 };
 DocumentFrame document_frame(const Tokenizer& tok) {
-    if (!tok.prefix_tokens().empty() || !tok.suffix_tokens().empty()) return {tok.prefix_tokens(), tok.suffix_tokens()};
+    if (!tok.prefix_tokens().empty() || !tok.suffix_tokens().empty())
+        return {tok.prefix_tokens(), tok.suffix_tokens()};
     return {{tok.eot_token()}, {}};
 }
 
@@ -84,8 +85,8 @@ std::string describe_frame(const Tokenizer& tok) {
     return fmt::format("each document is {}, its tokens, then {}", names(f.before), names(f.after));
 }
 
-PassResult run_pass(const PrepareOptions& opts, const Tokenizer& tok, const std::vector<fs::path>& files, uint64_t total_bytes,
-                    std::optional<uint64_t> forced_val, const std::string& label) {
+PassResult run_pass(const PrepareOptions& opts, const Tokenizer& tok, const std::vector<fs::path>& files,
+                    uint64_t total_bytes, std::optional<uint64_t> forced_val, const std::string& label) {
     PassResult r;
     remove_old_outputs(opts.out_dir);
     ShardWriter writers[2] = {ShardWriter(opts.out_dir, "train", opts.shard_tokens, tok.vocab_size()),
@@ -116,7 +117,8 @@ PassResult run_pass(const PrepareOptions& opts, const Tokenizer& tok, const std:
                 min_hash = h;
                 r.min_hash_doc = d;
             }
-            const int split = (forced_val && *forced_val == d) || is_val_document(d, opts.seed, opts.val_fraction) ? 1 : 0;
+            const int split =
+                (forced_val && *forced_val == d) || is_val_document(d, opts.seed, opts.val_fraction) ? 1 : 0;
             writers[split].append(frame.before);
             writers[split].append(doc_ids);
             writers[split].append(frame.after);
@@ -165,7 +167,8 @@ nlohmann::ordered_json prepare_shards(const PrepareOptions& opts) {
     LLMT_CHECK(opts.val_fraction >= 0 && opts.val_fraction < 1 && !std::isnan(opts.val_fraction),
                "--val-fraction {} is out of range: expected a number in [0, 1)", opts.val_fraction);
     LLMT_CHECK(opts.shard_tokens >= 1 && opts.shard_tokens <= 2147483647ULL,
-               "--shard-tokens {} is out of range: expected 1 .. 2147483647 (the llm.c header's count is an int32)", opts.shard_tokens);
+               "--shard-tokens {} is out of range: expected 1 .. 2147483647 (the llm.c header's count is an int32)",
+               opts.shard_tokens);
     LLMT_CHECK(opts.threads >= 0, "--threads {} must be >= 0 (0 = all cores)", opts.threads);
     LLMT_CHECK(!opts.out_dir.empty(), "--out DIR is required");
     const auto files = list_corpus_files(opts.inputs, opts.corpus);
@@ -177,12 +180,16 @@ nlohmann::ordered_json prepare_shards(const PrepareOptions& opts) {
     PassResult r = run_pass(opts, tok, files, total_bytes, std::nullopt, "data prepare");
     LLMT_CHECK(r.total_docs > 0, "the {} input file(s) hold no documents (all empty?)", files.size());
     if (opts.val_fraction > 0 && r.docs[1] == 0) {
-        LLMT_CHECK(r.total_docs >= 2,
-                   "the inputs hold only 1 document, which cannot be split into train and val (hint: --val-fraction 0, or more "
-                   "documents: see --doc-separator)");
+        LLMT_CHECK(
+            r.total_docs >= 2,
+            "the inputs hold only 1 document, which cannot be split into train and val (hint: --val-fraction 0, "
+            "or more "
+            "documents: see --doc-separator)");
         if (opts.progress) {
-            fmt::print(stderr, "data prepare: no document fell in val at --val-fraction {}; moving document {} there (second pass)\n",
-                       opts.val_fraction, r.min_hash_doc);
+            fmt::print(
+                stderr,
+                "data prepare: no document fell in val at --val-fraction {}; moving document {} there (second pass)\n",
+                opts.val_fraction, r.min_hash_doc);
         }
         r = run_pass(opts, tok, files, total_bytes, r.min_hash_doc, "data prepare (pass 2)");
     }
@@ -193,7 +200,8 @@ nlohmann::ordered_json prepare_shards(const PrepareOptions& opts) {
     const char* names[2] = {"train", "val"};
     for (int s = 0; s < 2; ++s) {
         nlohmann::ordered_json shards = nlohmann::ordered_json::array();
-        for (const auto& sh : r.shards[s]) shards.push_back({{"file", sh.file}, {"tokens", sh.tokens}, {"bytes", sh.bytes}});
+        for (const auto& sh : r.shards[s])
+            shards.push_back({{"file", sh.file}, {"tokens", sh.tokens}, {"bytes", sh.bytes}});
         splits[names[s]] = {{"documents", r.docs[s]}, {"tokens", r.tokens[s]}, {"shards", shards}};
     }
     const bool text = opts.corpus.format == InputFormat::kText;
@@ -222,7 +230,8 @@ nlohmann::ordered_json prepare_shards(const PrepareOptions& opts) {
         {"splits", splits}};
     if (hf) {  // which part of the dataset directories the documents came from
         m["options"]["split"] = opts.corpus.hf.split;
-        m["options"]["config_name"] = opts.corpus.hf.config.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(opts.corpus.hf.config);
+        m["options"]["config_name"] = opts.corpus.hf.config.empty() ? nlohmann::ordered_json(nullptr)
+                                                                    : nlohmann::ordered_json(opts.corpus.hf.config);
         m["options"]["revision"] = opts.corpus.hf.revision;
     }
     write_file_atomic(opts.out_dir / "manifest.json", m.dump(2) + "\n");

@@ -21,9 +21,12 @@ namespace {
 
 nlohmann::ordered_json stat_entry(const fs::path& p) {
     struct stat st {};
-    if (::stat(p.c_str(), &st) != 0) throw IoError(fmt::format("cannot stat '{}': {}", p.string(), std::strerror(errno)));
+    if (::stat(p.c_str(), &st) != 0)
+        throw IoError(fmt::format("cannot stat '{}': {}", p.string(), std::strerror(errno)));
     const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
-    return {{"path", fs::absolute(p).lexically_normal().string()}, {"bytes", static_cast<uint64_t>(st.st_size)}, {"mtime_ns", mtime_ns}};
+    return {{"path", fs::absolute(p).lexically_normal().string()},
+            {"bytes", static_cast<uint64_t>(st.st_size)},
+            {"mtime_ns", mtime_ns}};
 }
 
 }  // namespace

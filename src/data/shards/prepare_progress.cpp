@@ -8,7 +8,12 @@
 namespace llmt::data {
 
 Progress::Progress(std::string label, uint64_t total_bytes, bool tty, std::FILE* out)
-    : label_(std::move(label)), total_(total_bytes), tty_(tty), out_(out), start_(std::chrono::steady_clock::now()), last_(start_) {}
+    : label_(std::move(label)),
+      total_(total_bytes),
+      tty_(tty),
+      out_(out),
+      start_(std::chrono::steady_clock::now()),
+      last_(start_) {}
 
 std::string Progress::line(uint64_t done, double secs) const {
     const double mb = static_cast<double>(done) / 1e6;
@@ -19,9 +24,11 @@ std::string Progress::line(uint64_t done, double secs) const {
         if (tty_) {
             constexpr int kWidth = 30;
             const int fill = static_cast<int>(frac * kWidth);
-            s += "[" + std::string(static_cast<std::size_t>(fill), '#') + std::string(static_cast<std::size_t>(kWidth - fill), '.') + "] ";
+            s += "[" + std::string(static_cast<std::size_t>(fill), '#') +
+                 std::string(static_cast<std::size_t>(kWidth - fill), '.') + "] ";
         }
-        s += fmt::format("{:5.1f}% {:.1f}/{:.1f} MB {:.1f} MB/s", 100.0 * frac, mb, static_cast<double>(total_) / 1e6, rate);
+        s += fmt::format("{:5.1f}% {:.1f}/{:.1f} MB {:.1f} MB/s", 100.0 * frac, mb, static_cast<double>(total_) / 1e6,
+                         rate);
         if (rate > 0 && done < total_) {
             const auto eta = static_cast<long>((static_cast<double>(total_ - done) / 1e6) / rate + 0.5);
             s += fmt::format(" ETA {}:{:02d}", eta / 60, eta % 60);

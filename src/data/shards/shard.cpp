@@ -20,7 +20,8 @@
 
 namespace llmt::data {
 
-static_assert(std::endian::native == std::endian::little, "shards are little-endian; big-endian hosts need byte swaps");
+static_assert(std::endian::native == std::endian::little,
+              "shards are little-endian; big-endian hosts need byte swaps");
 
 ShardFormat parse_shard_format(const std::string& name) {
     if (name == "llmc") return ShardFormat::kLlmc;
@@ -54,7 +55,8 @@ Shard Shard::open(const std::filesystem::path& path, ShardFormat format, std::si
         void* m = ::mmap(nullptr, s.map_bytes_, PROT_READ, MAP_PRIVATE, fd, 0);
         int err = errno;
         ::close(fd);
-        if (m == MAP_FAILED) throw IoError(fmt::format("cannot mmap shard '{}': {}", path.string(), std::strerror(err)));
+        if (m == MAP_FAILED)
+            throw IoError(fmt::format("cannot mmap shard '{}': {}", path.string(), std::strerror(err)));
         s.map_ = static_cast<const uint8_t*>(m);
     } else {
         ::close(fd);
@@ -63,7 +65,8 @@ Shard Shard::open(const std::filesystem::path& path, ShardFormat format, std::si
     const std::size_t size = s.map_bytes_;
     if (format == ShardFormat::kNanoGptU16) {
         if (size % 2 != 0) {
-            format_error(path, size - 1, fmt::format("a nanoGPT uint16 token file must have an even size, found {} bytes", size));
+            format_error(path, size - 1,
+                         fmt::format("a nanoGPT uint16 token file must have an even size, found {} bytes", size));
         }
         s.token_bytes_ = 2;
         s.data_offset_ = 0;
@@ -71,35 +74,41 @@ Shard Shard::open(const std::filesystem::path& path, ShardFormat format, std::si
         return s;
     }
     if (size < kShardHeaderBytes) {
-        format_error(path, size,
-                     fmt::format("file is {} bytes, shorter than the {}-byte llm.c shard header (truncated?{})", size,
-                                 kShardHeaderBytes, " hint: nanoGPT's header-less .bin files need shard format 'nanogpt'"));
+        format_error(
+            path, size,
+            fmt::format("file is {} bytes, shorter than the {}-byte llm.c shard header (truncated?{})", size,
+                        kShardHeaderBytes, " hint: nanoGPT's header-less .bin files need shard format 'nanogpt'"));
     }
     const int32_t magic = load_i32(s.map_);
     const int32_t version = load_i32(s.map_ + 4);
     const int32_t count = load_i32(s.map_ + 8);
     if (magic == kShardMagicU16) {
         if (version != kShardVersionU16) {
-            format_error(path, 4, fmt::format("magic {} (uint16 tokens) needs version {}, found {}", magic, kShardVersionU16, version));
+            format_error(
+                path, 4,
+                fmt::format("magic {} (uint16 tokens) needs version {}, found {}", magic, kShardVersionU16, version));
         }
         s.token_bytes_ = 2;
     } else if (magic == kShardMagicU32) {
         if (version != kShardVersionU32) {
-            format_error(path, 4, fmt::format("magic {} (uint32 tokens) needs version {}, found {}", magic, kShardVersionU32, version));
+            format_error(
+                path, 4,
+                fmt::format("magic {} (uint32 tokens) needs version {}, found {}", magic, kShardVersionU32, version));
         }
         s.token_bytes_ = 4;
     } else {
         // The bytes found are not printed: a file named by mistake may hold a secret.
-        format_error(path, 0,
-                     fmt::format("bad magic: expected {} (uint16 tokens) or {} (uint32 tokens) of an llm.c token shard",
-                                 kShardMagicU16, kShardMagicU32));
+        format_error(
+            path, 0,
+            fmt::format("bad magic: expected {} (uint16 tokens) or {} (uint32 tokens) of an llm.c token shard",
+                        kShardMagicU16, kShardMagicU32));
     }
     if (count < 0) format_error(path, 8, fmt::format("negative token count {}", count));
     const std::size_t expect = kShardHeaderBytes + static_cast<std::size_t>(count) * s.token_bytes_;
     if (size != expect) {
         format_error(path, 8,
-                     fmt::format("header says {} tokens ({} bytes with the header) but the file is {} bytes{}", count, expect, size,
-                                 size < expect ? " (truncated?)" : " (trailing bytes)"));
+                     fmt::format("header says {} tokens ({} bytes with the header) but the file is {} bytes{}", count,
+                                 expect, size, size < expect ? " (truncated?)" : " (trailing bytes)"));
     }
     s.data_offset_ = kShardHeaderBytes;
     s.count_ = static_cast<std::size_t>(count);
@@ -140,9 +149,11 @@ uint32_t Shard::at(std::size_t i) const {
 }
 
 void Shard::throw_bad_token(std::size_t index, uint32_t id) const {
-    format_error(path_, data_offset_ + index * token_bytes_,
-                 fmt::format("token {} has id {}, which is not below the vocabulary size {} (wrong tokenizer, or a corrupt file?)",
-                             index, id, vocab_size_));
+    format_error(
+        path_, data_offset_ + index * token_bytes_,
+        fmt::format(
+            "token {} has id {}, which is not below the vocabulary size {} (wrong tokenizer, or a corrupt file?)",
+            index, id, vocab_size_));
 }
 
 void Shard::read(std::size_t begin, std::size_t n, int32_t* out) const {

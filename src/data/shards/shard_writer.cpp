@@ -37,7 +37,8 @@ void write_all(int fd, const uint8_t* p, std::size_t n, off_t offset, const std:
 
 }  // namespace
 
-ShardWriter::ShardWriter(std::filesystem::path dir, std::string prefix, std::size_t shard_tokens, std::size_t vocab_size)
+ShardWriter::ShardWriter(std::filesystem::path dir, std::string prefix, std::size_t shard_tokens,
+                         std::size_t vocab_size)
     : dir_(std::move(dir)),
       prefix_(std::move(prefix)),
       shard_tokens_(shard_tokens),

@@ -20,9 +20,27 @@ namespace {
 
 // Type ids of the Arrow schema's Type union.
 enum ArrowType : uint8_t {
-    kNull = 1, kInt = 2, kFloatingPoint = 3, kBinary = 4, kUtf8 = 5, kBool = 6, kDecimal = 7, kDate = 8, kTime = 9, kTimestamp = 10,
-    kInterval = 11, kList = 12, kStruct = 13, kUnion = 14, kFixedSizeBinary = 15, kFixedSizeList = 16, kMap = 17, kDuration = 18,
-    kLargeBinary = 19, kLargeUtf8 = 20, kLargeList = 21,
+    kNull = 1,
+    kInt = 2,
+    kFloatingPoint = 3,
+    kBinary = 4,
+    kUtf8 = 5,
+    kBool = 6,
+    kDecimal = 7,
+    kDate = 8,
+    kTime = 9,
+    kTimestamp = 10,
+    kInterval = 11,
+    kList = 12,
+    kStruct = 13,
+    kUnion = 14,
+    kFixedSizeBinary = 15,
+    kFixedSizeList = 16,
+    kMap = 17,
+    kDuration = 18,
+    kLargeBinary = 19,
+    kLargeUtf8 = 20,
+    kLargeList = 21,
 };
 enum MessageType : uint8_t { kSchemaMessage = 1, kDictionaryBatch = 2, kRecordBatch = 3 };
 
@@ -62,7 +80,14 @@ int buffer_count(uint8_t t) {
     switch (t) {
         case kNull: return 0;
         case kStruct: case kFixedSizeList: return 1;
-        case kInt: case kFloatingPoint: case kBool: case kDecimal: case kDate: case kTime: case kTimestamp: case kInterval:
+        case kInt:
+        case kFloatingPoint:
+        case kBool:
+        case kDecimal:
+        case kDate:
+        case kTime:
+        case kTimestamp:
+        case kInterval:
         case kFixedSizeBinary: case kDuration: case kList: case kLargeList: case kMap: return 2;
         case kBinary: case kUtf8: case kLargeBinary: case kLargeUtf8: return 3;
         default: return -1;
@@ -77,7 +102,9 @@ struct StringArray {
     std::vector<uint8_t> validity, offsets, data;
     bool large = false;
 
-    bool valid(int64_t i) const { return validity.empty() || ((validity[static_cast<std::size_t>(i >> 3)] >> (i & 7)) & 1); }
+    bool valid(int64_t i) const {
+        return validity.empty() || ((validity[static_cast<std::size_t>(i >> 3)] >> (i & 7)) & 1);
+    }
     uint64_t offset(int64_t i) const {
         if (large) {
             int64_t v;
@@ -140,7 +167,8 @@ private:
     bool read_message(Message& m);
     std::size_t add_field(const FlatTable& f, std::size_t& node, std::size_t& buffer, uint64_t at, int depth);
     bool load_batch();
-    std::vector<uint8_t> buffer(const Message& m, const FlatTable& rb, std::size_t index, uint64_t min_len, const std::string& column) const;
+    std::vector<uint8_t> buffer(const Message& m, const FlatTable& rb, std::size_t index, uint64_t min_len,
+                                const std::string& column) const;
     void load_string(const Message& m, const FlatTable& rb, const Field& f, int64_t length, StringArray& out) const;
 
     std::string file_;
@@ -162,11 +190,13 @@ private:
 };
 
 std::vector<uint8_t> ArrowTable::read_at(uint64_t off, uint64_t n) const {
-    if (off > size_ || n > size_ - off) fail(off, fmt::format("{} bytes needed here, but the file ends at {} (truncated?)", n, size_));
+    if (off > size_ || n > size_ - off)
+        fail(off, fmt::format("{} bytes needed here, but the file ends at {} (truncated?)", n, size_));
     std::vector<uint8_t> b(static_cast<std::size_t>(n));
     std::size_t got = 0;
     while (got < n) {
-        const ssize_t r = ::pread(fd_.fd.get(), b.data() + got, static_cast<std::size_t>(n) - got, static_cast<off_t>(off + got));
+        const ssize_t r =
+            ::pread(fd_.fd.get(), b.data() + got, static_cast<std::size_t>(n) - got, static_cast<off_t>(off + got));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) throw IoError(fmt::format("cannot read '{}': {}", file_, std::strerror(errno)));
         if (r == 0) fail(off + got, "the file ends early");
@@ -175,7 +205,8 @@ std::vector<uint8_t> ArrowTable::read_at(uint64_t off, uint64_t n) const {
     return b;
 }
 
-ArrowTable::ArrowTable(const std::filesystem::path& path) : file_(path.string()), fd_(open_regular_file(path, "Arrow IPC file")) {
+ArrowTable::ArrowTable(const std::filesystem::path& path)
+    : file_(path.string()), fd_(open_regular_file(path, "Arrow IPC file")) {
     size_ = end_ = fd_.size;
     if (size_ >= 8 && std::memcmp(read_at(0, 8).data(), "ARROW1", 6) == 0) {
         read_file_footer();
@@ -183,7 +214,8 @@ ArrowTable::ArrowTable(const std::filesystem::path& path) : file_(path.string())
     }
     Message m;
     if (!read_message(m)) fail(pos_, "no schema message (empty stream)");
-    if (m.type != kSchemaMessage) fail(m.meta_at, fmt::format("the first message has type {}, expected a schema", m.type));
+    if (m.type != kSchemaMessage)
+        fail(m.meta_at, fmt::format("the first message has type {}, expected a schema", m.type));
     const std::string where = fmt::format("{}: schema message at byte offset {}", file_, m.meta_at);
     const FlatTable msg = FlatTable::root(m.meta.data(), m.meta.size(), where);
     read_schema(msg.table(2), m.meta_at);
@@ -194,7 +226,8 @@ ArrowTable::ArrowTable(const std::filesystem::path& path) : file_(path.string())
 void ArrowTable::read_file_footer() {
     if (size_ < 18) fail(0, "too short for an Arrow IPC file");
     const auto tail = read_at(size_ - 10, 10);
-    if (std::memcmp(tail.data() + 4, "ARROW1", 6) != 0) fail(size_ - 6, "no closing \"ARROW1\" magic (truncated file?)");
+    if (std::memcmp(tail.data() + 4, "ARROW1", 6) != 0)
+        fail(size_ - 6, "no closing \"ARROW1\" magic (truncated file?)");
     int32_t len;
     std::memcpy(&len, tail.data(), 4);
     if (len <= 0 || static_cast<uint64_t>(len) > size_ - 18 || static_cast<uint64_t>(len) > kMaxMetadataBytes) {
@@ -209,7 +242,8 @@ void ArrowTable::read_file_footer() {
     const auto blocks = footer.vector(3, 24);
     for (std::size_t i = 0; i < blocks.size; ++i) {
         const int64_t off = footer.i64_at(blocks.pos + 24 * i);
-        if (off < 8 || static_cast<uint64_t>(off) >= at) fail(at, fmt::format("record batch block {} at byte offset {} lies outside the file", i, off));
+        if (off < 8 || static_cast<uint64_t>(off) >= at)
+            fail(at, fmt::format("record batch block {} at byte offset {} lies outside the file", i, off));
         blocks_.push_back(static_cast<uint64_t>(off));
     }
     end_ = at;
@@ -236,13 +270,15 @@ std::size_t ArrowTable::add_field(const FlatTable& f, std::size_t& node, std::si
     x.buffer = buffer;
     x.buffers = buffer_count(x.type);
     // Fields of types whose layout is not known here cannot be skipped over; refuse them by name.
-    if (x.buffers < 0) fail(at, fmt::format("column '{}' has Arrow type id {}, which this reader cannot lay out", x.name, x.type));
+    if (x.buffers < 0)
+        fail(at, fmt::format("column '{}' has Arrow type id {}, which this reader cannot lay out", x.name, x.type));
     buffer += static_cast<std::size_t>(x.buffers);
     const std::size_t self = fields_.size();
     fields_.push_back(x);
     const auto cv = f.vector(5, 4);
     std::vector<std::size_t> kids;
-    for (std::size_t i = 0; i < cv.size; ++i) kids.push_back(add_field(f.table_at(cv, i), node, buffer, at, depth + 1));
+    for (std::size_t i = 0; i < cv.size; ++i)
+        kids.push_back(add_field(f.table_at(cv, i), node, buffer, at, depth + 1));
     fields_[self].children = std::move(kids);
     return self;
 }
@@ -266,7 +302,8 @@ bool ArrowTable::read_message(Message& m) {
         pos_ = at;
         return false;  // end of stream
     }
-    if (len > kMaxMetadataBytes || len > end_ - at) fail(pos_, fmt::format("message metadata of {} bytes does not fit in the file", len));
+    if (len > kMaxMetadataBytes || len > end_ - at)
+        fail(pos_, fmt::format("message metadata of {} bytes does not fit in the file", len));
     m.meta = read_at(at, len);
     m.meta_at = at;
     const std::string where = fmt::format("{}: message at byte offset {}", file_, at);
@@ -275,7 +312,8 @@ bool ArrowTable::read_message(Message& m) {
     const int64_t body = msg.i64(3);
     m.body_at = at + len;
     if (body < 0 || static_cast<uint64_t>(body) > end_ - m.body_at) {
-        fail(at, fmt::format("message body of {} bytes runs past the end of the file ({} bytes left; truncated?)", body, end_ - m.body_at));
+        fail(at, fmt::format("message body of {} bytes runs past the end of the file ({} bytes left; truncated?)",
+                             body, end_ - m.body_at));
     }
     m.body_len = static_cast<uint64_t>(body);
     pos_ = m.body_at + m.body_len;
@@ -293,25 +331,33 @@ void ArrowTable::select(const std::vector<ColumnSpec>& columns) {
         const auto idx = find(spec.name);
         if (!idx) fail(schema_at_, fmt::format("no column '{}' (columns: {})", spec.name, names()));
         const Field& f = fields_[*idx];
-        if (f.dictionary) fail(schema_at_, fmt::format("column '{}' is dictionary-encoded, which is not supported", spec.name));
+        if (f.dictionary)
+            fail(schema_at_, fmt::format("column '{}' is dictionary-encoded, which is not supported", spec.name));
         Selected s;
         s.spec = spec;
         s.field = *idx;
         if (spec.kind == ColumnKind::kString) {
-            if (!is_string(f.type)) fail(schema_at_, fmt::format("column '{}' is {}, expected a string column", spec.name, type_name(f.type)));
+            if (!is_string(f.type))
+                fail(schema_at_,
+                     fmt::format("column '{}' is {}, expected a string column", spec.name, type_name(f.type)));
         } else {
-            bool ok = (f.type == kList || f.type == kLargeList) && f.children.size() == 1 && fields_[f.children[0]].type == kStruct;
+            bool ok = (f.type == kList || f.type == kLargeList) && f.children.size() == 1 &&
+                      fields_[f.children[0]].type == kStruct;
             int found = 0;
             if (ok) {
                 for (std::size_t k : fields_[f.children[0]].children) {
                     const Field& c = fields_[k];
                     if ((c.name == "role" || c.name == "content") && !c.dictionary) {
-                        if (!is_string(c.type)) fail(schema_at_, fmt::format("column '{}.{}' is {}, expected a string", spec.name, c.name, type_name(c.type)));
+                        if (!is_string(c.type))
+                            fail(schema_at_, fmt::format("column '{}.{}' is {}, expected a string", spec.name, c.name,
+                                                         type_name(c.type)));
                         ++found;
                     }
                 }
             }
-            if (!ok || found != 2) fail(schema_at_, fmt::format("column '{}' is {}, expected a list of {{role, content}} structs", spec.name, type_name(f.type)));
+            if (!ok || found != 2)
+                fail(schema_at_, fmt::format("column '{}' is {}, expected a list of {{role, content}} structs",
+                                             spec.name, type_name(f.type)));
         }
         selected_.push_back(std::move(s));
     }
@@ -322,20 +368,27 @@ std::vector<uint8_t> ArrowTable::buffer(const Message& m, const FlatTable& rb, s
     const auto bv = rb.vector(2, 16);
     if (index >= bv.size) fail(m.meta_at, fmt::format("record batch has {} buffers, the schema needs more", bv.size));
     const int64_t off = rb.i64_at(bv.pos + 16 * index), len = rb.i64_at(bv.pos + 16 * index + 8);
-    if (off < 0 || len < 0 || static_cast<uint64_t>(off) > m.body_len || static_cast<uint64_t>(len) > m.body_len - static_cast<uint64_t>(off)) {
-        fail(m.meta_at, fmt::format("column '{}': buffer {} (offset {}, {} bytes) lies outside the {} byte body", column, index, off, len, m.body_len));
+    if (off < 0 || len < 0 || static_cast<uint64_t>(off) > m.body_len ||
+        static_cast<uint64_t>(len) > m.body_len - static_cast<uint64_t>(off)) {
+        fail(m.meta_at, fmt::format("column '{}': buffer {} (offset {}, {} bytes) lies outside the {} byte body",
+                                    column, index, off, len, m.body_len));
     }
-    if (static_cast<uint64_t>(len) > kMaxBufferBytes) fail(m.body_at + static_cast<uint64_t>(off), fmt::format("column '{}': buffer of {} bytes exceeds the {} byte limit", column, len, kMaxBufferBytes));
+    if (static_cast<uint64_t>(len) > kMaxBufferBytes)
+        fail(m.body_at + static_cast<uint64_t>(off),
+             fmt::format("column '{}': buffer of {} bytes exceeds the {} byte limit", column, len, kMaxBufferBytes));
     if (static_cast<uint64_t>(len) < min_len) {
-        fail(m.body_at + static_cast<uint64_t>(off), fmt::format("column '{}': buffer of {} bytes, at least {} expected", column, len, min_len));
+        fail(m.body_at + static_cast<uint64_t>(off),
+             fmt::format("column '{}': buffer of {} bytes, at least {} expected", column, len, min_len));
     }
     return read_at(m.body_at + static_cast<uint64_t>(off), static_cast<uint64_t>(len));
 }
 
-void ArrowTable::load_string(const Message& m, const FlatTable& rb, const Field& f, int64_t length, StringArray& out) const {
+void ArrowTable::load_string(const Message& m, const FlatTable& rb, const Field& f, int64_t length,
+                             StringArray& out) const {
     const auto nv = rb.vector(1, 16);
     const int64_t node_len = rb.i64_at(nv.pos + 16 * f.node), nulls = rb.i64_at(nv.pos + 16 * f.node + 8);
-    if (node_len != length) fail(m.meta_at, fmt::format("column '{}' has {} values, {} expected", f.name, node_len, length));
+    if (node_len != length)
+        fail(m.meta_at, fmt::format("column '{}' has {} values, {} expected", f.name, node_len, length));
     out.length = length;
     out.large = f.type == kLargeUtf8;
     const uint64_t w = out.large ? 8 : 4;
@@ -347,7 +400,9 @@ void ArrowTable::load_string(const Message& m, const FlatTable& rb, const Field&
     for (int64_t i = 0; i <= length && length > 0; ++i) {
         const uint64_t o = out.offset(i);
         if ((i > 0 && o < prev) || o > out.data.size()) {
-            fail(m.body_at, fmt::format("column '{}': string offset {} of row {} is out of order or past the {} data bytes", f.name, o, i, out.data.size()));
+            fail(m.body_at,
+                 fmt::format("column '{}': string offset {} of row {} is out of order or past the {} data bytes",
+                             f.name, o, i, out.data.size()));
         }
         prev = o;
     }
@@ -372,7 +427,8 @@ bool ArrowTable::load_batch() {
     const int64_t length = rb.i64(0);
     if (length < 0) fail(m.meta_at, fmt::format("record batch of {} rows", length));
     const auto nv = rb.vector(1, 16);
-    if (nv.size != node_count_) fail(m.meta_at, fmt::format("record batch has {} field nodes, the schema {}", nv.size, node_count_));
+    if (nv.size != node_count_)
+        fail(m.meta_at, fmt::format("record batch has {} field nodes, the schema {}", nv.size, node_count_));
     for (auto& s : selected_) {
         const Field& f = fields_[s.field];
         if (s.spec.kind == ColumnKind::kString) {
@@ -380,16 +436,19 @@ bool ArrowTable::load_batch() {
             continue;
         }
         const int64_t list_len = rb.i64_at(nv.pos + 16 * f.node), list_nulls = rb.i64_at(nv.pos + 16 * f.node + 8);
-        if (list_len != length) fail(m.meta_at, fmt::format("column '{}' has {} values, {} expected", f.name, list_len, length));
+        if (list_len != length)
+            fail(m.meta_at, fmt::format("column '{}' has {} values, {} expected", f.name, list_len, length));
         s.large_list = f.type == kLargeList;
         const uint64_t w = s.large_list ? 8 : 4;
-        s.list_validity = buffer(m, rb, f.buffer, list_nulls > 0 ? static_cast<uint64_t>((length + 7) / 8) : 0, f.name);
+        s.list_validity =
+            buffer(m, rb, f.buffer, list_nulls > 0 ? static_cast<uint64_t>((length + 7) / 8) : 0, f.name);
         if (list_nulls == 0) s.list_validity.clear();
         s.list_offsets = buffer(m, rb, f.buffer + 1, length > 0 ? static_cast<uint64_t>(length + 1) * w : 0, f.name);
         const Field& st = fields_[f.children[0]];
         const int64_t st_len = rb.i64_at(nv.pos + 16 * st.node), st_nulls = rb.i64_at(nv.pos + 16 * st.node + 8);
         if (st_len < 0) fail(m.meta_at, fmt::format("column '{}': {} struct values", f.name, st_len));
-        s.struct_validity = buffer(m, rb, st.buffer, st_nulls > 0 ? static_cast<uint64_t>((st_len + 7) / 8) : 0, f.name);
+        s.struct_validity =
+            buffer(m, rb, st.buffer, st_nulls > 0 ? static_cast<uint64_t>((st_len + 7) / 8) : 0, f.name);
         if (st_nulls == 0) s.struct_validity.clear();
         for (std::size_t k : st.children) {
             const Field& c = fields_[k];
@@ -408,7 +467,9 @@ bool ArrowTable::load_batch() {
         };
         for (int64_t i = 0; i <= length && length > 0; ++i) {
             if ((i > 0 && off(i) < off(i - 1)) || off(i) > static_cast<uint64_t>(st_len)) {
-                fail(m.body_at, fmt::format("column '{}': list offset of row {} is out of order or past its {} elements", f.name, i, st_len));
+                fail(m.body_at,
+                     fmt::format("column '{}': list offset of row {} is out of order or past its {} elements", f.name,
+                                 i, st_len));
             }
         }
     }
@@ -450,7 +511,8 @@ bool ArrowTable::next_row(std::vector<TableCell>& row) {
         };
         for (int64_t j = off(i); j < off(i + 1); ++j) {
             TableMessage msg;
-            const bool st_valid = s.struct_validity.empty() || ((s.struct_validity[static_cast<std::size_t>(j >> 3)] >> (j & 7)) & 1);
+            const bool st_valid =
+                s.struct_validity.empty() || ((s.struct_validity[static_cast<std::size_t>(j >> 3)] >> (j & 7)) & 1);
             if (st_valid && s.role.valid(j)) msg.role = std::string(s.role.at(j));
             if (st_valid && s.content.valid(j)) msg.content = std::string(s.content.at(j));
             cell.messages.push_back(std::move(msg));
@@ -461,6 +523,8 @@ bool ArrowTable::next_row(std::vector<TableCell>& row) {
 
 }  // namespace
 
-std::unique_ptr<TableReader> open_arrow_table(const std::filesystem::path& path) { return std::make_unique<ArrowTable>(path); }
+std::unique_ptr<TableReader> open_arrow_table(const std::filesystem::path& path) {
+    return std::make_unique<ArrowTable>(path);
+}
 
 }  // namespace llmt::data

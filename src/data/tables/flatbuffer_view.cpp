@@ -40,7 +40,8 @@ FlatTable::FlatTable(const uint8_t* data, std::size_t size, std::size_t pos, std
 void FlatTable::fail(std::string_view what) const { throw FormatError(fmt::format("{}: {}", where_, what)); }
 
 void FlatTable::need(std::size_t pos, std::size_t n) const {
-    if (pos > size_ || n > size_ - pos) fail(fmt::format("offset {} + {} runs past the end of the {} byte metadata", pos, n, size_));
+    if (pos > size_ || n > size_ - pos)
+        fail(fmt::format("offset {} + {} runs past the end of the {} byte metadata", pos, n, size_));
 }
 
 uint16_t FlatTable::field_offset(int field) const {
@@ -107,7 +108,8 @@ FlatTable::Vector FlatTable::vector(int field, std::size_t elem_bytes) const {
     const std::size_t v = deref(pos_ + off);
     need(v, 4);
     const uint32_t n = load<uint32_t>(data_ + v);
-    if (elem_bytes && n > (size_ - v - 4) / elem_bytes) fail(fmt::format("a vector of {} elements runs past the end of the metadata", n));
+    if (elem_bytes && n > (size_ - v - 4) / elem_bytes)
+        fail(fmt::format("a vector of {} elements runs past the end of the metadata", n));
     return {v + 4, n};
 }
 

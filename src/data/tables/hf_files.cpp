@@ -46,15 +46,16 @@ std::string split_of(const fs::path& rel) {
 std::vector<fs::path> saved_dataset_files(const fs::path& dir) {
     const auto state = read_json(dir / "state.json");
     const auto it = state.find("_data_files");
-    LLMT_CHECK_AS(FormatError, it != state.end() && it->is_array(), "{}: no \"_data_files\" list (is this a save_to_disk directory?)",
-                  (dir / "state.json").string());
+    LLMT_CHECK_AS(FormatError, it != state.end() && it->is_array(),
+                  "{}: no \"_data_files\" list (is this a save_to_disk directory?)", (dir / "state.json").string());
     std::vector<fs::path> out;
     for (const auto& f : *it) {
         LLMT_CHECK_AS(FormatError, f.is_object() && f.contains("filename") && f["filename"].is_string(),
                       "{}: a \"_data_files\" entry lacks a \"filename\" string", (dir / "state.json").string());
         const std::string name = f["filename"].get<std::string>();
         LLMT_CHECK_AS(FormatError, !name.empty() && name.find('/') == std::string::npos && name != "..",
-                      "{}: data file name '{}' must be a plain file name in the directory", (dir / "state.json").string(), name);
+                      "{}: data file name '{}' must be a plain file name in the directory",
+                      (dir / "state.json").string(), name);
         out.push_back(dir / name);
     }
     LLMT_CHECK(!out.empty(), "{}: lists no data files", (dir / "state.json").string());
@@ -73,9 +74,12 @@ std::vector<fs::path> snapshot_files(const fs::path& dir, const HfSelection& sel
             if (it->is_directory()) it.disable_recursion_pending();
             continue;
         }
-        if (it->is_regular_file() && is_table_file_name(it->path())) all.push_back(it->path().lexically_relative(dir));  // not fs::relative: it would resolve the blobs/ symlinks
+        if (it->is_regular_file() && is_table_file_name(it->path()))
+            all.push_back(
+                it->path().lexically_relative(dir));  // not fs::relative: it would resolve the blobs/ symlinks
     }
-    LLMT_CHECK(!all.empty(), "'{}' holds no .parquet or .arrow files (hint: --format jsonl or text for other files)", dir.string());
+    LLMT_CHECK(!all.empty(), "'{}' holds no .parquet or .arrow files (hint: --format jsonl or text for other files)",
+               dir.string());
     std::set<std::string> configs;
     bool has_default = false;
     for (const auto& r : all) {
@@ -86,17 +90,20 @@ std::vector<fs::path> snapshot_files(const fs::path& dir, const HfSelection& sel
     std::string config = sel.config;
     if (config.empty() && !has_default) {
         LLMT_CHECK(configs.size() == 1 || configs.count("default"),
-                   "'{}' holds several configs ({}) and no default one (hint: --config-name NAME, data.config_name)", dir.string(), join(configs));
+                   "'{}' holds several configs ({}) and no default one (hint: --config-name NAME, data.config_name)",
+                   dir.string(), join(configs));
         config = configs.size() == 1 ? *configs.begin() : "default";
     }
     if (!config.empty()) {
-        LLMT_CHECK(configs.count(config), "'{}' has no config '{}' (configs: {})", dir.string(), config, join(configs));
+        LLMT_CHECK(configs.count(config), "'{}' has no config '{}' (configs: {})", dir.string(), config,
+                   join(configs));
     }
     std::vector<fs::path> picked;
     std::set<std::string> splits;
     for (const auto& r : all) {
         const auto first = r.begin()->string();
-        const bool in_config = config.empty() ? (!r.has_parent_path() || first == "data") : (r.has_parent_path() && first == config);
+        const bool in_config =
+            config.empty() ? (!r.has_parent_path() || first == "data") : (r.has_parent_path() && first == config);
         if (!in_config) continue;
         const std::string s = split_of(r);
         splits.insert(s);
@@ -104,7 +111,8 @@ std::vector<fs::path> snapshot_files(const fs::path& dir, const HfSelection& sel
     }
     LLMT_CHECK(!picked.empty(), "'{}'{} has no split '{}' (splits found: {})", dir.string(),
                config.empty() ? "" : fmt::format(" config '{}'", config), sel.split, join(splits));
-    std::sort(picked.begin(), picked.end(), [](const fs::path& a, const fs::path& b) { return a.generic_string() < b.generic_string(); });
+    std::sort(picked.begin(), picked.end(),
+              [](const fs::path& a, const fs::path& b) { return a.generic_string() < b.generic_string(); });
     for (auto& p : picked) p = dir / p;
     return picked;
 }
@@ -114,7 +122,8 @@ std::vector<fs::path> snapshot_files(const fs::path& dir, const HfSelection& sel
 bool is_hf_dataset_dir(const fs::path& dir) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) return false;
-    if (is_hub_cache_repo(dir) || fs::exists(dir / "state.json", ec) || fs::exists(dir / "dataset_dict.json", ec)) return true;
+    if (is_hub_cache_repo(dir) || fs::exists(dir / "state.json", ec) || fs::exists(dir / "dataset_dict.json", ec))
+        return true;
     fs::recursive_directory_iterator it(dir, fs::directory_options::follow_directory_symlink, ec), end;
     for (; !ec && it != end; it.increment(ec)) {
         if (it->is_regular_file() && is_table_file_name(it->path())) return true;
@@ -137,8 +146,8 @@ std::vector<fs::path> hf_split_files(const fs::path& input, const HfSelection& s
             for (const auto& s : dd["splits"])
                 if (s.is_string()) splits.insert(s.get<std::string>());
         }
-        LLMT_CHECK(splits.count(sel.split) && fs::is_directory(dir / sel.split, ec), "'{}' has no split '{}' (splits found: {})",
-                   dir.string(), sel.split, join(splits));
+        LLMT_CHECK(splits.count(sel.split) && fs::is_directory(dir / sel.split, ec),
+                   "'{}' has no split '{}' (splits found: {})", dir.string(), sel.split, join(splits));
         return saved_dataset_files(dir / sel.split);
     }
     if (fs::exists(dir / "state.json", ec)) return saved_dataset_files(dir);

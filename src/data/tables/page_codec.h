@@ -25,8 +25,8 @@ inline constexpr std::size_t kMaxPageBytes = std::size_t{512} << 20;
 // up exactly `declared` bytes long. Output memory grows only as bytes really come out, so a huge
 // declared size with a small payload allocates little. Throws FormatError naming `at` when the codec
 // is not supported, the data is corrupt, or it decodes to a different size than declared.
-void decompress_page(int32_t codec, const uint8_t* src, std::size_t src_size, std::size_t declared, const PageLocation& at,
-                     std::vector<uint8_t>& out);
+void decompress_page(int32_t codec, const uint8_t* src, std::size_t src_size, std::size_t declared,
+                     const PageLocation& at, std::vector<uint8_t>& out);
 
 // "snappy", "gzip", ... for messages.
 std::string_view codec_name(int32_t codec);

@@ -14,7 +14,9 @@ namespace {
 
 constexpr std::size_t kMaxDeltaBytes = std::size_t{256} << 20;
 
-[[noreturn]] void fail(const ByteSpan& in, std::string_view what) { throw FormatError(fmt::format("{}: {}", in.where, what)); }
+[[noreturn]] void fail(const ByteSpan& in, std::string_view what) {
+    throw FormatError(fmt::format("{}: {}", in.where, what));
+}
 
 struct Cursor {
     const ByteSpan& in;
@@ -78,7 +80,8 @@ void decode_rle_hybrid(const ByteSpan& in, int bit_width, std::size_t count, std
         if (header & 1) {  // bit-packed groups of 8
             const uint64_t groups = header >> 1;
             if (groups == 0) fail(in, "empty bit-packed run");
-            if (groups > c.left() / static_cast<uint64_t>(bit_width) + 1) fail(in, "bit-packed run runs past the end of its data");
+            if (groups > c.left() / static_cast<uint64_t>(bit_width) + 1)
+                fail(in, "bit-packed run runs past the end of its data");
             const std::size_t n = static_cast<std::size_t>(groups) * 8;
             const std::size_t bytes = static_cast<std::size_t>(groups) * static_cast<std::size_t>(bit_width);
             if (bytes > c.left()) {
@@ -96,7 +99,8 @@ void decode_rle_hybrid(const ByteSpan& in, int bit_width, std::size_t count, std
             if (value_bytes > c.left()) fail(in, "RLE run runs past the end of its data");
             uint32_t v = 0;
             for (std::size_t b = 0; b < value_bytes; ++b) v |= static_cast<uint32_t>(c.byte()) << (8 * b);
-            if (bit_width < 32 && (v >> bit_width) != 0) fail(in, fmt::format("RLE value {} needs more than {} bits", v, bit_width));
+            if (bit_width < 32 && (v >> bit_width) != 0)
+                fail(in, fmt::format("RLE value {} needs more than {} bits", v, bit_width));
             const std::size_t take = static_cast<std::size_t>(std::min<uint64_t>(run, want));
             out.insert(out.end(), take, v);
         }
@@ -113,7 +117,8 @@ std::size_t decode_delta_binary_packed(const ByteSpan& in, std::size_t max_value
         (block_size / miniblocks) % 32 != 0 || block_size > (1u << 20)) {
         fail(in, fmt::format("bad DELTA_BINARY_PACKED header (block size {}, {} miniblocks)", block_size, miniblocks));
     }
-    if (total > max_values) fail(in, fmt::format("DELTA_BINARY_PACKED announces {} values, at most {} expected", total, max_values));
+    if (total > max_values)
+        fail(in, fmt::format("DELTA_BINARY_PACKED announces {} values, at most {} expected", total, max_values));
     const std::size_t per_mini = static_cast<std::size_t>(block_size / miniblocks);
     out.clear();
     out.reserve(static_cast<std::size_t>(total));
@@ -134,7 +139,8 @@ std::size_t decode_delta_binary_packed(const ByteSpan& in, std::size_t max_value
             c.pos += bytes;
             for (std::size_t k = 0; k < per_mini && out.size() < total; ++k) {
                 // Two's-complement wrap-around is how writers compute the deltas.
-                value = static_cast<int64_t>(static_cast<uint64_t>(value) + static_cast<uint64_t>(min_delta) + packed[k]);
+                value =
+                    static_cast<int64_t>(static_cast<uint64_t>(value) + static_cast<uint64_t>(min_delta) + packed[k]);
                 out.push_back(value);
             }
         }
@@ -152,7 +158,8 @@ void decode_plain_byte_arrays(const ByteSpan& in, std::size_t count, std::vector
         uint32_t len;
         std::memcpy(&len, in.data + pos, 4);
         pos += 4;
-        if (len > in.size - pos) fail(in, fmt::format("PLAIN value {} declares {} bytes, {} left", i, len, in.size - pos));
+        if (len > in.size - pos)
+            fail(in, fmt::format("PLAIN value {} declares {} bytes, {} left", i, len, in.size - pos));
         out.emplace_back(reinterpret_cast<const char*>(in.data + pos), len);
         pos += len;
     }
@@ -161,23 +168,27 @@ void decode_plain_byte_arrays(const ByteSpan& in, std::size_t count, std::vector
 void decode_delta_length_byte_arrays(const ByteSpan& in, std::size_t count, std::vector<std::string_view>& out) {
     std::vector<int64_t> lengths;
     const std::size_t used = decode_delta_binary_packed(in, count, lengths);
-    if (lengths.size() != count) fail(in, fmt::format("DELTA_LENGTH_BYTE_ARRAY has {} lengths for {} values", lengths.size(), count));
+    if (lengths.size() != count)
+        fail(in, fmt::format("DELTA_LENGTH_BYTE_ARRAY has {} lengths for {} values", lengths.size(), count));
     out.clear();
     out.reserve(count);
     std::size_t pos = used;
     for (std::size_t i = 0; i < count; ++i) {
         if (lengths[i] < 0 || static_cast<uint64_t>(lengths[i]) > in.size - pos) {
-            fail(in, fmt::format("DELTA_LENGTH_BYTE_ARRAY value {} declares {} bytes, {} left", i, lengths[i], in.size - pos));
+            fail(in, fmt::format("DELTA_LENGTH_BYTE_ARRAY value {} declares {} bytes, {} left", i, lengths[i],
+                                 in.size - pos));
         }
         out.emplace_back(reinterpret_cast<const char*>(in.data + pos), static_cast<std::size_t>(lengths[i]));
         pos += static_cast<std::size_t>(lengths[i]);
     }
 }
 
-void decode_delta_byte_arrays(const ByteSpan& in, std::size_t count, std::string& storage, std::vector<std::string_view>& out) {
+void decode_delta_byte_arrays(const ByteSpan& in, std::size_t count, std::string& storage,
+                              std::vector<std::string_view>& out) {
     std::vector<int64_t> prefixes;
     const std::size_t used = decode_delta_binary_packed(in, count, prefixes);
-    if (prefixes.size() != count) fail(in, fmt::format("DELTA_BYTE_ARRAY has {} prefix lengths for {} values", prefixes.size(), count));
+    if (prefixes.size() != count)
+        fail(in, fmt::format("DELTA_BYTE_ARRAY has {} prefix lengths for {} values", prefixes.size(), count));
     std::vector<std::string_view> suffixes;
     decode_delta_length_byte_arrays(ByteSpan{in.data + used, in.size - used, in.where}, count, suffixes);
     // Sizes first, so that views into `storage` stay valid (no reallocation while filling).
@@ -186,12 +197,14 @@ void decode_delta_byte_arrays(const ByteSpan& in, std::size_t count, std::string
     std::vector<std::size_t> sizes(count);
     for (std::size_t i = 0; i < count; ++i) {
         if (prefixes[i] < 0 || static_cast<uint64_t>(prefixes[i]) > prev) {
-            fail(in, fmt::format("DELTA_BYTE_ARRAY value {} shares {} bytes with a previous value of {}", i, prefixes[i], prev));
+            fail(in, fmt::format("DELTA_BYTE_ARRAY value {} shares {} bytes with a previous value of {}", i,
+                                 prefixes[i], prev));
         }
         sizes[i] = static_cast<std::size_t>(prefixes[i]) + suffixes[i].size();
         total += sizes[i];
         // Shared prefixes let a small page describe a lot of text; more than this is not a real page.
-        if (total > kMaxDeltaBytes) fail(in, fmt::format("DELTA_BYTE_ARRAY values of a page exceed {} bytes", kMaxDeltaBytes));
+        if (total > kMaxDeltaBytes)
+            fail(in, fmt::format("DELTA_BYTE_ARRAY values of a page exceed {} bytes", kMaxDeltaBytes));
         prev = sizes[i];
     }
     storage.clear();

@@ -32,6 +32,7 @@ std::size_t decode_delta_binary_packed(const ByteSpan& in, std::size_t max_value
 void decode_plain_byte_arrays(const ByteSpan& in, std::size_t count, std::vector<std::string_view>& out);
 void decode_delta_length_byte_arrays(const ByteSpan& in, std::size_t count, std::vector<std::string_view>& out);
 // DELTA_BYTE_ARRAY values are rebuilt from prefixes, so they are copied into `storage` (cleared first).
-void decode_delta_byte_arrays(const ByteSpan& in, std::size_t count, std::string& storage, std::vector<std::string_view>& out);
+void decode_delta_byte_arrays(const ByteSpan& in, std::size_t count, std::string& storage,
+                              std::vector<std::string_view>& out);
 
 }  // namespace llmt::data::parquet

@@ -17,7 +17,9 @@ namespace {
 using T = ThriftType;
 
 void expect(ThriftReader& r, const ThriftField& f, T type) {
-    if (f.type != type) r.fail(fmt::format("field {} has thrift type {}, expected {}", f.id, static_cast<int>(f.type), static_cast<int>(type)));
+    if (f.type != type)
+        r.fail(fmt::format("field {} has thrift type {}, expected {}", f.id, static_cast<int>(f.type),
+                           static_cast<int>(type)));
 }
 
 // A struct is read by a table of its fields: {id, how to store the value}; fields not listed are skipped.
@@ -32,7 +34,8 @@ void read_struct(ThriftReader& r, S& out, const Field<S> (&fields)[N]) {
     r.begin_struct();
     ThriftField f;
     while (r.next_field(f)) {
-        const auto* it = std::find_if(std::begin(fields), std::end(fields), [&](const Field<S>& x) { return x.id == f.id; });
+        const auto* it =
+            std::find_if(std::begin(fields), std::end(fields), [&](const Field<S>& x) { return x.id == f.id; });
         if (it == std::end(fields)) r.skip(f.type);
         else it->read(r, f, out);
     }
@@ -114,9 +117,10 @@ void file_path(ThriftReader& r, const ThriftField& f, ColumnChunk& c) {
 }
 
 // Field ids from parquet.thrift.
-constexpr Field<SchemaElement> kSchemaElement[] = {{1, i32<&SchemaElement::type>},        {3, i32<&SchemaElement::repetition>},
-                                                   {4, binary<&SchemaElement::name>},     {5, i32<&SchemaElement::num_children>},
-                                                   {6, i32<&SchemaElement::converted_type>}, {10, logical_type}};
+constexpr Field<SchemaElement> kSchemaElement[] = {
+    {1, i32<&SchemaElement::type>},           {3, i32<&SchemaElement::repetition>},
+    {4, binary<&SchemaElement::name>},        {5, i32<&SchemaElement::num_children>},
+    {6, i32<&SchemaElement::converted_type>}, {10, logical_type}};
 constexpr Field<ColumnChunk> kColumnMetaData[] = {{1, i32<&ColumnChunk::type>},
                                                   {3, path_in_schema},
                                                   {4, i32<&ColumnChunk::codec>},
@@ -138,7 +142,8 @@ constexpr Field<PageHeader> kDataPageHeader[] = {{1, i32<&PageHeader::num_values
                                                  {2, i32<&PageHeader::encoding>},
                                                  {3, i32<&PageHeader::def_encoding>},
                                                  {4, i32<&PageHeader::rep_encoding>}};
-constexpr Field<PageHeader> kDictionaryPageHeader[] = {{1, i32<&PageHeader::num_values>}, {2, i32<&PageHeader::encoding>}};
+constexpr Field<PageHeader> kDictionaryPageHeader[] = {{1, i32<&PageHeader::num_values>},
+                                                       {2, i32<&PageHeader::encoding>}};
 constexpr Field<PageHeader> kDataPageHeaderV2[] = {{1, i32<&PageHeader::num_values>}, {2, i32<&PageHeader::num_nulls>},
                                                    {3, i32<&PageHeader::num_rows>},   {4, i32<&PageHeader::encoding>},
                                                    {5, i32<&PageHeader::def_bytes>},  {6, i32<&PageHeader::rep_bytes>},
@@ -163,7 +168,8 @@ ColumnChunk read_column_chunk(ThriftReader& r) {
     return x.c;
 }
 
-constexpr Field<RowGroup> kRowGroup[] = {{1, struct_list<&RowGroup::columns, read_column_chunk>}, {3, i64<&RowGroup::num_rows>}};
+constexpr Field<RowGroup> kRowGroup[] = {{1, struct_list<&RowGroup::columns, read_column_chunk>},
+                                         {3, i64<&RowGroup::num_rows>}};
 
 RowGroup read_row_group(ThriftReader& r) {
     RowGroup g;
@@ -185,8 +191,8 @@ FileMetaData decode_file_metadata(const uint8_t* data, std::size_t size, uint64_
     return m;
 }
 
-bool decode_page_header(const uint8_t* data, std::size_t size, uint64_t base, std::string_view file, std::string_view column,
-                        PageHeader& h) {
+bool decode_page_header(const uint8_t* data, std::size_t size, uint64_t base, std::string_view file,
+                        std::string_view column, PageHeader& h) {
     const std::string context = fmt::format("a page header of column '{}'", column);
     ThriftReader r(data, size, base, file, context);
     h = PageHeader{};
@@ -198,7 +204,8 @@ bool decode_page_header(const uint8_t* data, std::size_t size, uint64_t base, st
     }
     h.header_bytes = r.position();
     if (h.type < 0 || h.uncompressed_size < 0 || h.compressed_size < 0) {
-        throw FormatError(fmt::format("{}: byte offset {}: page header of column '{}' lacks its type or sizes", file, base, column));
+        throw FormatError(
+            fmt::format("{}: byte offset {}: page header of column '{}' lacks its type or sizes", file, base, column));
     }
     return true;
 }

@@ -10,9 +10,27 @@
 
 namespace llmt::data::parquet {
 
-enum PhysicalType : int32_t { kBoolean = 0, kInt32 = 1, kInt64 = 2, kInt96 = 3, kFloat = 4, kDouble = 5, kByteArray = 6, kFixedLenByteArray = 7 };
+enum PhysicalType : int32_t {
+    kBoolean = 0,
+    kInt32 = 1,
+    kInt64 = 2,
+    kInt96 = 3,
+    kFloat = 4,
+    kDouble = 5,
+    kByteArray = 6,
+    kFixedLenByteArray = 7
+};
 enum Repetition : int32_t { kRequired = 0, kOptional = 1, kRepeated = 2 };
-enum Codec : int32_t { kUncompressed = 0, kSnappy = 1, kGzip = 2, kLzo = 3, kBrotli = 4, kLz4 = 5, kZstd = 6, kLz4Raw = 7 };
+enum Codec : int32_t {
+    kUncompressed = 0,
+    kSnappy = 1,
+    kGzip = 2,
+    kLzo = 3,
+    kBrotli = 4,
+    kLz4 = 5,
+    kZstd = 6,
+    kLz4Raw = 7
+};
 enum Encoding : int32_t {
     kPlain = 0,
     kPlainDictionary = 2,
@@ -79,7 +97,7 @@ FileMetaData decode_file_metadata(const uint8_t* data, std::size_t size, uint64_
 
 // Decodes a page header from the bytes at `base`. Returns false, without throwing, when the bytes end
 // before the header does (the caller reads more); throws FormatError for anything malformed.
-bool decode_page_header(const uint8_t* data, std::size_t size, uint64_t base, std::string_view file, std::string_view column,
-                        PageHeader& out);
+bool decode_page_header(const uint8_t* data, std::size_t size, uint64_t base, std::string_view file,
+                        std::string_view column, PageHeader& out);
 
 }  // namespace llmt::data::parquet

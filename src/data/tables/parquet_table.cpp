@@ -25,7 +25,8 @@ constexpr uint64_t kMaxFooterBytes = uint64_t{64} << 20;
 constexpr int kMaxSchemaDepth = 32;
 
 std::string type_name(int32_t t) {
-    static const char* names[] = {"BOOLEAN", "INT32", "INT64", "INT96", "FLOAT", "DOUBLE", "BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"};
+    static const char* names[] = {"BOOLEAN", "INT32",  "INT64",      "INT96",
+                                  "FLOAT",   "DOUBLE", "BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"};
     if (t >= 0 && t < 8) return names[t];
     return t < 0 ? "a group" : fmt::format("type {}", t);
 }
@@ -102,7 +103,8 @@ private:
     int64_t rows_left_ = 0;
 };
 
-ParquetTable::ParquetTable(const std::filesystem::path& path) : file_(path.string()), fd_(open_regular_file(path, "Parquet file")) {
+ParquetTable::ParquetTable(const std::filesystem::path& path)
+    : file_(path.string()), fd_(open_regular_file(path, "Parquet file")) {
     size_ = fd_.size;
     auto read = [&](uint64_t off, std::size_t n) {
         std::vector<uint8_t> b(n);
@@ -116,36 +118,44 @@ ParquetTable::ParquetTable(const std::filesystem::path& path) : file_(path.strin
         }
         return b;
     };
-    if (size_ < 12) throw FormatError(fmt::format("{}: byte offset 0: {} bytes is too short for a Parquet file", file_, size_));
+    if (size_ < 12)
+        throw FormatError(fmt::format("{}: byte offset 0: {} bytes is too short for a Parquet file", file_, size_));
     const auto head = read(0, 4);
-    if (std::memcmp(head.data(), "PAR1", 4) != 0) throw FormatError(fmt::format("{}: byte offset 0: no Parquet magic \"PAR1\"", file_));
+    if (std::memcmp(head.data(), "PAR1", 4) != 0)
+        throw FormatError(fmt::format("{}: byte offset 0: no Parquet magic \"PAR1\"", file_));
     const auto tail = read(size_ - 8, 8);
     if (std::memcmp(tail.data() + 4, "PAR1", 4) != 0) {
-        throw FormatError(fmt::format("{}: byte offset {}: no Parquet magic \"PAR1\" at the end (truncated file?)", file_, size_ - 4));
+        throw FormatError(fmt::format("{}: byte offset {}: no Parquet magic \"PAR1\" at the end (truncated file?)",
+                                      file_, size_ - 4));
     }
     uint32_t footer_len;
     std::memcpy(&footer_len, tail.data(), 4);
     if (footer_len > size_ - 12 || footer_len > kMaxFooterBytes) {
-        throw FormatError(fmt::format("{}: byte offset {}: footer length {} does not fit in the {} byte file (limit {})", file_, size_ - 8,
-                                      footer_len, size_, kMaxFooterBytes));
+        throw FormatError(
+            fmt::format("{}: byte offset {}: footer length {} does not fit in the {} byte file (limit {})", file_,
+                        size_ - 8, footer_len, size_, kMaxFooterBytes));
     }
     footer_at_ = size_ - 8 - footer_len;
     const auto footer = read(footer_at_, footer_len);
     meta_ = decode_file_metadata(footer.data(), footer.size(), footer_at_, file_);
 
     const std::size_t end = walk(0, 0, 0, 0, "", 0);
-    if (end != meta_.schema.size()) schema_fail(fmt::format("{} schema elements, the root's children cover {}", meta_.schema.size(), end));
+    if (end != meta_.schema.size())
+        schema_fail(fmt::format("{} schema elements, the root's children cover {}", meta_.schema.size(), end));
     for (std::size_t g = 0; g < meta_.row_groups.size(); ++g) {
         const auto& cols = meta_.row_groups[g].columns;
         if (cols.size() != leaves_.size()) {
-            schema_fail(fmt::format("row group {} has {} column chunks, the schema {} leaf columns", g, cols.size(), leaves_.size()));
+            schema_fail(fmt::format("row group {} has {} column chunks, the schema {} leaf columns", g, cols.size(),
+                                    leaves_.size()));
         }
-        if (meta_.row_groups[g].num_rows < 0) schema_fail(fmt::format("row group {} has {} rows", g, meta_.row_groups[g].num_rows));
+        if (meta_.row_groups[g].num_rows < 0)
+            schema_fail(fmt::format("row group {} has {} rows", g, meta_.row_groups[g].num_rows));
     }
 }
 
 // Depth-first over the flattened schema; returns the index after element i's subtree.
-std::size_t ParquetTable::walk(std::size_t i, int def, int rep, int repeated_def, const std::string& prefix, int depth) {
+std::size_t ParquetTable::walk(std::size_t i, int def, int rep, int repeated_def, const std::string& prefix,
+                               int depth) {
     if (depth > kMaxSchemaDepth) schema_fail(fmt::format("schema nested deeper than {}", kMaxSchemaDepth));
     if (i >= meta_.schema.size()) schema_fail("a group's children run past the end of the schema");
     const SchemaElement& e = meta_.schema[i];
@@ -193,7 +203,9 @@ void ParquetTable::select(const std::vector<ColumnSpec>& columns) {
             std::optional<std::size_t> role, content;
             for (std::size_t k = f->first_leaf; k < f->first_leaf + f->leaf_count; ++k) {
                 const std::string& p = leaves_[k].path;
-                auto ends = [&](std::string_view suffix) { return p.size() > suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0; };
+                auto ends = [&](std::string_view suffix) {
+                    return p.size() > suffix.size() && p.compare(p.size() - suffix.size(), suffix.size(), suffix) == 0;
+                };
                 if (ends(".role")) role = k;
                 if (ends(".content")) content = k;
             }
@@ -203,11 +215,12 @@ void ParquetTable::select(const std::vector<ColumnSpec>& columns) {
             for (std::size_t k : {*role, *content}) {
                 const Leaf& l = leaves_[k];
                 if (l.type != kByteArray || l.max_rep != 1) {
-                    schema_fail(fmt::format("column '{}' is {} with repetition level {}, expected a string in a list", l.path, type_name(l.type),
-                                            l.max_rep));
+                    schema_fail(fmt::format("column '{}' is {} with repetition level {}, expected a string in a list",
+                                            l.path, type_name(l.type), l.max_rep));
                 }
             }
-            if (leaves_[*role].repeated_def != leaves_[*content].repeated_def) schema_fail(fmt::format("column '{}': role and content are in different lists", spec.name));
+            if (leaves_[*role].repeated_def != leaves_[*content].repeated_def)
+                schema_fail(fmt::format("column '{}': role and content are in different lists", spec.name));
             s.leaves = {*role, *content};
         }
         selected_.push_back(std::move(s));
@@ -247,8 +260,8 @@ bool ParquetTable::next_row(std::vector<TableCell>& row) {
         auto& cs = cursors_[s];
         const Leaf& first = leaves_[selected_[s].leaves[0]];
         auto short_column = [&](const Leaf& l) {
-            return FormatError(fmt::format("{}: column '{}': row group {} has fewer values than its {} rows", file_, l.path, group_ - 1,
-                                           meta_.row_groups[group_ - 1].num_rows));
+            return FormatError(fmt::format("{}: column '{}': row group {} has fewer values than its {} rows", file_,
+                                           l.path, group_ - 1, meta_.row_groups[group_ - 1].num_rows));
         };
         if (selected_[s].spec.kind == ColumnKind::kString) {
             if (!cs[0].peek()) throw short_column(first);
@@ -265,8 +278,8 @@ bool ParquetTable::next_row(std::vector<TableCell>& row) {
             if (first_entry && (!a || !b)) throw short_column(a ? content_leaf : first);
             if (!a || !b || (!first_entry && (cs[0].entry.rep == 0 || cs[1].entry.rep == 0))) break;
             if (cs[0].entry.rep != cs[1].entry.rep) {
-                throw FormatError(fmt::format("{}: column '{}': role and content lists do not line up in row group {}", file_,
-                                              selected_[s].spec.name, group_ - 1));
+                throw FormatError(fmt::format("{}: column '{}': role and content lists do not line up in row group {}",
+                                              file_, selected_[s].spec.name, group_ - 1));
             }
             const uint32_t d = cs[0].entry.def;
             if (first_entry) cell.null = static_cast<int>(d) + 1 < first.repeated_def;
@@ -284,8 +297,10 @@ bool ParquetTable::next_row(std::vector<TableCell>& row) {
     if (--rows_left_ == 0) {
         for (auto& cs : cursors_) {
             for (auto& c : cs) {
-                if (c.peek()) throw FormatError(fmt::format("{}: row group {}: a column has more values than the row group's {} rows", file_, group_ - 1,
-                                                            meta_.row_groups[group_ - 1].num_rows));
+                if (c.peek())
+                    throw FormatError(
+                        fmt::format("{}: row group {}: a column has more values than the row group's {} rows", file_,
+                                    group_ - 1, meta_.row_groups[group_ - 1].num_rows));
             }
         }
     }
@@ -294,6 +309,8 @@ bool ParquetTable::next_row(std::vector<TableCell>& row) {
 
 }  // namespace
 
-std::unique_ptr<TableReader> open_parquet_table(const std::filesystem::path& path) { return std::make_unique<ParquetTable>(path); }
+std::unique_ptr<TableReader> open_parquet_table(const std::filesystem::path& path) {
+    return std::make_unique<ParquetTable>(path);
+}
 
 }  // namespace llmt::data

@@ -28,9 +28,10 @@ std::unique_ptr<TableReader> open_table(const std::filesystem::path& path) {
     if (std::memcmp(head, "PAR1", 4) == 0) return open_parquet_table(path);
     static const unsigned char kContinuation[4] = {0xff, 0xff, 0xff, 0xff};
     if (std::memcmp(head, "ARROW1", 6) == 0 || std::memcmp(head, kContinuation, 4) == 0) return open_arrow_table(path);
-    throw FormatError(fmt::format("{}: byte offset 0: neither a Parquet file (\"PAR1\") nor an Arrow IPC file or stream (\"ARROW1\" or "
-                                  "0xFFFFFFFF)",
-                                  path.string()));
+    throw FormatError(fmt::format(
+        "{}: byte offset 0: neither a Parquet file (\"PAR1\") nor an Arrow IPC file or stream (\"ARROW1\" or "
+        "0xFFFFFFFF)",
+        path.string()));
 }
 
 }  // namespace llmt::data

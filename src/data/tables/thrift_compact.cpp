@@ -13,7 +13,8 @@ int64_t unzigzag(uint64_t v) { return static_cast<int64_t>(v >> 1) ^ -static_cas
 constexpr int kMaxDepth = 32;
 }  // namespace
 
-ThriftReader::ThriftReader(const uint8_t* data, std::size_t size, uint64_t base, std::string_view file, std::string_view context)
+ThriftReader::ThriftReader(const uint8_t* data, std::size_t size, uint64_t base, std::string_view file,
+                           std::string_view context)
     : data_(data), size_(size), base_(base), file_(file), context_(context) {}
 
 void ThriftReader::fail(std::string_view what) const {
@@ -52,7 +53,8 @@ bool ThriftReader::next_field(ThriftField& f) {
     const uint8_t b = read_byte();
     const auto type = static_cast<ThriftType>(b & 0x0f);
     if (type == ThriftType::kStop) return false;
-    if (static_cast<uint8_t>(type) > static_cast<uint8_t>(ThriftType::kStruct)) fail(fmt::format("unknown field type {}", b & 0x0f));
+    if (static_cast<uint8_t>(type) > static_cast<uint8_t>(ThriftType::kStruct))
+        fail(fmt::format("unknown field type {}", b & 0x0f));
     const int delta = b >> 4;
     if (delta != 0) {
         f.id = static_cast<int16_t>(last_id_ + delta);

@@ -43,7 +43,8 @@ struct ThriftList {
 // header can fetch more and retry. Not thread-safe.
 class ThriftReader {
 public:
-    ThriftReader(const uint8_t* data, std::size_t size, uint64_t base, std::string_view file, std::string_view context);
+    ThriftReader(const uint8_t* data, std::size_t size, uint64_t base, std::string_view file,
+                 std::string_view context);
 
     // Struct scope: field ids are deltas from the previous field of the same struct.
     void begin_struct();

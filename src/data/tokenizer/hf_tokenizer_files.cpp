@@ -50,7 +50,8 @@ std::string token_text(const nlohmann::json& cfg, const char* key) {
     auto it = cfg.find(key);
     if (it == cfg.end()) return "";
     if (it->is_string()) return it->get<std::string>();
-    if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+    if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
+        return (*it)["content"].get<std::string>();
     return "";
 }
 
@@ -97,7 +98,8 @@ nlohmann::json read_config(const fs::path& file, std::string& text) {
     } catch (const nlohmann::json::parse_error& e) {
         throw FormatError(fmt::format("{}: invalid JSON at byte {}", file.string(), e.byte));
     }
-    if (!j.is_object()) throw FormatError(fmt::format("{}: expected a JSON object (tokenizer_config.json)", file.string()));
+    if (!j.is_object())
+        throw FormatError(fmt::format("{}: expected a JSON object (tokenizer_config.json)", file.string()));
     return j;
 }
 
@@ -105,8 +107,9 @@ nlohmann::json read_config(const fs::path& file, std::string& text) {
 
 bool has_hf_tokenizer_files(const fs::path& dir) {
     std::error_code ec;
-    return !dir.empty() && (fs::is_regular_file(dir / "tokenizer.json", ec) ||
-                            (fs::is_regular_file(dir / "vocab.json", ec) && fs::is_regular_file(dir / "merges.txt", ec)));
+    return !dir.empty() &&
+           (fs::is_regular_file(dir / "tokenizer.json", ec) ||
+            (fs::is_regular_file(dir / "vocab.json", ec) && fs::is_regular_file(dir / "merges.txt", ec)));
 }
 
 std::pair<std::string, std::string> gpt2_vocab_and_merges(const Tokenizer& tok) {
@@ -142,9 +145,10 @@ std::pair<std::string, std::string> gpt2_vocab_and_merges(const Tokenizer& tok) 
             parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(at) + 1);
         }
         if (parts.size() != 2)
-            throw FormatError(fmt::format("{}: token {} is not the merge of two lower-ranked tokens ({} parts remain); "
-                                          "only a byte-level BPE vocabulary can be written as vocab.json + merges.txt",
-                                          tok.source_path(), id, parts.size()));
+            throw FormatError(
+                fmt::format("{}: token {} is not the merge of two lower-ranked tokens ({} parts remain); "
+                            "only a byte-level BPE vocabulary can be written as vocab.json + merges.txt",
+                            tok.source_path(), id, parts.size()));
         merges += byte_level_text(parts[0]) + " " + byte_level_text(parts[1]) + "\n";
     }
     return {vocab.dump(), merges};
@@ -166,7 +170,8 @@ HfTokenizerFiles HfTokenizerFiles::from_spec(const std::string& spec, int model_
     nlohmann::json cfg = dir.empty() ? nlohmann::json::object() : read_config(cfg_file, cfg_text);
     // The same order as Tokenizer::load: a tokenizer.json named, GPT-2's two files, a directory's tokenizer.json.
     const bool vocab_merges = !dir.empty() && p.filename() != "tokenizer.json" &&
-                              fs::is_regular_file(dir / "vocab.json", ec) && fs::is_regular_file(dir / "merges.txt", ec);
+                              fs::is_regular_file(dir / "vocab.json", ec) &&
+                              fs::is_regular_file(dir / "merges.txt", ec);
     const bool hf_json = !dir.empty() && !vocab_merges;
     if (hf_json) {
         f.copies_.emplace_back("tokenizer.json", p.filename() == "tokenizer.json" ? p : dir / "tokenizer.json");

@@ -227,7 +227,8 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
     }
     if (list.ranks.empty()) throw FormatError(fmt::format("{}: no tokens", src));
     // Tables are sized by the largest id; a vocabulary of more than 16M ids is a corrupt file, not a model.
-    if (max_id >= (1u << 24)) throw FormatError(fmt::format("{}: token id {} is too large (at most 16777215)", src, max_id));
+    if (max_id >= (1u << 24))
+        throw FormatError(fmt::format("{}: token id {} is too large (at most 16777215)", src, max_id));
     v.vocab_size = std::size_t{max_id} + 1;
     v.off.assign(v.vocab_size, 0);
     v.len.assign(v.vocab_size, 0);
@@ -284,7 +285,8 @@ TokenizerImpl TokenizerImpl::build(RankList list) {
                 const auto* p = reinterpret_cast<const unsigned char*>(b.data());
                 const uint32_t id = b.empty() ? kNoToken : v.find_token(p, b.size(), hash_bytes(p, b.size()));
                 if (id == kNoToken)
-                    throw FormatError(fmt::format("{}: model.merges[{}]: its {} is not a token of model.vocab", src, i, what));
+                    throw FormatError(
+                        fmt::format("{}: model.merges[{}]: its {} is not a token of model.vocab", src, i, what));
                 return id;
             };
             const uint32_t a = id_of(l, "left part"), b = id_of(r, "right part");

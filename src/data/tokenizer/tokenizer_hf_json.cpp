@@ -20,7 +20,8 @@ namespace {
 constexpr const char* kLlama3Pattern =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kGpt2Pattern = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kGpt2Pattern =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 class Reader {
 public:
@@ -114,12 +115,14 @@ void read_template(const Reader& r, const nlohmann::json& tp, const std::string&
         if (!piece.is_object() || !piece.contains("SpecialToken") || !piece["SpecialToken"].is_object())
             throw r.fail(at, "expected {\"SpecialToken\": ...} or {\"Sequence\": ...}");
         const std::string name = r.string_at(piece["SpecialToken"], "id", at + ".SpecialToken");
-        const nlohmann::json* entry = specials && specials->is_object() ? Reader::get(*specials, name.c_str()) : nullptr;
+        const nlohmann::json* entry =
+            specials && specials->is_object() ? Reader::get(*specials, name.c_str()) : nullptr;
         const nlohmann::json* ids = entry ? Reader::get(*entry, "ids") : nullptr;
         if (!ids || !ids->is_array())
             throw r.fail(where + ".special_tokens", fmt::format("no ids for the special token of {}", at));
         for (const auto& id : *ids) {
-            if (!id.is_number_unsigned()) throw r.fail(where + ".special_tokens", "an id is not a non-negative integer");
+            if (!id.is_number_unsigned())
+                throw r.fail(where + ".special_tokens", "an id is not a non-negative integer");
             (seen_sequence ? list.suffix : list.prefix).push_back(id.get<uint32_t>());
         }
     }

@@ -126,8 +126,9 @@ struct Merge {
     std::size_t where;
     std::string left, right;
 };
-RankList ranks_from_merges(const std::vector<std::pair<std::string, uint32_t>>& vocab, const std::vector<Merge>& merges,
-                           const std::string& vocab_name, const std::string& merges_name, const char* where_word) {
+RankList ranks_from_merges(const std::vector<std::pair<std::string, uint32_t>>& vocab,
+                           const std::vector<Merge>& merges, const std::string& vocab_name,
+                           const std::string& merges_name, const char* where_word) {
     RankList list;
     std::unordered_map<std::string, uint32_t> ids;
     std::string bytes;
@@ -285,7 +286,8 @@ RankList load_hf_tokenizer_json_unchecked(const std::string& path) {
     }
     if (j.contains("normalizer") && !j["normalizer"].is_null()) throw fail("normalizer", "must be null");
     if (!model.contains("vocab") || !model["vocab"].is_object()) throw fail("model.vocab", "missing or not an object");
-    if (!model.contains("merges") || !model["merges"].is_array()) throw fail("model.merges", "missing or not an array");
+    if (!model.contains("merges") || !model["merges"].is_array())
+        throw fail("model.merges", "missing or not an array");
     std::vector<std::pair<std::string, uint32_t>> vocab;
     for (const auto& [key, id] : model["vocab"].items()) {
         if (!id.is_number_unsigned())
@@ -299,7 +301,8 @@ RankList load_hf_tokenizer_json_unchecked(const std::string& path) {
         if (m.is_string()) {
             const std::string s = m.get<std::string>();
             const std::size_t sp = s.find(' ');
-            if (sp == std::string::npos) throw fail(fmt::format("model.merges[{}]", mg.where), "expected \"LEFT RIGHT\"");
+            if (sp == std::string::npos)
+                throw fail(fmt::format("model.merges[{}]", mg.where), "expected \"LEFT RIGHT\"");
             mg.left = s.substr(0, sp);
             mg.right = s.substr(sp + 1);
         } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
@@ -403,7 +406,8 @@ Tokenizer Tokenizer::load(const std::string& spec) {
     if (fs::is_directory(p, ec)) {
         if (fs::exists(p / "vocab.json") && fs::exists(p / "merges.txt"))
             return Tokenizer(make_impl(load_vocab_merges((p / "vocab.json").string(), (p / "merges.txt").string())));
-        if (fs::exists(p / "tokenizer.json")) return Tokenizer(make_impl(load_hf_tokenizer_json((p / "tokenizer.json").string())));
+        if (fs::exists(p / "tokenizer.json"))
+            return Tokenizer(make_impl(load_hf_tokenizer_json((p / "tokenizer.json").string())));
         throw InputError(fmt::format("tokenizer \"{}\": a directory without vocab.json + merges.txt or tokenizer.json",
                                      spec));
     }

@@ -18,7 +18,8 @@ std::vector<std::string_view> gpt2_pretokenize(std::string_view text);
 
 // Llama 3's (and tiktoken cl100k_base's) pattern, as Hugging Face `tokenizers` (Oniguruma) runs it in a
 // Split pre-tokenizer with behavior Isolated:
-//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//   ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // \s is Unicode White_Space (as for GPT-2); (?i) folds ASCII case and U+017F LATIN SMALL LETTER LONG S to
 // 's' (CaseFolding.txt's only non-ASCII simple folding onto s, t, r, e, v, m, l or d). Invalid UTF-8 bytes
 // are single characters of the "other" class, as for GPT-2.

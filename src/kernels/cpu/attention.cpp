@@ -290,8 +290,8 @@ void attention_forward_cached(float* out, const float* qkv, int B, int t0, int T
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
                 attention_forward_head(out + static_cast<size_t>(b) * Tq * C + h * HS, nullptr,
-                                       head_view(qkv, b, h, Tmax, C, NH, KV, nullptr, window), scores.data(), t0, t0 + Tq, C, HS,
-                                       scale);
+                                       head_view(qkv, b, h, Tmax, C, NH, KV, nullptr, window), scores.data(), t0,
+                                       t0 + Tq, C, HS, scale);
             }
         }
     }

@@ -83,7 +83,8 @@ Bf16Selection select_bf16_path(const Bf16Facts& f) {
                             "avx512_core_bf16",
                             onednn_isa_name(f.onednn_isa))};
     if (!f.amx_listed) return {Bf16Path::kAvx512Bf16, ""};
-    if (!f.amx_permitted) return {Bf16Path::kAvx512Bf16, "AMX is listed but Linux refused the tiles: " + f.amx_refusal};
+    if (!f.amx_permitted)
+        return {Bf16Path::kAvx512Bf16, "AMX is listed but Linux refused the tiles: " + f.amx_refusal};
     return {Bf16Path::kAvx512Bf16,
             fmt::format("AMX is listed but oneDNN may dispatch only up to {} (ONEDNN_MAX_CPU_ISA)",
                         onednn_isa_name(f.onednn_isa))};

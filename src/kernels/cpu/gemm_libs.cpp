@@ -32,7 +32,8 @@ const llmt::LazyLibrary& onednn_library() {
 LLMT_LAZY_FUNCTION(openblas_library(), void, cblas_sgemm,
                    (const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta, const enum CBLAS_TRANSPOSE tb,
                     const blasint M, const blasint N, const blasint K, const float alpha, const float* A,
-                    const blasint lda, const float* B, const blasint ldb, const float beta, float* C, const blasint ldc),
+                    const blasint lda, const float* B, const blasint ldb, const float beta, float* C,
+                    const blasint ldc),
                    (order, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc))
 
 #if LLMT_HAVE_ONEDNN

@@ -73,7 +73,8 @@ void head_rmsnorm_backward(float* dinp, float* dq_weight, float* dk_weight, cons
                 for (int h = 0; h < heads; h++)
                     norm_head_backward(dx + h * HS, h < NH ? dq : dk, dy + h * HS, x + h * HS,
                                        h < NH ? q_weight : k_weight, rstd[r * heads + h], HS, tmp.data());
-                if (dx != dy) std::memcpy(dx + heads * HS, dy + heads * HS, sizeof(float) * static_cast<size_t>(KV) * HS);
+                if (dx != dy)
+                    std::memcpy(dx + heads * HS, dy + heads * HS, sizeof(float) * static_cast<size_t>(KV) * HS);
             }
         }
     }

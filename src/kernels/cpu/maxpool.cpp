@@ -55,8 +55,9 @@ __attribute__((target("avx512f"))) void pool2x2_pixel_avx512(float* out, int32_t
         __m512i at = _mm512_set1_epi32(idx[0]);
         for (int t = 1; t < 4; t++) {
             const __m512 v = _mm512_loadu_ps(p[t] + c);
-            const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
-                                   (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
+            const __mmask16 take =
+                _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
+                (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(best, best, _CMP_ORD_Q));
             best = _mm512_mask_mov_ps(best, take, v);
             at = _mm512_mask_mov_epi32(at, take, _mm512_set1_epi32(idx[t]));
         }

@@ -16,8 +16,9 @@ namespace {
 constexpr int kBlock = 256;
 
 #define LLMT_GRID_STRIDE(i, n) LLMT_GRID_STRIDE_T(long, i, n)
-#define LLMT_GRID_STRIDE_T(I, i, n) \
-    for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<I>(gridDim.x) * blockDim.x)
+#define LLMT_GRID_STRIDE_T(I, i, n)                                            \
+    for (I i = blockIdx.x * static_cast<I>(blockDim.x) + threadIdx.x; i < (n); \
+         i += static_cast<I>(gridDim.x) * blockDim.x)
 
 // Whether every index below `extent` (and the grid-stride step past it) fits an int.
 bool fits_int(long extent) { return extent + 65536L * 8 * 256 < 2147483647L; }

@@ -200,7 +200,8 @@ __device__ __forceinline__ void load_fragments(float (&a)[kMTiles][4], float (&b
 // pooling and ReLU.
 template <int NT, bool kArgmax, bool kPairs, bool kExact>
 __device__ void compute_item(float* pooled, int32_t* argmax, const float* tile, const float* ws, const int* koff,
-                             const float* bias, const ConvShape& s, const Plan& p, int b, int pr0, int npairs, int n0) {
+                             const float* bias, const ConvShape& s, const Plan& p, int b, int pr0, int npairs,
+                             int n0) {
     const int OH = s.H / 2, OW = s.W / 2;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int mtiles = npairs * p.chunks;

@@ -13,7 +13,8 @@ namespace {
 const llmt::LazyLibrary& cublaslt_library() {
     // The soname of the major version the headers declare, then the toolkit directory found at build time.
     static const llmt::LazyLibrary lib(
-        {"libcublasLt.so." LLMT_LAZY_STR(CUBLAS_VER_MAJOR), LLMT_CUDA_LIBRARY_DIR "/libcublasLt.so." LLMT_LAZY_STR(CUBLAS_VER_MAJOR)},
+        {"libcublasLt.so." LLMT_LAZY_STR(CUBLAS_VER_MAJOR),
+         LLMT_CUDA_LIBRARY_DIR "/libcublasLt.so." LLMT_LAZY_STR(CUBLAS_VER_MAJOR)},
         "cuBLASLt " LLMT_LAZY_STR(CUBLAS_VER_MAJOR),
         "install the CUDA runtime libraries (libcublasLt) or put their directory on LD_LIBRARY_PATH");
     return lib;

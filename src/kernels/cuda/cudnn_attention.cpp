@@ -92,13 +92,13 @@ const Api* load_api() {
         return nullptr;
     }
     auto* a = new Api;  // lives as long as the process, like the library
-    const bool ok = bind(lib, "cudnnGetVersion", a->get_version) && bind(lib, "cudnnGetErrorString", a->error_string) &&
-                    bind(lib, "cudnnCreate", a->create) && bind(lib, "cudnnSetStream", a->set_stream) &&
-                    bind(lib, "cudnnBackendCreateDescriptor", a->create_desc) &&
-                    bind(lib, "cudnnBackendDestroyDescriptor", a->destroy_desc) &&
-                    bind(lib, "cudnnBackendSetAttribute", a->set_attr) &&
-                    bind(lib, "cudnnBackendGetAttribute", a->get_attr) &&
-                    bind(lib, "cudnnBackendFinalize", a->finalize) && bind(lib, "cudnnBackendExecute", a->execute);
+    const bool ok =
+        bind(lib, "cudnnGetVersion", a->get_version) && bind(lib, "cudnnGetErrorString", a->error_string) &&
+        bind(lib, "cudnnCreate", a->create) && bind(lib, "cudnnSetStream", a->set_stream) &&
+        bind(lib, "cudnnBackendCreateDescriptor", a->create_desc) &&
+        bind(lib, "cudnnBackendDestroyDescriptor", a->destroy_desc) &&
+        bind(lib, "cudnnBackendSetAttribute", a->set_attr) && bind(lib, "cudnnBackendGetAttribute", a->get_attr) &&
+        bind(lib, "cudnnBackendFinalize", a->finalize) && bind(lib, "cudnnBackendExecute", a->execute);
     if (!ok) {
         note_unavailable("libcudnn lacks a backend-API function (not cuDNN 9?)");
         delete a;
@@ -446,8 +446,9 @@ void finalize_plan(Descriptors& d, const GraphBuilder& g, cudnnHandle_t handle, 
         if (n <= 0) continue;
         std::vector<Desc> cfgs(static_cast<size_t>(n));
         for (auto& c : cfgs) c = d.make(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-        d.check(d.api().get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &n, cfgs.data()),
-                "engine heuristics results");
+        d.check(
+            d.api().get_attr(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n, &n, cfgs.data()),
+            "engine heuristics results");
         for (int64_t i = 0; i < n; i++) {
             Desc plan = d.make(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
             d.set(plan, kPlanHandle, CUDNN_TYPE_HANDLE, &handle);
@@ -551,7 +552,8 @@ void execute(const Api& a, DeviceState& st, const Plan& p, const char* op, cudaS
     rc = a.set_attr(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids.data());
     if (rc == CUDNN_STATUS_SUCCESS)
         rc = a.set_attr(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs.data());
-    if (rc == CUDNN_STATUS_SUCCESS) rc = a.set_attr(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    if (rc == CUDNN_STATUS_SUCCESS)
+        rc = a.set_attr(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
     if (rc == CUDNN_STATUS_SUCCESS) rc = a.finalize(pack);
     if (rc == CUDNN_STATUS_SUCCESS) rc = a.execute(st.handle, p.plan, pack);
     a.destroy_desc(pack);

@@ -11,8 +11,9 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2/pi)
 constexpr float kGeluCube = 0.044715f;
 constexpr int kBlock = 256;
 
-#define LLMT_GRID_STRIDE(i, n) \
-    for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<long>(gridDim.x) * blockDim.x)
+#define LLMT_GRID_STRIDE(i, n)                                                       \
+    for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < (n); \
+         i += static_cast<long>(gridDim.x) * blockDim.x)
 
 template <typename T>
 __global__ void gelu_forward_kernel(T* out, const T* inp, long n) {

@@ -2,8 +2,8 @@
 // host templates that launch it), included by flash_attention.cu (the default shapes) and by the kernel
 // lab bench/kernels/flash_attention_lab.cu (every shape measured). Each includer gets its own copy (the
 // kernels are in an unnamed namespace inside flash::).
-// The algorithm: FlashAttention-2 (Dao 2023, arXiv:2307.08691, Alg. 1 and 2) written with mma.sync.m16n8k16 (bf16 in, fp32 accumulate), ldmatrix and
-// cp.async double buffering, so it runs on Ampere (sm_80) and Hopper (sm_90a) alike.
+// The algorithm: FlashAttention-2 (Dao 2023, arXiv:2307.08691, Alg. 1 and 2) written with mma.sync.m16n8k16 (bf16 in,
+// fp32 accumulate), ldmatrix and cp.async double buffering, so it runs on Ampere (sm_80) and Hopper (sm_90a) alike.
 //  forward : a block owns 16*NW query rows (16 per warp; NW = 4 by default) and streams BC-key K/V tiles
 //            (64), last (diagonal) tile first; scores, the online softmax and P stay in registers (the
 //            C-fragment of S is reused as the A-fragment of P.V without a shuffle). Tiles entirely above
@@ -213,7 +213,8 @@ void launch_backward(bf16* dqkv, const bf16* dout, const bf16* qkv, const bf16* 
     if (dcol) {
         constexpr int kRowsPerBlock = 64;
         const long rows = static_cast<long>(B) * T;
-        const dim3 cgrid(static_cast<unsigned>((C / 4 + 63) / 64), static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
+        const dim3 cgrid(static_cast<unsigned>((C / 4 + 63) / 64),
+                         static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock));
         dq_convert_colsum_kernel<<<cgrid, dim3(64, 4), 0, s>>>(dqkv, dcol, dq, rows, C, C3, kRowsPerBlock, scale);
         LLMT_CUDA_CHECK_LAUNCH("flash_attention_backward/dq_convert_colsum");
         return;

@@ -202,7 +202,8 @@ void backward_t(T* dinp, float* dq_weight, float* dk_weight, const T* dout, cons
                 const T* k_weight, const float* rstd, long N, int NH, int KV, int HS, cudaStream_t stream) {
     if (N == 0) return;
     const int P = pairs_per_lane(HS);
-    if (P == 1) backward_p<T, 1>(dinp, dq_weight, dk_weight, dout, inp, q_weight, k_weight, rstd, N, NH, KV, HS, stream);
+    if (P == 1)
+        backward_p<T, 1>(dinp, dq_weight, dk_weight, dout, inp, q_weight, k_weight, rstd, N, NH, KV, HS, stream);
     else if (P == 2)
         backward_p<T, 2>(dinp, dq_weight, dk_weight, dout, inp, q_weight, k_weight, rstd, N, NH, KV, HS, stream);
     else backward_p<T, 4>(dinp, dq_weight, dk_weight, dout, inp, q_weight, k_weight, rstd, N, NH, KV, HS, stream);

@@ -244,7 +244,8 @@ __global__ void bias_grad_bf16x8_kernel(float* dbias, const bf16* dout, int rows
 
 void launch_bias_grad_bf16x8(float* dbias, const bf16* dout, int BT, int OC, cudaStream_t stream) {
     constexpr int kRows = 4;  // 32 rows per block: enough blocks to fill the GPU even for OC = 768
-    const dim3 grid(static_cast<unsigned>((OC + 255) / 256), static_cast<unsigned>((BT + 8 * kRows - 1) / (8 * kRows)));
+    const dim3 grid(static_cast<unsigned>((OC + 255) / 256),
+                    static_cast<unsigned>((BT + 8 * kRows - 1) / (8 * kRows)));
     bias_grad_bf16x8_kernel<kRows><<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC);
     LLMT_CUDA_CHECK_LAUNCH("bias_grad_bf16x8_kernel");
 }
@@ -260,7 +261,8 @@ void add_column_sums(float* dbias, const T* dout, int BT, int OC, cudaStream_t s
             return;
         }
     }
-    const dim3 grid(static_cast<unsigned>((OC + 31) / 32), static_cast<unsigned>((BT + kRowsPerBlock - 1) / kRowsPerBlock));
+    const dim3 grid(static_cast<unsigned>((OC + 31) / 32),
+                    static_cast<unsigned>((BT + kRowsPerBlock - 1) / kRowsPerBlock));
     bias_grad_kernel<<<grid, dim3(32, 8), 0, stream>>>(dbias, dout, BT, OC, kRowsPerBlock);
     LLMT_CUDA_CHECK_LAUNCH("bias_grad_kernel");
 }

@@ -159,8 +159,8 @@ void adamw_update(float* params, __nv_bfloat16* params_lp, float* m, float* v, c
         LLMT_CUDA_CHECK_LAUNCH("adamw_x4_kernel");
         return;
     }
-    adamw_kernel<<<grid_for(n, kBlock), kBlock, 0, stream>>>(params, params_lp, m, v, grads, n, decay, hp.beta1, hp.beta2,
-                                                             step_size, inv_sqrt_bc2, hp.eps, hp.grad_scale);
+    adamw_kernel<<<grid_for(n, kBlock), kBlock, 0, stream>>>(params, params_lp, m, v, grads, n, decay, hp.beta1,
+                                                             hp.beta2, step_size, inv_sqrt_bc2, hp.eps, hp.grad_scale);
     LLMT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 

@@ -193,8 +193,8 @@ void backward_rows(T* dinp, float* dweight, const T* dout, const T* inp, const T
 // Groups of 16 bytes where the width and the pointers allow, else of one element; the fewest groups per thread
 // (1, 2 or 4) that fit the row in kMaxBwdThreads threads, and threads for them in whole warps.
 template <typename T>
-void backward_t(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, int B, int T_,
-                int C, cudaStream_t stream) {
+void backward_t(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, const float* rstd, int B,
+                int T_, int C, cudaStream_t stream) {
     const long rows = static_cast<long>(B) * T_;
     if (rows <= 0 || C <= 0) return;
     const bool vec = C % kVec<T> == 0 && aligned16(dinp) && aligned16(dout) && aligned16(inp) && aligned16(weight);

@@ -13,8 +13,9 @@ namespace {
 
 constexpr int kBlock = 256;
 
-#define LLMT_GRID_STRIDE(i, n) \
-    for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<long>(gridDim.x) * blockDim.x)
+#define LLMT_GRID_STRIDE(i, n)                                                       \
+    for (long i = blockIdx.x * static_cast<long>(blockDim.x) + threadIdx.x; i < (n); \
+         i += static_cast<long>(gridDim.x) * blockDim.x)
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 

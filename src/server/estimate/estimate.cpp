@@ -35,18 +35,19 @@ JobShape shape_of(const JobSpec& spec, const config::Config& cfg) {
     s.threads = s.gpu ? 0 : 1;  // a job's ranks run one thread each (server/jobs/job_request.h, local_executor.h)
     const int T = cfg.model.block_size;
     s.flops_per_token = models::model_flops_per_token(cfg.model, T);
-    s.tokens = static_cast<double>(cfg.trainer.max_steps) * cfg.trainer.micro_batch_size * cfg.trainer.grad_accum_steps *
-               T * s.world;
+    s.tokens = static_cast<double>(cfg.trainer.max_steps) * cfg.trainer.micro_batch_size *
+               cfg.trainer.grad_accum_steps * T * s.world;
     return s;
 }
 
 // The token budget in words: what every world size's row trains.
 std::string token_basis(const config::Config& cfg, const JobShape& s) {
     const auto& t = cfg.trainer;
-    return fmt::format("trainer.max_steps {} x global batch {} tokens (micro_batch_size {} x grad_accum_steps {} x "
-                       "block_size {} x {} rank{})",
-                       t.max_steps, s.tokens / static_cast<double>(t.max_steps), t.micro_batch_size, t.grad_accum_steps,
-                       cfg.model.block_size, s.world, s.world == 1 ? "" : "s");
+    return fmt::format(
+        "trainer.max_steps {} x global batch {} tokens (micro_batch_size {} x grad_accum_steps {} x "
+        "block_size {} x {} rank{})",
+        t.max_steps, s.tokens / static_cast<double>(t.max_steps), t.micro_batch_size, t.grad_accum_steps,
+        cfg.model.block_size, s.world, s.world == 1 ? "" : "s");
 }
 
 // The rates of the job's trainer.precision, from the card's rows of that precision where it has any (else from
@@ -57,7 +58,8 @@ ThroughputEstimate estimate_for_precision(const JobShape& s, const ThroughputTab
     const ThroughputEstimate any = estimate_throughput(table.rows, dev, table.card, s.flops_per_token, W, s.threads);
     if (!any.measured) return any;
     std::vector<std::string> precisions = {s.precision};
-    if (s.precision == "auto") precisions = s.gpu ? std::vector<std::string>{"bf16"} : std::vector<std::string>{"fp32", "bf16"};
+    if (s.precision == "auto")
+        precisions = s.gpu ? std::vector<std::string>{"bf16"} : std::vector<std::string>{"fp32", "bf16"};
     std::optional<ThroughputEstimate> best;
     std::string taken;
     for (const std::string& p : precisions) {
@@ -141,7 +143,8 @@ Rates load_rates(const std::filesystem::path& path) {
         else if (k == "gpu_hour_usd")
             r.gpu_hour_usd = v;
         else
-            throw InputError(fmt::format("{}: unknown key '{}' (expected cpu_hour_usd, gpu_hour_usd)", path.string(), k));
+            throw InputError(
+                fmt::format("{}: unknown key '{}' (expected cpu_hour_usd, gpu_hour_usd)", path.string(), k));
     }
     return r;
 }

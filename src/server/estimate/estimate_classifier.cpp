@@ -112,7 +112,8 @@ Picked pick_rows(const ImageJob& j, const ThroughputTable& table) {
     Picked p;
     const std::string dev = j.gpu ? "cuda" : "cpu";
     for (const ThroughputRow& r : rows_of_arch(table.rows, j.arch))
-        if (r.device == dev && (table.card.empty() || r.card.find(table.card) != std::string::npos)) p.rows.push_back(r);
+        if (r.device == dev && (table.card.empty() || r.card.find(table.card) != std::string::npos))
+            p.rows.push_back(r);
     prefer(p, [&](const ThroughputRow& r) { return r.micro_batch_size == j.B; },
            fmt::format("micro_batch_size {}", j.B));
     prefer(p, [&](const ThroughputRow& r) { return r.precision == j.precision; },
@@ -155,8 +156,9 @@ nlohmann::json at_world(const ImageJob& j, const Rates& rates, const Picked& p, 
                         {"duration_s", seconds},
                         {"device_hours", device_hours},
                         {"cost_usd", cost_or_null(device_hours, j.gpu ? rates.gpu_hour_usd : rates.cpu_hour_usd)}};
-    w["seconds_per_epoch"] = j.train_images ? nlohmann::json(static_cast<double>((*j.train_images + W - 1) / W) * W / ips)
-                                            : nlohmann::json(nullptr);
+    w["seconds_per_epoch"] = j.train_images
+                                 ? nlohmann::json(static_cast<double>((*j.train_images + W - 1) / W) * W / ips)
+                                 : nlohmann::json(nullptr);
     return w;
 }
 
@@ -178,7 +180,8 @@ nlohmann::json common_fields(const ImageJob& j, const Rates& rates, const Throug
 std::string classifier_shape(const config::ModelConfig& m) {
     const config::ModelConfig::Classifier& c = m.classifier;
     std::string s = fmt::format("{} {}x{}x{}", m.arch, c.image_size, c.image_size, c.in_channels);
-    if (config::find_arch(m.arch)->reads("model.conv_channels")) s += fmt::format(" c{}", fmt::join(c.conv_channels, ","));
+    if (config::find_arch(m.arch)->reads("model.conv_channels"))
+        s += fmt::format(" c{}", fmt::join(c.conv_channels, ","));
     if (!c.hidden_sizes.empty()) s += fmt::format(" h{}", fmt::join(c.hidden_sizes, ","));
     return s + fmt::format(" k{}", c.num_classes);
 }

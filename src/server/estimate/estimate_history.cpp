@@ -23,7 +23,8 @@ EstimateHistory estimate_history(JobStore& store, const std::string& device, con
                                  size_t max_jobs) {
     EstimateHistory h{device, {}};
     std::vector<JobRecord> done = store.in_state(JobState::kSucceeded);
-    std::sort(done.begin(), done.end(), [](const JobRecord& a, const JobRecord& b) { return a.finished_at > b.finished_at; });
+    std::sort(done.begin(), done.end(),
+              [](const JobRecord& a, const JobRecord& b) { return a.finished_at > b.finished_at; });
     for (const JobRecord& j : done) {
         if (h.ratios.size() >= max_jobs) break;
         if (j.estimate.value("device", std::string()) != device) continue;

@@ -125,7 +125,8 @@ std::vector<ThroughputRow> load_throughput(const fs::path& path) {
     std::vector<ThroughputRow> rows;
     std::string text;
     for (int line = 1; std::getline(in, text); ++line) {
-        if (text.find_first_not_of(" \t\r") == std::string::npos || text[text.find_first_not_of(" \t")] == '#') continue;
+        if (text.find_first_not_of(" \t\r") == std::string::npos || text[text.find_first_not_of(" \t")] == '#')
+            continue;
         const std::string where = fmt::format("{}:{}", path.string(), line);
         const nlohmann::json j = parse_json(text, where, {1 << 20, 8, false});
         if (!j.is_object()) throw InputError(where + ": expected one JSON object per line");
@@ -133,7 +134,8 @@ std::vector<ThroughputRow> load_throughput(const fs::path& path) {
         r.line = line;
         r.device = field<std::string>(j, "device", where, "\"cpu\" or \"cuda\"");
         if (r.device != "cpu" && r.device != "cuda")
-            throw InputError(fmt::format("{}: field 'device' must be \"cpu\" or \"cuda\", got \"{}\"", where, r.device));
+            throw InputError(
+                fmt::format("{}: field 'device' must be \"cpu\" or \"cuda\", got \"{}\"", where, r.device));
         r.card = field<std::string>(j, "card", where, "a string naming the CPU or GPU");
         r.world_size = field<int>(j, "world_size", where, "an integer >= 1");
         read_rate(j, where, r);
@@ -197,7 +199,8 @@ ThroughputEstimate estimate_throughput(const std::vector<ThroughputRow>& all, co
     auto use_lines = [&](const std::vector<int>& l) { e.rows_used.insert(e.rows_used.end(), l.begin(), l.end()); };
 
     // Per-rank rate: achieved FLOP/s, log-log interpolated in model size.
-    const auto hi = std::lower_bound(ones.begin(), ones.end(), fpt, [](const Point& p, double f) { return p.fpt < f; });
+    const auto hi =
+        std::lower_bound(ones.begin(), ones.end(), fpt, [](const Point& p, double f) { return p.fpt < f; });
     if (hi != ones.end() && same_model(hi->fpt, fpt)) {
         e.tokens_per_s_rank = hi->tps;
         e.rate_basis = "measured for this model size";

@@ -33,15 +33,17 @@ void ChunkedDecoder::end_size_line() {
     while (i < line_.size() && (line_[i] == ' ' || line_[i] == '\t')) ++i;
     if (i < line_.size() && line_[i] != ';') bad_chunk("unexpected bytes after a chunk size");
     for (; i < line_.size(); ++i)  // chunk extensions are ignored, but must be printable
-        if (static_cast<unsigned char>(line_[i]) < 0x20 && line_[i] != '\t') bad_chunk("control bytes in a chunk extension");
+        if (static_cast<unsigned char>(line_[i]) < 0x20 && line_[i] != '\t')
+            bad_chunk("control bytes in a chunk extension");
     line_.clear();
     if (size == 0) {
         state_ = State::kTrailer;
         return;
     }
     if (size > max_body_bytes_ - decoded_)
-        throw HttpError(413, "payload_too_large",
-                        fmt::format("the chunked request body is over the server's limit of {} bytes", max_body_bytes_));
+        throw HttpError(
+            413, "payload_too_large",
+            fmt::format("the chunked request body is over the server's limit of {} bytes", max_body_bytes_));
     chunk_left_ = size;
     state_ = State::kData;
 }
@@ -81,7 +83,8 @@ size_t ChunkedDecoder::feed(std::string_view in, std::string* out) {
         }
         // kSizeLine or kTrailer: collect a line.
         if (c != '\n') {
-            if (line_.size() >= kMaxLineBytes) bad_chunk(fmt::format("a chunk-size or trailer line is over {} bytes", kMaxLineBytes));
+            if (line_.size() >= kMaxLineBytes)
+                bad_chunk(fmt::format("a chunk-size or trailer line is over {} bytes", kMaxLineBytes));
             if (state_ == State::kTrailer && ++trailer_bytes_ > kMaxTrailerBytes)
                 bad_chunk(fmt::format("the trailer is over {} bytes", kMaxTrailerBytes));
             line_ += c;

@@ -50,7 +50,8 @@ bool Connection::read_until(Clock::time_point deadline, const char* what) {
         pollfd p{fd_, POLLIN, 0};
         int ready = ::poll(&p, 1, ms_until(deadline));
         if (ready < 0 && errno == EINTR) continue;
-        if (ready == 0) throw HttpError(408, "request_timeout", std::string("the client did not send ") + what + " in time");
+        if (ready == 0)
+            throw HttpError(408, "request_timeout", std::string("the client did not send ") + what + " in time");
         if (ready < 0) return false;
     }
 }

@@ -106,8 +106,8 @@ bool write_body(Connection& conn, Response& res, const Limits& limits, const std
     }
     sink.write = [&](const char* d, size_t n) {
         if (n == 0) return ok;
-        ok = ok && conn.write_all(fmt::format("{:x}\r\n", n), timeout) && conn.write_all(std::string_view(d, n), timeout) &&
-             conn.write_all("\r\n", timeout);
+        ok = ok && conn.write_all(fmt::format("{:x}\r\n", n), timeout) &&
+             conn.write_all(std::string_view(d, n), timeout) && conn.write_all("\r\n", timeout);
         written += n;
         return ok;
     };
@@ -125,7 +125,8 @@ bool write_body(Connection& conn, Response& res, const Limits& limits, const std
 std::string response_head(const Response& res, bool keep_alive) {
     std::string out = fmt::format("HTTP/1.1 {} {}\r\n", res.status, reason_phrase(res.status));
     for (const auto& [name, value] : res.headers.fields()) {
-        if (iequals(name, "Content-Length") || iequals(name, "Transfer-Encoding") || iequals(name, "Connection")) continue;
+        if (iequals(name, "Content-Length") || iequals(name, "Transfer-Encoding") || iequals(name, "Connection"))
+            continue;
         out += name + ": " + value + "\r\n";
     }
     if (res.chunked_provider)
@@ -137,7 +138,8 @@ std::string response_head(const Response& res, bool keep_alive) {
 }
 
 AfterExchange run_exchange(Connection& conn, RequestHead head, const Limits& limits, const Handler& handler,
-                           const ErrorRenderer& render_error, const std::atomic<bool>& stopping, StreamSlots& streams) {
+                           const ErrorRenderer& render_error, const std::atomic<bool>& stopping,
+                           StreamSlots& streams) {
     Request req;
     req.method = head.method;
     req.target = head.target;
@@ -167,10 +169,11 @@ AfterExchange run_exchange(Connection& conn, RequestHead head, const Limits& lim
     SlotHold slot(streams, streams_body);
     if (streams_body && !slot.held()) {
         res = Response{};
-        render_error(HttpError(503, "overloaded",
-                               fmt::format("{} answers are streaming, the most this server streams at once; retry after {} s",
-                                           streams.max, limits.retry_after_s)),
-                     res);
+        render_error(
+            HttpError(503, "overloaded",
+                      fmt::format("{} answers are streaming, the most this server streams at once; retry after {} s",
+                                  streams.max, limits.retry_after_s)),
+            res);
         res.set_header("Retry-After", std::to_string(limits.retry_after_s));
         streams_body = false;
     }

@@ -10,7 +10,8 @@ char lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + '
 }  // namespace
 
 bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower(x) == lower(y); });
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return lower(x) == lower(y); });
 }
 
 void Headers::set(const std::string& name, std::string value) {
@@ -25,7 +26,8 @@ const std::string* Headers::find(std::string_view name) const {
 }
 
 size_t Headers::count(std::string_view name) const {
-    return static_cast<size_t>(std::count_if(fields_.begin(), fields_.end(), [&](const auto& f) { return iequals(f.first, name); }));
+    return static_cast<size_t>(
+        std::count_if(fields_.begin(), fields_.end(), [&](const auto& f) { return iequals(f.first, name); }));
 }
 
 }  // namespace llmt::server::http

@@ -49,7 +49,8 @@ int hex_value(char c) {
 // A quoted, shortened copy of caller bytes for messages.
 std::string quoted(std::string_view s) {
     std::string out;
-    for (char c : s.substr(0, 64)) out += static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f ? '?' : c;
+    for (char c : s.substr(0, 64))
+        out += static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f ? '?' : c;
     return "'" + out + (s.size() > 64 ? "...'" : "'");
 }
 
@@ -62,16 +63,19 @@ void parse_request_line(std::string_view line, const HeadLimits& limits, Request
                      version = line.substr(sp2 + 1);
     if (!is_token(method)) bad("the method " + quoted(method) + " is not a token");
     if (target.size() > limits.max_target_bytes)
-        throw HttpError(414, "uri_too_long",
-                        fmt::format("the request target is {} bytes; the limit is {}", target.size(), limits.max_target_bytes));
-    if (target.empty() || target.front() != '/') bad("the request target must be a path starting with '/', got " + quoted(target));
+        throw HttpError(
+            414, "uri_too_long",
+            fmt::format("the request target is {} bytes; the limit is {}", target.size(), limits.max_target_bytes));
+    if (target.empty() || target.front() != '/')
+        bad("the request target must be a path starting with '/', got " + quoted(target));
     for (char c : target)
         if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f)
             bad("the request target holds a byte that must be percent-encoded");
     if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.' || version[5] < '0' ||
         version[5] > '9' || version[7] < '0' || version[7] > '9')
         bad("the request line must end with HTTP/1.1 or HTTP/1.0, got " + quoted(version));
-    if (version[5] != '1') throw HttpError(505, "http_version_not_supported", "only HTTP/1.x is served, got " + quoted(version));
+    if (version[5] != '1')
+        throw HttpError(505, "http_version_not_supported", "only HTTP/1.x is served, got " + quoted(version));
     h->method = std::string(method);
     h->target = std::string(target);
     h->minor_version = version[7] - '0';
@@ -167,7 +171,8 @@ RequestHead parse_request_head(std::string_view head, const HeadLimits& limits) 
         throw HttpError(431, "header_too_large",
                         fmt::format("the request head is over {} bytes", limits.max_head_bytes));
     while (head.substr(0, 2) == "\r\n") head.remove_prefix(2);
-    if (head.size() < 4 || head.substr(head.size() - 4) != "\r\n\r\n") bad("the request head does not end with an empty line");
+    if (head.size() < 4 || head.substr(head.size() - 4) != "\r\n\r\n")
+        bad("the request head does not end with an empty line");
     head.remove_suffix(2);  // each line now ends with "\r\n"
     RequestHead h;
     bool first = true;

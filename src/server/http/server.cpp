@@ -55,7 +55,9 @@ void keep_large_blocks_out_of_arenas() {
     mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
 }
 
-Clock::duration seconds(double s) { return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s)); }
+Clock::duration seconds(double s) {
+    return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
 
 // A connection the event loop owns: waiting for (the rest of) a request head, sending the rest of an
 // answer the client was slow to take (nothing more is read from it meanwhile), or draining a body we
@@ -393,8 +395,9 @@ struct Server::Impl {
             if (now < w.deadline) continue;
             const bool idle = w.conn->buffer().find_first_not_of("\r\n") == std::string::npos;
             if (w.state == Waiting::State::kHead && !idle)
-                refuse(w, HttpError(408, "request_timeout",
-                                    fmt::format("the request head did not arrive within {} s", cfg.limits.head_timeout_s)));
+                refuse(w, HttpError(
+                              408, "request_timeout",
+                              fmt::format("the request head did not arrive within {} s", cfg.limits.head_timeout_s)));
             else
                 to_close.push_back(fd);
         }
@@ -451,8 +454,8 @@ struct Server::Impl {
             const bool large_body =
                 task.head.chunked || task.head.content_length.value_or(0) >= kTrimAfterBodyBytes;
             try {
-                after = run_exchange(*task.conn, std::move(task.head), cfg.limits, cfg.handler, cfg.render_error, stopping,
-                                     streams);
+                after = run_exchange(*task.conn, std::move(task.head), cfg.limits, cfg.handler, cfg.render_error,
+                                     stopping, streams);
             } catch (const std::exception&) {
                 failed = true;  // the socket failed mid-answer
             }
@@ -543,8 +546,9 @@ void Server::run() {
     keep_large_blocks_out_of_arenas();
     m.worker_count = static_cast<size_t>(std::max(1, m.cfg.threads));
     // Streams hold their worker: by default a quarter of the workers (at least one) never stream.
-    m.streams.max = m.cfg.limits.max_streams > 0 ? m.cfg.limits.max_streams
-                                                 : std::max<size_t>(1, m.worker_count - std::max<size_t>(1, m.worker_count / 4));
+    m.streams.max = m.cfg.limits.max_streams > 0
+                        ? m.cfg.limits.max_streams
+                        : std::max<size_t>(1, m.worker_count - std::max<size_t>(1, m.worker_count / 4));
     for (size_t i = 0; i < m.worker_count; ++i) m.workers.emplace_back([&m] { m.work(); });
     m.loop();
     // stop(): no new connections; workers finish their exchange (streams see is_writable() false).

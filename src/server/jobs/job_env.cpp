@@ -48,7 +48,8 @@ void check_env_name(const std::string& name) {
     const bool ok = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
                     std::all_of(name.begin(), name.end(),
                                 [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-    if (!ok) throw UsageError("--job-env: '" + name + "' is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    if (!ok)
+        throw UsageError("--job-env: '" + name + "' is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)");
 }
 
 }  // namespace llmt::server

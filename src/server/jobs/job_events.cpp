@@ -28,7 +28,9 @@ void log_job_queued(int64_t job_id, const std::string& submitted_by, const std::
     emit(fmt::format("job {} queued ({}, by {})", job_id, run_name, submitted_by));
 }
 
-void log_job_started(int64_t job_id, int attempt) { emit(fmt::format("job {} started (attempt {})", job_id, attempt)); }
+void log_job_started(int64_t job_id, int attempt) {
+    emit(fmt::format("job {} started (attempt {})", job_id, attempt));
+}
 
 void log_job_finished(int64_t job_id, const std::string& state, std::optional<int> exit_code, double seconds,
                       const std::string& reason) {

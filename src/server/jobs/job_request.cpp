@@ -21,7 +21,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-[[noreturn]] void bad(const std::string& field, const std::string& msg) { throw ApiError(400, "invalid_field", msg, field); }
+[[noreturn]] void bad(const std::string& field, const std::string& msg) {
+    throw ApiError(400, "invalid_field", msg, field);
+}
 
 // A job's ranks run one thread each, what admission counts (--capacity cpus: one CPU per rank); a config
 // asking for more threads per rank would use CPUs the queue gave to other jobs.
@@ -70,7 +72,8 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
         for (const char* f : kFields) known = known || k == f;
         if (!known)
             bad(k, fmt::format("unknown field '{}' (expected one of: name, config, overrides, nodes, nproc_per_node, "
-                               "gpus_per_node, priority, max_runtime_s, budget_usd, labels, max_retries, resume_from, command, image)",
+                               "gpus_per_node, priority, max_runtime_s, budget_usd, labels, max_retries, resume_from, "
+                               "command, image)",
                                k.substr(0, 64)));
     }
     ParsedJob p;
@@ -91,14 +94,16 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
     if (body.contains("resume_from")) {
         const auto& r = body["resume_from"];
         if (!r.is_number_integer() || r.get<int64_t>() < 1)
-            bad("resume_from", fmt::format("resume_from must be a job id (an integer >= 1), got {}", describe_json(r)));
+            bad("resume_from",
+                fmt::format("resume_from must be a job id (an integer >= 1), got {}", describe_json(r)));
         s.resume_from = r.get<int64_t>();
     }
     if (body.contains("labels")) {
         const auto& l = body["labels"];
         if (!l.is_object() || l.size() > 32) bad("labels", "labels must be an object of at most 32 string values");
         for (const auto& [k, v] : l.items()) {
-            if (!is_label_part(k)) bad("labels", fmt::format("label key '{}' is not [A-Za-z0-9._-], 1-63 chars", k.substr(0, 80)));
+            if (!is_label_part(k))
+                bad("labels", fmt::format("label key '{}' is not [A-Za-z0-9._-], 1-63 chars", k.substr(0, 80)));
             if (!v.is_string() || !is_label_part(v.get<std::string>()))
                 bad("labels." + k, fmt::format("label {} must be a string of [A-Za-z0-9._-], 1-63 chars", k));
             s.labels[k] = v;
@@ -124,7 +129,8 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
         }
         return p;
     }
-    if (body.contains("image")) bad("image", "image is for command jobs (with \"command\"); a training job runs llmtrain's own image");
+    if (body.contains("image"))
+        bad("image", "image is for command jobs (with \"command\"); a training job runs llmtrain's own image");
     std::vector<std::string> sets;
     if (body.contains("overrides")) {
         const auto& o = body["overrides"];
@@ -133,7 +139,8 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
         for (const auto& [k, v] : o.items()) {
             // The size first: std::regex recurses per character, so a megabyte key would overflow the stack.
             if (k.size() > 128 || !std::regex_match(k, key_re))
-                bad("overrides", fmt::format("override key '{}' is not a config key path like trainer.lr", k.substr(0, 80)));
+                bad("overrides",
+                    fmt::format("override key '{}' is not a config key path like trainer.lr", k.substr(0, 80)));
             if (k == "output" || k == "output.root_dir" || k == "output.run_id")
                 bad("overrides." + k, "output.root_dir and output.run_id are set by the server (each job runs in "
                                       "its own directory)");
@@ -152,7 +159,8 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
     s.config_input = c;
     static const std::regex preset_re(R"([A-Za-z0-9_][A-Za-z0-9_.-]{0,63})");
     if (c.is_object()) {
-        p.config = std::make_shared<const config::Config>(config::load_config_string(c.dump(), "request config", sets));
+        p.config =
+            std::make_shared<const config::Config>(config::load_config_string(c.dump(), "request config", sets));
     } else if (c.is_string() && std::regex_match(c.get<std::string>(), preset_re)) {
         auto loaded = presets.load(c.get<std::string>(), sets);
         if (!loaded) {
@@ -161,7 +169,8 @@ ParsedJob parse_job_request(const nlohmann::json& body, PresetCache& presets) {
             for (const auto& e : fs::directory_iterator(presets.dir(), ec))
                 if (e.path().extension() == ".yaml") names.push_back(e.path().stem().string());
             std::sort(names.begin(), names.end());
-            bad("config", fmt::format("unknown preset '{}' (available: {})", c.get<std::string>(), fmt::join(names, ", ")));
+            bad("config",
+                fmt::format("unknown preset '{}' (available: {})", c.get<std::string>(), fmt::join(names, ", ")));
         }
         p.config = std::shared_ptr<const config::Config>(*loaded, &(*loaded)->config);  // no copy
         check_threads(*p.config);

@@ -65,7 +65,8 @@ void copy_classifier_fields(const nlohmann::json& summary, nlohmann::json& out, 
     }
     if (summary.contains("class_names")) {
         const auto& c = summary["class_names"];
-        if (!c.is_array() || c.empty() || !std::all_of(c.begin(), c.end(), [](const auto& v) { return v.is_string(); }))
+        if (!c.is_array() || c.empty() ||
+            !std::all_of(c.begin(), c.end(), [](const auto& v) { return v.is_string(); }))
             invalid.push_back("class_names: expected an array of strings");
         else if (agree("class_names", c.size())) out["class_names"] = c;
     }
@@ -165,7 +166,8 @@ nlohmann::json JobResultCache::full(const fs::path& run_dir) {
     if (e->has_full) return e->full;
     // Kept compact only: the full result is read again (its version is the one just seen, or newer).
     try {
-        return result_from_summary(read_file(run_dir / "summary.json", kMaxSummaryBytes), (run_dir / "summary.json").string());
+        return result_from_summary(read_file(run_dir / "summary.json", kMaxSummaryBytes),
+                                   (run_dir / "summary.json").string());
     } catch (const Error& ex) {
         return {{"error", ex.what()}};
     }

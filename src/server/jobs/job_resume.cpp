@@ -62,7 +62,9 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
 void check_resume_from(ServerContext& ctx, const JobSpec& spec) {
     if (spec.resume_from <= 0) return;
     auto src = ctx.store.get(spec.resume_from);
-    if (!src) throw ApiError(400, "invalid_field", fmt::format("resume_from: there is no job {}", spec.resume_from), "resume_from");
+    if (!src)
+        throw ApiError(400, "invalid_field", fmt::format("resume_from: there is no job {}", spec.resume_from),
+                       "resume_from");
     if (!is_final(src->state))
         throw ApiError(409, "not_final",
                        fmt::format("resume_from: job {} is {}; a job is resumed after it ended (cancel it first)",

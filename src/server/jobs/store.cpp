@@ -276,7 +276,8 @@ std::vector<JobRecord> JobStore::list(const ListQuery& q) {
     // text (tens of KB each), so a text per client-chosen limit would grow them by the request.
     args.push_back(std::to_string(q.limit));
     ReadLease lease(readers_);
-    return query_jobs(*lease, where, args, q.newest_first ? "ORDER BY id DESC LIMIT ?" : "ORDER BY id LIMIT ?", kListColumns);
+    return query_jobs(*lease, where, args, q.newest_first ? "ORDER BY id DESC LIMIT ?" : "ORDER BY id LIMIT ?",
+                      kListColumns);
 }
 
 int64_t JobStore::count(const ListQuery& q) {

@@ -67,7 +67,12 @@ SubmitResult apply_submission(Connection& c, const Submission& s, double now) {
     store_sql::add_event(c, out.job_id, "queued", 0, "submitted by " + r.submitted_by, now);
     if (s.idem) {
         Stmt k(c, "INSERT INTO idempotency_keys(principal, key, request, job_id, created_at) VALUES (?, ?, ?, ?, ?)");
-        k.bind(1, r.submitted_by).bind(2, s.idem->key).bind(3, s.idem->request).bind(4, out.job_id).bind(5, now).step();
+        k.bind(1, r.submitted_by)
+            .bind(2, s.idem->key)
+            .bind(3, s.idem->request)
+            .bind(4, out.job_id)
+            .bind(5, now)
+            .step();
     }
     out.kind = SubmitResult::Kind::kCreated;
     return out;

@@ -62,7 +62,8 @@ const Route& find_route(const Router& router, const std::string& method, const s
 
 std::vector<Tool> make_tools(const Router& router) {
     // submit_job and estimate take POST /v1/jobs' documented body (one schema for both surfaces).
-    nlohmann::json job = find_route(router, "POST", "/v1/jobs").doc["requestBody"]["content"]["application/json"]["schema"];
+    nlohmann::json job =
+        find_route(router, "POST", "/v1/jobs").doc["requestBody"]["content"]["application/json"]["schema"];
     nlohmann::json est = job;
     est["required"] = nlohmann::json::array({"config"});
     est.erase("oneOf");  // the estimate tool sizes a config (POST /v1/estimate also bounds a command job)
@@ -93,7 +94,8 @@ std::vector<Tool> make_tools(const Router& router) {
 }
 
 // Integer argument `key` of `args` (absent -> dflt; nullopt dflt -> required).
-int64_t int_arg(const nlohmann::json& args, const std::string& key, std::optional<int64_t> dflt, int64_t lo, int64_t hi) {
+int64_t int_arg(const nlohmann::json& args, const std::string& key, std::optional<int64_t> dflt, int64_t lo,
+                int64_t hi) {
     if (!args.contains(key)) {
         if (!dflt) throw bad_param(key, fmt::format("argument '{}' is required", key));
         return *dflt;
@@ -118,8 +120,8 @@ nlohmann::json call_tool(const Router& router, const Tool& tool, nlohmann::json 
     const Route& route = find_route(router, tool.method, tool.path);
     if (route.role && who.role < *route.role)
         throw from_api_error(403, "forbidden",
-                             fmt::format("token '{}' has role {}; tool {} needs role {}", who.name, role_name(who.role),
-                                         tool.name, role_name(*route.role)),
+                             fmt::format("token '{}' has role {}; tool {} needs role {}", who.name,
+                                         role_name(who.role), tool.name, role_name(*route.role)),
                              "", nullptr);
     http::Request req;
     http::Response res;
@@ -145,13 +147,15 @@ nlohmann::json call_tool(const Router& router, const Tool& tool, nlohmann::json 
         throw from_api_error(e.status(), e.code(), e.what(), e.field(), e.details());
     } catch (const config::ConfigValidationError& e) {
         nlohmann::json issues = nlohmann::json::array();
-        for (const auto& i : e.issues()) issues.push_back({{"key", i.key}, {"where", i.where}, {"message", i.message}});
+        for (const auto& i : e.issues())
+            issues.push_back({{"key", i.key}, {"where", i.where}, {"message", i.message}});
         throw from_api_error(400, "invalid_config", e.what(), e.issues().empty() ? "config" : e.issues().front().key,
                              {{"issues", issues}});
     } catch (const InputError& e) {
         throw from_api_error(400, "invalid_input", e.what(), "", nullptr);
     }
-    if (tool.name == "job_logs") return {{"id", args["id"]}, {"rank", std::stoll(req.get_param_value("rank"))}, {"text", res.body}};
+    if (tool.name == "job_logs")
+        return {{"id", args["id"]}, {"rank", std::stoll(req.get_param_value("rank"))}, {"text", res.body}};
     return nlohmann::json::parse(res.body);
 }
 
@@ -184,13 +188,15 @@ nlohmann::json handle(const Router& router, const std::vector<Tool>& tools, cons
         for (const auto& t : tools)
             if (t.name == name) tool = &t;
         if (!tool)
-            throw bad_param("name", fmt::format("unknown tool '{}' (tools: submit_job, job_status, job_logs, estimate)",
-                                                name.substr(0, 64)));
+            throw bad_param("name",
+                            fmt::format("unknown tool '{}' (tools: submit_job, job_status, job_logs, estimate)",
+                                        name.substr(0, 64)));
         nlohmann::json args = params.value("arguments", nlohmann::json::object());
         if (!args.is_object()) throw bad_param("arguments", "params.arguments must be an object");
         nlohmann::json out = call_tool(router, *tool, args, who);
-        std::string text = tool->name == "job_logs" ? out["text"].get<std::string>()
-                                                    : out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+        std::string text = tool->name == "job_logs"
+                               ? out["text"].get<std::string>()
+                               : out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
         return {{"content", {{{"type", "text"}, {"text", text}}}}, {"structuredContent", out}, {"isError", false}};
     }
     throw RpcError{kMethodNotFound, fmt::format("method '{}' not found (initialize, ping, tools/list, tools/call)",
@@ -209,54 +215,63 @@ nlohmann::json mcp_doc() {
 }  // namespace
 
 void register_mcp_routes(Router& router, ServerContext& ctx) {
-    router.add({"POST", "/mcp", Role::kViewer,
-                "Model Context Protocol (JSON-RPC 2.0): initialize, tools/list, tools/call with submit_job, job_status, "
-                "job_logs, estimate (each tool needs its REST route's role)",
-                mcp_doc(),
-                [&ctx](Call& c) {
-                    static const std::vector<Tool> tools = make_tools(*ctx.router);
-                    nlohmann::json id = nullptr;
-                    auto reply_error = [&](int http, const RpcError& e) {
-                        nlohmann::json err = {{"code", e.code}, {"message", e.message}};
-                        if (!e.data.is_null()) err["data"] = e.data;
-                        c.reply(http, {{"jsonrpc", "2.0"}, {"id", id}, {"error", err}});
-                    };
-                    nlohmann::json msg;
-                    try {
-                        msg = parse_json(c.req.body, "the body");
-                    } catch (const JsonParseError& e) {
-                        return reply_error(400, {kParseError, e.what(), {{"field", e.key_path()}}});
-                    }
-                    if (!msg.is_object())
-                        return reply_error(400, {kInvalidRequest, "expected one JSON-RPC request object (batches are "
-                                                                  "not supported)", nullptr});
-                    if (msg.contains("id")) {
-                        if (msg["id"].is_string() || msg["id"].is_number_integer()) id = msg["id"];
-                        else return reply_error(400, {kInvalidRequest, "id must be a string or an integer", {{"field", "id"}}});
-                    }
-                    // Each member's type is checked before it is read: a number where a string belongs is
-                    // an invalid request, never an exception out of the JSON library.
-                    if (!msg.contains("jsonrpc") || !msg["jsonrpc"].is_string() || msg["jsonrpc"] != "2.0")
-                        return reply_error(400, {kInvalidRequest, "jsonrpc must be the string \"2.0\"", {{"field", "jsonrpc"}}});
-                    if (!msg.contains("method") || !msg["method"].is_string())
-                        return reply_error(400, {kInvalidRequest, "method is required and must be a string", {{"field", "method"}}});
-                    const std::string method = msg["method"];
-                    nlohmann::json params = msg.contains("params") ? msg["params"] : nlohmann::json::object();
-                    if (!params.is_object())
-                        return reply_error(400, {kInvalidRequest, "params must be an object", {{"field", "params"}}});
-                    // A notification (no id) gets no answer: 202 and an empty body.
-                    if (!msg.contains("id")) {
-                        c.res.status = 202;
-                        return;
-                    }
-                    try {
-                        c.reply(200, {{"jsonrpc", "2.0"}, {"id", id}, {"result", handle(*ctx.router, tools, method, params, c.who)}});
-                    } catch (const RpcError& e) {
-                        reply_error(200, e);
-                    } catch (const std::exception& e) {
-                        reply_error(200, {kInternalError, e.what(), nullptr});
-                    }
-                }});
+    router.add(
+        {"POST", "/mcp", Role::kViewer,
+         "Model Context Protocol (JSON-RPC 2.0): initialize, tools/list, tools/call with submit_job, job_status, "
+         "job_logs, estimate (each tool needs its REST route's role)",
+         mcp_doc(), [&ctx](Call& c) {
+             static const std::vector<Tool> tools = make_tools(*ctx.router);
+             nlohmann::json id = nullptr;
+             auto reply_error = [&](int http, const RpcError& e) {
+                 nlohmann::json err = {{"code", e.code}, {"message", e.message}};
+                 if (!e.data.is_null()) err["data"] = e.data;
+                 c.reply(http, {{"jsonrpc", "2.0"}, {"id", id}, {"error", err}});
+             };
+             nlohmann::json msg;
+             try {
+                 msg = parse_json(c.req.body, "the body");
+             } catch (const JsonParseError& e) {
+                 return reply_error(400, {kParseError, e.what(), {{"field", e.key_path()}}});
+             }
+             if (!msg.is_object())
+                 return reply_error(400, {kInvalidRequest,
+                                          "expected one JSON-RPC request object (batches are "
+                                          "not supported)",
+                                          nullptr});
+             if (msg.contains("id")) {
+                 if (msg["id"].is_string() || msg["id"].is_number_integer())
+                     id = msg["id"];
+                 else
+                     return reply_error(400,
+                                        {kInvalidRequest, "id must be a string or an integer", {{"field", "id"}}});
+             }
+             // Each member's type is checked before it is read: a number where a string belongs is
+             // an invalid request, never an exception out of the JSON library.
+             if (!msg.contains("jsonrpc") || !msg["jsonrpc"].is_string() || msg["jsonrpc"] != "2.0")
+                 return reply_error(400,
+                                    {kInvalidRequest, "jsonrpc must be the string \"2.0\"", {{"field", "jsonrpc"}}});
+             if (!msg.contains("method") || !msg["method"].is_string())
+                 return reply_error(
+                     400, {kInvalidRequest, "method is required and must be a string", {{"field", "method"}}});
+             const std::string method = msg["method"];
+             nlohmann::json params = msg.contains("params") ? msg["params"] : nlohmann::json::object();
+             if (!params.is_object())
+                 return reply_error(400, {kInvalidRequest, "params must be an object", {{"field", "params"}}});
+             // A notification (no id) gets no answer: 202 and an empty body.
+             if (!msg.contains("id")) {
+                 c.res.status = 202;
+                 return;
+             }
+             try {
+                 c.reply(
+                     200,
+                     {{"jsonrpc", "2.0"}, {"id", id}, {"result", handle(*ctx.router, tools, method, params, c.who)}});
+             } catch (const RpcError& e) {
+                 reply_error(200, e);
+             } catch (const std::exception& e) {
+                 reply_error(200, {kInternalError, e.what(), nullptr});
+             }
+         }});
 }
 
 }  // namespace llmt::server

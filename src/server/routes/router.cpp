@@ -37,8 +37,9 @@ void write_error(http::Response& res, int status, const std::string& code, const
                  const std::string& field = "", const nlohmann::json& details = nullptr) {
     res.status = status;
     // Messages may quote the caller's bytes; invalid UTF-8 is replaced, never a reason to fail.
-    res.set_content(error_body(code, msg, field, details).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                    "application/json");
+    res.set_content(
+        error_body(code, msg, field, details).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+        "application/json");
 }
 
 }  // namespace
@@ -130,13 +131,15 @@ void Router::dispatch(const Route& r, const Compiled& c, http::Request& req, htt
                                                                : "missing Authorization: Bearer <token> header");
             }
             if (who->role < *r.role)
-                throw ApiError(403, "forbidden", fmt::format("token '{}' has role {}; {} {} needs role {}", who->name,
-                                                             role_name(who->role), r.method, r.path, role_name(*r.role)));
+                throw ApiError(403, "forbidden",
+                               fmt::format("token '{}' has role {}; {} {} needs role {}", who->name,
+                                           role_name(who->role), r.method, r.path, role_name(*r.role)));
             call.who = *who;
         }
         // Only now, with the caller known to hold the route's role, is the body read (within the limits).
         if (r.takes_body || req.has_header("Content-Length") || req.has_header("Transfer-Encoding")) req.read_body();
-        for (size_t i = 0; i < c.names.size() && i + 1 < req.matches.size(); ++i) call.params[c.names[i]] = req.matches[i + 1];
+        for (size_t i = 0; i < c.names.size() && i + 1 < req.matches.size(); ++i)
+            call.params[c.names[i]] = req.matches[i + 1];
         r.handler(call);
     } catch (const ApiError& e) {
         write_error(res, e.status(), e.code(), e.what(), e.field(), e.details());
@@ -144,7 +147,8 @@ void Router::dispatch(const Route& r, const Compiled& c, http::Request& req, htt
         write_error(res, e.status(), e.code(), e.what());
     } catch (const config::ConfigValidationError& e) {
         nlohmann::json issues = nlohmann::json::array();
-        for (const auto& i : e.issues()) issues.push_back({{"key", i.key}, {"where", i.where}, {"message", i.message}});
+        for (const auto& i : e.issues())
+            issues.push_back({{"key", i.key}, {"where", i.where}, {"message", i.message}});
         write_error(res, 400, "invalid_config", e.what(), e.issues().empty() ? "config" : e.issues().front().key,
                     {{"issues", issues}});
     } catch (const InputError& e) {
@@ -168,16 +172,19 @@ nlohmann::json Router::openapi() const {
         to_regex(r.path, &names);
         nlohmann::json params = op.value("parameters", nlohmann::json::array());
         for (const auto& n : names)
-            params.push_back({{"name", n},
-                              {"in", "path"},
-                              {"required", true},
-                              {"schema", n == "id" ? nlohmann::json{{"type", "integer"}} : nlohmann::json{{"type", "string"}}}});
+            params.push_back(
+                {{"name", n},
+                 {"in", "path"},
+                 {"required", true},
+                 {"schema", n == "id" ? nlohmann::json{{"type", "integer"}} : nlohmann::json{{"type", "string"}}}});
         if (!params.empty()) op["parameters"] = params;
-        op["security"] = r.role ? nlohmann::json::array({{{"bearer", nlohmann::json::array()}}}) : nlohmann::json::array();
+        op["security"] =
+            r.role ? nlohmann::json::array({{{"bearer", nlohmann::json::array()}}}) : nlohmann::json::array();
         if (r.role) op["x-llmtrain-role"] = role_name(*r.role);
         if (!op.contains("responses")) op["responses"] = nlohmann::json::object();
-        op["responses"]["default"] = {{"description", "error"},
-                                      {"content", {{"application/json", {{"schema", {{"$ref", "#/components/schemas/Error"}}}}}}}};
+        op["responses"]["default"] = {
+            {"description", "error"},
+            {"content", {{"application/json", {{"schema", {{"$ref", "#/components/schemas/Error"}}}}}}}};
         if (!op["responses"].contains("200") && !op["responses"].contains("201") && !op["responses"].contains("202"))
             op["responses"]["200"] = {{"description", "OK"}};
         paths[r.path][method] = op;
@@ -189,7 +196,8 @@ nlohmann::json Router::openapi() const {
                                   {"message", {{"type", "string"}}},
                                   {"field", {{"type", "string"}}},
                                   {"details", {{"type", "object"}}}}}};
-    nlohmann::json error_schema = {{"type", "object"}, {"required", {"error"}}, {"properties", {{"error", error_obj}}}};
+    nlohmann::json error_schema = {
+        {"type", "object"}, {"required", {"error"}}, {"properties", {{"error", error_obj}}}};
     nlohmann::json doc;
     doc["openapi"] = "3.0.3";
     doc["info"] = {{"title", "llmtrain control plane"}, {"version", build_info().version}};

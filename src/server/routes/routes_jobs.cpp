@@ -100,8 +100,8 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_labe
     const Capacity& cap = ctx.opts.capacity;
     if (!cap.holds_everything() && (s.cpus() > cap.cpus || s.gpus() > cap.gpus))
         throw ApiError(422, "exceeds_capacity",
-                       fmt::format("the job needs {} CPU slots and {} GPUs at once; this server has {} and {}", s.cpus(),
-                                   s.gpus(), cap.cpus, cap.gpus),
+                       fmt::format("the job needs {} CPU slots and {} GPUs at once; this server has {} and {}",
+                                   s.cpus(), s.gpus(), cap.cpus, cap.gpus),
                        s.gpus() > cap.gpus ? "gpus_per_node" : "nproc_per_node");
     if (s.is_command()) {
         c.estimate = estimate_command_job(s, ctx.rates);
@@ -113,7 +113,8 @@ Checked check_job(ServerContext& ctx, const nlohmann::json& body, bool with_labe
     if (with_label_budgets) {
         for (const auto& [k, v] : s.labels) {
             auto q = ctx.quotas.labels.find(k + "=" + v);
-            if (q != ctx.quotas.labels.end() && q->second.budget_usd >= 0) c.label_budgets.push_back({k, v, q->second.budget_usd});
+            if (q != ctx.quotas.labels.end() && q->second.budget_usd >= 0)
+                c.label_budgets.push_back({k, v, q->second.budget_usd});
         }
     }
     const bool any_budget = s.budget_usd > 0 || !c.label_budgets.empty();
@@ -190,7 +191,8 @@ void submit_checked(ServerContext& ctx, Call& c, Checked& chk, const std::option
                            fmt::format("'{}' has {} jobs waiting, the most its quota max_queued allows ({}); submit "
                                        "again when some have started or been cancelled",
                                        c.who.name, r.waiting, quota.max_queued),
-                           "max_queued", {{"quota", "max_queued"}, {"max_queued", quota.max_queued}, {"waiting", r.waiting}});
+                           "max_queued",
+                           {{"quota", "max_queued"}, {"max_queued", quota.max_queued}, {"waiting", r.waiting}});
         case SubmitResult::Kind::kCreated:
             break;
     }
@@ -310,55 +312,64 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                                   {"config_valid", true}});
                 }});
 
-    router.add({"GET", "/v1/jobs", Role::kViewer, "List jobs (filter by state and label; paginated by id)",
-                {{"parameters",
-                  {{{"name", "state"}, {"in", "query"}, {"schema", {{"type", "string"}}}},
-                   {{"name", "label"}, {"in", "query"}, {"description", "key=value"}, {"schema", {{"type", "string"}}}},
-                   {{"name", "limit"}, {"in", "query"}, {"schema", {{"type", "integer"}, {"maximum", 500}}}},
-                   {{"name", "after"}, {"in", "query"}, {"description", "return jobs with id > after"},
-                    {"schema", {{"type", "integer"}}}},
-                   {{"name", "order"}, {"in", "query"},
-                    {"description", "desc: newest first, paginated with before (next_before); the answer has total"},
-                    {"schema", {{"type", "string"}, {"enum", {"asc", "desc"}}}}},
-                   {{"name", "before"}, {"in", "query"}, {"description", "with order=desc: jobs with id < before"},
-                    {"schema", {{"type", "integer"}}}}}}},
-                [&ctx](Call& c) {
-                    ListQuery q;
-                    if (auto s = c.query("state")) {
-                        q.state = parse_state(*s);
-                        if (!q.state)
-                            throw ApiError(400, "invalid_parameter",
-                                           "state must be one of queued, running, retrying, succeeded, failed, "
-                                           "cancelled",
-                                           "state");
-                    }
-                    if (auto l = c.query("label")) {
-                        auto eq = l->find('=');
-                        if (eq == std::string::npos || eq == 0)
-                            throw ApiError(400, "invalid_parameter", "label must be key=value", "label");
-                        q.label = {l->substr(0, eq), l->substr(eq + 1)};
-                    }
-                    q.limit = static_cast<int>(c.query_int("limit", 1, 500).value_or(50));
-                    q.after_id = c.query_int("after", 0, INT64_MAX).value_or(0);
-                    const auto order = c.query("order");
-                    if (order && *order != "asc" && *order != "desc")
-                        throw ApiError(400, "invalid_parameter", "order must be asc or desc", "order");
-                    q.newest_first = order && *order == "desc";
-                    q.before_id = c.query_int("before", 0, INT64_MAX).value_or(0);
-                    auto jobs = ctx.store.list(q);
-                    nlohmann::json out = nlohmann::json::array();
-                    for (const auto& j : jobs) {
-                        out.push_back(job_summary(j));
-                        out.back()["result"] = ctx.results.compact(job_run_dir(ctx, j.id));
-                    }
-                    nlohmann::json next = nullptr;
-                    if (static_cast<int>(jobs.size()) == q.limit) next = jobs.back().id;
-                    if (q.newest_first) {
-                        c.reply(200, {{"jobs", out}, {"next_before", next}, {"total", ctx.store.count(q)}});
-                        return;
-                    }
-                    c.reply(200, {{"jobs", out}, {"next_after", next}});
-                }});
+    router.add(
+        {"GET",
+         "/v1/jobs",
+         Role::kViewer,
+         "List jobs (filter by state and label; paginated by id)",
+         {{"parameters",
+           {{{"name", "state"}, {"in", "query"}, {"schema", {{"type", "string"}}}},
+            {{"name", "label"}, {"in", "query"}, {"description", "key=value"}, {"schema", {{"type", "string"}}}},
+            {{"name", "limit"}, {"in", "query"}, {"schema", {{"type", "integer"}, {"maximum", 500}}}},
+            {{"name", "after"},
+             {"in", "query"},
+             {"description", "return jobs with id > after"},
+             {"schema", {{"type", "integer"}}}},
+            {{"name", "order"},
+             {"in", "query"},
+             {"description", "desc: newest first, paginated with before (next_before); the answer has total"},
+             {"schema", {{"type", "string"}, {"enum", {"asc", "desc"}}}}},
+            {{"name", "before"},
+             {"in", "query"},
+             {"description", "with order=desc: jobs with id < before"},
+             {"schema", {{"type", "integer"}}}}}}},
+         [&ctx](Call& c) {
+             ListQuery q;
+             if (auto s = c.query("state")) {
+                 q.state = parse_state(*s);
+                 if (!q.state)
+                     throw ApiError(400, "invalid_parameter",
+                                    "state must be one of queued, running, retrying, succeeded, failed, "
+                                    "cancelled",
+                                    "state");
+             }
+             if (auto l = c.query("label")) {
+                 auto eq = l->find('=');
+                 if (eq == std::string::npos || eq == 0)
+                     throw ApiError(400, "invalid_parameter", "label must be key=value", "label");
+                 q.label = {l->substr(0, eq), l->substr(eq + 1)};
+             }
+             q.limit = static_cast<int>(c.query_int("limit", 1, 500).value_or(50));
+             q.after_id = c.query_int("after", 0, INT64_MAX).value_or(0);
+             const auto order = c.query("order");
+             if (order && *order != "asc" && *order != "desc")
+                 throw ApiError(400, "invalid_parameter", "order must be asc or desc", "order");
+             q.newest_first = order && *order == "desc";
+             q.before_id = c.query_int("before", 0, INT64_MAX).value_or(0);
+             auto jobs = ctx.store.list(q);
+             nlohmann::json out = nlohmann::json::array();
+             for (const auto& j : jobs) {
+                 out.push_back(job_summary(j));
+                 out.back()["result"] = ctx.results.compact(job_run_dir(ctx, j.id));
+             }
+             nlohmann::json next = nullptr;
+             if (static_cast<int>(jobs.size()) == q.limit) next = jobs.back().id;
+             if (q.newest_first) {
+                 c.reply(200, {{"jobs", out}, {"next_before", next}, {"total", ctx.store.count(q)}});
+                 return;
+             }
+             c.reply(200, {{"jobs", out}, {"next_after", next}});
+         }});
 
     router.add({"GET", "/v1/jobs/{id}", Role::kViewer,
                 "A job: spec, state history, per-rank status, latest metrics, estimated vs actual cost",
@@ -377,15 +388,17 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                     auto logs = ctx.executor.rank_logs(Scheduler::job_dir(ctx.opts.data_dir, j.id), j.spec);
                     for (size_t r = 0; r < logs.size(); ++r) {
                         std::error_code ec;
-                        ranks.push_back({{"rank", r},
-                                         {"state", state_name(j.state)},
-                                         {"log", fmt::format("/v1/jobs/{}/logs?rank={}", j.id, r)},
-                                         {"log_file_bytes", fs::exists(logs[r].path, ec) ? fs::file_size(logs[r].path, ec) : 0}});
+                        ranks.push_back(
+                            {{"rank", r},
+                             {"state", state_name(j.state)},
+                             {"log", fmt::format("/v1/jobs/{}/logs?rank={}", j.id, r)},
+                             {"log_file_bytes", fs::exists(logs[r].path, ec) ? fs::file_size(logs[r].path, ec) : 0}});
                     }
                     out["ranks"] = ranks;
                     // Actual cost so far: wall time of the attempts x devices x rate (device-hours billed
                     // while running, the same unit as the estimate).
-                    double end = j.finished_at > 0 ? j.finished_at : (j.state == JobState::kRunning ? unix_now() : j.started_at);
+                    double end = j.finished_at > 0 ? j.finished_at
+                                                   : (j.state == JobState::kRunning ? unix_now() : j.started_at);
                     double wall = j.started_at > 0 ? std::max(0.0, end - j.started_at) : 0.0;
                     bool gpu = j.spec.gpus_per_node > 0;
                     double dev_h = wall / 3600 * (gpu ? j.spec.gpus() : j.spec.cpus());
@@ -430,7 +443,8 @@ void register_job_routes(Router& router, ServerContext& ctx) {
                         j = require_job(ctx, j.id);  // it changed state meanwhile: look again
                     }
                     j = require_job(ctx, j.id);
-                    c.reply(202, {{"id", j.id}, {"state", state_name(j.state)}, {"cancel_requested", j.cancel_requested}});
+                    c.reply(202,
+                            {{"id", j.id}, {"state", state_name(j.state)}, {"cancel_requested", j.cancel_requested}});
                 },
                 /*takes_body=*/false});
 }

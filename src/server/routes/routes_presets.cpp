@@ -33,8 +33,8 @@ void register_preset_routes(Router& router, ServerContext& ctx) {
                 nlohmann::json::object(), [&ctx](Call& c) {
                     std::vector<std::pair<std::string, std::string>> found;
                     std::error_code ec;
-                    for (auto it = fs::directory_iterator(ctx.opts.presets_dir, ec); !ec && it != fs::directory_iterator();
-                         it.increment(ec)) {
+                    for (auto it = fs::directory_iterator(ctx.opts.presets_dir, ec);
+                         !ec && it != fs::directory_iterator(); it.increment(ec)) {
                         if (it->path().extension() != ".yaml" || !it->is_regular_file(ec)) continue;
                         found.emplace_back(it->path().stem().string(), description_of(it->path()));
                     }

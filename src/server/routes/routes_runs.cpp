@@ -85,7 +85,9 @@ nlohmann::json run_result(ServerContext& ctx, const IndexedRun& run, bool compac
 
 nlohmann::json run_summary(ServerContext& ctx, const IndexedRun& run) {
     const nlohmann::json meta = read_meta(run);
-    auto field = [&](const char* k) { return meta.is_object() && meta.contains(k) ? meta[k] : nlohmann::json(nullptr); };
+    auto field = [&](const char* k) {
+        return meta.is_object() && meta.contains(k) ? meta[k] : nlohmann::json(nullptr);
+    };
     return {{"id", run.key()},
             {"root", run.root},
             {"root_name", ctx.runs.roots()[run.root].filename().string()},
@@ -111,7 +113,9 @@ IndexedRun require_run(ServerContext& ctx, const Call& c) {
             run = ctx.runs.find(root, name);
         }
     }
-    if (!run) throw ApiError(404, "not_found", "no indexed run " + root_text.substr(0, 20) + "/" + name.substr(0, 200), "run");
+    if (!run)
+        throw ApiError(404, "not_found", "no indexed run " + root_text.substr(0, 20) + "/" + name.substr(0, 200),
+                       "run");
     return *run;
 }
 
@@ -123,28 +127,35 @@ nlohmann::json with_params(nlohmann::json query) {
 }  // namespace
 
 void register_run_routes(Router& router, ServerContext& ctx) {
-    router.add({"GET", "/v1/runs", Role::kViewer,
-                "Run directories indexed under serve --runs-dir (read-only; paginated by key)",
-                {{"parameters",
-                  {{{"name", "limit"}, {"in", "query"}, {"schema", {{"type", "integer"}, {"maximum", kMaxListLimit}}}},
-                   {{"name", "after"}, {"in", "query"}, {"description", "return runs whose id sorts after this one (next_after)"},
-                    {"schema", {{"type", "string"}}}}}}},
-                [&ctx](Call& c) {
-                    const int64_t limit = c.query_int("limit", 1, kMaxListLimit).value_or(100);
-                    const std::string after = c.query("after").value_or("");
-                    if (after.size() > 256) throw ApiError(400, "invalid_parameter", "after is longer than 256 bytes", "after");
-                    ctx.runs.refresh();
-                    auto page = ctx.runs.list(after, static_cast<size_t>(limit));
-                    nlohmann::json runs = nlohmann::json::array();
-                    for (const auto& r : page.runs) runs.push_back(run_summary(ctx, r));
-                    nlohmann::json roots = nlohmann::json::array();
-                    for (const auto& r : ctx.runs.roots()) roots.push_back(r.filename().string());
-                    c.reply(200, {{"runs", runs},
-                                  {"next_after", page.next_after ? nlohmann::json(*page.next_after) : nlohmann::json(nullptr)},
-                                  {"total", page.total},
-                                  {"truncated", page.truncated},
-                                  {"roots", roots}});
-                }});
+    router.add(
+        {"GET",
+         "/v1/runs",
+         Role::kViewer,
+         "Run directories indexed under serve --runs-dir (read-only; paginated by key)",
+         {{"parameters",
+           {{{"name", "limit"}, {"in", "query"}, {"schema", {{"type", "integer"}, {"maximum", kMaxListLimit}}}},
+            {{"name", "after"},
+             {"in", "query"},
+             {"description", "return runs whose id sorts after this one (next_after)"},
+             {"schema", {{"type", "string"}}}}}}},
+         [&ctx](Call& c) {
+             const int64_t limit = c.query_int("limit", 1, kMaxListLimit).value_or(100);
+             const std::string after = c.query("after").value_or("");
+             if (after.size() > 256)
+                 throw ApiError(400, "invalid_parameter", "after is longer than 256 bytes", "after");
+             ctx.runs.refresh();
+             auto page = ctx.runs.list(after, static_cast<size_t>(limit));
+             nlohmann::json runs = nlohmann::json::array();
+             for (const auto& r : page.runs) runs.push_back(run_summary(ctx, r));
+             nlohmann::json roots = nlohmann::json::array();
+             for (const auto& r : ctx.runs.roots()) roots.push_back(r.filename().string());
+             c.reply(200,
+                     {{"runs", runs},
+                      {"next_after", page.next_after ? nlohmann::json(*page.next_after) : nlohmann::json(nullptr)},
+                      {"total", page.total},
+                      {"truncated", page.truncated},
+                      {"roots", roots}});
+         }});
 
     router.add({"GET", "/v1/runs/{root}/{run}", Role::kViewer,
                 "An indexed run: meta.json, the resolved config, its result (summary.json) and its log ranks",
@@ -169,7 +180,10 @@ void register_run_routes(Router& router, ServerContext& ctx) {
                     got.last_step = since;
                     // Indexed as it grows, shared with the jobs' metrics: a poll reads only new bytes.
                     if (auto file = RunsIndex::file(run, "metrics.jsonl")) got = ctx.metrics_index.since(*file, since);
-                    c.reply(200, {{"id", run.key()}, {"points", std::move(got.points)}, {"last_step", got.last_step}, {"truncated", got.truncated}});
+                    c.reply(200, {{"id", run.key()},
+                                  {"points", std::move(got.points)},
+                                  {"last_step", got.last_step},
+                                  {"truncated", got.truncated}});
                 }});
 
     router.add({"GET", "/v1/runs/{root}/{run}/logs", Role::kViewer,
@@ -181,7 +195,9 @@ void register_run_routes(Router& router, ServerContext& ctx) {
                     const int64_t rank = c.query_int("rank", 0, 1023).value_or(0);
                     const int64_t tail = c.query_int("tail", 0, 100000).value_or(200);
                     auto file = RunsIndex::file(run, "logs/rank" + std::to_string(rank) + ".log");
-                    if (!file) throw ApiError(404, "not_found", "this run has no log for rank " + std::to_string(rank), "rank");
+                    if (!file)
+                        throw ApiError(404, "not_found", "this run has no log for rank " + std::to_string(rank),
+                                       "rank");
                     c.res.status = 200;
                     c.res.set_content(last_lines(read_tail(*file, kMaxTailBytes), tail), "text/plain; charset=utf-8");
                 }});

@@ -12,20 +12,25 @@
 namespace llmt::server {
 
 void register_system_routes(Router& router, ServerContext& ctx) {
-    router.add({"GET", "/healthz", std::nullopt, "Liveness: the server answers and its database opens", nlohmann::json::object(),
-                [&ctx](Call& c) {
+    router.add({"GET", "/healthz", std::nullopt, "Liveness: the server answers and its database opens",
+                nlohmann::json::object(), [&ctx](Call& c) {
                     c.reply(200, {{"status", "ok"},
                                   {"version", build_info().version},
                                   {"executor", ctx.executor.name()},
                                   {"schema_version", ctx.store.schema_version()}});
                 }});
 
-    router.add({"GET", "/metrics", std::nullopt, "Prometheus metrics (text format 0.0.4)",
-                {{"responses", {{"200", {{"description", "metrics"}, {"content", {{"text/plain", nlohmann::json::object()}}}}}}}},
+    router.add({"GET",
+                "/metrics",
+                std::nullopt,
+                "Prometheus metrics (text format 0.0.4)",
+                {{"responses",
+                  {{"200", {{"description", "metrics"}, {"content", {{"text/plain", nlohmann::json::object()}}}}}}}},
                 [&ctx](Call& c) {
                     auto counts = ctx.store.count_by_state();
                     std::string o = "# HELP llmtrain_jobs Jobs by state.\n# TYPE llmtrain_jobs gauge\n";
-                    for (const auto& [state, n] : counts) o += fmt::format("llmtrain_jobs{{state=\"{}\"}} {}\n", state, n);
+                    for (const auto& [state, n] : counts)
+                        o += fmt::format("llmtrain_jobs{{state=\"{}\"}} {}\n", state, n);
                     o += fmt::format("# HELP llmtrain_queue_depth Jobs waiting for admission (queued + retrying).\n"
                                      "# TYPE llmtrain_queue_depth gauge\nllmtrain_queue_depth {}\n",
                                      counts["queued"] + counts["retrying"]);

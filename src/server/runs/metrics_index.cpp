@@ -120,7 +120,8 @@ bool take_lines(std::string_view range, int64_t since_step, MetricsIndex::Since&
         const auto step = step_of(line);
         if (!step || *step <= since_step) continue;
         auto parsed = try_parse_json(line);
-        if (!parsed || !parsed->is_object() || !parsed->contains("step") || !(*parsed)["step"].is_number_integer()) continue;
+        if (!parsed || !parsed->is_object() || !parsed->contains("step") || !(*parsed)["step"].is_number_integer())
+            continue;
         const int64_t s = (*parsed)["step"];
         if (s <= since_step) continue;
         if (out.points.size() >= MetricsIndex::kMaxPoints || bytes + line.size() > MetricsIndex::kMaxAnswerBytes) {
@@ -154,8 +155,9 @@ MetricsIndex::Since MetricsIndex::since(const fs::path& file, int64_t since_step
                 it->second = Entry{};  // replaced or truncated: index it again
         } else {
             if (files_.size() >= kMaxFiles) {
-                auto oldest = std::min_element(files_.begin(), files_.end(),
-                                               [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+                auto oldest = std::min_element(files_.begin(), files_.end(), [](const auto& a, const auto& b) {
+                    return a.second.used < b.second.used;
+                });
                 files_.erase(oldest);
             }
             it = files_.emplace(file, Entry{}).first;
@@ -180,7 +182,8 @@ MetricsIndex::Since MetricsIndex::since(const fs::path& file, int64_t since_step
         // is not a metrics line: it is stepped over up to its newline.
         bool skipping = false;
         for (uint64_t pos = wanted[i].offset; pos < end;) {
-            const std::string piece = read_at(fd.get(), pos, static_cast<size_t>(std::min<uint64_t>(kReadChunk, end - pos)));
+            const std::string piece =
+                read_at(fd.get(), pos, static_cast<size_t>(std::min<uint64_t>(kReadChunk, end - pos)));
             if (piece.empty()) return out;  // the file shrank under us: the next poll indexes it again
             if (skipping) {
                 const size_t nl = piece.find('\n');

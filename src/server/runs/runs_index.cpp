@@ -55,7 +55,8 @@ RunsIndex::RunsIndex(const std::vector<fs::path>& roots, std::chrono::millisecon
         fs::path c = fs::canonical(r, ec);
         if (ec) throw UsageError(fmt::format("{} {}: {}", flag, r.string(), ec.message()));
         if (!fs::is_directory(c, ec))
-            throw UsageError(fmt::format("{} {}: not a directory (expected a folder of run directories)", flag, r.string()));
+            throw UsageError(
+                fmt::format("{} {}: not a directory (expected a folder of run directories)", flag, r.string()));
         roots_.push_back(c);
     }
     snapshot_ = scan();
@@ -67,7 +68,8 @@ std::shared_ptr<const RunsIndex::Snapshot> RunsIndex::scan() const {
     size_t entries = 0;
     for (size_t r = 0; r < roots_.size(); ++r) {
         std::error_code ec;
-        for (auto it = fs::directory_iterator(roots_[r], ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+        for (auto it = fs::directory_iterator(roots_[r], ec); !ec && it != fs::directory_iterator();
+             it.increment(ec)) {
             if (++entries > kMaxEntriesPerScan || snap->runs.size() >= kMaxRuns) {
                 snap->truncated = true;
                 break;

@@ -27,7 +27,8 @@ Capacity parse_capacity(const std::string& text) {
         } catch (const std::exception&) {
         }
         if (n < 0)
-            throw UsageError(fmt::format("--capacity: '{}' is not key=count with a count >= 0 (e.g. cpus=2,gpus=0)", part));
+            throw UsageError(
+                fmt::format("--capacity: '{}' is not key=count with a count >= 0 (e.g. cpus=2,gpus=0)", part));
         if (k == "cpus")
             c.cpus = n;
         else if (k == "gpus")

@@ -2,8 +2,8 @@
 // (--quotas-file, JSON: {"team=nlp": {"max_running": 2, "max_cpus": 4, "max_gpus": 0, "budget_usd": 50,
 // "max_disk_mb": 20480}}) and per-submitter quotas beside them in the same file ({"submitter:bob":
 // {"max_queued": 50, "max_running": 2, "max_disk_mb": 10240}}, "submitter:*" for every submitter without
-// its own entry; by default 1,000 waiting jobs each and no limit on running ones or their disk). A job is admitted whole (all ranks' CPU slots and
-// GPUs) or not at all.
+// its own entry; by default 1,000 waiting jobs each and no limit on running ones or their disk). A job is admitted
+// whole (all ranks' CPU slots and GPUs) or not at all.
 #pragma once
 
 #include <cstdint>

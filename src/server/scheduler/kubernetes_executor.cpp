@@ -97,10 +97,11 @@ std::string KubernetesExecutor::object_name(const std::string& job_name, int64_t
 
 void KubernetesExecutor::validate(const JobSpec& spec) const {
     if (spec.gpus_per_node > 0 && spec.nproc_per_node != spec.gpus_per_node)
-        throw ApiError(400, "invalid_field",
-                       fmt::format("nproc_per_node ({}) must equal gpus_per_node ({}) on Kubernetes: one process per GPU",
-                                   spec.nproc_per_node, spec.gpus_per_node),
-                       "nproc_per_node");
+        throw ApiError(
+            400, "invalid_field",
+            fmt::format("nproc_per_node ({}) must equal gpus_per_node ({}) on Kubernetes: one process per GPU",
+                        spec.nproc_per_node, spec.gpus_per_node),
+            "nproc_per_node");
 }
 
 std::vector<fs::path> KubernetesExecutor::job_read_mounts() const {
@@ -114,7 +115,8 @@ fs::path KubernetesExecutor::job_write_root(const AttemptRequest& req) const {
     return fs::path(k8s::kOutDir) / object_name(req.spec.name, req.job_id, req.spec.nodes);
 }
 
-std::string KubernetesExecutor::start(const AttemptRequest& req, const std::function<void(const std::string&)>& record) {
+std::string KubernetesExecutor::start(const AttemptRequest& req,
+                                      const std::function<void(const std::string&)>& record) {
     k8s::JobSpec s;
     s.kind = kind_;
     s.name = object_name(req.spec.name, req.job_id, req.spec.nodes);
@@ -167,7 +169,8 @@ AttemptStatus KubernetesExecutor::poll(const std::string& handle) {
     const auto r = k.run({"get", k8s::workload_resource(kind), h.name, "-o", "json"});
     if (r.exit_code != 0) {
         if (r.err.find("NotFound") != std::string::npos)
-            return {AttemptStatus::kLost, 0, fmt::format("{} {} is gone (deleted)", k8s::workload_resource(kind), h.name)};
+            return {AttemptStatus::kLost, 0,
+                    fmt::format("{} {} is gone (deleted)", k8s::workload_resource(kind), h.name)};
         // The API server unreachable is not the job's end: report it and ask again next tick.
         return {AttemptStatus::kRunning, 0, "kubectl: " + r.err};
     }
@@ -215,7 +218,8 @@ std::vector<RankLog> KubernetesExecutor::rank_logs(const fs::path& job_dir, cons
     try {
         id = std::stoll(job_dir.filename().string());
     } catch (const std::exception&) {
-        throw InputError(fmt::format("kubernetes executor: job directory '{}' does not end in a job id", job_dir.string()));
+        throw InputError(
+            fmt::format("kubernetes executor: job directory '{}' does not end in a job id", job_dir.string()));
     }
     const std::string name = object_name(spec.name, id, spec.nodes);
     k8s::Kubectl k(o_.namespace_, o_.context);

@@ -156,7 +156,8 @@ std::string LocalExecutor::start(const AttemptRequest& req, const std::function<
     // side never oversubscribe the cores; the launcher and the trainer (run.threads 0) take it from here.
     std::erase_if(env, [](const std::string& e) { return e.rfind("OMP_NUM_THREADS=", 0) == 0; });
     env.push_back("OMP_NUM_THREADS=1");
-    if (std::find(job_env_.begin(), job_env_.end(), "HOME") == job_env_.end()) env.push_back("HOME=" + req.job_dir.string());
+    if (std::find(job_env_.begin(), job_env_.end(), "HOME") == job_env_.end())
+        env.push_back("HOME=" + req.job_dir.string());
     std::vector<char*> envp;
     for (auto& e : env) envp.push_back(e.data());
     envp.push_back(nullptr);

@@ -176,8 +176,9 @@ void Scheduler::note_estimate_ratio(JobRecord j, JobState to) {
     j.finished_at = unix_now();
     const auto ratio = actual_to_estimate(j);
     if (!ratio) return;
-    const std::string what = fmt::format("took {:.2f}x its estimated duration ({:.0f} s estimated, {:.0f} s actual)",
-                                         *ratio, (j.finished_at - j.started_at) / *ratio, j.finished_at - j.started_at);
+    const std::string what =
+        fmt::format("took {:.2f}x its estimated duration ({:.0f} s estimated, {:.0f} s actual)", *ratio,
+                    (j.finished_at - j.started_at) / *ratio, j.finished_at - j.started_at);
     store_.note(j.id, what);
     log_job_note(j.id, what);
 }
@@ -282,7 +283,8 @@ void Scheduler::start_attempt(const JobRecord& j) {
     log_job_started(j.id, attempt);
     try {
         make_dirs(dir);
-        AttemptRequest req{j.id, attempt, dir, dir / "config.yaml", j.spec, dir / "runs" / fmt::format("job-{}", j.id)};
+        AttemptRequest req{
+            j.id, attempt, dir, dir / "config.yaml", j.spec, dir / "runs" / fmt::format("job-{}", j.id)};
         if (j.spec.is_command()) {
             // A program of the submitter's: no config to check or place; its outputs go to the run
             // directory, which the artifacts and metrics routes read (server/jobs/command_job.h).
@@ -301,8 +303,9 @@ void Scheduler::start_attempt(const JobRecord& j) {
         auto cfg = config::load_config_string(j.config_yaml, fmt::format("job {} config", j.id), sets);
         write_file_atomic(req.config_path, config::to_yaml_written(cfg));  // written keys only (hf_config.h)
         if (j.spec.resume_from > 0)
-            seed_resumed_run(job_dir(opts_.data_dir, j.spec.resume_from) / "runs" / fmt::format("job-{}", j.spec.resume_from),
-                             dir / "runs" / fmt::format("job-{}", j.id));
+            seed_resumed_run(
+                job_dir(opts_.data_dir, j.spec.resume_from) / "runs" / fmt::format("job-{}", j.spec.resume_from),
+                dir / "runs" / fmt::format("job-{}", j.id));
         exec_.start(req, [&](const std::string& handle) { store_.set_handle(j.id, handle); });
     } catch (const std::exception& e) {
         JobUpdate f;
