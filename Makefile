@@ -12,7 +12,8 @@ WERROR := $(if $(CI),ON,OFF)
 PRESET_BUILD := build/release/build.ninja
 PRESET_CACHE := build/release/CMakeCache.txt
 
-.PHONY: install setup build configure run test test-slow test-full test-asan fuzz data clean lint dup-check bench image test-image test-fresh
+.PHONY: install setup build configure run test test-slow test-full test-asan fuzz data clean lint dup-check bench \
+  image test-image test-fresh
 
 setup:
 	@bash scripts/setup.sh
@@ -24,7 +25,8 @@ configure:
 	cmake --preset release -DLLMTRAIN_WERROR=$(WERROR)
 
 build: $(PRESET_BUILD)
-	@if [ "$$(grep -c '^LLMTRAIN_WERROR:BOOL=$(WERROR)$$' $(PRESET_CACHE))" = 0 ]; then cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null; fi
+	@if [ "$$(grep -c '^LLMTRAIN_WERROR:BOOL=$(WERROR)$$' $(PRESET_CACHE))" = 0 ]; then \
+	  cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null; fi
 	cmake --build --preset release -j $(JOBS)
 	@ln -sf build/release/compile_commands.json compile_commands.json
 
@@ -32,10 +34,12 @@ build: $(PRESET_BUILD)
 # $(PREFIX)/share/llmtrain (cmake/Install.cmake); DESTDIR=/staging puts it under /staging$(PREFIX).
 PREFIX ?= /usr/local
 install: $(PRESET_BUILD)
-	@if [ "$$(grep -c '^LLMTRAIN_WERROR:BOOL=$(WERROR)$$' $(PRESET_CACHE))" = 0 ]; then cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null; fi
+	@if [ "$$(grep -c '^LLMTRAIN_WERROR:BOOL=$(WERROR)$$' $(PRESET_CACHE))" = 0 ]; then \
+	  cmake --preset release -DLLMTRAIN_WERROR=$(WERROR) >/dev/null; fi
 	cmake --build --preset release -j $(JOBS) --target llmtrain
 	DESTDIR=$(DESTDIR) cmake --install build/release --prefix $(PREFIX)
-	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; *) [ -n "$(DESTDIR)" ] || echo "note: $(PREFIX)/bin is not on PATH: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac
+	@case ":$$PATH:" in *":$(PREFIX)/bin:"*) ;; \
+	  *) [ -n "$(DESTDIR)" ] || echo "note: $(PREFIX)/bin is not on PATH: export PATH=\"$(PREFIX)/bin:\$$PATH\"";; esac
 
 # The main job: set up, build, prepare the default corpus, then the default preset.
 run: setup build
@@ -71,7 +75,8 @@ test-image: build image
 test-asan: setup
 	cmake --preset asan >/dev/null
 	cmake --build --preset asan -j $(JOBS)
-	cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --label-exclude 'gpu|reference|image' -j $(JOBS) --timeout 1800
+	cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure --label-exclude 'gpu|reference|image' \
+	  -j $(JOBS) --timeout 1800
 
 # Every fuzz target FUZZ_SECONDS (default 10 minutes) in turn; FUZZ_TARGETS="a_fuzz b_fuzz" picks some.
 FUZZ_SECONDS ?= 600

@@ -50,14 +50,16 @@ def main():
     measured = a.images_per_s if a.images_per_s is not None else a.tokens_per_s
     if not measured > 0:
         sys.exit(f"record_throughput: the rate must be > 0, got {measured}")
-    est = json.loads(subprocess.run([a.bin, "estimate", "--config", a.config, "--json", "--throughput-file", "/dev/null"],
+    est = json.loads(subprocess.run([a.bin, "estimate", "--config", a.config, "--json",
+                                     "--throughput-file", "/dev/null"],
                                     check=True, capture_output=True, text=True).stdout)
     cfg = json.loads(subprocess.run([a.bin, "print-config", "--config", a.config, "--json"], check=True,
                                     capture_output=True, text=True).stdout)
     m, t = cfg["model"], cfg["trainer"]
     classifier = m.get("arch") in ("mlp", "cnn")
     if classifier != (a.images_per_s is not None):
-        sys.exit(f"record_throughput: {a.config} is {'an image classifier: pass --images-per-s' if classifier else 'a language model: pass --tokens-per-s'}")
+        what = "an image classifier: pass --images-per-s" if classifier else "a language model: pass --tokens-per-s"
+        sys.exit(f"record_throughput: {a.config} is {what}")
     card = a.card or (cpu_card() if a.device == "cpu" else "")
     if not card:
         sys.exit("record_throughput: --card is required for cuda rows (the GPU's name)")

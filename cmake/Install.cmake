@@ -8,15 +8,18 @@ install(TARGETS llmtrain RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The tokenizer is fetched by scripts/setup.d/10-tokenizer.sh, not committed: say so when it is missing.
 install(CODE "
   if(NOT EXISTS \"${PROJECT_SOURCE_DIR}/data/tokenizers/gpt2.tiktoken\")
-    message(FATAL_ERROR \"data/tokenizers/gpt2.tiktoken is missing: run scripts/setup.sh (setup.d/10-tokenizer.sh) first\")
+    message(FATAL_ERROR \"data/tokenizers/gpt2.tiktoken is missing: \"
+      \"run scripts/setup.sh (setup.d/10-tokenizer.sh) first\")
   endif()
 ")
-install(FILES ${PROJECT_SOURCE_DIR}/data/tokenizers/gpt2.tiktoken DESTINATION ${CMAKE_INSTALL_DATADIR}/llmtrain/tokenizers)
+install(FILES ${PROJECT_SOURCE_DIR}/data/tokenizers/gpt2.tiktoken
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/llmtrain/tokenizers)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/configs/ DESTINATION ${CMAKE_INSTALL_DATADIR}/llmtrain/configs)
 # web/dist is built by scripts/setup.d/50-web.sh (npm), possibly after configuring: checked at install time.
 install(CODE "
   if(EXISTS \"${PROJECT_SOURCE_DIR}/web/dist/index.html\")
-    file(INSTALL \"${PROJECT_SOURCE_DIR}/web/dist/\" DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/llmtrain/web\")
+    file(INSTALL \"${PROJECT_SOURCE_DIR}/web/dist/\"
+         DESTINATION \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/llmtrain/web\")
   else()
     message(STATUS \"web/dist is not built (scripts/setup.sh builds it): serve will answer 503 at / until --web-dir\")
   endif()

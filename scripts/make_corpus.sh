@@ -13,7 +13,8 @@ out="${1:-data/corpus}"
 fortune_dir=/usr/share/games/fortunes
 
 if ! command -v bible >/dev/null 2>&1 || [ ! -r /usr/lib/bible.data ]; then
-  echo "make_corpus.sh: the 'bible' program (Debian packages bible-kjv, bible-kjv-text) is missing; run 'make setup'" >&2
+  echo "make_corpus.sh: the 'bible' program (Debian packages bible-kjv, bible-kjv-text) is missing;" \
+    "run 'make setup'" >&2
   exit 1
 fi
 if ! dpkg-query -W -f='${Status}' fortunes fortunes-min 2>/dev/null | grep -q "install ok installed"; then
@@ -31,7 +32,9 @@ trap 'rm -rf "$tmp"' EXIT
 # A change of book prefix starts a new file; a change of chapter within a book writes a '%' line.
 bible -f Gen1:1-Rev22:21 </dev/null | LC_ALL=C awk -v dir="$tmp/bible" '
   {
-    if (!match($0, /^[1-3]?[A-Za-z]+[0-9]+:/)) { print "make_corpus.sh: unexpected verse line: " $0 > "/dev/stderr"; exit 1 }
+    if (!match($0, /^[1-3]?[A-Za-z]+[0-9]+:/)) {
+      print "make_corpus.sh: unexpected verse line: " $0 > "/dev/stderr"; exit 1
+    }
     ref = substr($0, 1, RLENGTH - 1)
     match(ref, /^[1-3]?[A-Za-z]+/)
     book = substr(ref, 1, RLENGTH); chapter = substr(ref, RLENGTH + 1)

@@ -12,12 +12,14 @@ RUN_ID=${RUN_ID:-gpt2-tiny-$(date -u +%Y%m%dT%H%M%SZ)}
 make --no-print-directory data
 "$BIN" version
 "$BIN" validate --config "$PRESET"
-"$BIN" train --config "$PRESET" --set output.run_id="$RUN_ID" ${MAX_STEPS:+--set trainer.max_steps=$MAX_STEPS --set trainer.warmup_steps=$((MAX_STEPS / 10))} \
+"$BIN" train --config "$PRESET" --set output.run_id="$RUN_ID" \
+  ${MAX_STEPS:+--set trainer.max_steps=$MAX_STEPS --set trainer.warmup_steps=$((MAX_STEPS / 10))} \
   --resume auto
 echo
 echo "== summary (runs/$RUN_ID/summary.json)"
 cat "runs/$RUN_ID/summary.json"
 echo
 echo "== sample (llmtrain generate --checkpoint runs/$RUN_ID --prompt 'And God said')"
-"$BIN" generate --checkpoint "runs/$RUN_ID" --prompt "And God said" --max-new-tokens 60 --temperature 0.8 --top-k 40 --seed 1337 --set run.threads=1
+"$BIN" generate --checkpoint "runs/$RUN_ID" --prompt "And God said" --max-new-tokens 60 --temperature 0.8 --top-k 40 \
+  --seed 1337 --set run.threads=1
 echo

@@ -5,7 +5,8 @@
 #
 # The root is made by debootstrap (minbase, plus `make`: the README's commands need it to start) with
 # the host's apt sources, so setup.sh reaches the same archive. A clean `git archive` of HEAD (or of
-# FRESH_REV) goes to /root/llmtrain, and ../shared (the reference data the tests read) beside it read-only, as CI has it.
+# FRESH_REV) goes to /root/llmtrain, and ../shared (the reference data the tests read) beside it read-only, as
+# CI has it.
 # The commands run as root under chroot inside new mount and PID namespaces, with the root itself, /proc,
 # /sys, /dev, /dev/shm and /run mounted (the netns and Chromium tests need them) and the machine's CUDA
 # toolkit bind-mounted read-only at /usr/local/cuda (it is not a Debian package; the build compiles the
@@ -32,7 +33,8 @@ die() { echo "test-fresh: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (debootstrap, chroot, mounts); run it as root or with sudo"
 command -v debootstrap >/dev/null || die "debootstrap is missing; run scripts/setup.sh"
 command -v unshare >/dev/null || die "unshare (util-linux) is missing"
-git rev-parse --verify -q "$REV^{commit}" >/dev/null || die "not a git checkout or no commit $REV (it tests a git archive)"
+git rev-parse --verify -q "$REV^{commit}" >/dev/null ||
+  die "not a git checkout or no commit $REV (it tests a git archive)"
 if [ "$REV" = HEAD ] && [ -n "$(git status --porcelain --untracked-files=no)" ]; then
   echo "test-fresh: note: uncommitted changes are not tested (it copies a git archive of HEAD)" >&2
 fi
@@ -155,5 +157,6 @@ set +e
 unshare --mount --pid --uts --fork --propagation private /bin/bash -c "$inner" 2>&1 | tee "$CACHE/last.log"
 rc=${PIPESTATUS[0]}
 set -e
-echo "== test-fresh: both commands $([ "$rc" = 0 ] && echo ok || echo FAILED, exit $rc) in $(elapsed "$t1"); with debootstrap $(elapsed "$t0") (log: $CACHE/last.log)"
+echo "== test-fresh: both commands $([ "$rc" = 0 ] && echo ok || echo FAILED, exit $rc) in $(elapsed "$t1");" \
+  "with debootstrap $(elapsed "$t0") (log: $CACHE/last.log)"
 exit "$rc"

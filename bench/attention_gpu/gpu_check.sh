@@ -8,7 +8,8 @@ set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p /tmp/g /tmp/fa_json "$out"
 tar xzf build/attn-carry.tgz -C /tmp/g
-lt=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets /opt /usr/lib -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+lt=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets /opt /usr/lib -name 'libcublasLt.so.13*' 2>/dev/null |
+  head -1)
 export LD_LIBRARY_PATH=/tmp/g/lib:$(dirname "${lt:-/usr/local/cuda/lib64/x}")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,power.draw --format=csv,noheader
 # Test tokens FWD.BWD.GROUP: every tile variant, and head groups that do and do not divide B*NH.
@@ -24,7 +25,8 @@ for v in ${TEST_VARIANTS:-d 0.0.1 1.1.5 2.2.2 3.3.3}; do
 done
 grep -E 'flash-attn\] (seed|T=1024 +hs=64 +(out|dq|lse))' "$out/fa_test.log" | head -12
 if [ "${SANITIZE:-1}" = 1 ]; then
-  small='FlashAttention.RaggedHs64:FlashAttention.RaggedHs128:FlashAttention.SingleTokenHs64:FlashAttention.RaggedShortHs64'
+  small='FlashAttention.RaggedHs64:FlashAttention.RaggedHs128'
+  small+=':FlashAttention.SingleTokenHs64:FlashAttention.RaggedShortHs64'
   small+=':FlashAttention.PackedHs128:FlashAttention.PackedSingleTokens'  # packed examples (positions)
   for v in 0 1; do
     LLMT_FLASH_FWD_VARIANT=$v LLMT_FLASH_BWD_VARIANT=$v timeout 90 compute-sanitizer --tool memcheck \
@@ -39,6 +41,7 @@ if [ "${SANITIZE:-1}" = 1 ]; then
 fi
 IFS=';' read -ra shapes <<< "${SHAPES:-16 1024 12 64;32 1024 12 64;8 1024 6 128}"  # "B T NH hs;..."
 for shape in "${shapes[@]}"; do
-  VARIANTS="${VARIANTS:-d -.-.1 -.-.8 -.-.4096 1.-.-}" JSON_DIR=/tmp/fa_json BIN=/tmp/g/bin/attention_gpu_bench bash bench/attention_gpu/run.sh $shape 2>&1 |
+  VARIANTS="${VARIANTS:-d -.-.1 -.-.8 -.-.4096 1.-.-}" JSON_DIR=/tmp/fa_json BIN=/tmp/g/bin/attention_gpu_bench \
+    bash bench/attention_gpu/run.sh $shape 2>&1 |
     tee -a "$out/fa_bench.log" | grep -v '^ours (llmt'
 done

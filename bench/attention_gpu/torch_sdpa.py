@@ -81,7 +81,8 @@ def main():
         bb = min(r[2] for r in torch_rows)
         for o in ours:
             print(f"ours-{o.get('variant', '')} / best torch time: fwd {o['fwd_ms'] / bf:.2f}x  "
-                  f"bwd {o['bwd_ms'] / bb:.2f}x  fwd+bwd {(o['fwd_ms'] + o['bwd_ms']) / (bf + bb):.2f}x  (target <= 1.5x)")
+                  f"bwd {o['bwd_ms'] / bb:.2f}x  fwd+bwd {(o['fwd_ms'] + o['bwd_ms']) / (bf + bb):.2f}x  "
+                  f"(target <= 1.5x)")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 ours() {  # preset precision -> "train_ips infer_ips"
-  "$BIN" train --config "configs/presets/fashion_mnist_$1.yaml" --set trainer.epochs=0 --set "trainer.max_steps=$STEPS" \
+  "$BIN" train --config "configs/presets/fashion_mnist_$1.yaml" --set trainer.epochs=0 \
+    --set "trainer.max_steps=$STEPS" \
     --set trainer.warmup_steps=5 --set trainer.eval_every_steps=0 --set trainer.save_every_steps=0 \
     --set trainer.log_every_steps=1 --set run.device=cpu --set "run.threads=$THREADS" --set "trainer.precision=$2" \
     --set "output.root_dir=$work/runs" --set "output.run_id=$1-$2" >/dev/null 2>"$work/$1-$2.log"
@@ -34,15 +35,22 @@ PY
 
 torch_run() {  # arch [--autocast] -> "train_ips infer_ips"
   local targs
-  if [ "$1" = cnn ]; then targs=(--arch cnn --conv 32,64 --hidden 128 --dropout 0.25); else targs=(--arch mlp --conv "" --hidden 256,128 --dropout 0.1); fi
-  /usr/bin/python3 bench/classifier_cpu/torch_classifier.py "${targs[@]}" --batch 128 --threads "$THREADS" --steps "$STEPS" "${@:2}" |
-    /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.0f %.0f" % (j["train_images_per_sec"], j["infer_images_per_sec"]))'
+  if [ "$1" = cnn ]; then
+    targs=(--arch cnn --conv 32,64 --hidden 128 --dropout 0.25)
+  else
+    targs=(--arch mlp --conv "" --hidden 256,128 --dropout 0.1)
+  fi
+  /usr/bin/python3 bench/classifier_cpu/torch_classifier.py "${targs[@]}" --batch 128 --threads "$THREADS" \
+    --steps "$STEPS" "${@:2}" |
+    /usr/bin/python3 -c 'import json,sys; j=json.load(sys.stdin); print("%.0f %.0f" % (j["train_images_per_sec"],
+      j["infer_images_per_sec"]))'
 }
 
 ratio() { /usr/bin/python3 -c "print(f'{$1 / max($2, $3):.2f}x')"; }
 
 echo "cpu: $(cd bench/train_cpu && /usr/bin/python3 -c 'from compare import cpu_line; print(cpu_line())')"
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); threads $THREADS; batch 128; $STEPS steps; $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); threads $THREADS; batch 128; $STEPS steps;" \
+  "$(date -u '+%Y-%m-%d %H:%M UTC')"
 printf "%-4s %-5s %12s %12s %12s %7s | %12s %12s %12s %7s\n" model ours "ours train/s" "torch fp32" "torch bf16" ratio \
   "ours infer/s" "torch fp32" "torch bf16" ratio
 for arch in cnn mlp; do
@@ -50,8 +58,8 @@ for arch in cnn mlp; do
   read -r tb tbi < <(torch_run $arch --autocast)
   for prec in fp32 bf16; do
     read -r ot oi < <(ours $arch $prec)
-    printf "%-4s %-5s %12s %12s %12s %7s | %12s %12s %12s %7s\n" $arch $prec "$ot" "$tf" "$tb" "$(ratio "$ot" "$tf" "$tb")" \
-      "$oi" "$tfi" "$tbi" "$(ratio "$oi" "$tfi" "$tbi")"
+    printf "%-4s %-5s %12s %12s %12s %7s | %12s %12s %12s %7s\n" $arch $prec "$ot" "$tf" "$tb" \
+      "$(ratio "$ot" "$tf" "$tb")" "$oi" "$tfi" "$tbi" "$(ratio "$oi" "$tfi" "$tbi")"
   done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -94,7 +94,8 @@ def main():
         infer_ips, infer_cpu = n / statistics.median(walls), n / statistics.median(cpus)
     # Per CPU-second (process CPU time, all threads): the steadier figure on a shared machine.
     print(json.dumps({"train_images_per_sec": train_ips, "infer_images_per_sec": infer_ips,
-                      "train_images_per_cpu_sec": a.batch * a.steps / cpu, "infer_images_per_cpu_sec": infer_cpu, "torch": torch.__version__,
+                      "train_images_per_cpu_sec": a.batch * a.steps / cpu, "infer_images_per_cpu_sec": infer_cpu,
+                      "torch": torch.__version__,
                       "device": a.device, "compile": a.compile, "autocast": a.autocast}))
 
 

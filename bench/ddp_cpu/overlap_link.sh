@@ -25,6 +25,8 @@ mkdir -p "$work/v50257" "$work/v4096"
 # run NAME N_LAYER D_MODEL N_HEAD OVERLAP VOCAB -> "median tok/s median ms"
 run() {
   local cfg="$work/$1.yaml"
+  local launch="$BIN launch --nnodes 2 --node-rank \$NETNS_HOST_INDEX --nproc-per-node 1 --master-addr host-0"
+  launch+=" --master-port 29511 -- train --config $cfg"
   cat >"$cfg" <<YAML
 run: {name: bench, seed: 1, device: cpu, threads: 1}
 model: {n_layer: $2, n_head: $4, d_model: $3, block_size: 256, vocab_size: $6}
@@ -35,7 +37,7 @@ data: {train_shards: $work/v$6/train_*.bin}
 output: {root_dir: $work/runs, run_id: $1}
 YAML
   bash tests/support/netns_hosts.sh -n 2 -r "$RATE" -t 600 -- \
-    "$BIN launch --nnodes 2 --node-rank \$NETNS_HOST_INDEX --nproc-per-node 1 --master-addr host-0 --master-port 29511 -- train --config $cfg" \
+    "$launch" \
     >"$work/$1.log" 2>&1 || { tail -20 "$work/$1.log" >&2; exit 1; }
   /usr/bin/python3 - "$work/runs/$1/metrics.jsonl" <<'PY'
 import json, statistics, sys
@@ -44,7 +46,8 @@ print(f"{statistics.median(r['tokens_per_sec'] for r in rows):.0f} {statistics.m
 PY
 }
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg); link: $RATE"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
+  "load: $(cut -d' ' -f1-3 /proc/loadavg); link: $RATE"
 printf '%-6s %-14s %10s %10s\n' config all-reduce "tok/s" "ms/step"
 for c in "tiny 4 256 4 50257" "layers 8 512 8 4096"; do
   set -- $c

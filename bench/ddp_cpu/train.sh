@@ -40,7 +40,8 @@ print(f"{statistics.median(r['tokens_per_sec'] for r in rows):.0f} {statistics.m
 PY
 }
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
+  "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-6s %-28s %10s %10s\n' config setup "tok/s" "ms/step"
 for c in "tiny 4 256 4" "small 6 384 6"; do
   set -- $c
@@ -61,5 +62,7 @@ for c in "tiny 4 256 4" "small 6 384 6"; do
   printf '%-6s %-28s %10s %10s\n' "$1" "1 process x 2 threads" "$t1" "$m1"
   printf '%-6s %-28s %10s %10s\n' "$1" "2 processes x 1 thread" "$t2" "$m2"
   printf '%-6s %-28s %10s %10s\n' "$1" "2 x 1, overlap off" "$t3" "$m3"
-  echo "$1: 2x1 / (2 x 1x1) = $(/usr/bin/python3 -c "print(f'{$t2/(2*$t0):.2f}')") (scaling efficiency); 2x1 / 1x2 = $(/usr/bin/python3 -c "print(f'{$t2/$t1:.2f}')"); overlap on vs off: $(/usr/bin/python3 -c "print(f'{$m3/$m2:.2f}')")x faster step"
+  echo "$1: 2x1 / (2 x 1x1) = $(/usr/bin/python3 -c "print(f'{$t2/(2*$t0):.2f}')") (scaling efficiency);" \
+    "2x1 / 1x2 = $(/usr/bin/python3 -c "print(f'{$t2/$t1:.2f}')");" \
+    "overlap on vs off: $(/usr/bin/python3 -c "print(f'{$m3/$m2:.2f}')")x faster step"
 done

@@ -5,7 +5,8 @@
 import { readdirSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 // ES modules resolve packages from the importing file's folder, so the writer is imported by path.
-const { parquetWriteBuffer } = await import(new URL('../../tests/data/hf_writer/node_modules/hyparquet-writer/src/index.js', import.meta.url))
+const writerUrl = new URL('../../tests/data/hf_writer/node_modules/hyparquet-writer/src/index.js', import.meta.url)
+const { parquetWriteBuffer } = await import(writerUrl)
 
 const [out, mb] = [process.argv[2], Number(process.argv[3] || 50)]
 const dir = '/usr/share/games/fortunes'

@@ -16,11 +16,14 @@ du -b "$work/in/docs.jsonl" | awk '{printf "jsonl: %.1f MB\n", $1/1e6}'
 du -bc "$work"/in/hf/data/*.parquet | tail -1 | awk '{printf "parquet: %.1f MB (snappy)\n", $1/1e6}'
 tok=data/tokenizers/gpt2.tiktoken
 prep() {  # format input out
-  "$BUILD/llmtrain" data prepare --format "$1" --input "$2" --out "$3" --tokenizer "$tok" --threads "$THREADS" --quiet >/dev/null
+  "$BUILD/llmtrain" data prepare --format "$1" --input "$2" --out "$3" --tokenizer "$tok" --threads "$THREADS" \
+    --quiet >/dev/null
 }
 prep jsonl "$work/in/docs.jsonl" "$work/j"
 prep hf "$work/in/hf" "$work/p"
-for f in "$work"/j/*.bin; do cmp -s "$f" "$work/p/$(basename "$f")" || { echo "shards differ: $(basename "$f")" >&2; exit 1; }; done
+for f in "$work"/j/*.bin; do
+  cmp -s "$f" "$work/p/$(basename "$f")" || { echo "shards differ: $(basename "$f")" >&2; exit 1; }
+done
 echo "shards identical: $(ls "$work"/j/*.bin | wc -l) files"
 declare -a tj tp
 for i in $(seq "$RUNS"); do
@@ -31,4 +34,5 @@ median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1
 mj=$(median "${tj[@]}"); mp=$(median "${tp[@]}")
 echo "jsonl runs: ${tj[*]}"
 echo "parquet runs: ${tp[*]}"
-printf 'median: jsonl %.2f s, parquet %.2f s, parquet/jsonl %.3f (threads %s, %s)\n' "$mj" "$mp" "$(echo "$mp / $mj" | bc -l)" "$THREADS" "$(nproc) cores"
+printf 'median: jsonl %.2f s, parquet %.2f s, parquet/jsonl %.3f (threads %s, %s)\n' "$mj" "$mp" \
+  "$(echo "$mp / $mj" | bc -l)" "$THREADS" "$(nproc) cores"

@@ -13,7 +13,8 @@ def losses(path):
 fused, whole = losses(sys.argv[1]), losses(sys.argv[2])
 steps = sorted(set(fused) & set(whole))
 worst = max(steps, key=lambda s: abs(fused[s] - whole[s]) / whole[s])
-print(f"logged steps compared: {len(steps)} (fused {len(fused)}, unfused {len(whole)}), first {steps[0]}, last {steps[-1]}")
+print(f"logged steps compared: {len(steps)} (fused {len(fused)}, unfused {len(whole)}), "
+      f"first {steps[0]}, last {steps[-1]}")
 for s in steps[:3] + steps[-3:]:
     print(f"  step {s}: fused {fused[s]:.4f} unfused {whole[s]:.4f} rel {abs(fused[s] - whole[s]) / whole[s]:.2e}")
 rel = abs(fused[worst] - whole[worst]) / whole[worst]

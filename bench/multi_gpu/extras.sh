@@ -20,7 +20,8 @@ mkdir -p /tmp/mg && tar xzf "${CARRY:-build/multi-gpu-carry.tgz}" -C /tmp/mg
 BIN=/tmp/mg/bin/llmtrain
 export LD_LIBRARY_PATH=/tmp/mg/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for name in 'libcublasLt.so.13*' 'libnccl.so.2*'; do
-  lib=$(find /usr/local/cuda*/targets /usr/local/cuda*/lib64 /usr/lib/x86_64-linux-gnu -name "$name" 2>/dev/null | head -1)
+  lib=$(find /usr/local/cuda*/targets /usr/local/cuda*/lib64 /usr/lib/x86_64-linux-gnu -name "$name" 2>/dev/null |
+    head -1)
   [ -n "$lib" ] && export LD_LIBRARY_PATH=$(dirname "$lib"):$LD_LIBRARY_PATH
 done
 NGPU=$(nvidia-smi -L | grep -c '^GPU')
@@ -60,14 +61,17 @@ for v in "m350-n1 1 0" "m350-n$NGPU $NGPU 0" "m350-n$NGPU-zero1 $NGPU 1"; do
   cfg=$(config "$1" 24 1024 16 8 25 "$3" 0)
   nvidia-smi --query-gpu=index,memory.used --format=csv,noheader,nounits -lms 200 >"$out/$1.mem" 2>/dev/null &
   smi=$!
-  timeout -k 10 120 "$BIN" launch --standalone --nproc-per-node "$2" -- train --config "$cfg" >"$out/$1.out" 2>"$out/$1.log"
+  timeout -k 10 120 "$BIN" launch --standalone --nproc-per-node "$2" -- train --config "$cfg" \
+    >"$out/$1.out" 2>"$out/$1.log"
   rc=$?
   kill $smi 2>/dev/null; wait $smi 2>/dev/null
   [ $rc = 0 ] || { say "$1: rc=$rc"; tail -5 "$out/$1.log" | tee -a "$summary"; continue; }
   read -r t last < <(tps "$1")
-  peak=$(awk -F', ' -v n="$2" '$1 < n && $2 > m[$1] {m[$1] = $2} END {s = ""; for (i = 0; i < n; i++) s = s (i ? "/" : "") m[i]; print s}' "$out/$1.mem")
+  peak=$(awk -F', ' -v n="$2" '$1 < n && $2 > m[$1] {m[$1] = $2}
+    END {s = ""; for (i = 0; i < n; i++) s = s (i ? "/" : "") m[i]; print s}' "$out/$1.mem")
   mfu=$(python3 -c "print(f'{$FPT * $t / ($2 * 989e12) * 100:.1f}%')")
-  printf '%-14s %5s %12s %10.0f %8s %16s\n' "$1" "$2" "$t" "$(python3 -c "print($t / $2)")" "$mfu" "$peak" | tee -a "$summary"
+  printf '%-14s %5s %12s %10.0f %8s %16s\n' "$1" "$2" "$t" "$(python3 -c "print($t / $2)")" "$mfu" "$peak" |
+    tee -a "$summary"
   rm -rf "${runs:?}/$1/checkpoints"
 done
 
@@ -77,7 +81,8 @@ fault() {  # NAME KILL(0/1) -> wall seconds
   cfg=$(config "$1" 12 768 12 16 80 0 20)
   rm -rf "${runs:?}/$1"
   t0=$(date +%s.%N)
-  "$BIN" launch --standalone --nproc-per-node "$NGPU" --max-restarts 1 -- train --config "$cfg" >"$out/$1.out" 2>"$out/$1.log" &
+  "$BIN" launch --standalone --nproc-per-node "$NGPU" --max-restarts 1 -- train --config "$cfg" \
+    >"$out/$1.out" 2>"$out/$1.log" &
   local launcher=$!
   if [ "$2" = 1 ]; then
     for _ in $(seq 600); do
@@ -85,13 +90,15 @@ fault() {  # NAME KILL(0/1) -> wall seconds
       sleep 0.1
     done
     victim=$(pgrep -P "$launcher" | sed -n 2p)
-    say "fault: killing worker pid $victim (2nd child of the launcher) after step $(grep -c '"loss"' "$runs/$1/metrics.jsonl")"
+    say "fault: killing worker pid $victim (2nd child of the launcher)" \
+      "after step $(grep -c '"loss"' "$runs/$1/metrics.jsonl")"
     kill -9 "$victim"
   fi
   wait $launcher
   local rc=$?
   python3 -c "import time; print(f'{time.time() - $t0:.1f}')" >"$out/$1.wall"
-  say "$1: launcher rc=$rc, wall $(cat "$out/$1.wall") s, final step $(python3 -c "import json; print(json.load(open('$runs/$1/summary.json')).get('steps'))" 2>/dev/null)"
+  say "$1: launcher rc=$rc, wall $(cat "$out/$1.wall") s," \
+    "final step $(python3 -c "import json; print(json.load(open('$runs/$1/summary.json')).get('steps'))" 2>/dev/null)"
 }
 fault clean 0
 fault killed 1

@@ -20,4 +20,5 @@ for _ in $(seq 100); do [ -s "$tmp/port" ] && break; sleep 0.1; done
 port=$(cut -d: -f2 < "$tmp/port")
 echo "cpu: $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed "s/^ *//"), $(nproc) cores"
 echo "load: $(uptime)"
-"$build/bench/server_load/server_load" --port "$port" --token "$token" --n "$n" --clients "$clients" --gets "$gets" --db "$tmp/data/jobs.sqlite"
+"$build/bench/server_load/server_load" --port "$port" --token "$token" --n "$n" --clients "$clients" --gets "$gets" \
+  --db "$tmp/data/jobs.sqlite"

@@ -29,7 +29,8 @@ function time(name, version, encode) {
   }
   console.log(JSON.stringify({ what: name, version, threads: 1, mb_per_s: +(bytes.length / best / 1e6).toFixed(2),
                                mb_per_cpu_s: +(bytes.length / bestCpu / 1e6).toFixed(2),
-                               first_run_mb_per_s: +(bytes.length / first / 1e6).toFixed(2), tokens, bytes: bytes.length }));
+                               first_run_mb_per_s: +(bytes.length / first / 1e6).toFixed(2), tokens,
+                               bytes: bytes.length }));
 }
 
 const tiktoken = require('tiktoken');

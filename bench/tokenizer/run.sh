@@ -58,16 +58,21 @@ const load = rows.find(r => r.what === "load");
 const enc = rows.filter(r => r.what !== "load");
 const peers = enc.filter(r => r.what !== "llmtrain");
 const fastest = peers.reduce((a, b) => (b.mb_per_s > a.mb_per_s ? b : a));
-console.log(`corpus: ${enc[0].bytes} bytes; best of '"$repeat"' runs; llmtrain tokenizer load ${(load.seconds * 1000).toFixed(0)} ms`);
+const loadMs = (load.seconds * 1000).toFixed(0);
+console.log(`corpus: ${enc[0].bytes} bytes; best of '"$repeat"' runs; llmtrain tokenizer load ${loadMs} ms`);
 console.log("| encoder | threads | MB/s (wall) | MB per CPU-second | tokens | vs fastest peer (wall) |");
 console.log("|---|---:|---:|---:|---:|---:|");
 for (const r of enc) {
   const how = r.mode ? `, ${r.mode}` : "";
-  const name = r.what === "llmtrain" ? "llmtrain" : r.mode ? `${r.what} ${r.version} (Python${how})` : `${r.what} ${r.version} (npm)`;
-  console.log(`| ${name} | ${r.threads} | ${r.mb_per_s.toFixed(2)} | ${r.mb_per_cpu_s.toFixed(2)} | ${r.tokens} | ${(r.mb_per_s / fastest.mb_per_s).toFixed(2)}x |`);
+  const name = r.what === "llmtrain" ? "llmtrain"
+    : r.mode ? `${r.what} ${r.version} (Python${how})` : `${r.what} ${r.version} (npm)`;
+  const ratio = (r.mb_per_s / fastest.mb_per_s).toFixed(2);
+  const cells = [name, r.threads, r.mb_per_s.toFixed(2), r.mb_per_cpu_s.toFixed(2), r.tokens, `${ratio}x`];
+  console.log(`| ${cells.join(" | ")} |`);
 }
 const bad = enc.filter(r => r.tokens !== enc[0].tokens);
 if (bad.length) { console.error("token counts differ: " + bad.map(r => r.what).join(", ")); process.exit(1); }
 '
-  echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'); load average before ${load_before}, after ${load_after}"
+  echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //');" \
+    "load average before ${load_before}, after ${load_after}"
 done

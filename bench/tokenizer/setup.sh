@@ -11,6 +11,7 @@ if [ "$(version_of tiktoken)" = "$want_tiktoken" ] && [ "$(version_of gpt-tokeni
   exit 0
 fi
 mkdir -p bench/.npm
-echo "bench/tokenizer/setup.sh: npm install tiktoken@$want_tiktoken gpt-tokenizer@$want_gpt_tokenizer into bench/.npm" >&2
+echo "bench/tokenizer/setup.sh: npm install tiktoken@$want_tiktoken" \
+  "gpt-tokenizer@$want_gpt_tokenizer into bench/.npm" >&2
 npm install --silent --no-audit --no-fund --prefix bench/.npm \
   "tiktoken@$want_tiktoken" "gpt-tokenizer@$want_gpt_tokenizer" >/dev/null

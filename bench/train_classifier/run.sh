@@ -37,7 +37,8 @@ print(f"{statistics.median(r['images_per_sec'] for r in rows):.0f}")
 PY
 }
 
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); load: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs);" \
+  "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-20s %-24s %10s\n' preset setup "images/s"
 for p in ${PRESETS[@]}; do
   for setup in "1 1" "1 $(nproc)" "2 1"; do
@@ -45,9 +46,12 @@ for p in ${PRESETS[@]}; do
     load=$(cut -d' ' -f1-3 /proc/loadavg)
     ips=$(run "$p" "$1" "$2")
     printf '%-20s %-24s %10s\n' "$p" "$1 process(es) x $2 thread(s)" "$ips"
+    printf -v machine '%s (%s cores, family %s model %s), load %s before the run' \
+      "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)" "$(nproc)" \
+      "$(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs)" \
+      "$(grep -m1 '^model[[:space:]]' /proc/cpuinfo | cut -d: -f2 | xargs)" "$load"
     /usr/bin/python3 bench/record_throughput.py --bin "$BIN" --config "$work/$p-$1x$2.yaml" --images-per-s "$ips" \
-      --world-size "$1" --threads-per-rank "$2" --device cpu \
-      --machine "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs) ($(nproc) cores, family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | xargs) model $(grep -m1 '^model[[:space:]]' /proc/cpuinfo | cut -d: -f2 | xargs)), load $load before the run" \
+      --world-size "$1" --threads-per-rank "$2" --device cpu --machine "$machine" \
       --command "bench/train_classifier/run.sh $BUILD $STEPS" --source bench/train_classifier
   done
 done

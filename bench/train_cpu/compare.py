@@ -11,7 +11,8 @@ tokens per CPU-second of the process (tokens / (user+system CPU time); ours: the
 included, PyTorch: its timed steps), which shows CPU time lost to spinning and waiting when the cores are shared.
 Generation: `llmtrain generate` of --gen-tokens tokens (greedy) from the first config's checkpoint, and PyTorch's
 greedy KV-cache decode of the same shape (torch_generate.py), tokens/s and tokens per CPU-second, idle and loaded
-(ours: the whole process, start-up included; PyTorch: its decode loop). Every figure is printed with the CPU it came from (family/model/ISA).
+(ours: the whole process, start-up included; PyTorch: its decode loop). Every figure is printed with the CPU it came
+from (family/model/ISA).
 
 usage: compare.py --bin build/release/llmtrain [--steps 12] [--torch-steps 5] [--threads 2] [--configs tiny,small]
 """
@@ -40,7 +41,8 @@ def cpu_line():
             info.setdefault(k, v)
     flags = set(info.get("flags", "").split())
     isa = [f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_tile") if f in flags]
-    return (f"{info.get('model name', '?')} (vendor {info.get('vendor_id', '?')}, family {info.get('cpu family', '?')}, "
+    return (f"{info.get('model name', '?')} (vendor {info.get('vendor_id', '?')}, "
+            f"family {info.get('cpu family', '?')}, "
             f"model {info.get('model', '?')}, stepping {info.get('stepping', '?')}); ISA: {' '.join(isa)}; "
             f"{len(os.sched_getaffinity(0))} CPUs usable")
 
@@ -211,7 +213,8 @@ def print_table(label, res, ours_key):
     print(f"generate {g['tok_s']:.1f} tok/s (as `llmtrain generate` reports), {g['tok_per_cpu_s']:.1f} tok/CPU-s "
           f"(load average before: {g['load_before']:.2f})")
     print(f"torch generate {t['tok_s']:.1f} tok/s, {t['tok_per_cpu_s']:.1f} tok/CPU-s; "
-          f"ours / torch {g['tok_s'] / t['tok_s']:.2f}x tok/s, {g['tok_per_cpu_s'] / t['tok_per_cpu_s']:.2f}x tok/CPU-s")
+          f"ours / torch {g['tok_s'] / t['tok_s']:.2f}x tok/s, "
+          f"{g['tok_per_cpu_s'] / t['tok_per_cpu_s']:.2f}x tok/CPU-s")
 
 
 def main():

@@ -20,7 +20,8 @@ print(f"{'system':18s} {'B':>3s} {'tokens/s':>10s} {'vs torch best':>13s} {'MFU/
 for name, B, tok_s, fpt in rows:
     ratio = tok_s / best_torch[2] if best_torch else float("nan")
     tf = fpt * tok_s / 1e12
-    print(f"{name:18s} {B:3d} {tok_s:10.0f} {ratio:12.3f}x {100 * tf / 989:7.1f}% {100 * tf / max(our_peak, torch_peak):7.1f}%")
+    print(f"{name:18s} {B:3d} {tok_s:10.0f} {ratio:12.3f}x {100 * tf / 989:7.1f}% "
+          f"{100 * tf / max(our_peak, torch_peak):7.1f}%")
 if best_torch and best_ours:
     print(f"best: llmtrain {best_ours[2]:.0f} tok/s (B={best_ours[1]}) vs pytorch {best_torch[0].split()[1]} "
           f"{best_torch[2]:.0f} tok/s (B={best_torch[1]}): ratio {best_ours[2] / best_torch[2]:.3f}x (target 1.1x)")

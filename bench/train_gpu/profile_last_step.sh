@@ -10,7 +10,8 @@ source tools/gpu/env.sh
 B=${1:-8}
 ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 timeout 300 "${ncu:-ncu}" --clock-control none --cache-control none --metrics gpu__time_duration.sum --csv \
-  /tmp/g/bin/train_gpu_bench --batch "$B" --steps 1 --warmup 1 --no-check --no-peak > "$out/ncu_last.csv" 2> "$out/ncu_last.err"
+  /tmp/g/bin/train_gpu_bench --batch "$B" --steps 1 --warmup 1 --no-check --no-peak \
+  > "$out/ncu_last.csv" 2> "$out/ncu_last.err"
 echo "ncu rc=$?"
 python3 - "$out/ncu_last.csv" <<'PY'
 import csv, sys, collections

@@ -11,7 +11,7 @@ source tools/gpu/env.sh
 nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.sm --format=csv,noheader
 /tmp/g/bin/train_gpu_bench --batch "$BATCHES" --json "$out/ours.jsonl" > "$out/ours.log" 2>&1
 echo "train_gpu_bench rc=$?"; grep -v '^  step' "$out/ours.log"
-PYTHONUNBUFFERED=1 timeout 420 python3 bench/train_gpu/torch_gpu_gpt2.py --out "$out" --batch "$BATCHES" --modes "$MODES" \
-  --steps 10 --warmup 4 > "$out/torch.log" 2>&1
+PYTHONUNBUFFERED=1 timeout 420 python3 bench/train_gpu/torch_gpu_gpt2.py --out "$out" --batch "$BATCHES" \
+  --modes "$MODES" --steps 10 --warmup 4 > "$out/torch.log" 2>&1
 echo "torch rc=$?"; grep -E '^torch|^bf16|^device|FAILED' "$out/torch.log" | cut -c1-220
 python3 bench/train_gpu/compare.py "$out/ours.jsonl" "$out/torch_summary.json"

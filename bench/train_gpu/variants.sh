@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (after tools/gpu/env.sh unpacked the carry to /tmp/g): one GPT-2 124M bf16 step time per
-# speed variant, each switched by a knob of core/knobs.h (src/kernels/README.md#knobs; defaults: the fastest measured), in one
-# call so the figures share a card. /tmp/g/bin/train_gpu_bench_base (optional) is the binary before the changes.
+# speed variant, each switched by a knob of core/knobs.h (src/kernels/README.md#knobs; defaults: the fastest
+# measured), in one call so the figures share a card. /tmp/g/bin/train_gpu_bench_base (optional) is the binary
+# before the changes.
 # Usage: bash bench/train_gpu/variants.sh [B=16]; prints "variant ms tok/s", logs under $OUT. The list below is
 # the current knobs (earlier sessions' lists: git log -p of this file).
 set -uo pipefail

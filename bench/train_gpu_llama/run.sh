@@ -34,7 +34,8 @@ theirs = rows(sys.argv[2], lambda l: l.strip().startswith("{"))
 if not theirs:
     print("torch: no result (see torch.log)")
 for o in ours:
-    print(f"llmtrain {o['arch']} {o['dtype']} lora_r={o['lora_r']} B={o['B']}: {o['tok_s']:.0f} tok/s, MFU {100*o['mfu_989']:.1f}% of 989, {o['gib']:.1f} GiB")
+    print(f"llmtrain {o['arch']} {o['dtype']} lora_r={o['lora_r']} B={o['B']}: {o['tok_s']:.0f} tok/s, "
+          f"MFU {100*o['mfu_989']:.1f}% of 989, {o['gib']:.1f} GiB")
 for t in theirs:
     if t.get("oom"):
         print(f"torch {t['mode']}:{t['compile']}: out of memory")

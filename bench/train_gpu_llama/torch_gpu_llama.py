@@ -1,7 +1,9 @@
 """PyTorch peer for a Llama-3.2-1B-, Qwen2.5-1.5B- or Qwen3-1.7B-shaped model (--shape; random weights): tokens/s and
 peak memory of a training step.
 modes: full-mixed (fp32 params, bf16 autocast, fused AdamW), full-bf16 (bf16 params, fused AdamW), lora (frozen bf16
-base, r=16 alpha=32 on q,k,v,o,gate,up,down; fp32 adapters, bf16 autocast). peft (transformers + peft 0.21, same LoRA). Each with eager or compile. Usage: python3 torch_gpu_llama.py --modes full-mixed:compile,full-bf16:compile,peft:compile --batch 4 --seq 2048
+base, r=16 alpha=32 on q,k,v,o,gate,up,down; fp32 adapters, bf16 autocast). peft (transformers + peft 0.21, same
+LoRA). Each with eager or compile. Usage:
+python3 torch_gpu_llama.py --modes full-mixed:compile,full-bf16:compile,peft:compile --batch 4 --seq 2048
 [--shape llama3.2-1b|qwen2.5-1.5b|qwen3-1.7b] (the shapes of train_gpu_bench --arch llama|qwen2.5-1.5b|qwen3-1.7b)."""
 import argparse, json, math, time, torch, torch.nn as nn
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
@@ -93,7 +95,8 @@ for spec in a.modes.split(","):
         ts.sort(); med = ts[len(ts) // 2]
         tok = a.batch * T / med
         flops = (6 * N + 12 * L * Q * T) if mode not in ("lora", "peft") else (4 * N + 12 * L * Q * T)
-        r = {"shape": a.shape, "mode": mode, "compile": comp, "B": a.batch, "T": T, "step_ms": med * 1e3, "tokens_per_s": tok,
+        r = {"shape": a.shape, "mode": mode, "compile": comp, "B": a.batch, "T": T, "step_ms": med * 1e3,
+             "tokens_per_s": tok,
              "mfu_989": tok * flops / 989e12, "peak_gib": torch.cuda.max_memory_allocated() / 2**30, "warmup_s": warm,
              "trainable": sum(p.numel() for p in params)}
     except torch.cuda.OutOfMemoryError as e:

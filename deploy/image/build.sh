@@ -18,7 +18,8 @@ nproc=${IMAGE_NPROC:-32768}
 ULIMITS=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
 PODMAN=(podman --runtime runc)
 for tool in podman runc debootstrap git; do
-  command -v "$tool" >/dev/null || { echo "image: needs $tool (scripts/setup.sh installs podman buildah runc debootstrap)" >&2; exit 1; }
+  command -v "$tool" >/dev/null ||
+    { echo "image: needs $tool (scripts/setup.sh installs podman buildah runc debootstrap)" >&2; exit 1; }
 done
 [ -f data/tokenizers/gpt2.tiktoken ] || bash scripts/setup.d/10-tokenizer.sh
 [ -f web/dist/index.html ] || bash scripts/setup.d/50-web.sh
@@ -60,7 +61,9 @@ chown 10001:10001 "$out" 2>/dev/null || chmod 0777 "$out"
 trap 'rm -rf "$out"' EXIT
 "${RUN[@]}" -v "$PWD/data/shards:/data/shards:ro" -v "$out:/out" "$TAG" \
   train --config /usr/local/share/llmtrain/configs/presets/gpt2_tiny_cpu.yaml \
-  --set trainer.max_steps=3 --set trainer.warmup_steps=1 --set trainer.eval_every_steps=0 --set trainer.save_every_steps=3 \
+  --set trainer.max_steps=3 --set trainer.warmup_steps=1 --set trainer.eval_every_steps=0 \
+  --set trainer.save_every_steps=3 \
   --set trainer.log_every_steps=1 --set output.root_dir=/out --set output.run_id=smoke \
-  --set 'data.train_shards=/data/shards/gpt2_corpus/train_*.bin' --set 'data.val_shards=/data/shards/gpt2_corpus/val_*.bin'
+  --set 'data.train_shards=/data/shards/gpt2_corpus/train_*.bin' \
+  --set 'data.val_shards=/data/shards/gpt2_corpus/val_*.bin'
 test -f "$out/smoke/summary.json" && echo "image: training smoke run wrote $(ls "$out/smoke" | tr '\n' ' ')" >&2

@@ -13,16 +13,19 @@ PODMAN=(podman --runtime runc)
 
 # Keep these lists in step with the apt-get lines of deploy/Containerfile (the registry path).
 # ocl-icd-opencl-dev: oneDNN's CMake package (dnnl-config.cmake) requires OpenCL headers and library.
-BUILD_PKGS="ca-certificates ccache cmake ninja-build g++ make pkg-config libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev libopenblas-dev ocl-icd-opencl-dev libdnnl-dev libgloo-dev libcpp-httplib-dev libsqlite3-dev libcurl4-openssl-dev zlib1g-dev"
-RUNTIME_PKGS="ca-certificates libyaml-cpp0.7 libfmt9 libopenblas0-pthread libdnnl2 libgomp1 zlib1g libgloo0 libcpp-httplib0.11 libsqlite3-0 libcurl4 tar dataset-fashion-mnist"
+BUILD_PKGS="ca-certificates ccache cmake ninja-build g++ make pkg-config libyaml-cpp-dev nlohmann-json3-dev"
+BUILD_PKGS+=" libcli11-dev libfmt-dev libopenblas-dev ocl-icd-opencl-dev libdnnl-dev libgloo-dev libcpp-httplib-dev"
+BUILD_PKGS+=" libsqlite3-dev libcurl4-openssl-dev zlib1g-dev"
+RUNTIME_PKGS="ca-certificates libyaml-cpp0.7 libfmt9 libopenblas0-pthread libdnnl2 libgomp1 zlib1g libgloo0"
+RUNTIME_PKGS+=" libcpp-httplib0.11 libsqlite3-0 libcurl4 tar dataset-fashion-mnist"
 
 make_base() {
   local name=$1 pkgs=$2
   local tag="localhost/llmtrain-${name}-base:bookworm"
-  local want
+  local want label='{{index .Config.Labels "llmtrain.packages"}}'
   want=$(echo "$pkgs" | tr ' ' '\n' | sort | tr '\n' ' ' | sha256sum | cut -c1-16)
   if "${PODMAN[@]}" image exists "$tag" &&
-     [ "$("${PODMAN[@]}" image inspect --format '{{index .Config.Labels "llmtrain.packages"}}' "$tag")" = "$want" ]; then
+     [ "$("${PODMAN[@]}" image inspect --format "$label" "$tag")" = "$want" ]; then
     echo "make_bases.sh: $tag is up to date" >&2
     return
   fi

@@ -13,6 +13,7 @@ if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$want" ]; then
   npm ci --loglevel=error --no-audit --no-fund >/dev/null
   echo "$want" > "$STAMP"
 fi
-if [ ! -f dist/index.html ] || [ -n "$(find src package-lock.json build.mjs -newer dist/index.html -print -quit)" ]; then
+if [ ! -f dist/index.html ] ||
+   [ -n "$(find src package-lock.json build.mjs -newer dist/index.html -print -quit)" ]; then
   npm run --silent build
 fi

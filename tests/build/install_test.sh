@@ -20,6 +20,7 @@ mkdir "$work/elsewhere" && cd "$work/elsewhere"
 ids=$(printf 'Hello world' | "$root/bin/llmtrain" tokenize --tokenizer gpt2)
 [ "$(echo $ids)" = "15496 995" ] || { echo "FAIL: tokenize from the installed share/: '$ids'"; exit 1; }
 out=$("$root/bin/llmtrain" estimate --config "$root/share/llmtrain/configs/presets/gpt2_tiny_cpu.yaml" 2>&1) || true
-echo "$out" | grep -q "share/llmtrain/configs/throughput.jsonl" || { echo "$out"; echo "FAIL: throughput table not found"; exit 1; }
+echo "$out" | grep -q "share/llmtrain/configs/throughput.jsonl" ||
+  { echo "$out"; echo "FAIL: throughput table not found"; exit 1; }
 echo "$out" | grep -q '\$0\.0000' && { echo "$out"; echo "FAIL: a \$0 cost without rates"; exit 1; }
 echo ok

@@ -21,7 +21,9 @@ extract() {
     BEGIN { k = start }
     /^```/ {
       if (kind != "") { close(path); kind = ""; next }
-      if ($0 == "```sh runnable") kind = "sh"; else if ($0 == "```yaml validate") kind = "yaml"; else { skip = !skip; next }
+      if ($0 == "```sh runnable") kind = "sh"
+      else if ($0 == "```yaml validate") kind = "yaml"
+      else { skip = !skip; next }
       k++; path = out "/" k "." kind
       printf "%s:%d\n", rel, NR > (out "/" k ".where"); close(out "/" k ".where")
       printf "" > path
@@ -51,10 +53,12 @@ for i in $(seq 1 "$n"); do
   rc=0
   if [ -e "$work/blocks/$i.sh" ]; then
     kind=sh
-    ( cd "$dir" && PATH="$work/bin:$PATH" timeout 600 bash -euo pipefail "$work/blocks/$i.sh" ) > "$dir/output.txt" 2>&1 || rc=$?
+    ( cd "$dir" && PATH="$work/bin:$PATH" timeout 600 bash -euo pipefail "$work/blocks/$i.sh" ) \
+      > "$dir/output.txt" 2>&1 || rc=$?
   else
     kind=yaml
-    ( cd "$dir" && cp "$work/blocks/$i.yaml" block.yaml && "$bin" validate --config block.yaml ) > "$dir/output.txt" 2>&1 || rc=$?
+    ( cd "$dir" && cp "$work/blocks/$i.yaml" block.yaml && "$bin" validate --config block.yaml ) \
+      > "$dir/output.txt" 2>&1 || rc=$?
   fi
   if [ $rc -eq 0 ]; then
     echo "ok   $where ($kind, $(( $(date +%s) - start )) s)"

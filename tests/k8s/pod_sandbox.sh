@@ -94,11 +94,13 @@ bridge)
     [ "$(id -u)" = 0 ] || { echo "SKIP: network namespaces need root (running as uid $(id -u))"; exit 77; }
     # Missing tools are a broken setup, not a kernel that refuses namespaces: fail, do not skip.
     for tool in ip unshare setpriv chroot; do
-        command -v $tool >/dev/null || { echo "pod_sandbox.sh: $tool is not installed (iproute2, util-linux, coreutils)"; exit 1; }
+        command -v $tool >/dev/null ||
+            { echo "pod_sandbox.sh: $tool is not installed (iproute2, util-linux, coreutils)"; exit 1; }
     done
     if [ "$podman_" = --podman ]; then
         for tool in podman runc; do
-            command -v $tool >/dev/null || { echo "SKIP: $tool is not installed (scripts/setup.sh installs podman, runc)"; exit 77; }
+            command -v $tool >/dev/null ||
+                { echo "SKIP: $tool is not installed (scripts/setup.sh installs podman, runc)"; exit 77; }
         done
     fi
     cleanup() {

@@ -35,7 +35,10 @@ async function until(what, pred, timeoutMs = 60000) {
   }
 }
 const createdFrom = async (page, notId) => {
-  await page.waitForFunction((n) => { const m = location.hash.match(/^#\/jobs\/(\d+)$/); return m && Number(m[1]) !== n; }, notId);
+  await page.waitForFunction((n) => {
+    const m = location.hash.match(/^#\/jobs\/(\d+)$/);
+    return m && Number(m[1]) !== n;
+  }, notId);
   return Number(new URL(page.url()).hash.split('/')[2]);
 };
 const CHROMIUM = '/usr/bin/chromium';
@@ -66,7 +69,9 @@ try {
   const state = await row.getAttribute('data-state');
   if (state !== 'succeeded') fail(`job ${jobId} shows state ${state} in the list, expected succeeded`);
   const rowText = await row.innerText();
-  if (!rowText.includes(`${maxSteps} / ${maxSteps}`)) fail(`job ${jobId}'s row lacks progress ${maxSteps} / ${maxSteps}: ${rowText}`);
+  if (!rowText.includes(`${maxSteps} / ${maxSteps}`)) {
+    fail(`job ${jobId}'s row lacks progress ${maxSteps} / ${maxSteps}: ${rowText}`);
+  }
   const bar = await row.locator('progress').evaluate((p) => [p.value, p.max]);
   if (bar[0] !== Number(maxSteps) || bar[1] !== Number(maxSteps)) fail(`progress bar is ${bar}, expected full`);
   // The bar's colour follows the state: a succeeded job's is not the running blue.
@@ -79,7 +84,9 @@ try {
   if (!/^\d+\.\d{4}$/.test(finalLoss)) fail(`job ${jobId}'s final loss cell reads "${finalLoss}"`);
   const heatRow = page.locator(`#jobs tr[data-id="${extra.heat}"]`);
   await heatRow.locator('td.test-accuracy', { hasText: '80.00%' }).waitFor();
-  if ((await heatRow.locator('td.best-val-loss').innerText()) !== '0.4400') fail('the classifier run lacks its best val loss');
+  if ((await heatRow.locator('td.best-val-loss').innerText()) !== '0.4400') {
+    fail('the classifier run lacks its best val loss');
+  }
   await page.screenshot({ path: path.join(outDir, 'dashboard-list.png') });
 
   // 2. The job page: loss curves with points, lr and tokens/s, ranks, log tail.
@@ -93,7 +100,9 @@ try {
     return { loss: c.loss.counts(), lr: c.lr.counts(), tps: c.tps.counts(), steps: c.loss.plot.data[0].length };
   });
   if (counts.loss[0] !== Number(maxSteps)) fail(`loss chart has ${counts.loss[0]} train points, expected ${maxSteps}`);
-  if (counts.lr[0] < 2 || counts.tps[0] < 2) fail(`lr / tokens/s charts have too few points: ${JSON.stringify(counts)}`);
+  if (counts.lr[0] < 2 || counts.tps[0] < 2) {
+    fail(`lr / tokens/s charts have too few points: ${JSON.stringify(counts)}`);
+  }
   // Legends show each series' latest value without hovering; the y axis has a label and enough ticks,
   // and the step axis only whole steps.
   const legend = await page.locator('#chart-loss .legend-value').allInnerTexts();
@@ -104,13 +113,16 @@ try {
   });
   if (!axes.yLabel || !axes.yLabel.includes('loss')) fail(`the loss chart's y axis label is "${axes.yLabel}"`);
   if (!axes.ySplits || axes.ySplits.length < 4) fail(`the loss chart has y ticks ${JSON.stringify(axes.ySplits)}`);
-  if (!axes.xSplits || !axes.xSplits.every(Number.isInteger)) fail(`step ticks are not whole: ${JSON.stringify(axes.xSplits)}`);
+  if (!axes.xSplits || !axes.xSplits.every(Number.isInteger)) {
+    fail(`step ticks are not whole: ${JSON.stringify(axes.xSplits)}`);
+  }
   // The canvas, not only the data: count pixels in the train (#2563eb) and val (#dc2626) colours.
   // uPlot draws lines anti-aliased, so a pixel counts within 40 of each channel.
   const pixels = await page.evaluate(() => {
     const cv = document.querySelector('#chart-loss canvas');
     const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
-    const near = (i, r, g, b) => Math.abs(d[i] - r) < 40 && Math.abs(d[i + 1] - g) < 40 && Math.abs(d[i + 2] - b) < 40 && d[i + 3] > 200;
+    const near = (i, r, g, b) =>
+      Math.abs(d[i] - r) < 40 && Math.abs(d[i + 1] - g) < 40 && Math.abs(d[i + 2] - b) < 40 && d[i + 3] > 200;
     let train = 0, val = 0;
     for (let i = 0; i < d.length; i += 4) {
       if (near(i, 37, 99, 235)) ++train;
@@ -119,7 +131,9 @@ try {
     return { train, val, width: cv.width, height: cv.height };
   });
   // A line across the plot is hundreds of pixels; 100 rules out a legend swatch alone.
-  if (pixels.train < 100 || pixels.val < 30) fail(`the loss canvas shows too little of the curves: ${JSON.stringify(pixels)}`);
+  if (pixels.train < 100 || pixels.val < 30) {
+    fail(`the loss canvas shows too little of the curves: ${JSON.stringify(pixels)}`);
+  }
   await page.locator('#log').filter({ hasText: 'attempt 1' }).waitFor();
   const ranks = await page.locator('section:has(h3:text("Ranks")) tbody tr').count();
   if (ranks !== 1) fail(`expected 1 rank row, got ${ranks}`);
@@ -152,7 +166,9 @@ try {
   });
   if (!failure.text.includes('error') || !failure.text.includes('train_shards'))
     fail(`the failed job's page does not lead with its error: ${JSON.stringify(failure)}`);
-  if (!failure.before || !failure.metricsHidden) fail(`the error is not above the metrics, or empty charts show: ${JSON.stringify(failure)}`);
+  if (!failure.before || !failure.metricsHidden) {
+    fail(`the error is not above the metrics, or empty charts show: ${JSON.stringify(failure)}`);
+  }
 
   // 5. The classifier run's page: the confusion matrix as a heat map with names, counts, accuracy.
   await page.goto(`${base}/#/jobs/${extra.heat}`);
@@ -171,7 +187,9 @@ try {
   if (heat.names.join('|') !== 'T-shirt/top|Trouser|Pullover') fail(`heat map classes ${heat.names}`);
   if (heat.accuracy.join() !== '90.00%,70.00%,80.00%') fail(`per-class accuracy ${heat.accuracy}`);
   if (!heat.facts.includes('test accuracy 80.00%')) fail(`heat map facts: ${heat.facts}`);
-  if (heat.shaded[0] === heat.shaded[2] || heat.shaded[0] === heat.shaded[1]) fail(`cells not shaded by count: ${heat.shaded}`);
+  if (heat.shaded[0] === heat.shaded[2] || heat.shaded[0] === heat.shaded[1]) {
+    fail(`cells not shaded by count: ${heat.shaded}`);
+  }
   await page.locator('#confusion').screenshot({ path: path.join(outDir, 'dashboard-heatmap.png') });
 
   // 6. Compare: tick both finished runs in the list, open them on one chart.
@@ -183,7 +201,9 @@ try {
     return c && c.series().length === n && c.series().every((s) => s.points > 1);
   }, extra.compare.length);
   const series = await page.evaluate(() => window.llmtDash.compare.series());
-  if (series.length !== 2 || !series.every((s) => s.points === Number(maxSteps))) fail(`compare series ${JSON.stringify(series)}`);
+  if (series.length !== 2 || !series.every((s) => s.points === Number(maxSteps))) {
+    fail(`compare series ${JSON.stringify(series)}`);
+  }
   const raw = await page.evaluate(() => window.llmtDash.compare.chart().data[1].slice());
   const second = await page.evaluate(() => window.llmtDash.compare.chart().data[2].slice());
   if (JSON.stringify(raw) === JSON.stringify(second)) fail('the two compared runs drew the same series');
@@ -212,14 +232,17 @@ try {
   if (dismissed.cancel_requested) fail('a dismissed confirmation still cancelled the job');
   page.once('dialog', (d) => d.accept());
   await page.click('#cancel');
-  await until('the long job to be cancelled', async () => (await apiGet(`/v1/jobs/${extra.long}`)).state === 'cancelled', 120000);
+  await until('the long job to be cancelled',
+    async () => (await apiGet(`/v1/jobs/${extra.long}`)).state === 'cancelled', 120000);
   await page.locator('#resume:not([hidden])').waitFor();
   await page.click('#nav-jobs');
   const cancelledColour = await until('the cancelled row', async () => {
     const r = page.locator(`#jobs tr[data-id="${extra.long}"][data-state="cancelled"] progress`);
     return (await r.count()) ? r.evaluate((p) => getComputedStyle(p).getPropertyValue('--bar').trim()) : null;
   });
-  if (cancelledColour === '#2563eb' || cancelledColour === succeededColour) fail(`a cancelled job's bar is ${cancelledColour}`);
+  if (cancelledColour === '#2563eb' || cancelledColour === succeededColour) {
+    fail(`a cancelled job's bar is ${cancelledColour}`);
+  }
   await page.goto(`${base}/#/jobs/${extra.long}`);
   await page.click('#resume:not([hidden])');
   const resumed = await createdFrom(page, extra.long);
@@ -258,7 +281,9 @@ try {
   await page.screenshot({ path: path.join(outDir, 'dashboard-submitted.png') });
 
   if (problems.length) fail(problems.join('\n'));
-  console.log(JSON.stringify({ created, resubmitted, resumed, dismissed_state: dismissed.state, counts, pixels, screenshot: shot }));
+  console.log(JSON.stringify({
+    created, resubmitted, resumed, dismissed_state: dismissed.state, counts, pixels, screenshot: shot,
+  }));
   await browser.close();
 } catch (e) {
   console.error(`dashboard.mjs: ${e.message}`);

@@ -66,13 +66,16 @@ try {
     return { loss: c.loss.counts(), lr: c.lr.counts(), tps: c.tps.counts() };
   });
   if (counts.loss[0] !== Number(maxSteps)) fail(`loss chart has ${counts.loss[0]} train points, expected ${maxSteps}`);
-  if (counts.lr[0] < 2 || counts.tps[0] < 2) fail(`lr / tokens/s charts have too few points: ${JSON.stringify(counts)}`);
+  if (counts.lr[0] < 2 || counts.tps[0] < 2) {
+    fail(`lr / tokens/s charts have too few points: ${JSON.stringify(counts)}`);
+  }
   // The canvas, not only the data: pixels in the train (#2563eb) and val (#dc2626) colours (uPlot
   // anti-aliases lines, so a pixel counts within 40 of each channel).
   const pixels = await page.evaluate(() => {
     const cv = document.querySelector('#chart-loss canvas');
     const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
-    const near = (i, r, g, b) => Math.abs(d[i] - r) < 40 && Math.abs(d[i + 1] - g) < 40 && Math.abs(d[i + 2] - b) < 40 && d[i + 3] > 200;
+    const near = (i, r, g, b) =>
+      Math.abs(d[i] - r) < 40 && Math.abs(d[i + 1] - g) < 40 && Math.abs(d[i + 2] - b) < 40 && d[i + 3] > 200;
     let train = 0, val = 0;
     for (let i = 0; i < d.length; i += 4) {
       if (near(i, 37, 99, 235)) ++train;
@@ -81,7 +84,9 @@ try {
     return { train, val };
   });
   // A line across the plot is hundreds of pixels; 100 rules out a legend swatch alone.
-  if (pixels.train < 100 || pixels.val < 30) fail(`the loss canvas shows too little of the curves: ${JSON.stringify(pixels)}`);
+  if (pixels.train < 100 || pixels.val < 30) {
+    fail(`the loss canvas shows too little of the curves: ${JSON.stringify(pixels)}`);
+  }
   await page.locator('#log').filter({ hasText: /step/ }).waitFor();
   const config = await page.locator('#run-config').innerText();
   if (!config.includes('max_steps')) fail(`the resolved config is not shown: ${config.slice(0, 200)}`);

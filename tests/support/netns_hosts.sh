@@ -19,7 +19,8 @@
 #       77 (ctest's skip code) with a line "SKIP: reason" when network namespaces are unavailable here.
 # Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN), iproute2 and util-linux's unshare.
 # Example (two nodes of llmtrain launch, node rank from the hostname):
-#   netns_hosts.sh -n 2 -- 'llmtrain launch --nnodes 2 --master-addr host-0 --master-port 29500 -- train --config c.yaml'
+#   netns_hosts.sh -n 2 -- \
+#     'llmtrain launch --nnodes 2 --master-addr host-0 --master-port 29500 -- train --config c.yaml'
 set -u
 
 hosts=2
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
         -a) aliases+=("$2"); shift 2 ;;
         -r) rate=$2; shift 2 ;;
         --) shift; break ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
         -*) echo "netns_hosts.sh: unknown option $1" >&2; exit 2 ;;
         *) break ;;
     esac
@@ -153,6 +154,7 @@ for ((i = 0; i < hosts; i++)); do
     fi
 done
 if [ $rc != 0 ] && [ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)" = 1 ]; then
-    echo "netns_hosts.sh: hint: bridged traffic passes through iptables here (bridge-nf-call-iptables=1); a DROP policy on FORWARD blocks the hosts from each other"
+    echo "netns_hosts.sh: hint: bridged traffic passes through iptables here (bridge-nf-call-iptables=1);" \
+        "a DROP policy on FORWARD blocks the hosts from each other"
 fi
 exit $rc

@@ -8,7 +8,8 @@ and its masked CRC-32C are checked by a CRC written here (bitwise, from the Cast
 independent of llmtrain's core/crc32c.
 
 Usage: read_tfevents.py FILE  -> JSON on stdout:
-  {"file_version": "...", "scalars": [{"step", "wall_time", "tag", "value"}], "texts": [{"step", "tag", "plugin", "text"}]}
+  {"file_version": "...", "scalars": [{"step", "wall_time", "tag", "value"}],
+   "texts": [{"step", "tag", "plugin", "text"}]}
 Exit 1 with "corrupted record" on stderr when a CRC does not match.
 """
 import json

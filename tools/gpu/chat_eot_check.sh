@@ -12,7 +12,8 @@ rm -rf /tmp/g
 source tools/gpu/env.sh
 bin=/tmp/g/bin
 corpus=build/tokcarry/tokenizer_corpus.txt
-"$bin/tokenizer_bench" "$corpus" --tokenizer data/tokenizers/llama3 --threads 1,2,4,8,16 --repeat 3 > "$out/tok_ours.log" 2>&1
+"$bin/tokenizer_bench" "$corpus" --tokenizer data/tokenizers/llama3 --threads 1,2,4,8,16 --repeat 3 \
+  > "$out/tok_ours.log" 2>&1
 echo "== tokenizer_bench rc=$?"; tail -8 "$out/tok_ours.log"
 timeout 300 python3 bench/tokenizer/peers_py.py "$corpus" 3 data/tokenizers/llama3/tokenizer.json 1,2,4,8,16 \
   > "$out/tok_peers.log" 2>&1

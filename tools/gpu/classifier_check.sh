@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine: the image classifier on CUDA against the CPU on the same data (issue 21). Random
 # IDX images of Fashion-MNIST's shape with labels that depend on the pixels (the class is the one of 10
-# fixed stripes made brighter), so the loss must fall; 60 steps of the preset CNN on each device, fp32 (trainer.precision
-# fp32) and bf16 on CUDA; prints the losses side by side and the test accuracy of each.
+# fixed stripes made brighter), so the loss must fall; 60 steps of the preset CNN on each device, fp32
+# (trainer.precision fp32) and bf16 on CUDA; prints the losses side by side and the test accuracy of each.
 # Usage: bash tools/gpu/classifier_check.sh LLMTRAIN_BIN   (logs under $OUT/classifier_check)
 # PRESET=configs/presets/<other>.yaml and EXTRA="--set k=v ..." run another preset or settings (sgd_check.sh).
 set -uo pipefail
@@ -33,7 +33,8 @@ write("train", 6000)
 write("test", 1000)
 PY
 run() {  # name device precision
-  "$BIN" train --config "${PRESET:-configs/presets/fashion_mnist_cnn.yaml}" ${EXTRA:-} --set trainer.epochs=0 --set trainer.max_steps=60 \
+  "$BIN" train --config "${PRESET:-configs/presets/fashion_mnist_cnn.yaml}" ${EXTRA:-} --set trainer.epochs=0 \
+    --set trainer.max_steps=60 \
     --set trainer.warmup_steps=5 --set trainer.eval_every_steps=0 --set trainer.save_every_steps=0 \
     --set trainer.log_every_steps=1 --set model.dropout=0 --set run.device=$2 --set trainer.precision=$3 \
     --set data.train_images=$w/train-images --set data.train_labels=$w/train-labels \

@@ -12,7 +12,9 @@ bin=$1; src=$2; out=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out/models"
-for d in $(seq 0 399); do printf 'User asks about item %d. The answer is yes.\n\n' $((d % 50)); done > "$work/corpus.txt"
+for d in $(seq 0 399); do
+  printf 'User asks about item %d. The answer is yes.\n\n' $((d % 50))
+done > "$work/corpus.txt"
 
 train_one() {  # name tokenizer arch model_keys
   local name=$1 tok=$2 arch=$3 keys=$4
@@ -28,8 +30,9 @@ YAML
   "$bin" train --config "$work/$name.yaml" 2>&1 | grep -E "trainer:|step +300" || true
   "$bin" export --checkpoint "$work/runs/$name" --out "$out/models/$name" --dtype bf16
 }
-train_one llama3_tiny "$src/data/tokenizers/llama3" llama \
-  "n_layer: 2, n_head: 2, n_kv_head: 1, d_model: 16, d_ff: 48, block_size: 64, vocab_size: 128256, tie_embeddings: true, rope_theta: 500000.0"
+llama_keys="n_layer: 2, n_head: 2, n_kv_head: 1, d_model: 16, d_ff: 48, block_size: 64, vocab_size: 128256"
+llama_keys+=", tie_embeddings: true, rope_theta: 500000.0"
+train_one llama3_tiny "$src/data/tokenizers/llama3" llama "$llama_keys"
 train_one gpt2_tiny gpt2 gpt2 "n_layer: 2, n_head: 2, d_model: 16, block_size: 64, vocab_size: 50257"
 
 # What our generate prints from the exports, text and ids (greedy, 24 new tokens at most).

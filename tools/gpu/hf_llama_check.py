@@ -26,7 +26,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 llmtrain, work = sys.argv[1], sys.argv[2]
-writer = sys.argv[3] if len(sys.argv) > 3 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "hf_tiny_llama.py")
+here = os.path.dirname(os.path.abspath(__file__))
+writer = sys.argv[3] if len(sys.argv) > 3 else os.path.join(here, "hf_tiny_llama.py")
 os.makedirs(work, exist_ok=True)
 subprocess.run([sys.executable, writer, work], check=True)
 failed = []
@@ -116,7 +117,8 @@ for dtype, tol in (("fp32", 1e-4), ("bf16", 2e-2)):
         continue
     # Our loss for the trained weights (the checkpoint), and transformers' on the export, same windows.
     shutil.copy(os.path.join(d, "val_000000.bin"), os.path.join(out, "val_000000.bin"))
-    ev = run(["eval", "--json", "--config", config(d, ref, "cpu", "fp32"), "--checkpoint", os.path.join(work, "runs/cont")])
+    ev = run(["eval", "--json", "--config", config(d, ref, "cpu", "fp32"),
+              "--checkpoint", os.path.join(work, "runs/cont")])
     ours = json.loads(ev.stdout)["val_loss"]
     theirs, _ = hf_loss(out, ref)
     rel = abs(ours - theirs) / abs(theirs)

@@ -1,14 +1,17 @@
-"""Usage on the GPU machine: python3 hf_tiny_llama.py OUTDIR. A tiny random LLaMA written by transformers (HF directory) + an llm.c-format val shard + the float64 HF loss over
-the eval windows that bars use (batch b row r: window w = b*B + r, inputs t[w*T:w*T+T], targets shifted by one)."""
+"""Usage on the GPU machine: python3 hf_tiny_llama.py OUTDIR. A tiny random LLaMA written by transformers (HF
+directory) + an llm.c-format val shard + the float64 HF loss over the eval windows that bars use (batch b row r:
+window w = b*B + r, inputs t[w*T:w*T+T], targets shifted by one)."""
 import json, sys, os, numpy as np, torch
 from transformers import LlamaConfig, LlamaForCausalLM
 out = sys.argv[1]
 def make(name, tie, scaling, seed):
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5, rope_theta=500000.0,
+    cfg = LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, rms_norm_eps=1e-5,
+                      rope_theta=500000.0,
                       tie_word_embeddings=tie, bos_token_id=1, eos_token_id=2, attention_bias=False, mlp_bias=False,
-                      rope_scaling=({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      rope_scaling=({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                     "high_freq_factor": 4.0,
                                      "original_max_position_embeddings": 16} if scaling else None))
     m = LlamaForCausalLM(cfg)
     with torch.no_grad():  # wider init than HF's 0.02 so that the loss depends on every weight
@@ -33,7 +36,8 @@ def make(name, tie, scaling, seed):
             logits = m(x).logits
             losses.append(torch.nn.functional.cross_entropy(logits.reshape(-1, 1000), y.reshape(-1)).item())
         greedy = m.generate(torch.tensor([[1, 17, 300, 42]]), max_new_tokens=24, do_sample=False).tolist()[0]
-    ref = {"loss": float(np.mean(losses)), "B": B, "T": T, "steps": S, "greedy_prompt": [1, 17, 300, 42], "greedy": greedy}
+    ref = {"loss": float(np.mean(losses)), "B": B, "T": T, "steps": S, "greedy_prompt": [1, 17, 300, 42],
+           "greedy": greedy}
     json.dump(ref, open(f"{d}/reference.json", "w"))
     print(name, ref["loss"], os.listdir(d))
 make("llama_tied_scaled", True, True, 101)

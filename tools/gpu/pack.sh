@@ -15,7 +15,8 @@ mkdir -p "$out/bin" "$out/lib"
 copy_deps() {
   ldd "$1" | awk '/=> \// {print $3}' | while read -r lib; do
     case "$(basename "$lib")" in
-      libc.so*|libstdc++.so*|libgcc_s.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libcuda.so*|libcublas*|libcudart*|libcudnn*|libnccl*) ;;
+      libc.so*|libstdc++.so*|libgcc_s.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*) ;;
+      libcuda.so*|libcublas*|libcudart*|libcudnn*|libnccl*) ;;
       *) cp -L -n "$lib" "$out/lib/" ;;
     esac
   done

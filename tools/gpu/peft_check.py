@@ -94,7 +94,8 @@ def phase_ours():
     nonzero = max(p.abs().max().item() for n, p in model.named_parameters() if "lora_B" in n)
     check("our adapter's B is trained (non-zero)", nonzero > 0, f"max |B| {nonzero:.3e}")
     ref = logits_of(model)
-    run("merge", "--model", os.path.join(WORK, "base"), "--adapter", adapter, "--out", os.path.join(WORK, "merged_ours2"))
+    run("merge", "--model", os.path.join(WORK, "base"), "--adapter", adapter,
+        "--out", os.path.join(WORK, "merged_ours2"))
     ours = AutoModelForCausalLM.from_pretrained(os.path.join(WORK, "merged_ours2"))
     d = rel(logits_of(ours), ref)
     check("PeftModel(our adapter) logits vs our merge (fp32)", d < 1e-5, f"rel L2 {d:.2e}")

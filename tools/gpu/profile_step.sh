@@ -5,10 +5,12 @@ set -uo pipefail
 out=${OUT:-/tmp/out}
 source tools/gpu/env.sh
 B=${1:-4}
-ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda*/nsight-compute*/ncu 2>/dev/null | head -1)
+ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu \
+  /usr/local/cuda*/nsight-compute*/ncu 2>/dev/null | head -1)
 echo "ncu: ${ncu:-not found}"
 timeout 300 "${ncu:-ncu}" --clock-control none --metrics gpu__time_duration.sum --csv \
-  /tmp/g/bin/train_gpu_bench --batch "$B" --steps 1 --warmup 0 --no-check --no-peak > "$out/ncu_step.csv" 2> "$out/ncu_step.err"
+  /tmp/g/bin/train_gpu_bench --batch "$B" --steps 1 --warmup 0 --no-check --no-peak \
+  > "$out/ncu_step.csv" 2> "$out/ncu_step.err"
 echo "ncu rc=$?"
 python3 - "$out/ncu_step.csv" <<'PY'
 import csv, sys, collections

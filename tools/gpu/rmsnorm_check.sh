@@ -54,7 +54,8 @@ for t in test_fp32 test_bf16 test_llama; do
 done
 for s in memcheck racecheck; do
   [ -n "${status[$s]+x}" ] || continue
-  printf '%-10s rc=%s  %s\n' "$s" "${status[$s]}" "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$s.log" | tr '\n' ' ')"
+  printf '%-10s rc=%s  %s\n' "$s" "${status[$s]}" \
+    "$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/$s.log" | tr '\n' ' ')"
 done
 for rows in 8192 16384; do
   echo "bench rows=$rows (rc=${status[bench_$rows]}):"

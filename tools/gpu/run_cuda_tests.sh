@@ -14,9 +14,11 @@ tests=("$@")
 for t in "${tests[@]}"; do
   timeout 300 /tmp/g/bin/$t > "$out/$t.log" 2>&1
   echo "== $t rc=$?"
-  grep -E '\] |FAILED|PASSED|SKIPPED|Failure|error|Expected|Which is' "$out/$t.log" | grep -v '^\[ RUN\|^\[       OK' | cut -c1-200
+  grep -E '\] |FAILED|PASSED|SKIPPED|Failure|error|Expected|Which is' "$out/$t.log" |
+    grep -v '^\[ RUN\|^\[       OK' | cut -c1-200
 done
 if [ "${MEMCHECK:-0}" = 1 ]; then
-  LLMTRAIN_CUDA_SYNC=1 timeout 240 compute-sanitizer --tool memcheck /tmp/g/bin/cuda_case_table_test > "$out/memcheck.log" 2>&1
+  LLMTRAIN_CUDA_SYNC=1 timeout 240 compute-sanitizer --tool memcheck /tmp/g/bin/cuda_case_table_test \
+    > "$out/memcheck.log" 2>&1
   echo "memcheck rc=$?"; grep -E 'ERROR SUMMARY|Invalid|FAILED|PASSED' "$out/memcheck.log" | head -20
 fi

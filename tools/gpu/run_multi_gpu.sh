@@ -8,7 +8,8 @@
 # Everything goes under $OUT (logs, metrics, summary.txt). NCCL_* variables of the machine pass through
 # untouched (NCCL_NVLS_ENABLE=0 must stay set there).
 # Usage on the GPU machine, from the repository root, with build/multi-gpu-carry.tgz (32 MB) made here by
-#   tools/gpu/pack.sh build/multi-gpu-carry build/<cuda-dir>/llmtrain build/<cuda-dir>/tests/distributed/nccl_process_group_test
+#   tools/gpu/pack.sh build/multi-gpu-carry build/<cuda-dir>/llmtrain \
+#     build/<cuda-dir>/tests/distributed/nccl_process_group_test
 # and carried (CARRY=... names another tarball; build/gpu-carry.tgz is the fallback):
 #   bash tools/gpu/run_multi_gpu.sh
 # Dry run here (no GPU): NGPU=2 DRY_RUN=1 LLMTRAIN_BIN=build/<cpu-dir>/llmtrain bash tools/gpu/run_multi_gpu.sh
@@ -44,7 +45,8 @@ NCCL_TEST=${NCCL_TEST:-$(dirname "$LLMTRAIN_BIN")/tests/distributed/nccl_process
 for name in 'libcublasLt.so.13*' 'libnccl.so.2*'; do
   lib=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/lib /usr/local/cuda*/targets /usr/lib /usr/local/lib \
         -name "$name" 2>/dev/null | head -1)
-  [ -z "$lib" ] && lib=$(python3 -c 'import glob,site,sys; p=[f for d in site.getsitepackages() for f in glob.glob(d+"/nvidia/*/lib/"+sys.argv[1])]; print(p[0] if p else "")' "$name" 2>/dev/null)
+  [ -z "$lib" ] && lib=$(python3 -c 'import glob,site,sys; p=[f for d in site.getsitepackages()
+    for f in glob.glob(d+"/nvidia/*/lib/"+sys.argv[1])]; print(p[0] if p else "")' "$name" 2>/dev/null)
   [ -n "$lib" ] && export LD_LIBRARY_PATH=$(dirname "$lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   echo "library $name: ${lib:-not found}"
 done
@@ -54,7 +56,8 @@ if [ -z "${NGPU:-}" ]; then
 fi
 NGPU=${NGPU:-0}
 say "run_multi_gpu: $(date -u +%FT%TZ) host $(hostname) NGPU=$NGPU STEPS=$STEPS bin=$LLMTRAIN_BIN dry_run=$DRY_RUN"
-nvidia-smi --query-gpu=index,name,driver_version,memory.total,power.limit --format=csv,noheader 2>/dev/null | tee -a "$summary"
+nvidia-smi --query-gpu=index,name,driver_version,memory.total,power.limit --format=csv,noheader 2>/dev/null |
+  tee -a "$summary"
 nvidia-smi topo -m >"$out/topo.txt" 2>&1 || true
 env | grep -E '^(NCCL|TORCH_SYMM|NVSHMEM)_' | sort | tee "$out/nccl_env.txt" | sed 's/^/env: /' | tee -a "$summary"
 if [ "$NGPU" -lt 1 ] && [ "$DRY_RUN" != 1 ]; then
@@ -72,8 +75,8 @@ if [ "${TESTS:-1}" = 1 ] && [ "$DRY_RUN" != 1 ]; then
   if [ -x "$NCCL_TEST" ]; then
     LLMTRAIN_BIN=$LLMTRAIN_BIN timeout 200 "$NCCL_TEST" >"$out/nccl_process_group_test.log" 2>&1
     rc=$?
-    grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|SKIPPED:|survivor failed|PASSED|FAILED TEST' "$out/nccl_process_group_test.log" |
-      tee -a "$summary"
+    grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|SKIPPED:|survivor failed|PASSED|FAILED TEST' \
+      "$out/nccl_process_group_test.log" | tee -a "$summary"
     say "nccl_process_group_test rc=$rc ($(($(date +%s) - t_start)) s so far)"
   else
     say "nccl_process_group_test: $NCCL_TEST not found (not carried?)"
@@ -122,7 +125,8 @@ run() {
     "$LLMTRAIN_BIN" validate --config "$cfg" >"$work/$name.validate.log" 2>&1 ||
       { say "  INVALID config $cfg:"; sed 's/^/    /' "$work/$name.validate.log" | tee -a "$summary"; return 1; }
     "$LLMTRAIN_BIN" launch --dry-run --standalone --nproc-per-node "$n" -- train --config "$cfg" \
-      >"$work/$name.dryrun.log" 2>&1 || { say "  launch --dry-run FAILED:"; tail -5 "$work/$name.dryrun.log"; return 1; }
+      >"$work/$name.dryrun.log" 2>&1 ||
+      { say "  launch --dry-run FAILED:"; tail -5 "$work/$name.dryrun.log"; return 1; }
     say "  ok: config validates, launch --dry-run lists $(grep -c 'LOCAL_RANK=' "$work/$name.dryrun.log") worker(s)"
     return 0
   fi
@@ -131,13 +135,15 @@ run() {
   local rc=$?
   say "  $name: rc=$rc in $(($(date +%s) - t0)) s"
   mkdir -p "$work/$name"
-  cp -r "$runs_root/$name/metrics.jsonl" "$runs_root/$name/summary.json" "$runs_root/$name/logs" "$work/$name/" 2>/dev/null
+  cp -r "$runs_root/$name/metrics.jsonl" "$runs_root/$name/summary.json" "$runs_root/$name/logs" \
+    "$work/$name/" 2>/dev/null
   rm -rf "${runs_root:?}/$name/checkpoints"
   [ $rc = 0 ] || tail -15 "$work/$name.log" | sed 's/^/    /' | tee -a "$summary"
   ran+=("$name:$n")
 }
 
-# Budget: each run ~20-40 s (start-up, NCCL init, $STEPS steps); stop starting new ones after 6 min (each run is cut at 150 s, the tests at 200 s).
+# Budget: each run ~20-40 s (start-up, NCCL init, $STEPS steps); stop starting new ones after 6 min (each run
+# is cut at 150 s, the tests at 200 s).
 over_budget() { [ $(($(date +%s) - t_start)) -gt 360 ]; }
 run n1 1 16 1 true 0
 for n in 2 4 8; do
@@ -195,6 +201,7 @@ for name, n in runs:
         worst = max(range(len(d)), key=lambda i: d[i])
         print(f"loss match {other} vs {name} (same global batch, {len(common)} steps): max rel diff {max(d):.2e} "
               f"at step {common[worst]} ({got[common[worst]]:.4f} vs {ref[common[worst]]:.4f}); "
-              f"step 1 {got[common[0]]:.4f} vs {ref[common[0]]:.4f}; last {got[common[-1]]:.4f} vs {ref[common[-1]]:.4f}")
+              f"step 1 {got[common[0]]:.4f} vs {ref[common[0]]:.4f}; "
+              f"last {got[common[-1]]:.4f} vs {ref[common[-1]]:.4f}")
 PY
 say "total $(($(date +%s) - t_start)) s"

@@ -11,7 +11,8 @@
 #   (d) the same config under `llmtrain launch --nproc-per-node 2`; (b), (c), (e's first run) must log the
 #       same loss as (d) at every step. Ends with one line: "torchstore_check: PASS" or "... FAIL (...)".
 # Everything (logs, the commands, summary.txt) goes under $OUT.
-# Here:  tools/gpu/pack.sh build/gpu-carry build/release/llmtrain build/release/tests/distributed/torch_store_interop_test
+# Here:  tools/gpu/pack.sh build/gpu-carry build/release/llmtrain \
+#          build/release/tests/distributed/torch_store_interop_test
 # There: bash tools/gpu/torchstore_check.sh      (carry build/gpu-carry.tgz; PYTHON=... picks another python)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -58,14 +59,17 @@ PY
 cat >"$w/tiny.yaml" <<YAML
 run: {name: t, seed: 7, device: cpu, threads: 1, deterministic: true}
 model: {n_layer: 2, n_head: 2, d_model: 32, block_size: 32, vocab_pad_multiple: 64}
-trainer: {max_steps: 8, micro_batch_size: 4, grad_accum_steps: 1, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 2, log_every_steps: 1, eval_every_steps: 0, save_every_steps: 2, keep_last: 2}
+trainer: {max_steps: 8, micro_batch_size: 4, grad_accum_steps: 1, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 2,
+          log_every_steps: 1, eval_every_steps: 0, save_every_steps: 2, keep_last: 2}
 data: {train_shards: $w/shards/train_*.bin, val_shards: $w/shards/val_*.bin}
 output: {root_dir: $w/runs}
 YAML
 train=("$LLMTRAIN_BIN" train --config "$w/tiny.yaml")
 free_port() { "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 # "step N loss X" lines of a log
-losses() { grep -oE 'step +[0-9]+/[0-9]+ \| loss [0-9.]+' "$1" | sed -E 's#step +([0-9]+)/[0-9]+ \| loss #step \1 loss #'; }
+losses() {
+  grep -oE 'step +[0-9]+/[0-9]+ \| loss [0-9.]+' "$1" | sed -E 's#step +([0-9]+)/[0-9]+ \| loss #step \1 loss #'
+}
 run() {  # name, then the command; logs to $out/name.log
   local name=$1; shift
   say "\$ $*"
@@ -76,12 +80,14 @@ run() {  # name, then the command; logs to $out/name.log
 }
 
 # --- (d) the reference: llmtrain launch ------------------------------------------------------------------
-run launch "$LLMTRAIN_BIN" launch --standalone --nproc-per-node 2 -- train --config "$w/tiny.yaml" --set output.run_id=launch
+run launch "$LLMTRAIN_BIN" launch --standalone --nproc-per-node 2 -- train --config "$w/tiny.yaml" \
+  --set output.run_id=launch
 # --- (b) torchrun --standalone -----------------------------------------------------------------------------
 run standalone "$TORCHRUN" --standalone --nproc-per-node 2 --no-python "${train[@]}" --set output.run_id=standalone
 # --- (c) two "nodes", c10d rendezvous ----------------------------------------------------------------------
 port=$(free_port)
-say "\$ (x2, in parallel) $TORCHRUN --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:$port --rdzv-id two --no-python ${train[*]} --set output.run_id=two-nodes"
+say "\$ (x2, in parallel) $TORCHRUN --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d" \
+  "--rdzv-endpoint 127.0.0.1:$port --rdzv-id two --no-python ${train[*]} --set output.run_id=two-nodes"
 for n in 0 1; do
   timeout 300 "$TORCHRUN" --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint "127.0.0.1:$port" \
     --rdzv-id two --no-python "${train[@]}" --set output.run_id=two-nodes >"$out/node$n.log" 2>&1 &
@@ -96,9 +102,12 @@ run static "$TORCHRUN" --nnodes 1 --nproc-per-node 2 --master-addr 127.0.0.1 --m
   --no-python "${train[@]}" --set output.run_id=static
 grep -q "torchrun agent's store" "$out/static.log" || fails+=("static: workers did not report the agent's store")
 port=$(free_port)
-say "\$ $TORCHRUN --nnodes 1 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $port --max-restarts 1 --no-python ${train[*]} --set output.run_id=restart --set trainer.max_steps=40 --resume auto   (one worker killed after step_4)"
+say "\$ $TORCHRUN --nnodes 1 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port $port --max-restarts 1" \
+  "--no-python ${train[*]} --set output.run_id=restart --set trainer.max_steps=40 --resume auto" \
+  "  (one worker killed after step_4)"
 timeout 300 "$TORCHRUN" --nnodes 1 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port "$port" --max-restarts 1 \
-  --no-python "${train[@]}" --set output.run_id=restart --set trainer.max_steps=40 --resume auto >"$out/restart.log" 2>&1 &
+  --no-python "${train[@]}" --set output.run_id=restart --set trainer.max_steps=40 --resume auto \
+  >"$out/restart.log" 2>&1 &
 agent=$!
 for _ in $(seq 1 1200); do [ -d "$w/runs/restart/checkpoints/step_4" ] && break; sleep 0.1; done
 # A worker: its command line runs the llmtrain binary (the agent's runs python with torchrun; comm can be

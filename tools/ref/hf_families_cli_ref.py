@@ -46,7 +46,8 @@ def main():
             continue
         row = {"eval_loss": mean_loss(load(model_dir), tokens)}
         if os.path.isdir(os.path.join(root, name, "peft")):
-            merged = peft.PeftModel.from_pretrained(load(model_dir), os.path.join(root, name, "peft")).merge_and_unload()
+            adapter_dir = os.path.join(root, name, "peft")
+            merged = peft.PeftModel.from_pretrained(load(model_dir), adapter_dir).merge_and_unload()
             row["peft_merged_eval_loss"] = mean_loss(merged.double(), tokens)
         out[name] = row
     json.dump({"transformers": T.__version__, "peft": peft.__version__, "torch": torch.__version__,

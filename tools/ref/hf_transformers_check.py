@@ -55,8 +55,8 @@ def write_theirs(out):
     llama3 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0, "low_freq_factor": 1.0,
               "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
     cases = {
-        "llama_tied": T.LlamaConfig(**base, num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=True,
-                                    rms_norm_eps=1e-5, rope_parameters=llama3),
+        "llama_tied": T.LlamaConfig(**base, num_key_value_heads=2, max_position_embeddings=256,
+                                    tie_word_embeddings=True, rms_norm_eps=1e-5, rope_parameters=llama3),
         "llama_untied": T.LlamaConfig(**base, num_key_value_heads=1, head_dim=32, max_position_embeddings=128,
                                       tie_word_embeddings=False),
         "gpt2": T.GPT2Config(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_positions=128),

@@ -78,7 +78,8 @@ def main():
         as_int = torch.int16 if ref["dtype"] == "BF16" else torch.int32
         if not torch.equal(got.view(as_int), want.view(as_int)):
             diff = (got.view(as_int) != want.view(as_int)).nonzero()[0].tolist()
-            raise AssertionError("%s differs from PyTorch at %s: %r vs %r" % (name, diff, got[tuple(diff)], want[tuple(diff)]))
+            raise AssertionError("%s differs from PyTorch at %s: %r vs %r"
+                                 % (name, diff, got[tuple(diff)], want[tuple(diff)]))
     print("ok: %d shard(s), %d tensors, %d bytes" % (len(shards), len(seen), total))
 
 

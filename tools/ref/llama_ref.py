@@ -75,7 +75,8 @@ def main():
     lora = len(sys.argv) > 13
     adapters = {}
     if lora:
-        r, alpha, targets_arg, rslora = int(sys.argv[13]), float(sys.argv[14]), sys.argv[15].split(","), sys.argv[16] == "1"
+        r, alpha = int(sys.argv[13]), float(sys.argv[14])
+        targets_arg, rslora = sys.argv[15].split(","), sys.argv[16] == "1"
         scale = alpha / math.sqrt(r) if rslora else alpha / r
         for name in list(p):
             module = name[: -len(".weight")]

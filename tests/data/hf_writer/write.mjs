@@ -14,7 +14,9 @@ if (!out) throw new Error('usage: node write.mjs OUTDIR')
 mkdirSync(out, { recursive: true })
 
 const words = ['alpha', 'river', 'stone', 'quiet', 'lamp', 'north', 'paper', 'seven', 'garden', 'echo']
-const special = ['', 'naïve café — déjà vu', '日本語の文書です。', 'emoji 🚀 and 🌍', 'line one\nline two\ttab', 'quote " and \\ backslash']
+const special = [
+  '', 'naïve café — déjà vu', '日本語の文書です。', 'emoji 🚀 and 🌍', 'line one\nline two\ttab', 'quote " and \\ backslash',
+]
 function documents(n, seed) {
   const docs = []
   let x = seed
@@ -67,7 +69,8 @@ for (const v of variants) {
   writeFileSync(join(out, 'parquet', v.name + '.parquet'), new Uint8Array(buf))
 }
 // A column of another type under the text name, and a nullable column with nulls.
-writeFileSync(join(out, 'int_text.parquet'), new Uint8Array(parquetWriteBuffer({ columnData: [{ name: 'text', data: ids, type: 'INT64' }] })))
+const intText = parquetWriteBuffer({ columnData: [{ name: 'text', data: ids, type: 'INT64' }] })
+writeFileSync(join(out, 'int_text.parquet'), new Uint8Array(intText))
 
 // messages: list<struct<role, content>> in the 3-level LIST layout (messages_schema.mjs).
 const conv = conversations(45)
@@ -83,14 +86,17 @@ function textTable(d, i) {
     n32: Int32Array.from(i.map(v => Number(v % 1000n))),
     text: arrow.vectorFromArray(d, new arrow.Utf8()),
     big: arrow.vectorFromArray(d, new arrow.LargeUtf8()),
-    tags: arrow.vectorFromArray(d.map(s => s.split(' ').slice(0, 2)), new arrow.List(new arrow.Field('item', new arrow.Utf8(), true))),
+    tags: arrow.vectorFromArray(d.map(s => s.split(' ').slice(0, 2)),
+      new arrow.List(new arrow.Field('item', new arrow.Utf8(), true))),
     meta: arrow.vectorFromArray(i.map(v => ({ k: String(v), v: Number(v) })),
       new arrow.Struct([new arrow.Field('k', new arrow.Utf8(), true), new arrow.Field('v', new arrow.Int32(), true)])),
   })
 }
 function batched(table, rows) {
   const batches = []
-  for (let s = 0; s < table.numRows; s += rows) batches.push(...table.slice(s, Math.min(s + rows, table.numRows)).batches)
+  for (let s = 0; s < table.numRows; s += rows) {
+    batches.push(...table.slice(s, Math.min(s + rows, table.numRows)).batches)
+  }
   return new arrow.Table(batches)
 }
 mkdirSync(join(out, 'arrow'), { recursive: true })
@@ -112,9 +118,12 @@ function saveToDisk(dir, table, split) {
     writeFileSync(join(dir, name), arrow.tableToIPC(batched(p, 25), 'stream'))
     return { filename: name }
   })
-  writeFileSync(join(dir, 'state.json'), JSON.stringify({ _data_files: files, _fingerprint: 'f00d', _format_columns: null,
-    _format_kwargs: {}, _format_type: null, _output_all_columns: false, _split: split }, null, 2))
-  writeFileSync(join(dir, 'dataset_info.json'), JSON.stringify({ citation: '', description: '', features: {}, homepage: '', license: '' }))
+  writeFileSync(join(dir, 'state.json'), JSON.stringify({
+    _data_files: files, _fingerprint: 'f00d', _format_columns: null,
+    _format_kwargs: {}, _format_type: null, _output_all_columns: false, _split: split,
+  }, null, 2))
+  const info = { citation: '', description: '', features: {}, homepage: '', license: '' }
+  writeFileSync(join(dir, 'dataset_info.json'), JSON.stringify(info))
 }
 saveToDisk(join(out, 'saved'), rich, 'train')
 const valDocs = documents(40, 77)
