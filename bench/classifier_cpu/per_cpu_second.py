@@ -54,7 +54,8 @@ def write_test_sets(work, small):
 
 
 def ours(a, work, arch, precision):
-    common = ["--set", f"run.threads={a.threads}", "--set", "run.device=cpu", "--set", f"trainer.precision={precision}"]
+    common = ["--set", f"run.threads={a.threads}", "--set", "run.device=cpu",
+              "--set", f"trainer.precision={precision}"]
     def train(steps, run_id):
         return child_cpu([a.bin, "train", "--config", f"configs/presets/fashion_mnist_{arch}.yaml", "--set",
                           "trainer.epochs=0", "--set", f"trainer.max_steps={steps}", "--set", "trainer.warmup_steps=2",

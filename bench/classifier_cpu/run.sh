@@ -51,7 +51,8 @@ ratio() { /usr/bin/python3 -c "print(f'{$1 / max($2, $3):.2f}x')"; }
 echo "cpu: $(cd bench/train_cpu && /usr/bin/python3 -c 'from compare import cpu_line; print(cpu_line())')"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg); threads $THREADS; batch 128; $STEPS steps;" \
   "$(date -u '+%Y-%m-%d %H:%M UTC')"
-printf "%-4s %-5s %12s %12s %12s %7s | %12s %12s %12s %7s\n" model ours "ours train/s" "torch fp32" "torch bf16" ratio \
+printf "%-4s %-5s %12s %12s %12s %7s | %12s %12s %12s %7s\n" \
+  model ours "ours train/s" "torch fp32" "torch bf16" ratio \
   "ours infer/s" "torch fp32" "torch bf16" ratio
 for arch in cnn mlp; do
   read -r tf tfi < <(torch_run $arch)

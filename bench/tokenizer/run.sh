@@ -43,7 +43,8 @@ for encoding in ${ENCODINGS:-gpt2 llama3}; do
   esac
   echo "## $encoding"
   load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-  ours=$("$build/bench/tokenizer/tokenizer_bench" "$corpus" --tokenizer "$spec" --threads "$threads" --repeat "$repeat")
+  ours=$("$build/bench/tokenizer/tokenizer_bench" "$corpus" --tokenizer "$spec" --threads "$threads" \
+    --repeat "$repeat")
   peers=$(NODE_PATH="$PWD/bench/.npm/node_modules" node bench/tokenizer/peers.mjs "$corpus" "$repeat" $tokjson)
   # Hugging Face tokenizers and native tiktoken, where the Python has them (the GPU host; not Debian 12).
   if [ -n "$tokjson" ] && [ -x "$python" ]; then

@@ -117,7 +117,8 @@ function checkPod(file, i, doc, podSpec, ctx) {
     check(file, i, doc, flag(args, '--node-rank') === `$(${ctx.nodeRankVar})`,
       `--node-rank is not $(${ctx.nodeRankVar})`);
     const fp = env[ctx.nodeRankVar]?.valueFrom?.fieldRef?.fieldPath;
-    check(file, i, doc, fp === ctx.nodeRankField, `${ctx.nodeRankVar} comes from ${fp}, expected ${ctx.nodeRankField}`);
+    check(file, i, doc, fp === ctx.nodeRankField,
+      `${ctx.nodeRankVar} comes from ${fp}, expected ${ctx.nodeRankField}`);
   }
   if (ctx.podIndexEnv) {
     const podIndexPath = env.LLMTRAIN_POD_INDEX?.valueFrom?.fieldRef?.fieldPath;
@@ -133,7 +134,8 @@ function checkPod(file, i, doc, podSpec, ctx) {
     check(file, i, doc, (c.ports || []).some((p) => String(p.containerPort) === port),
       `--master-port ${port} is not a container port`);
     if (ctx.servicePort !== undefined) {
-      check(file, i, doc, port === String(ctx.servicePort), `--master-port ${port} != Service port ${ctx.servicePort}`);
+      check(file, i, doc, port === String(ctx.servicePort),
+        `--master-port ${port} != Service port ${ctx.servicePort}`);
     }
   }
   for (const [k, v] of Object.entries(env)) {
@@ -216,7 +218,8 @@ for (let a = 0; a < rest.length; a += 4) {
         'Service does not publish not-ready addresses (rank 0 DNS before readiness)');
     } else if (doc.kind === 'Job') {
       const js = doc.spec, pod = js.template.spec;
-      check(file, i, doc, ['Never', 'OnFailure'].includes(pod.restartPolicy), `Job restartPolicy ${pod.restartPolicy}`);
+      check(file, i, doc, ['Never', 'OnFailure'].includes(pod.restartPolicy),
+        `Job restartPolicy ${pod.restartPolicy}`);
       check(file, i, doc, !js.podFailurePolicy || pod.restartPolicy === 'Never',
         'podFailurePolicy needs restartPolicy Never');
       check(file, i, doc, js.completionMode === 'Indexed', 'not an Indexed Job');
@@ -258,7 +261,8 @@ for (let a = 0; a < rest.length; a += 4) {
       const rj = doc.spec.replicatedJobs;
       check(file, i, doc, rj.length === 1 && rj[0].replicas === 1, 'expected one replicated job with one replica');
       const js = rj[0].template.spec, pod = js.template.spec;
-      check(file, i, doc, ['Never', 'OnFailure'].includes(pod.restartPolicy), `Job restartPolicy ${pod.restartPolicy}`);
+      check(file, i, doc, ['Never', 'OnFailure'].includes(pod.restartPolicy),
+        `Job restartPolicy ${pod.restartPolicy}`);
       check(file, i, doc, js.completions === nodes && js.parallelism === nodes,
         `completions/parallelism != nodes ${nodes}`);
       check(file, i, doc, doc.spec.network?.enableDNSHostnames === true, 'DNS host names not enabled');
@@ -271,7 +275,8 @@ for (let a = 0; a < rest.length; a += 4) {
       check(file, i, doc, r.Master?.replicas === 1, 'Master replicas != 1');
       check(file, i, doc, (r.Master?.replicas || 0) + (r.Worker?.replicas || 0) === nodes,
         `Master + Worker replicas != nodes ${nodes}`);
-      check(file, i, doc, doc.spec.nprocPerNode === String(nproc), `nprocPerNode ${doc.spec.nprocPerNode} != ${nproc}`);
+      check(file, i, doc, doc.spec.nprocPerNode === String(nproc),
+        `nprocPerNode ${doc.spec.nprocPerNode} != ${nproc}`);
       for (const [type, spec] of Object.entries(r)) {
         const c = spec.template.spec.containers.find((x) => x.name === 'pytorch');
         check(file, i, doc, c && (c.ports || []).some((p) => p.name === 'pytorchjob-port'),

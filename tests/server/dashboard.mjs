@@ -106,7 +106,9 @@ try {
   // Legends show each series' latest value without hovering; the y axis has a label and enough ticks,
   // and the step axis only whole steps.
   const legend = await page.locator('#chart-loss .legend-value').allInnerTexts();
-  if (legend.length !== 2 || !legend.every((t) => /^\d/.test(t))) fail(`loss legend values before hovering: ${legend}`);
+  if (legend.length !== 2 || !legend.every((t) => /^\d/.test(t))) {
+    fail(`loss legend values before hovering: ${legend}`);
+  }
   const axes = await page.evaluate(() => {
     const u = window.llmtDash.charts.loss.plot;
     return { yLabel: u.axes[1].label, ySplits: u.axes[1]._splits, xSplits: u.axes[0]._splits };

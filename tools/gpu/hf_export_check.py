@@ -47,8 +47,9 @@ for model in ours["models"]:
         stopped = bool(new) and new[-1] in stop_ids
         continuation = new[:-1] if stopped else new
         text = tok.decode(continuation, skip_special_tokens=False)
-        report(f"{model['name']}/greedy", continuation == case["continuation_ids"] and text == case["continuation_text"]
-               and stopped == case["stopped"], prompt=case["prompt"], hf_ids=continuation,
+        same = (continuation == case["continuation_ids"] and text == case["continuation_text"]
+                and stopped == case["stopped"])
+        report(f"{model['name']}/greedy", same, prompt=case["prompt"], hf_ids=continuation,
                ours_ids=case["continuation_ids"],
                hf_text=text, ours_text=case["continuation_text"], hf_stopped_at=new[-1] if stopped else None,
                ours_stopped=case["stopped"])

@@ -71,7 +71,8 @@ def hf_loss(d, ref):
             x = torch.stack([t[s:s + T] for s in w])
             y = torch.stack([t[s + 1:s + T + 1] for s in w])
             logits = m(x).logits
-            losses.append(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item())
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+            losses.append(loss.item())
     return float(np.mean(losses)), m
 
 

@@ -99,8 +99,8 @@ def phase_ours():
     ours = AutoModelForCausalLM.from_pretrained(os.path.join(WORK, "merged_ours2"))
     d = rel(logits_of(ours), ref)
     check("PeftModel(our adapter) logits vs our merge (fp32)", d < 1e-5, f"rel L2 {d:.2e}")
-    db = rel(logits_of(PeftModel.from_pretrained(LlamaForCausalLM.from_pretrained(os.path.join(WORK, "base")), adapter),
-                       torch.bfloat16), ref)
+    base = LlamaForCausalLM.from_pretrained(os.path.join(WORK, "base"))
+    db = rel(logits_of(PeftModel.from_pretrained(base, adapter), torch.bfloat16), ref)
     check("PeftModel(our adapter) in bf16 vs fp32", db < 3e-2, f"rel L2 {db:.2e}")
 
 

@@ -19,7 +19,8 @@ with open(sys.argv[1], "w") as f:
     for d in range(400):
         f.write(f"Document {d} says {d % 7} and {d % 11}; the adapters learn it.\n\n")
 PY
-"$bin" data prepare --input "$w/corpus.txt" --format text --out "$w/shards" --val-fraction 0.1 > "$out/prepare.log" 2>&1
+"$bin" data prepare --input "$w/corpus.txt" --format text --out "$w/shards" --val-fraction 0.1 \
+  > "$out/prepare.log" 2>&1
 cat > "$w/lora.yaml" <<YAML
 run: {name: peft, seed: 3, device: cuda}
 model: {init_from: $w/base, block_size: 64}

@@ -12,7 +12,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source tools/gpu/env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-/tmp/g/bin/cuda_case_table_test --gtest_filter='CaseTable/CudaVsCpu.Matches/sgd_*:CaseTable/CudaVsCpu.Matches/adamw_*' \
+/tmp/g/bin/cuda_case_table_test \
+  --gtest_filter='CaseTable/CudaVsCpu.Matches/sgd_*:CaseTable/CudaVsCpu.Matches/adamw_*' \
   2>&1 | grep -E 'cuda-vs-cpu|OK|FAILED|Failure|PASSED'
 echo "== fashion_mnist_mlp_sgd"
 PRESET=configs/presets/fashion_mnist_mlp_sgd.yaml bash tools/gpu/classifier_check.sh /tmp/g/bin/llmtrain
