@@ -104,18 +104,15 @@ TEST(Ops, LlamaOpsValidateShapes) {
             EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
         }
     };
-    expect_names(
-        [&] {
-            rmsnorm_forward(Tensor(a.data(), {2, 3, 8}), Tensor(r.data(), {2, 3}), Tensor(a.data(), {2, 3, 8}),
-                            Tensor(w.data(), {4}), 1e-5f);
-        },
-        "weight");
-    expect_names(
-        [&] {
-            rmsnorm_forward(Tensor(b.data(), {2, 3, 8}), Tensor(r.data(), {2, 3}), Tensor(a.data(), {2, 3, 8}),
-                            Tensor(w.data(), {8}), 0.0f);
-        },
-        "eps");
+    // rmsnorm: out (B,T,C) from inp (B,T,C) with a weight of C and eps > 0.
+    const auto rmsnorm_with = [&](float* out, int64_t weight_len, float eps) {
+        return [&, out, weight_len, eps] {
+            rmsnorm_forward(Tensor(out, {2, 3, 8}), Tensor(r.data(), {2, 3}), Tensor(a.data(), {2, 3, 8}),
+                            Tensor(w.data(), {weight_len}), eps);
+        };
+    };
+    expect_names(rmsnorm_with(a.data(), 4, 1e-5f), "weight");
+    expect_names(rmsnorm_with(b.data(), 8, 0.0f), "eps");
     // swiglu: out (...,F) against inp (...,2F).
     expect_names([&] { swiglu_forward(Tensor(a.data(), {2, 3, 8}), Tensor(a.data(), {2, 3, 8})); }, "out");
     expect_names([&] { swiglu_forward(Tensor(b.data(), {2, 3, 2}), Tensor(b.data(), {2, 3, 4})); }, "alias");
