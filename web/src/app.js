@@ -67,7 +67,8 @@ function route() {
   else if ((m = hash.match(/^#\/compare\/?([\d,]*)$/)))
     page = comparePage(main, controller.signal, m[1].split(',').filter(Boolean).map(Number));
   else if (hash === '#/runs') page = runsPage(main, controller.signal);
-  else if ((m = hash.match(/^#\/runs\/(\d+\/[A-Za-z0-9_-][A-Za-z0-9._-]*)$/))) page = runPage(main, controller.signal, m[1]);
+  else if ((m = hash.match(/^#\/runs\/(\d+\/[A-Za-z0-9_-][A-Za-z0-9._-]*)$/)))
+    page = runPage(main, controller.signal, m[1]);
   else page = jobsPage(main, controller.signal);
   window.llmtDash.page = hash;
   const section = hash.match(/^#\/[a-z]*/)?.[0] ?? '#/';
@@ -85,7 +86,8 @@ function route() {
       status.textContent = e.message;
       status.classList.add('error');
     }
-    if (!controller.signal.aborted && page.intervalMs > 0 && current === me) me.timer = setTimeout(tick, page.intervalMs);
+    if (!controller.signal.aborted && page.intervalMs > 0 && current === me)
+      me.timer = setTimeout(tick, page.intervalMs);
   };
   tick();
 }

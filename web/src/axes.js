@@ -27,7 +27,8 @@ export function niceTicks(min, max, target = 6, integer = false) {
   const lo = Math.floor(min / step + 1e-9) * step;
   const hi = Math.ceil(max / step - 1e-9) * step;
   const ticks = [];
-  for (let i = 0, v = lo; v <= hi + step * 1e-9 && i < 1000; ++i, v = lo + i * step) ticks.push(Number(v.toPrecision(12)));
+  for (let i = 0, v = lo; v <= hi + step * 1e-9 && i < 1000; ++i, v = lo + i * step)
+    ticks.push(Number(v.toPrecision(12)));
   return { lo, hi, step, ticks };
 }
 
@@ -59,7 +60,8 @@ export function logTicks(min, max, target = 6) {
 export function formatTick(v, step) {
   if (v === 0) return '0';
   const a = Math.abs(v);
-  if (a >= 1e6 || a < 1e-4) return v.toExponential(Math.min(3, Math.max(0, decimalsFor(step / 10 ** Math.floor(Math.log10(a))))));
+  if (a >= 1e6 || a < 1e-4)
+    return v.toExponential(Math.min(3, Math.max(0, decimalsFor(step / 10 ** Math.floor(Math.log10(a))))));
   return v.toFixed(decimalsFor(step));
 }
 

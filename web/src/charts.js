@@ -13,7 +13,8 @@ export const PALETTE = ['#2563eb', '#dc2626', '#059669', '#7c3aed', '#d97706', '
 // The y scale's range and ticks for data in [min, max]: nice ticks on a linear axis, 1-2-5 ticks on a
 // log axis (only positive values are drawn there).
 function yTicks(min, max, log) {
-  if (min === null || max === null || !isFinite(min) || !isFinite(max)) return { lo: log ? 0.1 : 0, hi: 1, ticks: [], step: 1 };
+  if (min === null || max === null || !isFinite(min) || !isFinite(max))
+    return { lo: log ? 0.1 : 0, hi: 1, ticks: [], step: 1 };
   if (log) {
     const ticks = logTicks(min, max);
     return { lo: min / 1.05, hi: max * 1.05, ticks, step: ticks.length > 1 ? ticks[1] - ticks[0] : min };
@@ -48,15 +49,18 @@ export class LineChart {
       height: CHART_HEIGHT,
       scales: {
         x: { time: false, range: (u, min, max) => (min === max ? [min - 1, max + 1] : [min, max]) },
-        y: log ? { distr: 3, log: 10, range: (u, min, max) => { const t = yTicks(min, max, true); return [t.lo, t.hi]; } }
+        y: log
+          ? { distr: 3, log: 10, range: (u, min, max) => { const t = yTicks(min, max, true); return [t.lo, t.hi]; } }
           : { range: (u, min, max) => { const t = yTicks(min, max, false); return [t.lo, t.hi]; } },
       },
       series,
       axes: [
-        { label: 'step', splits: (u, i, min, max) => niceTicks(min, max, 8, true).ticks.filter((v) => v >= min && v <= max),
+        { label: 'step',
+          splits: (u, i, min, max) => niceTicks(min, max, 8, true).ticks.filter((v) => v >= min && v <= max),
           values: (u, splits) => splits.map((v) => String(v)) },
         { label: this.opts.yLabel + (log ? ' (log scale)' : ''), size: 70,
-          splits: (u, i, min, max) => yTicks(min, max, log).ticks.filter((v) => v >= min * (1 - 1e-9) && v <= max * (1 + 1e-9)),
+          splits: (u, i, min, max) =>
+            yTicks(min, max, log).ticks.filter((v) => v >= min * (1 - 1e-9) && v <= max * (1 + 1e-9)),
           values: (u, splits) => {
             const step = splits.length > 1 ? Math.abs(splits[1] - splits[0]) : 1;
             return splits.map((v) => formatTick(v, log ? Math.min(step, v) : step));

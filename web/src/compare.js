@@ -13,7 +13,8 @@ export function comparePage(main, signal, ids) {
   const picked = new Set(ids);
   const runs = new Map();  // id -> {job, rows: Map(step -> point), last: step, final}
   const metric = h('select', { id: 'cmp-metric' }, h('option', { value: 'loss' }, 'loss'));
-  const smoothing = h('input', { id: 'cmp-smoothing', type: 'range', min: '0', max: '0.99', step: '0.01', value: '0.6' });
+  const smoothing = h('input',
+    { id: 'cmp-smoothing', type: 'range', min: '0', max: '0.99', step: '0.01', value: '0.6' });
   const smoothingValue = h('output', { id: 'cmp-smoothing-value' }, '0.60');
   const log = h('input', { id: 'cmp-log', type: 'checkbox' });
   const table = h('tbody', { id: 'cmp-jobs' });
@@ -69,12 +70,15 @@ export function comparePage(main, signal, ids) {
     const key = metric.value;
     const ids = [...picked].filter((id) => runs.has(id)).sort((a, b) => a - b);
     const perRun = ids.map((id) => {
-      const pts = [...runs.get(id).rows.values()].filter((p) => typeof p[key] === 'number').sort((a, b) => a.step - b.step);
+      const pts = [...runs.get(id).rows.values()]
+        .filter((p) => typeof p[key] === 'number')
+        .sort((a, b) => a.step - b.step);
       const ys = emaSmooth(pts.map((p) => p[key]), Number(smoothing.value));
       return new Map(pts.map((p, i) => [p.step, ys[i]]));
     });
     const steps = [...new Set(perRun.flatMap((m) => [...m.keys()]))].sort((a, b) => a - b);
-    const series = ids.map((id, i) => ({ label: `#${id} ${runs.get(id).job.name}`, color: PALETTE[i % PALETTE.length] }));
+    const series = ids.map((id, i) =>
+      ({ label: `#${id} ${runs.get(id).job.name}`, color: PALETTE[i % PALETTE.length] }));
     const data = [steps].concat(perRun.map((m) => steps.map((s) => (m.has(s) ? m.get(s) : null))));
     const sameSeries = chart && chart.opts.series.length === series.length &&
       chart.opts.series.every((s, i) => s.label === series[i].label) && chart.opts.yLabel === key;
@@ -85,7 +89,8 @@ export function comparePage(main, signal, ids) {
     chart.setLog(state.log);
     chart.setData(data);
     note.textContent = ids.length === 0 ? 'Pick runs below to compare them.'
-      : `${ids.length} run(s); smoothing ${Number(smoothing.value).toFixed(2)} (exponential moving average, debiased)` +
+      : `${ids.length} run(s); smoothing ${Number(smoothing.value).toFixed(2)} ` +
+        '(exponential moving average, debiased)' +
         (state.log ? '; log scale: values <= 0 are not drawn' : '');
   }
 
@@ -110,7 +115,8 @@ export function comparePage(main, signal, ids) {
         refresh().catch(() => {});
       });
       const res = j.result || {};
-      return h('tr', { 'data-id': j.id }, h('td', {}, box), h('td', {}, h('a', { href: `#/jobs/${j.id}` }, String(j.id))),
+      return h('tr', { 'data-id': j.id }, h('td', {}, box),
+        h('td', {}, h('a', { href: `#/jobs/${j.id}` }, String(j.id))),
         h('td', {}, j.name), h('td', {}, stateBadge(j.state)),
         h('td', { class: 'num' }, fmtLoss(res.final_train_loss)),
         h('td', { class: 'num' }, fmtLoss(res.best_val_loss)),
@@ -129,7 +135,10 @@ export function comparePage(main, signal, ids) {
   }
 
   metric.addEventListener('change', () => draw());
-  smoothing.addEventListener('input', () => { smoothingValue.textContent = Number(smoothing.value).toFixed(2); draw(); });
+  smoothing.addEventListener('input', () => {
+    smoothingValue.textContent = Number(smoothing.value).toFixed(2);
+    draw();
+  });
   log.addEventListener('change', () => { state.log = log.checked; draw(); });
   return { refresh, intervalMs: 3000 };
 }

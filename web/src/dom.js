@@ -43,7 +43,8 @@ export function progressCell(job) {
   const { step, max, eta } = progressOf(job);
   // The bar's colour follows the state (style.css: running blue, succeeded green, failed red,
   // cancelled grey, queued/retrying amber).
-  const bar = h('progress', { class: `state-${job.state}`, max: Math.max(max, 1), value: Math.min(step, Math.max(max, 1)) });
+  const bar = h('progress',
+    { class: `state-${job.state}`, max: Math.max(max, 1), value: Math.min(step, Math.max(max, 1)) });
   const label = max > 0 ? `${step} / ${max}` : `${step}`;
   return h('div', { class: 'progress' }, bar,
     h('span', { class: 'muted' }, label, eta !== null ? ` · ETA ${fmtDuration(eta)}` : ''));

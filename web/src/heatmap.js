@@ -27,7 +27,8 @@ export function confusionHeatmap(result) {
       h('th', { scope: 'row', class: 'true' }, names[i]),
       row.map((v, j) => {
         const share = total > 0 ? v / total : 0;
-        const cell = h('td', { class: `cell${i === j ? ' diag' : ''}`, title: `true ${names[i]}, predicted ${names[j]}: ${v}` }, String(v));
+        const title = `true ${names[i]}, predicted ${names[j]}: ${v}`;
+        const cell = h('td', { class: `cell${i === j ? ' diag' : ''}`, title }, String(v));
         cell.style.backgroundColor = shade(share, i === j);  // CSSOM: allowed by the CSP
         if (share > 0.55) cell.classList.add('dark');
         return cell;

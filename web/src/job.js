@@ -40,18 +40,22 @@ export function jobPage(main, signal, id) {
   const rankSel = h('select', { id: 'log-rank' }, h('option', { value: '0' }, 'rank 0'));
   const log = h('pre', { id: 'log', class: 'log' });
   main.replaceChildren(
-    h('section', { class: 'card' }, h('div', { class: 'row' }, title, resubmit, clone, resume, cancel), error, facts),
+    h('section', { class: 'card' },
+      h('div', { class: 'row' }, title, resubmit, clone, resume, cancel), error, facts),
     failure,
     metricsCard,
     heatmap,
     h('section', { class: 'card' }, h('h3', {}, 'Ranks'),
       h('table', {}, h('thead', {}, h('tr', {}, ['rank', 'state', 'log bytes'].map((c) => h('th', {}, c)))), ranks)),
-    h('section', { class: 'card' }, h('div', { class: 'row' }, h('h3', {}, `Log (last ${LOG_LINES} lines)`), rankSel), log),
+    h('section', { class: 'card' },
+      h('div', { class: 'row' }, h('h3', {}, `Log (last ${LOG_LINES} lines)`), rankSel), log),
     h('section', { class: 'card' }, h('h3', {}, 'History'),
-      h('table', {}, h('thead', {}, h('tr', {}, ['at', 'state', 'attempt', 'detail'].map((c) => h('th', {}, c)))), history)));
+      h('table', {},
+        h('thead', {}, h('tr', {}, ['at', 'state', 'attempt', 'detail'].map((c) => h('th', {}, c)))), history)));
 
   const charts = {
-    loss: new MetricChart(chartEls[0], 'loss', 'loss (cross-entropy)', ['loss', 'val_loss'], ['train loss', 'val loss']),
+    loss: new MetricChart(chartEls[0], 'loss', 'loss (cross-entropy)', ['loss', 'val_loss'],
+      ['train loss', 'val loss']),
     lr: new MetricChart(chartEls[1], 'learning rate', 'learning rate', ['lr'], ['lr']),
     // A language model counts tokens, an image classifier images (each draws only its own series), for the
     // job and per rank.
@@ -132,14 +136,19 @@ export function jobPage(main, signal, id) {
   function renderFacts(j) {
     const est = j.estimate || {};
     const act = j.actual || {};
+    const deviceHours = (act.device_hours ?? 0).toFixed(4);
+    const estCost = typeof est.cost_usd === 'number' ? `${fmtUsd(est.cost_usd)}, ` : '';
+    const estSource = est.source ? ` (source: ${est.source})` : '';
+    const spec = j.spec;
     const rows = [
       ['state', stateBadge(j.state)],
       ['progress', progressCell(j)],
-      ['cost so far', `${fmtUsd(act.cost_usd)} (${fmtDuration(act.wall_s)} wall, ${(act.device_hours ?? 0).toFixed(4)} device-hours)`],
+      ['cost so far', `${fmtUsd(act.cost_usd)} (${fmtDuration(act.wall_s)} wall, ${deviceHours} device-hours)`],
       ['estimate', typeof est.duration_s === 'number'
-        ? `${typeof est.cost_usd === 'number' ? `${fmtUsd(est.cost_usd)}, ` : ''}${fmtDuration(est.duration_s)}${est.source ? ` (source: ${est.source})` : ''}`
+        ? `${estCost}${fmtDuration(est.duration_s)}${estSource}`
         : `none${est.source ? ` (${est.source}${est.reason ? `: ${est.reason}` : ''})` : ''}`],
-      ['resources', `${j.spec?.nodes ?? 1} node(s) × ${j.spec?.nproc_per_node ?? 1} proc, ${j.spec?.gpus_per_node ?? 0} GPU/node`],
+      ['resources',
+        `${spec?.nodes ?? 1} node(s) × ${spec?.nproc_per_node ?? 1} proc, ${spec?.gpus_per_node ?? 0} GPU/node`],
       ['result', resultText(j.result, j.state)],
       ['attempts', String(j.attempts)],
       ['exit code', j.exit_code === null ? '—' : String(j.exit_code)],
@@ -183,11 +192,13 @@ export function jobPage(main, signal, id) {
     if (j.result?.confusion_matrix) heatmap.replaceChildren(confusionHeatmap(j.result));
     await showResume(j);
     ranks.replaceChildren(...j.ranks.map((r) => h('tr', {},
-      h('td', {}, String(r.rank)), h('td', {}, stateBadge(r.state)), h('td', { class: 'num' }, String(r.log_file_bytes)))));
+      h('td', {}, String(r.rank)), h('td', {}, stateBadge(r.state)),
+      h('td', { class: 'num' }, String(r.log_file_bytes)))));
     if (rankSel.options.length !== j.ranks.length)
       rankSel.replaceChildren(...j.ranks.map((r) => h('option', { value: String(r.rank) }, `rank ${r.rank}`)));
     history.replaceChildren(...j.history.map((e) => h('tr', {},
-      h('td', {}, fmtTime(e.at)), h('td', {}, stateBadge(e.state)), h('td', {}, String(e.attempt)), h('td', {}, e.detail))));
+      h('td', {}, fmtTime(e.at)), h('td', {}, stateBadge(e.state)), h('td', {}, String(e.attempt)),
+      h('td', {}, e.detail))));
     // The last step is asked for again: its val line is written after its train line and may have
     // been missing from the previous answer.
     const m = await api.get(`/v1/jobs/${id}/metrics?since_step=${Math.max(-1, lastStep - 1)}`);
@@ -199,7 +210,8 @@ export function jobPage(main, signal, id) {
     }
     lastStep = Math.max(lastStep, m.last_step);
     const [train, val] = charts.loss.counts();
-    pointsNote.textContent = `${train} train-loss point(s), ${val} val-loss point(s), last step ${lastStep < 0 ? '—' : lastStep}`;
+    pointsNote.textContent =
+      `${train} train-loss point(s), ${val} val-loss point(s), last step ${lastStep < 0 ? '—' : lastStep}`;
     await refreshLog();
     if (final) doneLoaded = true;
   }

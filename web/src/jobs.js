@@ -12,7 +12,8 @@ const picked = new Set();  // ids ticked for comparison (kept while the tab live
 
 async function details(summary) {
   const c = cache.get(summary.id);
-  const j = c && c.state === summary.state && summary.state !== 'running' ? c : await api.get(`/v1/jobs/${summary.id}`);
+  const j = c && c.state === summary.state && summary.state !== 'running'
+    ? c : await api.get(`/v1/jobs/${summary.id}`);
   cache.set(j.id, j);
   return { ...j, result: summary.result };  // the list's result is the newer one
 }
@@ -28,8 +29,8 @@ export function jobsPage(main, signal) {
     h('section', { class: 'card' },
       h('div', { class: 'row' }, h('h2', {}, 'Jobs'), compare, filter),
       h('table', { id: 'jobs' },
-        h('thead', {}, h('tr', {}, ['', 'id', 'name', 'state', 'progress', 'final loss', 'val loss', 'best val loss', 'test acc',
-          'cost so far', 'estimate', 'by', 'submitted'].map((c) => h('th', {}, c)))),
+        h('thead', {}, h('tr', {}, ['', 'id', 'name', 'state', 'progress', 'final loss', 'val loss', 'best val loss',
+          'test acc', 'cost so far', 'estimate', 'by', 'submitted'].map((c) => h('th', {}, c)))),
         body),
       note));
 
@@ -43,7 +44,8 @@ export function jobsPage(main, signal) {
   showPicked();
 
   function pickBox(id) {
-    const box = h('input', { type: 'checkbox', class: 'pick', 'data-id': id, checked: picked.has(id), title: 'compare' });
+    const box = h('input',
+      { type: 'checkbox', class: 'pick', 'data-id': id, checked: picked.has(id), title: 'compare' });
     box.addEventListener('change', () => {
       if (box.checked) picked.add(id); else picked.delete(id);
       showPicked();

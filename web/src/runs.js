@@ -28,35 +28,43 @@ export function runsPage(main, signal) {
   const note = h('p', { class: 'muted', id: 'runs-note' });
   const more = h('button', { type: 'button', id: 'runs-more', class: 'secondary', hidden: true }, 'More runs');
   const chartEl = h('div', { class: 'chart', id: 'chart-runs-compare' });
-  const smoothing = h('input', { id: 'runs-smoothing', type: 'range', min: '0', max: '0.99', step: '0.01', value: '0.6' });
+  const smoothing = h('input',
+    { id: 'runs-smoothing', type: 'range', min: '0', max: '0.99', step: '0.01', value: '0.6' });
   main.replaceChildren(
     h('section', { class: 'card' },
-      h('div', { class: 'row' }, h('h2', {}, 'Runs'), h('span', { class: 'muted' }, 'read-only, from serve --runs-dir')),
+      h('div', { class: 'row' }, h('h2', {}, 'Runs'),
+        h('span', { class: 'muted' }, 'read-only, from serve --runs-dir')),
       h('table', { id: 'runs' },
         h('thead', {}, h('tr', {}, ['', 'run', 'folder', 'started', 'final loss', 'best val loss', 'test acc']
           .map((c) => h('th', {}, c)))), body),
       more, note),
     h('section', { class: 'card' },
       h('div', { class: 'row' }, h('h3', {}, 'Compare ticked runs: loss'),
-        h('label', { class: 'inline', title: 'exponential moving average weight, as in TensorBoard' }, 'smoothing ', smoothing)),
+        h('label', { class: 'inline', title: 'exponential moving average weight, as in TensorBoard' },
+          'smoothing ', smoothing)),
       chartEl));
 
   let pages = 1;  // how many pages of PAGE the list shows ("More runs" adds one)
   const metrics = new Map();  // id -> {rows, last}
   let chart = null;
-  window.llmtDash.runsCompare = { series: () => (chart ? chart.opts.series.map((s, i) => ({ label: s.label, points: chart.counts()[i] })) : []) };
+  window.llmtDash.runsCompare = {
+    series: () => (chart ? chart.opts.series.map((s, i) => ({ label: s.label, points: chart.counts()[i] })) : []),
+  };
   signal.addEventListener('abort', () => { if (chart) chart.destroy(); window.llmtDash.runsCompare = null; });
 
   function draw() {
     const ids = [...picked].filter((id) => metrics.has(id)).sort();
     const perRun = ids.map((id) => {
-      const pts = [...metrics.get(id).rows.values()].filter((p) => typeof p.loss === 'number').sort((a, b) => a.step - b.step);
+      const pts = [...metrics.get(id).rows.values()]
+        .filter((p) => typeof p.loss === 'number')
+        .sort((a, b) => a.step - b.step);
       const ys = emaSmooth(pts.map((p) => p.loss), Number(smoothing.value));
       return new Map(pts.map((p, i) => [p.step, ys[i]]));
     });
     const steps = [...new Set(perRun.flatMap((m) => [...m.keys()]))].sort((a, b) => a - b);
     const series = ids.map((id, i) => ({ label: id, color: PALETTE[i % PALETTE.length] }));
-    const same = chart && chart.opts.series.length === series.length && chart.opts.series.every((s, i) => s.label === series[i].label);
+    const same = chart && chart.opts.series.length === series.length &&
+      chart.opts.series.every((s, i) => s.label === series[i].label);
     if (!same) {
       if (chart) chart.destroy();
       chart = new LineChart(chartEl, { title: 'loss by step', yLabel: 'loss', series });
@@ -65,7 +73,8 @@ export function runsPage(main, signal) {
   }
 
   function pickBox(id) {
-    const box = h('input', { type: 'checkbox', class: 'pick', 'data-id': id, checked: picked.has(id), title: 'compare' });
+    const box = h('input',
+      { type: 'checkbox', class: 'pick', 'data-id': id, checked: picked.has(id), title: 'compare' });
     box.addEventListener('change', () => {
       if (box.checked) picked.add(id); else picked.delete(id);
       refresh().catch(() => {});
@@ -93,8 +102,9 @@ export function runsPage(main, signal) {
       h('td', { class: 'num best-val-loss' }, fmtLoss(run.result?.best_val_loss)),
       h('td', { class: 'num test-accuracy' }, fmtPercent(run.result?.test_accuracy)))));
     more.hidden = !r || !r.next_after;
+    const bound = r.truncated ? ' (the scan stopped at its bound)' : '';
     note.textContent = r.roots.length === 0 ? 'The server indexes no folder of runs: start it with --runs-dir DIR.'
-      : `${r.total} run${r.total === 1 ? '' : 's'} under ${r.roots.join(', ')}${r.truncated ? ' (the scan stopped at its bound)' : ''}`;
+      : `${r.total} run${r.total === 1 ? '' : 's'} under ${r.roots.join(', ')}${bound}`;
     for (const id of picked) {
       if (!metrics.has(id)) metrics.set(id, { rows: new Map(), last: -1 });
       await pullMetrics(id, metrics.get(id));
@@ -117,13 +127,17 @@ export function runPage(main, signal, id) {
   main.replaceChildren(
     h('section', { class: 'card' }, h('div', { class: 'row' }, h('h2', { id: 'run-title' }, `Run ${id}`),
       h('a', { class: 'button secondary', href: '#/runs' }, 'All runs')), facts),
-    h('section', { class: 'card', id: 'metrics-card' }, h('h3', {}, 'Metrics'), h('div', { class: 'charts' }, ...chartEls), pointsNote),
-    h('section', { class: 'card' }, h('div', { class: 'row' }, h('h3', {}, `Log (last ${LOG_LINES} lines)`), rankSel), log),
+    h('section', { class: 'card', id: 'metrics-card' }, h('h3', {}, 'Metrics'),
+      h('div', { class: 'charts' }, ...chartEls), pointsNote),
+    h('section', { class: 'card' },
+      h('div', { class: 'row' }, h('h3', {}, `Log (last ${LOG_LINES} lines)`), rankSel), log),
     h('section', { class: 'card' }, h('h3', {}, 'Resolved config'), config));
   const charts = {
-    loss: new MetricChart(chartEls[0], 'loss', 'loss (cross-entropy)', ['loss', 'val_loss'], ['train loss', 'val loss']),
+    loss: new MetricChart(chartEls[0], 'loss', 'loss (cross-entropy)', ['loss', 'val_loss'],
+      ['train loss', 'val loss']),
     lr: new MetricChart(chartEls[1], 'learning rate', 'learning rate', ['lr'], ['lr']),
-    tps: new MetricChart(chartEls[2], 'throughput', 'per second', ['tokens_per_sec', 'images_per_sec'], ['tokens/s', 'images/s']),
+    tps: new MetricChart(chartEls[2], 'throughput', 'per second', ['tokens_per_sec', 'images_per_sec'],
+      ['tokens/s', 'images/s']),
   };
   window.llmtDash.charts = charts;  // the dashboard tests read the drawn data from here
   const onResize = () => Object.values(charts).forEach((c) => c.resize());
@@ -150,7 +164,8 @@ export function runPage(main, signal, id) {
       ['best val loss', fmtLoss(res.best_val_loss)]];
     facts.replaceChildren(...rows.flatMap(([k, v]) => [h('dt', {}, k), h('dd', {}, String(v))]));
     config.textContent = run.config_yaml ?? '(no config.yaml)';
-    if (rankSel.options.length !== run.ranks.length || [...rankSel.options].some((o, i) => Number(o.value) !== run.ranks[i]))
+    if (rankSel.options.length !== run.ranks.length ||
+        [...rankSel.options].some((o, i) => Number(o.value) !== run.ranks[i]))
       rankSel.replaceChildren(...run.ranks.map((k) => h('option', { value: String(k) }, `rank ${k}`)));
     const points = await pullMetrics(id, state);
     if (signal.aborted) return;

@@ -12,24 +12,29 @@ function keyValues(text, what) {
     const line = raw.trim();
     if (!line || line.startsWith('#')) return;
     const eq = line.indexOf('=');
-    if (eq <= 0) throw new api.ApiError(0, 'form', `${what} line ${i + 1}: expected key=value, got "${line}"`, what);
+    if (eq <= 0)
+      throw new api.ApiError(0, 'form', `${what} line ${i + 1}: expected key=value, got "${line}"`, what);
     out[line.slice(0, eq).trim()] = line.slice(eq + 1).trim();
   });
   return out;
 }
 
 export function submitPage(main, signal, fromId = null) {
-  const field = (label, input, hint) => h('label', {}, h('span', {}, label), input, hint ? h('small', { class: 'muted' }, hint) : null);
+  const field = (label, input, hint) =>
+    h('label', {}, h('span', {}, label), input, hint ? h('small', { class: 'muted' }, hint) : null);
   const name = h('input', { id: 'f-name', name: 'name', required: true, pattern: '[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?',
     placeholder: 'lr-sweep-3', autocomplete: 'off' });
   const preset = h('select', { id: 'f-preset', name: 'config', required: true });
   const presetNote = h('small', { class: 'muted' });
-  const overrides = h('textarea', { id: 'f-overrides', name: 'overrides', rows: 5, placeholder: 'trainer.max_steps=100\ntrainer.lr=3e-4' });
+  const overrides = h('textarea',
+    { id: 'f-overrides', name: 'overrides', rows: 5, placeholder: 'trainer.max_steps=100\ntrainer.lr=3e-4' });
   const nproc = h('input', { id: 'f-nproc', name: 'nproc_per_node', type: 'number', min: 1, value: '1' });
   const gpus = h('input', { id: 'f-gpus', name: 'gpus_per_node', type: 'number', min: 0, value: '0' });
   const priority = h('input', { id: 'f-priority', name: 'priority', type: 'number', value: '0' });
-  const maxRuntime = h('input', { id: 'f-max-runtime', name: 'max_runtime_s', type: 'number', min: 0, placeholder: 'none' });
-  const budget = h('input', { id: 'f-budget', name: 'budget_usd', type: 'number', min: 0, step: 'any', placeholder: 'none' });
+  const maxRuntime = h('input',
+    { id: 'f-max-runtime', name: 'max_runtime_s', type: 'number', min: 0, placeholder: 'none' });
+  const budget = h('input',
+    { id: 'f-budget', name: 'budget_usd', type: 'number', min: 0, step: 'any', placeholder: 'none' });
   const labels = h('textarea', { id: 'f-labels', name: 'labels', rows: 2, placeholder: 'team=nlp' });
   const result = h('div', { id: 'submit-result', role: 'status' });
   const estimateBtn = h('button', { type: 'button', id: 'estimate' }, 'Estimate');
@@ -39,7 +44,8 @@ export function submitPage(main, signal, fromId = null) {
     field('name', name, 'a DNS label: a-z, 0-9 and -'),
     field('preset', preset, null), presetNote,
     field('overrides', overrides, 'one key=value per line, as llmtrain train --set'),
-    h('div', { class: 'row' }, field('processes per node', nproc), field('GPUs per node', gpus), field('priority', priority)),
+    h('div', { class: 'row' },
+      field('processes per node', nproc), field('GPUs per node', gpus), field('priority', priority)),
     h('div', { class: 'row' }, field('max runtime (s)', maxRuntime), field('budget (USD)', budget)),
     field('labels', labels, 'key=value lines'),
     h('div', { class: 'row' }, estimateBtn, submitBtn),
@@ -106,7 +112,8 @@ export function submitPage(main, signal, fromId = null) {
   function showError(e) {
     clearMarks();
     const f = (e.field || '').split('.')[0];
-    const el = form.querySelector(`[name="${CSS.escape(f)}"]`) || (e.field && e.code === 'invalid_config' ? overrides : null);
+    const el = form.querySelector(`[name="${CSS.escape(f)}"]`) ||
+      (e.field && e.code === 'invalid_config' ? overrides : null);
     if (el) el.classList.add('invalid');
     const issues = Array.isArray(e.details?.issues) ? e.details.issues : [];
     if (issues.length > 1) {
@@ -132,7 +139,8 @@ export function submitPage(main, signal, fromId = null) {
     try {
       const r = await api.post('/v1/estimate', body());
       clearMarks();
-      result.replaceChildren(h('p', {}, showEstimate(r.estimate), ` · needs ${r.resources.cpus} CPU slot(s), ${r.resources.gpus} GPU(s)`));
+      const needs = ` · needs ${r.resources.cpus} CPU slot(s), ${r.resources.gpus} GPU(s)`;
+      result.replaceChildren(h('p', {}, showEstimate(r.estimate), needs));
     } catch (e) { showError(e); }
   });
   form.addEventListener('submit', async (ev) => {
@@ -141,7 +149,8 @@ export function submitPage(main, signal, fromId = null) {
     try {
       const r = await api.post('/v1/jobs', body());
       clearMarks();
-      result.replaceChildren(h('p', { 'data-created': r.id }, `created job ${r.id} (${r.state}) · `, showEstimate(r.estimate)));
+      result.replaceChildren(
+        h('p', { 'data-created': r.id }, `created job ${r.id} (${r.state}) · `, showEstimate(r.estimate)));
       location.hash = `#/jobs/${r.id}`;
     } catch (e) {
       showError(e);
