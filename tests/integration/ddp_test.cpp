@@ -26,12 +26,14 @@
 #include "support/netns_hosts.h"
 #include "support/free_port.h"
 #include "support/subprocess.h"
+#include "support/dist_runs.h"
 #include "support/train_fixture.h"
 #include "support/compare.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using llmt::testing::expect_same_losses;
 using llmt::testing::free_port;
 using llmt::testing::llmtrain_bin;
 using llmt::testing::run_process;
@@ -98,49 +100,17 @@ bool wait_until(const std::function<bool()>& cond, double seconds) {
     return false;
 }
 
-class DdpTest : public ::testing::Test {
-protected:
-    static void SetUpTestSuite() {
-        // micro_batch_size is per rank: 8 rows in one process = 2 ranks x 4 rows, the same windows.
-        auto r = runs_.create("llmt_ddp", R"(run: {name: d, seed: 11, device: cpu, threads: 1, deterministic: true}
+class DdpTest : public llmt::testing::DistRunsTest<DdpTest> {
+public:
+    static constexpr const char* kPrefix = "llmt_ddp";
+    // micro_batch_size is per rank: 8 rows in one process = 2 ranks x 4 rows, the same windows.
+    static constexpr const char* kYamlHead = R"(run: {name: d, seed: 11, device: cpu, threads: 1, deterministic: true}
 model: {n_layer: 2, n_head: 2, d_model: 32, block_size: 32, vocab_pad_multiple: 64}
 trainer: {max_steps: 20, micro_batch_size: 8, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 2,
           log_every_steps: 1, eval_every_steps: 10, eval_steps: 2, save_every_steps: 10, keep_last: 2}
 dist: {timeout_sec: 30, bucket_mb: 0.01}
-)");
-        root_ = runs_.root();
-        ASSERT_EQ(r.exit_code, 0) << r.err;
-    }
-    static void TearDownTestSuite() { runs_.remove(); }
-
-    static std::vector<std::string> train_args(const std::string& run_id, std::vector<std::string> extra = {}) {
-        return runs_.train_args(run_id, std::move(extra));
-    }
-    static std::vector<std::string> launch(int nproc, std::vector<std::string> launch_flags,
-                                           const std::vector<std::string>& train) {
-        std::vector<std::string> a = {llmtrain_bin(), "launch", "--standalone", "--nproc-per-node",
-                                      std::to_string(nproc)};
-        a.insert(a.end(), launch_flags.begin(), launch_flags.end());
-        a.push_back("--");
-        a.insert(a.end(), train.begin(), train.end());
-        return a;
-    }
-    static std::vector<nlohmann::json> metrics(const std::string& run_id) { return runs_.metrics(run_id); }
-    static std::vector<double> series(const std::string& run_id, const char* key) { return runs_.series(run_id, key); }
-    static llmt::testing::TinyRuns runs_;
-    static fs::path root_;
+)";
 };
-llmt::testing::TinyRuns DdpTest::runs_;
-fs::path DdpTest::root_;
-
-// fp32: the two ranks sum their halves of each gradient in another order than one process does and
-// the average adds one rounding, so weights differ by a few ulps per step; 1e-5 relative on the loss
-// over 20 steps is the issue's bound and ~100x what that drift gives.
-// Two empty lists (a run that logged nothing) fail: there is nothing to compare (support/compare.h).
-void expect_same_losses(const std::vector<double>& a, const std::vector<double>& b, const char* what) {
-    ASSERT_TRUE(llmt::support::comparable(a, b)) << what;
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::abs(a[i])) << what << " at entry " << i;
-}
 
 TEST_F(DdpTest, TwoRanksMatchOneProcessWithDdpAndZero1) {
     auto one = run_process(with_bin(train_args("one")), "", 600);
@@ -215,24 +185,16 @@ TEST_F(DdpTest, Zero1CheckpointsReshardBetweenOneAndTwoRanks) {
                     "", 300);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     EXPECT_NEAR(nlohmann::json::parse(r.out)["val_loss"].get<double>(), val10[0], 1e-5 * val10[0]) << r.out;
-    r = run_process(with_bin(train_args("z2to1", {"--resume", "z2to1"})), "", 600);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.err.find("optimizer state of 2 ranks at zero_stage 1 resharded for 1 rank"), std::string::npos)
-        << r.err;
-    expect_same_losses(base, series("z2to1", "loss"), "train loss, 2 ranks then 1 process");
-    expect_same_losses(series("one", "val_loss"), series("z2to1", "val_loss"), "val loss, 2 ranks then 1 process");
+    expect_resumes_as(with_bin(train_args("z2to1", {"--resume", "z2to1"})), "z2to1",
+                      "optimizer state of 2 ranks at zero_stage 1 resharded for 1 rank", "one");
 
     // 1 process -> 2 ranks.
     r = run_process(with_bin(train_args("z1to2", {"--stop-at-step", "10"})), "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.err;
     extra = two_ranks;
     extra.insert(extra.end(), {"--resume", "z1to2"});
-    r = run_process(launch(2, {}, train_args("z1to2", extra)), "", 600);
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    EXPECT_NE(r.err.find("optimizer state of 1 rank at zero_stage 0 resharded for 2 ranks"), std::string::npos)
-        << r.err;
-    expect_same_losses(base, series("z1to2", "loss"), "train loss, 1 process then 2 ranks");
-    expect_same_losses(series("one", "val_loss"), series("z1to2", "val_loss"), "val loss, 1 process then 2 ranks");
+    expect_resumes_as(launch(2, {}, train_args("z1to2", extra)), "z1to2",
+                      "optimizer state of 1 rank at zero_stage 0 resharded for 2 ranks", "one");
 
     // A shard that is missing is named.
     const fs::path ck = root_ / "runs/z2to1/checkpoints/step_10";

@@ -23,65 +23,43 @@
 #include "core/safetensors.h"
 #include "support/compare.h"
 #include "support/subprocess.h"
+#include "support/dist_runs.h"
 #include "support/train_fixture.h"
 
 namespace {
 
 namespace fs = std::filesystem;
+using llmt::testing::expect_same_losses;
 using llmt::testing::llmtrain_bin;
 using llmt::testing::run_process;
 using llmt::testing::with_bin;
 
-class Zero3Test : public ::testing::Test {
-protected:
-    static void SetUpTestSuite() {
-        // micro_batch_size is per rank: 8 rows in one process = 2 ranks x 4 rows, the same windows.
-        auto r = runs_.create("llmt_zero3", R"(run: {name: z, seed: 11, device: cpu, threads: 1, deterministic: true}
+class Zero3Test : public llmt::testing::DistRunsTest<Zero3Test> {
+public:
+    static constexpr const char* kPrefix = "llmt_zero3";
+    // micro_batch_size is per rank: 8 rows in one process = 2 ranks x 4 rows, the same windows.
+    static constexpr const char* kYamlHead = R"(run: {name: z, seed: 11, device: cpu, threads: 1, deterministic: true}
 model: {n_layer: 3, n_head: 2, d_model: 32, block_size: 32, vocab_pad_multiple: 64}
 trainer: {max_steps: 20, micro_batch_size: 8, lr: 3.0e-3, min_lr: 3.0e-4, warmup_steps: 2,
           log_every_steps: 1, eval_every_steps: 10, eval_steps: 2, save_every_steps: 10, keep_last: 2}
 dist: {timeout_sec: 60}
-)");
-        root_ = runs_.root();
-        ASSERT_EQ(r.exit_code, 0) << r.err;
-    }
-    static void TearDownTestSuite() { runs_.remove(); }
+)";
 
-    static std::vector<std::string> train_args(const std::string& run_id, std::vector<std::string> extra = {}) {
-        return runs_.train_args(run_id, std::move(extra));
-    }
+protected:
     // `llmtrain launch` of 2 workers on this host.
-    static std::vector<std::string> launch2(const std::vector<std::string>& train) {
-        std::vector<std::string> a = {llmtrain_bin(), "launch", "--standalone", "--nproc-per-node", "2", "--"};
-        a.insert(a.end(), train.begin(), train.end());
-        return a;
-    }
+    static std::vector<std::string> launch2(const std::vector<std::string>& train) { return launch(2, {}, train); }
     // 2 ranks at stage 3 with 4 rows each.
     static std::vector<std::string> stage3(std::vector<std::string> extra = {}) {
         extra.insert(extra.end(), {"--set", "trainer.micro_batch_size=4", "--set", "dist.zero_stage=3"});
         return extra;
     }
-    static std::vector<nlohmann::json> metrics(const std::string& run_id) { return runs_.metrics(run_id); }
-    static std::vector<double> series(const std::string& run_id, const char* key) { return runs_.series(run_id, key); }
     // The uninterrupted one-process run of `extra`, trained once per suite under `run_id`.
     static void one_process(const std::string& run_id, const std::vector<std::string>& extra = {}) {
         if (fs::exists(root_ / "runs" / run_id / "summary.json")) return;
         auto r = run_process(with_bin(train_args(run_id, extra)), "", 600);
         ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-    static llmt::testing::TinyRuns runs_;
-    static fs::path root_;
 };
-llmt::testing::TinyRuns Zero3Test::runs_;
-fs::path Zero3Test::root_;
-
-// The two ranks sum their halves of each gradient in another order than one process does, the mean adds
-// one rounding, and the ranks' loss means go through one f32 all-reduce: a few ulps per step, far below
-// the required 1e-5 relative over 20 steps. Two empty lists (a run that logged nothing) fail.
-void expect_same_losses(const std::vector<double>& a, const std::vector<double>& b, const char* what) {
-    ASSERT_TRUE(llmt::support::comparable(a, b)) << what;
-    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * std::abs(a[i])) << what << " at entry " << i;
-}
 
 TEST_F(Zero3Test, TwoRanksMatchOneProcessStepByStep) {
     struct Variant {
@@ -185,23 +163,14 @@ TEST_F(Zero3Test, CheckpointsReshardBetweenStage3AndOneProcess) {
     ASSERT_EQ(g2.exit_code, 0) << g2.err;
     EXPECT_FALSE(g1.out.empty());
     EXPECT_EQ(g1.out, g2.out);
-    r = run_process(with_bin(train_args("z3to1", {"--resume", "z3to1"})), "", 600);
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_NE(r.err.find("optimizer state of 2 ranks at zero_stage 3 resharded for 1 rank"), std::string::npos)
-        << r.err;
-    expect_same_losses(base, series("z3to1", "loss"), "train loss, stage 3 on 2 ranks then 1 process");
-    expect_same_losses(series("gpt2-one", "val_loss"), series("z3to1", "val_loss"), "val loss, 2 ranks then 1");
+    expect_resumes_as(with_bin(train_args("z3to1", {"--resume", "z3to1"})), "z3to1",
+                      "optimizer state of 2 ranks at zero_stage 3 resharded for 1 rank", "gpt2-one");
 
     // 1 process -> 2 ranks at stage 3.
     r = run_process(with_bin(train_args("z1to3", {"--stop-at-step", "10"})), "", 600);
     ASSERT_EQ(r.exit_code, 0) << r.err;
-    r = run_process(launch2(train_args("z1to3", stage3({"--resume", "z1to3"}))), "", 600);
-    ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-    EXPECT_NE(r.err.find("optimizer state of 1 rank at zero_stage 0 resharded for 2 ranks at zero_stage 3"),
-              std::string::npos)
-        << r.err;
-    expect_same_losses(base, series("z1to3", "loss"), "train loss, 1 process then stage 3 on 2 ranks");
-    expect_same_losses(series("gpt2-one", "val_loss"), series("z1to3", "val_loss"), "val loss, 1 then 2 ranks");
+    expect_resumes_as(launch2(train_args("z1to3", stage3({"--resume", "z1to3"}))), "z1to3",
+                      "optimizer state of 1 rank at zero_stage 0 resharded for 2 ranks at zero_stage 3", "gpt2-one");
 
     // A shard that is missing is named.
     fs::rename(ck / "model-00003-of-00005.safetensors", root_ / "held.safetensors");
