@@ -430,9 +430,11 @@ struct Server::Impl {
     // glibc returns free pages inside its arenas only on malloc_trim: what a burst of requests freed in
     // small blocks (fragments, bins, the workers' thread caches) stays resident otherwise, an amount that
     // depends on how the burst fell over the workers (20-25 MB swings in the soak). The quiet server gives it
-    // back: one pass over the heap, when no exchange has run for kTrimWhenIdleAfter after some did.
+    // back: one pass over the heap, when no exchange has run for kTrimWhenIdleAfter after some did. A worker
+    // that streams an answer (a followed log, for up to an hour) is not an exchange running for this: it
+    // holds one of `streams`, and the server is quiet when every busy worker is such a stream.
     void trim_when_idle(Clock::time_point now) {
-        if (!freed_since_trim.load() || busy.load() > 0) return;
+        if (!freed_since_trim.load() || busy.load() > streams.used.load()) return;
         if (now - Clock::time_point(Clock::duration(last_exchange_end.load())) < kTrimWhenIdleAfter) return;
         freed_since_trim = false;
         malloc_trim(0);
