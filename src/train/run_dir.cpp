@@ -20,7 +20,7 @@ namespace llmt::train {
 std::string RunDir::make_run_id(const std::string& name) {
     // The suffix starts at a random point per process (/dev/urandom: processes started in the same second differ)
     // and steps by one per call, so ids made by one process never repeat (for 2^24 calls); independent draws
-    // per call collided within a process (birthday bound: 200 ids share one about once in 800 runs).
+    // per call would collide within a process (birthday bound: 200 ids in one second share one once in ~800).
     static std::atomic<uint32_t> next{std::random_device{}()};
     return fmt::format("{}-{}-{:06x}", name, utc_compact_now(), next.fetch_add(1) & 0xFFFFFFu);
 }
