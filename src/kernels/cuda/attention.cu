@@ -4,12 +4,12 @@
 // combines them into the running max/sum, then accumulates the 32 value rows with lane l owning head dims l, l+32, ...
 // (coalesced). A first, exact version; the tensor-core bf16 kernel replaces it for speed. Templated on the storage
 // type (fp32, or bf16 as the fallback until the tensor-core bf16 kernel is present); arithmetic and the log-sum-exp
-// are fp32. Bounded rows (kPacked: packed examples, positions (B,T), and/or a sliding window): query t attends keys
-// lo(t)
-// .. t with lo(t) = first_key (key_bounds.cuh: t - positions[b,t], and > t - window), so the forward and dq warps
-// start their key loop at lo(t); a dk/dv warp of key j takes the query rows t >= j with lo(t) <= j, and stops at the
-// first 32 rows that have none (lo(t) never decreases). With a window that is after window rows: O(T W). kPacked
-// false: plain causal attention, no bound code (the same PTX but for the unused parameters).
+// are fp32. Bounded rows (kPacked: packed examples, positions (B,T), and/or a sliding window): query t attends
+// keys lo(t) .. t with lo(t) = first_key (key_bounds.cuh: t - positions[b,t], and > t - window), so the forward
+// and dq warps start their key loop at lo(t); a dk/dv warp of key j takes the query rows t >= j with
+// lo(t) <= j, and stops at the first 32 rows that have none (lo(t) never decreases). With a window that is after
+// window rows: O(T W). kPacked false: plain causal attention, no bound code (the same PTX but for the unused
+// parameters).
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/key_bounds.cuh"
