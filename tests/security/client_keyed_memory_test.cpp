@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "security/held_label_server.h"
 #include "security/raw_http.h"
 #include "server/server_fixture.h"
 
@@ -29,11 +30,8 @@ protected:
         root_ = fs::temp_directory_path() / ("llmt_security_keyed_" + std::to_string(::getpid()));
         fs::remove_all(root_);
         fs::create_directories(root_);
-        // No job runs (a label whose quota runs none): the test writes the jobs' metrics itself.
-        std::ofstream(root_ / "quotas.json") << R"({"team=held": {"max_running": 0}})";
-        server_ = std::make_unique<ServeProcess>(
-            root_ / "srv", std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--quotas-file",
-                                                    (root_ / "quotas.json").string()});
+        // No job runs (team=held jobs stay queued): the test writes the jobs' metrics itself.
+        server_ = serve_with_held_label(root_);
     }
     static void TearDownTestSuite() {
         if (server_) {

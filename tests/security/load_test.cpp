@@ -13,6 +13,7 @@
 #include <sstream>
 #include <vector>
 
+#include "security/held_label_server.h"
 #include "security/proc_stats.h"
 #include "security/raw_http.h"
 #include "server/server_fixture.h"
@@ -50,14 +51,9 @@ protected:
         fs::create_directories(root_ / "web");
         std::ofstream(root_ / "web/index.html") << "<!doctype html><title>t</title>";
         std::ofstream(root_ / "web/big.js") << std::string(kAssetBytes, 'x');
-        // One CPU slot, and a label whose quota runs none: jobs labelled team=held wait, and the
-        // scheduler has a full queue to consider on every pass.
-        std::ofstream(root_ / "quotas.json") << R"({"team=held": {"max_running": 0}})";
-        server_ = std::make_unique<ServeProcess>(
-            root_ / "srv",
-            std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--quotas-file", (root_ / "quotas.json").string(),
-                                     "--web-dir", (root_ / "web").string(), "--response-timeout-s",
-                                     std::to_string(kResponseTimeoutS)});
+        // Jobs labelled team=held wait, and the scheduler has a full queue to consider on every pass.
+        server_ = serve_with_held_label(root_, {"--web-dir", (root_ / "web").string(), "--response-timeout-s",
+                                                std::to_string(kResponseTimeoutS)});
     }
     static void TearDownTestSuite() {
         server_.reset();

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "security/held_label_server.h"
 #include "security/proc_stats.h"
 #include "security/raw_http.h"
 #include "server/server_fixture.h"
@@ -56,11 +57,7 @@ protected:
         root_ = fs::temp_directory_path() / ("llmt_security_heap_" + std::to_string(::getpid()));
         fs::remove_all(root_);
         fs::create_directories(root_);
-        // A label whose quota runs none: jobs labelled team=held stay queued.
-        std::ofstream(root_ / "quotas.json") << R"({"team=held": {"max_running": 0}})";
-        server_ = std::make_unique<ServeProcess>(
-            root_ / "srv", std::vector<std::string>{"--capacity", "cpus=1,gpus=0", "--quotas-file",
-                                                    (root_ / "quotas.json").string()});
+        server_ = serve_with_held_label(root_);  // jobs labelled team=held stay queued
     }
     void TearDown() override {
         if (server_) {
