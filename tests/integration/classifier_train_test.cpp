@@ -74,25 +74,11 @@ protected:
     static void TearDownTestSuite() { fs::remove_all(root_); }
 
     static std::vector<std::string> train(const std::string& run_id, std::vector<std::string> extra = {}) {
-        std::vector<std::string> a = {"train",
-                                      "--config",
-                                      (root_ / "cnn.yaml").string(),
-                                      "--set",
-                                      "output.root_dir=" + (root_ / "runs").string(),
-                                      "--set",
-                                      "output.run_id=" + run_id};
-        a.insert(a.end(), extra.begin(), extra.end());
-        return a;
+        return llmt::testing::train_command(root_ / "cnn.yaml", root_ / "runs", run_id, std::move(extra));
     }
-    static std::vector<std::string> bin(std::vector<std::string> a) {
-        a.insert(a.begin(), llmtrain_bin());
-        return a;
-    }
+    static std::vector<std::string> bin(std::vector<std::string> a) { return llmt::testing::with_bin(std::move(a)); }
     static std::vector<double> series(const std::string& run_id, const char* key) {
-        std::vector<double> v;
-        for (const auto& m : llmt::testing::read_metrics(root_ / "runs" / run_id / "metrics.jsonl"))
-            if (m.contains(key)) v.push_back(m[key]);
-        return v;
+        return llmt::testing::metric_series(root_ / "runs" / run_id / "metrics.jsonl", key);
     }
     static nlohmann::json summary(const std::string& run_id) {
         return nlohmann::json::parse(llmt::read_file(root_ / "runs" / run_id / "summary.json"));

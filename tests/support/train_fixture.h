@@ -48,6 +48,25 @@ inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& met
     return out;
 }
 
+// `train` of the config file `config` as run `run_id` under runs_root, then `extra`.
+inline std::vector<std::string> train_command(const std::filesystem::path& config,
+                                              const std::filesystem::path& runs_root, const std::string& run_id,
+                                              std::vector<std::string> extra = {}) {
+    std::vector<std::string> a = {"train", "--config", config.string(),
+                                  "--set", "output.root_dir=" + runs_root.string(),
+                                  "--set", "output.run_id=" + run_id};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+}
+
+// `key` of every record of a metrics.jsonl that has it, in order.
+inline std::vector<double> metric_series(const std::filesystem::path& metrics_jsonl, const char* key) {
+    std::vector<double> v;
+    for (const auto& m : read_metrics(metrics_jsonl))
+        if (m.contains(key)) v.push_back(m[key]);
+    return v;
+}
+
 // `args` as a command line of the binary under test.
 inline std::vector<std::string> with_bin(std::vector<std::string> args) {
     args.insert(args.begin(), llmtrain_bin());
@@ -73,25 +92,14 @@ public:
 
     // `train` of tiny.yaml as run `run_id`, then `extra`.
     std::vector<std::string> train_args(const std::string& run_id, std::vector<std::string> extra = {}) const {
-        std::vector<std::string> a = {"train",
-                                      "--config",
-                                      (root_ / "tiny.yaml").string(),
-                                      "--set",
-                                      "output.root_dir=" + (root_ / "runs").string(),
-                                      "--set",
-                                      "output.run_id=" + run_id};
-        a.insert(a.end(), extra.begin(), extra.end());
-        return a;
+        return train_command(root_ / "tiny.yaml", root_ / "runs", run_id, std::move(extra));
     }
     std::vector<nlohmann::json> metrics(const std::string& run_id) const {
         return read_metrics(root_ / "runs" / run_id / "metrics.jsonl");
     }
     // `key` of every metrics record of the run that has it, in order.
     std::vector<double> series(const std::string& run_id, const char* key) const {
-        std::vector<double> v;
-        for (const auto& m : metrics(run_id))
-            if (m.contains(key)) v.push_back(m[key]);
-        return v;
+        return metric_series(root_ / "runs" / run_id / "metrics.jsonl", key);
     }
 
 private:
