@@ -8,6 +8,8 @@
 # figures.
 # Usage (repository root, on the GPU host): bash bench/long_context/reach.sh [OURS_T=65536,131072] [STEPS=20]
 #        [PEFT_T=73728,65536,49152,32768] [PEFT_STEPS=20] [LLMTRAIN=build/release/llmtrain]
+# OURS_SET: more --set overrides for our runs, e.g. OURS_SET="trainer.lr=1e-3 trainer.min_lr=1e-4
+# trainer.warmup_steps=5" (the 131,072-token run in docs/benchmarks.md). PEFT_T=none skips PEFT.
 set -uo pipefail
 ours_t=${1:-65536,131072}
 steps=${2:-20}
@@ -15,20 +17,24 @@ peft_t=${3:-73728,65536,49152,32768}
 peft_steps=${4:-20}
 bin=${5:-build/release/llmtrain}
 out=${OUT:-/tmp/long_context}
+extra=()
+for kv in ${OURS_SET:-}; do extra+=(--set "$kv"); done
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 for T in ${ours_t//,/ }; do
   echo "== ours T=$T, $steps steps"
-  "$bin" validate --config bench/long_context/llama8b_lora.yaml --set model.block_size="$T" | tail -1
+  "$bin" validate --config bench/long_context/llama8b_lora.yaml --set model.block_size="$T" "${extra[@]}" \
+    --set trainer.max_steps="$steps" | tail -1
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 > "$out/smi_$T.txt" &
   smi=$!
-  "$bin" train --config bench/long_context/llama8b_lora.yaml --set model.block_size="$T" \
+  "$bin" train --config bench/long_context/llama8b_lora.yaml --set model.block_size="$T" "${extra[@]}" \
     --set trainer.max_steps="$steps" --set output.root_dir="$out/runs_$T" > "$out/train_$T.log" 2>&1
   echo "train rc=$?"
   kill "$smi"; wait "$smi" 2>/dev/null
   grep -E "^step" "$out/train_$T.log" | sed -n '1p;$p'
   echo "nvidia-smi peak: $(sort -n "$out/smi_$T.txt" | tail -1) MiB"
 done
+[ "$peft_t" = none ] && exit 0
 echo "== PEFT + gradient checkpointing, $peft_steps steps per T, longest first, until one fits"
 for T in ${peft_t//,/ }; do
   python3 bench/train_gpu_llama/peft_checkpointing.py --shape 8b --batches 1 --seqs "$T" --steps $((peft_steps - 1)) \

@@ -4,8 +4,9 @@
 # so the first step's one-time work (cuBLASLt algorithm timing, plan building) stays out. GEMM kernels are
 # summed as one line beside the top individual ones.
 # Usage: bash bench/train_gpu/profile_last_step.sh [B=8] [ARCH=gpt2] [LORA_R=0] [T=1024]
-#   ARCH: train_gpu_bench's --arch (gpt2, llama = the Llama-3.2-1B shape, qwen2.5-1.5b, qwen3-1.7b); LORA_R > 0:
-#   LoRA adapters of that rank on every linear layer. LLMTRAIN_LM_HEAD_ROWS=all profiles the unfused LM head.
+#   ARCH: train_gpu_bench's --arch (gpt2, llama = the Llama-3.2-1B shape, llama3.1-8b, qwen2.5-1.5b, qwen3-1.7b);
+#   LORA_R > 0: LoRA adapters of that rank on every linear layer. LLMTRAIN_LM_HEAD_ROWS=all profiles the
+#   unfused LM head.
 set -uo pipefail
 out=${OUT:-/tmp/out}
 mkdir -p "$out"

@@ -6,6 +6,9 @@
 //   --arch gpt2:  GPT-2 124M (12 layers, d 768, T 1024, vocab 50257 padded to 50304);
 //   --arch llama: Llama-3.2-1B's shape (16 layers, d 2048, 32 heads / 8 KV heads, FFN 8192, vocab 128,256,
 //                 tied, RoPE theta 500k with llama3 scaling; bench/train_gpu_llama runs it, T 2048);
+//   --arch llama3.1-8b: Llama-3.1-8B's shape (32 layers, d 4096, 32 heads / 8 KV heads, FFN 14336, vocab
+//                 128,256, untied, RoPE theta 500k with llama3 scaling factor 8; with --lora: the frozen base
+//                 alone is 16 GB, full training's fp32 masters and AdamW state do not fit one GPU);
 //   --arch qwen2.5-1.5b: Qwen2.5-1.5B's shape (28 layers, d 1536, 12 heads / 2 KV heads of 128, q/k/v biases,
 //                 FFN 8960, vocab 151,936, tied, RoPE theta 1e6);
 //   --arch qwen3-1.7b: Qwen3-1.7B's shape (28 layers, d 2048, 16 heads / 8 KV heads of 128, per-head q/k
@@ -14,8 +17,8 @@
 // the same cuBLASLt path) for the MFU figure, and the GPU memory the step holds beyond the CUDA context.
 // torch_gpu_gpt2.py / bench/train_gpu_llama/torch_gpu_llama.py run the PyTorch peers; run.sh runs both in one
 // device call and compare.py prints the side-by-side table.
-// Usage: train_gpu_bench [--arch gpt2|llama|qwen2.5-1.5b|qwen3-1.7b] [--batch 16,32] [--T 1024] [--steps 10] [--warmup
-// 3] [--lora R]
+// Usage: train_gpu_bench [--arch gpt2|llama|llama3.1-8b|qwen2.5-1.5b|qwen3-1.7b] [--batch 16,32] [--T 1024]
+//                        [--steps 10] [--warmup 3] [--lora R]
 //                        [--dtype bf16|fp32] [--recompute none|mlp|all] [--no-check] [--no-peak] [--json FILE]
 #include <algorithm>
 #include <chrono>
@@ -63,19 +66,20 @@ std::unique_ptr<models::Model> make_bench_model(const std::string& arch, bool ti
     lora.r = lora_r;
     lora.alpha = 2.0 * lora_r;
     lora.target_modules = {"all-linear"};
-    if (arch == "llama") {
+    if (arch == "llama" || arch == "llama3.1-8b") {
+        const bool l8 = arch == "llama3.1-8b";
         models::LlamaConfig c;
-        c.n_layer = tiny ? 2 : 16;
+        c.n_layer = tiny ? 2 : (l8 ? 32 : 16);
         c.n_head = tiny ? 4 : 32;
         c.n_kv_head = tiny ? 2 : 8;
-        c.d_model = tiny ? 256 : 2048;
-        c.d_ff = tiny ? 704 : 8192;
+        c.d_model = tiny ? 256 : (l8 ? 4096 : 2048);
+        c.d_ff = tiny ? 704 : (l8 ? 14336 : 8192);
         c.block_size = tiny ? 64 : 2048;
         c.vocab_size = tiny ? 1000 : 128256;
         c.padded_vocab = tiny ? 1024 : 128256;
-        c.tie_embeddings = true;
+        c.tie_embeddings = !l8;
         c.rope_theta = 500000.0;
-        c.rope_scaling = {"llama3", 32.0, 1.0, 4.0, 8192};
+        c.rope_scaling = {"llama3", l8 ? 8.0 : 32.0, 1.0, 4.0, 8192};
         c.recompute = recompute;
         c.lora = lora;
         return std::make_unique<models::Llama>(c, device, dtype);
@@ -297,8 +301,10 @@ int main(int argc, char** argv) {
             std::printf("train_gpu_bench: no CUDA device: skipped\n");
             return 0;
         }
-        if (arch != "gpt2" && arch != "llama" && arch != "qwen2.5-1.5b" && arch != "qwen3-1.7b") {
-            std::fprintf(stderr, "train_gpu_bench: --arch must be gpt2, llama, qwen2.5-1.5b or qwen3-1.7b\n");
+        if (arch != "gpt2" && arch != "llama" && arch != "llama3.1-8b" && arch != "qwen2.5-1.5b" &&
+            arch != "qwen3-1.7b") {
+            std::fprintf(stderr,
+                         "train_gpu_bench: --arch must be gpt2, llama, llama3.1-8b, qwen2.5-1.5b or qwen3-1.7b\n");
             return 2;
         }
         if (check && !check_against_cpu(arch, std::random_device{}())) return 1;

@@ -3,8 +3,9 @@
 # 32 heads / 8 KV heads, FFN 8192, vocab 128,256, tied, T 2048) on one GPU: ours (train_gpu_bench --arch
 # llama, fp32 master weights + bf16 compute) then PyTorch + transformers (bench/train_gpu_llama/torch_gpu_llama.py,
 # torch.compile, fused AdamW, SDPA) in the same call on the same card, and the ratio.
-# SHAPE llama (the default), qwen2.5-1.5b or qwen3-1.7b (train_gpu_bench --arch; the peer's --shape); LORA_R > 0:
-# ours with LoRA adapters of that rank on every linear layer (compare with the peer's peft or lora modes).
+# SHAPE llama (the default), llama3.1-8b, qwen2.5-1.5b or qwen3-1.7b (train_gpu_bench --arch; the peer's --shape);
+# LORA_R > 0: ours with LoRA adapters of that rank on every linear layer (compare with the peer's peft or lora
+# modes).
 # On the GPU machine: bash bench/train_gpu_llama/run.sh [TORCH_GPU_LLAMA_PY] [BATCH=4] [TORCH_MODES] [SHAPE=llama]
 #   [LORA_R=0] [STEPS=8]   (BENCH_BIN: our binary, default /tmp/g/bin/train_gpu_bench from tools/gpu/env.sh)
 set -uo pipefail

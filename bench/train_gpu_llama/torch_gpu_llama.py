@@ -1,10 +1,12 @@
-"""PyTorch peer for a Llama-3.2-1B-, Qwen2.5-1.5B- or Qwen3-1.7B-shaped model (--shape; random weights): tokens/s and
-peak memory of a training step.
+"""PyTorch peer for a Llama-3.2-1B-, Llama-3.1-8B-, Qwen2.5-1.5B- or Qwen3-1.7B-shaped model (--shape; random
+weights): tokens/s and peak memory of a training step (the 8B shape: LoRA/PEFT modes; its full training's fp32 state
+does not fit one GPU).
 modes: full-mixed (fp32 params, bf16 autocast, fused AdamW), full-bf16 (bf16 params, fused AdamW), lora (frozen bf16
 base, r=16 alpha=32 on q,k,v,o,gate,up,down; fp32 adapters, bf16 autocast). peft (transformers + peft 0.21, same
 LoRA). Each with eager or compile. Usage:
 python3 torch_gpu_llama.py --modes full-mixed:compile,full-bf16:compile,peft:compile --batch 4 --seq 2048
-[--shape llama3.2-1b|qwen2.5-1.5b|qwen3-1.7b] (the shapes of train_gpu_bench --arch llama|qwen2.5-1.5b|qwen3-1.7b)."""
+[--shape llama3.2-1b|llama3.1-8b|qwen2.5-1.5b|qwen3-1.7b] (the shapes of train_gpu_bench
+--arch llama|llama3.1-8b|qwen2.5-1.5b|qwen3-1.7b)."""
 import argparse, json, math, time, torch, torch.nn as nn
 from transformers import AutoModelForCausalLM, LlamaConfig, Qwen2Config, Qwen3Config
 ap = argparse.ArgumentParser()
@@ -13,13 +15,19 @@ ap.add_argument("--batch", type=int, default=4)
 ap.add_argument("--seq", type=int, default=2048)
 ap.add_argument("--steps", type=int, default=8)
 ap.add_argument("--out", default="llama_anchor.jsonl")
-ap.add_argument("--shape", default="llama3.2-1b", choices=["llama3.2-1b", "qwen2.5-1.5b", "qwen3-1.7b"])
+ap.add_argument("--shape", default="llama3.2-1b", choices=["llama3.2-1b", "llama3.1-8b", "qwen2.5-1.5b", "qwen3-1.7b"])
 a = ap.parse_args()
 if a.shape == "llama3.2-1b":
     cfg = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
                       num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
                       rope_theta=500000.0, tie_word_embeddings=True,
                       rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+elif a.shape == "llama3.1-8b":  # Llama-3.1-8B's config.json: untied, llama3 scaling factor 8
+    cfg = LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                      num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                      rope_theta=500000.0, tie_word_embeddings=False,
+                      rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                                     "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
 elif a.shape == "qwen2.5-1.5b":  # Qwen2.5-1.5B's config.json: q/k/v biases, tied, theta 1e6
     cfg = Qwen2Config(vocab_size=151936, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
@@ -44,7 +52,7 @@ class LoRALinear(nn.Module):
     def forward(self, x):
         return self.base(x) + (x @ self.A.t().to(x.dtype)) @ self.B.t().to(x.dtype) * self.s
 dev = "cuda"
-N = L * (C * (Q + 2 * KV) + Q * C + 3 * C * F) + V * C  # the matmuls' weights (tied head)
+N = L * (C * (Q + 2 * KV) + Q * C + 3 * C * F) + V * C  # the matmuls' weights (the head once; the lookup is none)
 T = a.seq
 print(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "shape": a.shape,
                   "matmul_params": N}))
@@ -52,7 +60,9 @@ for spec in a.modes.split(","):
     mode, comp = spec.split(":")
     torch.manual_seed(0)
     torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
-    m = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
+    # The 8B shape is initialised on the GPU: on the host its random init alone takes minutes.
+    with torch.device(dev if a.shape == "llama3.1-8b" else "cpu"):
+        m = AutoModelForCausalLM.from_config(cfg, attn_implementation="sdpa")
     if mode == "full-mixed":
         m = m.to(dev)
         params = list(m.parameters())
