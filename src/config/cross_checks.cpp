@@ -1,7 +1,7 @@
 // The loader's checks of a resolved config that read more than one key or depend on the architecture,
 // the data source or the device: derived model defaults and their per-family checks, the run names, the
-// optimizer's and data source's unread keys, URIs, ZeRO stages. Split from loader.cpp, which parses,
-// walks and types the YAML; every problem goes to the Validator with where the key was written.
+// optimizer's and data source's unread keys, URIs, ZeRO stages. They run on what loader.cpp parsed, walked
+// and typed; every problem goes to the Validator with where the key was written.
 #include "config/cross_checks.h"
 
 #include <fmt/format.h>

@@ -63,4 +63,5 @@ private:
     std::string source_;
     std::vector<ConfigIssue> issues_;
 };
+
 }  // namespace llmt::config
